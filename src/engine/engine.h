@@ -1,0 +1,179 @@
+/*
+ * engine.h — the public face of src/engine: tokenizer, sampler, chat
+ * templates and the decoding session that both front ends drive.
+ *
+ * The engine never prints and never exits.  Failing calls return a
+ * negative ENG_E* code and write one line into the caller's err buffer;
+ * diagnostics go to the log callback the front end installs.
+ */
+#ifndef CFLOW_ENGINE_H
+#define CFLOW_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format/cflow_format.h"
+
+enum {
+    ENG_OK = 0,
+    ENG_EIO = -1, ENG_EFORMAT = -2, ENG_EUNSUP = -3, ENG_ENOMEM = -4,
+    ENG_EARG = -5,
+    ENG_ECTX = -6,      /* the context window is full */
+    ENG_ESTOP = -7      /* generation was interrupted */
+};
+
+typedef void (*eng_log_fn)(void *ud, int level /*0 info,1 warn,2 error*/,
+                           const char *msg);
+
+/* ======================================================================= */
+/* Tokenizer                                                                */
+/* ======================================================================= */
+/*
+ * Loaded from GGUF-style keys in an fmt_kv (GGUF metadata, the .cflow
+ * metadata section, or fmt_vocab_load of llama2.c / HF files):
+ *   tokenizer.ggml.model   "llama" (SentencePiece, byte fallback) or
+ *                          "gpt2" (byte-level BPE)
+ *   tokenizer.ggml.pre     pre-tokenizer for gpt2: "default", "llama3"/
+ *                          "llama-bpe", "qwen2", "gpt-2", "falcon",
+ *                          "deepseek-llm", "deepseek-coder", "mpt",
+ *                          "starcoder", "refact", ...
+ *   tokenizer.ggml.tokens / scores / token_type / merges,
+ *   tokenizer.ggml.bos_token_id / eos_token_id / unknown_token_id /
+ *   padding_token_id, tokenizer.ggml.add_bos_token,
+ *   tokenizer.ggml.add_space_prefix, tokenizer.chat_template
+ */
+typedef struct eng_tok eng_tok;
+
+int  eng_tok_load(eng_tok **out, const fmt_kv *kv, char *err, size_t errlen);
+void eng_tok_free(eng_tok *t);
+
+uint32_t eng_tok_n_vocab(const eng_tok *t);
+int32_t  eng_tok_bos(const eng_tok *t);   /* -1 if none */
+int32_t  eng_tok_eos(const eng_tok *t);   /* -1 if none */
+int32_t  eng_tok_eot(const eng_tok *t);   /* end of turn (<|im_end|>, <|eot_id|>...) or -1 */
+int      eng_tok_add_bos(const eng_tok *t); /* does the model want BOS? */
+int      eng_tok_is_spm(const eng_tok *t);
+/* Is id a control/special token (never printed in completions)? */
+int      eng_tok_is_control(const eng_tok *t, int32_t id);
+
+/* Encode text[0..len).  add_special: prepend BOS when the vocabulary asks
+ * for it (llama.cpp's add_special); parse_special: recognise special-token
+ * strings such as "<|im_end|>" in text.  Writes at most cap ids; *n_out gets
+ * the full count (call again with a larger buffer when *n_out > cap).
+ * Returns 0 or a negative ENG_E* code. */
+int eng_tok_encode(const eng_tok *t, const char *text, size_t len,
+                   int add_special, int parse_special, int32_t *ids,
+                   size_t cap, size_t *n_out);
+
+/* The bytes a token stands for (SentencePiece '▁' as space, <0xNN> byte
+ * tokens as the byte, byte-level BPE mapped back to bytes).  Control tokens
+ * give their text.  The pointer stays valid while t lives. */
+const char *eng_tok_piece(const eng_tok *t, int32_t id, size_t *len);
+
+/* Streaming detokeniser: feed ids, get bytes that never end inside a
+ * UTF-8 sequence.  prev is the previous token (for SentencePiece's rule that
+ * a leading space after BOS is dropped).  Returns bytes written to out
+ * (cap >= 64 is always enough for one token plus held bytes). */
+typedef struct eng_detok {
+    unsigned char pend[8];
+    unsigned      n_pend;
+    int32_t       prev;
+} eng_detok;
+void   eng_detok_init(eng_detok *d);
+size_t eng_detok_push(eng_detok *d, const eng_tok *t, int32_t id, char *out,
+                      size_t cap);
+/* Flush held bytes at the end of a stream (invalid ones as U+FFFD). */
+size_t eng_detok_flush(eng_detok *d, char *out, size_t cap);
+
+/* ======================================================================= */
+/* Sampling                                                                 */
+/* ======================================================================= */
+typedef struct eng_sampling {
+    float    temp;        /* 0 = greedy */
+    int      top_k;       /* 0 = off */
+    float    top_p;       /* 1 = off */
+    float    min_p;       /* 0 = off */
+    float    rep_penalty; /* 1 = off */
+    int      rep_last_n;  /* window of history for the penalty */
+    uint64_t seed;
+} eng_sampling;
+
+void eng_sampling_default(eng_sampling *s);
+
+typedef struct eng_sampler eng_sampler;
+eng_sampler *eng_sampler_new(const eng_sampling *p, uint32_t n_vocab);
+void         eng_sampler_free(eng_sampler *s);
+void         eng_sampler_set(eng_sampler *s, const eng_sampling *p);
+/* Pick a token from logits[n_vocab] (modified in place).  history holds
+ * the ids seen so far (for the repetition penalty). */
+int32_t eng_sampler_sample(eng_sampler *s, float *logits,
+                           const int32_t *history, size_t n_history);
+
+/* ======================================================================= */
+/* Chat templates                                                           */
+/* ======================================================================= */
+enum eng_chat {
+    ENG_CHAT_NONE = 0,  /* plain completion (base models) */
+    ENG_CHAT_CHATML, ENG_CHAT_LLAMA2, ENG_CHAT_LLAMA3, ENG_CHAT_ZEPHYR,
+    ENG_CHAT_MISTRAL, ENG_CHAT_GEMMA, ENG_CHAT_PHI3,
+    ENG_NCHAT
+};
+typedef struct eng_msg {
+    const char *role;     /* "system", "user", "assistant" */
+    const char *content;
+} eng_msg;
+
+const char *eng_chat_name(enum eng_chat c);
+int         eng_chat_from_name(const char *name);  /* -1 if unknown */
+/* Recognise a template from the model's Jinja text (NULL/empty: NONE). */
+enum eng_chat eng_chat_detect(const char *jinja, size_t len);
+/* Render msgs; with add_assistant, open the assistant turn.  *out is
+ * malloc'd (caller frees).  For ENG_CHAT_NONE messages are concatenated
+ * (completion mode).  Returns 0 or ENG_ENOMEM. */
+int eng_chat_render(enum eng_chat c, const eng_msg *msgs, size_t n,
+                    int add_assistant, char **out);
+
+/* ======================================================================= */
+/* Session: a model plus its KV cache and decoding state                    */
+/* ======================================================================= */
+typedef struct eng_session eng_session;
+
+typedef struct eng_opts {
+    int        n_threads;    /* 0: all cores */
+    uint32_t   n_ctx;        /* 0: the model's max_seq */
+    eng_log_fn log;
+    void      *log_ud;
+} eng_opts;
+
+void eng_opts_default(eng_opts *o);
+
+int  eng_open(eng_session **out, const char *model_path, const eng_opts *o,
+              char *err, size_t errlen);
+void eng_close(eng_session *s);
+
+const fmt_hparams *eng_hparams(const eng_session *s);
+const eng_tok     *eng_tokenizer(const eng_session *s);
+const char        *eng_isa(const eng_session *s);
+uint32_t           eng_n_ctx(const eng_session *s);
+uint32_t           eng_n_past(const eng_session *s);
+
+/* Forget the cache (n_past = 0). */
+void eng_reset(eng_session *s);
+/* Feed one token at position n_past; logits of the next token become
+ * available through eng_logits.  ENG_ECTX when the context is full. */
+int  eng_decode(eng_session *s, int32_t token, char *err, size_t errlen);
+/* Feed n tokens (prompt).  Logits are those after the last one. */
+int  eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
+                 size_t errlen);
+/* Logits [n_vocab] of the position after the last fed token. */
+float *eng_logits(eng_session *s);
+
+/* Per-step statistics (extended by the profiling work). */
+typedef struct eng_stats {
+    uint64_t n_prompt, n_gen;
+    double   prefill_s, decode_s;
+    uint64_t bytes_per_token;   /* weight bytes streamed per decoded token */
+} eng_stats;
+void eng_get_stats(const eng_session *s, eng_stats *st);
+
+#endif /* CFLOW_ENGINE_H */

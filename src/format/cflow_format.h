@@ -1,0 +1,319 @@
+/*
+ * cflow_format.h — the public face of src/format: reading model files
+ * (GGUF, llama2.c checkpoints, Hugging Face safetensors directories),
+ * converting them to the tile-native .cflow format, and reading .cflow.
+ *
+ * Nothing here prints.  Every function that can fail returns 0 on success
+ * or a negative FMT_E* code, and writes one line (no newline) naming the
+ * file and the problem into err[errlen].
+ *
+ * ------------------------------------------------------------------------
+ * The .cflow v5 file (every byte documented in cflow(5); little endian)
+ * ------------------------------------------------------------------------
+ *   [0, 88)        GlobalHeader (struct fmt_header_disk below)
+ *   layer table    (n_layers + 1) entries of FMT_NSLOT 32-byte slot
+ *                  descriptors; entry n_layers holds the globals
+ *                  (token embedding, output norm, output head)
+ *   sections       per layer, in compute order: attn norm (f32), the QKV
+ *                  tile stream (Q, K, V interleaved by 128-row output
+ *                  stripe), QKV bias (f32), O stream, FFN norm, the
+ *                  gate/up stream (interleaved by stripe), down stream,
+ *                  router (f32), expert offset table, expert tiles; then
+ *                  the vocabulary tiles (embedding, output head)
+ *   metadata       u64 count, then count key/values in GGUF v3 KV encoding
+ *                  (tokenizer.*, general.*, cflow.*), see fmt_kv
+ *
+ * A tile stream is a run of tiles, each a 16-byte TileHeader (fmt_tile_disk)
+ * followed by its payload (kern.h documents payload layout).  Streams start
+ * on 64-byte boundaries.  The reader validates every header, slot, offset
+ * and tile against the file size before anything is used, and decodes the
+ * tile headers into fmt_tile arrays so the engine never re-parses them.
+ */
+#ifndef CFLOW_FORMAT_H
+#define CFLOW_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kern.h"
+
+/* ---- errors ------------------------------------------------------------ */
+enum {
+    FMT_OK = 0,
+    FMT_EIO = -1,      /* open/read/mmap/write failed */
+    FMT_EFORMAT = -2,  /* the file is not what it claims, or is damaged */
+    FMT_EUNSUP = -3,   /* well-formed, but something we do not support */
+    FMT_ENOMEM = -4,
+    FMT_EARG = -5      /* caller error */
+};
+
+/* Log/progress callbacks owned by the front end; library code never prints. */
+typedef void (*fmt_log_fn)(void *ud, int level /*0 info, 1 warn*/,
+                           const char *msg);
+typedef void (*fmt_progress_fn)(void *ud, const char *what, uint64_t done,
+                                uint64_t total);
+
+/* ======================================================================= */
+/* fmt_kv: typed key/value store in GGUF v3 encoding                        */
+/* ======================================================================= */
+/*
+ * The GGUF header's metadata, the .cflow metadata section and tokenizer
+ * data read from llama2.c or Hugging Face files all land in an fmt_kv, so
+ * one tokenizer loader serves every source.  Keys use GGUF's names
+ * ("tokenizer.ggml.tokens", "tokenizer.chat_template", ...).  Values parsed
+ * from a mapped file point into it (the kv must not outlive the mapping);
+ * values set by fmt_kv_set_* are owned by the kv.
+ */
+enum fmt_kv_type { /* GGUF value types; numbers are the file's */
+    FMT_KV_U8 = 0, FMT_KV_I8 = 1, FMT_KV_U16 = 2, FMT_KV_I16 = 3,
+    FMT_KV_U32 = 4, FMT_KV_I32 = 5, FMT_KV_F32 = 6, FMT_KV_BOOL = 7,
+    FMT_KV_STR = 8, FMT_KV_ARR = 9, FMT_KV_U64 = 10, FMT_KV_I64 = 11,
+    FMT_KV_F64 = 12
+};
+
+typedef struct fmt_kv fmt_kv;
+
+fmt_kv *fmt_kv_new(void);
+void    fmt_kv_free(fmt_kv *kv);
+/* Parse count entries from p[0..n); *used gets the bytes consumed.  Every
+ * length is checked against n; arrays larger than the remaining bytes are
+ * refused.  what names the file in errors. */
+int fmt_kv_parse(fmt_kv *kv, const uint8_t *p, size_t n, uint64_t count,
+                 size_t *used, const char *what, char *err, size_t errlen);
+size_t      fmt_kv_count(const fmt_kv *kv);
+const char *fmt_kv_key(const fmt_kv *kv, size_t i, size_t *len);
+int         fmt_kv_has(const fmt_kv *kv, const char *key);
+/* Type of key (or of its elements when arr != NULL, *arr set to 1 for
+ * arrays); -1 if absent. */
+int fmt_kv_type_of(const fmt_kv *kv, const char *key, int *arr);
+/* Scalars: any integer type converts (range-checked); returns 0 or -1. */
+int fmt_kv_get_u32(const fmt_kv *kv, const char *key, uint32_t *out);
+int fmt_kv_get_i64(const fmt_kv *kv, const char *key, int64_t *out);
+int fmt_kv_get_f32(const fmt_kv *kv, const char *key, float *out);
+int fmt_kv_get_bool(const fmt_kv *kv, const char *key, int *out);
+/* Strings are not NUL-terminated in files: use the length. NULL if absent. */
+const char *fmt_kv_get_str(const fmt_kv *kv, const char *key, size_t *len);
+/* Arrays: length (0 if absent or not an array) and elements. */
+uint64_t    fmt_kv_arr_len(const fmt_kv *kv, const char *key);
+const char *fmt_kv_arr_str(const fmt_kv *kv, const char *key, uint64_t i,
+                           size_t *len);
+int fmt_kv_arr_f32(const fmt_kv *kv, const char *key, uint64_t i, float *out);
+int fmt_kv_arr_i32(const fmt_kv *kv, const char *key, uint64_t i,
+                   int32_t *out);
+/* Setting (replaces an existing key).  Copies everything it is given. */
+int fmt_kv_set_u32(fmt_kv *kv, const char *key, uint32_t v);
+int fmt_kv_set_i32(fmt_kv *kv, const char *key, int32_t v);
+int fmt_kv_set_f32(fmt_kv *kv, const char *key, float v);
+int fmt_kv_set_bool(fmt_kv *kv, const char *key, int v);
+int fmt_kv_set_str(fmt_kv *kv, const char *key, const char *s, size_t len);
+int fmt_kv_set_arr_str(fmt_kv *kv, const char *key, const char *const *s,
+                       const size_t *lens, uint64_t n);
+int fmt_kv_set_arr_f32(fmt_kv *kv, const char *key, const float *v,
+                       uint64_t n);
+int fmt_kv_set_arr_i32(fmt_kv *kv, const char *key, const int32_t *v,
+                       uint64_t n);
+/* Copy one key (any type) from src into dst; 0, or -1 if absent. */
+int fmt_kv_copy(fmt_kv *dst, const fmt_kv *src, const char *key);
+/* Serialise all entries (no count prefix); returns bytes, out may be NULL. */
+size_t fmt_kv_write(const fmt_kv *kv, uint8_t *out);
+
+/* ======================================================================= */
+/* GGUF                                                                     */
+/* ======================================================================= */
+/* GGML tensor types we can read (values are GGML's). */
+enum fmt_dtype {
+    FMT_DT_F32 = 0, FMT_DT_F16 = 1, FMT_DT_Q4_0 = 2, FMT_DT_Q4_1 = 3,
+    FMT_DT_Q5_0 = 6, FMT_DT_Q5_1 = 7, FMT_DT_Q8_0 = 8, FMT_DT_Q2_K = 10,
+    FMT_DT_Q3_K = 11, FMT_DT_Q4_K = 12, FMT_DT_Q5_K = 13, FMT_DT_Q6_K = 14,
+    FMT_DT_BF16 = 30
+};
+const char *fmt_dtype_name(int dtype);
+/* Bytes for n elements (n a multiple of the block size); 0 if unsupported. */
+uint64_t fmt_dtype_size(int dtype, uint64_t n);
+/* Dequantise n elements (a multiple of the type's block) to f32.
+ * Returns 0, or -1 for a type we cannot read. */
+int fmt_dequant(int dtype, const void *src, float *dst, uint64_t n);
+
+typedef struct fmt_tensor {
+    const char *name;     /* NUL-terminated copy owned by the container */
+    int         dtype;    /* enum fmt_dtype */
+    unsigned    ndim;
+    uint64_t    ne[4];    /* GGML order: ne[0] = columns (innermost) */
+    const void *data;     /* into the mapping */
+    uint64_t    nbytes;
+} fmt_tensor;
+
+typedef struct fmt_gguf fmt_gguf;
+/* Map and validate a GGUF (v2/v3): header, every KV, every tensor's dims,
+ * type, offset and size against the file. */
+int fmt_gguf_open(fmt_gguf **out, const char *path, char *err, size_t errlen);
+void              fmt_gguf_close(fmt_gguf *g);
+const fmt_kv     *fmt_gguf_kv(const fmt_gguf *g);
+uint64_t          fmt_gguf_n_tensors(const fmt_gguf *g);
+const fmt_tensor *fmt_gguf_tensor(const fmt_gguf *g, uint64_t i);
+const fmt_tensor *fmt_gguf_find(const fmt_gguf *g, const char *name);
+
+/* ======================================================================= */
+/* Source models: one view over GGUF, llama2.c and HF checkpoints           */
+/* ======================================================================= */
+/* Canonical tensor roles.  Matrices are [rows = out][cols = in]. */
+enum fmt_role {
+    FMT_R_TOK_EMBD = 0, /* [vocab][dim] */
+    FMT_R_OUT_NORM,     /* [dim] */
+    FMT_R_OUTPUT,       /* [vocab][dim]; absent when tied */
+    FMT_R_ATTN_NORM,    /* per layer [dim] */
+    FMT_R_Q, FMT_R_K, FMT_R_V, FMT_R_O,
+    FMT_R_Q_BIAS, FMT_R_K_BIAS, FMT_R_V_BIAS,
+    FMT_R_FFN_NORM,
+    FMT_R_GATE, FMT_R_UP, FMT_R_DOWN,
+    FMT_R_ROUTER,       /* [n_experts][dim] */
+    FMT_R_EXP_GATE, FMT_R_EXP_UP, FMT_R_EXP_DOWN, /* 3-D: ne[2] = expert */
+    FMT_NROLES
+};
+const char *fmt_role_name(int role);
+
+/* Model hyper-parameters: what a source declares and what .cflow stores. */
+enum {
+    FMT_FLAG_EMBED_SCALE = 1u << 0,  /* embeddings * sqrt(dim) (report) */
+    FMT_FLAG_V_NORM      = 1u << 1,  /* (report) */
+    FMT_FLAG_TIED        = 1u << 2,  /* output head = embedding (report) */
+    FMT_FLAG_ROPE_NEOX   = 1u << 3,  /* split-half RoPE; else adjacent pairs */
+    FMT_FLAG_GELU        = 1u << 4,  /* GeGLU FFN; else SwiGLU */
+    FMT_FLAG_QKV_BIAS    = 1u << 5,  /* Q/K/V projections carry biases */
+    FMT_FLAG_ROPE_LLAMA3 = 1u << 6   /* Llama-3 rope scaling (meta cflow.rope.*) */
+};
+
+typedef struct fmt_hparams {
+    char     arch[32];        /* "llama", "qwen2", ... (informational) */
+    uint32_t n_layers, dim, ffn_dim, vocab_size, max_seq;
+    uint32_t n_heads, n_kv_heads, head_dim;
+    uint32_t n_experts, top_k, expert_ffn_dim;
+    uint32_t sliding_window;  /* 0 = none */
+    float    rope_theta, norm_eps;
+    uint32_t flags;           /* FMT_FLAG_* */
+    /* Llama-3 rope scaling, used when FMT_FLAG_ROPE_LLAMA3 */
+    float    rope_factor, rope_low_freq, rope_high_freq;
+    uint32_t rope_orig_ctx;
+    /* report v5 fields */
+    uint8_t  dense_delay, expert_delay, combine_style;
+    float    softcap;
+    uint8_t  quant_type;      /* dominant tile type (enum kern_type) */
+} fmt_hparams;
+
+typedef struct fmt_src fmt_src;
+/* Open a GGUF file, a llama2.c checkpoint (tokenizer given separately:
+ * tok512.bin / tokenizer.bin) or a HF directory.  Detects which. */
+int fmt_src_open(fmt_src **out, const char *path, const char *tokenizer_path,
+                 char *err, size_t errlen);
+void               fmt_src_close(fmt_src *s);
+const fmt_hparams *fmt_src_hparams(const fmt_src *s);
+/* A tensor by role (layer ignored for globals); NULL when absent. */
+const fmt_tensor  *fmt_src_tensor(const fmt_src *s, int role, unsigned layer);
+/* Tokenizer (GGUF key names) and other metadata to carry over. */
+const fmt_kv      *fmt_src_kv(const fmt_src *s);
+const char        *fmt_src_kind(const fmt_src *s); /* "gguf", "llama2c", "hf" */
+
+/* Tokenizer files on their own (for `cflow tokenize` and converters):
+ * a llama2.c tokenizer.bin, a HF tokenizer.json, or a directory holding
+ * tokenizer.json or vocab.json + merges.txt.  Fills kv with GGUF keys. */
+int fmt_vocab_load(fmt_kv *kv, const char *path, char *err, size_t errlen);
+
+/* ======================================================================= */
+/* .cflow                                                                   */
+/* ======================================================================= */
+#define FMT_MAGIC      "CFLOW\0\0\0"
+#define FMT_VERSION    5
+#define FMT_HEADER_SIZE 88
+#define FMT_TILE_HEADER_SIZE 16
+#define FMT_NSLOT      20        /* slot descriptors per layer-table entry */
+#define FMT_SLOT_SIZE  32
+#define FMT_ALIGN      64
+#define FMT_NO_EXPERT  0xFF
+
+/* Slots of a layer-table entry (their numbers are the file's). */
+enum fmt_slot {
+    FMT_S_ATTN_NORM = 0, FMT_S_Q = 1, FMT_S_K = 2, FMT_S_V = 3, FMT_S_O = 4,
+    FMT_S_FFN_NORM = 5, FMT_S_GATE = 6, FMT_S_UP = 7, FMT_S_DOWN = 8,
+    FMT_S_ROUTER = 9, FMT_S_EXPERT_TABLE = 10, FMT_S_EXP_GATE = 11,
+    FMT_S_EXP_UP = 12, FMT_S_EXP_DOWN = 13, FMT_S_QKV_BIAS = 14,
+    /* 15..19 reserved (zero) */
+    /* globals entry: */
+    FMT_S_TOK_EMBD = 0, FMT_S_OUT_NORM = 1, FMT_S_OUTPUT = 2
+};
+
+/* matrix_id in tile headers */
+enum fmt_matrix {
+    FMT_M_Q = 0, FMT_M_K = 1, FMT_M_V = 2, FMT_M_O = 3, FMT_M_GATE = 4,
+    FMT_M_UP = 5, FMT_M_DOWN = 6, FMT_M_ROUTER = 7, FMT_M_EXP_GATE = 8,
+    FMT_M_EXP_UP = 9, FMT_M_EXP_DOWN = 10, FMT_M_TOK_EMBD = 11,
+    FMT_M_OUTPUT = 12, FMT_NMATRIX
+};
+
+/* A decoded tile: header fields plus a pointer to its payload. */
+typedef struct fmt_tile {
+    const void *payload;
+    uint32_t    row0;      /* first output row in the full matrix */
+    uint16_t    col0;      /* first input column */
+    uint16_t    rows, cols;
+    uint8_t     matrix;    /* enum fmt_matrix */
+    uint8_t     type;      /* enum kern_type */
+    uint8_t     expert;    /* FMT_NO_EXPERT for dense tiles */
+} fmt_tile;
+
+/* A run of tiles that one fused mat-vec consumes. */
+typedef struct fmt_stream {
+    const fmt_tile *tiles;
+    uint32_t        n_tiles;
+    uint64_t        offset, length;   /* byte range in the file */
+} fmt_stream;
+
+/* One matrix as the slot table records it. */
+typedef struct fmt_matinfo {
+    uint32_t rows, cols;
+    uint8_t  type;          /* enum kern_type */
+    uint8_t  present;
+} fmt_matinfo;
+
+typedef struct fmt_model fmt_model;
+
+int  fmt_model_open(fmt_model **out, const char *path, char *err,
+                    size_t errlen);
+void fmt_model_close(fmt_model *m);
+const fmt_hparams *fmt_model_hparams(const fmt_model *m);
+const fmt_kv      *fmt_model_kv(const fmt_model *m);
+const char        *fmt_model_path(const fmt_model *m);
+uint64_t           fmt_model_file_size(const fmt_model *m);
+/* Streams of a layer: FMT_S_Q (the fused QKV stream), FMT_S_O,
+ * FMT_S_GATE (fused gate/up), FMT_S_DOWN; globals (layer = n_layers):
+ * FMT_S_TOK_EMBD, FMT_S_OUTPUT.  NULL when absent. */
+const fmt_stream  *fmt_model_stream(const fmt_model *m, unsigned layer,
+                                    int slot);
+const fmt_matinfo *fmt_model_matinfo(const fmt_model *m, unsigned layer,
+                                     int slot);
+/* f32 vectors (norms, biases, router): n gets the element count. */
+const float *fmt_model_vec(const fmt_model *m, unsigned layer, int slot,
+                           uint64_t *n);
+/* Expert e of a layer: its fused gate/up stream and its down stream. */
+int fmt_model_expert(const fmt_model *m, unsigned layer, unsigned e,
+                     const fmt_stream **gate_up, const fmt_stream **down,
+                     uint64_t *offset, uint64_t *length);
+
+/* ---- conversion ----------------------------------------------------- */
+typedef struct fmt_convert_opts {
+    int             force_type;     /* enum kern_type, or -1: keep source types */
+    const char     *tokenizer_path; /* llama2.c tokenizer, HF tokenizer, ... */
+    fmt_log_fn      log;
+    fmt_progress_fn progress;
+    void           *ud;
+} fmt_convert_opts;
+
+/* Convert any source fmt_src_open accepts into a .cflow at out_path
+ * (written to a temporary name, then renamed). */
+int fmt_convert(const char *in_path, const char *out_path,
+                const fmt_convert_opts *opts, char *err, size_t errlen);
+
+/* Write a .cflow from an open source (fmt_convert's second half). */
+int fmt_cflow_write(const fmt_src *src, const char *out_path,
+                    const fmt_convert_opts *opts, char *err, size_t errlen);
+
+#endif /* CFLOW_FORMAT_H */

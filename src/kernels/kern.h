@@ -1,0 +1,208 @@
+/*
+ * kern.h — the public face of src/kernels: tile payloads, tile mat-vec,
+ * and the small vector kernels a decoder needs (norms, RoPE, attention, GLU).
+ *
+ * The kernels know nothing of files.  They see a tile *payload*: the bytes
+ * that follow a 16-byte TileHeader in a .cflow stream.  The format module
+ * calls kern_tile_pack() to build payloads and hands the kernels pointers
+ * into the mapped file at run time.
+ *
+ * ------------------------------------------------------------------------
+ * Tile payload layout (shared by every tile type; documented in cflow(5))
+ * ------------------------------------------------------------------------
+ * A tile covers R <= 128 output rows and C <= 256 input columns of a weight
+ * matrix W[out][in] (y = W x).  Storage pads rows up to Rp = roundup(R, 16)
+ * and columns up to Cp = roundup(C, 32); padding weights are exactly zero
+ * (Q4_0 nibble 8, Q8_0 byte 128, scale 0, F16/F32 0.0).
+ *
+ * Rows are grouped in *panels* of 16.  Inside a panel data is column-major
+ * with the 16 rows adjacent, so that one SIMD instruction serves 16 output
+ * rows and no horizontal reduction runs per row ("[n/16][k][16 rows]").
+ *
+ *   F32:  for panel p, column c:  16 x f32  w[16p+i][c], i = 0..15
+ *         size = Rp*Cp*4
+ *   F16:  same order, IEEE binary16.            size = Rp*Cp*2
+ *   Q8_0: scales: for panel p, block b (32 columns): 16 x f16 d[16p+i][b]
+ *         then quants: for panel p, block b, quad g = 0..7: 64 bytes,
+ *         byte[4i+j] = (uint8)(q[16p+i][32b+4g+j] + 128)   (offset binary)
+ *         size = Rp*(Cp/32)*2 + Rp*Cp
+ *   Q4_0: scales as Q8_0; then quants: for panel p, block b, chunk g=0..3:
+ *         64 bytes, byte[4i+j] = GGML byte (4g+j) of row 16p+i's block b:
+ *         low nibble  = q[16p+i][32b + 4g + j]
+ *         high nibble = q[16p+i][32b + 16 + 4g + j]
+ *         w = d * (q - 8).   size = Rp*(Cp/32)*2 + Rp*Cp/2
+ *   (A full 128x256 Q4_0 tile is 2048 + 16384 bytes, the report's 18,432 +
+ *   the 16-byte header = 18,448.)
+ *
+ * Every byte of a GGML Q4_0 / Q8_0 block appears unchanged (Q8_0 up to the
+ * +128 offset) in the payload, so converting an already-quantised GGUF is a
+ * bit-exact rearrangement, never a requantisation.
+ *
+ * ------------------------------------------------------------------------
+ * Activations
+ * ------------------------------------------------------------------------
+ * A mat-vec input is prepared once (kern_act_set) and shared by every tile
+ * of every matrix that reads it (fused Q/K/V, gate/up).  F32 tiles read the
+ * f32 copy; F16 tiles read x rounded to f16 (as llama.cpp does); Q4_0/Q8_0
+ * tiles read x quantised to Q8_0 blocks: d = amax/127 stored through f16,
+ * q = round(x/d), and the per-block sum of q for the offset correction
+ * (sum (q_w - 8) q_x = sum q_w q_x - 8 sum q_x).
+ */
+#ifndef CFLOW_KERN_H
+#define CFLOW_KERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KERN_TILE_ROWS 128
+#define KERN_TILE_COLS 256
+#define KERN_PANEL     16   /* rows per panel inside a tile */
+#define KERN_QBLOCK    32   /* quantisation block (columns) */
+
+/* Tile types, as stored in cflow(5).  Values are part of the file format. */
+enum kern_type {
+    KERN_F32  = 0,
+    KERN_F16  = 1,
+    KERN_Q8_0 = 2,
+    KERN_Q4_0 = 3,
+    KERN_NTYPES
+};
+
+/* Encodings a tile can be packed from (a row of the source matrix). */
+enum kern_src {
+    KERN_SRC_F32,       /* float */
+    KERN_SRC_F16,       /* IEEE half */
+    KERN_SRC_BF16,      /* bfloat16 */
+    KERN_SRC_GGML_Q8_0, /* GGML block_q8_0: f16 d, int8 q[32] (34 bytes) */
+    KERN_SRC_GGML_Q4_0  /* GGML block_q4_0: f16 d, uint8 qs[16] (18 bytes) */
+};
+
+enum kern_isa {
+    KERN_ISA_SCALAR = 0,
+    KERN_ISA_AVX2,        /* AVX2 + FMA + F16C */
+    KERN_ISA_AVX512,      /* AVX-512 F/BW/VL (+ F16C) */
+    KERN_ISA_AVX512_VNNI, /* the above + AVX512_VNNI */
+    KERN_NISA
+};
+
+const char *kern_type_name(enum kern_type t);          /* "f32", "q4_0", ... */
+int         kern_type_from_name(const char *s);         /* -1 if unknown */
+const char *kern_isa_name(enum kern_isa isa);          /* "scalar", "avx2", "avx512", "avx512-vnni" */
+
+/* Bytes of a payload for an R x C tile (R <= 128, C <= 256). */
+size_t kern_tile_payload_size(enum kern_type t, unsigned rows, unsigned cols);
+
+/*
+ * Build a payload from rows of a source matrix.  src points at element
+ * (row0, col0) of the source in its own encoding; row_stride is the byte
+ * distance between source rows.  For the GGML block sources col0 must be a
+ * multiple of 32 and src must point at the block that starts there; when
+ * dst is the same quantisation the blocks are copied bit-exactly, otherwise
+ * they are dequantised then requantised.  Quantising from floats uses the
+ * report's quantisers: Q4_0 s = max|w|/7, q = round(w/s)+8 clipped to
+ * [0,15]; Q8_0 d = max|w|/127, q = round(w/d).
+ * Returns 0, or -1 for an impossible request (bad sizes, non-finite input
+ * when quantising).  payload must hold kern_tile_payload_size() bytes.
+ */
+int kern_tile_pack(enum kern_type dst, unsigned rows, unsigned cols,
+                   enum kern_src src_type, const void *src, size_t row_stride,
+                   void *payload);
+
+/* Dequantise a whole payload into dst[r*ld + c], r < rows, c < cols. */
+void kern_tile_unpack(enum kern_type t, unsigned rows, unsigned cols,
+                      const void *payload, float *dst, size_t ld);
+
+/* Dequantise one row r (< rows) of a payload into dst[0..cols). */
+void kern_tile_row(enum kern_type t, unsigned rows, unsigned cols,
+                   const void *payload, unsigned r, float *dst);
+
+/* Check a payload's scales are finite (f16 scales, F16/F32 weights). */
+int kern_tile_finite(enum kern_type t, unsigned rows, unsigned cols,
+                     const void *payload);
+
+/* ---- activations ---------------------------------------------------- */
+
+/* An input vector prepared for every tile type.  All arrays are n_pad =
+ * roundup(n, 32) long (blocks: n_pad/32) and zero past n. */
+typedef struct kern_act {
+    unsigned  n, n_pad, cap;
+    float    *f32;      /* [n_pad] x */
+    uint16_t *f16;      /* [n_pad] x rounded to binary16 */
+    int8_t   *q8;       /* [n_pad] Q8_0 quants */
+    float    *q8_d;     /* [n_pad/32] block scales (the f16-rounded value) */
+    int32_t  *q8_sum;   /* [n_pad/32] sum of quants in the block */
+} kern_act;
+
+/* Which encodings kern_act_set must fill (bit per tile type). */
+#define KERN_NEED(t) (1u << (t))
+#define KERN_NEED_ALL ((1u << KERN_NTYPES) - 1)
+
+int  kern_act_init(kern_act *a, unsigned n_max);   /* 0 or -1 (ENOMEM) */
+void kern_act_free(kern_act *a);
+void kern_act_set(kern_act *a, const float *x, unsigned n, unsigned need);
+
+/* ---- dispatch ---------------------------------------------------------- */
+
+/* y[0..rows) += W_tile . x[col0 .. col0+cols).  x prepared by kern_act_set
+ * for this tile's type. */
+typedef void (*kern_tile_mv_fn)(const void *payload, unsigned rows,
+                                unsigned cols, const kern_act *x,
+                                unsigned col0, float *y);
+
+typedef struct kern_ops {
+    enum kern_isa   isa;
+    const char     *name;                 /* as kern_isa_name() */
+    kern_tile_mv_fn tile_mv[KERN_NTYPES];
+    float (*dot_f32)(const float *a, const float *b, unsigned n);
+    void  (*axpy_f32)(float *y, float a, const float *x, unsigned n);
+} kern_ops;
+
+/* Pick the best ISA this CPU runs, once.  CFLOW_ISA=scalar|avx2|avx512|
+ * avx512-vnni lowers the choice (never above what the CPU has). */
+const kern_ops *kern_init(void);
+/* The table for one ISA, or NULL when this CPU (or build) lacks it. */
+const kern_ops *kern_ops_for(enum kern_isa isa);
+/* The scalar reference: always present, the oracle for the others. */
+const kern_ops *kern_ops_ref(void);
+/* Human-readable CPU feature string ("avx2 fma f16c avx512f ...") */
+const char *kern_cpu_features(void);
+
+/* ---- vector kernels (scalar; cheap next to the mat-vecs) ---------------- */
+
+uint16_t kern_fp32_to_fp16(float f);   /* round to nearest even */
+float    kern_fp16_to_fp32(uint16_t h);
+float    kern_bf16_to_fp32(uint16_t h);
+
+/* out = x / sqrt(mean(x^2) + eps) * w   (w NULL: no scale).  out may be x. */
+void kern_rmsnorm(float *out, const float *x, const float *w, unsigned n,
+                  float eps);
+
+/* Rotate n_heads heads of head_dim floats at position pos.  The first
+ * rot_dim dimensions rotate (rot_dim <= head_dim, even); inv_freq has
+ * rot_dim/2 entries (theta^(-2i/rot_dim), already scaled for rope scaling).
+ * neox = 0: adjacent pairs (x[2i], x[2i+1]) — llama2.c / GGUF llama.
+ * neox = 1: split half (x[i], x[i + rot_dim/2]) — HF, GGUF qwen2. */
+void kern_rope(float *x, unsigned n_heads, unsigned head_dim, unsigned rot_dim,
+               unsigned pos, const float *inv_freq, int neox);
+
+void kern_softmax(float *x, unsigned n);
+
+/* Single-query attention over n_pos cached positions.
+ *   q    [n_heads][head_dim]
+ *   k, v position-major caches: position t, kv head h at k[t*kv_stride +
+ *        h*head_dim] (floats)
+ *   out  [n_heads][head_dim]
+ *   scratch at least n_pos floats.
+ * Query head h uses kv head h / (n_heads / n_kv_heads).  scale multiplies
+ * the raw scores; softcap > 0 applies tanh(s/c)*c before softmax. */
+void kern_attn_decode(float *out, const float *q, const float *k,
+                      const float *v, unsigned n_pos, unsigned n_heads,
+                      unsigned n_kv_heads, unsigned head_dim, size_t kv_stride,
+                      float scale, float softcap, float *scratch);
+
+/* out[i] = silu(gate[i]) * up[i];  out may alias gate. */
+void kern_swiglu(float *out, const float *gate, const float *up, unsigned n);
+/* out[i] = gelu_tanh(gate[i]) * up[i]. */
+void kern_geglu(float *out, const float *gate, const float *up, unsigned n);
+
+#endif /* CFLOW_KERN_H */
