@@ -1,4 +1,64 @@
+/*
+ * cflow.c — the `cflow` command: one binary, one subcommand per job.
+ *
+ *   cflow convert   GGUF / llama2.c / Hugging Face -> .cflow
+ *   cflow run       generate text from a prompt
+ *   cflow tokenize  print token ids
+ *   cflow inspect   header, geometry and tiles of a .cflow file
+ */
 #include "config.h"
+
 #include <stdio.h>
-#include "engine/engine.h"
-int main(void) { printf("cflow %s\n", PACKAGE_VERSION); return 0; }
+#include <string.h>
+
+#include "kernels/kern.h"
+#include "ui/ui.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} cmds[] = {
+    { "convert", ui_cmd_convert, "convert a GGUF, llama2.c or Hugging Face model to .cflow" },
+    { "run", ui_cmd_run, "generate text from a prompt" },
+    { "tokenize", ui_cmd_tokenize, "print the token ids of a text" },
+    { "inspect", ui_cmd_inspect, "show a .cflow file's header, geometry and tiles" },
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: cflow [--version] [--help] COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
+        fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].help);
+    fprintf(f, "\n'cflow COMMAND --help' describes each command; see cflow(1).\n");
+}
+
+static void version(void)
+{
+    const kern_ops *ops = kern_init();
+    printf("cflow %s\n", PACKAGE_VERSION);
+    printf("kernels: %s (cpu: %s)\n", ops->name, kern_cpu_features());
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return UI_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        version();
+        return UI_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+        !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return UI_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
+        if (!strcmp(argv[1], cmds[i].name))
+            return cmds[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "cflow: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return UI_EXIT_USAGE;
+}

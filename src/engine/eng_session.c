@@ -1,0 +1,389 @@
+/*
+ * eng_session.c — a model, its KV cache and one token of dense decode.
+ *
+ * The forward pass reads like llama2.c's run.c, but every weight matrix is a
+ * stream of tiles straight from the mapping: one pass over the fused QKV
+ * stream fills q, k and v (the tile's matrix id picks the output buffer),
+ * one pass over the fused gate/up stream fills both FFN halves.  Each
+ * mat-vec input is prepared once (kern_act_set) for every tile type that
+ * reads it.
+ *
+ * Buffers (floats unless noted):
+ *   x      [dim]           residual stream
+ *   xb     [dim]           normalised residual / attention-out projection
+ *   q      [n_heads*hd]    queries; att [n_heads*hd] attention output
+ *   kc, vc [L][n_ctx][n_kv*hd]  the KV cache, position-major per layer
+ *   hb,hb2 [ffn]           gate and up activations
+ *   logits [vocab]
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "engine/eng_impl.h"
+#include "kernels/kern.h"
+#include "prof/prof.h"
+
+typedef struct eng_layer {
+    const fmt_stream *qkv, *o, *gate_up, *down;
+    const float      *attn_norm, *ffn_norm, *qkv_bias;
+    unsigned          need_qkv, need_o, need_gu, need_down;  /* KERN_NEED masks */
+} eng_layer;
+
+struct eng_session {
+    fmt_model         *model;
+    const fmt_hparams *hp;
+    eng_tok           *tok;
+    const kern_ops    *ops;
+    eng_opts           opts;
+    eng_layer         *layers;
+    const fmt_stream  *embd, *output;
+    const float       *out_norm;
+    unsigned           need_out;
+    uint32_t           n_ctx, n_past;
+    uint32_t           q_dim, kv_dim, embd_col_tiles;
+
+    float *x, *xb, *q, *att, *hb, *hb2, *logits, *scores, *kc, *vc, *inv_freq;
+    float *k_tmp, *v_tmp;
+    kern_act act_dim, act_q, act_ffn;
+    eng_stats stats;
+    uint64_t bytes_per_token;
+};
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void eng_opts_default(eng_opts *o)
+{
+    memset(o, 0, sizeof *o);
+}
+
+static unsigned stream_need(const fmt_stream *s)
+{
+    unsigned need = 0;
+    for (uint32_t i = 0; s && i < s->n_tiles; i++)
+        need |= KERN_NEED(s->tiles[i].type);
+    return need;
+}
+
+static void *xalloc(size_t n, int *oom)
+{
+    void *p = calloc(n ? n : 1, 1);
+    if (!p)
+        *oom = 1;
+    return p;
+}
+
+/* Rotation frequencies, with Llama-3 scaling when the model asks for it
+ * (llama.cpp's rope_yarn with the llama3 factors precomputed per pair). */
+static void rope_freqs(const fmt_hparams *hp, float *inv, unsigned rot)
+{
+    for (unsigned i = 0; i < rot / 2; i++) {
+        float f = 1.0f / powf(hp->rope_theta, (float)(2 * i) / (float)rot);
+        if (hp->flags & FMT_FLAG_ROPE_LLAMA3) {
+            float lo_wl = (float)hp->rope_orig_ctx / hp->rope_low_freq;
+            float hi_wl = (float)hp->rope_orig_ctx / hp->rope_high_freq;
+            float wl = 2.0f * (float)M_PI / f;
+            if (wl > lo_wl) {
+                f /= hp->rope_factor;
+            } else if (wl >= hi_wl) {
+                float smooth = ((float)hp->rope_orig_ctx / wl - hp->rope_low_freq) /
+                               (hp->rope_high_freq - hp->rope_low_freq);
+                f = (1.0f - smooth) * f / hp->rope_factor + smooth * f;
+            }
+        }
+        inv[i] = f;
+    }
+}
+
+int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
+             char *err, size_t errlen)
+{
+    eng_session *s;
+    int rc, oom = 0;
+
+    *out = NULL;
+    s = calloc(1, sizeof *s);
+    if (!s)
+        return fail(err, errlen, ENG_ENOMEM, "%s: out of memory", model_path);
+    if (o)
+        s->opts = *o;
+    rc = fmt_model_open(&s->model, model_path, err, errlen);
+    if (rc)
+        goto fail;
+    s->hp = fmt_model_hparams(s->model);
+    const fmt_hparams *hp = s->hp;
+    rc = eng_tok_load(&s->tok, fmt_model_kv(s->model), err, errlen);
+    if (rc) {
+        /* name the model file: the tokenizer lives in its metadata */
+        char tmp[256];
+        snprintf(tmp, sizeof tmp, "%s", err);
+        fail(err, errlen, rc, "%s: tokenizer: %s", model_path, tmp);
+        goto fail;
+    }
+    if (eng_tok_n_vocab(s->tok) > hp->vocab_size) {
+        rc = fail(err, errlen, ENG_EFORMAT,
+                  "%s: tokenizer has %u tokens but the model only %u",
+                  model_path, eng_tok_n_vocab(s->tok), hp->vocab_size);
+        goto fail;
+    }
+    s->ops = kern_init();
+    s->n_ctx = (o && o->n_ctx) ? o->n_ctx : hp->max_seq;
+    if (s->n_ctx > hp->max_seq)
+        s->n_ctx = hp->max_seq;
+    s->q_dim = hp->n_heads * hp->head_dim;
+    s->kv_dim = hp->n_kv_heads * hp->head_dim;
+
+    unsigned L = hp->n_layers;
+    s->layers = xalloc(L * sizeof *s->layers, &oom);
+    if (oom) {
+        rc = fail(err, errlen, ENG_ENOMEM, "%s: out of memory", model_path);
+        goto fail;
+    }
+    for (unsigned l = 0; l < L; l++) {
+        eng_layer *ly = &s->layers[l];
+        ly->qkv = fmt_model_stream(s->model, l, FMT_S_Q);
+        ly->o = fmt_model_stream(s->model, l, FMT_S_O);
+        ly->gate_up = fmt_model_stream(s->model, l, FMT_S_GATE);
+        ly->down = fmt_model_stream(s->model, l, FMT_S_DOWN);
+        ly->attn_norm = fmt_model_vec(s->model, l, FMT_S_ATTN_NORM, NULL);
+        ly->ffn_norm = fmt_model_vec(s->model, l, FMT_S_FFN_NORM, NULL);
+        ly->qkv_bias = fmt_model_vec(s->model, l, FMT_S_QKV_BIAS, NULL);
+        ly->need_qkv = stream_need(ly->qkv);
+        ly->need_o = stream_need(ly->o);
+        ly->need_gu = stream_need(ly->gate_up);
+        ly->need_down = stream_need(ly->down);
+        s->bytes_per_token += ly->qkv->length + ly->o->length +
+                              ly->gate_up->length + ly->down->length;
+    }
+    s->embd = fmt_model_stream(s->model, L, FMT_S_TOK_EMBD);
+    s->output = (hp->flags & FMT_FLAG_TIED)
+                    ? s->embd
+                    : fmt_model_stream(s->model, L, FMT_S_OUTPUT);
+    s->out_norm = fmt_model_vec(s->model, L, FMT_S_OUT_NORM, NULL);
+    s->need_out = stream_need(s->output);
+    s->embd_col_tiles = (hp->dim + KERN_TILE_COLS - 1) / KERN_TILE_COLS;
+    s->bytes_per_token += s->output->length;
+
+    size_t kv = (size_t)L * s->n_ctx * s->kv_dim;
+    s->x = xalloc(hp->dim * sizeof(float), &oom);
+    s->xb = xalloc(hp->dim * sizeof(float), &oom);
+    s->q = xalloc(s->q_dim * sizeof(float), &oom);
+    s->att = xalloc(s->q_dim * sizeof(float), &oom);
+    s->hb = xalloc(hp->ffn_dim * sizeof(float), &oom);
+    s->hb2 = xalloc(hp->ffn_dim * sizeof(float), &oom);
+    s->logits = xalloc(hp->vocab_size * sizeof(float), &oom);
+    s->scores = xalloc(s->n_ctx * sizeof(float), &oom);
+    s->k_tmp = xalloc(s->kv_dim * sizeof(float), &oom);
+    s->v_tmp = xalloc(s->kv_dim * sizeof(float), &oom);
+    s->inv_freq = xalloc(hp->head_dim / 2 * sizeof(float), &oom);
+    s->kc = xalloc(kv * sizeof(float), &oom);
+    s->vc = xalloc(kv * sizeof(float), &oom);
+    if (oom || kern_act_init(&s->act_dim, hp->dim) ||
+        kern_act_init(&s->act_q, s->q_dim) ||
+        kern_act_init(&s->act_ffn, hp->ffn_dim)) {
+        rc = fail(err, errlen, ENG_ENOMEM,
+                  "%s: out of memory for a %u-token context", model_path,
+                  s->n_ctx);
+        goto fail;
+    }
+    rope_freqs(hp, s->inv_freq, hp->head_dim);
+    *out = s;
+    return 0;
+fail:
+    eng_close(s);
+    return rc;
+}
+
+void eng_close(eng_session *s)
+{
+    if (!s)
+        return;
+    kern_act_free(&s->act_dim);
+    kern_act_free(&s->act_q);
+    kern_act_free(&s->act_ffn);
+    free(s->x); free(s->xb); free(s->q); free(s->att); free(s->hb);
+    free(s->hb2); free(s->logits); free(s->scores); free(s->kc); free(s->vc);
+    free(s->k_tmp); free(s->v_tmp); free(s->inv_freq);
+    free(s->layers);
+    eng_tok_free(s->tok);
+    fmt_model_close(s->model);
+    free(s);
+}
+
+const fmt_hparams *eng_hparams(const eng_session *s) { return s->hp; }
+const eng_tok *eng_tokenizer(const eng_session *s) { return s->tok; }
+const char *eng_isa(const eng_session *s) { return s->ops->name; }
+uint32_t eng_n_ctx(const eng_session *s) { return s->n_ctx; }
+uint32_t eng_n_past(const eng_session *s) { return s->n_past; }
+float *eng_logits(eng_session *s) { return s->logits; }
+const fmt_model *eng_model(const eng_session *s) { return s->model; }
+
+void eng_reset(eng_session *s)
+{
+    s->n_past = 0;
+}
+
+/* One pass over a (fused) tile stream: out[matrix] receives each tile's
+ * partial sums.  Outputs must be zeroed by the caller. */
+static void matvec_stream(const kern_ops *ops, const fmt_stream *st,
+                          const kern_act *x, float *const *out)
+{
+    const fmt_tile *t = st->tiles;
+    for (uint32_t i = 0; i < st->n_tiles; i++, t++)
+        ops->tile_mv[t->type](t->payload, t->rows, t->cols, x, t->col0,
+                              out[t->matrix] + t->row0);
+}
+
+/* Row `token` of the tiled embedding matrix into x[dim]. */
+static void embed(eng_session *s, int32_t token, float *x)
+{
+    uint32_t stripe = (uint32_t)token / KERN_TILE_ROWS;
+    unsigned r = (unsigned)token % KERN_TILE_ROWS;
+    const fmt_tile *t = s->embd->tiles + (size_t)stripe * s->embd_col_tiles;
+    for (uint32_t j = 0; j < s->embd_col_tiles; j++, t++)
+        kern_tile_row((enum kern_type)t->type, t->rows, t->cols, t->payload, r,
+                      x + t->col0);
+    if (s->hp->flags & FMT_FLAG_EMBED_SCALE) {
+        float sc = sqrtf((float)s->hp->dim);
+        for (uint32_t i = 0; i < s->hp->dim; i++)
+            x[i] *= sc;
+    }
+}
+
+static int forward(eng_session *s, int32_t token, int want_logits)
+{
+    const fmt_hparams *hp = s->hp;
+    const kern_ops *ops = s->ops;
+    uint32_t dim = hp->dim, pos = s->n_past, hd = hp->head_dim;
+    float *out[FMT_NMATRIX] = { 0 };
+
+    embed(s, token, s->x);
+    for (unsigned l = 0; l < hp->n_layers; l++) {
+        const eng_layer *ly = &s->layers[l];
+        float *kc = s->kc + ((size_t)l * s->n_ctx) * s->kv_dim;
+        float *vc = s->vc + ((size_t)l * s->n_ctx) * s->kv_dim;
+        float *k = kc + (size_t)pos * s->kv_dim, *v = vc + (size_t)pos * s->kv_dim;
+
+        /* attention */
+        kern_rmsnorm(s->xb, s->x, ly->attn_norm, dim, hp->norm_eps);
+        kern_act_set(&s->act_dim, s->xb, dim, ly->need_qkv);
+        memset(s->q, 0, s->q_dim * sizeof(float));
+        memset(k, 0, s->kv_dim * sizeof(float));
+        memset(v, 0, s->kv_dim * sizeof(float));
+        out[FMT_M_Q] = s->q;
+        out[FMT_M_K] = k;
+        out[FMT_M_V] = v;
+        matvec_stream(ops, ly->qkv, &s->act_dim, out);
+        if (ly->qkv_bias) {
+            const float *b = ly->qkv_bias;
+            for (uint32_t i = 0; i < s->q_dim; i++) s->q[i] += b[i];
+            for (uint32_t i = 0; i < s->kv_dim; i++) k[i] += b[s->q_dim + i];
+            for (uint32_t i = 0; i < s->kv_dim; i++) v[i] += b[s->q_dim + s->kv_dim + i];
+        }
+        if (hp->flags & FMT_FLAG_V_NORM)
+            for (uint32_t h = 0; h < hp->n_kv_heads; h++)
+                kern_rmsnorm(v + h * hd, v + h * hd, NULL, hd, hp->norm_eps);
+        int neox = (hp->flags & FMT_FLAG_ROPE_NEOX) != 0;
+        kern_rope(s->q, hp->n_heads, hd, hd, pos, s->inv_freq, neox);
+        kern_rope(k, hp->n_kv_heads, hd, hd, pos, s->inv_freq, neox);
+        kern_attn_decode(s->att, s->q, kc, vc, pos + 1, hp->n_heads,
+                         hp->n_kv_heads, hd, s->kv_dim, 1.0f / sqrtf((float)hd),
+                         0.0f, s->scores);
+        kern_act_set(&s->act_q, s->att, s->q_dim, ly->need_o);
+        memset(s->xb, 0, dim * sizeof(float));
+        out[FMT_M_O] = s->xb;
+        matvec_stream(ops, ly->o, &s->act_q, out);
+        for (uint32_t i = 0; i < dim; i++)
+            s->x[i] += s->xb[i];
+
+        /* feed-forward */
+        kern_rmsnorm(s->xb, s->x, ly->ffn_norm, dim, hp->norm_eps);
+        kern_act_set(&s->act_dim, s->xb, dim, ly->need_gu);
+        memset(s->hb, 0, hp->ffn_dim * sizeof(float));
+        memset(s->hb2, 0, hp->ffn_dim * sizeof(float));
+        out[FMT_M_GATE] = s->hb;
+        out[FMT_M_UP] = s->hb2;
+        matvec_stream(ops, ly->gate_up, &s->act_dim, out);
+        if (hp->flags & FMT_FLAG_GELU)
+            kern_geglu(s->hb, s->hb, s->hb2, hp->ffn_dim);
+        else
+            kern_swiglu(s->hb, s->hb, s->hb2, hp->ffn_dim);
+        kern_act_set(&s->act_ffn, s->hb, hp->ffn_dim, ly->need_down);
+        memset(s->xb, 0, dim * sizeof(float));
+        out[FMT_M_DOWN] = s->xb;
+        matvec_stream(ops, ly->down, &s->act_ffn, out);
+        for (uint32_t i = 0; i < dim; i++)
+            s->x[i] += s->xb[i];
+    }
+    s->n_past++;
+    if (!want_logits)
+        return 0;
+
+    kern_rmsnorm(s->x, s->x, s->out_norm, dim, hp->norm_eps);
+    kern_act_set(&s->act_dim, s->x, dim, s->need_out);
+    memset(s->logits, 0, hp->vocab_size * sizeof(float));
+    out[FMT_M_OUTPUT] = s->logits;
+    out[FMT_M_TOK_EMBD] = s->logits;
+    matvec_stream(ops, s->output, &s->act_dim, out);
+    if (hp->softcap > 0.0f)
+        for (uint32_t i = 0; i < hp->vocab_size; i++)
+            s->logits[i] = tanhf(s->logits[i] / hp->softcap) * hp->softcap;
+    return 0;
+}
+
+static int check_token(eng_session *s, int32_t token, char *err, size_t errlen)
+{
+    if (token < 0 || (uint32_t)token >= s->hp->vocab_size)
+        return fail(err, errlen, ENG_EARG, "token id %d is outside the %u-token vocabulary",
+                    token, s->hp->vocab_size);
+    if (s->n_past >= s->n_ctx)
+        return fail(err, errlen, ENG_ECTX,
+                    "context full: all %u positions are used", s->n_ctx);
+    return 0;
+}
+
+int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
+{
+    int rc = check_token(s, token, err, errlen);
+    if (rc)
+        return rc;
+    double t0 = prof_now();
+    forward(s, token, 1);
+    s->stats.decode_s += prof_now() - t0;
+    s->stats.n_gen++;
+    return 0;
+}
+
+int eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
+                size_t errlen)
+{
+    double t0 = prof_now();
+    for (size_t i = 0; i < n; i++) {
+        int rc = check_token(s, tokens[i], err, errlen);
+        if (rc)
+            return rc;
+        forward(s, tokens[i], i + 1 == n);
+    }
+    s->stats.prefill_s += prof_now() - t0;
+    s->stats.n_prompt += n;
+    return 0;
+}
+
+void eng_get_stats(const eng_session *s, eng_stats *st)
+{
+    *st = s->stats;
+    st->bytes_per_token = s->bytes_per_token;
+}

@@ -1,0 +1,552 @@
+/*
+ * fmt_cflow_read.c — map and validate a .cflow v5 file.
+ *
+ * Nothing in a mapped model is trusted until it has been checked here:
+ * the header's geometry against sane bounds, every slot's offset and length
+ * against the file size and the geometry, and every tile header against the
+ * canonical walk of its stream (fmt_plan.c), which proves each matrix is
+ * covered exactly once.  Scales (and F16/F32 weights) are checked finite.
+ * Only then are tile headers decoded into fmt_tile arrays that the engine
+ * walks without further checks.  Allocations are bounded by the file size:
+ * a tile costs at least 16 bytes of file, so the tile array can never be
+ * larger than a fixed multiple of the mapping.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "format/cflow_format.h"
+#include "format/fmt_layout.h"
+#include "format/fmt_plan.h"
+
+typedef struct fmt_entry {
+    fmt_matinfo mat[FMT_NSLOT];
+    uint8_t     kind[FMT_NSLOT];
+    uint64_t    off[FMT_NSLOT], len[FMT_NSLOT];
+    uint32_t    rows[FMT_NSLOT];
+    fmt_stream  stream[FMT_NSLOT];   /* valid at a group's first slot */
+} fmt_entry;
+
+struct fmt_model {
+    char          *path;
+    const uint8_t *map;
+    uint64_t       size;
+    fmt_hparams    hp;
+    fmt_kv        *kv;
+    unsigned       n_entries;        /* n_layers + 1 */
+    fmt_entry     *e;
+    fmt_tile      *tiles;
+};
+
+static int bad(char *err, size_t errlen, int code, const char *path,
+               const char *fmt, ...)
+{
+    va_list ap;
+    int n = snprintf(err, errlen, "%s: ", path);
+    if (n >= 0 && (size_t)n < errlen) {
+        va_start(ap, fmt);
+        vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static const char *slot_name(unsigned entry, unsigned n_layers, int s)
+{
+    static const char *layer_names[FMT_NSLOT] = {
+        "attn_norm", "q", "k", "v", "o", "ffn_norm", "gate", "up", "down",
+        "router", "expert_table", "exp_gate", "exp_up", "exp_down",
+        "qkv_bias", "slot15", "slot16", "slot17", "slot18", "slot19"
+    };
+    static const char *global_names[3] = { "token_embd", "output_norm",
+                                           "output" };
+    if (entry == n_layers && s < 3)
+        return global_names[s];
+    return layer_names[s];
+}
+
+static int read_header(fmt_model *m, char *err, size_t errlen)
+{
+    const uint8_t *h = m->map;
+    fmt_hparams *hp = &m->hp;
+    const char *p = m->path;
+
+    if (m->size < FMT_HEADER_SIZE)
+        return bad(err, errlen, FMT_EFORMAT, p,
+                   "truncated: %llu bytes is smaller than the 88-byte header",
+                   (unsigned long long)m->size);
+    if (memcmp(h, FMT_MAGIC, 8))
+        return bad(err, errlen, FMT_EFORMAT, p, "not a .cflow file (bad magic)");
+    unsigned ver = fmt_rd16(h + FMT_H_VERSION);
+    if (ver != FMT_VERSION)
+        return bad(err, errlen, FMT_EUNSUP, p,
+                   "unsupported .cflow version %u (this build reads %u)", ver,
+                   FMT_VERSION);
+    if (fmt_rd16(h + FMT_H_HSIZE) != FMT_HEADER_SIZE)
+        return bad(err, errlen, FMT_EFORMAT, p, "header size %u, expected 88",
+                   fmt_rd16(h + FMT_H_HSIZE));
+
+    memset(hp, 0, sizeof *hp);
+    hp->n_layers = fmt_rd32(h + FMT_H_NLAYERS);
+    hp->dim = fmt_rd32(h + FMT_H_DIM);
+    hp->ffn_dim = fmt_rd32(h + FMT_H_FFN);
+    hp->expert_ffn_dim = fmt_rd32(h + FMT_H_EFFN);
+    hp->vocab_size = fmt_rd32(h + FMT_H_VOCAB);
+    hp->max_seq = fmt_rd32(h + FMT_H_MAXSEQ);
+    hp->n_heads = fmt_rd16(h + FMT_H_NHEADS);
+    hp->n_kv_heads = fmt_rd16(h + FMT_H_NKV);
+    hp->head_dim = fmt_rd16(h + FMT_H_HEADDIM);
+    hp->n_experts = fmt_rd16(h + FMT_H_NEXP);
+    hp->top_k = fmt_rd16(h + FMT_H_TOPK);
+    hp->sliding_window = fmt_rd16(h + FMT_H_SWA);
+    hp->quant_type = h[FMT_H_QTYPE];
+    hp->rope_theta = fmt_rdf32(h + FMT_H_THETA);
+    hp->norm_eps = fmt_rdf32(h + FMT_H_EPS);
+    hp->dense_delay = h[FMT_H_DDELAY];
+    hp->expert_delay = h[FMT_H_EDELAY];
+    hp->combine_style = h[FMT_H_COMBINE];
+    hp->flags = h[FMT_H_FLAGS];
+    hp->softcap = fmt_rdf32(h + FMT_H_SOFTCAP);
+
+#define REQ(cond, ...) \
+    do { if (!(cond)) return bad(err, errlen, FMT_EFORMAT, p, __VA_ARGS__); } while (0)
+    REQ(hp->n_layers >= 1 && hp->n_layers <= 4096,
+        "absurd layer count %u", hp->n_layers);
+    REQ(hp->dim >= 1 && hp->dim <= (1u << 18), "absurd hidden size %u", hp->dim);
+    REQ(hp->ffn_dim >= 1 && hp->ffn_dim <= (1u << 20), "absurd FFN size %u",
+        hp->ffn_dim);
+    REQ(hp->vocab_size >= 1 && hp->vocab_size <= (1u << 24),
+        "absurd vocabulary size %u", hp->vocab_size);
+    REQ(hp->max_seq >= 1 && hp->max_seq <= (1u << 24),
+        "absurd context length %u", hp->max_seq);
+    REQ(hp->n_heads >= 1 && hp->n_kv_heads >= 1 &&
+            hp->n_kv_heads <= hp->n_heads && hp->n_heads % hp->n_kv_heads == 0,
+        "bad head counts %u/%u", hp->n_heads, hp->n_kv_heads);
+    REQ(hp->head_dim >= 2 && hp->head_dim % 2 == 0 && hp->head_dim <= 4096,
+        "bad head dimension %u", hp->head_dim);
+    REQ(fmt_rd16(h + FMT_H_TROWS) == KERN_TILE_ROWS &&
+            fmt_rd16(h + FMT_H_TCOLS) == KERN_TILE_COLS &&
+            fmt_rd16(h + FMT_H_QGROUP) == KERN_QBLOCK,
+        "tile geometry %ux%u/%u, expected 128x256/32",
+        fmt_rd16(h + FMT_H_TROWS), fmt_rd16(h + FMT_H_TCOLS),
+        fmt_rd16(h + FMT_H_QGROUP));
+    REQ(hp->quant_type < KERN_NTYPES, "unknown quantisation type %u",
+        hp->quant_type);
+    REQ(isfinite(hp->rope_theta) && hp->rope_theta > 0.0f,
+        "bad rope theta %g", (double)hp->rope_theta);
+    REQ(isfinite(hp->norm_eps) && hp->norm_eps > 0.0f && hp->norm_eps < 1.0f,
+        "bad norm epsilon %g", (double)hp->norm_eps);
+    REQ(!(hp->flags & ~FMT_FLAGS_KNOWN), "unknown feature flags 0x%02x",
+        hp->flags);
+    REQ(hp->combine_style <= 2, "unknown combine style %u", hp->combine_style);
+    REQ(hp->dense_delay < hp->n_layers, "dense_delay %u exceeds the %u layers",
+        hp->dense_delay, hp->n_layers);
+    REQ(hp->expert_delay < hp->n_layers,
+        "expert_delay %u exceeds the %u layers", hp->expert_delay, hp->n_layers);
+    REQ(isfinite(hp->softcap) && hp->softcap >= 0.0f, "bad softcap %g",
+        (double)hp->softcap);
+    REQ(hp->top_k <= hp->n_experts, "top-k %u exceeds the %u experts",
+        hp->top_k, hp->n_experts);
+    REQ(hp->n_experts == 0 || hp->top_k >= 1, "MoE model with top-k 0");
+    if (hp->n_experts > 0)
+        return bad(err, errlen, FMT_EUNSUP, p,
+                   "mixture-of-experts models are not supported by this build");
+#undef REQ
+    return 0;
+}
+
+typedef struct walk_ctx {
+    fmt_model      *m;
+    const uint8_t  *pos, *end;
+    fmt_plan_mat    mat[FMT_MAX_FUSED];
+    fmt_tile       *out;
+    unsigned        entry;
+    char           *err;
+    size_t          errlen;
+    int             rc;
+} walk_ctx;
+
+static int check_tile(void *ud, unsigned mi, uint32_t row0, uint32_t col0,
+                      unsigned rows, unsigned cols)
+{
+    walk_ctx *c = ud;
+    const char *p = c->m->path;
+    unsigned L = c->m->hp.n_layers;
+    size_t left = (size_t)(c->end - c->pos);
+    enum kern_type ty = (enum kern_type)c->mat[mi].type;
+    size_t psz = kern_tile_payload_size(ty, rows, cols);
+
+    if (left < FMT_TILE_HEADER_SIZE + psz) {
+        c->rc = bad(c->err, c->errlen, FMT_EFORMAT, p,
+                    "tile stream of %s %u ends early (tile at row %u col %u)",
+                    c->entry == L ? "globals" : "layer", c->entry, row0, col0);
+        return 1;
+    }
+    const uint8_t *h = c->pos;
+    if (fmt_rd16(h + FMT_T_LAYER) != (uint16_t)c->entry ||
+        h[FMT_T_MATRIX] != c->mat[mi].matrix || h[FMT_T_EXPERT] != FMT_NO_EXPERT ||
+        fmt_rd32(h + FMT_T_ROW) != row0 || fmt_rd16(h + FMT_T_COL) != col0 ||
+        fmt_rd16(h + FMT_T_ROWS) != rows || fmt_rd16(h + FMT_T_COLS) != cols ||
+        fmt_rd16(h + FMT_T_QGROUP) != KERN_QBLOCK) {
+        c->rc = bad(c->err, c->errlen, FMT_EFORMAT, p,
+                    "tile header at offset %llu does not match the stream "
+                    "(expected layer %u matrix %u row %u col %u %ux%u)",
+                    (unsigned long long)(h - c->m->map), c->entry,
+                    c->mat[mi].matrix, row0, col0, rows, cols);
+        return 1;
+    }
+    const uint8_t *payload = h + FMT_TILE_HEADER_SIZE;
+    if (!kern_tile_finite(ty, rows, cols, payload)) {
+        c->rc = bad(c->err, c->errlen, FMT_EFORMAT, p,
+                    "non-finite scale or weight in tile at offset %llu "
+                    "(layer %u matrix %u row %u col %u)",
+                    (unsigned long long)(h - c->m->map), c->entry,
+                    c->mat[mi].matrix, row0, col0);
+        return 1;
+    }
+    fmt_tile *t = c->out++;
+    t->payload = payload;
+    t->row0 = row0;
+    t->col0 = (uint16_t)col0;
+    t->rows = (uint16_t)rows;
+    t->cols = (uint16_t)cols;
+    t->matrix = c->mat[mi].matrix;
+    t->type = (uint8_t)ty;
+    t->expert = FMT_NO_EXPERT;
+    c->pos = payload + psz;
+    return 0;
+}
+
+/* Expected shape of a slot, or 0 rows when the slot must be empty. */
+static void expect(const fmt_hparams *hp, unsigned entry, int s, int *kind,
+                   uint32_t *rows, uint32_t *cols)
+{
+    uint32_t q = hp->n_heads * hp->head_dim, kv = hp->n_kv_heads * hp->head_dim;
+    *kind = FMT_K_EMPTY;
+    *rows = *cols = 0;
+    if (entry == hp->n_layers) {
+        switch (s) {
+        case FMT_S_TOK_EMBD: *kind = FMT_K_TILED; *rows = hp->vocab_size; *cols = hp->dim; break;
+        case FMT_S_OUT_NORM: *kind = FMT_K_VEC; *rows = hp->dim; *cols = 1; break;
+        case FMT_S_OUTPUT:
+            if (!(hp->flags & FMT_FLAG_TIED)) {
+                *kind = FMT_K_TILED; *rows = hp->vocab_size; *cols = hp->dim;
+            }
+            break;
+        }
+        return;
+    }
+    switch (s) {
+    case FMT_S_ATTN_NORM:
+    case FMT_S_FFN_NORM: *kind = FMT_K_VEC; *rows = hp->dim; *cols = 1; break;
+    case FMT_S_Q: *kind = FMT_K_TILED; *rows = q; *cols = hp->dim; break;
+    case FMT_S_K:
+    case FMT_S_V: *kind = FMT_K_TILED; *rows = kv; *cols = hp->dim; break;
+    case FMT_S_O: *kind = FMT_K_TILED; *rows = hp->dim; *cols = q; break;
+    case FMT_S_GATE:
+    case FMT_S_UP: *kind = FMT_K_TILED; *rows = hp->ffn_dim; *cols = hp->dim; break;
+    case FMT_S_DOWN: *kind = FMT_K_TILED; *rows = hp->dim; *cols = hp->ffn_dim; break;
+    case FMT_S_QKV_BIAS:
+        if (hp->flags & FMT_FLAG_QKV_BIAS) {
+            *kind = FMT_K_VEC; *rows = q + 2 * kv; *cols = 1;
+        }
+        break;
+    }
+}
+
+static int read_table(fmt_model *m, char *err, size_t errlen)
+{
+    const fmt_hparams *hp = &m->hp;
+    const char *p = m->path;
+    uint64_t ltab = fmt_rd64(m->map + FMT_H_LTABLE);
+    uint64_t tbytes = (uint64_t)m->n_entries * FMT_NSLOT * FMT_SLOT_SIZE;
+    uint64_t total_tiles = 0;
+
+    if (ltab < FMT_HEADER_SIZE || ltab > m->size || m->size - ltab < tbytes)
+        return bad(err, errlen, FMT_EFORMAT, p,
+                   "layer table (offset %llu, %llu bytes) lies past the end of "
+                   "the %llu-byte file", (unsigned long long)ltab,
+                   (unsigned long long)tbytes, (unsigned long long)m->size);
+    m->e = calloc(m->n_entries, sizeof *m->e);
+    if (!m->e)
+        return bad(err, errlen, FMT_ENOMEM, p, "out of memory");
+
+    for (unsigned en = 0; en < m->n_entries; en++) {
+        fmt_entry *e = &m->e[en];
+        for (int s = 0; s < FMT_NSLOT; s++) {
+            const uint8_t *sl = m->map + ltab +
+                                ((uint64_t)en * FMT_NSLOT + (unsigned)s) * FMT_SLOT_SIZE;
+            int want_kind;
+            uint32_t want_rows, want_cols;
+            uint8_t kind = sl[FMT_SL_KIND], type = sl[FMT_SL_TYPE];
+            uint64_t off = fmt_rd64(sl + FMT_SL_OFFSET), len = fmt_rd64(sl + FMT_SL_LENGTH);
+            uint32_t rows = fmt_rd32(sl + FMT_SL_ROWS), cols = fmt_rd32(sl + FMT_SL_COLS);
+            const char *nm = slot_name(en, hp->n_layers, s);
+
+            expect(hp, en, s, &want_kind, &want_rows, &want_cols);
+            if (kind != want_kind)
+                return bad(err, errlen, FMT_EFORMAT, p,
+                           "%s %u slot %s has kind %u, expected %d",
+                           en == hp->n_layers ? "globals" : "layer", en, nm,
+                           kind, want_kind);
+            if (kind == FMT_K_EMPTY)
+                continue;
+            if (rows != want_rows || cols != want_cols)
+                return bad(err, errlen, FMT_EFORMAT, p,
+                           "layer %u %s is %ux%u, expected %ux%u", en, nm,
+                           rows, cols, want_rows, want_cols);
+            if (off < ltab + tbytes || off > m->size || len > m->size - off)
+                return bad(err, errlen, FMT_EFORMAT, p,
+                           "layer %u %s (offset %llu, %llu bytes) lies outside "
+                           "the %llu-byte file", en, nm,
+                           (unsigned long long)off, (unsigned long long)len,
+                           (unsigned long long)m->size);
+            if (kind == FMT_K_VEC) {
+                if (type != KERN_F32 || len != (uint64_t)rows * 4 || off % 4)
+                    return bad(err, errlen, FMT_EFORMAT, p,
+                               "layer %u %s: vector of %llu bytes for %u floats "
+                               "(or misaligned)",
+                               en, nm, (unsigned long long)len, rows);
+                for (uint32_t i = 0; i < rows; i++)
+                    if (!isfinite(fmt_rdf32(m->map + off + 4 * (uint64_t)i)))
+                        return bad(err, errlen, FMT_EFORMAT, p,
+                                   "layer %u %s holds a non-finite value", en, nm);
+            } else {
+                if (type >= KERN_NTYPES)
+                    return bad(err, errlen, FMT_EFORMAT, p,
+                               "layer %u %s: unknown tile type %u", en, nm, type);
+                if (fmt_rd32(sl + FMT_SL_NTILES) != fmt_plan_tiles(rows, cols))
+                    return bad(err, errlen, FMT_EFORMAT, p,
+                               "layer %u %s: %u tiles, expected %u", en, nm,
+                               fmt_rd32(sl + FMT_SL_NTILES),
+                               fmt_plan_tiles(rows, cols));
+                total_tiles += fmt_plan_tiles(rows, cols);
+            }
+            e->kind[s] = kind;
+            e->off[s] = off;
+            e->len[s] = len;
+            e->rows[s] = rows;
+            e->mat[s].rows = rows;
+            e->mat[s].cols = cols;
+            e->mat[s].type = type;
+            e->mat[s].present = 1;
+        }
+    }
+    /* every tile needs at least its header in the file */
+    if (total_tiles > m->size / FMT_TILE_HEADER_SIZE)
+        return bad(err, errlen, FMT_EFORMAT, p,
+                   "%llu tiles cannot fit in %llu bytes",
+                   (unsigned long long)total_tiles, (unsigned long long)m->size);
+    m->tiles = calloc(total_tiles ? total_tiles : 1, sizeof *m->tiles);
+    if (!m->tiles)
+        return bad(err, errlen, FMT_ENOMEM, p, "out of memory");
+
+    fmt_tile *next = m->tiles;
+    for (unsigned en = 0; en < m->n_entries; en++) {
+        fmt_entry *e = &m->e[en];
+        int global = en == hp->n_layers;
+        const fmt_group *groups = global ? fmt_global_groups : fmt_layer_groups;
+        unsigned ng = global ? FMT_GLOBAL_GROUPS : FMT_LAYER_GROUPS;
+        for (unsigned gi = 0; gi < ng; gi++) {
+            const fmt_group *g = &groups[gi];
+            int s0 = g->first_slot;
+            walk_ctx c;
+            if (e->kind[s0] != FMT_K_TILED)
+                continue;
+            memset(&c, 0, sizeof c);
+            for (unsigned i = 0; i < g->n; i++) {
+                int s = g->slots[i];
+                if (e->kind[s] != FMT_K_TILED || e->off[s] != e->off[s0] ||
+                    e->len[s] != e->len[s0])
+                    return bad(err, errlen, FMT_EFORMAT, p,
+                               "layer %u: fused stream %s/%s disagrees on its "
+                               "byte range", en, slot_name(en, hp->n_layers, s0),
+                               slot_name(en, hp->n_layers, s));
+                c.mat[i].rows = e->mat[s].rows;
+                c.mat[i].cols = e->mat[s].cols;
+                c.mat[i].type = e->mat[s].type;
+                c.mat[i].matrix = g->matrix[i];
+            }
+            c.m = m;
+            c.pos = m->map + e->off[s0];
+            c.end = c.pos + e->len[s0];
+            c.out = next;
+            c.entry = en;
+            c.err = err;
+            c.errlen = errlen;
+            long n = fmt_plan_walk(c.mat, g->n, check_tile, &c);
+            if (n < 0)
+                return c.rc;
+            if (c.pos != c.end)
+                return bad(err, errlen, FMT_EFORMAT, p,
+                           "layer %u %s: %llu stray bytes after the last tile",
+                           en, slot_name(en, hp->n_layers, s0),
+                           (unsigned long long)(c.end - c.pos));
+            e->stream[s0].tiles = next;
+            e->stream[s0].n_tiles = (uint32_t)n;
+            e->stream[s0].offset = e->off[s0];
+            e->stream[s0].length = e->len[s0];
+            next += n;
+        }
+    }
+    return 0;
+}
+
+static int read_meta(fmt_model *m, char *err, size_t errlen)
+{
+    uint64_t off = fmt_rd64(m->map + FMT_H_META);
+    size_t used = 0;
+    int rc;
+    if (off < FMT_HEADER_SIZE || off > m->size || m->size - off < 8)
+        return bad(err, errlen, FMT_EFORMAT, m->path,
+                   "metadata offset %llu lies past the end of the file",
+                   (unsigned long long)off);
+    uint64_t count = fmt_rd64(m->map + off);
+    m->kv = fmt_kv_new();
+    if (!m->kv)
+        return bad(err, errlen, FMT_ENOMEM, m->path, "out of memory");
+    rc = fmt_kv_parse(m->kv, m->map + off + 8, (size_t)(m->size - off - 8),
+                      count, &used, m->path, err, errlen);
+    if (rc)
+        return rc;
+    size_t alen;
+    const char *arch = fmt_kv_get_str(m->kv, "general.architecture", &alen);
+    if (arch) {
+        if (alen >= sizeof m->hp.arch)
+            alen = sizeof m->hp.arch - 1;
+        memcpy(m->hp.arch, arch, alen);
+        m->hp.arch[alen] = 0;
+    }
+    if (m->hp.flags & FMT_FLAG_ROPE_LLAMA3) {
+        if (fmt_kv_get_f32(m->kv, "cflow.rope.scaling.factor", &m->hp.rope_factor) ||
+            fmt_kv_get_f32(m->kv, "cflow.rope.scaling.low_freq_factor",
+                           &m->hp.rope_low_freq) ||
+            fmt_kv_get_f32(m->kv, "cflow.rope.scaling.high_freq_factor",
+                           &m->hp.rope_high_freq) ||
+            fmt_kv_get_u32(m->kv, "cflow.rope.scaling.original_context_length",
+                           &m->hp.rope_orig_ctx) ||
+            !(m->hp.rope_factor > 0) || !(m->hp.rope_low_freq > 0) ||
+            !(m->hp.rope_high_freq > m->hp.rope_low_freq) || !m->hp.rope_orig_ctx)
+            return bad(err, errlen, FMT_EFORMAT, m->path,
+                       "llama3 rope scaling flagged but its parameters are "
+                       "missing or invalid");
+    }
+    return 0;
+}
+
+int fmt_model_open(fmt_model **out, const char *path, char *err, size_t errlen)
+{
+    fmt_model *m;
+    struct stat st;
+    int fd, rc;
+
+    *out = NULL;
+    m = calloc(1, sizeof *m);
+    if (!m || !(m->path = strdup(path))) {
+        free(m);
+        return bad(err, errlen, FMT_ENOMEM, path, "out of memory");
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        rc = bad(err, errlen, FMT_EIO, path, "cannot open: %s", strerror(errno));
+        goto fail;
+    }
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        rc = bad(err, errlen, FMT_EIO, path, "not a regular file");
+        close(fd);
+        goto fail;
+    }
+    m->size = (uint64_t)st.st_size;
+    if (m->size < FMT_HEADER_SIZE) {
+        close(fd);
+        rc = bad(err, errlen, FMT_EFORMAT, path,
+                 "truncated: %llu bytes is smaller than the 88-byte header",
+                 (unsigned long long)m->size);
+        goto fail;
+    }
+    void *map = mmap(NULL, (size_t)m->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) {
+        rc = bad(err, errlen, FMT_EIO, path, "cannot map: %s", strerror(errno));
+        goto fail;
+    }
+    m->map = map;
+#ifdef MADV_HUGEPAGE
+    madvise(map, (size_t)m->size, MADV_HUGEPAGE);
+#endif
+    if ((rc = read_header(m, err, errlen)))
+        goto fail;
+    m->n_entries = m->hp.n_layers + 1;
+    if ((rc = read_table(m, err, errlen)) || (rc = read_meta(m, err, errlen)))
+        goto fail;
+    *out = m;
+    return 0;
+fail:
+    fmt_model_close(m);
+    return rc;
+}
+
+void fmt_model_close(fmt_model *m)
+{
+    if (!m)
+        return;
+    if (m->map)
+        munmap((void *)m->map, (size_t)m->size);
+    fmt_kv_free(m->kv);
+    free(m->e);
+    free(m->tiles);
+    free(m->path);
+    free(m);
+}
+
+const fmt_hparams *fmt_model_hparams(const fmt_model *m) { return &m->hp; }
+const fmt_kv *fmt_model_kv(const fmt_model *m) { return m->kv; }
+const char *fmt_model_path(const fmt_model *m) { return m->path; }
+uint64_t fmt_model_file_size(const fmt_model *m) { return m->size; }
+
+const fmt_stream *fmt_model_stream(const fmt_model *m, unsigned layer, int slot)
+{
+    if (layer >= m->n_entries || slot < 0 || slot >= FMT_NSLOT)
+        return NULL;
+    const fmt_stream *s = &m->e[layer].stream[slot];
+    return s->tiles ? s : NULL;
+}
+
+const fmt_matinfo *fmt_model_matinfo(const fmt_model *m, unsigned layer,
+                                     int slot)
+{
+    if (layer >= m->n_entries || slot < 0 || slot >= FMT_NSLOT ||
+        !m->e[layer].mat[slot].present)
+        return NULL;
+    return &m->e[layer].mat[slot];
+}
+
+const float *fmt_model_vec(const fmt_model *m, unsigned layer, int slot,
+                           uint64_t *n)
+{
+    if (layer >= m->n_entries || slot < 0 || slot >= FMT_NSLOT ||
+        m->e[layer].kind[slot] != FMT_K_VEC)
+        return NULL;
+    if (n)
+        *n = m->e[layer].rows[slot];
+    /* read_table checked the range and the 4-byte alignment */
+    return (const float *)(const void *)(m->map + m->e[layer].off[slot]);
+}
+
+int fmt_model_expert(const fmt_model *m, unsigned layer, unsigned e,
+                     const fmt_stream **gate_up, const fmt_stream **down,
+                     uint64_t *offset, uint64_t *length)
+{
+    (void)m; (void)layer; (void)e; (void)gate_up; (void)down;
+    (void)offset; (void)length;
+    return FMT_EUNSUP;
+}

@@ -1,0 +1,604 @@
+/*
+ * fmt_cflow_write.c — write a .cflow v5 file from an open source model.
+ *
+ * The file is written front to back in compute order (fmt_layout.h has the
+ * byte map): a zeroed header and layer table first, then each layer's
+ * sections, the vocabulary tiles and the metadata, and finally the real
+ * header and table over the zeros.  Everything goes to a temporary file
+ * beside the output that is renamed into place only when complete, so an
+ * interrupted conversion never leaves a half-written model under the
+ * requested name.
+ *
+ * Tile types: without force_type each matrix keeps its source type where a
+ * tile type exists (F32, F16, Q8_0, Q4_0); others are requantised to the
+ * nearest one we keep (BF16 -> F32, which is lossless; Q4_1/Q4_K -> Q4_0;
+ * Q5_x/Q6_K -> Q8_0) with a warning.  Norms, biases and routers stay f32.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "format/cflow_format.h"
+#include "format/fmt_layout.h"
+#include "format/fmt_plan.h"
+
+typedef struct writer {
+    FILE                   *f;
+    const char             *path;       /* final name, for messages */
+    uint64_t                pos;        /* bytes written so far */
+    const fmt_convert_opts *opts;
+    char                   *err;
+    size_t                  errlen;
+    uint8_t                *payload;    /* one tile's payload scratch */
+    float                  *stripe[FMT_MAX_FUSED]; /* dequantised stripes */
+    size_t                  stripe_cap[FMT_MAX_FUSED];
+    long                    stripe_id[FMT_MAX_FUSED];
+    int                     warned[32]; /* per source dtype */
+} writer;
+
+static int fail(writer *w, int code, const char *fmt, ...)
+{
+    va_list ap;
+    int n = snprintf(w->err, w->errlen, "%s: ", w->path);
+    if (n < 0 || (size_t)n >= w->errlen)
+        return code;
+    va_start(ap, fmt);
+    vsnprintf(w->err + n, w->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static void logf_(writer *w, int level, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    if (!w->opts || !w->opts->log)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    w->opts->log(w->opts->ud, level, buf);
+}
+
+static int put(writer *w, const void *p, size_t n)
+{
+    if (n && fwrite(p, 1, n, w->f) != n)
+        return fail(w, FMT_EIO, "write failed: %s", strerror(errno));
+    w->pos += n;
+    return 0;
+}
+
+static int pad_to(writer *w, uint64_t align)
+{
+    static const uint8_t zero[FMT_ALIGN];
+    uint64_t r = w->pos % align;
+    return r ? put(w, zero, (size_t)(align - r)) : 0;
+}
+
+/* ---- type choice ------------------------------------------------------ */
+
+static int keep_type(writer *w, int dtype)
+{
+    switch (dtype) {
+    case FMT_DT_F32: return KERN_F32;
+    case FMT_DT_F16: return KERN_F16;
+    case FMT_DT_Q8_0: return KERN_Q8_0;
+    case FMT_DT_Q4_0: return KERN_Q4_0;
+    default: break;
+    }
+    int t;
+    switch (dtype) {
+    case FMT_DT_BF16: t = KERN_F32; break;
+    case FMT_DT_Q4_1:
+    case FMT_DT_Q4_K:
+    case FMT_DT_Q2_K:
+    case FMT_DT_Q3_K: t = KERN_Q4_0; break;
+    default: t = KERN_Q8_0; break;
+    }
+    if (dtype >= 0 && dtype < 32 && !w->warned[dtype]) {
+        w->warned[dtype] = 1;
+        logf_(w, 1, "%s tensors have no tile type: %s to %s", fmt_dtype_name(dtype),
+              t == KERN_F32 ? "widening" : "requantising", kern_type_name(t));
+    }
+    return t;
+}
+
+static int tile_type_for(writer *w, const fmt_tensor *t)
+{
+    if (w->opts && w->opts->force_type >= 0)
+        return w->opts->force_type;
+    return keep_type(w, t->dtype);
+}
+
+/* ---- sections --------------------------------------------------------- */
+
+typedef struct slot {
+    uint64_t offset, length;
+    uint32_t rows, cols, n_tiles;
+    uint8_t  kind, type, group;
+} slot;
+
+/* Write an f32 vector built from one or more source tensors. */
+static int write_vec(writer *w, const fmt_tensor *const *parts, unsigned n,
+                     slot *sl)
+{
+    uint64_t total = 0;
+    int rc;
+    for (unsigned i = 0; i < n; i++)
+        total += parts[i]->ne[0] * (parts[i]->ndim > 1 ? parts[i]->ne[1] : 1);
+    if ((rc = pad_to(w, FMT_ALIGN)))
+        return rc;
+    sl->offset = w->pos;
+    sl->kind = FMT_K_VEC;
+    sl->type = KERN_F32;
+    sl->rows = (uint32_t)total;
+    sl->cols = 1;
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t cnt = parts[i]->ne[0] * (parts[i]->ndim > 1 ? parts[i]->ne[1] : 1);
+        float *v = malloc(cnt * sizeof *v);
+        if (!v)
+            return fail(w, FMT_ENOMEM, "out of memory");
+        if (fmt_dequant(parts[i]->dtype, parts[i]->data, v, cnt)) {
+            free(v);
+            return fail(w, FMT_EUNSUP, "tensor %s: unsupported type %s",
+                        parts[i]->name, fmt_dtype_name(parts[i]->dtype));
+        }
+        for (uint64_t k = 0; k < cnt; k++)
+            if (!isfinite(v[k])) {
+                free(v);
+                return fail(w, FMT_EFORMAT, "tensor %s holds a non-finite value",
+                            parts[i]->name);
+            }
+        /* the file is little endian, like every host we build for */
+        rc = put(w, v, cnt * sizeof *v);
+        free(v);
+        if (rc)
+            return rc;
+    }
+    sl->length = w->pos - sl->offset;
+    return 0;
+}
+
+typedef struct stream_ctx {
+    writer           *w;
+    const fmt_tensor *src[FMT_MAX_FUSED];
+    fmt_plan_mat      mat[FMT_MAX_FUSED];
+    unsigned          layer;
+    int               rc;
+} stream_ctx;
+
+static enum kern_src src_enc(int dtype)
+{
+    switch (dtype) {
+    case FMT_DT_F32: return KERN_SRC_F32;
+    case FMT_DT_F16: return KERN_SRC_F16;
+    case FMT_DT_BF16: return KERN_SRC_BF16;
+    case FMT_DT_Q8_0: return KERN_SRC_GGML_Q8_0;
+    case FMT_DT_Q4_0: return KERN_SRC_GGML_Q4_0;
+    default: return (enum kern_src)-1;
+    }
+}
+
+static int emit_tile(void *ud, unsigned mi, uint32_t row0, uint32_t col0,
+                     unsigned rows, unsigned cols)
+{
+    stream_ctx *c = ud;
+    writer *w = c->w;
+    const fmt_tensor *t = c->src[mi];
+    uint8_t hdr[FMT_TILE_HEADER_SIZE];
+    uint64_t ncols = t->ne[0];
+    const uint8_t *src;
+    size_t stride;
+    enum kern_src enc = src_enc(t->dtype);
+
+    if ((int)enc >= 0) {
+        stride = (size_t)fmt_dtype_size(t->dtype, ncols);
+        src = (const uint8_t *)t->data + (uint64_t)row0 * stride +
+              fmt_dtype_size(t->dtype, col0);
+    } else {
+        /* No direct packer: dequantise this 128-row stripe once. */
+        long sid = (long)(row0 / KERN_TILE_ROWS);
+        size_t need = (size_t)rows * ncols;
+        size_t rb = (size_t)fmt_dtype_size(t->dtype, ncols);
+        if (c->w->stripe_id[mi] != sid) {
+            if (w->stripe_cap[mi] < need) {
+                float *p = realloc(w->stripe[mi], need * sizeof *p);
+                if (!p)
+                    return (c->rc = fail(w, FMT_ENOMEM, "out of memory")), 1;
+                w->stripe[mi] = p;
+                w->stripe_cap[mi] = need;
+            }
+            for (unsigned r = 0; r < rows; r++)
+                if (fmt_dequant(t->dtype,
+                                (const uint8_t *)t->data + (uint64_t)(row0 + r) * rb,
+                                w->stripe[mi] + (size_t)r * ncols, ncols))
+                    return (c->rc = fail(w, FMT_EUNSUP, "tensor %s: unsupported type %s",
+                                         t->name, fmt_dtype_name(t->dtype))), 1;
+            w->stripe_id[mi] = sid;
+        }
+        enc = KERN_SRC_F32;
+        stride = ncols * sizeof(float);
+        src = (const uint8_t *)(w->stripe[mi] + col0);
+    }
+
+    enum kern_type ty = (enum kern_type)c->mat[mi].type;
+    if (kern_tile_pack(ty, rows, cols, enc, src, stride, w->payload))
+        return (c->rc = fail(w, FMT_EFORMAT,
+                             "tensor %s: cannot pack tile at row %u col %u "
+                             "(non-finite values?)", t->name, row0, col0)), 1;
+    if (!kern_tile_finite(ty, rows, cols, w->payload))
+        return (c->rc = fail(w, FMT_EFORMAT,
+                             "tensor %s: non-finite value in tile at row %u col %u",
+                             t->name, row0, col0)), 1;
+    memset(hdr, 0, sizeof hdr);
+    fmt_wr16(hdr + FMT_T_LAYER, (uint16_t)c->layer);
+    hdr[FMT_T_MATRIX] = c->mat[mi].matrix;
+    hdr[FMT_T_EXPERT] = FMT_NO_EXPERT;
+    fmt_wr32(hdr + FMT_T_ROW, row0);
+    fmt_wr16(hdr + FMT_T_COL, (uint16_t)col0);
+    fmt_wr16(hdr + FMT_T_ROWS, (uint16_t)rows);
+    fmt_wr16(hdr + FMT_T_COLS, (uint16_t)cols);
+    fmt_wr16(hdr + FMT_T_QGROUP, KERN_QBLOCK);
+    if ((c->rc = put(w, hdr, sizeof hdr)))
+        return 1;
+    if ((c->rc = put(w, w->payload, kern_tile_payload_size(ty, rows, cols))))
+        return 1;
+    return 0;
+}
+
+/* Write one (possibly fused) tile stream and fill its slots. */
+static int write_stream(writer *w, const fmt_group *g, const fmt_tensor **src,
+                        unsigned layer, uint8_t group_no, slot *slots)
+{
+    stream_ctx c;
+    int rc;
+    memset(&c, 0, sizeof c);
+    c.w = w;
+    c.layer = layer;
+    for (unsigned i = 0; i < g->n; i++) {
+        const fmt_tensor *t = src[i];
+        if (t->ne[0] > 65536u || t->ne[0] == 0 ||
+            t->ne[1] == 0 || t->ne[1] > UINT32_MAX)
+            return fail(w, FMT_EUNSUP, "tensor %s: unsupported shape", t->name);
+        c.src[i] = t;
+        c.mat[i].rows = (uint32_t)t->ne[1];
+        c.mat[i].cols = (uint32_t)t->ne[0];
+        c.mat[i].matrix = g->matrix[i];
+        c.mat[i].type = (uint8_t)tile_type_for(w, t);
+        w->stripe_id[i] = -1;
+    }
+    if ((rc = pad_to(w, FMT_ALIGN)))
+        return rc;
+    uint64_t start = w->pos;
+    if (fmt_plan_walk(c.mat, g->n, emit_tile, &c) < 0)
+        return c.rc ? c.rc : fail(w, FMT_EIO, "tile stream failed");
+    for (unsigned i = 0; i < g->n; i++) {
+        slot *sl = &slots[g->slots[i]];
+        sl->offset = start;
+        sl->length = w->pos - start;
+        sl->rows = c.mat[i].rows;
+        sl->cols = c.mat[i].cols;
+        sl->kind = FMT_K_TILED;
+        sl->type = c.mat[i].type;
+        sl->group = group_no;
+        sl->n_tiles = fmt_plan_tiles(c.mat[i].rows, c.mat[i].cols);
+    }
+    return 0;
+}
+
+static void slot_store(uint8_t *p, const slot *s)
+{
+    memset(p, 0, FMT_SLOT_SIZE);
+    fmt_wr64(p + FMT_SL_OFFSET, s->offset);
+    fmt_wr64(p + FMT_SL_LENGTH, s->length);
+    fmt_wr32(p + FMT_SL_ROWS, s->rows);
+    fmt_wr32(p + FMT_SL_COLS, s->cols);
+    p[FMT_SL_KIND] = s->kind;
+    p[FMT_SL_TYPE] = s->type;
+    p[FMT_SL_GROUP] = s->group;
+    fmt_wr32(p + FMT_SL_NTILES, s->n_tiles);
+}
+
+static const fmt_tensor *need(writer *w, const fmt_src *src, int role,
+                              unsigned layer, int *rc)
+{
+    const fmt_tensor *t = fmt_src_tensor(src, role, layer);
+    if (!t && !*rc)
+        *rc = fail(w, FMT_EFORMAT, "missing tensor %s for layer %u",
+                   fmt_role_name(role), layer);
+    return t;
+}
+
+static int write_layer(writer *w, const fmt_src *src, unsigned l, slot *sl)
+{
+    const fmt_hparams *hp = fmt_src_hparams(src);
+    int rc = 0;
+    const fmt_tensor *an = need(w, src, FMT_R_ATTN_NORM, l, &rc);
+    const fmt_tensor *qkv[3] = { need(w, src, FMT_R_Q, l, &rc),
+                                 need(w, src, FMT_R_K, l, &rc),
+                                 need(w, src, FMT_R_V, l, &rc) };
+    const fmt_tensor *o = need(w, src, FMT_R_O, l, &rc);
+    const fmt_tensor *fn = need(w, src, FMT_R_FFN_NORM, l, &rc);
+    const fmt_tensor *gu[2] = { need(w, src, FMT_R_GATE, l, &rc),
+                                need(w, src, FMT_R_UP, l, &rc) };
+    const fmt_tensor *down = need(w, src, FMT_R_DOWN, l, &rc);
+    if (rc)
+        return rc;
+
+    if ((rc = write_vec(w, &an, 1, &sl[FMT_S_ATTN_NORM])))
+        return rc;
+    if ((rc = write_stream(w, &fmt_layer_groups[0], qkv, l, 0, sl)))
+        return rc;
+    if (hp->flags & FMT_FLAG_QKV_BIAS) {
+        const fmt_tensor *b[3] = { need(w, src, FMT_R_Q_BIAS, l, &rc),
+                                   need(w, src, FMT_R_K_BIAS, l, &rc),
+                                   need(w, src, FMT_R_V_BIAS, l, &rc) };
+        if (rc || (rc = write_vec(w, b, 3, &sl[FMT_S_QKV_BIAS])))
+            return rc;
+    }
+    if ((rc = write_stream(w, &fmt_layer_groups[1], &o, l, 1, sl)))
+        return rc;
+    if ((rc = write_vec(w, &fn, 1, &sl[FMT_S_FFN_NORM])))
+        return rc;
+    if ((rc = write_stream(w, &fmt_layer_groups[2], gu, l, 2, sl)))
+        return rc;
+    if ((rc = write_stream(w, &fmt_layer_groups[3], &down, l, 3, sl)))
+        return rc;
+    return 0;
+}
+
+static int build_meta(writer *w, const fmt_src *src, fmt_kv *meta)
+{
+    const fmt_kv *kv = fmt_src_kv(src);
+    const fmt_hparams *hp = fmt_src_hparams(src);
+    size_t n = kv ? fmt_kv_count(kv) : 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *k = fmt_kv_key(kv, i, &len);
+        char key[256];
+        if (len >= sizeof key)
+            continue;
+        memcpy(key, k, len);
+        key[len] = 0;
+        if (!strncmp(key, "tokenizer.", 10) || !strcmp(key, "general.name"))
+            if (fmt_kv_copy(meta, kv, key))
+                return fail(w, FMT_ENOMEM, "cannot copy metadata %s", key);
+    }
+    if (fmt_kv_set_str(meta, "general.architecture", hp->arch, strlen(hp->arch)) ||
+        fmt_kv_set_str(meta, "cflow.source", fmt_src_kind(src),
+                       strlen(fmt_src_kind(src))))
+        return fail(w, FMT_ENOMEM, "out of memory");
+    if (hp->flags & FMT_FLAG_ROPE_LLAMA3) {
+        if (fmt_kv_set_f32(meta, "cflow.rope.scaling.factor", hp->rope_factor) ||
+            fmt_kv_set_f32(meta, "cflow.rope.scaling.low_freq_factor", hp->rope_low_freq) ||
+            fmt_kv_set_f32(meta, "cflow.rope.scaling.high_freq_factor", hp->rope_high_freq) ||
+            fmt_kv_set_u32(meta, "cflow.rope.scaling.original_context_length",
+                           hp->rope_orig_ctx))
+            return fail(w, FMT_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+static int dominant_type(const slot *table, unsigned n_entries)
+{
+    uint64_t bytes[KERN_NTYPES] = { 0 };
+    int best = KERN_F32;
+    for (unsigned i = 0; i < n_entries * FMT_NSLOT; i++)
+        if (table[i].kind == FMT_K_TILED && table[i].type < KERN_NTYPES)
+            bytes[table[i].type] += (uint64_t)table[i].rows * table[i].cols;
+    for (int t = 0; t < KERN_NTYPES; t++)
+        if (bytes[t] > bytes[best])
+            best = t;
+    return best;
+}
+
+static void header_store(uint8_t *h, const fmt_hparams *hp, uint64_t ltab,
+                         uint64_t meta, uint8_t flags, uint8_t qtype)
+{
+    memset(h, 0, FMT_HEADER_SIZE);
+    memcpy(h + FMT_H_MAGIC, FMT_MAGIC, 8);
+    fmt_wr16(h + FMT_H_VERSION, FMT_VERSION);
+    fmt_wr16(h + FMT_H_HSIZE, FMT_HEADER_SIZE);
+    fmt_wr32(h + FMT_H_NLAYERS, hp->n_layers);
+    fmt_wr32(h + FMT_H_DIM, hp->dim);
+    fmt_wr32(h + FMT_H_FFN, hp->ffn_dim);
+    fmt_wr32(h + FMT_H_EFFN, hp->expert_ffn_dim);
+    fmt_wr32(h + FMT_H_VOCAB, hp->vocab_size);
+    fmt_wr32(h + FMT_H_MAXSEQ, hp->max_seq);
+    fmt_wr16(h + FMT_H_NHEADS, (uint16_t)hp->n_heads);
+    fmt_wr16(h + FMT_H_NKV, (uint16_t)hp->n_kv_heads);
+    fmt_wr16(h + FMT_H_HEADDIM, (uint16_t)hp->head_dim);
+    fmt_wr16(h + FMT_H_NEXP, (uint16_t)hp->n_experts);
+    fmt_wr16(h + FMT_H_TOPK, (uint16_t)hp->top_k);
+    fmt_wr16(h + FMT_H_SWA, (uint16_t)hp->sliding_window);
+    h[FMT_H_QTYPE] = qtype;
+    fmt_wr16(h + FMT_H_TROWS, KERN_TILE_ROWS);
+    fmt_wr16(h + FMT_H_TCOLS, KERN_TILE_COLS);
+    fmt_wr16(h + FMT_H_QGROUP, KERN_QBLOCK);
+    fmt_wrf32(h + FMT_H_THETA, hp->rope_theta);
+    fmt_wrf32(h + FMT_H_EPS, hp->norm_eps);
+    fmt_wr64(h + FMT_H_LTABLE, ltab);
+    fmt_wr64(h + FMT_H_META, meta);
+    h[FMT_H_DDELAY] = hp->dense_delay;
+    h[FMT_H_EDELAY] = hp->expert_delay;
+    h[FMT_H_COMBINE] = hp->combine_style;
+    h[FMT_H_FLAGS] = flags;
+    fmt_wrf32(h + FMT_H_SOFTCAP, hp->softcap);
+}
+
+int fmt_cflow_write(const fmt_src *src, const char *out_path,
+                    const fmt_convert_opts *opts, char *err, size_t errlen)
+{
+    const fmt_hparams *hp = fmt_src_hparams(src);
+    writer w;
+    slot *table = NULL;
+    uint8_t *tbuf = NULL;
+    fmt_kv *meta = NULL;
+    char *tmp = NULL;
+    int fd = -1, rc = 0;
+    unsigned L = hp->n_layers;
+
+    memset(&w, 0, sizeof w);
+    w.path = out_path;
+    w.opts = opts;
+    w.err = err;
+    w.errlen = errlen;
+    if (opts && opts->force_type >= KERN_NTYPES)
+        return fail(&w, FMT_EARG, "unknown tile type %d", opts->force_type);
+    if (hp->n_experts > 0)
+        return fail(&w, FMT_EUNSUP,
+                    "mixture-of-experts conversion is not supported yet");
+    if (hp->n_heads > 65535 || hp->n_kv_heads > 65535 || hp->head_dim > 65535)
+        return fail(&w, FMT_EUNSUP, "head geometry out of range");
+
+    table = calloc((size_t)(L + 1) * FMT_NSLOT, sizeof *table);
+    tbuf = calloc((size_t)(L + 1) * FMT_NSLOT, FMT_SLOT_SIZE);
+    w.payload = malloc(kern_tile_payload_size(KERN_F32, KERN_TILE_ROWS,
+                                              KERN_TILE_COLS));
+    meta = fmt_kv_new();
+    tmp = malloc(strlen(out_path) + 16);
+    if (!table || !tbuf || !w.payload || !meta || !tmp) {
+        rc = fail(&w, FMT_ENOMEM, "out of memory");
+        goto out;
+    }
+    sprintf(tmp, "%s.tmp.XXXXXX", out_path);
+    fd = mkstemp(tmp);
+    if (fd < 0 || !(w.f = fdopen(fd, "wb"))) {
+        rc = fail(&w, FMT_EIO, "cannot create: %s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        fd = -1;
+        goto out;
+    }
+    fd = -1;
+    {
+        mode_t um = umask(022);
+        umask(um);
+        fchmod(fileno(w.f), 0666 & ~um);
+    }
+    setvbuf(w.f, NULL, _IOFBF, 1 << 20);
+
+    /* placeholders for the header and the layer table */
+    uint8_t hdr[FMT_HEADER_SIZE] = { 0 };
+    if ((rc = put(&w, hdr, sizeof hdr)) || (rc = pad_to(&w, FMT_ALIGN)))
+        goto out;
+    uint64_t ltab = w.pos;
+    if ((rc = put(&w, tbuf, (size_t)(L + 1) * FMT_NSLOT * FMT_SLOT_SIZE)))
+        goto out;
+
+    for (unsigned l = 0; l < L; l++) {
+        if ((rc = write_layer(&w, src, l, &table[(size_t)l * FMT_NSLOT])))
+            goto out;
+        if (opts && opts->progress)
+            opts->progress(opts->ud, "convert", l + 1, L + 1);
+    }
+
+    /* globals: output norm, embedding, output head */
+    slot *gs = &table[(size_t)L * FMT_NSLOT];
+    const fmt_tensor *onorm = need(&w, src, FMT_R_OUT_NORM, 0, &rc);
+    const fmt_tensor *emb = need(&w, src, FMT_R_TOK_EMBD, 0, &rc);
+    if (rc)
+        goto out;
+    uint8_t flags = (uint8_t)(hp->flags & FMT_FLAGS_KNOWN);
+    if ((rc = write_vec(&w, &onorm, 1, &gs[FMT_S_OUT_NORM])))
+        goto out;
+    if ((rc = write_stream(&w, &fmt_global_groups[0], &emb, L, 0, gs)))
+        goto out;
+    const fmt_tensor *outp = fmt_src_tensor(src, FMT_R_OUTPUT, 0);
+    if (outp && !(hp->flags & FMT_FLAG_TIED)) {
+        flags &= (uint8_t)~FMT_FLAG_TIED;
+        if ((rc = write_stream(&w, &fmt_global_groups[1], &outp, L, 1, gs)))
+            goto out;
+    } else {
+        flags |= FMT_FLAG_TIED;
+    }
+    if (emb->ne[1] != hp->vocab_size || emb->ne[0] != hp->dim) {
+        rc = fail(&w, FMT_EFORMAT, "token embedding is %llux%llu, expected %ux%u",
+                  (unsigned long long)emb->ne[1], (unsigned long long)emb->ne[0],
+                  hp->vocab_size, hp->dim);
+        goto out;
+    }
+    if (opts && opts->progress)
+        opts->progress(opts->ud, "convert", L + 1, L + 1);
+
+    /* metadata */
+    if ((rc = build_meta(&w, src, meta)) || (rc = pad_to(&w, FMT_ALIGN)))
+        goto out;
+    uint64_t meta_off = w.pos;
+    {
+        uint8_t cnt[8];
+        size_t n = fmt_kv_write(meta, NULL);
+        uint8_t *buf = malloc(n ? n : 1);
+        if (!buf) {
+            rc = fail(&w, FMT_ENOMEM, "out of memory");
+            goto out;
+        }
+        fmt_kv_write(meta, buf);
+        fmt_wr64(cnt, fmt_kv_count(meta));
+        rc = put(&w, cnt, 8);
+        if (!rc)
+            rc = put(&w, buf, n);
+        free(buf);
+        if (rc)
+            goto out;
+    }
+
+    /* the real header and table */
+    for (size_t i = 0; i < (size_t)(L + 1) * FMT_NSLOT; i++)
+        slot_store(tbuf + i * FMT_SLOT_SIZE, &table[i]);
+    header_store(hdr, hp, ltab, meta_off, flags,
+                 (uint8_t)dominant_type(table, L + 1));
+    if (fflush(w.f) || fseek(w.f, 0, SEEK_SET) ||
+        fwrite(hdr, 1, sizeof hdr, w.f) != sizeof hdr ||
+        fseek(w.f, (long)ltab, SEEK_SET) ||
+        fwrite(tbuf, FMT_SLOT_SIZE, (size_t)(L + 1) * FMT_NSLOT, w.f) !=
+            (size_t)(L + 1) * FMT_NSLOT ||
+        fflush(w.f) || fsync(fileno(w.f))) {
+        rc = fail(&w, FMT_EIO, "write failed: %s", strerror(errno));
+        goto out;
+    }
+    if (fclose(w.f)) {
+        w.f = NULL;
+        rc = fail(&w, FMT_EIO, "write failed: %s", strerror(errno));
+        goto out;
+    }
+    w.f = NULL;
+    if (rename(tmp, out_path)) {
+        rc = fail(&w, FMT_EIO, "cannot rename into place: %s", strerror(errno));
+        goto out;
+    }
+
+out:
+    if (w.f)
+        fclose(w.f);
+    if (rc && tmp)
+        unlink(tmp);
+    for (int i = 0; i < FMT_MAX_FUSED; i++)
+        free(w.stripe[i]);
+    free(w.payload);
+    free(table);
+    free(tbuf);
+    free(tmp);
+    fmt_kv_free(meta);
+    return rc;
+}
+
+int fmt_convert(const char *in_path, const char *out_path,
+                const fmt_convert_opts *opts, char *err, size_t errlen)
+{
+    fmt_src *src = NULL;
+    int rc = fmt_src_open(&src, in_path, opts ? opts->tokenizer_path : NULL,
+                          err, errlen);
+    if (rc)
+        return rc;
+    rc = fmt_cflow_write(src, out_path, opts, err, errlen);
+    fmt_src_close(src);
+    return rc;
+}

@@ -1,0 +1,375 @@
+/*
+ * fmt_gguf.c — reading GGUF files (versions 2 and 3).
+ *
+ * A GGUF file, little endian throughout:
+ *
+ *   u8[4]  magic "GGUF"
+ *   u32    version (2 or 3; version 1 used 32-bit counts and is refused)
+ *   u64    n_tensors
+ *   u64    n_kv
+ *   n_kv   key/values in the fmt_kv encoding (see fmt_kv.c)
+ *   n_tensors tensor infos:
+ *            u64 name length + name bytes
+ *            u32 n_dims (1..4)
+ *            u64 ne[n_dims]      ne[0] = columns (innermost, contiguous)
+ *            u32 type            enum fmt_dtype (GGML's numbers)
+ *            u64 offset          from the start of the data section;
+ *                                a multiple of the alignment
+ *   padding to the alignment (general.alignment, default 32)
+ *   data section: tensor data at the offsets above
+ *
+ * The whole file is mapped read-only; tensors and string values point into
+ * the mapping, so a fmt_gguf costs a few hundred bytes per tensor however
+ * large the model.
+ *
+ * Everything is checked before use: counts against the bytes that remain
+ * (no allocation larger than the file can justify), every string length,
+ * every dimension (non-zero, product without overflow, ne[0] a multiple of
+ * the type's block), every type (we must know its size), and every tensor's
+ * offset + size against the end of the file.  A failure yields one line,
+ * "PATH: what is wrong".
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "format/cflow_format.h"
+#include "format/fmt_impl.h"
+
+#define GGUF_DEFAULT_ALIGN 32
+#define GGUF_MAX_NAME      4096   /* generous: ggml itself stops at 63 */
+
+/* ---- mapping files ----------------------------------------------------- */
+int fmt_map_open(fmt_map *m, const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    memset(m, 0, sizeof *m);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fmt_err(err, errlen, "%s: %s", path, strerror(errno));
+        return FMT_EIO;
+    }
+    if (fstat(fd, &st) < 0) {
+        fmt_err(err, errlen, "%s: %s", path, strerror(errno));
+        close(fd);
+        return FMT_EIO;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fmt_err(err, errlen, "%s: not a regular file", path);
+        close(fd);
+        return FMT_EIO;
+    }
+    if (st.st_size <= 0) {
+        fmt_err(err, errlen, "%s: empty file", path);
+        close(fd);
+        return FMT_EFORMAT;
+    }
+    if ((uint64_t)st.st_size > SIZE_MAX) {
+        fmt_err(err, errlen, "%s: too large to map", path);
+        close(fd);
+        return FMT_EIO;
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) {
+        fmt_err(err, errlen, "%s: mmap: %s", path, strerror(e));
+        return FMT_EIO;
+    }
+    m->p = p;
+    m->n = (size_t)st.st_size;
+    return FMT_OK;
+}
+
+void fmt_map_close(fmt_map *m)
+{
+    if (m->p)
+        munmap((void *)m->p, m->n);
+    m->p = NULL;
+    m->n = 0;
+}
+
+/* ---- the reader -------------------------------------------------------- */
+struct fmt_gguf {
+    fmt_map     map;
+    fmt_kv     *kv;
+    uint64_t    n_tensors;
+    fmt_tensor *t;        /* [n_tensors] */
+    char       *names;    /* NUL-terminated names, back to back */
+    fmt_names   idx;      /* name -> index in t */
+    uint32_t    version, alignment;
+    uint64_t    data_off; /* start of the data section in the file */
+};
+
+void fmt_gguf_close(fmt_gguf *g)
+{
+    if (!g)
+        return;
+    fmt_kv_free(g->kv);
+    free(g->t);
+    free(g->names);
+    fmt_names_free(&g->idx);
+    fmt_map_close(&g->map);
+    free(g);
+}
+
+int fmt_gguf_open(fmt_gguf **out, const char *path, char *err, size_t errlen)
+{
+    char nm[64];
+    int rc;
+    fmt_gguf *g;
+    if (!out || !path) {
+        fmt_err(err, errlen, "fmt_gguf_open: bad arguments");
+        return FMT_EARG;
+    }
+    *out = NULL;
+    g = calloc(1, sizeof *g);
+    if (!g) {
+        fmt_err(err, errlen, "%s: out of memory", path);
+        return FMT_ENOMEM;
+    }
+    rc = fmt_map_open(&g->map, path, err, errlen);
+    if (rc < 0) {
+        free(g);
+        return rc;
+    }
+    const uint8_t *p = g->map.p;
+    size_t n = g->map.n, o;
+
+    if (n < 4 || memcmp(p, "GGUF", 4) != 0) {
+        fmt_err(err, errlen, "%s: not a GGUF file (bad magic)", path);
+        rc = FMT_EFORMAT;
+        goto fail;
+    }
+    if (n < 24) {
+        fmt_err(err, errlen, "%s: truncated GGUF header (%zu bytes)", path,
+                n);
+        rc = FMT_EFORMAT;
+        goto fail;
+    }
+    g->version = fmt_rd_u32(p + 4);
+    if (g->version != 2 && g->version != 3) {
+        fmt_err(err, errlen, "%s: unsupported GGUF version %u (2 and 3 are "
+                "read)", path, g->version);
+        rc = g->version == 1 ? FMT_EUNSUP : FMT_EFORMAT;
+        goto fail;
+    }
+    g->n_tensors = fmt_rd_u64(p + 8);
+    uint64_t n_kv = fmt_rd_u64(p + 16);
+    o = 24;
+    /* A tensor info takes at least 8+1 (name) + 4 + 8 (one dim) + 4 + 8. */
+    if (g->n_tensors > (n - o) / 33) {
+        fmt_err(err, errlen, "%s: %llu tensors cannot fit in a file of %zu "
+                "bytes", path, (unsigned long long)g->n_tensors, n);
+        rc = FMT_EFORMAT;
+        goto fail;
+    }
+    g->kv = fmt_kv_new();
+    if (!g->kv) {
+        fmt_err(err, errlen, "%s: out of memory", path);
+        rc = FMT_ENOMEM;
+        goto fail;
+    }
+    size_t used;
+    rc = fmt_kv_parse(g->kv, p + o, n - o, n_kv, &used, path, err, errlen);
+    if (rc < 0)
+        goto fail;
+    o += used;
+
+    /* general.alignment: a power of two (ggml insists on u32; accept any
+     * integer type that fits). */
+    g->alignment = GGUF_DEFAULT_ALIGN;
+    if (fmt_kv_has(g->kv, "general.alignment")) {
+        uint32_t a;
+        if (fmt_kv_get_u32(g->kv, "general.alignment", &a) < 0 || a == 0 ||
+            (a & (a - 1)) != 0) {
+            fmt_err(err, errlen, "%s: general.alignment is not a power of "
+                    "two", path);
+            rc = FMT_EFORMAT;
+            goto fail;
+        }
+        g->alignment = a;
+    }
+
+    /* Tensor infos.  The names are copied (NUL-terminated) into one block:
+     * the name bytes left in the file bound its size. */
+    g->t = calloc(g->n_tensors ? (size_t)g->n_tensors : 1, sizeof *g->t);
+    g->names = malloc(n - o + (size_t)g->n_tensors + 1);
+    if (!g->t || !g->names) {
+        fmt_err(err, errlen, "%s: out of memory", path);
+        rc = FMT_ENOMEM;
+        goto fail;
+    }
+    size_t no = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        fmt_tensor *t = &g->t[i];
+        if (n - o < 8) {
+            fmt_err(err, errlen, "%s: tensor %llu: truncated name length",
+                    path, (unsigned long long)i);
+            rc = FMT_EFORMAT;
+            goto fail;
+        }
+        uint64_t len = fmt_rd_u64(p + o);
+        o += 8;
+        if (len == 0 || len > GGUF_MAX_NAME || len > n - o) {
+            fmt_err(err, errlen, "%s: tensor %llu: bad name length %llu",
+                    path, (unsigned long long)i, (unsigned long long)len);
+            rc = FMT_EFORMAT;
+            goto fail;
+        }
+        const char *name = (const char *)(p + o);
+        if (memchr(name, '\0', (size_t)len)) {
+            fmt_err(err, errlen, "%s: tensor %llu: name contains a NUL byte",
+                    path, (unsigned long long)i);
+            rc = FMT_EFORMAT;
+            goto fail;
+        }
+        memcpy(g->names + no, name, (size_t)len);
+        g->names[no + len] = '\0';
+        t->name = g->names + no;
+        no += (size_t)len + 1;
+        o += (size_t)len;
+        fmt_safe_name(nm, name, (size_t)len);
+        if (n - o < 4) {
+            fmt_err(err, errlen, "%s: tensor '%s': truncated", path, nm);
+            rc = FMT_EFORMAT;
+            goto fail;
+        }
+        uint32_t nd = fmt_rd_u32(p + o);
+        o += 4;
+        if (nd < 1 || nd > 4) {
+            fmt_err(err, errlen, "%s: tensor '%s': %u dimensions (1..4 "
+                    "allowed)", path, nm, nd);
+            rc = FMT_EFORMAT;
+            goto fail;
+        }
+        if (n - o < (size_t)nd * 8 + 12) {
+            fmt_err(err, errlen, "%s: tensor '%s': truncated", path, nm);
+            rc = FMT_EFORMAT;
+            goto fail;
+        }
+        t->ndim = nd;
+        uint64_t nel = 1;
+        for (unsigned d = 0; d < 4; d++)
+            t->ne[d] = 1;
+        for (unsigned d = 0; d < nd; d++) {
+            uint64_t v = fmt_rd_u64(p + o + 8 * d);
+            if (v == 0 || v > (uint64_t)INT64_MAX || nel > UINT64_MAX / v) {
+                fmt_err(err, errlen, "%s: tensor '%s': bad dimension %u "
+                        "(%llu)", path, nm, d, (unsigned long long)v);
+                rc = FMT_EFORMAT;
+                goto fail;
+            }
+            t->ne[d] = v;
+            nel *= v;
+        }
+        o += (size_t)nd * 8;
+        uint32_t type = fmt_rd_u32(p + o);
+        uint64_t off = fmt_rd_u64(p + o + 4);
+        o += 12;
+        unsigned blk = fmt_dtype_block((int)type);
+        if (blk == 0) {
+            fmt_err(err, errlen, "%s: tensor '%s': GGML type %u is not "
+                    "supported", path, nm, type);
+            rc = FMT_EUNSUP;
+            goto fail;
+        }
+        if (t->ne[0] % blk != 0) {
+            fmt_err(err, errlen, "%s: tensor '%s': %llu columns are not a "
+                    "multiple of the %s block (%u)", path, nm,
+                    (unsigned long long)t->ne[0], fmt_dtype_name((int)type),
+                    blk);
+            rc = FMT_EFORMAT;
+            goto fail;
+        }
+        t->dtype = (int)type;
+        t->nbytes = fmt_dtype_size(t->dtype, nel);
+        if (t->nbytes == 0 || t->nbytes > n) {
+            fmt_err(err, errlen, "%s: tensor '%s': %llu elements of %s do "
+                    "not fit in the file", path, nm,
+                    (unsigned long long)nel, fmt_dtype_name(t->dtype));
+            rc = FMT_EFORMAT;
+            goto fail;
+        }
+        if (off % g->alignment != 0) {
+            fmt_err(err, errlen, "%s: tensor '%s': offset %llu is not "
+                    "aligned to %u", path, nm, (unsigned long long)off,
+                    g->alignment);
+            rc = FMT_EFORMAT;
+            goto fail;
+        }
+        /* data pointer is resolved once the data section is known */
+        t->data = (const void *)(uintptr_t)off;
+        int r = fmt_names_put(&g->idx, t->name, (size_t)len, (size_t)i, NULL);
+        if (r < 0) {
+            fmt_err(err, errlen, "%s: out of memory", path);
+            rc = FMT_ENOMEM;
+            goto fail;
+        }
+        if (r > 0) {
+            fmt_err(err, errlen, "%s: tensor '%s' appears twice", path, nm);
+            rc = FMT_EFORMAT;
+            goto fail;
+        }
+    }
+
+    /* The data section starts at the next multiple of the alignment; a
+     * file without tensors may end right after the infos. */
+    uint64_t ds = ((uint64_t)o + g->alignment - 1) / g->alignment *
+                  g->alignment;
+    if (g->n_tensors > 0 && ds > n) {
+        fmt_err(err, errlen, "%s: truncated before the tensor data", path);
+        rc = FMT_EFORMAT;
+        goto fail;
+    }
+    g->data_off = ds;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        fmt_tensor *t = &g->t[i];
+        uint64_t off = (uint64_t)(uintptr_t)t->data;
+        if (off > n - ds || t->nbytes > n - ds - off) {
+            fmt_err(err, errlen, "%s: tensor '%s': data [%llu, +%llu) runs "
+                    "past the end of the file", path,
+                    fmt_safe_name(nm, t->name, strlen(t->name)),
+                    (unsigned long long)(ds + off),
+                    (unsigned long long)t->nbytes);
+            rc = FMT_EFORMAT;
+            goto fail;
+        }
+        t->data = p + ds + off;
+    }
+    *out = g;
+    return FMT_OK;
+fail:
+    fmt_gguf_close(g);
+    return rc;
+}
+
+const fmt_kv *fmt_gguf_kv(const fmt_gguf *g)
+{
+    return g ? g->kv : NULL;
+}
+
+uint64_t fmt_gguf_n_tensors(const fmt_gguf *g)
+{
+    return g ? g->n_tensors : 0;
+}
+
+const fmt_tensor *fmt_gguf_tensor(const fmt_gguf *g, uint64_t i)
+{
+    return (g && i < g->n_tensors) ? &g->t[i] : NULL;
+}
+
+const fmt_tensor *fmt_gguf_find(const fmt_gguf *g, const char *name)
+{
+    size_t i;
+    if (!g || !name ||
+        fmt_names_get(&g->idx, name, strlen(name), &i) < 0)
+        return NULL;
+    return &g->t[i];
+}

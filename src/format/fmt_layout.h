@@ -1,0 +1,120 @@
+/*
+ * fmt_layout.h — byte offsets of the .cflow v5 structures (private to
+ * src/format; cflow(5) is the user-facing copy of this table).
+ *
+ * Structures are read and written field by field through the little-endian
+ * helpers below instead of packed structs: the mapping may be unaligned and
+ * the host's struct layout is not the file's.
+ *
+ * GlobalHeader, 88 bytes at offset 0:
+ *    0  u8[8] magic "CFLOW\0\0\0"     48 u8  quant_type (dominant tile type)
+ *    8  u16 version (5)                49 u8  reserved (0)
+ *   10  u16 header_size (88)           50 u16 tile_rows (128)
+ *   12  u32 n_layers                   52 u16 tile_cols (256)
+ *   16  u32 dim                        54 u16 quant_group (32)
+ *   20  u32 ffn_dim (dense FFN)        56 f32 rope_theta
+ *   24  u32 expert_ffn_dim             60 f32 norm_eps
+ *   28  u32 vocab_size                 64 u64 layer_table_offset
+ *   32  u32 max_seq                    72 u64 meta_offset
+ *   36  u16 n_heads                    80 u8  dense_delay
+ *   38  u16 n_kv_heads                 81 u8  expert_delay
+ *   40  u16 head_dim                   82 u8  combine_style
+ *   42  u16 n_experts                  83 u8  feature_flags
+ *   44  u16 top_k                      84 f32 final_logit_softcap
+ *   46  u16 sliding_window (0 = none)
+ *
+ * Layer table: (n_layers + 1) entries of FMT_NSLOT slots, 32 bytes each:
+ *    0 u64 offset    8 u64 length    16 u32 rows    20 u32 cols
+ *   24 u8 kind      25 u8 type      26 u8 group    27 u8 reserved
+ *   28 u32 n_tiles
+ * kind: 0 empty, 1 f32 vector (rows elements), 2 tiled matrix, 3 f32
+ * matrix (router, rows x cols), 4 expert offset table (rows experts).
+ * Tiled matrices that share a stream (Q/K/V, gate/up) carry the stream's
+ * offset and length in each slot and the same group number.
+ *
+ * TileHeader, 16 bytes:
+ *    0 u16 layer_id   2 u8 matrix_id   3 u8 expert_id (0xFF dense)
+ *    4 u32 row_offset 8 u16 col_offset 10 u16 tile_rows 12 u16 tile_cols
+ *   14 u16 quant_group (32)
+ */
+#ifndef CFLOW_FMT_LAYOUT_H
+#define CFLOW_FMT_LAYOUT_H
+
+#include <stdint.h>
+#include <string.h>
+
+enum {
+    FMT_H_MAGIC = 0, FMT_H_VERSION = 8, FMT_H_HSIZE = 10, FMT_H_NLAYERS = 12,
+    FMT_H_DIM = 16, FMT_H_FFN = 20, FMT_H_EFFN = 24, FMT_H_VOCAB = 28,
+    FMT_H_MAXSEQ = 32, FMT_H_NHEADS = 36, FMT_H_NKV = 38, FMT_H_HEADDIM = 40,
+    FMT_H_NEXP = 42, FMT_H_TOPK = 44, FMT_H_SWA = 46, FMT_H_QTYPE = 48,
+    FMT_H_RESERVED = 49, FMT_H_TROWS = 50, FMT_H_TCOLS = 52, FMT_H_QGROUP = 54,
+    FMT_H_THETA = 56, FMT_H_EPS = 60, FMT_H_LTABLE = 64, FMT_H_META = 72,
+    FMT_H_DDELAY = 80, FMT_H_EDELAY = 81, FMT_H_COMBINE = 82,
+    FMT_H_FLAGS = 83, FMT_H_SOFTCAP = 84
+};
+
+enum {
+    FMT_SL_OFFSET = 0, FMT_SL_LENGTH = 8, FMT_SL_ROWS = 16, FMT_SL_COLS = 20,
+    FMT_SL_KIND = 24, FMT_SL_TYPE = 25, FMT_SL_GROUP = 26, FMT_SL_NTILES = 28
+};
+
+enum {
+    FMT_K_EMPTY = 0, FMT_K_VEC = 1, FMT_K_TILED = 2, FMT_K_F32MAT = 3,
+    FMT_K_EXPTABLE = 4
+};
+
+enum {
+    FMT_T_LAYER = 0, FMT_T_MATRIX = 2, FMT_T_EXPERT = 3, FMT_T_ROW = 4,
+    FMT_T_COL = 8, FMT_T_ROWS = 10, FMT_T_COLS = 12, FMT_T_QGROUP = 14
+};
+
+/* Feature-flag bits this version defines (others must be zero). */
+#define FMT_FLAGS_KNOWN 0x7Fu
+
+static inline uint16_t fmt_rd16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+static inline uint32_t fmt_rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+static inline uint64_t fmt_rd64(const uint8_t *p)
+{
+    return (uint64_t)fmt_rd32(p) | ((uint64_t)fmt_rd32(p + 4) << 32);
+}
+static inline float fmt_rdf32(const uint8_t *p)
+{
+    uint32_t u = fmt_rd32(p);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline void fmt_wr16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static inline void fmt_wr32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+static inline void fmt_wr64(uint8_t *p, uint64_t v)
+{
+    fmt_wr32(p, (uint32_t)v);
+    fmt_wr32(p + 4, (uint32_t)(v >> 32));
+}
+static inline void fmt_wrf32(uint8_t *p, float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    fmt_wr32(p, u);
+}
+
+
+#endif /* CFLOW_FMT_LAYOUT_H */

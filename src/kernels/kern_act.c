@@ -1,0 +1,115 @@
+/*
+ * kern_act.c — a mat-vec input prepared once for every tile type.
+ *
+ * One 64-byte aligned allocation holds, each part starting on a 64-byte
+ * boundary (cap = roundup(n_max, 32), at least 32):
+ *   f32    [cap]      floats: x, zero past n
+ *   f16    [cap]      halves: x rounded to nearest even
+ *   q8     [cap]      int8:   Q8_0 quants
+ *   q8_d   [cap/32]   floats: block scales, the value the f16 scale holds
+ *   q8_sum [cap/32]   int32:  sum of the block's 32 quants
+ * a->f32 is the start of the allocation.
+ *
+ * The Q8_0 quantisation is llama.cpp's quantize_row_q8_0_ref: per block of
+ * 32, amax = max |x|, d = amax/127, id = d ? 1/d : 0, q = roundf(x*id), and
+ * the scale kept is d rounded to f16.  Quants are computed with the f32 d,
+ * as llama.cpp does, so q8 * q8_d is llama.cpp's dequantised activation.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kern.h"
+#include "kernels/kern_impl.h"
+
+#define ACT_ALIGN 64
+
+static size_t align_up(size_t v)
+{
+    return (v + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
+}
+
+int kern_act_init(kern_act *a, unsigned n_max)
+{
+    memset(a, 0, sizeof *a);
+    if (n_max > (1u << 30))
+        return -1;                      /* keeps every size below in range */
+    unsigned cap = n_max ? kern_roundup(n_max, KERN_QBLOCK) : KERN_QBLOCK;
+    size_t nblk = cap / KERN_QBLOCK;
+    size_t o_f16 = align_up((size_t)cap * sizeof(float));
+    size_t o_q8 = o_f16 + align_up((size_t)cap * sizeof(uint16_t));
+    size_t o_d = o_q8 + align_up(cap);
+    size_t o_sum = o_d + align_up(nblk * sizeof(float));
+    size_t total = o_sum + align_up(nblk * sizeof(int32_t));
+
+    uint8_t *mem = aligned_alloc(ACT_ALIGN, total);
+    if (!mem)
+        return -1;
+    memset(mem, 0, total);
+    a->cap = cap;
+    a->f32 = (float *)mem;
+    a->f16 = (uint16_t *)(mem + o_f16);
+    a->q8 = (int8_t *)(mem + o_q8);
+    a->q8_d = (float *)(mem + o_d);
+    a->q8_sum = (int32_t *)(mem + o_sum);
+    return 0;
+}
+
+void kern_act_free(kern_act *a)
+{
+    if (!a)
+        return;
+    free(a->f32);
+    memset(a, 0, sizeof *a);
+}
+
+/* Quantise one block of 32 as llama.cpp's quantize_row_q8_0_ref. */
+static void quant_q8_block(const float *x, int8_t *q, float *d_out,
+                           int32_t *sum_out)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < KERN_QBLOCK; j++) {
+        float v = fabsf(x[j]);
+        amax = amax > v ? amax : v;     /* ggml's MAX() */
+    }
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int32_t sum = 0;
+    for (int j = 0; j < KERN_QBLOCK; j++) {
+        float v = roundf(x[j] * id);
+        /* |x*id| <= 127 for finite x; clamp so a NaN or inf input gives a
+         * defined quant instead of an out-of-range conversion */
+        int qi = v >= -127.0f && v <= 127.0f ? (int)v : v > 127.0f ? 127
+               : v < -127.0f ? -127 : 0;
+        q[j] = (int8_t)qi;
+        sum += qi;
+    }
+    *d_out = kern_h2f(kern_f2h(d));
+    *sum_out = sum;
+}
+
+void kern_act_set(kern_act *a, const float *x, unsigned n, unsigned need)
+{
+    if (n > a->cap)
+        n = a->cap;                     /* caller bug: never write past cap */
+    unsigned n_pad = kern_roundup(n, KERN_QBLOCK);
+    a->n = n;
+    a->n_pad = n_pad;
+
+    memcpy(a->f32, x, (size_t)n * sizeof(float));
+    memset(a->f32 + n, 0, (size_t)(n_pad - n) * sizeof(float));
+
+    if (need & KERN_NEED(KERN_F16)) {
+        for (unsigned i = 0; i < n; i++)
+            a->f16[i] = kern_f2h(x[i]);
+        memset(a->f16 + n, 0, (size_t)(n_pad - n) * sizeof(uint16_t));
+    }
+    if (need & (KERN_NEED(KERN_Q8_0) | KERN_NEED(KERN_Q4_0))) {
+        /* blocks read the zero-padded f32 copy */
+        for (unsigned b = 0; b < n_pad / KERN_QBLOCK; b++)
+            quant_q8_block(a->f32 + KERN_QBLOCK * b, a->q8 + KERN_QBLOCK * b,
+                           &a->q8_d[b], &a->q8_sum[b]);
+    }
+}

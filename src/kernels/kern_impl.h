@@ -1,0 +1,208 @@
+/*
+ * kern_impl.h — private to src/kernels: payload geometry, the byte offsets
+ * of the tile layout described in kern.h, unaligned loads, and the
+ * half-precision conversions every file of the module uses.
+ *
+ * Geometry of an R x C tile (R <= 128, C <= 256):
+ *   rp = roundup(R, 16)   padded rows        np = rp / 16   panels
+ *   cp = roundup(C, 32)   padded columns     nb = cp / 32   blocks
+ * F32/F16 payloads are np panels of cp columns of 16 values.  Q8_0/Q4_0
+ * payloads start with np*nb*16 f16 scales ("scale area", rp*nb*2 bytes),
+ * followed by np*nb blocks of 16 rows x 32 columns of quants (512 bytes for
+ * Q8_0 as 8 quads of 64 bytes, 256 bytes for Q4_0 as 4 chunks of 64 bytes).
+ *
+ * The payload sits after a 16-byte header inside a mapped file, so nothing
+ * here assumes any alignment: loads go through memcpy (the compiler turns
+ * them into plain moves) and the SIMD files use unaligned loads.
+ *
+ * Mat-vec contract shared by every ISA (see kern_ref.c for the oracle):
+ * per output row, a local float starts at 0, adds the tile's columns (F32,
+ * F16) or blocks (Q8_0, Q4_0) in order, and is added to y[r] once.  For
+ * Q8_0/Q4_0 tiles col0 must be a multiple of 32, so that tile block b reads
+ * activation block col0/32 + b.  The SIMD kernels keep each row in its own
+ * lane and reproduce this rounding exactly; the tests check bit equality.
+ */
+#ifndef CFLOW_KERN_IMPL_H
+#define CFLOW_KERN_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/kern.h"
+
+/* Bytes of one panel-block of quants (16 rows x 32 columns). */
+#define KERN_Q8_BLOCK_BYTES (KERN_PANEL * KERN_QBLOCK)       /* 512 */
+#define KERN_Q4_BLOCK_BYTES (KERN_PANEL * KERN_QBLOCK / 2)   /* 256 */
+
+typedef struct kern_geom {
+    unsigned rp, cp;     /* padded rows, padded columns */
+    unsigned np, nb;     /* panels of 16 rows, blocks of 32 columns */
+    size_t   scale_bytes;/* Q8_0/Q4_0: bytes of the f16 scale area */
+} kern_geom;
+
+static inline unsigned kern_roundup(unsigned v, unsigned m)
+{
+    return (v + m - 1) / m * m;
+}
+
+static inline kern_geom kern_geom_of(unsigned rows, unsigned cols)
+{
+    kern_geom g;
+    g.rp = kern_roundup(rows, KERN_PANEL);
+    g.cp = kern_roundup(cols, KERN_QBLOCK);
+    g.np = g.rp / KERN_PANEL;
+    g.nb = g.cp / KERN_QBLOCK;
+    g.scale_bytes = (size_t)g.rp * g.nb * 2;
+    return g;
+}
+
+/* ---- element positions (see the layout in kern.h) ----------------------- */
+
+/* F32/F16: index of element (r, c) counted in elements. */
+static inline size_t kern_idx_dense(const kern_geom *g, unsigned r, unsigned c)
+{
+    return ((size_t)(r / KERN_PANEL) * g->cp + c) * KERN_PANEL + r % KERN_PANEL;
+}
+
+/* Q8_0/Q4_0: index of the f16 scale of row r, block b, counted in halves. */
+static inline size_t kern_idx_scale(const kern_geom *g, unsigned r, unsigned b)
+{
+    return ((size_t)(r / KERN_PANEL) * g->nb + b) * KERN_PANEL + r % KERN_PANEL;
+}
+
+/* Q8_0: byte offset (from the payload start) of quant (r, c). */
+static inline size_t kern_off_q8(const kern_geom *g, unsigned r, unsigned c)
+{
+    unsigned b = c / KERN_QBLOCK, k = c % KERN_QBLOCK;
+    return g->scale_bytes
+         + ((size_t)(r / KERN_PANEL) * g->nb + b) * KERN_Q8_BLOCK_BYTES
+         + (size_t)(k / 4) * 64 + 4 * (r % KERN_PANEL) + k % 4;
+}
+
+/* Q4_0: byte offset of the byte holding quant (r, c); *hi is set when the
+ * quant is the high nibble (block columns 16..31). */
+static inline size_t kern_off_q4(const kern_geom *g, unsigned r, unsigned c,
+                                 int *hi)
+{
+    unsigned b = c / KERN_QBLOCK, k = c % KERN_QBLOCK;
+    *hi = k >= 16;
+    k %= 16;
+    return g->scale_bytes
+         + ((size_t)(r / KERN_PANEL) * g->nb + b) * KERN_Q4_BLOCK_BYTES
+         + (size_t)(k / 4) * 64 + 4 * (r % KERN_PANEL) + k % 4;
+}
+
+/* ---- unaligned access ------------------------------------------------------ */
+
+static inline float kern_ld_f32(const void *p)
+{
+    float f;
+    memcpy(&f, p, sizeof f);
+    return f;
+}
+
+static inline uint16_t kern_ld_u16(const void *p)
+{
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return h;
+}
+
+static inline int32_t kern_ld_i32(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* ---- half precision ---------------------------------------------------------
+ * Plain C, bit-exact with the F16C instructions (vcvtph2ps, and vcvtps2ph
+ * with round-to-nearest-even): the tests compare them on every half and on
+ * millions of floats.  NaNs keep their sign and top payload bits and come
+ * out quiet, as the hardware does. */
+
+static inline uint32_t kern_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float kern_bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline float kern_h2f(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+
+    if (e == 0x1F)                      /* inf, NaN (made quiet) */
+        return kern_bits_f32(sign | 0x7F800000u | (m << 13) |
+                             (m ? 0x00400000u : 0));
+    if (e == 0) {
+        if (m == 0)
+            return kern_bits_f32(sign);
+        /* subnormal m * 2^-24: normalise into an f32 normal */
+        e = 113;                        /* 127 - 14 */
+        while (!(m & 0x400u)) {
+            m <<= 1;
+            e--;
+        }
+        m &= 0x3FFu;
+        return kern_bits_f32(sign | (e << 23) | (m << 13));
+    }
+    return kern_bits_f32(sign | ((e + 112) << 23) | (m << 13));
+}
+
+static inline uint16_t kern_f2h(float f)
+{
+    uint32_t x = kern_f32_bits(f);
+    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7FFFFFFFu;
+
+    if (ax >= 0x7F800000u) {            /* inf, or NaN made quiet */
+        if (ax == 0x7F800000u)
+            return (uint16_t)(sign | 0x7C00u);
+        return (uint16_t)(sign | 0x7E00u | ((ax >> 13) & 0x3FFu));
+    }
+    if (ax >= 0x38800000u) {            /* >= 2^-14: a normal half, or inf */
+        /* Rebias the exponent (127 -> 15) and round the 13 dropped bits to
+         * nearest even: add 0xFFF plus the lowest kept bit, then truncate.
+         * A carry walks into the exponent, up to 0x7C00 (inf) at 65520. */
+        uint32_t odd = (ax >> 13) & 1u;
+        ax = ax - (112u << 23) + 0xFFFu + odd;
+        if (ax >= (31u << 23))
+            return (uint16_t)(sign | 0x7C00u);
+        return (uint16_t)(sign | (ax >> 13));
+    }
+    /* Subnormal half or zero: the result counts units of 2^-24. */
+    uint32_t e = ax >> 23;
+    if (e < 102)                        /* below 2^-25: rounds to zero */
+        return (uint16_t)sign;
+    uint32_t m = (ax & 0x7FFFFFu) | 0x800000u;   /* value m * 2^(e-150) */
+    uint32_t shift = 126 - e;                    /* 14 .. 24 */
+    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1);
+    uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1u)))
+        r++;                            /* may become 0x400: smallest normal */
+    return (uint16_t)(sign | r);
+}
+
+/* ---- the per-ISA tables (kern_ref.c, kern_avx2.c, kern_avx512.c) -------- */
+
+extern const kern_ops kern_ops_scalar;
+#if HAVE_ISA_X86
+extern const kern_ops kern_ops_avx2;
+extern const kern_ops kern_ops_avx512;
+extern const kern_ops kern_ops_avx512_vnni;
+#endif
+
+/* Choose an ISA: the best the CPU runs (best), lowered by a CFLOW_ISA value
+ * (env may be NULL; an unknown name is ignored).  Exposed for the tests. */
+enum kern_isa kern_isa_choose(enum kern_isa best, const char *env);
+
+#endif /* CFLOW_KERN_IMPL_H */

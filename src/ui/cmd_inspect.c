@@ -1,0 +1,191 @@
+/*
+ * cmd_inspect.c — `cflow inspect MODEL [--json]`: header, geometry and, per
+ * matrix, its tile type, shape, tile count and bytes.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "format/cflow_format.h"
+#include "ui/ui.h"
+
+static void help(void)
+{
+    printf("usage: cflow inspect [--json] MODEL\n\n"
+           "Show a .cflow file's header, geometry and per-matrix tiles.\n\n"
+           "  -j, --json   machine-readable output\n"
+           "  -h, --help   this text\n");
+}
+
+static const char *matrix_name(int m)
+{
+    static const char *n[FMT_NMATRIX] = { "q", "k", "v", "o", "gate", "up", "down",
+                                          "router", "exp_gate", "exp_up", "exp_down",
+                                          "token_embd", "output" };
+    return m >= 0 && m < FMT_NMATRIX ? n[m] : "?";
+}
+
+static const char *combine_name(unsigned c)
+{
+    static const char *n[] = { "ParallelSqrt2", "DelayedSum", "AsyncExperts" };
+    return c < 3 ? n[c] : "?";
+}
+
+typedef struct mstat { uint32_t tiles; uint64_t bytes; } mstat;
+
+static void stream_stats(const fmt_stream *st, mstat *ms)
+{
+    for (uint32_t i = 0; st && i < st->n_tiles; i++) {
+        const fmt_tile *t = &st->tiles[i];
+        ms[t->matrix].tiles++;
+        ms[t->matrix].bytes += FMT_TILE_HEADER_SIZE +
+                               kern_tile_payload_size((enum kern_type)t->type, t->rows, t->cols);
+    }
+}
+
+static json_object *flags_json(uint32_t f)
+{
+    static const char *names[] = { "embed_scale", "v_norm", "tied_embeddings", "rope_neox",
+                                   "gelu", "qkv_bias", "rope_llama3" };
+    json_object *a = json_object_new_array();
+    for (unsigned b = 0; b < 7; b++)
+        if (f & (1u << b))
+            json_object_array_add(a, json_object_new_string(names[b]));
+    return a;
+}
+
+int ui_cmd_inspect(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        { "json", no_argument, 0, 'j' },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    int json = 0, c;
+    char err[512];
+    fmt_model *m = NULL;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "jh", lo, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = 1; break;
+        case 'h': help(); return UI_EXIT_OK;
+        default: return ui_usage_error("inspect", "bad option");
+        }
+    }
+    if (argc - optind != 1)
+        return ui_usage_error("inspect", "expected one MODEL");
+    if (fmt_model_open(&m, argv[optind], err, sizeof err))
+        return ui_error("%s", err);
+
+    const fmt_hparams *hp = fmt_model_hparams(m);
+    size_t sl = 0;
+    const char *src = fmt_kv_get_str(fmt_model_kv(m), "cflow.source", &sl);
+    json_object *root = json_object_new_object();
+    json_object *geo = json_object_new_object();
+    json_object_object_add(root, "file", json_object_new_string(fmt_model_path(m)));
+    json_object_object_add(root, "size", json_object_new_int64((int64_t)fmt_model_file_size(m)));
+    json_object_object_add(root, "version", json_object_new_int(FMT_VERSION));
+    json_object_object_add(root, "architecture", json_object_new_string(hp->arch));
+    json_object_object_add(root, "source", json_object_new_string_len(src ? src : "", (int)sl));
+    json_object_object_add(root, "quant_type",
+                           json_object_new_string(kern_type_name((enum kern_type)hp->quant_type)));
+#define G(k, v) json_object_object_add(geo, k, json_object_new_int64((int64_t)(v)))
+    G("n_layers", hp->n_layers); G("dim", hp->dim); G("ffn_dim", hp->ffn_dim);
+    G("n_heads", hp->n_heads); G("n_kv_heads", hp->n_kv_heads); G("head_dim", hp->head_dim);
+    G("vocab_size", hp->vocab_size); G("max_seq", hp->max_seq);
+    G("n_experts", hp->n_experts); G("top_k", hp->top_k);
+    G("expert_ffn_dim", hp->expert_ffn_dim); G("sliding_window", hp->sliding_window);
+    G("dense_delay", hp->dense_delay); G("expert_delay", hp->expert_delay);
+#undef G
+    json_object_object_add(geo, "rope_theta", json_object_new_double(hp->rope_theta));
+    json_object_object_add(geo, "norm_eps", json_object_new_double(hp->norm_eps));
+    json_object_object_add(geo, "softcap", json_object_new_double(hp->softcap));
+    json_object_object_add(geo, "combine_style", json_object_new_string(combine_name(hp->combine_style)));
+    json_object_object_add(geo, "flags", flags_json(hp->flags));
+    json_object_object_add(root, "geometry", geo);
+
+    json_object *mats = json_object_new_array();
+    uint64_t tot_bytes = 0, tot_tiles = 0;
+    for (unsigned l = 0; l <= hp->n_layers; l++) {
+        mstat ms[FMT_NMATRIX];
+        memset(ms, 0, sizeof ms);
+        static const int lslots[] = { FMT_S_Q, FMT_S_O, FMT_S_GATE, FMT_S_DOWN };
+        static const int gslots[] = { FMT_S_TOK_EMBD, FMT_S_OUTPUT };
+        const int *slots = l < hp->n_layers ? lslots : gslots;
+        int ns = l < hp->n_layers ? 4 : 2;
+        for (int i = 0; i < ns; i++)
+            stream_stats(fmt_model_stream(m, l, slots[i]), ms);
+        static const int lmat[][2] = { { FMT_M_Q, FMT_S_Q }, { FMT_M_K, FMT_S_K }, { FMT_M_V, FMT_S_V },
+                                       { FMT_M_O, FMT_S_O }, { FMT_M_GATE, FMT_S_GATE },
+                                       { FMT_M_UP, FMT_S_UP }, { FMT_M_DOWN, FMT_S_DOWN } };
+        static const int gmat[][2] = { { FMT_M_TOK_EMBD, FMT_S_TOK_EMBD }, { FMT_M_OUTPUT, FMT_S_OUTPUT } };
+        const int (*mm)[2] = l < hp->n_layers ? lmat : gmat;
+        int nm = l < hp->n_layers ? 7 : 2;
+        for (int i = 0; i < nm; i++) {
+            const fmt_matinfo *mi = fmt_model_matinfo(m, l, mm[i][1]);
+            if (!mi)
+                continue;
+            json_object *o = json_object_new_object();
+            if (l < hp->n_layers)
+                json_object_object_add(o, "layer", json_object_new_int((int)l));
+            else
+                json_object_object_add(o, "layer", NULL);
+            json_object_object_add(o, "matrix", json_object_new_string(matrix_name(mm[i][0])));
+            json_object_object_add(o, "type", json_object_new_string(kern_type_name((enum kern_type)mi->type)));
+            json_object_object_add(o, "rows", json_object_new_int64(mi->rows));
+            json_object_object_add(o, "cols", json_object_new_int64(mi->cols));
+            json_object_object_add(o, "tiles", json_object_new_int64(ms[mm[i][0]].tiles));
+            json_object_object_add(o, "bytes", json_object_new_int64((int64_t)ms[mm[i][0]].bytes));
+            json_object_array_add(mats, o);
+            tot_bytes += ms[mm[i][0]].bytes;
+            tot_tiles += ms[mm[i][0]].tiles;
+        }
+    }
+    json_object_object_add(root, "matrices", mats);
+    json_object_object_add(root, "total_tiles", json_object_new_int64((int64_t)tot_tiles));
+    json_object_object_add(root, "total_tile_bytes", json_object_new_int64((int64_t)tot_bytes));
+
+    if (json) {
+        puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+    } else {
+        printf("file:          %s (%llu bytes)\n", fmt_model_path(m),
+               (unsigned long long)fmt_model_file_size(m));
+        printf("format:        .cflow v%d, architecture %s, source %.*s\n", FMT_VERSION,
+               hp->arch[0] ? hp->arch : "?", (int)sl, src ? src : "?");
+        printf("geometry:      %u layers, dim %u, ffn %u, heads %u/%u x %u, vocab %u, context %u\n",
+               hp->n_layers, hp->dim, hp->ffn_dim, hp->n_heads, hp->n_kv_heads, hp->head_dim,
+               hp->vocab_size, hp->max_seq);
+        printf("experts:       %u (top-%u, ffn %u)\n", hp->n_experts, hp->top_k, hp->expert_ffn_dim);
+        printf("schedule:      dense_delay %u, expert_delay %u, combine %s, softcap %g\n",
+               hp->dense_delay, hp->expert_delay, combine_name(hp->combine_style), (double)hp->softcap);
+        printf("rope:          theta %g, %s%s; norm eps %g\n", (double)hp->rope_theta,
+               hp->flags & FMT_FLAG_ROPE_NEOX ? "split-half" : "adjacent pairs",
+               hp->flags & FMT_FLAG_ROPE_LLAMA3 ? ", llama3 scaling" : "", (double)hp->norm_eps);
+        printf("flags:         %s\n", json_object_to_json_string(json_object_object_get(geo, "flags")));
+        printf("dominant type: %s\n\n", kern_type_name((enum kern_type)hp->quant_type));
+        printf("%-6s %-11s %-5s %8s %8s %7s %12s\n", "layer", "matrix", "type", "rows", "cols",
+               "tiles", "bytes");
+        size_t n = json_object_array_length(mats);
+        for (size_t i = 0; i < n; i++) {
+            json_object *o = json_object_array_get_idx(mats, i);
+            json_object *ly = json_object_object_get(o, "layer");
+            printf("%-6s %-11s %-5s %8lld %8lld %7lld %12lld\n",
+                   ly ? json_object_get_string(ly) : "-",
+                   json_object_get_string(json_object_object_get(o, "matrix")),
+                   json_object_get_string(json_object_object_get(o, "type")),
+                   (long long)json_object_get_int64(json_object_object_get(o, "rows")),
+                   (long long)json_object_get_int64(json_object_object_get(o, "cols")),
+                   (long long)json_object_get_int64(json_object_object_get(o, "tiles")),
+                   (long long)json_object_get_int64(json_object_object_get(o, "bytes")));
+        }
+        printf("\ntotal:         %llu tiles, %llu bytes of tiles\n", (unsigned long long)tot_tiles,
+               (unsigned long long)tot_bytes);
+    }
+    json_object_put(root);
+    fmt_model_close(m);
+    return UI_EXIT_OK;
+}

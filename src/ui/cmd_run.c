@@ -1,0 +1,282 @@
+/*
+ * cmd_run.c — `cflow run`: prompt in, continuation out.
+ *
+ * Contract (tests and scripts rely on it): stdout carries only the
+ * generated continuation — not the prompt, no trailing decoration; the
+ * statistics go to stderr.  --temp 0 is greedy.  Without a prompt the
+ * model starts from BOS.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "ui/ui.h"
+
+static void help(void)
+{
+    eng_sampling d;
+    eng_sampling_default(&d);
+    printf("usage: cflow run [-m MODEL] [-p PROMPT] [-n N] [OPTIONS]\n\n"
+           "Generate a continuation of PROMPT (or of BOS when there is none).\n"
+           "Only the continuation goes to stdout; statistics go to stderr.\n\n"
+           "  -m, --model FILE       .cflow model (default: $CFLOW_MODEL, then the shipped one)\n"
+           "  -p, --prompt TEXT      prompt text\n"
+           "  -f, --file FILE        read the prompt from FILE\n"
+           "  -n, --n-predict N      tokens to generate (default 128)\n"
+           "  -c, --ctx N            context size (default: the model's)\n"
+           "  -t, --threads N        worker threads\n"
+           "      --temp T           temperature, 0 = greedy (default %.2f)\n"
+           "      --top-k K          (default %d, 0 = off)\n"
+           "      --top-p P          (default %.2f, 1 = off)\n"
+           "      --min-p P          (default %.2f, 0 = off)\n"
+           "      --repeat-penalty R (default %.2f, 1 = off)\n"
+           "      --repeat-last-n N  (default %d)\n"
+           "      --seed S           (default %llu)\n"
+           "      --ignore-eos       keep going past end-of-sequence tokens\n"
+           "  -h, --help             this text\n",
+           d.temp, d.top_k, d.top_p, d.min_p, d.rep_penalty, d.rep_last_n,
+           (unsigned long long)d.seed);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    if (!f)
+        return NULL;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = (cap + 4096) * 2;
+            char *p = realloc(buf, cap);
+            if (!p) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = p;
+        }
+        size_t r = fread(buf + n, 1, 4096, f);
+        n += r;
+        if (r < 4096)
+            break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
+int ui_cmd_run(int argc, char **argv)
+{
+    enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_SEED, O_NOEOS };
+    static const struct option lo[] = {
+        { "model", required_argument, 0, 'm' },
+        { "prompt", required_argument, 0, 'p' },
+        { "file", required_argument, 0, 'f' },
+        { "n-predict", required_argument, 0, 'n' },
+        { "ctx", required_argument, 0, 'c' },
+        { "threads", required_argument, 0, 't' },
+        { "temp", required_argument, 0, O_TEMP },
+        { "top-k", required_argument, 0, O_TOPK },
+        { "top-p", required_argument, 0, O_TOPP },
+        { "min-p", required_argument, 0, O_MINP },
+        { "repeat-penalty", required_argument, 0, O_REP },
+        { "repeat-last-n", required_argument, 0, O_REPN },
+        { "seed", required_argument, 0, O_SEED },
+        { "ignore-eos", no_argument, 0, O_NOEOS },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    const char *model = NULL, *prompt = NULL, *pfile = NULL;
+    long n_predict = 128, n_ctx = 0, threads = 0, v;
+    double d;
+    int ignore_eos = 0, c, rc = UI_EXIT_ERR;
+    eng_sampling sp;
+    eng_opts eo;
+    eng_session *s = NULL;
+    eng_sampler *smp = NULL;
+    int32_t *ids = NULL;
+    char *ptext = NULL, err[512];
+
+    eng_sampling_default(&sp);
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:p:f:n:c:t:h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'p': prompt = optarg; break;
+        case 'f': pfile = optarg; break;
+        case 'n':
+            if (ui_parse_int(optarg, 0, 1L << 30, &n_predict))
+                return ui_usage_error("run", "bad -n '%s'", optarg);
+            break;
+        case 'c':
+            if (ui_parse_int(optarg, 1, 1L << 24, &n_ctx))
+                return ui_usage_error("run", "bad -c '%s'", optarg);
+            break;
+        case 't':
+            if (ui_parse_int(optarg, 1, 1024, &threads))
+                return ui_usage_error("run", "bad -t '%s'", optarg);
+            break;
+        case O_TEMP:
+            if (ui_parse_float(optarg, 0, 100, &d))
+                return ui_usage_error("run", "bad --temp '%s'", optarg);
+            sp.temp = (float)d;
+            break;
+        case O_TOPK:
+            if (ui_parse_int(optarg, 0, 1L << 24, &v))
+                return ui_usage_error("run", "bad --top-k '%s'", optarg);
+            sp.top_k = (int)v;
+            break;
+        case O_TOPP:
+            if (ui_parse_float(optarg, 0, 1, &d))
+                return ui_usage_error("run", "bad --top-p '%s'", optarg);
+            sp.top_p = (float)d;
+            break;
+        case O_MINP:
+            if (ui_parse_float(optarg, 0, 1, &d))
+                return ui_usage_error("run", "bad --min-p '%s'", optarg);
+            sp.min_p = (float)d;
+            break;
+        case O_REP:
+            if (ui_parse_float(optarg, 0.01, 100, &d))
+                return ui_usage_error("run", "bad --repeat-penalty '%s'", optarg);
+            sp.rep_penalty = (float)d;
+            break;
+        case O_REPN:
+            if (ui_parse_int(optarg, 0, 1L << 20, &v))
+                return ui_usage_error("run", "bad --repeat-last-n '%s'", optarg);
+            sp.rep_last_n = (int)v;
+            break;
+        case O_SEED:
+            if (ui_parse_u64(optarg, &sp.seed))
+                return ui_usage_error("run", "bad --seed '%s'", optarg);
+            break;
+        case O_NOEOS: ignore_eos = 1; break;
+        case 'h': help(); return UI_EXIT_OK;
+        default: return ui_usage_error("run", "bad option");
+        }
+    }
+    if (optind != argc)
+        return ui_usage_error("run", "unexpected argument '%s'", argv[optind]);
+    if (prompt && pfile)
+        return ui_usage_error("run", "-p and -f are exclusive");
+    if (!model && !(model = ui_default_model()))
+        return ui_usage_error("run", "no model: give -m MODEL (no default model is installed)");
+    if (pfile && !(ptext = slurp(pfile)))
+        return ui_error("%s: cannot read the prompt file", pfile);
+    if (ptext)
+        prompt = ptext;
+
+    eng_opts_default(&eo);
+    eo.n_threads = (int)threads;
+    eo.n_ctx = (uint32_t)n_ctx;
+    eo.log = ui_log;
+    if (eng_open(&s, model, &eo, err, sizeof err)) {
+        rc = ui_error("%s", err);
+        goto out;
+    }
+    const eng_tok *tok = eng_tokenizer(s);
+    uint32_t n_vocab = eng_hparams(s)->vocab_size;
+
+    /* the prompt: BOS (when the vocabulary wants it) + text */
+    size_t plen = prompt ? strlen(prompt) : 0, n_ids = 0;
+    size_t cap = plen + 8 + (size_t)n_predict;
+    ids = malloc(cap * sizeof *ids);
+    if (!ids) {
+        rc = ui_error("out of memory");
+        goto out;
+    }
+    if (plen) {
+        if (eng_tok_encode(tok, prompt, plen, 1, 1, ids, cap, &n_ids) || n_ids > cap) {
+            rc = ui_error("%s: cannot tokenize the prompt", model);
+            goto out;
+        }
+    }
+    if (n_ids == 0) {
+        int32_t bos = eng_tok_bos(tok);
+        if (bos < 0) {
+            rc = ui_error("%s: no prompt and the vocabulary has no BOS token", model);
+            goto out;
+        }
+        ids[n_ids++] = bos;
+    }
+    if (n_ids > eng_n_ctx(s)) {
+        rc = ui_error("%s: the prompt is %zu tokens but the context holds %u",
+                      model, n_ids, eng_n_ctx(s));
+        goto out;
+    }
+    if (eng_prefill(s, ids, n_ids, err, sizeof err)) {
+        rc = ui_error("%s", err);
+        goto out;
+    }
+
+    smp = eng_sampler_new(&sp, n_vocab);
+    if (!smp) {
+        rc = ui_error("out of memory");
+        goto out;
+    }
+    eng_detok dt;
+    eng_detok_init(&dt);
+    dt.prev = ids[n_ids - 1];
+    char buf[256];
+    int32_t eos = eng_tok_eos(tok), eot = eng_tok_eot(tok);
+    int ctx_full = 0;
+    for (long i = 0; i < n_predict; i++) {
+        int32_t next = eng_sampler_sample(smp, eng_logits(s), ids, n_ids);
+        if (!ignore_eos && (next == eos || next == eot))
+            break;
+        ids[n_ids++] = next;
+        if (!eng_tok_is_control(tok, next)) { /* control tokens are not text */
+            size_t n = eng_detok_push(&dt, tok, next, buf, sizeof buf);
+            fwrite(buf, 1, n, stdout);
+            fflush(stdout);
+        }
+        if (i + 1 == n_predict)
+            break;
+        int drc = eng_decode(s, next, err, sizeof err);
+        if (drc == ENG_ECTX) {
+            ctx_full = 1;
+            break;
+        }
+        if (drc) {
+            rc = ui_error("%s", err);
+            goto out;
+        }
+    }
+    {
+        size_t n = eng_detok_flush(&dt, buf, sizeof buf);
+        fwrite(buf, 1, n, stdout);
+        fflush(stdout);
+    }
+    eng_stats st;
+    eng_get_stats(s, &st);
+    if (ctx_full)
+        fprintf(stderr, "\ncflow: context full (%u tokens): generation stopped\n",
+                eng_n_ctx(s));
+    fprintf(stderr,
+            "\ncflow: model %s, kernels %s\n"
+            "cflow: prompt %llu tokens in %.3f s (%.2f tok/s)\n"
+            "cflow: generated %llu tokens in %.3f s (%.2f tok/s, %.2f GB/s of weights)\n",
+            model, eng_isa(s), (unsigned long long)st.n_prompt, st.prefill_s,
+            st.prefill_s > 0 ? (double)st.n_prompt / st.prefill_s : 0.0,
+            (unsigned long long)st.n_gen, st.decode_s,
+            st.decode_s > 0 ? (double)st.n_gen / st.decode_s : 0.0,
+            st.decode_s > 0 ? (double)st.n_gen * (double)st.bytes_per_token / st.decode_s / 1e9
+                            : 0.0);
+    rc = UI_EXIT_OK;
+out:
+    eng_sampler_free(smp);
+    eng_close(s);
+    free(ids);
+    free(ptext);
+    return rc;
+}

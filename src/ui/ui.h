@@ -1,0 +1,46 @@
+/*
+ * ui.h — private to src/ui: the subcommands of `cflow` and the helpers they
+ * share (messages, progress bar, strict argument parsing).
+ *
+ * Conventions every subcommand keeps (tests and scripts rely on them):
+ * results on stdout, everything else on stderr; errors are one line
+ * "cflow: ..." with exit status 1, usage errors exit 2.
+ */
+#ifndef CFLOW_UI_H
+#define CFLOW_UI_H
+
+#include <stdint.h>
+
+#include "engine/engine.h"
+
+#define UI_EXIT_OK    0
+#define UI_EXIT_ERR   1
+#define UI_EXIT_USAGE 2
+
+int ui_cmd_convert(int argc, char **argv);
+int ui_cmd_run(int argc, char **argv);
+int ui_cmd_tokenize(int argc, char **argv);
+int ui_cmd_inspect(int argc, char **argv);
+
+/* "cflow: <msg>" on stderr; returns UI_EXIT_ERR. */
+int  ui_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "cflow <cmd>: <msg>\nTry 'cflow <cmd> --help'." ; returns UI_EXIT_USAGE. */
+int  ui_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Log callback for the libraries: warnings and errors to stderr. */
+void ui_log(void *ud, int level, const char *msg);
+/* Progress callback: a bar on stderr when it is a terminal and the work
+ * has taken more than a second; silent otherwise. */
+void ui_progress(void *ud, const char *what, uint64_t done, uint64_t total);
+
+/* Strict number parsing: the whole string must be a number in range.
+ * Return 0 or -1. */
+int ui_parse_int(const char *s, long lo, long hi, long *out);
+int ui_parse_float(const char *s, double lo, double hi, double *out);
+int ui_parse_u64(const char *s, uint64_t *out);
+
+/* The model used when no -m is given ($CFLOW_MODEL, else the shipped one),
+ * or NULL when there is none. */
+const char *ui_default_model(void);
+
+#endif
