@@ -11,5 +11,45 @@
 /* ---- eng_session.c ---- */
 /* The mapped model behind a session (for inspection and statistics). */
 const fmt_model *eng_model(const eng_session *s);
+/* requested > 0: itself; else the number of online CPUs. */
+int eng_default_threads(int requested);
+
+/* ---- eng_tok_pre.c: the regex pre-tokenizer of byte-level BPE ---- */
+typedef struct eng_pretok eng_pretok;
+enum {
+    ENG_PRE_IGNORE_MERGES = 1u << 0, /* a word that is a token is not merged */
+    ENG_PRE_ADD_BOS       = 1u << 1  /* the family wants BOS by default */
+};
+/* Compile the expressions of pre-tokenizer pre[0..pre_len) (a
+ * tokenizer.ggml.pre value), or, when n_custom > 0, the given expressions
+ * (PCRE2 syntax) in order.  ENG_EUNSUP for an unknown name. */
+int  eng_pretok_new(eng_pretok **out, const char *pre, size_t pre_len,
+                    const char *const *custom, const size_t *custom_len,
+                    size_t n_custom, char *err, size_t errlen);
+void eng_pretok_free(eng_pretok *p);
+unsigned eng_pretok_flags(const eng_pretok *p);
+/* text itself when it is well-formed UTF-8, else a copy (also stored in
+ * *owned, which the caller frees; NULL when no copy was made) in which
+ * undecodable bytes are U+FFFD.  NULL on ENOMEM. */
+const char *eng_pretok_sanitize(const char *text, size_t len, size_t *out_len,
+                                char **owned);
+/* Split valid UTF-8 text into words: *ends (malloc'd) gets the end offset
+ * of each of the *n_words words. */
+int  eng_pretok_split(const eng_pretok *p, const char *text, size_t len,
+                      size_t **ends, size_t *n_words);
+/* Encode code point cp (<= U+10FFFF) as UTF-8 into out[4]; the length. */
+size_t eng_utf8_put(uint32_t cp, char *out);
+
+/* ---- eng_pool.c ---- */
+typedef struct eng_pool eng_pool;
+/* fn runs once on every thread of the region (tid 0 is the caller). */
+typedef void (*eng_task_fn)(void *ctx, int tid, int n_threads);
+eng_pool *eng_pool_new(int n_threads);
+void      eng_pool_free(eng_pool *p);
+int       eng_pool_size(const eng_pool *p);
+int       eng_pool_resize(eng_pool *p, int n_threads);
+void      eng_pool_run(eng_pool *p, eng_task_fn fn, void *ctx);
+/* Claim `step` work items: returns the first index (may be past the end). */
+size_t    eng_pool_next(eng_pool *p, size_t step);
 
 #endif

@@ -41,8 +41,9 @@
  * result is the shorter prefix whichever filter runs first.  We therefore
  * apply min-p first (a linear scan), then drop tokens that provably cannot
  * be inside the nucleus (p < (1 - top_p) * mass / (n - 1), llama2.c's
- * trick, used with a safety margin), and only sort what remains.  With the
- * defaults (top_k 40) nothing larger than 40 entries is ever sorted.
+ * trick, used with a safety margin), and find the nucleus among the rest
+ * with a mass-guided quickselect (expected linear time) rather than a sort.
+ * Nothing but ranges of at most 32 entries is ever sorted.
  *
  * Randomness: splitmix64 (Steele, Lea & Flood 2014), one 64-bit state,
  * integer arithmetic only, so the same seed gives the same uniform stream
@@ -253,15 +254,82 @@ static void select_top_k(const float *logits, uint32_t n, uint32_t k,
     }
 }
 
-/* Candidate order: probability descending, then id ascending. */
+/* Candidate order: probability descending, then id ascending.  Ids are
+ * unique, so this is a strict total order and every result below that
+ * depends on it is deterministic. */
+static int cand_before(const struct cand *x, const struct cand *y)
+{
+    return x->p > y->p || (x->p == y->p && x->id < y->id);
+}
+
 static int cand_cmp(const void *a, const void *b)
 {
     const struct cand *x = a, *y = b;
-    if (x->p > y->p)
-        return -1;
-    if (x->p < y->p)
-        return 1;
-    return (x->id > y->id) - (x->id < y->id);
+    return cand_before(x, y) ? -1 : cand_before(y, x) ? 1 : 0;
+}
+
+static void cand_swap(struct cand *c, uint32_t i, uint32_t j)
+{
+    struct cand t = c[i];
+    c[i] = c[j];
+    c[j] = t;
+}
+
+/*
+ * The nucleus without sorting everything: reorder c[0..n) so that c[0..k)
+ * holds the shortest prefix, in cand order, whose mass reaches target, and
+ * return k.  A quickselect that follows the mass instead of a rank:
+ * partition the undecided range around a pivot; if the better side plus
+ * what is already kept reaches the target, the boundary lies inside it,
+ * otherwise keep the better side and the pivot and continue below.
+ * Expected O(n); ranges of at most 32 entries are finished by sorting.
+ * The pivot is the median of three fixed positions, so the reordering (and
+ * with it the later draw) is a function of the input alone.
+ */
+static uint32_t nucleus(struct cand *c, uint32_t n, double target)
+{
+    uint32_t lo = 0, hi = n, i;
+    double kept = 0.0;                  /* mass of c[0..lo), all kept */
+
+    while (hi - lo > 32) {
+        uint32_t a = lo, b = lo + (hi - lo) / 2, z = hi - 1, m;
+        double upper = 0.0;
+
+        /* median of c[a], c[b], c[z] to position hi - 1 */
+        if (cand_before(&c[b], &c[a]))
+            cand_swap(c, a, b);
+        if (cand_before(&c[z], &c[b]))
+            cand_swap(c, b, z);
+        if (cand_before(&c[b], &c[a]))
+            cand_swap(c, a, b);
+        cand_swap(c, b, hi - 1);
+
+        /* c[lo..m) before the pivot, c[m] the pivot, c(m..hi) after it */
+        m = lo;
+        for (i = lo; i < hi - 1; i++) {
+            if (cand_before(&c[i], &c[hi - 1])) {
+                upper += c[i].p;
+                cand_swap(c, i, m++);
+            }
+        }
+        cand_swap(c, m, hi - 1);
+
+        if (kept + upper >= target) {
+            hi = m;                     /* the boundary is before the pivot */
+        } else if (kept + upper + c[m].p >= target) {
+            return m + 1;               /* the pivot completes the nucleus */
+        } else {
+            kept += upper + c[m].p;
+            lo = m + 1;
+        }
+    }
+    qsort(c + lo, hi - lo, sizeof *c, cand_cmp);
+    for (i = lo; i < hi; i++) {
+        kept += c[i].p;
+        if (kept >= target)
+            return i + 1;
+    }
+    return hi;                          /* rounding: keep the whole range */
 }
 
 /* --------------------------------------------------------------- sample */
@@ -353,17 +421,9 @@ int32_t eng_sampler_sample(eng_sampler *s, float *logits,
 
         /* Tokens with p < (mass - target) / (n_topk - 1) cannot be inside the
          * nucleus (see the essay); the 0.99 margin leaves borderline tokens
-         * to the exact walk below.  Only the rest is sorted. */
+         * to the exact selection that follows. */
         n = compact_ge(c, n, (mass - target) / (double)(n_topk - 1) * 0.99);
-        qsort(c, n, sizeof *c, cand_cmp);
-        cum = 0.0;
-        for (i = 0; i < n; i++) {
-            cum += c[i].p;
-            if (cum >= target) {
-                n = i + 1;
-                break;
-            }
-        }
+        n = nucleus(c, n, target);
     }
 
     /* --- renormalise and draw ------------------------------------------- */

@@ -24,16 +24,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/engine.h"
 #include "engine/eng_impl.h"
 #include "kernels/kern.h"
 #include "prof/prof.h"
 
+/* A tile stream prepared for parallel mat-vec: its tiles cut into units,
+ * each the run of column tiles of one output stripe of one matrix.  A
+ * unit owns its output rows, so units run on any thread in any order and
+ * the sums inside a unit keep the single-thread order: results do not
+ * depend on the thread count. */
+typedef struct eng_mv {
+    const fmt_stream *st;
+    uint32_t         *unit;      /* [n_units + 1] first tile of each unit */
+    uint32_t          n_units;
+    unsigned          need;      /* KERN_NEED mask of its tile types */
+} eng_mv;
+
 typedef struct eng_layer {
-    const fmt_stream *qkv, *o, *gate_up, *down;
-    const float      *attn_norm, *ffn_norm, *qkv_bias;
-    unsigned          need_qkv, need_o, need_gu, need_down;  /* KERN_NEED masks */
+    eng_mv        qkv, o, gate_up, down;
+    const float  *attn_norm, *ffn_norm, *qkv_bias;
 } eng_layer;
 
 struct eng_session {
@@ -43,9 +55,10 @@ struct eng_session {
     const kern_ops    *ops;
     eng_opts           opts;
     eng_layer         *layers;
-    const fmt_stream  *embd, *output;
+    const fmt_stream  *embd;
+    eng_mv             output;
     const float       *out_norm;
-    unsigned           need_out;
+    eng_pool          *pool;
     uint32_t           n_ctx, n_past;
     uint32_t           q_dim, kv_dim, embd_col_tiles;
 
@@ -70,12 +83,22 @@ void eng_opts_default(eng_opts *o)
     memset(o, 0, sizeof *o);
 }
 
-static unsigned stream_need(const fmt_stream *s)
+static int mv_init(eng_mv *mv, const fmt_stream *st)
 {
-    unsigned need = 0;
-    for (uint32_t i = 0; s && i < s->n_tiles; i++)
-        need |= KERN_NEED(s->tiles[i].type);
-    return need;
+    mv->st = st;
+    mv->need = 0;
+    mv->n_units = 0;
+    mv->unit = malloc(((size_t)st->n_tiles + 1) * sizeof *mv->unit);
+    if (!mv->unit)
+        return -1;
+    for (uint32_t i = 0; i < st->n_tiles; i++) {
+        const fmt_tile *t = &st->tiles[i];
+        mv->need |= KERN_NEED(t->type);
+        if (i == 0 || t->matrix != t[-1].matrix || t->row0 != t[-1].row0)
+            mv->unit[mv->n_units++] = i;
+    }
+    mv->unit[mv->n_units] = st->n_tiles;
+    return 0;
 }
 
 static void *xalloc(size_t n, int *oom)
@@ -140,7 +163,10 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
         goto fail;
     }
     s->ops = kern_init();
-    s->n_ctx = (o && o->n_ctx) ? o->n_ctx : hp->max_seq;
+    /* Without a request the context stops at 4096 positions: a header may
+     * claim millions, and the cache must not grow out of proportion. */
+    s->n_ctx = (o && o->n_ctx) ? o->n_ctx
+                               : (hp->max_seq < 4096 ? hp->max_seq : 4096);
     if (s->n_ctx > hp->max_seq)
         s->n_ctx = hp->max_seq;
     s->q_dim = hp->n_heads * hp->head_dim;
@@ -154,28 +180,30 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
     }
     for (unsigned l = 0; l < L; l++) {
         eng_layer *ly = &s->layers[l];
-        ly->qkv = fmt_model_stream(s->model, l, FMT_S_Q);
-        ly->o = fmt_model_stream(s->model, l, FMT_S_O);
-        ly->gate_up = fmt_model_stream(s->model, l, FMT_S_GATE);
-        ly->down = fmt_model_stream(s->model, l, FMT_S_DOWN);
+        if (mv_init(&ly->qkv, fmt_model_stream(s->model, l, FMT_S_Q)) ||
+            mv_init(&ly->o, fmt_model_stream(s->model, l, FMT_S_O)) ||
+            mv_init(&ly->gate_up, fmt_model_stream(s->model, l, FMT_S_GATE)) ||
+            mv_init(&ly->down, fmt_model_stream(s->model, l, FMT_S_DOWN)))
+            oom = 1;
         ly->attn_norm = fmt_model_vec(s->model, l, FMT_S_ATTN_NORM, NULL);
         ly->ffn_norm = fmt_model_vec(s->model, l, FMT_S_FFN_NORM, NULL);
         ly->qkv_bias = fmt_model_vec(s->model, l, FMT_S_QKV_BIAS, NULL);
-        ly->need_qkv = stream_need(ly->qkv);
-        ly->need_o = stream_need(ly->o);
-        ly->need_gu = stream_need(ly->gate_up);
-        ly->need_down = stream_need(ly->down);
-        s->bytes_per_token += ly->qkv->length + ly->o->length +
-                              ly->gate_up->length + ly->down->length;
+        if (!oom)
+            s->bytes_per_token += ly->qkv.st->length + ly->o.st->length +
+                                  ly->gate_up.st->length + ly->down.st->length;
     }
     s->embd = fmt_model_stream(s->model, L, FMT_S_TOK_EMBD);
-    s->output = (hp->flags & FMT_FLAG_TIED)
-                    ? s->embd
-                    : fmt_model_stream(s->model, L, FMT_S_OUTPUT);
+    if (mv_init(&s->output, (hp->flags & FMT_FLAG_TIED)
+                                ? s->embd
+                                : fmt_model_stream(s->model, L, FMT_S_OUTPUT)))
+        oom = 1;
     s->out_norm = fmt_model_vec(s->model, L, FMT_S_OUT_NORM, NULL);
-    s->need_out = stream_need(s->output);
     s->embd_col_tiles = (hp->dim + KERN_TILE_COLS - 1) / KERN_TILE_COLS;
-    s->bytes_per_token += s->output->length;
+    if (!oom)
+        s->bytes_per_token += s->output.st->length;
+    s->pool = eng_pool_new(eng_default_threads(o ? o->n_threads : 0));
+    if (!s->pool)
+        oom = 1;
 
     size_t kv = (size_t)L * s->n_ctx * s->kv_dim;
     s->x = xalloc(hp->dim * sizeof(float), &oom);
@@ -217,7 +245,15 @@ void eng_close(eng_session *s)
     free(s->x); free(s->xb); free(s->q); free(s->att); free(s->hb);
     free(s->hb2); free(s->logits); free(s->scores); free(s->kc); free(s->vc);
     free(s->k_tmp); free(s->v_tmp); free(s->inv_freq);
+    for (unsigned l = 0; s->layers && l < s->hp->n_layers; l++) {
+        free(s->layers[l].qkv.unit);
+        free(s->layers[l].o.unit);
+        free(s->layers[l].gate_up.unit);
+        free(s->layers[l].down.unit);
+    }
+    free(s->output.unit);
     free(s->layers);
+    eng_pool_free(s->pool);
     eng_tok_free(s->tok);
     fmt_model_close(s->model);
     free(s);
@@ -236,15 +272,55 @@ void eng_reset(eng_session *s)
     s->n_past = 0;
 }
 
+int eng_default_threads(int requested)
+{
+    if (requested > 0)
+        return requested;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int eng_set_threads(eng_session *s, int n_threads)
+{
+    return eng_pool_resize(s->pool, eng_default_threads(n_threads)) ? ENG_ENOMEM : 0;
+}
+
+int eng_threads(const eng_session *s) { return eng_pool_size(s->pool); }
+
+typedef struct mv_task {
+    const kern_ops *ops;
+    const eng_mv   *mv;
+    const kern_act *x;
+    float *const   *out;
+    eng_pool       *pool;
+} mv_task;
+
+static void mv_run(void *ctx, int tid, int n_threads)
+{
+    const mv_task *t = ctx;
+    const eng_mv *mv = t->mv;
+    const fmt_tile *tiles = mv->st->tiles;
+    (void)tid;
+    (void)n_threads;
+    for (;;) {
+        size_t u = eng_pool_next(t->pool, 1);
+        if (u >= mv->n_units)
+            break;
+        for (uint32_t i = mv->unit[u]; i < mv->unit[u + 1]; i++) {
+            const fmt_tile *ti = &tiles[i];
+            t->ops->tile_mv[ti->type](ti->payload, ti->rows, ti->cols, t->x,
+                                      ti->col0, t->out[ti->matrix] + ti->row0);
+        }
+    }
+}
+
 /* One pass over a (fused) tile stream: out[matrix] receives each tile's
  * partial sums.  Outputs must be zeroed by the caller. */
-static void matvec_stream(const kern_ops *ops, const fmt_stream *st,
-                          const kern_act *x, float *const *out)
+static void matvec_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
+                          float *const *out)
 {
-    const fmt_tile *t = st->tiles;
-    for (uint32_t i = 0; i < st->n_tiles; i++, t++)
-        ops->tile_mv[t->type](t->payload, t->rows, t->cols, x, t->col0,
-                              out[t->matrix] + t->row0);
+    mv_task t = { s->ops, mv, x, out, s->pool };
+    eng_pool_run(s->pool, mv_run, &t);
 }
 
 /* Row `token` of the tiled embedding matrix into x[dim]. */
@@ -266,7 +342,6 @@ static void embed(eng_session *s, int32_t token, float *x)
 static int forward(eng_session *s, int32_t token, int want_logits)
 {
     const fmt_hparams *hp = s->hp;
-    const kern_ops *ops = s->ops;
     uint32_t dim = hp->dim, pos = s->n_past, hd = hp->head_dim;
     float *out[FMT_NMATRIX] = { 0 };
 
@@ -279,14 +354,14 @@ static int forward(eng_session *s, int32_t token, int want_logits)
 
         /* attention */
         kern_rmsnorm(s->xb, s->x, ly->attn_norm, dim, hp->norm_eps);
-        kern_act_set(&s->act_dim, s->xb, dim, ly->need_qkv);
+        kern_act_set(&s->act_dim, s->xb, dim, ly->qkv.need);
         memset(s->q, 0, s->q_dim * sizeof(float));
         memset(k, 0, s->kv_dim * sizeof(float));
         memset(v, 0, s->kv_dim * sizeof(float));
         out[FMT_M_Q] = s->q;
         out[FMT_M_K] = k;
         out[FMT_M_V] = v;
-        matvec_stream(ops, ly->qkv, &s->act_dim, out);
+        matvec_stream(s, &ly->qkv, &s->act_dim, out);
         if (ly->qkv_bias) {
             const float *b = ly->qkv_bias;
             for (uint32_t i = 0; i < s->q_dim; i++) s->q[i] += b[i];
@@ -302,29 +377,29 @@ static int forward(eng_session *s, int32_t token, int want_logits)
         kern_attn_decode(s->att, s->q, kc, vc, pos + 1, hp->n_heads,
                          hp->n_kv_heads, hd, s->kv_dim, 1.0f / sqrtf((float)hd),
                          0.0f, s->scores);
-        kern_act_set(&s->act_q, s->att, s->q_dim, ly->need_o);
+        kern_act_set(&s->act_q, s->att, s->q_dim, ly->o.need);
         memset(s->xb, 0, dim * sizeof(float));
         out[FMT_M_O] = s->xb;
-        matvec_stream(ops, ly->o, &s->act_q, out);
+        matvec_stream(s, &ly->o, &s->act_q, out);
         for (uint32_t i = 0; i < dim; i++)
             s->x[i] += s->xb[i];
 
         /* feed-forward */
         kern_rmsnorm(s->xb, s->x, ly->ffn_norm, dim, hp->norm_eps);
-        kern_act_set(&s->act_dim, s->xb, dim, ly->need_gu);
+        kern_act_set(&s->act_dim, s->xb, dim, ly->gate_up.need);
         memset(s->hb, 0, hp->ffn_dim * sizeof(float));
         memset(s->hb2, 0, hp->ffn_dim * sizeof(float));
         out[FMT_M_GATE] = s->hb;
         out[FMT_M_UP] = s->hb2;
-        matvec_stream(ops, ly->gate_up, &s->act_dim, out);
+        matvec_stream(s, &ly->gate_up, &s->act_dim, out);
         if (hp->flags & FMT_FLAG_GELU)
             kern_geglu(s->hb, s->hb, s->hb2, hp->ffn_dim);
         else
             kern_swiglu(s->hb, s->hb, s->hb2, hp->ffn_dim);
-        kern_act_set(&s->act_ffn, s->hb, hp->ffn_dim, ly->need_down);
+        kern_act_set(&s->act_ffn, s->hb, hp->ffn_dim, ly->down.need);
         memset(s->xb, 0, dim * sizeof(float));
         out[FMT_M_DOWN] = s->xb;
-        matvec_stream(ops, ly->down, &s->act_ffn, out);
+        matvec_stream(s, &ly->down, &s->act_ffn, out);
         for (uint32_t i = 0; i < dim; i++)
             s->x[i] += s->xb[i];
     }
@@ -333,11 +408,11 @@ static int forward(eng_session *s, int32_t token, int want_logits)
         return 0;
 
     kern_rmsnorm(s->x, s->x, s->out_norm, dim, hp->norm_eps);
-    kern_act_set(&s->act_dim, s->x, dim, s->need_out);
+    kern_act_set(&s->act_dim, s->x, dim, s->output.need);
     memset(s->logits, 0, hp->vocab_size * sizeof(float));
     out[FMT_M_OUTPUT] = s->logits;
     out[FMT_M_TOK_EMBD] = s->logits;
-    matvec_stream(ops, s->output, &s->act_dim, out);
+    matvec_stream(s, &s->output, &s->act_dim, out);
     if (hp->softcap > 0.0f)
         for (uint32_t i = 0; i < hp->vocab_size; i++)
             s->logits[i] = tanhf(s->logits[i] / hp->softcap) * hp->softcap;

@@ -157,6 +157,11 @@ const char        *eng_isa(const eng_session *s);
 uint32_t           eng_n_ctx(const eng_session *s);
 uint32_t           eng_n_past(const eng_session *s);
 
+/* Worker threads for the next token on (0: all cores).  The model stays
+ * loaded; results do not depend on the thread count. */
+int  eng_set_threads(eng_session *s, int n_threads);
+int  eng_threads(const eng_session *s);
+
 /* Forget the cache (n_past = 0). */
 void eng_reset(eng_session *s);
 /* Feed one token at position n_past; logits of the next token become

@@ -87,4 +87,62 @@ float fmt_bf16_to_f32(uint16_t h);
 unsigned fmt_dtype_block(int dtype);
 unsigned fmt_dtype_block_bytes(int dtype);
 
+/* ---- fmt_src.c, fmt_llama2c.c, fmt_hf.c: source models ---------------- */
+/* One opened source model, whatever its container.  GGUF tensors live in
+ * the fmt_gguf; llama2.c and HF tensors are views (fmt_tensor) into the
+ * mappings in maps[], named and owned here. */
+struct fmt_src {
+    const char        *kind;      /* "gguf", "llama2c", "hf" */
+    char              *path;      /* as given, for messages */
+    fmt_hparams        hp;
+    const fmt_kv      *kv;        /* gguf's kv, or kv_own */
+    fmt_kv            *kv_own;
+    fmt_gguf          *gguf;
+    fmt_map           *maps;      /* [n_maps] llama2c: 1, hf: one per shard */
+    size_t             n_maps;
+    fmt_tensor        *tensors;   /* [n_tensors] views (llama2c, hf) */
+    size_t             n_tensors, cap_tensors;
+    fmt_names          tidx;      /* tensor name -> index in tensors */
+    const fmt_tensor **roles;     /* [(n_layers + 1) * FMT_NROLES]; the
+                                   * last row holds the globals */
+};
+
+/* Tensor names of the roles, printf patterns with one %u for the layer
+ * (globals have none); NULL where the container has no such tensor. */
+typedef const char *const fmt_role_names[FMT_NROLES];
+extern const fmt_role_names fmt_gguf_role_names;
+
+/* Append a view; name is copied.  dtype -1 marks a tensor we cannot read
+ * (kept so that binding it to a role gives a clear error).  0 or FMT_E*. */
+int fmt_src_add_tensor(fmt_src *s, const char *name, int dtype,
+                       unsigned ndim, const uint64_t ne[4], const void *data,
+                       uint64_t nbytes, char *err, size_t errlen);
+const fmt_tensor *fmt_src_find(const fmt_src *s, const char *name);
+/* Bind tensors to roles by name (s->hp must hold the geometry), settle
+ * FMT_FLAG_TIED / FMT_FLAG_QKV_BIAS from what is present (tie_forced: the
+ * source says the head is tied, ignore any output tensor), and check every
+ * required tensor's presence, type and shape. */
+int fmt_src_bind(fmt_src *s, fmt_role_names names, int tie_forced,
+                 char *err, size_t errlen);
+/* Sanity of s->hp before binding (zero or absurd values are refused). */
+int fmt_src_check_hparams(const fmt_src *s, char *err, size_t errlen);
+/* Make the kv's token arrays exactly vocab long: pad with "[PADn]" unused
+ * tokens (as llama.cpp's converter does) or refuse when there are more
+ * tokens than embedding rows. */
+int fmt_src_fit_vocab(fmt_src *s, uint32_t vocab, int allow_pad,
+                      int allow_trim, char *err, size_t errlen);
+/* Llama-3 rope frequency factors for head_dim/2 frequencies (out[i]
+ * divides frequency i), exactly as llama.cpp's converter computes them. */
+void fmt_rope_llama3_factors(const fmt_hparams *hp, float *out);
+
+/* fmt_llama2c.c: 1 when the file's first bytes and size look like a legacy
+ * llama2.c checkpoint (nothing else is read), else 0. */
+int fmt_llama2c_detect(const char *path, const uint8_t *head, size_t nhead,
+                       uint64_t file_size);
+int fmt_llama2c_open(fmt_src *s, const char *path, const char *tokenizer,
+                     char *err, size_t errlen);
+/* fmt_hf.c: a Hugging Face model directory. */
+int fmt_hf_open(fmt_src *s, const char *dir, const char *tokenizer,
+                char *err, size_t errlen);
+
 #endif /* CFLOW_FMT_IMPL_H */

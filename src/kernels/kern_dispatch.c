@@ -1,0 +1,113 @@
+/*
+ * kern_dispatch.c — which kernel table this process uses.
+ *
+ * The ISAs form a ladder, each needing everything below it:
+ *   scalar < avx2 (avx2 fma f16c) < avx512 (+ avx512f bw vl)
+ *          < avx512-vnni (+ avx512vnni)
+ * kern_init() takes the highest rung the CPU (and the build) supports,
+ * lowered by CFLOW_ISA if set, and remembers the choice for the life of
+ * the process.  The CPU is probed once, under pthread_once, so concurrent
+ * first calls are safe.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kern.h"
+#include "kernels/kern_impl.h"
+
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static enum kern_isa cpu_best = KERN_ISA_SCALAR;   /* highest usable rung */
+static char cpu_features[128];
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static const kern_ops *chosen;
+
+static void probe(void)
+{
+#if HAVE_ISA_X86 && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    const struct { const char *name; int present; } flags[] = {
+        { "avx2",       __builtin_cpu_supports("avx2") },
+        { "fma",        __builtin_cpu_supports("fma") },
+        { "f16c",       __builtin_cpu_supports("f16c") },
+        { "avx512f",    __builtin_cpu_supports("avx512f") },
+        { "avx512bw",   __builtin_cpu_supports("avx512bw") },
+        { "avx512vl",   __builtin_cpu_supports("avx512vl") },
+        { "avx512vnni", __builtin_cpu_supports("avx512vnni") },
+    };
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        if (!flags[i].present)
+            continue;
+        size_t n = strlen(flags[i].name);
+        if (len + n + 2 > sizeof cpu_features)
+            break;
+        if (len)
+            cpu_features[len++] = ' ';
+        memcpy(cpu_features + len, flags[i].name, n);
+        len += n;
+    }
+    cpu_features[len] = '\0';
+
+    int avx2 = flags[0].present && flags[1].present && flags[2].present;
+    int avx512 = avx2 && flags[3].present && flags[4].present &&
+                 flags[5].present;
+    int vnni = avx512 && flags[6].present;
+    cpu_best = vnni ? KERN_ISA_AVX512_VNNI : avx512 ? KERN_ISA_AVX512
+             : avx2 ? KERN_ISA_AVX2 : KERN_ISA_SCALAR;
+#else
+    cpu_features[0] = '\0';
+    cpu_best = KERN_ISA_SCALAR;
+#endif
+}
+
+enum kern_isa kern_isa_choose(enum kern_isa best, const char *env)
+{
+    if (!env)
+        return best;
+    for (int i = 0; i < KERN_NISA; i++)
+        if (strcmp(env, kern_isa_name((enum kern_isa)i)) == 0)
+            return (enum kern_isa)i < best ? (enum kern_isa)i : best;
+    return best;                        /* unknown name: ignored */
+}
+
+const kern_ops *kern_ops_for(enum kern_isa isa)
+{
+    pthread_once(&probe_once, probe);
+    if ((unsigned)isa >= KERN_NISA || isa > cpu_best)
+        return NULL;
+    switch (isa) {
+#if HAVE_ISA_X86
+    case KERN_ISA_AVX2:        return &kern_ops_avx2;
+    case KERN_ISA_AVX512:      return &kern_ops_avx512;
+    case KERN_ISA_AVX512_VNNI: return &kern_ops_avx512_vnni;
+#endif
+    default:                   return &kern_ops_scalar;
+    }
+}
+
+const kern_ops *kern_ops_ref(void)
+{
+    return &kern_ops_scalar;
+}
+
+static void choose(void)
+{
+    pthread_once(&probe_once, probe);
+    chosen = kern_ops_for(kern_isa_choose(cpu_best, getenv("CFLOW_ISA")));
+}
+
+const kern_ops *kern_init(void)
+{
+    pthread_once(&init_once, choose);
+    return chosen;
+}
+
+const char *kern_cpu_features(void)
+{
+    pthread_once(&probe_once, probe);
+    return cpu_features;
+}

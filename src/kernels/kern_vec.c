@@ -1,0 +1,135 @@
+/*
+ * kern_vec.c — the small vector kernels of a decoder step: RMSNorm, RoPE,
+ * softmax, single-query attention, SwiGLU and GeGLU.
+ *
+ * These are cheap next to the mat-vecs, so they stay scalar and are written
+ * to do llama2.c run.c's float arithmetic in run.c's order (the module is
+ * built with -ffp-contract=off, as run.c is built without FMA): with the
+ * same weights the engine then reproduces run.c's output byte for byte.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kern.h"
+#include "kernels/kern_impl.h"
+
+void kern_rmsnorm(float *out, const float *x, const float *w, unsigned n,
+                  float eps)
+{
+    float ss = 0.0f;
+    for (unsigned j = 0; j < n; j++)
+        ss += x[j] * x[j];
+    ss /= (float)n;
+    ss += eps;
+    ss = 1.0f / sqrtf(ss);
+    for (unsigned j = 0; j < n; j++)
+        out[j] = w ? w[j] * (ss * x[j]) : ss * x[j];
+}
+
+void kern_rope(float *x, unsigned n_heads, unsigned head_dim, unsigned rot_dim,
+               unsigned pos, const float *inv_freq, int neox)
+{
+    const unsigned half = rot_dim / 2;
+    for (unsigned i = 0; i < half; i++) {
+        float val = (float)pos * inv_freq[i];
+        float fcr = cosf(val);
+        float fci = sinf(val);
+        /* pair (a, b): adjacent (2i, 2i+1) or split halves (i, i+half) */
+        unsigned a = neox ? i : 2 * i;
+        unsigned b = neox ? i + half : 2 * i + 1;
+        for (unsigned h = 0; h < n_heads; h++) {
+            float *v = x + (size_t)h * head_dim;
+            float v0 = v[a], v1 = v[b];
+            v[a] = v0 * fcr - v1 * fci;
+            v[b] = v0 * fci + v1 * fcr;
+        }
+    }
+}
+
+void kern_softmax(float *x, unsigned n)
+{
+    if (n == 0)
+        return;
+    float max_val = x[0];
+    for (unsigned i = 1; i < n; i++)
+        if (x[i] > max_val)
+            max_val = x[i];
+    float sum = 0.0f;
+    for (unsigned i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max_val);
+        sum += x[i];
+    }
+    for (unsigned i = 0; i < n; i++)
+        x[i] /= sum;
+}
+
+/*
+ * Per query head h (kv head h / (n_heads / n_kv_heads)):
+ *   score[t] = (q . k_t) * scale, optionally softcapped, t = 0 .. n_pos-1
+ *   a = softmax(score);  out = sum_t a[t] * v_t, in order of t
+ * The usual scale 1/sqrt(head_dim) is applied as run.c does it, as a
+ * division by sqrtf(head_dim): multiplying by the rounded reciprocal would
+ * differ in the last bit now and then.
+ */
+void kern_attn_decode(float *out, const float *q, const float *k,
+                      const float *v, unsigned n_pos, unsigned n_heads,
+                      unsigned n_kv_heads, unsigned head_dim, size_t kv_stride,
+                      float scale, float softcap, float *scratch)
+{
+    const unsigned kv_mul = n_kv_heads ? n_heads / n_kv_heads : 1;
+    const float sqrt_hd = sqrtf((float)head_dim);
+    const int divide = scale == 1.0f / sqrt_hd;
+
+    for (unsigned h = 0; h < n_heads; h++) {
+        const float *qh = q + (size_t)h * head_dim;
+        const size_t koff = (size_t)(kv_mul ? h / kv_mul : h) * head_dim;
+        float *xb = out + (size_t)h * head_dim;
+
+        for (unsigned t = 0; t < n_pos; t++) {
+            const float *kt = k + t * kv_stride + koff;
+            float score = 0.0f;
+            for (unsigned i = 0; i < head_dim; i++)
+                score += qh[i] * kt[i];
+            if (divide)
+                score /= sqrt_hd;
+            else
+                score *= scale;
+            if (softcap > 0.0f)
+                score = tanhf(score / softcap) * softcap;
+            scratch[t] = score;
+        }
+        kern_softmax(scratch, n_pos);
+
+        memset(xb, 0, head_dim * sizeof(float));
+        for (unsigned t = 0; t < n_pos; t++) {
+            const float *vt = v + t * kv_stride + koff;
+            const float a = scratch[t];
+            for (unsigned i = 0; i < head_dim; i++)
+                xb[i] += a * vt[i];
+        }
+    }
+}
+
+void kern_swiglu(float *out, const float *gate, const float *up, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        float val = gate[i];
+        val *= 1.0f / (1.0f + expf(-val));
+        val *= up[i];
+        out[i] = val;
+    }
+}
+
+void kern_geglu(float *out, const float *gate, const float *up, unsigned n)
+{
+    const float sqrt_2_over_pi = 0.79788456080286535587989211986876f;
+    const float coef_a = 0.044715f;
+    for (unsigned i = 0; i < n; i++) {
+        float x = gate[i];
+        float g = 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x *
+                                           (1.0f + coef_a * x * x)));
+        out[i] = g * up[i];
+    }
+}

@@ -1,0 +1,202 @@
+/*
+ * testutil.c — see testutil.h.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+extern char **environ;
+
+const char *tu_shared(const char *rel)
+{
+    static char buf[4096];
+    const char *base = getenv("CFLOW_SHARED");
+    if (base && *base) {
+        snprintf(buf, sizeof buf, "%s/%s", base, rel);
+    } else {
+        const char *src = getenv("CFLOW_SRCDIR");
+        snprintf(buf, sizeof buf, "%s/../shared/%s", src ? src : ".", rel);
+    }
+    return buf;
+}
+
+void tu_require(const char *path)
+{
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "test setup: required file %s is missing (set CFLOW_SHARED)\n",
+                path);
+        exit(1);
+    }
+}
+
+static char tmpdir[256];
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb; (void)flag; (void)f;
+    return remove(p);
+}
+
+static void tmp_cleanup(void)
+{
+    if (tmpdir[0] && !getenv("CFLOW_KEEP_TMP"))
+        nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *tu_tmp(const char *name)
+{
+    static char buf[4096];
+    if (!tmpdir[0]) {
+        const char *t = getenv("TMPDIR");
+        snprintf(tmpdir, sizeof tmpdir, "%s/cflow-test-XXXXXX", t && *t ? t : "/tmp");
+        if (!mkdtemp(tmpdir)) {
+            perror("mkdtemp");
+            exit(1);
+        }
+        atexit(tmp_cleanup);
+    }
+    snprintf(buf, sizeof buf, "%s/%s", tmpdir, name);
+    return buf;
+}
+
+const char *tu_cflow(void)
+{
+    const char *b = getenv("CFLOW_BIN");
+    return b && *b ? b : "./cflow";
+}
+
+static int grow_read(int fd, char **buf, size_t *len, size_t *cap)
+{
+    if (*len + 4097 > *cap) {
+        size_t nc = (*cap + 4097) * 2;
+        char *p = realloc(*buf, nc);
+        if (!p)
+            return -1;
+        *buf = p;
+        *cap = nc;
+    }
+    ssize_t r = read(fd, *buf + *len, 4096);
+    if (r > 0)
+        *len += (size_t)r;
+    return (int)r;
+}
+
+int tu_run(tu_proc *p, char *const argv[], char *const env[], int timeout_s)
+{
+    int o[2], e[2];
+    memset(p, 0, sizeof *p);
+    if (pipe(o) || pipe(e))
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        dup2(o[1], 1);
+        dup2(e[1], 2);
+        close(o[0]); close(o[1]); close(e[0]); close(e[1]);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0)
+            dup2(devnull, 0);
+        for (int i = 0; env && env[i]; i++)
+            putenv(env[i]);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(o[1]);
+    close(e[1]);
+    size_t ocap = 0, ecap = 0;
+    int open_o = 1, open_e = 1;
+    time_t deadline = time(NULL) + timeout_s;
+    while (open_o || open_e) {
+        struct pollfd fds[2] = { { o[0], POLLIN, 0 }, { e[0], POLLIN, 0 } };
+        int n = poll(fds, 2, 200);
+        if (time(NULL) > deadline) {
+            kill(pid, SIGKILL);
+            break;
+        }
+        if (n <= 0)
+            continue;
+        if (open_o && (fds[0].revents & (POLLIN | POLLHUP)))
+            if (grow_read(o[0], &p->out, &p->out_len, &ocap) <= 0)
+                open_o = 0;
+        if (open_e && (fds[1].revents & (POLLIN | POLLHUP)))
+            if (grow_read(e[0], &p->err, &p->err_len, &ecap) <= 0)
+                open_e = 0;
+    }
+    close(o[0]);
+    close(e[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    if (WIFSIGNALED(st)) {
+        p->signaled = 1;
+        p->status = 128 + WTERMSIG(st);
+    } else {
+        p->status = WEXITSTATUS(st);
+    }
+    if (!p->out) p->out = calloc(1, 1);
+    if (!p->err) p->err = calloc(1, 1);
+    if (p->out) p->out[p->out_len] = 0;
+    if (p->err) p->err[p->err_len] = 0;
+    return 0;
+}
+
+void tu_proc_free(tu_proc *p)
+{
+    free(p->out);
+    free(p->err);
+    memset(p, 0, sizeof *p);
+}
+
+char *tu_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        if (len)
+            *len = (size_t)n;
+    }
+    return buf;
+}
+
+int tu_write_file(const char *path, const void *buf, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    int rc = fwrite(buf, 1, len, f) == len ? 0 : -1;
+    if (fclose(f))
+        rc = -1;
+    return rc;
+}
+
+int tu_count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}

@@ -1,0 +1,39 @@
+/*
+ * testutil.h — helpers shared by the test programs: where the shared
+ * models are, scratch folders, and running the real binaries the way a
+ * user does (argv in, stdout/stderr/exit status out).
+ */
+#ifndef CFLOW_TESTUTIL_H
+#define CFLOW_TESTUTIL_H
+
+#include <stddef.h>
+
+/* $CFLOW_SHARED/rel (default ../shared beside the source tree).  The
+ * returned string is static storage, valid until the next call. */
+const char *tu_shared(const char *rel);
+/* Abort the test run (not skip) when a shared file is missing. */
+void tu_require(const char *path);
+/* A fresh scratch folder (removed at exit); returns dir/name. */
+const char *tu_tmp(const char *name);
+/* The cflow binary under test ($CFLOW_BIN, else ./cflow). */
+const char *tu_cflow(void);
+
+typedef struct tu_proc {
+    char  *out, *err;      /* NUL-terminated captured output (malloc'd) */
+    size_t out_len, err_len;
+    int    status;         /* exit status, or 128+signal */
+    int    signaled;
+} tu_proc;
+/* Run argv (argv[0] a path) with an optional environment override
+ * ("NAME=value" strings, NULL-terminated, may be NULL) and a time limit in
+ * seconds.  Returns 0 when it ran (whatever its exit status). */
+int  tu_run(tu_proc *p, char *const argv[], char *const env[], int timeout_s);
+void tu_proc_free(tu_proc *p);
+
+/* Read a whole file (malloc'd, NUL-terminated); NULL on error. */
+char *tu_read_file(const char *path, size_t *len);
+int   tu_write_file(const char *path, const void *buf, size_t len);
+/* Count newline-terminated lines in s. */
+int   tu_count_lines(const char *s);
+
+#endif
