@@ -22,13 +22,17 @@ extern char **environ;
 
 const char *tu_shared(const char *rel)
 {
-    static char buf[4096];
+    /* a few buffers in rotation, so several results can be live at once */
+    static char bufs[8][4096];
+    static unsigned next;
+    char *buf = bufs[next++ % 8];
+    const size_t bufsz = sizeof bufs[0];
     const char *base = getenv("CFLOW_SHARED");
     if (base && *base) {
-        snprintf(buf, sizeof buf, "%s/%s", base, rel);
+        snprintf(buf, bufsz, "%s/%s", base, rel);
     } else {
         const char *src = getenv("CFLOW_SRCDIR");
-        snprintf(buf, sizeof buf, "%s/../shared/%s", src ? src : ".", rel);
+        snprintf(buf, bufsz, "%s/../shared/%s", src ? src : ".", rel);
     }
     return buf;
 }
@@ -58,7 +62,9 @@ static void tmp_cleanup(void)
 
 const char *tu_tmp(const char *name)
 {
-    static char buf[4096];
+    static char bufs[8][4096];
+    static unsigned next;
+    char *buf = bufs[next++ % 8];
     if (!tmpdir[0]) {
         const char *t = getenv("TMPDIR");
         snprintf(tmpdir, sizeof tmpdir, "%s/cflow-test-XXXXXX", t && *t ? t : "/tmp");
@@ -68,7 +74,7 @@ const char *tu_tmp(const char *name)
         }
         atexit(tmp_cleanup);
     }
-    snprintf(buf, sizeof buf, "%s/%s", tmpdir, name);
+    snprintf(buf, sizeof bufs[0], "%s/%s", tmpdir, name);
     return buf;
 }
 

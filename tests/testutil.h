@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 /* $CFLOW_SHARED/rel (default ../shared beside the source tree).  The
- * returned string is static storage, valid until the next call. */
+ * result lives in one of 8 rotating static buffers (as does tu_tmp's). */
 const char *tu_shared(const char *rel);
 /* Abort the test run (not skip) when a shared file is missing. */
 void tu_require(const char *path);

@@ -6,8 +6,10 @@
  * (src/llama-chat.cpp) we recognise the common template families from
  * substrings of the model's tokenizer.chat_template and render each family
  * with hand-written code.  The strings below reproduce llama.cpp's output
- * byte for byte for the families we keep; the tests hold llama.cpp's own
- * expectations (tests/test-chat-template.cpp).  The rendered text contains
+ * byte for byte for the families we keep (Zephyr excepted, see below); the
+ * tests hold llama.cpp's own expectations (tests/test-chat-template.cpp).
+ * eng_chat_render returns 0, ENG_ENOMEM, or ENG_EARG for a NULL out, an
+ * unknown family or NULL msgs with n > 0.  The rendered text contains
  * special-token strings ("<|im_start|>", "</s>", ...) and must be encoded
  * with parse_special so they become control tokens.  No template emits the
  * leading BOS: eng_tok_encode(add_special) adds it.
@@ -20,13 +22,15 @@
  *            they are.  add_assistant adds nothing.
  *   chatml   <|im_start|>{role}\n{content}<|im_end|>\n ...
  *            opener <|im_start|>assistant\n
- *   llama2   llama.cpp's "llama2-sys-bos" variant, the format of Meta's
- *            Llama-2-chat: [INST] <<SYS>>\n{sys}\n<</SYS>>\n\n{user} [/INST]
+ *   llama2   llama.cpp's "llama2-sys-bos" variant (Meta's Llama-2-chat
+ *            shape): [INST] <<SYS>>\n{sys}\n<</SYS>>\n\n{user} [/INST]
  *            {assistant}</s><s>[INST] {user} [/INST] ...  The first "<s>"
  *            is omitted (the tokenizer adds BOS); later turns carry "<s>"
  *            as text, which parse_special turns into the BOS token.  The
  *            trailing "[/INST]" already opens the assistant turn, so
- *            add_assistant adds nothing.  Contents are not trimmed.
+ *            add_assistant adds nothing.  Contents are not trimmed, and,
+ *            as in llama.cpp, no spaces are put around past assistant
+ *            answers (Meta's template writes " {answer} </s>").
  *   llama3   <|start_header_id|>{role}<|end_header_id|>\n\n{trim(content)}
  *            <|eot_id|> ...  opener <|start_header_id|>assistant
  *            <|end_header_id|>\n\n

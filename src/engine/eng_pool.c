@@ -44,6 +44,7 @@ struct eng_pool {
 typedef struct worker_arg {
     eng_pool *p;
     int       id;
+    unsigned  gen;      /* generation when the thread was made */
 } worker_arg;
 
 static inline void cpu_relax(void)
@@ -58,7 +59,9 @@ static void *worker(void *arg)
     worker_arg *wa = arg;
     eng_pool *p = wa->p;
     int id = wa->id;
-    unsigned seen = atomic_load(&p->gen);
+    /* The generation is read by the creator, not here: a region published
+     * before this thread first runs must not be mistaken for the idle state. */
+    unsigned seen = wa->gen;
     free(wa);
     for (;;) {
         int spins = 0;
@@ -96,6 +99,7 @@ static int spawn(eng_pool *p, int from, int to)
             return -1;
         wa->p = p;
         wa->id = i;
+        wa->gen = atomic_load(&p->gen);
         if (pthread_create(&p->tid[i], NULL, worker, wa)) {
             free(wa);
             return -1;
@@ -183,7 +187,7 @@ void eng_pool_run(eng_pool *p, eng_task_fn fn, void *ctx)
     p->ctx = ctx;
     atomic_store(&p->cursor, 0);
     atomic_store(&p->pending, p->n - 1);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+    atomic_fetch_add(&p->gen, 1);
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->wake);

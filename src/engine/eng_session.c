@@ -162,6 +162,13 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
                   model_path, eng_tok_n_vocab(s->tok), hp->vocab_size);
         goto fail;
     }
+    if (hp->dense_delay || hp->expert_delay || hp->combine_style) {
+        rc = fail(err, errlen, ENG_EUNSUP,
+                  "%s: pipeline-native schedule (dense_delay %u, expert_delay %u, "
+                  "combine style %u) is not supported by this build",
+                  model_path, hp->dense_delay, hp->expert_delay, hp->combine_style);
+        goto fail;
+    }
     s->ops = kern_init();
     /* Without a request the context stops at 4096 positions: a header may
      * claim millions, and the cache must not grow out of proportion. */
@@ -374,7 +381,21 @@ static int forward(eng_session *s, int32_t token, int want_logits)
         int neox = (hp->flags & FMT_FLAG_ROPE_NEOX) != 0;
         kern_rope(s->q, hp->n_heads, hd, hd, pos, s->inv_freq, neox);
         kern_rope(k, hp->n_kv_heads, hd, hd, pos, s->inv_freq, neox);
-        kern_attn_decode(s->att, s->q, kc, vc, pos + 1, hp->n_heads,
+        if (getenv("CFLOW_EMU")) {
+            for (uint32_t i = 0; i < s->kv_dim; i++) {
+                k[i] = kern_fp16_to_fp32(kern_fp32_to_fp16(k[i]));
+                v[i] = kern_fp16_to_fp32(kern_fp32_to_fp16(v[i]));
+            }
+            if (getenv("CFLOW_EMU")[0] == '2')
+            for (uint32_t i = 0; i < s->q_dim; i++)
+                s->q[i] = kern_fp16_to_fp32(kern_fp32_to_fp16(s->q[i]));
+        }
+        /* sliding-window layers see only the last sliding_window positions */
+        uint32_t first = 0, W = hp->sliding_window;
+        if (W && pos + 1 > W)
+            first = pos + 1 - W;
+        kern_attn_decode(s->att, s->q, kc + (size_t)first * s->kv_dim,
+                         vc + (size_t)first * s->kv_dim, pos + 1 - first, hp->n_heads,
                          hp->n_kv_heads, hd, s->kv_dim, 1.0f / sqrtf((float)hd),
                          0.0f, s->scores);
         kern_act_set(&s->act_q, s->att, s->q_dim, ly->o.need);

@@ -293,10 +293,10 @@ size_t eng_utf8_put(uint32_t cp, char *out)
 }
 
 /* Returns text itself when it is already well-formed (the common case), or
- * a malloc'd copy (also in *owned) in which every undecodable byte, surrogate and code point
- * past U+10FFFF is U+FFFD and overlong forms are re-encoded shortest
- * (llama.cpp decodes to code points and re-encodes, with the same effect).
- * NULL on ENOMEM. */
+ * a malloc'd copy (also in *owned) in which every undecodable byte,
+ * surrogate and code point past U+10FFFF is U+FFFD and overlong forms are
+ * re-encoded shortest (llama.cpp decodes to code points and re-encodes,
+ * with the same effect).  NULL on ENOMEM. */
 const char *eng_pretok_sanitize(const char *text, size_t len, size_t *out_len,
                                 char **owned)
 {
@@ -398,10 +398,15 @@ int eng_pretok_split(const eng_pretok *p, const char *text, size_t len,
                                     PCRE2_NO_UTF_CHECK, md, NULL);
                 PCRE2_SIZE *ov;
                 size_t ms, me;
+                if (m == PCRE2_ERROR_JIT_STACKLIMIT)
+                    /* the interpreter keeps its backtracking on the heap */
+                    m = pcre2_match(p->re[r], (PCRE2_SPTR)subj, flen, pos,
+                                    PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md,
+                                    NULL);
                 if (m == PCRE2_ERROR_NOMATCH)
                     break;
                 if (m < 0) {
-                    rc = ENG_EFORMAT; /* match limit or JIT stack: give up */
+                    rc = ENG_EFORMAT; /* match or heap limit: give up */
                     goto out;
                 }
                 ov = pcre2_get_ovector_pointer(md);

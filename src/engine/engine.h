@@ -41,6 +41,9 @@ typedef void (*eng_log_fn)(void *ud, int level /*0 info,1 warn,2 error*/,
  *   tokenizer.ggml.bos_token_id / eos_token_id / unknown_token_id /
  *   padding_token_id, tokenizer.ggml.add_bos_token,
  *   tokenizer.ggml.add_space_prefix, tokenizer.chat_template
+ *   tokenizer.cflow.pre_regex (cflow's own: the pre-tokenizer as a list of
+ *   PCRE2 expressions, for HF tokenizers without a llama.cpp name; pre is
+ *   then "cflow-regex"), tokenizer.cflow.ignore_merges
  */
 typedef struct eng_tok eng_tok;
 
@@ -69,11 +72,20 @@ int eng_tok_encode(const eng_tok *t, const char *text, size_t len,
  * tokens as the byte, byte-level BPE mapped back to bytes).  Control tokens
  * give their text.  The pointer stays valid while t lives. */
 const char *eng_tok_piece(const eng_tok *t, int32_t id, size_t *len);
+/* The longest piece in bytes: eng_detok_push never needs more than
+ * 3 * (max_piece + 4) bytes of out (invalid bytes become 3-byte U+FFFD). */
+size_t      eng_tok_max_piece(const eng_tok *t);
 
 /* Streaming detokeniser: feed ids, get bytes that never end inside a
  * UTF-8 sequence.  prev is the previous token (for SentencePiece's rule that
  * a leading space after BOS is dropped).  Returns bytes written to out
- * (cap >= 64 is always enough for one token plus held bytes). */
+ * (cap >= 64 is enough for one token of valid UTF-8 up to 60 bytes plus
+ * held bytes; 3 * (eng_tok_max_piece(t) + 4) is always enough; output that
+ * does not fit is dropped, whole characters at a time).
+ * eng_detok_init sets prev to -1: when streaming a continuation, set prev
+ * to the last prompt token (BOS for an empty prompt).  Control and unknown
+ * tokens give no bytes (they still become prev).  Malformed UTF-8 comes
+ * out as U+FFFD. */
 typedef struct eng_detok {
     unsigned char pend[8];
     unsigned      n_pend;

@@ -122,8 +122,13 @@ static int read_header(fmt_model *m, char *err, size_t errlen)
     REQ(hp->n_layers >= 1 && hp->n_layers <= 4096,
         "absurd layer count %u", hp->n_layers);
     REQ(hp->dim >= 1 && hp->dim <= (1u << 18), "absurd hidden size %u", hp->dim);
-    REQ(hp->ffn_dim >= 1 && hp->ffn_dim <= (1u << 20), "absurd FFN size %u",
+    /* a tile's col_offset is 16 bits: no matrix may be wider than 65536 */
+    REQ(hp->dim <= 65536, "hidden size %u exceeds the 65536-column limit", hp->dim);
+    REQ(hp->ffn_dim >= 1 && hp->ffn_dim <= 65536, "FFN size %u outside 1..65536",
         hp->ffn_dim);
+    REQ((uint64_t)hp->n_heads * hp->head_dim <= 65536,
+        "attention width %u x %u exceeds the 65536-column limit", hp->n_heads,
+        hp->head_dim);
     REQ(hp->vocab_size >= 1 && hp->vocab_size <= (1u << 24),
         "absurd vocabulary size %u", hp->vocab_size);
     REQ(hp->max_seq >= 1 && hp->max_seq <= (1u << 24),
@@ -302,7 +307,8 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
                 continue;
             if (rows != want_rows || cols != want_cols)
                 return bad(err, errlen, FMT_EFORMAT, p,
-                           "layer %u %s is %ux%u, expected %ux%u", en, nm,
+                           "%s %u %s is %ux%u, expected %ux%u",
+                           en == hp->n_layers ? "globals" : "layer", en, nm,
                            rows, cols, want_rows, want_cols);
             if (off < ltab + tbytes || off > m->size || len > m->size - off)
                 return bad(err, errlen, FMT_EFORMAT, p,

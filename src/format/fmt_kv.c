@@ -262,6 +262,8 @@ static size_t str_offsets(const uint8_t *p, size_t n, uint64_t count,
     return o;
 }
 
+/* On failure the entries parsed before the bad one stay in kv (callers
+ * free it); nothing past the failure is kept. */
 int fmt_kv_parse(fmt_kv *kv, const uint8_t *p, size_t n, uint64_t count,
                  size_t *used, const char *what, char *err, size_t errlen)
 {

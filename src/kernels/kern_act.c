@@ -31,6 +31,7 @@ static size_t align_up(size_t v)
     return (v + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
 }
 
+/* Initialise a fresh (or freed) kern_act for inputs of up to n_max. */
 int kern_act_init(kern_act *a, unsigned n_max)
 {
     memset(a, 0, sizeof *a);
@@ -98,12 +99,12 @@ void kern_act_set(kern_act *a, const float *x, unsigned n, unsigned need)
     a->n = n;
     a->n_pad = n_pad;
 
-    memcpy(a->f32, x, (size_t)n * sizeof(float));
+    memmove(a->f32, x, (size_t)n * sizeof(float));  /* x may be a->f32 */
     memset(a->f32 + n, 0, (size_t)(n_pad - n) * sizeof(float));
 
     if (need & KERN_NEED(KERN_F16)) {
         for (unsigned i = 0; i < n; i++)
-            a->f16[i] = kern_f2h(x[i]);
+            a->f16[i] = kern_f2h(a->f32[i]);
         memset(a->f16 + n, 0, (size_t)(n_pad - n) * sizeof(uint16_t));
     }
     if (need & (KERN_NEED(KERN_Q8_0) | KERN_NEED(KERN_Q4_0))) {

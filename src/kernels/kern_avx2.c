@@ -23,8 +23,8 @@
  *         |w| x sign(x, w) (at most 2 * 128 * 127 per pair), as llama.cpp
  *         does; each quad is widened to int32 at once
  * and per block y_row += (d_w * d_x) * (float)isum with separate roundings.
- * Four panels run side by side so that the additions of different panels
- * overlap in the pipeline.
+ * F32/F16 run four panels side by side so that the additions of different
+ * panels overlap in the pipeline (each lane's own additions stay in order).
  */
 #include "config.h"
 

@@ -221,9 +221,11 @@ AVX512 static inline __m512 scale_add(__m512 acc, const uint8_t *dw, float dx,
     return _mm512_add_ps(acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
 }
 
-/* The panel/block walk shared by all four quantised kernels.  isum returns
- * the raw sum u*x; the offset (8 or 128) times q8_sum is removed here, or
- * not at all (offset 0) when isum already works on signed weights. */
+/* The panel/block walk shared by all four quantised kernels.  ISUM returns
+ * the raw sum u*x of one panel-block; OFFSET (8 or 128) times q8_sum is
+ * removed here, or nothing (0) when ISUM already works on signed weights.
+ * Panels go in groups of NGROUP, so that the activation broadcasts of a
+ * block are loaded once for the group and the groups' chains overlap. */
 #define MV_QUANT(NAME, ATTR, BLOCK_BYTES, ISUM, OFFSET)                        \
 ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
                       const kern_act *x, unsigned col0, float *y)              \
@@ -231,15 +233,39 @@ ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
     kern_geom g = kern_geom_of(rows, cols);                                    \
     const uint8_t *w = payload, *qbase = w + g.scale_bytes;                    \
     const unsigned xb0 = col0 / KERN_QBLOCK;                                   \
-    for (unsigned p = 0; p < g.np; p++) {                                      \
+    const size_t pq = (size_t)g.nb * (BLOCK_BYTES);   /* quant bytes/panel */  \
+    const size_t ps = (size_t)g.nb * KERN_PANEL * 2;  /* scale bytes/panel */  \
+    unsigned p = 0;                                                            \
+    for (; p + NGROUP <= g.np; p += NGROUP) {                                  \
+        __m512 acc[NGROUP];                                                    \
+        _Pragma("GCC unroll 4")                                                \
+        for (int k = 0; k < NGROUP; k++)                                       \
+            acc[k] = _mm512_setzero_ps();                                      \
+        for (unsigned b = 0; b < g.nb; b++) {                                  \
+            const int8_t *xq = x->q8 + col0 + KERN_QBLOCK * b;                 \
+            const float dx = x->q8_d[xb0 + b];                                 \
+            const __m512i corr = _mm512_set1_epi32(                            \
+                (OFFSET) * x->q8_sum[xb0 + b]);                                \
+            const size_t pb = (size_t)p * g.nb + b;                            \
+            _Pragma("GCC unroll 4")                                            \
+            for (int k = 0; k < NGROUP; k++) {                                 \
+                __m512i isum = ISUM(qbase + pb * (BLOCK_BYTES) + k * pq, xq);  \
+                acc[k] = scale_add(acc[k], w + 2 * pb * KERN_PANEL + k * ps,   \
+                                   dx, _mm512_sub_epi32(isum, corr));          \
+            }                                                                  \
+        }                                                                      \
+        _Pragma("GCC unroll 4")                                                \
+        for (int k = 0; k < NGROUP; k++)                                       \
+            add_panel(y, rows, p + k, acc[k]);                                 \
+    }                                                                          \
+    for (; p < g.np; p++) {                                                    \
         __m512 acc = _mm512_setzero_ps();                                      \
         for (unsigned b = 0; b < g.nb; b++) {                                  \
             size_t pb = (size_t)p * g.nb + b;                                  \
             __m512i isum = ISUM(qbase + pb * (BLOCK_BYTES),                    \
                                 x->q8 + col0 + KERN_QBLOCK * b);               \
-            if (OFFSET)                                                        \
-                isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(               \
-                           (OFFSET) * x->q8_sum[xb0 + b]));                    \
+            isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(                   \
+                       (OFFSET) * x->q8_sum[xb0 + b]));                        \
             acc = scale_add(acc, w + 2 * pb * KERN_PANEL, x->q8_d[xb0 + b],    \
                             isum);                                             \
         }                                                                      \

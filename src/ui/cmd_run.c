@@ -230,11 +230,18 @@ int ui_cmd_run(int argc, char **argv)
     char buf[256];
     int32_t eos = eng_tok_eos(tok), eot = eng_tok_eot(tok);
     int ctx_full = 0;
+    long n_out = 0;      /* tokens generated (the last needs no decode) */
     for (long i = 0; i < n_predict; i++) {
+        if (getenv("CFLOW_TOP2")) {
+            float *lg = eng_logits(s); int a = 0, b = -1;
+            for (uint32_t k = 1; k < n_vocab; k++) { if (lg[k] > lg[a]) { b = a; a = (int)k; } else if (b < 0 || lg[k] > lg[b]) b = (int)k; }
+            fprintf(stderr, "[%ld: %d %.5f | %d %.5f | margin %.5f]\n", i, a, lg[a], b, lg[b], lg[a]-lg[b]);
+        }
         int32_t next = eng_sampler_sample(smp, eng_logits(s), ids, n_ids);
         if (!ignore_eos && (next == eos || next == eot))
             break;
         ids[n_ids++] = next;
+        n_out++;
         if (!eng_tok_is_control(tok, next)) { /* control tokens are not text */
             size_t n = eng_detok_push(&dt, tok, next, buf, sizeof buf);
             fwrite(buf, 1, n, stdout);
@@ -265,10 +272,10 @@ int ui_cmd_run(int argc, char **argv)
     fprintf(stderr,
             "\ncflow: model %s, kernels %s\n"
             "cflow: prompt %llu tokens in %.3f s (%.2f tok/s)\n"
-            "cflow: generated %llu tokens in %.3f s (%.2f tok/s, %.2f GB/s of weights)\n",
+            "cflow: generated %ld tokens; decode %llu tokens in %.3f s (%.2f tok/s, %.2f GB/s of weights)\n",
             model, eng_isa(s), (unsigned long long)st.n_prompt, st.prefill_s,
             st.prefill_s > 0 ? (double)st.n_prompt / st.prefill_s : 0.0,
-            (unsigned long long)st.n_gen, st.decode_s,
+            n_out, (unsigned long long)st.n_gen, st.decode_s,
             st.decode_s > 0 ? (double)st.n_gen / st.decode_s : 0.0,
             st.decode_s > 0 ? (double)st.n_gen * (double)st.bytes_per_token / st.decode_s / 1e9
                             : 0.0);

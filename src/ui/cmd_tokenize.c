@@ -20,7 +20,7 @@
 
 static void help(void)
 {
-    printf("usage: cflow tokenize -m MODEL_OR_VOCAB [--bos] [--parse-special] TEXT\n\n"
+    printf("usage: cflow tokenize [-m MODEL_OR_VOCAB] [--bos] [--parse-special] TEXT\n\n"
            "Print the token ids of TEXT on one line.\n\n"
            "  -m, --model PATH     .cflow, GGUF, llama2.c tokenizer.bin, tokenizer.json\n"
            "                       or a Hugging Face directory\n"

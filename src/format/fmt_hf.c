@@ -1,0 +1,624 @@
+/*
+ * fmt_hf.c — Hugging Face model directories: config.json + safetensors.
+ *
+ * config.json (read with json-c) gives the architecture and geometry:
+ *   architectures[0]   LlamaForCausalLM, MistralForCausalLM (arch "llama")
+ *                      or Qwen2ForCausalLM (arch "qwen2")
+ *   hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
+ *   num_key_value_heads (default: heads), head_dim (default hidden/heads),
+ *   max_position_embeddings, vocab_size, rope_theta (10000), rms_norm_eps
+ *   (1e-6), tie_word_embeddings (false), hidden_act ("silu" only),
+ *   rope_scaling {rope_type|type "llama3", factor, low_freq_factor,
+ *   high_freq_factor, original_max_position_embeddings},
+ *   sliding_window (Mistral; Qwen2 only with use_sliding_window).
+ *
+ * Weights are in model.safetensors, or in shards listed by
+ * model.safetensors.index.json ({"weight_map": {tensor: shard file}}).
+ * A safetensors file:
+ *
+ *   u64      N, the length of the JSON header (little endian)
+ *   u8[N]    JSON: {"name": {"dtype": "BF16", "shape": [rows, cols],
+ *            "data_offsets": [begin, end]}, ..., "__metadata__": {...}}
+ *            (padded with spaces)
+ *   data     the tensors, at [begin, end) relative to byte 8 + N
+ *
+ * Each shard is mapped; every header entry is validated (dtype, shape,
+ * offsets inside the data, end - begin == elements * element size) before
+ * a view is made.  Shapes are row-major with the last dimension innermost,
+ * so ne[] is the shape reversed.  F32, F16 and BF16 map to FMT_DT_*; other
+ * dtypes are kept as unreadable views (an error only if a role needs one).
+ *
+ * HF checkpoints rotate split halves in RoPE (FMT_FLAG_ROPE_NEOX): the
+ * weights are used as stored, never permuted.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <json-c/json.h>
+
+#include "format/cflow_format.h"
+#include "format/fmt_impl.h"
+
+#define HF_MAX_JSON     (16u << 20)   /* config.json, index.json */
+#define HF_MAX_HEADER   (100u << 20)  /* safetensors header (the spec's cap) */
+#define HF_MAX_SHARDS   4096
+
+static const fmt_role_names hf_role_names = {
+    [FMT_R_TOK_EMBD] = "model.embed_tokens.weight",
+    [FMT_R_OUT_NORM] = "model.norm.weight",
+    [FMT_R_OUTPUT] = "lm_head.weight",
+    [FMT_R_ATTN_NORM] = "model.layers.%u.input_layernorm.weight",
+    [FMT_R_Q] = "model.layers.%u.self_attn.q_proj.weight",
+    [FMT_R_K] = "model.layers.%u.self_attn.k_proj.weight",
+    [FMT_R_V] = "model.layers.%u.self_attn.v_proj.weight",
+    [FMT_R_O] = "model.layers.%u.self_attn.o_proj.weight",
+    [FMT_R_Q_BIAS] = "model.layers.%u.self_attn.q_proj.bias",
+    [FMT_R_K_BIAS] = "model.layers.%u.self_attn.k_proj.bias",
+    [FMT_R_V_BIAS] = "model.layers.%u.self_attn.v_proj.bias",
+    [FMT_R_FFN_NORM] = "model.layers.%u.post_attention_layernorm.weight",
+    [FMT_R_GATE] = "model.layers.%u.mlp.gate_proj.weight",
+    [FMT_R_UP] = "model.layers.%u.mlp.up_proj.weight",
+    [FMT_R_DOWN] = "model.layers.%u.mlp.down_proj.weight",
+    /* MoE checkpoints (per-expert tensors) are not read from HF */
+};
+
+static char *join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p)
+        return NULL;
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+    return p;
+}
+
+static int file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Parse n bytes of JSON; NULL (and err) when malformed or not all JSON. */
+static json_object *parse_json(const char *what, const char *p, size_t n,
+                               char *err, size_t errlen)
+{
+    if (n > INT32_MAX) {
+        fmt_err(err, errlen, "%s: JSON too large", what);
+        return NULL;
+    }
+    json_tokener *tok = json_tokener_new_ex(64);
+    if (!tok) {
+        fmt_err(err, errlen, "%s: out of memory", what);
+        return NULL;
+    }
+    json_object *o = json_tokener_parse_ex(tok, p, (int)n);
+    enum json_tokener_error je = json_tokener_get_error(tok);
+    size_t end = json_tokener_get_parse_end(tok);
+    json_tokener_free(tok);
+    if (!o || je != json_tokener_success) {
+        json_object_put(o);
+        fmt_err(err, errlen, "%s: malformed JSON (%s)", what,
+                je == json_tokener_continue ? "unexpected end"
+                                            : json_tokener_error_desc(je));
+        return NULL;
+    }
+    for (size_t i = end; i < n; i++) {
+        char c = p[i];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+            json_object_put(o);
+            fmt_err(err, errlen, "%s: trailing bytes after the JSON", what);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+static json_object *read_json_file(const char *path, char *err,
+                                   size_t errlen, int *rc)
+{
+    fmt_map m;
+    *rc = fmt_map_open(&m, path, err, errlen);
+    if (*rc < 0)
+        return NULL;
+    if (m.n > HF_MAX_JSON) {
+        fmt_map_close(&m);
+        fmt_err(err, errlen, "%s: larger than %u bytes", path, HF_MAX_JSON);
+        *rc = FMT_EFORMAT;
+        return NULL;
+    }
+    json_object *o = parse_json(path, (const char *)m.p, m.n, err, errlen);
+    fmt_map_close(&m);
+    if (o && !json_object_is_type(o, json_type_object)) {
+        json_object_put(o);
+        fmt_err(err, errlen, "%s: not a JSON object", path);
+        o = NULL;
+    }
+    *rc = o ? FMT_OK : FMT_EFORMAT;
+    return o;
+}
+
+/* ---- safetensors -------------------------------------------------------- */
+/* dtype string -> enum fmt_dtype (or -1) and element size (0: unknown). */
+static int st_dtype(const char *s, unsigned *esize)
+{
+    static const struct { const char *n; int dt; unsigned sz; } tab[] = {
+        { "F32", FMT_DT_F32, 4 }, { "F16", FMT_DT_F16, 2 },
+        { "BF16", FMT_DT_BF16, 2 }, { "F64", -1, 8 }, { "I64", -1, 8 },
+        { "U64", -1, 8 }, { "I32", -1, 4 }, { "U32", -1, 4 },
+        { "I16", -1, 2 }, { "U16", -1, 2 }, { "I8", -1, 1 }, { "U8", -1, 1 },
+        { "BOOL", -1, 1 }, { "F8_E4M3", -1, 1 }, { "F8_E5M2", -1, 1 },
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+        if (strcmp(s, tab[i].n) == 0) {
+            *esize = tab[i].sz;
+            return tab[i].dt;
+        }
+    *esize = 0;
+    return -1;
+}
+
+static int json_u64(json_object *o, uint64_t *out)
+{
+    if (!o || !json_object_is_type(o, json_type_int))
+        return -1;
+    int64_t v = json_object_get_int64(o);
+    if (v < 0)
+        return -1;
+    /* values above INT64_MAX saturate; they fail the range checks later */
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int load_shard(fmt_src *s, const char *file, char *err, size_t errlen)
+{
+    char nm[64];
+    int rc;
+    if (s->n_maps >= HF_MAX_SHARDS) {
+        fmt_err(err, errlen, "%s: too many shards", file);
+        return FMT_EFORMAT;
+    }
+    fmt_map *maps = realloc(s->maps, (s->n_maps + 1) * sizeof *maps);
+    if (!maps) {
+        fmt_err(err, errlen, "%s: out of memory", file);
+        return FMT_ENOMEM;
+    }
+    s->maps = maps;
+    fmt_map *m = &s->maps[s->n_maps];
+    if ((rc = fmt_map_open(m, file, err, errlen)) < 0)
+        return rc;
+    s->n_maps++;
+    if (m->n < 8) {
+        fmt_err(err, errlen, "%s: too short for a safetensors file", file);
+        return FMT_EFORMAT;
+    }
+    uint64_t hlen = fmt_rd_u64(m->p);
+    if (hlen < 2 || hlen > m->n - 8 || hlen > HF_MAX_HEADER) {
+        fmt_err(err, errlen, "%s: bad safetensors header length %llu (file "
+                "%zu bytes)", file, (unsigned long long)hlen, m->n);
+        return FMT_EFORMAT;
+    }
+    const uint8_t *data = m->p + 8 + hlen;
+    uint64_t dn = m->n - 8 - hlen;
+    json_object *root = parse_json(file, (const char *)m->p + 8,
+                                   (size_t)hlen, err, errlen);
+    if (!root)
+        return FMT_EFORMAT;
+    rc = FMT_OK;
+    if (!json_object_is_type(root, json_type_object)) {
+        fmt_err(err, errlen, "%s: safetensors header is not a JSON object",
+                file);
+        rc = FMT_EFORMAT;
+        goto out;
+    }
+    json_object_object_foreach(root, key, val) {
+        if (strcmp(key, "__metadata__") == 0)
+            continue;
+        fmt_safe_name(nm, key, strlen(key));
+        json_object *jd, *js, *jo;
+        if (!val || !json_object_is_type(val, json_type_object) ||
+            !json_object_object_get_ex(val, "dtype", &jd) ||
+            !json_object_is_type(jd, json_type_string) ||
+            !json_object_object_get_ex(val, "shape", &js) ||
+            !json_object_is_type(js, json_type_array) ||
+            !json_object_object_get_ex(val, "data_offsets", &jo) ||
+            !json_object_is_type(jo, json_type_array) ||
+            json_object_array_length(jo) != 2) {
+            fmt_err(err, errlen, "%s: tensor '%s': malformed header entry",
+                    file, nm);
+            rc = FMT_EFORMAT;
+            goto out;
+        }
+        unsigned es;
+        int dt = st_dtype(json_object_get_string(jd), &es);
+        size_t nd = json_object_array_length(js);
+        uint64_t shape[8], nel = 1, b, e;
+        if (nd > 8) {
+            fmt_err(err, errlen, "%s: tensor '%s': %zu dimensions", file, nm,
+                    nd);
+            rc = FMT_EFORMAT;
+            goto out;
+        }
+        for (size_t d = 0; d < nd; d++) {
+            if (json_u64(json_object_array_get_idx(js, d), &shape[d]) < 0 ||
+                (shape[d] && nel > UINT64_MAX / shape[d])) {
+                fmt_err(err, errlen, "%s: tensor '%s': bad shape", file, nm);
+                rc = FMT_EFORMAT;
+                goto out;
+            }
+            nel *= shape[d];
+        }
+        if (json_u64(json_object_array_get_idx(jo, 0), &b) < 0 ||
+            json_u64(json_object_array_get_idx(jo, 1), &e) < 0 || b > e ||
+            e > dn) {
+            fmt_err(err, errlen, "%s: tensor '%s': data_offsets outside the "
+                    "data (%llu bytes)", file, nm, (unsigned long long)dn);
+            rc = FMT_EFORMAT;
+            goto out;
+        }
+        if (es && (nel > UINT64_MAX / es || nel * es != e - b)) {
+            fmt_err(err, errlen, "%s: tensor '%s': %llu bytes for %llu "
+                    "elements of %s", file, nm, (unsigned long long)(e - b),
+                    (unsigned long long)nel, json_object_get_string(jd));
+            rc = FMT_EFORMAT;
+            goto out;
+        }
+        uint64_t ne[4] = { 1, 1, 1, 1 };
+        unsigned ndim = nd ? (unsigned)nd : 1;
+        if (nd > 4 || es == 0) {
+            dt = -1;  /* kept, unreadable */
+            ndim = 1;
+        } else {
+            for (size_t d = 0; d < nd; d++)
+                ne[d] = shape[nd - 1 - d];
+        }
+        if ((rc = fmt_src_add_tensor(s, key, dt, ndim, ne, data + b, e - b,
+                                     err, errlen)) < 0)
+            goto out;
+    }
+out:
+    json_object_put(root);
+    return rc;
+}
+
+/* A shard name from the index must be a plain file name in the directory. */
+static int shard_name_ok(const char *f)
+{
+    return *f && strchr(f, '/') == NULL && strcmp(f, ".") != 0 &&
+           strcmp(f, "..") != 0;
+}
+
+static int load_index(fmt_src *s, const char *dir, const char *ipath,
+                      char *err, size_t errlen)
+{
+    int rc;
+    json_object *root = read_json_file(ipath, err, errlen, &rc);
+    if (!root)
+        return rc;
+    json_object *wm;
+    char **files = NULL;
+    size_t nf = 0;
+    fmt_names seen = { 0 };
+    if (!json_object_object_get_ex(root, "weight_map", &wm) || !wm ||
+        !json_object_is_type(wm, json_type_object)) {
+        fmt_err(err, errlen, "%s: no weight_map object", ipath);
+        rc = FMT_EFORMAT;
+        goto out;
+    }
+    /* unique shard names, in first-seen order */
+    size_t cap = (size_t)json_object_object_length(wm);
+    files = calloc(cap ? cap : 1, sizeof *files);
+    if (!files) {
+        rc = FMT_ENOMEM;
+        fmt_err(err, errlen, "%s: out of memory", ipath);
+        goto out;
+    }
+    json_object_object_foreach(wm, tname, fobj) {
+        (void)tname;
+        const char *f = fobj && json_object_is_type(fobj, json_type_string)
+                        ? json_object_get_string(fobj) : NULL;
+        char nm[64];
+        if (!f || !shard_name_ok(f)) {
+            fmt_err(err, errlen, "%s: bad shard name for '%s'", ipath,
+                    fmt_safe_name(nm, tname, strlen(tname)));
+            rc = FMT_EFORMAT;
+            goto out;
+        }
+        int r = fmt_names_put(&seen, f, strlen(f), nf, NULL);
+        if (r < 0) {
+            rc = FMT_ENOMEM;
+            fmt_err(err, errlen, "%s: out of memory", ipath);
+            goto out;
+        }
+        if (r == 0) {
+            if (!(files[nf] = join(dir, f))) {
+                rc = FMT_ENOMEM;
+                fmt_err(err, errlen, "%s: out of memory", ipath);
+                goto out;
+            }
+            nf++;
+        }
+    }
+    if (nf == 0) {
+        fmt_err(err, errlen, "%s: weight_map is empty", ipath);
+        rc = FMT_EFORMAT;
+        goto out;
+    }
+    for (size_t i = 0; i < nf; i++)
+        if ((rc = load_shard(s, files[i], err, errlen)) < 0)
+            goto out;
+    /* every tensor the index promises is where it says */
+    json_object_object_foreach(wm, tn, fo) {
+        (void)fo;
+        if (!fmt_src_find(s, tn)) {
+            char nm[64];
+            fmt_err(err, errlen, "%s: tensor '%s' is listed but not in its "
+                    "shard %s", ipath, fmt_safe_name(nm, tn, strlen(tn)),
+                    json_object_get_string(fo));
+            rc = FMT_EFORMAT;
+            goto out;
+        }
+    }
+    rc = FMT_OK;
+out:
+    for (size_t i = 0; i < nf; i++)
+        free(files[i]);
+    free(files);
+    fmt_names_free(&seen);
+    json_object_put(root);
+    return rc;
+}
+
+/* ---- config.json -------------------------------------------------------- */
+typedef struct cfgctx {
+    json_object *o;
+    const char  *path;
+    char        *err;
+    size_t       errlen;
+} cfgctx;
+
+/* 1 if present (and non-null), 0 if absent, -1 (err set) if wrong type */
+static int cfg_u32(cfgctx *c, const char *key, uint32_t *out)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(c->o, key, &v) || !v)
+        return 0;
+    uint64_t x;
+    if (json_u64(v, &x) < 0 || x > UINT32_MAX) {
+        fmt_err(c->err, c->errlen, "%s: %s is not a non-negative integer",
+                c->path, key);
+        return -1;
+    }
+    *out = (uint32_t)x;
+    return 1;
+}
+
+static int cfg_f32(cfgctx *c, json_object *o, const char *key, float *out)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v) || !v)
+        return 0;
+    if (!json_object_is_type(v, json_type_double) &&
+        !json_object_is_type(v, json_type_int)) {
+        fmt_err(c->err, c->errlen, "%s: %s is not a number", c->path, key);
+        return -1;
+    }
+    *out = (float)json_object_get_double(v);
+    return 1;
+}
+
+static const char *cfg_str(json_object *o, const char *key)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v) || !v ||
+        !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+static int cfg_bool(json_object *o, const char *key, int dflt)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v) || !v ||
+        !json_object_is_type(v, json_type_boolean))
+        return dflt;
+    return json_object_get_boolean(v) ? 1 : 0;
+}
+
+static int read_config(fmt_src *s, cfgctx *c, int *tied)
+{
+    fmt_hparams *h = &s->hp;
+    json_object *o = c->o, *v;
+    const char *arch = NULL;
+    if (json_object_object_get_ex(o, "architectures", &v) && v &&
+        json_object_is_type(v, json_type_array) &&
+        json_object_array_length(v) > 0) {
+        json_object *a0 = json_object_array_get_idx(v, 0);
+        if (a0 && json_object_is_type(a0, json_type_string))
+            arch = json_object_get_string(a0);
+    }
+    const char *mt = cfg_str(o, "model_type");
+    int qwen = 0;
+    if (arch ? (strcmp(arch, "LlamaForCausalLM") == 0 ||
+                strcmp(arch, "MistralForCausalLM") == 0)
+             : (mt && (strcmp(mt, "llama") == 0 || strcmp(mt, "mistral") == 0))) {
+        qwen = 0;
+    } else if (arch ? strcmp(arch, "Qwen2ForCausalLM") == 0
+                    : (mt && strcmp(mt, "qwen2") == 0)) {
+        qwen = 1;
+    } else {
+        char nm[64];
+        const char *what = arch ? arch : mt ? mt : "(none)";
+        fmt_err(c->err, c->errlen, "%s: architecture %s is not supported "
+                "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)",
+                c->path, fmt_safe_name(nm, what, strlen(what)));
+        return FMT_EUNSUP;
+    }
+    snprintf(h->arch, sizeof h->arch, "%s", qwen ? "qwen2" : "llama");
+    int mistral = (arch && strcmp(arch, "MistralForCausalLM") == 0) ||
+                  (!arch && mt && strcmp(mt, "mistral") == 0);
+
+    static const struct { const char *k; size_t off; } req[] = {
+        { "hidden_size", offsetof(fmt_hparams, dim) },
+        { "intermediate_size", offsetof(fmt_hparams, ffn_dim) },
+        { "num_hidden_layers", offsetof(fmt_hparams, n_layers) },
+        { "num_attention_heads", offsetof(fmt_hparams, n_heads) },
+        { "vocab_size", offsetof(fmt_hparams, vocab_size) },
+    };
+    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) {
+        uint32_t x = 0;
+        int r = cfg_u32(c, req[i].k, &x);
+        if (r < 0)
+            return FMT_EFORMAT;
+        if (r == 0) {
+            fmt_err(c->err, c->errlen, "%s: %s is missing", c->path,
+                    req[i].k);
+            return FMT_EFORMAT;
+        }
+        memcpy((char *)h + req[i].off, &x, sizeof x);
+    }
+    h->n_kv_heads = h->n_heads;
+    h->max_seq = 2048;
+    h->rope_theta = 10000.0f;
+    h->norm_eps = 1e-6f;
+    h->head_dim = 0;
+    if (cfg_u32(c, "num_key_value_heads", &h->n_kv_heads) < 0 ||
+        cfg_u32(c, "max_position_embeddings", &h->max_seq) < 0 ||
+        cfg_u32(c, "head_dim", &h->head_dim) < 0 ||
+        cfg_f32(c, o, "rope_theta", &h->rope_theta) < 0 ||
+        cfg_f32(c, o, "rms_norm_eps", &h->norm_eps) < 0)
+        return FMT_EFORMAT;
+    if (h->head_dim == 0) {
+        if (h->n_heads == 0 || h->dim % h->n_heads != 0) {
+            fmt_err(c->err, c->errlen, "%s: hidden_size %u is not a multiple "
+                    "of %u heads", c->path, h->dim, h->n_heads);
+            return FMT_EFORMAT;
+        }
+        h->head_dim = h->dim / h->n_heads;
+    }
+    const char *act = cfg_str(o, "hidden_act");
+    if (act && strcmp(act, "silu") != 0) {
+        char nm[64];
+        fmt_err(c->err, c->errlen, "%s: hidden_act %s is not supported (silu)",
+                c->path, fmt_safe_name(nm, act, strlen(act)));
+        return FMT_EUNSUP;
+    }
+    *tied = cfg_bool(o, "tie_word_embeddings", 0);
+    uint32_t sw = 0;
+    if ((mistral || (qwen && cfg_bool(o, "use_sliding_window", 0))) &&
+        cfg_u32(c, "sliding_window", &sw) < 0)
+        return FMT_EFORMAT;
+    h->sliding_window = sw < h->max_seq ? sw : 0;
+
+    json_object *rs;
+    if (json_object_object_get_ex(o, "rope_scaling", &rs) && rs) {
+        if (!json_object_is_type(rs, json_type_object)) {
+            fmt_err(c->err, c->errlen, "%s: rope_scaling is not an object",
+                    c->path);
+            return FMT_EFORMAT;
+        }
+        const char *rt = cfg_str(rs, "rope_type");
+        if (!rt)
+            rt = cfg_str(rs, "type");
+        if (rt && strcmp(rt, "llama3") == 0) {
+            h->flags |= FMT_FLAG_ROPE_LLAMA3;
+            h->rope_factor = 8.0f;
+            h->rope_low_freq = 1.0f;
+            h->rope_high_freq = 4.0f;
+            h->rope_orig_ctx = 8192;
+            cfgctx rc2 = *c;
+            rc2.o = rs;
+            if (cfg_f32(c, rs, "factor", &h->rope_factor) < 0 ||
+                cfg_f32(c, rs, "low_freq_factor", &h->rope_low_freq) < 0 ||
+                cfg_f32(c, rs, "high_freq_factor", &h->rope_high_freq) < 0 ||
+                cfg_u32(&rc2, "original_max_position_embeddings",
+                        &h->rope_orig_ctx) < 0)
+                return FMT_EFORMAT;
+        } else if (!rt || strcmp(rt, "default") != 0) {
+            char nm[64];
+            const char *w = rt ? rt : "(no type)";
+            fmt_err(c->err, c->errlen, "%s: rope_scaling %s is not supported",
+                    c->path, fmt_safe_name(nm, w, strlen(w)));
+            return FMT_EUNSUP;
+        }
+    }
+    /* HF layouts rotate split halves */
+    h->flags |= FMT_FLAG_ROPE_NEOX;
+    return FMT_OK;
+}
+
+int fmt_hf_open(fmt_src *s, const char *dir, const char *tokenizer,
+                char *err, size_t errlen)
+{
+    int rc, tied = 0;
+    char *cpath = join(dir, "config.json");
+    char *st = join(dir, "model.safetensors");
+    char *ix = join(dir, "model.safetensors.index.json");
+    json_object *cfg = NULL;
+    if (!cpath || !st || !ix) {
+        fmt_err(err, errlen, "%s: out of memory", dir);
+        rc = FMT_ENOMEM;
+        goto out;
+    }
+    cfg = read_json_file(cpath, err, errlen, &rc);
+    if (!cfg)
+        goto out;
+    cfgctx c = { cfg, cpath, err, errlen };
+    if ((rc = read_config(s, &c, &tied)) < 0 ||
+        (rc = fmt_src_check_hparams(s, err, errlen)) < 0)
+        goto out;
+
+    if (file_exists(st)) {
+        rc = load_shard(s, st, err, errlen);
+    } else if (file_exists(ix)) {
+        rc = load_index(s, dir, ix, err, errlen);
+    } else {
+        fmt_err(err, errlen, "%s: no model.safetensors or "
+                "model.safetensors.index.json", dir);
+        rc = FMT_EFORMAT;
+    }
+    if (rc < 0)
+        goto out;
+
+    s->kv_own = fmt_kv_new();
+    if (!s->kv_own) {
+        fmt_err(err, errlen, "%s: out of memory", dir);
+        rc = FMT_ENOMEM;
+        goto out;
+    }
+    s->kv = s->kv_own;
+    if ((rc = fmt_vocab_load(s->kv_own, tokenizer && *tokenizer ? tokenizer
+                                                                : dir,
+                             err, errlen)) < 0)
+        goto out;
+    /* HF vocab_size often exceeds the tokenizer (padded embeddings) */
+    if ((rc = fmt_src_fit_vocab(s, s->hp.vocab_size, 1, 0, err, errlen)) < 0)
+        goto out;
+    size_t dl = strlen(dir);
+    while (dl > 1 && dir[dl - 1] == '/')
+        dl--;
+    const char *base = dir + dl;
+    while (base > dir && base[-1] != '/')
+        base--;
+    if (fmt_kv_set_str(s->kv_own, "general.architecture", s->hp.arch,
+                       strlen(s->hp.arch)) < 0 ||
+        fmt_kv_set_str(s->kv_own, "general.name", base,
+                       (size_t)(dir + dl - base)) < 0) {
+        fmt_err(err, errlen, "%s: out of memory", dir);
+        rc = FMT_ENOMEM;
+        goto out;
+    }
+    rc = fmt_src_bind(s, hf_role_names, tied, err, errlen);
+out:
+    json_object_put(cfg);
+    free(cpath);
+    free(st);
+    free(ix);
+    return rc;
+}

@@ -1,0 +1,777 @@
+/*
+ * fmt_src.c — one view over every source model cflow converts from.
+ *
+ * A source is a GGUF file, a legacy llama2.c checkpoint or a Hugging Face
+ * directory (config.json + safetensors).  Whatever the container, the
+ * converter sees the same thing (struct fmt_src in fmt_impl.h):
+ *
+ *   hparams   geometry and conventions (fmt_hparams), in cflow's terms
+ *   roles     a table [(n_layers + 1)][FMT_NROLES] of tensor pointers: one
+ *             row per layer, the last row for the globals (embedding,
+ *             output norm, output head).  A tensor's ne[] is GGML order:
+ *             ne[0] = columns = inputs.  Matrices are [rows = out][cols = in]
+ *             in every container (safetensors shapes are reversed to match).
+ *   kv        GGUF-named metadata, above all the tokenizer.* keys
+ *
+ * RoPE convention: GGUF "llama" files hold Q/K rows permuted so that RoPE
+ * rotates adjacent pairs (llama.cpp's converter undoes HF's split-half
+ * permutation); llama2.c checkpoints are in Meta's original adjacent-pair
+ * layout too; HF checkpoints and GGUF "qwen2" rotate split halves
+ * (FMT_FLAG_ROPE_NEOX).  We never permute weights: the flag tells the
+ * engine which rotation the stored rows expect.
+ *
+ * Everything a converter will rely on is checked here once: every required
+ * tensor present, readable and of the shape the geometry implies; the
+ * vocabulary as long as the embedding.  Errors name the file and tensor.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "format/cflow_format.h"
+#include "format/fmt_impl.h"
+
+static const char *const role_names[FMT_NROLES] = {
+    [FMT_R_TOK_EMBD] = "token_embd",   [FMT_R_OUT_NORM] = "output_norm",
+    [FMT_R_OUTPUT] = "output",         [FMT_R_ATTN_NORM] = "attn_norm",
+    [FMT_R_Q] = "attn_q",              [FMT_R_K] = "attn_k",
+    [FMT_R_V] = "attn_v",              [FMT_R_O] = "attn_output",
+    [FMT_R_Q_BIAS] = "attn_q.bias",    [FMT_R_K_BIAS] = "attn_k.bias",
+    [FMT_R_V_BIAS] = "attn_v.bias",    [FMT_R_FFN_NORM] = "ffn_norm",
+    [FMT_R_GATE] = "ffn_gate",         [FMT_R_UP] = "ffn_up",
+    [FMT_R_DOWN] = "ffn_down",         [FMT_R_ROUTER] = "ffn_gate_inp",
+    [FMT_R_EXP_GATE] = "ffn_gate_exps", [FMT_R_EXP_UP] = "ffn_up_exps",
+    [FMT_R_EXP_DOWN] = "ffn_down_exps",
+};
+
+const char *fmt_role_name(int role)
+{
+    if (role < 0 || role >= FMT_NROLES)
+        return "unknown";
+    return role_names[role];
+}
+
+const fmt_role_names fmt_gguf_role_names = {
+    [FMT_R_TOK_EMBD] = "token_embd.weight",
+    [FMT_R_OUT_NORM] = "output_norm.weight",
+    [FMT_R_OUTPUT] = "output.weight",
+    [FMT_R_ATTN_NORM] = "blk.%u.attn_norm.weight",
+    [FMT_R_Q] = "blk.%u.attn_q.weight",
+    [FMT_R_K] = "blk.%u.attn_k.weight",
+    [FMT_R_V] = "blk.%u.attn_v.weight",
+    [FMT_R_O] = "blk.%u.attn_output.weight",
+    [FMT_R_Q_BIAS] = "blk.%u.attn_q.bias",
+    [FMT_R_K_BIAS] = "blk.%u.attn_k.bias",
+    [FMT_R_V_BIAS] = "blk.%u.attn_v.bias",
+    [FMT_R_FFN_NORM] = "blk.%u.ffn_norm.weight",
+    [FMT_R_GATE] = "blk.%u.ffn_gate.weight",
+    [FMT_R_UP] = "blk.%u.ffn_up.weight",
+    [FMT_R_DOWN] = "blk.%u.ffn_down.weight",
+    [FMT_R_ROUTER] = "blk.%u.ffn_gate_inp.weight",
+    [FMT_R_EXP_GATE] = "blk.%u.ffn_gate_exps.weight",
+    [FMT_R_EXP_UP] = "blk.%u.ffn_up_exps.weight",
+    [FMT_R_EXP_DOWN] = "blk.%u.ffn_down_exps.weight",
+};
+
+static int role_is_global(int role)
+{
+    return role == FMT_R_TOK_EMBD || role == FMT_R_OUT_NORM ||
+           role == FMT_R_OUTPUT;
+}
+
+/* ---- tensor views ------------------------------------------------------ */
+int fmt_src_add_tensor(fmt_src *s, const char *name, int dtype,
+                       unsigned ndim, const uint64_t ne[4], const void *data,
+                       uint64_t nbytes, char *err, size_t errlen)
+{
+    if (s->n_tensors == s->cap_tensors) {
+        size_t cap = s->cap_tensors ? s->cap_tensors * 2 : 64;
+        fmt_tensor *t = realloc(s->tensors, cap * sizeof *t);
+        if (!t)
+            goto nomem;
+        /* the name index holds pointers to the names, not the structs, so
+         * moving the array is harmless */
+        s->tensors = t;
+        s->cap_tensors = cap;
+    }
+    size_t len = strlen(name);
+    char *copy = malloc(len + 1);
+    if (!copy)
+        goto nomem;
+    memcpy(copy, name, len + 1);
+    int r = fmt_names_put(&s->tidx, copy, len, s->n_tensors, NULL);
+    if (r != 0) {
+        char nm[64];
+        free(copy);
+        if (r < 0)
+            goto nomem;
+        fmt_err(err, errlen, "%s: tensor '%s' appears twice", s->path,
+                fmt_safe_name(nm, name, len));
+        return FMT_EFORMAT;
+    }
+    fmt_tensor *t = &s->tensors[s->n_tensors++];
+    memset(t, 0, sizeof *t);
+    t->name = copy;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (unsigned d = 0; d < 4; d++)
+        t->ne[d] = ne[d];
+    t->data = data;
+    t->nbytes = nbytes;
+    return FMT_OK;
+nomem:
+    fmt_err(err, errlen, "%s: out of memory", s->path);
+    return FMT_ENOMEM;
+}
+
+const fmt_tensor *fmt_src_find(const fmt_src *s, const char *name)
+{
+    size_t i;
+    if (s->gguf)
+        return fmt_gguf_find(s->gguf, name);
+    if (fmt_names_get(&s->tidx, name, strlen(name), &i) < 0)
+        return NULL;
+    return &s->tensors[i];
+}
+
+/* ---- checks ------------------------------------------------------------ */
+int fmt_src_check_hparams(const fmt_src *s, char *err, size_t errlen)
+{
+    const fmt_hparams *h = &s->hp;
+    const char *bad = NULL;
+    if (h->n_layers == 0 || h->n_layers > 4096)
+        bad = "layer count";
+    else if (h->dim == 0 || h->dim > (1u << 20))
+        bad = "embedding length";
+    else if (h->n_heads == 0 || h->n_heads > 65535)
+        bad = "attention head count";
+    else if (h->n_kv_heads == 0 || h->n_kv_heads > h->n_heads ||
+             h->n_heads % h->n_kv_heads != 0)
+        bad = "KV head count";
+    else if (h->head_dim == 0 || h->head_dim % 2 != 0 ||
+             h->head_dim > 65535 ||
+             (uint64_t)h->head_dim * h->n_heads > (1u << 22))
+        bad = "head dimension";
+    else if (h->ffn_dim == 0 || h->ffn_dim > (1u << 24))
+        bad = "feed-forward length";
+    else if (h->max_seq == 0)
+        bad = "context length";
+    else if (!(h->rope_theta > 0) || !isfinite(h->rope_theta))
+        bad = "RoPE base frequency";
+    else if (!(h->norm_eps > 0) || !(h->norm_eps < 1))
+        bad = "RMS norm epsilon";
+    else if (h->n_experts > 0 &&
+             (h->top_k == 0 || h->top_k > h->n_experts ||
+              h->n_experts > 1024 || h->expert_ffn_dim == 0))
+        bad = "expert counts";
+    else if (h->n_experts == 0 && h->top_k != 0)
+        bad = "experts used count";
+    else if ((h->flags & FMT_FLAG_ROPE_LLAMA3) &&
+             (!(h->rope_factor >= 1) || !isfinite(h->rope_factor) ||
+              !(h->rope_low_freq > 0) ||
+              !(h->rope_high_freq > h->rope_low_freq) ||
+              !isfinite(h->rope_high_freq) || h->rope_orig_ctx == 0))
+        bad = "Llama-3 RoPE scaling";
+    if (bad) {
+        fmt_err(err, errlen, "%s: implausible %s (layers %u, dim %u, heads "
+                "%u/%u, head dim %u, ffn %u, context %u)", s->path, bad,
+                h->n_layers, h->dim, h->n_heads, h->n_kv_heads, h->head_dim,
+                h->ffn_dim, h->max_seq);
+        return FMT_EFORMAT;
+    }
+    return FMT_OK;
+}
+
+/* Expected ne[] of a role (unused dimensions 1); returns its rank. */
+static unsigned role_shape(const fmt_hparams *h, int role, uint64_t ne[4])
+{
+    uint64_t qd = (uint64_t)h->n_heads * h->head_dim;
+    uint64_t kvd = (uint64_t)h->n_kv_heads * h->head_dim;
+    ne[0] = ne[1] = ne[2] = ne[3] = 1;
+    switch (role) {
+    case FMT_R_TOK_EMBD: case FMT_R_OUTPUT:
+        ne[0] = h->dim; ne[1] = h->vocab_size; return 2;
+    case FMT_R_OUT_NORM: case FMT_R_ATTN_NORM: case FMT_R_FFN_NORM:
+        ne[0] = h->dim; return 1;
+    case FMT_R_Q: ne[0] = h->dim; ne[1] = qd; return 2;
+    case FMT_R_K: case FMT_R_V: ne[0] = h->dim; ne[1] = kvd; return 2;
+    case FMT_R_O: ne[0] = qd; ne[1] = h->dim; return 2;
+    case FMT_R_Q_BIAS: ne[0] = qd; return 1;
+    case FMT_R_K_BIAS: case FMT_R_V_BIAS: ne[0] = kvd; return 1;
+    case FMT_R_GATE: case FMT_R_UP:
+        ne[0] = h->dim; ne[1] = h->ffn_dim; return 2;
+    case FMT_R_DOWN: ne[0] = h->ffn_dim; ne[1] = h->dim; return 2;
+    case FMT_R_ROUTER: ne[0] = h->dim; ne[1] = h->n_experts; return 2;
+    case FMT_R_EXP_GATE: case FMT_R_EXP_UP:
+        ne[0] = h->dim; ne[1] = h->expert_ffn_dim; ne[2] = h->n_experts;
+        return 3;
+    case FMT_R_EXP_DOWN:
+        ne[0] = h->expert_ffn_dim; ne[1] = h->dim; ne[2] = h->n_experts;
+        return 3;
+    default: return 0;
+    }
+}
+
+static int check_tensor(const fmt_src *s, const fmt_tensor *t, int role,
+                        char *err, size_t errlen)
+{
+    uint64_t ne[4];
+    char nm[64];
+    (void)role_shape(&s->hp, role, ne);
+    fmt_safe_name(nm, t->name, strlen(t->name));
+    if (t->dtype < 0 || fmt_dtype_block(t->dtype) == 0) {
+        fmt_err(err, errlen, "%s: tensor '%s' has a type cflow cannot read",
+                s->path, nm);
+        return FMT_EUNSUP;
+    }
+    int ok = 1;
+    for (unsigned d = 0; d < 4; d++)
+        if (t->ne[d] != ne[d])
+            ok = 0;
+    if (!ok) {
+        fmt_err(err, errlen, "%s: tensor '%s' has shape [%llu, %llu, %llu], "
+                "expected [%llu, %llu, %llu] (ne order: columns first)",
+                s->path, nm, (unsigned long long)t->ne[0],
+                (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
+                (unsigned long long)ne[0], (unsigned long long)ne[1],
+                (unsigned long long)ne[2]);
+        return FMT_EFORMAT;
+    }
+    return FMT_OK;
+}
+
+int fmt_src_bind(fmt_src *s, fmt_role_names names, int tie_forced,
+                 char *err, size_t errlen)
+{
+    fmt_hparams *h = &s->hp;
+    char name[256];
+    int rc;
+    size_t ntens = s->gguf ? (size_t)fmt_gguf_n_tensors(s->gguf)
+                           : s->n_tensors;
+    /* every layer has at least 6 tensors: bound the table by the file */
+    if (h->n_layers > ntens / 6 + 1) {
+        fmt_err(err, errlen, "%s: %u layers but only %zu tensors", s->path,
+                h->n_layers, ntens);
+        return FMT_EFORMAT;
+    }
+    size_t rows = (size_t)h->n_layers + 1;
+    s->roles = calloc(rows * FMT_NROLES, sizeof *s->roles);
+    if (!s->roles) {
+        fmt_err(err, errlen, "%s: out of memory", s->path);
+        return FMT_ENOMEM;
+    }
+    for (int r = 0; r < FMT_NROLES; r++) {
+        if (!names[r])
+            continue;
+        if (role_is_global(r)) {
+            if (r == FMT_R_OUTPUT && tie_forced)
+                continue;
+            s->roles[(size_t)h->n_layers * FMT_NROLES + (size_t)r] =
+                fmt_src_find(s, names[r]);
+            continue;
+        }
+        for (unsigned l = 0; l < h->n_layers; l++) {
+            snprintf(name, sizeof name, names[r], l);
+            s->roles[(size_t)l * FMT_NROLES + (size_t)r] =
+                fmt_src_find(s, name);
+        }
+    }
+    /* conventions settled by what is present */
+    if (!fmt_src_tensor(s, FMT_R_OUTPUT, 0))
+        h->flags |= FMT_FLAG_TIED;
+    else
+        h->flags &= ~(uint32_t)FMT_FLAG_TIED;
+    if (fmt_src_tensor(s, FMT_R_Q_BIAS, 0) || fmt_src_tensor(s, FMT_R_K_BIAS, 0)
+        || fmt_src_tensor(s, FMT_R_V_BIAS, 0))
+        h->flags |= FMT_FLAG_QKV_BIAS;
+
+    /* required tensors */
+    int need[FMT_NROLES] = { 0 };
+    need[FMT_R_TOK_EMBD] = need[FMT_R_OUT_NORM] = 1;
+    need[FMT_R_ATTN_NORM] = need[FMT_R_Q] = need[FMT_R_K] = need[FMT_R_V] = 1;
+    need[FMT_R_O] = need[FMT_R_FFN_NORM] = 1;
+    if (h->n_experts == 0) {
+        need[FMT_R_GATE] = need[FMT_R_UP] = need[FMT_R_DOWN] = 1;
+    } else {
+        need[FMT_R_ROUTER] = need[FMT_R_EXP_GATE] = need[FMT_R_EXP_UP] = 1;
+        need[FMT_R_EXP_DOWN] = 1;
+    }
+    if (h->flags & FMT_FLAG_QKV_BIAS)
+        need[FMT_R_Q_BIAS] = need[FMT_R_K_BIAS] = need[FMT_R_V_BIAS] = 1;
+    for (int r = 0; r < FMT_NROLES; r++) {
+        unsigned nl = role_is_global(r) ? 1 : h->n_layers;
+        for (unsigned l = 0; l < nl; l++) {
+            const fmt_tensor *t = fmt_src_tensor(s, r, l);
+            if (!t) {
+                if (!need[r])
+                    continue;
+                if (!names[r]) {
+                    fmt_err(err, errlen, "%s: %s tensors are not supported "
+                            "in this container", s->path, fmt_role_name(r));
+                    return FMT_EUNSUP;
+                }
+                snprintf(name, sizeof name, names[r], l);
+                if (role_is_global(r))
+                    fmt_err(err, errlen, "%s: tensor '%s' (%s) is missing",
+                            s->path, name, fmt_role_name(r));
+                else
+                    fmt_err(err, errlen, "%s: tensor '%s' (%s, layer %u) is "
+                            "missing", s->path, name, fmt_role_name(r), l);
+                return FMT_EFORMAT;
+            }
+            /* shapes of tensors whose geometry is unknown (experts in a
+             * dense model) are not checked; they are not used */
+            if (r >= FMT_R_ROUTER && h->n_experts == 0)
+                continue;
+            if ((rc = check_tensor(s, t, r, err, errlen)) < 0)
+                return rc;
+        }
+    }
+    return FMT_OK;
+}
+
+/* ---- vocabulary length ------------------------------------------------- */
+int fmt_src_fit_vocab(fmt_src *s, uint32_t vocab, int allow_pad,
+                      int allow_trim, char *err, size_t errlen)
+{
+    const char *K_TOK = "tokenizer.ggml.tokens";
+    const char *K_SC = "tokenizer.ggml.scores";
+    const char *K_TT = "tokenizer.ggml.token_type";
+    const fmt_kv *kv = s->kv;
+    uint64_t n = fmt_kv_arr_len(kv, K_TOK);
+    int arr = 0;
+    if (n == 0 || fmt_kv_type_of(kv, K_TOK, &arr) != FMT_KV_STR || !arr) {
+        fmt_err(err, errlen, "%s: no tokenizer.ggml.tokens in the vocabulary",
+                s->path);
+        return FMT_EFORMAT;
+    }
+    if (n == vocab)
+        return FMT_OK;
+    if ((n < vocab && !allow_pad) || (n > vocab && !allow_trim) || !s->kv_own) {
+        fmt_err(err, errlen, "%s: the embedding has %u rows but the "
+                "vocabulary has %llu tokens", s->path, vocab,
+                (unsigned long long)n);
+        return FMT_EFORMAT;
+    }
+    /* rebuild the three arrays at length vocab */
+    fmt_kv *kv2 = s->kv_own;
+    const char **toks = malloc((size_t)vocab * sizeof *toks);
+    size_t *lens = malloc((size_t)vocab * sizeof *lens);
+    float *sc = malloc((size_t)vocab * sizeof *sc);
+    int32_t *tt = malloc((size_t)vocab * sizeof *tt);
+    char *pads = NULL;
+    int rc = FMT_ENOMEM;
+    if (!toks || !lens || !sc || !tt)
+        goto out;
+    uint64_t keep = n < vocab ? n : vocab;
+    if (vocab > keep) {
+        pads = malloc((size_t)(vocab - keep) * 24);
+        if (!pads)
+            goto out;
+    }
+    int has_sc = fmt_kv_arr_len(kv, K_SC) == n;
+    int has_tt = fmt_kv_arr_len(kv, K_TT) == n;
+    for (uint64_t i = 0; i < vocab; i++) {
+        if (i < keep) {
+            toks[i] = fmt_kv_arr_str(kv, K_TOK, i, &lens[i]);
+            if (!has_sc || fmt_kv_arr_f32(kv, K_SC, i, &sc[i]) < 0)
+                sc[i] = 0;
+            if (!has_tt || fmt_kv_arr_i32(kv, K_TT, i, &tt[i]) < 0)
+                tt[i] = 1;
+        } else {
+            char *p = pads + (size_t)(i - keep) * 24;
+            lens[i] = (size_t)snprintf(p, 24, "[PAD%llu]",
+                                       (unsigned long long)i);
+            toks[i] = p;
+            sc[i] = 0;
+            tt[i] = 5; /* llama.cpp's UNUSED */
+        }
+    }
+    /* arrays from the kv are read before being replaced: copy into the new
+     * entry happens before the old one is released (fmt_kv_set_* copies) */
+    if (fmt_kv_set_arr_str(kv2, K_TOK, toks, lens, vocab) < 0 ||
+        (has_sc && fmt_kv_set_arr_f32(kv2, K_SC, sc, vocab) < 0) ||
+        (has_tt && fmt_kv_set_arr_i32(kv2, K_TT, tt, vocab) < 0))
+        goto out;
+    rc = FMT_OK;
+out:
+    if (rc == FMT_ENOMEM)
+        fmt_err(err, errlen, "%s: out of memory", s->path);
+    free(toks);
+    free(lens);
+    free(sc);
+    free(tt);
+    free(pads);
+    return rc;
+}
+
+/* ---- Llama-3 rope scaling ---------------------------------------------- */
+void fmt_rope_llama3_factors(const fmt_hparams *hp, float *out)
+{
+    const double pi = 3.14159265358979323846;
+    double old_ctx = hp->rope_orig_ctx;
+    double low_wl = old_ctx / hp->rope_low_freq;
+    double high_wl = old_ctx / hp->rope_high_freq;
+    for (unsigned i = 0; i < hp->head_dim / 2; i++) {
+        /* float32 in the converter: 1 / base^(2i/dim) */
+        float freq = (float)(1.0 / pow(hp->rope_theta,
+                                       (double)(2 * i) / hp->head_dim));
+        double wl = 2 * pi / freq;
+        if (wl < high_wl) {
+            out[i] = 1.0f;
+        } else if (wl > low_wl) {
+            out[i] = hp->rope_factor;
+        } else {
+            double smooth = (old_ctx / wl - hp->rope_low_freq) /
+                            (hp->rope_high_freq - hp->rope_low_freq);
+            out[i] = (float)(1.0 / ((1 - smooth) / hp->rope_factor + smooth));
+        }
+    }
+}
+
+/* ---- GGUF sources ------------------------------------------------------ */
+static int kv_u32_req(const fmt_src *s, const char *arch, const char *suffix,
+                      uint32_t *out, char *err, size_t errlen)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    if (fmt_kv_get_u32(s->kv, key, out) < 0) {
+        fmt_err(err, errlen, "%s: metadata %s is %s", s->path, key,
+                fmt_kv_has(s->kv, key) ? "not an unsigned integer"
+                                       : "missing");
+        return FMT_EFORMAT;
+    }
+    return FMT_OK;
+}
+
+/* Optional key: absent leaves *out; present but wrong is an error. */
+static int kv_u32_opt(const fmt_src *s, const char *arch, const char *suffix,
+                      uint32_t *out, char *err, size_t errlen)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    if (!fmt_kv_has(s->kv, key))
+        return FMT_OK;
+    return kv_u32_req(s, arch, suffix, out, err, errlen);
+}
+
+static int kv_f32_opt(const fmt_src *s, const char *arch, const char *suffix,
+                      float *out, char *err, size_t errlen)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    if (!fmt_kv_has(s->kv, key))
+        return FMT_OK;
+    if (fmt_kv_get_f32(s->kv, key, out) < 0) {
+        fmt_err(err, errlen, "%s: metadata %s is not a float", s->path, key);
+        return FMT_EFORMAT;
+    }
+    return FMT_OK;
+}
+
+static int gguf_rope_scaling(fmt_src *s, const char *arch, char *err,
+                             size_t errlen)
+{
+    fmt_hparams *h = &s->hp;
+    char key[128];
+    size_t tl = 0;
+    int rc;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    const char *type = fmt_kv_get_str(s->kv, key, &tl);
+    const fmt_tensor *rf = fmt_src_find(s, "rope_freqs.weight");
+    int llama3 = rf || (type && tl == 6 && memcmp(type, "llama3", 6) == 0);
+    if (type && !llama3 && !(tl == 4 && memcmp(type, "none", 4) == 0)) {
+        char nm[64];
+        fmt_err(err, errlen, "%s: RoPE scaling '%s' is not supported",
+                s->path, fmt_safe_name(nm, type, tl));
+        return FMT_EUNSUP;
+    }
+    if (!llama3)
+        return FMT_OK;
+    h->flags |= FMT_FLAG_ROPE_LLAMA3;
+    /* llama.cpp's converter bakes Llama-3 scaling into rope_freqs.weight
+     * and writes no scaling keys; its defaults are Llama 3.1's */
+    h->rope_factor = 8.0f;
+    h->rope_low_freq = 1.0f;
+    h->rope_high_freq = 4.0f;
+    h->rope_orig_ctx = 8192;
+    if (rf && rf->dtype == FMT_DT_F32 && rf->ndim == 1 &&
+        rf->ne[0] == h->head_dim / 2) {
+        /* Recover the factor from the lowest frequency's entry v (with the
+         * default low/high/context; keys below override, and the check at
+         * the end proves the result): past the low-frequency wavelength
+         * v = factor; in the smooth band v = 1/((1-s)/factor + s). */
+        const double pi = 3.14159265358979323846;
+        unsigned last = h->head_dim / 2 - 1;
+        float v = fmt_rd_f32((const uint8_t *)rf->data + 4 * (size_t)last);
+        double freq = 1.0 / pow(h->rope_theta,
+                                (double)(2 * last) / h->head_dim);
+        double wl = 2 * pi / freq, old = h->rope_orig_ctx;
+        if (wl > old / h->rope_low_freq) {
+            h->rope_factor = v;
+        } else if (wl >= old / h->rope_high_freq && v > 0) {
+            double sm = (old / wl - h->rope_low_freq) /
+                        (h->rope_high_freq - h->rope_low_freq);
+            if (sm < 1 && 1 / v - sm > 0)
+                h->rope_factor = (float)((1 - sm) / (1 / v - sm));
+        }
+    } else if (rf) {
+        fmt_err(err, errlen, "%s: rope_freqs.weight should be %u f32 values",
+                s->path, h->head_dim / 2);
+        return FMT_EFORMAT;
+    }
+    if ((rc = kv_f32_opt(s, arch, "rope.scaling.factor", &h->rope_factor,
+                         err, errlen)) < 0 ||
+        (rc = kv_f32_opt(s, arch, "rope.scaling.low_freq_factor",
+                         &h->rope_low_freq, err, errlen)) < 0 ||
+        (rc = kv_f32_opt(s, arch, "rope.scaling.high_freq_factor",
+                         &h->rope_high_freq, err, errlen)) < 0 ||
+        (rc = kv_u32_opt(s, arch, "rope.scaling.original_context_length",
+                         &h->rope_orig_ctx, err, errlen)) < 0)
+        return rc;
+    if ((rc = fmt_src_check_hparams(s, err, errlen)) < 0)
+        return rc;
+    if (rf) {
+        /* the parameters must reproduce the stored factors */
+        float *f = malloc((h->head_dim / 2) * sizeof *f);
+        if (!f) {
+            fmt_err(err, errlen, "%s: out of memory", s->path);
+            return FMT_ENOMEM;
+        }
+        fmt_rope_llama3_factors(h, f);
+        for (unsigned i = 0; i < h->head_dim / 2; i++) {
+            float v = fmt_rd_f32((const uint8_t *)rf->data + 4 * (size_t)i);
+            if (!(fabsf(v - f[i]) <= 1e-3f * fabsf(f[i]))) {
+                fmt_err(err, errlen, "%s: rope_freqs.weight[%u] = %g is not "
+                        "Llama-3 scaling (factor %g, low %g, high %g, "
+                        "context %u gives %g)", s->path, i, v,
+                        h->rope_factor, h->rope_low_freq, h->rope_high_freq,
+                        h->rope_orig_ctx, f[i]);
+                free(f);
+                return FMT_EUNSUP;
+            }
+        }
+        free(f);
+    }
+    return FMT_OK;
+}
+
+static int gguf_src_open(fmt_src *s, char *err, size_t errlen)
+{
+    fmt_hparams *h = &s->hp;
+    int rc = fmt_gguf_open(&s->gguf, s->path, err, errlen);
+    if (rc < 0)
+        return rc;
+    s->kv = fmt_gguf_kv(s->gguf);
+    size_t al;
+    const char *arch = fmt_kv_get_str(s->kv, "general.architecture", &al);
+    char nm[64];
+    if (!arch) {
+        fmt_err(err, errlen, "%s: no general.architecture", s->path);
+        return FMT_EFORMAT;
+    }
+    if (!((al == 5 && memcmp(arch, "llama", 5) == 0) ||
+          (al == 5 && memcmp(arch, "qwen2", 5) == 0))) {
+        fmt_err(err, errlen, "%s: architecture '%s' is not supported "
+                "(llama, qwen2)", s->path, fmt_safe_name(nm, arch, al));
+        return FMT_EUNSUP;
+    }
+    memcpy(h->arch, arch, al);
+    h->arch[al] = '\0';
+    const char *a = h->arch;
+    if ((rc = kv_u32_req(s, a, "block_count", &h->n_layers, err, errlen)) < 0
+        || (rc = kv_u32_req(s, a, "embedding_length", &h->dim, err,
+                            errlen)) < 0
+        || (rc = kv_u32_req(s, a, "feed_forward_length", &h->ffn_dim, err,
+                            errlen)) < 0
+        || (rc = kv_u32_req(s, a, "attention.head_count", &h->n_heads, err,
+                            errlen)) < 0
+        || (rc = kv_u32_req(s, a, "context_length", &h->max_seq, err,
+                            errlen)) < 0)
+        return rc;
+    h->n_kv_heads = h->n_heads;
+    h->rope_theta = 10000.0f;
+    h->norm_eps = 1e-5f;
+    if ((rc = kv_u32_opt(s, a, "attention.head_count_kv", &h->n_kv_heads,
+                         err, errlen)) < 0 ||
+        (rc = kv_f32_opt(s, a, "rope.freq_base", &h->rope_theta, err,
+                         errlen)) < 0 ||
+        (rc = kv_f32_opt(s, a, "attention.layer_norm_rms_epsilon",
+                         &h->norm_eps, err, errlen)) < 0 ||
+        (rc = kv_u32_opt(s, a, "expert_count", &h->n_experts, err,
+                         errlen)) < 0 ||
+        (rc = kv_u32_opt(s, a, "expert_used_count", &h->top_k, err,
+                         errlen)) < 0)
+        return rc;
+    h->head_dim = h->n_heads ? h->dim / h->n_heads : 0;
+    uint32_t kl = 0, vl = 0, rd = 0;
+    if ((rc = kv_u32_opt(s, a, "attention.key_length", &kl, err, errlen)) < 0
+        || (rc = kv_u32_opt(s, a, "attention.value_length", &vl, err,
+                            errlen)) < 0
+        || (rc = kv_u32_opt(s, a, "rope.dimension_count", &rd, err,
+                            errlen)) < 0)
+        return rc;
+    if (kl)
+        h->head_dim = kl;
+    if (!kl && h->n_heads && h->dim % h->n_heads != 0) {
+        fmt_err(err, errlen, "%s: embedding length %u is not a multiple of "
+                "%u heads", s->path, h->dim, h->n_heads);
+        return FMT_EFORMAT;
+    }
+    if (h->n_experts > 0) {
+        h->expert_ffn_dim = h->ffn_dim;
+        if ((rc = kv_u32_opt(s, a, "expert_feed_forward_length",
+                             &h->expert_ffn_dim, err, errlen)) < 0)
+            return rc;
+    }
+    if (strcmp(a, "qwen2") == 0)
+        h->flags |= FMT_FLAG_ROPE_NEOX;
+    /* vocabulary: the embedding's rows */
+    const fmt_tensor *emb = fmt_src_find(s, "token_embd.weight");
+    if (!emb || emb->ndim != 2) {
+        fmt_err(err, errlen, "%s: tensor 'token_embd.weight' is %s", s->path,
+                emb ? "not a matrix" : "missing");
+        return FMT_EFORMAT;
+    }
+    if (emb->ne[1] > UINT32_MAX) {
+        fmt_err(err, errlen, "%s: implausible vocabulary size", s->path);
+        return FMT_EFORMAT;
+    }
+    h->vocab_size = (uint32_t)emb->ne[1];
+    uint32_t vs;
+    char key[64];
+    snprintf(key, sizeof key, "%s.vocab_size", a);
+    if (fmt_kv_get_u32(s->kv, key, &vs) == 0 && vs != h->vocab_size) {
+        fmt_err(err, errlen, "%s: %s is %u but token_embd.weight has %u rows",
+                s->path, key, vs, h->vocab_size);
+        return FMT_EFORMAT;
+    }
+    if ((rc = fmt_src_check_hparams(s, err, errlen)) < 0)
+        return rc;
+    /* conventions we do not implement, once the geometry is known sane */
+    if (vl && vl != h->head_dim) {
+        fmt_err(err, errlen, "%s: value length %u differs from key length "
+                "%u", s->path, vl, h->head_dim);
+        return FMT_EUNSUP;
+    }
+    if (rd && rd != h->head_dim) {
+        fmt_err(err, errlen, "%s: partial RoPE (%u of %u dimensions) is not "
+                "supported", s->path, rd, h->head_dim);
+        return FMT_EUNSUP;
+    }
+    if ((rc = gguf_rope_scaling(s, a, err, errlen)) < 0 ||
+        (rc = fmt_src_fit_vocab(s, h->vocab_size, 0, 0, err, errlen)) < 0)
+        return rc;
+    return fmt_src_bind(s, fmt_gguf_role_names, 0, err, errlen);
+}
+
+/* ---- the public face --------------------------------------------------- */
+int fmt_src_open(fmt_src **out, const char *path, const char *tokenizer_path,
+                 char *err, size_t errlen)
+{
+    struct stat st;
+    int rc;
+    if (!out || !path) {
+        fmt_err(err, errlen, "fmt_src_open: bad arguments");
+        return FMT_EARG;
+    }
+    *out = NULL;
+    fmt_src *s = calloc(1, sizeof *s);
+    if (!s || !(s->path = strdup(path))) {
+        free(s);
+        fmt_err(err, errlen, "%s: out of memory", path);
+        return FMT_ENOMEM;
+    }
+    if (stat(path, &st) < 0) {
+        fmt_err(err, errlen, "%s: %s", path, strerror(errno));
+        rc = FMT_EIO;
+        goto fail;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        s->kind = "hf";
+        rc = fmt_hf_open(s, path, tokenizer_path, err, errlen);
+    } else {
+        uint8_t head[32];
+        ssize_t got = -1;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            got = read(fd, head, sizeof head);
+            close(fd);
+        }
+        if (got < 0) {
+            fmt_err(err, errlen, "%s: %s", path, strerror(errno));
+            rc = FMT_EIO;
+            goto fail;
+        }
+        if (got >= 4 && memcmp(head, "GGUF", 4) == 0) {
+            s->kind = "gguf";
+            rc = gguf_src_open(s, err, errlen);
+        } else if (fmt_llama2c_detect(path, head, (size_t)got,
+                                      (uint64_t)st.st_size)) {
+            s->kind = "llama2c";
+            rc = fmt_llama2c_open(s, path, tokenizer_path, err, errlen);
+        } else {
+            fmt_err(err, errlen, "%s: not a GGUF file, a llama2.c checkpoint "
+                    "or a Hugging Face model directory", path);
+            rc = FMT_EFORMAT;
+        }
+    }
+    if (rc < 0)
+        goto fail;
+    *out = s;
+    return FMT_OK;
+fail:
+    fmt_src_close(s);
+    return rc;
+}
+
+void fmt_src_close(fmt_src *s)
+{
+    if (!s)
+        return;
+    fmt_gguf_close(s->gguf);
+    fmt_kv_free(s->kv_own);
+    for (size_t i = 0; i < s->n_tensors; i++)
+        free((char *)s->tensors[i].name);
+    free(s->tensors);
+    fmt_names_free(&s->tidx);
+    for (size_t i = 0; i < s->n_maps; i++)
+        fmt_map_close(&s->maps[i]);
+    free(s->maps);
+    free(s->roles);
+    free(s->path);
+    free(s);
+}
+
+const fmt_hparams *fmt_src_hparams(const fmt_src *s)
+{
+    return s ? &s->hp : NULL;
+}
+
+const fmt_tensor *fmt_src_tensor(const fmt_src *s, int role, unsigned layer)
+{
+    if (!s || !s->roles || role < 0 || role >= FMT_NROLES)
+        return NULL;
+    if (role_is_global(role))
+        layer = s->hp.n_layers;
+    else if (layer >= s->hp.n_layers)
+        return NULL;
+    return s->roles[(size_t)layer * FMT_NROLES + (size_t)role];
+}
+
+const fmt_kv *fmt_src_kv(const fmt_src *s)
+{
+    return s ? s->kv : NULL;
+}
+
+const char *fmt_src_kind(const fmt_src *s)
+{
+    return s ? s->kind : NULL;
+}

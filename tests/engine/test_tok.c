@@ -1,0 +1,1142 @@
+/*
+ * test_tok.c — the tokenizer against llama.cpp's vocabulary test vectors,
+ * llama2.c's encoder, and the streaming detokeniser's UTF-8 guarantees.
+ *
+ * Vectors: shared/tokenizer-tests/<vocab>.gguf.inp holds strings separated
+ * by "\n__ggml_vocab_test__\n" (the file ends with the separator, so the
+ * last string has no trailing newline: llama.cpp's test-tokenizer-0 splits
+ * the same way); <vocab>.gguf.out holds one line of ids per string, made
+ * with add_special = false, parse_special = false.  Every string of every
+ * vocabulary must match exactly.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "engine/engine.h"
+#include "format/cflow_format.h"
+
+/* ---- helpers ----------------------------------------------------------- */
+static char g_shared[4096];
+
+static const char *shared_dir(void)
+{
+    const char *s = getenv("CFLOW_SHARED");
+    if (s && *s)
+        return s;
+    s = getenv("CFLOW_SRCDIR");
+    snprintf(g_shared, sizeof g_shared, "%s/../shared", s ? s : ".");
+    return g_shared;
+}
+
+static char *shared_path(const char *rel)
+{
+    static char buf[8][8192];
+    static int k;
+    char *p = buf[k++ & 7];
+    snprintf(p, 8192, "%.4000s/%.4000s", shared_dir(), rel);
+    return p;
+}
+
+/* The whole file, NUL-terminated; fails the test when it cannot be read. */
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *b;
+    long n;
+    if (!f)
+        fail_msg("cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    b = malloc((size_t)n + 1);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    b[n] = 0;
+    if (len)
+        *len = (size_t)n;
+    return b;
+}
+
+/* Encode into a malloc'd array (checks the retry-with-larger-buffer
+ * contract on the way). */
+static int32_t *encode(const eng_tok *t, const char *s, size_t len, int add,
+                       int parse, size_t *n)
+{
+    size_t need = 0, got = 0;
+    int32_t probe[2], *ids;
+    assert_int_equal(eng_tok_encode(t, s, len, add, parse, probe, 2, &need),
+                     0);
+    ids = malloc((need + 1) * sizeof *ids);
+    assert_non_null(ids);
+    assert_int_equal(eng_tok_encode(t, s, len, add, parse, ids, need, &got),
+                     0);
+    assert_int_equal(got, need);
+    if (need >= 1)
+        assert_int_equal(ids[0], probe[0]);
+    if (need >= 2)
+        assert_int_equal(ids[1], probe[1]);
+    *n = got;
+    return ids;
+}
+
+/* Run every vector of inp/out against t; returns the number that match
+ * and prints the first mismatches. */
+static void run_vectors(const char *name, const eng_tok *t, const char *inp,
+                        const char *outp)
+{
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    size_t ilen, n_ok = 0, n_all = 0, shown = 0;
+    char *in = slurp(inp, &ilen), *out = slurp(outp, NULL);
+    char *pos = in, *line = out;
+    while (pos < in + ilen) {
+        char *nx = strstr(pos, sep), *eol;
+        size_t slen = nx ? (size_t)(nx - pos) : (size_t)(in + ilen - pos);
+        size_t n_got, n_exp = 0;
+        int32_t *got, exp[512];
+        int ok;
+        if (!*line)
+            fail_msg("%s: fewer output lines than inputs", name);
+        eol = strchr(line, '\n');
+        if (eol)
+            *eol = 0;
+        for (char *p = line; *p;) {
+            char *e;
+            long v = strtol(p, &e, 10);
+            if (e == p)
+                break;
+            assert_true(n_exp < 512);
+            exp[n_exp++] = (int32_t)v;
+            p = e;
+        }
+        got = encode(t, pos, slen, 0, 0, &n_got);
+        ok = n_got == n_exp && memcmp(got, exp, n_got * sizeof *got) == 0;
+        n_ok += ok;
+        n_all++;
+        if (!ok && shown++ < 5) {
+            printf("  %s: mismatch for \"%.*s\"\n    want:", name, (int)slen,
+                   pos);
+            for (size_t i = 0; i < n_exp; i++)
+                printf(" %d", exp[i]);
+            printf("\n    got: ");
+            for (size_t i = 0; i < n_got; i++)
+                printf(" %d", got[i]);
+            printf("\n");
+        }
+        free(got);
+        line = eol ? eol + 1 : line + strlen(line);
+        if (!nx)
+            break;
+        pos = nx + sizeof sep - 1;
+    }
+    printf("  %s: %zu/%zu strings match\n", name, n_ok, n_all);
+    assert_true(n_all > 0);
+    assert_int_equal(*line, 0); /* as many outputs as inputs */
+    assert_int_equal(n_ok, n_all);
+    free(in);
+    free(out);
+}
+
+static eng_tok *load_gguf_tok(const char *rel, fmt_gguf **g)
+{
+    char err[256];
+    eng_tok *t = NULL;
+    if (fmt_gguf_open(g, shared_path(rel), err, sizeof err) != 0)
+        fail_msg("%s", err);
+    if (eng_tok_load(&t, fmt_gguf_kv(*g), err, sizeof err) != 0)
+        fail_msg("%s", err);
+    return t;
+}
+
+static void gguf_vectors(const char *vocab)
+{
+    char rel[256], inp[300], out[300];
+    fmt_gguf *g = NULL;
+    eng_tok *t;
+    snprintf(rel, sizeof rel, "tokenizer-tests/ggml-vocab-%s.gguf", vocab);
+    t = load_gguf_tok(rel, &g);
+    snprintf(inp, sizeof inp, "%s.inp", rel);
+    snprintf(out, sizeof out, "%s.out", rel);
+    run_vectors(vocab, t, shared_path(inp), shared_path(out));
+    eng_tok_free(t);
+    fmt_gguf_close(g);
+}
+
+static void test_vocab_llama_spm(void **st) { (void)st; gguf_vectors("llama-spm"); }
+static void test_vocab_phi_3(void **st) { (void)st; gguf_vectors("phi-3"); }
+static void test_vocab_gpt_2(void **st) { (void)st; gguf_vectors("gpt-2"); }
+static void test_vocab_falcon(void **st) { (void)st; gguf_vectors("falcon"); }
+static void test_vocab_mpt(void **st) { (void)st; gguf_vectors("mpt"); }
+static void test_vocab_starcoder(void **st) { (void)st; gguf_vectors("starcoder"); }
+static void test_vocab_refact(void **st) { (void)st; gguf_vectors("refact"); }
+static void test_vocab_deepseek_llm(void **st) { (void)st; gguf_vectors("deepseek-llm"); }
+static void test_vocab_deepseek_coder(void **st) { (void)st; gguf_vectors("deepseek-coder"); }
+
+
+/* ---- Hugging Face files ------------------------------------------------ */
+static eng_tok *load_vocab_tok(const char *path, fmt_kv **kvp)
+{
+    char err[512];
+    eng_tok *t = NULL;
+    fmt_kv *kv = fmt_kv_new();
+    assert_non_null(kv);
+    if (fmt_vocab_load(kv, path, err, sizeof err) != 0)
+        fail_msg("fmt_vocab_load: %s", err);
+    if (eng_tok_load(&t, kv, err, sizeof err) != 0)
+        fail_msg("eng_tok_load: %s", err);
+    if (kvp)
+        *kvp = kv;
+    else
+        fmt_kv_free(kv);
+    return t;
+}
+
+static void assert_kv_str(const fmt_kv *kv, const char *key, const char *want)
+{
+    size_t n;
+    const char *s = fmt_kv_get_str(kv, key, &n);
+    if (!s)
+        fail_msg("no %s", key);
+    if (n != strlen(want) || memcmp(s, want, n))
+        fail_msg("%s is '%.*s', want '%s'", key, (int)n, s, want);
+}
+
+#define QWEN2_INP "tokenizer-tests/qwen2-hf/ggml-vocab-qwen2.gguf.inp"
+#define QWEN2_OUT "tokenizer-tests/qwen2-hf/ggml-vocab-qwen2.gguf.out"
+
+static void test_vocab_qwen2_hf(void **st)
+{
+    fmt_kv *kv;
+    eng_tok *t;
+    (void)st;
+    t = load_vocab_tok(shared_path("tokenizer-tests/qwen2-hf"), &kv);
+    assert_kv_str(kv, "tokenizer.ggml.model", "gpt2");
+    assert_kv_str(kv, "tokenizer.ggml.pre", "qwen2");
+    run_vectors("qwen2 (vocab.json + merges.txt)", t, shared_path(QWEN2_INP),
+                shared_path(QWEN2_OUT));
+    eng_tok_free(t);
+    fmt_kv_free(kv);
+}
+
+static char g_tmp[256];
+
+static const char *tmpdir(void)
+{
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/cflow-test-tok-XXXXXX");
+    assert_non_null(mkdtemp(g_tmp));
+    return g_tmp;
+}
+
+static void rm_dir(const char *dir, const char *const *names)
+{
+    char p[512];
+    for (size_t i = 0; names[i]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        remove(p);
+    }
+    remove(dir);
+}
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+    char p[512];
+    FILE *f;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    f = fopen(p, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void write_json(const char *dir, const char *name, json_object *o)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    assert_int_equal(json_object_to_file_ext(p, o, JSON_C_TO_STRING_PLAIN |
+                                             JSON_C_TO_STRING_NOSLASHESCAPE),
+                     0);
+}
+
+static json_object *jtok(int id, const char *content, int special)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "id", json_object_new_int(id));
+    json_object_object_add(o, "content", json_object_new_string(content));
+    json_object_object_add(o, "special", json_object_new_boolean(special));
+    return o;
+}
+
+#define HF_QWEN2_RE "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
+/* A Qwen2 tokenizer.json from the shared vocab.json and merges.txt, with
+ * the given Split expression. */
+static void make_qwen2_json(const char *dir, const char *regex)
+{
+    json_object *root = json_object_new_object(), *model, *merges, *pre,
+                *seq, *split, *pat, *bl, *added, *dec;
+    char *mt = slurp(shared_path("tokenizer-tests/qwen2-hf/merges.txt"), NULL);
+    json_object *vocab =
+        json_object_from_file(shared_path("tokenizer-tests/qwen2-hf/vocab.json"));
+    assert_non_null(vocab);
+    merges = json_object_new_array();
+    for (char *l = mt; *l;) {
+        char *e = strchr(l, '\n');
+        if (e)
+            *e = 0;
+        if (*l && strncmp(l, "#version", 8))
+            json_object_array_add(merges, json_object_new_string(l));
+        if (!e)
+            break;
+        l = e + 1;
+    }
+    free(mt);
+    model = json_object_new_object();
+    json_object_object_add(model, "type", json_object_new_string("BPE"));
+    json_object_object_add(model, "vocab", vocab);
+    json_object_object_add(model, "merges", merges);
+    json_object_object_add(model, "byte_fallback", json_object_new_boolean(0));
+    pat = json_object_new_object();
+    json_object_object_add(pat, "Regex", json_object_new_string(regex));
+    split = json_object_new_object();
+    json_object_object_add(split, "type", json_object_new_string("Split"));
+    json_object_object_add(split, "pattern", pat);
+    json_object_object_add(split, "behavior", json_object_new_string("Isolated"));
+    json_object_object_add(split, "invert", json_object_new_boolean(0));
+    bl = json_object_new_object();
+    json_object_object_add(bl, "type", json_object_new_string("ByteLevel"));
+    json_object_object_add(bl, "add_prefix_space", json_object_new_boolean(0));
+    json_object_object_add(bl, "use_regex", json_object_new_boolean(0));
+    seq = json_object_new_array();
+    json_object_array_add(seq, split);
+    json_object_array_add(seq, bl);
+    pre = json_object_new_object();
+    json_object_object_add(pre, "type", json_object_new_string("Sequence"));
+    json_object_object_add(pre, "pretokenizers", seq);
+    added = json_object_new_array();
+    json_object_array_add(added, jtok(151643, "<|endoftext|>", 1));
+    json_object_array_add(added, jtok(151644, "<|im_start|>", 1));
+    json_object_array_add(added, jtok(151645, "<|im_end|>", 1));
+    dec = json_object_new_object();
+    json_object_object_add(dec, "type", json_object_new_string("ByteLevel"));
+    json_object_object_add(root, "version", json_object_new_string("1.0"));
+    json_object_object_add(root, "added_tokens", added);
+    json_object_object_add(root, "normalizer", NULL);
+    json_object_object_add(root, "pre_tokenizer", pre);
+    json_object_object_add(root, "decoder", dec);
+    json_object_object_add(root, "model", model);
+    write_json(dir, "tokenizer.json", root);
+    json_object_put(root);
+}
+
+static const char *const qwen_files[] = {"tokenizer.json",
+                                         "tokenizer_config.json", NULL};
+#define CHATML "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+
+static void test_vocab_qwen2_tokenizer_json(void **st)
+{
+    const char *dir = tmpdir();
+    json_object *cfg = json_object_new_object();
+    fmt_kv *kv;
+    eng_tok *t;
+    uint32_t id;
+    size_t n;
+    int32_t *ids;
+    (void)st;
+    make_qwen2_json(dir, HF_QWEN2_RE);
+    json_object_object_add(cfg, "chat_template", json_object_new_string(CHATML));
+    json_object_object_add(cfg, "eos_token", json_object_new_string("<|im_end|>"));
+    json_object_object_add(cfg, "bos_token", NULL);
+    json_object_object_add(cfg, "add_bos_token", json_object_new_boolean(0));
+    write_json(dir, "tokenizer_config.json", cfg);
+    json_object_put(cfg);
+
+    t = load_vocab_tok(dir, &kv);
+    assert_kv_str(kv, "tokenizer.ggml.model", "gpt2");
+    assert_kv_str(kv, "tokenizer.ggml.pre", "qwen2");
+    assert_kv_str(kv, "tokenizer.chat_template", CHATML);
+    assert_int_equal(fmt_kv_get_u32(kv, "tokenizer.ggml.eos_token_id", &id), 0);
+    assert_int_equal(id, 151645);
+    assert_int_equal(eng_tok_n_vocab(t), 151646);
+    assert_int_equal(eng_tok_eos(t), 151645);
+    assert_int_equal(eng_tok_eot(t), 151645);
+    assert_false(eng_tok_add_bos(t));
+    assert_true(eng_tok_is_control(t, 151644));
+    assert_false(eng_tok_is_control(t, 9707));
+    run_vectors("qwen2 (tokenizer.json)", t, shared_path(QWEN2_INP),
+                shared_path(QWEN2_OUT));
+
+    /* special tokens are text unless parse_special */
+    {
+        const char *s = "<|im_start|>user\nHi there<|im_end|>\n";
+        size_t has = 0;
+        ids = encode(t, s, strlen(s), 1, 1, &n);
+        assert_true(n >= 4);
+        assert_int_equal(ids[0], 151644);
+        for (size_t i = 0; i < n; i++)
+            has += ids[i] == 151645;
+        assert_int_equal(has, 1);
+        free(ids);
+        ids = encode(t, s, strlen(s), 1, 0, &n);
+        for (size_t i = 0; i < n; i++)
+            assert_true(ids[i] < 151643);
+        free(ids);
+    }
+    eng_tok_free(t);
+    fmt_kv_free(kv);
+    rm_dir(dir, qwen_files);
+
+    /* an expression list we do not name is kept and compiled as given */
+    dir = tmpdir();
+    make_qwen2_json(dir, "(?:" HF_QWEN2_RE ")");
+    t = load_vocab_tok(dir, &kv);
+    assert_kv_str(kv, "tokenizer.ggml.pre", "cflow-regex");
+    assert_int_equal(fmt_kv_arr_len(kv, "tokenizer.cflow.pre_regex"), 1);
+    run_vectors("qwen2 (tokenizer.json, verbatim regex)", t,
+                shared_path(QWEN2_INP), shared_path(QWEN2_OUT));
+    eng_tok_free(t);
+    fmt_kv_free(kv);
+    rm_dir(dir, qwen_files);
+}
+
+/* A SentencePiece-style BPE tokenizer.json (as HF converts Llama's
+ * tokenizer.model) built from the llama-spm GGUF: merges are every split
+ * of a token into two tokens, best piece score first. */
+typedef struct scored { float score; int32_t id; } scored;
+static int scored_cmp(const void *a, const void *b)
+{
+    const scored *x = a, *y = b;
+    if (x->score != y->score)
+        return x->score > y->score ? -1 : 1;
+    return x->id - y->id;
+}
+
+static void test_vocab_spm_tokenizer_json(void **st)
+{
+    static const char *const files[] = {"tokenizer.json", NULL};
+    fmt_gguf *g;
+    char err[256];
+    const fmt_kv *gk;
+    const char *dir = tmpdir();
+    json_object *root = json_object_new_object(), *model, *vocab, *merges,
+                *added, *norm, *nseq, *o, *pat;
+    uint64_t n;
+    scored *order;
+    fmt_kv *kv;
+    eng_tok *t;
+    (void)st;
+    if (fmt_gguf_open(&g, shared_path("tokenizer-tests/ggml-vocab-llama-spm.gguf"),
+                      err, sizeof err))
+        fail_msg("%s", err);
+    gk = fmt_gguf_kv(g);
+    n = fmt_kv_arr_len(gk, "tokenizer.ggml.tokens");
+    vocab = json_object_new_object();
+    order = malloc(n * sizeof *order);
+    for (uint64_t i = 0; i < n; i++) {
+        size_t l;
+        const char *s = fmt_kv_arr_str(gk, "tokenizer.ggml.tokens", i, &l);
+        char *z = strndup(s, l);
+        json_object_object_add(vocab, z, json_object_new_int((int)i));
+        free(z);
+        order[i].id = (int32_t)i;
+        assert_int_equal(fmt_kv_arr_f32(gk, "tokenizer.ggml.scores", i,
+                                        &order[i].score), 0);
+    }
+    qsort(order, n, sizeof *order, scored_cmp);
+    merges = json_object_new_array();
+    for (uint64_t k = 0; k < n; k++) {
+        int32_t id = order[k].id, ty;
+        size_t l;
+        const char *s = fmt_kv_arr_str(gk, "tokenizer.ggml.tokens", id, &l);
+        assert_int_equal(fmt_kv_arr_i32(gk, "tokenizer.ggml.token_type", id,
+                                        &ty), 0);
+        if (ty != 1)
+            continue;
+        for (size_t cut = 1; cut < l; cut++) {
+            char a[256], b[256], m[520];
+            json_object *x;
+            if (((unsigned char)s[cut] & 0xC0) == 0x80 || l >= 256)
+                continue;
+            memcpy(a, s, cut);
+            a[cut] = 0;
+            memcpy(b, s + cut, l - cut);
+            b[l - cut] = 0;
+            if (!json_object_object_get_ex(vocab, a, &x) ||
+                !json_object_object_get_ex(vocab, b, &x))
+                continue;
+            snprintf(m, sizeof m, "%s %s", a, b);
+            json_object_array_add(merges, json_object_new_string(m));
+        }
+    }
+    free(order);
+    model = json_object_new_object();
+    json_object_object_add(model, "type", json_object_new_string("BPE"));
+    json_object_object_add(model, "vocab", vocab);
+    json_object_object_add(model, "merges", merges);
+    json_object_object_add(model, "byte_fallback", json_object_new_boolean(1));
+    json_object_object_add(model, "unk_token", json_object_new_string("<unk>"));
+    added = json_object_new_array();
+    json_object_array_add(added, jtok(0, "<unk>", 1));
+    json_object_array_add(added, jtok(1, "<s>", 1));
+    json_object_array_add(added, jtok(2, "</s>", 1));
+    nseq = json_object_new_array();
+    o = json_object_new_object();
+    json_object_object_add(o, "type", json_object_new_string("Prepend"));
+    json_object_object_add(o, "prepend", json_object_new_string("\xe2\x96\x81"));
+    json_object_array_add(nseq, o);
+    o = json_object_new_object();
+    pat = json_object_new_object();
+    json_object_object_add(pat, "String", json_object_new_string(" "));
+    json_object_object_add(o, "type", json_object_new_string("Replace"));
+    json_object_object_add(o, "pattern", pat);
+    json_object_object_add(o, "content", json_object_new_string("\xe2\x96\x81"));
+    json_object_array_add(nseq, o);
+    norm = json_object_new_object();
+    json_object_object_add(norm, "type", json_object_new_string("Sequence"));
+    json_object_object_add(norm, "normalizers", nseq);
+    json_object_object_add(root, "added_tokens", added);
+    json_object_object_add(root, "normalizer", norm);
+    json_object_object_add(root, "pre_tokenizer", NULL);
+    json_object_object_add(root, "model", model);
+    write_json(dir, "tokenizer.json", root);
+    json_object_put(root);
+
+    {
+        char p[512];
+        snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+        t = load_vocab_tok(p, &kv);  /* the file itself, not the folder */
+    }
+    assert_kv_str(kv, "tokenizer.ggml.model", "llama");
+    assert_true(eng_tok_is_spm(t));
+    assert_int_equal(eng_tok_bos(t), 1);
+    assert_int_equal(eng_tok_eos(t), 2);
+    run_vectors("llama-spm (tokenizer.json)", t,
+                shared_path("tokenizer-tests/ggml-vocab-llama-spm.gguf.inp"),
+                shared_path("tokenizer-tests/ggml-vocab-llama-spm.gguf.out"));
+    eng_tok_free(t);
+    fmt_kv_free(kv);
+    fmt_gguf_close(g);
+    rm_dir(dir, files);
+}
+
+/* ---- llama2.c tokenizer.bin -------------------------------------------- */
+static void test_tok512_matches_gguf(void **st)
+{
+    fmt_kv *kv = fmt_kv_new();
+    fmt_gguf *g;
+    const fmt_kv *gk;
+    char err[256];
+    uint64_t n;
+    (void)st;
+    if (fmt_vocab_load(kv, shared_path("models/tok512.bin"), err, sizeof err))
+        fail_msg("%s", err);
+    if (fmt_gguf_open(&g, shared_path("models/stories260K-f32.gguf"), err,
+                      sizeof err))
+        fail_msg("%s", err);
+    gk = fmt_gguf_kv(g);
+    /* llama.cpp's converter made the GGUF from the same tokenizer.bin */
+    assert_kv_str(kv, "tokenizer.ggml.model", "llama");
+    n = fmt_kv_arr_len(kv, "tokenizer.ggml.tokens");
+    assert_int_equal(n, 512);
+    assert_int_equal(fmt_kv_arr_len(gk, "tokenizer.ggml.tokens"), n);
+    for (uint64_t i = 0; i < n; i++) {
+        size_t la, lb;
+        const char *a = fmt_kv_arr_str(kv, "tokenizer.ggml.tokens", i, &la);
+        const char *b = fmt_kv_arr_str(gk, "tokenizer.ggml.tokens", i, &lb);
+        float sa, sb;
+        int32_t ta, tb;
+        assert_true(a && b);
+        if (la != lb || memcmp(a, b, la))
+            fail_msg("token %llu: '%.*s' vs GGUF '%.*s'",
+                     (unsigned long long)i, (int)la, a, (int)lb, b);
+        assert_int_equal(fmt_kv_arr_f32(kv, "tokenizer.ggml.scores", i, &sa), 0);
+        assert_int_equal(fmt_kv_arr_f32(gk, "tokenizer.ggml.scores", i, &sb), 0);
+        assert_true(sa == sb);
+        assert_int_equal(fmt_kv_arr_i32(kv, "tokenizer.ggml.token_type", i, &ta), 0);
+        assert_int_equal(fmt_kv_arr_i32(gk, "tokenizer.ggml.token_type", i, &tb), 0);
+        assert_int_equal(ta, tb);
+    }
+    fmt_gguf_close(g);
+    fmt_kv_free(kv);
+}
+
+/* llama2.c run.c's encode(), written out independently over the raw
+ * tokenizer.bin (spaces as ' ', byte tokens at id byte + 3). */
+typedef struct l2c {
+    char  **s;
+    float  *score;
+    int     n;
+} l2c;
+
+static void l2c_load(l2c *v)
+{
+    size_t len, off = 4;
+    char *d = slurp(shared_path("models/tok512.bin"), &len);
+    v->s = calloc(1024, sizeof *v->s);
+    v->score = calloc(1024, sizeof *v->score);
+    v->n = 0;
+    while (off + 8 <= len) {
+        int32_t l;
+        memcpy(&v->score[v->n], d + off, 4);
+        memcpy(&l, d + off + 4, 4);
+        off += 8;
+        v->s[v->n] = strndup(d + off, (size_t)l);
+        off += (size_t)l;
+        v->n++;
+    }
+    free(d);
+}
+
+static int l2c_lookup(const l2c *v, const char *s)
+{
+    for (int i = 0; i < v->n; i++)
+        if (!strcmp(v->s[i], s))
+            return i;
+    return -1;
+}
+
+static int l2c_encode(const l2c *v, const char *text, int *tok)
+{
+    int n = 0;
+    char buf[64];
+    size_t bl = 0;
+    tok[n++] = 1;
+    if (*text)
+        tok[n++] = l2c_lookup(v, " ");
+    for (const char *c = text; *c; c++) {
+        if ((*c & 0xC0) != 0x80)
+            bl = 0;
+        buf[bl++] = *c;
+        buf[bl] = 0;
+        if ((c[1] & 0xC0) == 0x80 && bl < 4)
+            continue;
+        int id = l2c_lookup(v, buf);
+        if (id != -1) {
+            tok[n++] = id;
+        } else {
+            for (size_t i = 0; i < bl; i++)
+                tok[n++] = (unsigned char)buf[i] + 3;
+        }
+        bl = 0;
+    }
+    for (;;) {
+        float best = -1e10f;
+        int best_id = -1, best_i = -1;
+        for (int i = 0; i + 1 < n; i++) {
+            char m[256];
+            snprintf(m, sizeof m, "%s%s", v->s[tok[i]], v->s[tok[i + 1]]);
+            int id = l2c_lookup(v, m);
+            if (id != -1 && v->score[id] > best) {
+                best = v->score[id];
+                best_id = id;
+                best_i = i;
+            }
+        }
+        if (best_i == -1)
+            break;
+        tok[best_i] = best_id;
+        for (int i = best_i + 1; i + 1 < n; i++)
+            tok[i] = tok[i + 1];
+        n--;
+    }
+    return n;
+}
+
+/* Decode ids with the streaming detokeniser, one id at a time. */
+static char *detok_all(const eng_tok *t, const int32_t *ids, size_t n,
+                       int32_t prev)
+{
+    size_t cap = 64 + n * (3 * eng_tok_max_piece(t) + 16), o = 0;
+    char *out = malloc(cap + 1);
+    eng_detok d;
+    eng_detok_init(&d);
+    d.prev = prev;
+    assert_non_null(out);
+    for (size_t i = 0; i < n; i++)
+        o += eng_detok_push(&d, t, ids[i], out + o, cap - o);
+    o += eng_detok_flush(&d, out + o, cap - o);
+    out[o] = 0;
+    return out;
+}
+
+static void test_tok512_runc(void **st)
+{
+    static const char *const prompts[] = {
+        "Once upon a time", "Lily and Ben", "The cat sat on the mat.",
+        "Tim had a big, red ball!  He said: \"Let's play.\"",
+        "caf\xc3\xa9 \xe2\x80\x94 na\xc3\xafve \xf0\x9f\x98\x80 end", "a", " leading",
+        "trailing ", "tab\there\nnew line",
+    };
+    eng_tok *t = load_vocab_tok(shared_path("models/tok512.bin"), NULL);
+    l2c v;
+    (void)st;
+    l2c_load(&v);
+    assert_int_equal(v.n, 512);
+    assert_int_equal(eng_tok_bos(t), 1);
+    assert_true(eng_tok_add_bos(t));
+    for (size_t k = 0; k < sizeof prompts / sizeof *prompts; k++) {
+        int want[512];
+        int nw = l2c_encode(&v, prompts[k], want);
+        size_t n;
+        int32_t *got = encode(t, prompts[k], strlen(prompts[k]), 1, 0, &n);
+        char *back;
+        if ((size_t)nw != n)
+            fail_msg("\"%s\": %zu tokens, run.c gives %d", prompts[k], n, nw);
+        for (int i = 0; i < nw; i++)
+            if (got[i] != want[i])
+                fail_msg("\"%s\": token %d is %d, run.c gives %d", prompts[k],
+                         i, got[i], want[i]);
+        /* and back: run.c's decode drops the space after BOS */
+        back = detok_all(t, got, n, -1);
+        assert_string_equal(back, prompts[k]);
+        free(back);
+        free(got);
+    }
+    {
+        /* "Once upon a time" in tok512 is BOS, " Once", " upon", " a",
+         * " time", looked up by text in the file itself */
+        size_t n;
+        int32_t *got = encode(t, "Once upon a time", 16, 1, 0, &n);
+        static const char *const words[] = {" Once", " upon", " a", " time"};
+        assert_int_equal(n, 5);
+        assert_int_equal(got[0], 1);
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(got[i + 1], l2c_lookup(&v, words[i]));
+        free(got);
+    }
+    for (int i = 0; i < v.n; i++)
+        free(v.s[i]);
+    free(v.s);
+    free(v.score);
+    eng_tok_free(t);
+}
+
+/* Corpus text round-trips through encode and the streaming decoder. */
+static void test_roundtrip_corpus(void **st)
+{
+    static const char *const vocabs[] = {"models/tok512.bin", NULL};
+    size_t len;
+    char *corpus = slurp(shared_path("corpus/tinystories-valid-1000.txt"), &len);
+    (void)st;
+    if (len > 20000)
+        corpus[20000] = 0;
+    /* cut at a line end so no character is split */
+    *strrchr(corpus, '\n') = 0;
+    for (size_t k = 0; vocabs[k]; k++) {
+        eng_tok *t = load_vocab_tok(shared_path(vocabs[k]), NULL);
+        size_t n;
+        int32_t *ids = encode(t, corpus, strlen(corpus), 1, 0, &n);
+        char *back = detok_all(t, ids, n, -1);
+        assert_string_equal(back, corpus);
+        free(back);
+        free(ids);
+        eng_tok_free(t);
+    }
+    {
+        fmt_gguf *g;
+        const char *rels[] = {"tokenizer-tests/ggml-vocab-gpt-2.gguf",
+                              "tokenizer-tests/ggml-vocab-llama-spm.gguf",
+                              "tokenizer-tests/ggml-vocab-deepseek-llm.gguf"};
+        for (size_t k = 0; k < 3; k++) {
+            eng_tok *t = load_gguf_tok(rels[k], &g);
+            size_t n;
+            int32_t *ids = encode(t, corpus, strlen(corpus), 1, 0, &n);
+            char *back = detok_all(t, ids, n, -1);
+            assert_string_equal(back, corpus);
+            free(back);
+            free(ids);
+            eng_tok_free(t);
+            fmt_gguf_close(g);
+        }
+    }
+    free(corpus);
+}
+
+/* ---- streaming detokeniser --------------------------------------------- */
+/* Is s[0..n) complete, valid UTF-8? */
+static int utf8_complete(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i], need;
+        uint32_t cp;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF)
+            need = 1, cp = c & 0x1F;
+        else if (c >= 0xE0 && c <= 0xEF)
+            need = 2, cp = c & 0x0F;
+        else if (c >= 0xF0 && c <= 0xF4)
+            need = 3, cp = c & 0x07;
+        else
+            return 0;
+        for (unsigned k = 1; k <= need; k++) {
+            if (i + k >= n || (s[i + k] & 0xC0) != 0x80)
+                return 0;
+            cp = cp << 6 | (s[i + k] & 0x3F);
+        }
+        if ((need == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (need == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return 0;
+        i += need + 1;
+    }
+    return 1;
+}
+
+/* The id of the token whose text is text, from the vocabulary's kv. */
+static int32_t kv_token(const fmt_kv *kv, const char *text)
+{
+    uint64_t n = fmt_kv_arr_len(kv, "tokenizer.ggml.tokens");
+    for (uint64_t i = 0; i < n; i++) {
+        size_t l;
+        const char *s = fmt_kv_arr_str(kv, "tokenizer.ggml.tokens", i, &l);
+        if (l == strlen(text) && !memcmp(s, text, l))
+            return (int32_t)i;
+    }
+    fail_msg("no token '%s'", text);
+    return -1;
+}
+
+static int32_t g_byte_id[256];
+
+/* The <0xNN> token of byte b. */
+static int32_t spm_byte(const eng_tok *t, unsigned b)
+{
+    (void)t;
+    return g_byte_id[b];
+}
+
+static void test_detok_streaming(void **st)
+{
+    fmt_gguf *g;
+    eng_tok *t = load_gguf_tok("tokenizer-tests/ggml-vocab-llama-spm.gguf", &g);
+    /* letters no Llama token covers: each byte is a <0xNN> token */
+    const char *text = "\xf0\x9d\x94\x98\xf0\x9d\x94\xab \xe2\x82\xac\xe2\x82\xac "
+                       "\xe1\x9a\xa0\xe1\x9a\xa2 \xf0\x9f\xa6\x99 ok";
+    size_t n, total = 0, nbyte = 0;
+    int32_t *ids;
+    char acc[512];
+    eng_detok d;
+    (void)st;
+    for (unsigned b = 0; b < 256; b++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "<0x%02X>", b);
+        g_byte_id[b] = kv_token(fmt_gguf_kv(g), nm);
+    }
+    /* byte tokens of this vocabulary decode to their byte */
+    for (unsigned b = 0; b < 256; b++) {
+        size_t l;
+        const char *p = eng_tok_piece(t, spm_byte(t, b), &l);
+        assert_int_equal(l, 1);
+        assert_int_equal((unsigned char)p[0], b);
+    }
+    ids = encode(t, text, strlen(text), 1, 0, &n);
+    for (size_t i = 0; i < n; i++) {
+        size_t l;
+        const char *p = eng_tok_piece(t, ids[i], &l);
+        nbyte += l == 1 && ((unsigned char)p[0] & 0x80);
+    }
+    assert_true(nbyte >= 8); /* the test really splits characters */
+    eng_detok_init(&d);
+    for (size_t i = 0; i < n; i++) {
+        char out[64];
+        size_t k = eng_detok_push(&d, t, ids[i], out, sizeof out);
+        /* what comes out is always whole characters */
+        assert_true(utf8_complete((const unsigned char *)out, k));
+        memcpy(acc + total, out, k);
+        total += k;
+        assert_true(utf8_complete((const unsigned char *)acc, total));
+    }
+    total += eng_detok_flush(&d, acc + total, sizeof acc - total);
+    acc[total] = 0;
+    assert_string_equal(acc, text);  /* BOS: leading space dropped */
+
+    /* broken sequences become U+FFFD, never a partial character */
+    {
+        char out[64];
+        size_t k;
+        eng_detok_init(&d);
+        assert_int_equal(eng_detok_push(&d, t, spm_byte(t, 0xE2), out, 64), 0);
+        assert_int_equal(eng_detok_push(&d, t, spm_byte(t, 0x82), out, 64), 0);
+        k = eng_detok_push(&d, t, spm_byte(t, 'x'), out, 64);
+        assert_int_equal(k, 4);
+        assert_memory_equal(out, "\xef\xbf\xbdx", 4);
+        /* a lone continuation byte */
+        k = eng_detok_push(&d, t, spm_byte(t, 0x80), out, 64);
+        assert_int_equal(k, 3);
+        assert_memory_equal(out, "\xef\xbf\xbd", 3);
+        /* overlong C0 80: two invalid bytes */
+        k = eng_detok_push(&d, t, spm_byte(t, 0xC0), out, 64);
+        k += eng_detok_push(&d, t, spm_byte(t, 0x80), out + k, 64 - k);
+        assert_int_equal(k, 6);
+        /* an unfinished character at the end comes out on flush */
+        assert_int_equal(eng_detok_push(&d, t, spm_byte(t, 0xF0), out, 64), 0);
+        assert_int_equal(eng_detok_push(&d, t, spm_byte(t, 0x9F), out, 64), 0);
+        k = eng_detok_flush(&d, out, 64);
+        assert_int_equal(k, 3);
+        assert_memory_equal(out, "\xef\xbf\xbd", 3);
+        assert_int_equal(eng_detok_flush(&d, out, 64), 0);
+    }
+    free(ids);
+
+    /* the space after BOS goes; elsewhere it stays */
+    {
+        char *s;
+        ids = encode(t, "Hello world", 11, 1, 0, &n);
+        assert_int_equal(ids[0], eng_tok_bos(t));
+        s = detok_all(t, ids, n, -1);
+        assert_string_equal(s, "Hello world");
+        free(s);
+        s = detok_all(t, ids + 1, n - 1, -1);   /* no BOS before */
+        assert_string_equal(s, " Hello world");
+        free(s);
+        s = detok_all(t, ids + 1, n - 1, eng_tok_bos(t));
+        assert_string_equal(s, "Hello world");
+        free(s);
+        free(ids);
+    }
+    eng_tok_free(t);
+    fmt_gguf_close(g);
+}
+
+/* ---- special tokens, flags, pieces ------------------------------------- */
+static void test_special_and_pieces(void **st)
+{
+    fmt_gguf *g;
+    eng_tok *t;
+    size_t n, l;
+    int32_t *ids, *ids2;
+    const char *p;
+    (void)st;
+    /* SentencePiece: BOS by default, <s> recognised only when asked */
+    t = load_gguf_tok("tokenizer-tests/ggml-vocab-llama-spm.gguf", &g);
+    assert_true(eng_tok_is_spm(t));
+    assert_true(eng_tok_add_bos(t));
+    assert_int_equal(eng_tok_eot(t), -1);
+    ids = encode(t, "<s>hi", 5, 0, 1, &n);
+    assert_int_equal(ids[0], 1);
+    free(ids);
+    ids = encode(t, "<s>hi", 5, 0, 0, &n);
+    assert_int_not_equal(ids[0], 1);
+    free(ids);
+    ids = encode(t, "", 0, 1, 0, &n);
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], 1);
+    free(ids);
+    ids = encode(t, "", 0, 0, 0, &n);
+    assert_int_equal(n, 0);
+    free(ids);
+    p = eng_tok_piece(t, 1, &l);
+    assert_int_equal(l, 3);
+    assert_memory_equal(p, "<s>", 3);
+    assert_true(eng_tok_is_control(t, 1));
+    assert_true(eng_tok_is_control(t, 0));  /* <unk> is never printed */
+    assert_false(eng_tok_is_control(t, 100));
+    assert_false(eng_tok_is_control(t, -1));
+    assert_false(eng_tok_is_control(t, (int32_t)eng_tok_n_vocab(t)));
+    p = eng_tok_piece(t, (int32_t)eng_tok_n_vocab(t), &l);
+    assert_int_equal(l, 0);
+    eng_tok_free(t);
+    fmt_gguf_close(g);
+
+    /* byte-level: no BOS unless the vocabulary asks, pieces are bytes */
+    t = load_gguf_tok("tokenizer-tests/ggml-vocab-gpt-2.gguf", &g);
+    assert_false(eng_tok_is_spm(t));
+    assert_false(eng_tok_add_bos(t));
+    assert_int_equal(eng_tok_eot(t), 50256);
+    ids = encode(t, " world", 6, 1, 0, &n);
+    assert_int_equal(n, 1);
+    p = eng_tok_piece(t, ids[0], &l);
+    assert_int_equal(l, 6);
+    assert_memory_equal(p, " world", 6);
+    free(ids);
+    p = eng_tok_piece(t, 50256, &l);
+    assert_int_equal(l, 13);
+    assert_memory_equal(p, "<|endoftext|>", 13);
+    ids = encode(t, "a<|endoftext|>b", 15, 0, 1, &n);
+    assert_int_equal(n, 3);
+    assert_int_equal(ids[1], 50256);
+    free(ids);
+    /* invalid UTF-8 is encoded as U+FFFD, as llama.cpp does */
+    ids = encode(t, "x\xff" "y", 3, 0, 0, &n);
+    ids2 = encode(t, "x\xef\xbf\xbdy", 5, 0, 0, &n);
+    {
+        size_t n1;
+        int32_t *a = encode(t, "x\xff" "y", 3, 0, 0, &n1);
+        assert_int_equal(n1, n);
+        assert_memory_equal(a, ids2, n * sizeof *a);
+        free(a);
+    }
+    free(ids);
+    free(ids2);
+    eng_tok_free(t);
+    fmt_gguf_close(g);
+
+    /* Phi-3: special tokens eat the white space after them */
+    t = load_gguf_tok("tokenizer-tests/ggml-vocab-phi-3.gguf", &g);
+    assert_int_equal(eng_tok_eot(t), 32007);
+    ids = encode(t, "<|user|>  \nHello<|end|>", 23, 0, 1, &n);
+    ids2 = encode(t, "<|user|>Hello<|end|>", 20, 0, 1, &n);
+    {
+        size_t n1;
+        int32_t *a = encode(t, "<|user|>  \nHello<|end|>", 23, 0, 1, &n1);
+        assert_int_equal(n1, n);
+        assert_memory_equal(a, ids2, n * sizeof *a);
+        assert_int_equal(a[0], 32010);
+        assert_int_equal(a[n - 1], 32007);
+        free(a);
+    }
+    free(ids);
+    free(ids2);
+    eng_tok_free(t);
+    fmt_gguf_close(g);
+
+    /* MPT: user-defined tokens (runs of spaces) split even without
+     * parse_special */
+    t = load_gguf_tok("tokenizer-tests/ggml-vocab-mpt.gguf", &g);
+    ids = encode(t, "a    b", 6, 0, 0, &n);
+    {
+        int found = 0;
+        for (size_t i = 0; i < n; i++) {
+            p = eng_tok_piece(t, ids[i], &l);
+            found |= l == 4 && !memcmp(p, "    ", 4);
+        }
+        assert_true(found);
+    }
+    free(ids);
+    eng_tok_free(t);
+    fmt_gguf_close(g);
+}
+
+/* ---- speed ------------------------------------------------------------- */
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void test_encode_speed(void **st)
+{
+    size_t len, n;
+    char *corpus = slurp(shared_path("corpus/tinystories-valid-1000.txt"), &len);
+    fmt_gguf *g;
+    const char *rels[] = {"tokenizer-tests/ggml-vocab-llama-spm.gguf",
+                          "tokenizer-tests/ggml-vocab-deepseek-llm.gguf"};
+    (void)st;
+    if (len > 65536)
+        len = 65536;
+    for (size_t k = 0; k < 2; k++) {
+        eng_tok *t = load_gguf_tok(rels[k], &g);
+        double t0 = now_s(), dt;
+        int32_t *ids = encode(t, corpus, len, 0, 1, &n);
+        dt = now_s() - t0;
+        printf("  %s: %zu bytes -> %zu tokens in %.1f ms\n", rels[k], len, n,
+               dt * 1e3);
+        /* the encode helper runs the tokenizer twice */
+        assert_true(dt < 2.0);
+        assert_true(n > len / 8);
+        free(ids);
+        eng_tok_free(t);
+        fmt_gguf_close(g);
+    }
+    free(corpus);
+}
+
+/* ---- bad files --------------------------------------------------------- */
+static void test_vocab_errors(void **st)
+{
+    static const char *const files[] = {"tokenizer.bin", "bad.json",
+                                        "tokenizer.json", NULL};
+    const char *dir = tmpdir();
+    char err[512], p[512];
+    fmt_kv *kv = fmt_kv_new();
+    FILE *f;
+    int32_t hdr[3] = {7, 0, 100};
+    (void)st;
+    assert_int_equal(fmt_vocab_load(kv, "/nonexistent/tok.bin", err, sizeof err),
+                     FMT_EIO);
+    assert_non_null(strstr(err, "/nonexistent/tok.bin"));
+    assert_null(strchr(err, '\n'));
+    /* a folder without tokenizer files */
+    assert_int_equal(fmt_vocab_load(kv, dir, err, sizeof err), FMT_EFORMAT);
+    assert_non_null(strstr(err, dir));
+    /* a token whose length runs past the end */
+    snprintf(p, sizeof p, "%s/tokenizer.bin", dir);
+    f = fopen(p, "wb");
+    assert_non_null(f);
+    fwrite(hdr, 4, 3, f);
+    fwrite("abc", 1, 3, f);
+    fclose(f);
+    assert_int_equal(fmt_vocab_load(kv, p, err, sizeof err), FMT_EFORMAT);
+    assert_non_null(strstr(err, "tokenizer.bin"));
+    /* malformed JSON */
+    write_text(dir, "bad.json", "{\"model\": {\"type\": \"BPE\", ");
+    snprintf(p, sizeof p, "%s/bad.json", dir);
+    assert_int_equal(fmt_vocab_load(kv, p, err, sizeof err), FMT_EFORMAT);
+    assert_non_null(strstr(err, "bad.json"));
+    /* a model type we do not read */
+    write_text(dir, "tokenizer.json",
+               "{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}");
+    assert_int_equal(fmt_vocab_load(kv, dir, err, sizeof err), FMT_EUNSUP);
+    assert_non_null(strstr(err, "tokenizer.json"));
+    /* a merge naming tokens that are not in the vocabulary is harmless,
+     * an id twice is not */
+    write_text(dir, "tokenizer.json",
+               "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 0},"
+               " \"merges\": []}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}");
+    assert_int_equal(fmt_vocab_load(kv, dir, err, sizeof err), FMT_EFORMAT);
+    assert_non_null(strstr(err, "id 0"));
+    /* the engine refuses a kv without a vocabulary */
+    {
+        eng_tok *t = NULL;
+        fmt_kv *e = fmt_kv_new();
+        assert_int_equal(eng_tok_load(&t, e, err, sizeof err), ENG_EFORMAT);
+        assert_null(t);
+        fmt_kv_set_str(e, "tokenizer.ggml.model", "bert", 4);
+        assert_int_equal(eng_tok_load(&t, e, err, sizeof err), ENG_EUNSUP);
+        fmt_kv_free(e);
+    }
+    fmt_kv_free(kv);
+    rm_dir(dir, files);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vocab_llama_spm),
+        cmocka_unit_test(test_vocab_phi_3),
+        cmocka_unit_test(test_vocab_gpt_2),
+        cmocka_unit_test(test_vocab_falcon),
+        cmocka_unit_test(test_vocab_mpt),
+        cmocka_unit_test(test_vocab_starcoder),
+        cmocka_unit_test(test_vocab_refact),
+        cmocka_unit_test(test_vocab_deepseek_llm),
+        cmocka_unit_test(test_vocab_deepseek_coder),
+        cmocka_unit_test(test_vocab_qwen2_hf),
+        cmocka_unit_test(test_vocab_qwen2_tokenizer_json),
+        cmocka_unit_test(test_vocab_spm_tokenizer_json),
+        cmocka_unit_test(test_tok512_matches_gguf),
+        cmocka_unit_test(test_tok512_runc),
+        cmocka_unit_test(test_roundtrip_corpus),
+        cmocka_unit_test(test_detok_streaming),
+        cmocka_unit_test(test_special_and_pieces),
+        cmocka_unit_test(test_encode_speed),
+        cmocka_unit_test(test_vocab_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
