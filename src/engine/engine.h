@@ -155,6 +155,12 @@ typedef struct eng_opts {
     uint32_t   n_ctx;        /* 0: the model's max_seq */
     eng_log_fn log;
     void      *log_ud;
+    /* KV cache precision: 1 binary16 (half the memory; attention as
+     * llama.cpp's CPU flash attention computes it), 0 f32 (attention as
+     * llama2.c run.c), -1 auto: f16 for models converted from GGUF, whose
+     * reference is llama.cpp with its default f16 cache, else f32.
+     * eng_opts_default sets -1. */
+    int        kv_f16;
 } eng_opts;
 
 void eng_opts_default(eng_opts *o);

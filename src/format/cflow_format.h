@@ -168,6 +168,7 @@ enum fmt_role {
     FMT_R_GATE, FMT_R_UP, FMT_R_DOWN,
     FMT_R_ROUTER,       /* [n_experts][dim] */
     FMT_R_EXP_GATE, FMT_R_EXP_UP, FMT_R_EXP_DOWN, /* 3-D: ne[2] = expert */
+    FMT_R_MOE_NORM,     /* per layer [dim]: the router/expert input norm */
     FMT_NROLES
 };
 const char *fmt_role_name(int role);
@@ -194,11 +195,27 @@ typedef struct fmt_hparams {
     /* Llama-3 rope scaling, used when FMT_FLAG_ROPE_LLAMA3 */
     float    rope_factor, rope_low_freq, rope_high_freq;
     uint32_t rope_orig_ctx;
-    /* report v5 fields */
+    /* report v5 fields (combine_style: enum fmt_combine) */
     uint8_t  dense_delay, expert_delay, combine_style;
+    /* pipeline-native extras kept in the metadata (0 = unused) */
+    uint32_t merge_interval;  /* DecoupledStreams: merge every N layers */
+    uint32_t iterations;      /* FixedPoint: applications of each block */
     float    softcap;
     uint8_t  quant_type;      /* dominant tile type (enum kern_type) */
 } fmt_hparams;
+
+/* How dense FFN and expert outputs combine (scripts/train/ARCHITECTURES.md
+ * gives the exact forward pass of each).  0-2 are the report's values. */
+enum fmt_combine {
+    FMT_COMBINE_PARALLEL_SQRT2 = 0,
+    FMT_COMBINE_DELAYED_SUM = 1,
+    FMT_COMBINE_ASYNC_EXPERTS = 2,
+    FMT_COMBINE_DECOUPLED = 3,      /* arch1: two streams, periodic merge */
+    FMT_COMBINE_PIPELINE_REG = 4,   /* arch3: attn_reg / xfm_reg */
+    FMT_COMBINE_FIXED_POINT = 5,    /* arch5: shared blocks iterated */
+    FMT_NCOMBINE
+};
+const char *fmt_combine_name(int c);
 
 typedef struct fmt_src fmt_src;
 /* Open a GGUF file, a llama2.c checkpoint (tokenizer given separately:
@@ -236,7 +253,8 @@ enum fmt_slot {
     FMT_S_FFN_NORM = 5, FMT_S_GATE = 6, FMT_S_UP = 7, FMT_S_DOWN = 8,
     FMT_S_ROUTER = 9, FMT_S_EXPERT_TABLE = 10, FMT_S_EXP_GATE = 11,
     FMT_S_EXP_UP = 12, FMT_S_EXP_DOWN = 13, FMT_S_QKV_BIAS = 14,
-    /* 15..19 reserved (zero) */
+    FMT_S_MOE_NORM = 15,
+    /* 16..19 reserved (zero) */
     /* globals entry: */
     FMT_S_TOK_EMBD = 0, FMT_S_OUT_NORM = 1, FMT_S_OUTPUT = 2
 };
@@ -297,6 +315,32 @@ const float *fmt_model_vec(const fmt_model *m, unsigned layer, int slot,
 int fmt_model_expert(const fmt_model *m, unsigned layer, unsigned e,
                      const fmt_stream **gate_up, const fmt_stream **down,
                      uint64_t *offset, uint64_t *length);
+
+/* ---- critical-path bandwidth model (report eq. 4.23) ----------------- */
+enum { FMT_CP_ATTN = 0, FMT_CP_DENSE = 1, FMT_CP_EXPERT = 2 };
+typedef struct fmt_cp_layer {
+    unsigned layer, block;          /* effective layer, stored block */
+    double   attn, dense, expert;   /* stream bytes (expert: top-k) */
+    double   naive, critical;       /* this layer's share */
+    int      binding, naive_binding;/* FMT_CP_* */
+} fmt_cp_layer;
+typedef struct fmt_cp_total {
+    unsigned n_layers;              /* effective layers */
+    unsigned dense_delay, expert_delay;
+    double   naive, critical, serial;
+} fmt_cp_total;
+/* Fill layers[0..min(cap, n_eff)) and tot.  bytes_per_param > 0 sizes the
+ * streams from parameter counts instead of the file's tiles. */
+int fmt_critical_path(const fmt_model *m, double bytes_per_param,
+                      fmt_cp_layer *layers, unsigned cap, fmt_cp_total *tot);
+const char *fmt_cp_stream_name(int s);
+
+/* ---- synthetic models ------------------------------------------------- */
+/* Open a random-weight source for a named preset (report-arch1 ...);
+ * seed picks the weights.  Names: fmt_synth_preset_name(i) until NULL. */
+int fmt_synth_open(fmt_src **out, const char *preset, uint64_t seed,
+                   char *err, size_t errlen);
+const char *fmt_synth_preset_name(unsigned i);
 
 /* ---- conversion ----------------------------------------------------- */
 typedef struct fmt_convert_opts {

@@ -34,6 +34,8 @@ typedef struct fmt_entry {
     uint64_t    off[FMT_NSLOT], len[FMT_NSLOT];
     uint32_t    rows[FMT_NSLOT];
     fmt_stream  stream[FMT_NSLOT];   /* valid at a group's first slot */
+    fmt_stream *experts;             /* [n_experts][2]: gate/up, down */
+    uint64_t   *exp_off, *exp_len;   /* [n_experts] from the offset table */
 } fmt_entry;
 
 struct fmt_model {
@@ -65,7 +67,7 @@ static const char *slot_name(unsigned entry, unsigned n_layers, int s)
     static const char *layer_names[FMT_NSLOT] = {
         "attn_norm", "q", "k", "v", "o", "ffn_norm", "gate", "up", "down",
         "router", "expert_table", "exp_gate", "exp_up", "exp_down",
-        "qkv_bias", "slot15", "slot16", "slot17", "slot18", "slot19"
+        "qkv_bias", "moe_norm", "slot16", "slot17", "slot18", "slot19"
     };
     static const char *global_names[3] = { "token_embd", "output_norm",
                                            "output" };
@@ -124,8 +126,12 @@ static int read_header(fmt_model *m, char *err, size_t errlen)
     REQ(hp->dim >= 1 && hp->dim <= (1u << 18), "absurd hidden size %u", hp->dim);
     /* a tile's col_offset is 16 bits: no matrix may be wider than 65536 */
     REQ(hp->dim <= 65536, "hidden size %u exceeds the 65536-column limit", hp->dim);
-    REQ(hp->ffn_dim >= 1 && hp->ffn_dim <= 65536, "FFN size %u outside 1..65536",
-        hp->ffn_dim);
+    REQ(hp->ffn_dim <= 65536 && (hp->ffn_dim >= 1 || hp->n_experts > 0),
+        "FFN size %u outside 1..65536", hp->ffn_dim);
+    REQ(hp->n_experts <= 254, "%u experts: at most 254 are supported",
+        hp->n_experts);
+    REQ(hp->n_experts == 0 || (hp->expert_ffn_dim >= 1 && hp->expert_ffn_dim <= 65536),
+        "expert FFN size %u outside 1..65536", hp->expert_ffn_dim);
     REQ((uint64_t)hp->n_heads * hp->head_dim <= 65536,
         "attention width %u x %u exceeds the 65536-column limit", hp->n_heads,
         hp->head_dim);
@@ -152,7 +158,15 @@ static int read_header(fmt_model *m, char *err, size_t errlen)
         "bad norm epsilon %g", (double)hp->norm_eps);
     REQ(!(hp->flags & ~FMT_FLAGS_KNOWN), "unknown feature flags 0x%02x",
         hp->flags);
-    REQ(hp->combine_style <= 2, "unknown combine style %u", hp->combine_style);
+    REQ(hp->combine_style < FMT_NCOMBINE, "unknown combine style %u",
+        hp->combine_style);
+    REQ(hp->combine_style == FMT_COMBINE_DELAYED_SUM ||
+            hp->combine_style == FMT_COMBINE_ASYNC_EXPERTS ||
+            (hp->dense_delay == 0 && hp->expert_delay == 0),
+        "combine style %s takes no delays (dense %u, expert %u)",
+        fmt_combine_name(hp->combine_style), hp->dense_delay, hp->expert_delay);
+    REQ(hp->combine_style != FMT_COMBINE_ASYNC_EXPERTS || hp->dense_delay == 0,
+        "AsyncExperts takes no dense delay (%u)", hp->dense_delay);
     REQ(hp->dense_delay < hp->n_layers, "dense_delay %u exceeds the %u layers",
         hp->dense_delay, hp->n_layers);
     REQ(hp->expert_delay < hp->n_layers,
@@ -162,15 +176,13 @@ static int read_header(fmt_model *m, char *err, size_t errlen)
     REQ(hp->top_k <= hp->n_experts, "top-k %u exceeds the %u experts",
         hp->top_k, hp->n_experts);
     REQ(hp->n_experts == 0 || hp->top_k >= 1, "MoE model with top-k 0");
-    if (hp->n_experts > 0)
-        return bad(err, errlen, FMT_EUNSUP, p,
-                   "mixture-of-experts models are not supported by this build");
 #undef REQ
     return 0;
 }
 
 typedef struct walk_ctx {
     fmt_model      *m;
+    uint8_t         expert;          /* expected expert id */
     const uint8_t  *pos, *end;
     fmt_plan_mat    mat[FMT_MAX_FUSED];
     fmt_tile       *out;
@@ -198,7 +210,7 @@ static int check_tile(void *ud, unsigned mi, uint32_t row0, uint32_t col0,
     }
     const uint8_t *h = c->pos;
     if (fmt_rd16(h + FMT_T_LAYER) != (uint16_t)c->entry ||
-        h[FMT_T_MATRIX] != c->mat[mi].matrix || h[FMT_T_EXPERT] != FMT_NO_EXPERT ||
+        h[FMT_T_MATRIX] != c->mat[mi].matrix || h[FMT_T_EXPERT] != c->expert ||
         fmt_rd32(h + FMT_T_ROW) != row0 || fmt_rd16(h + FMT_T_COL) != col0 ||
         fmt_rd16(h + FMT_T_ROWS) != rows || fmt_rd16(h + FMT_T_COLS) != cols ||
         fmt_rd16(h + FMT_T_QGROUP) != KERN_QBLOCK) {
@@ -226,7 +238,7 @@ static int check_tile(void *ud, unsigned mi, uint32_t row0, uint32_t col0,
     t->cols = (uint16_t)cols;
     t->matrix = c->mat[mi].matrix;
     t->type = (uint8_t)ty;
-    t->expert = FMT_NO_EXPERT;
+    t->expert = c->expert;
     c->pos = payload + psz;
     return 0;
 }
@@ -250,9 +262,20 @@ static void expect(const fmt_hparams *hp, unsigned entry, int s, int *kind,
         }
         return;
     }
+    uint32_t E = hp->n_experts, ef = hp->expert_ffn_dim;
+    if (hp->ffn_dim == 0 && s >= FMT_S_FFN_NORM && s <= FMT_S_DOWN)
+        return;
+    if (E == 0 && ((s >= FMT_S_ROUTER && s <= FMT_S_EXP_DOWN) || s == FMT_S_MOE_NORM))
+        return;
     switch (s) {
     case FMT_S_ATTN_NORM:
-    case FMT_S_FFN_NORM: *kind = FMT_K_VEC; *rows = hp->dim; *cols = 1; break;
+    case FMT_S_FFN_NORM:
+    case FMT_S_MOE_NORM: *kind = FMT_K_VEC; *rows = hp->dim; *cols = 1; break;
+    case FMT_S_ROUTER: *kind = FMT_K_F32MAT; *rows = E; *cols = hp->dim; break;
+    case FMT_S_EXPERT_TABLE: *kind = FMT_K_EXPTABLE; *rows = E; *cols = 2; break;
+    case FMT_S_EXP_GATE:
+    case FMT_S_EXP_UP: *kind = FMT_K_TILED; *rows = ef; *cols = hp->dim; break;
+    case FMT_S_EXP_DOWN: *kind = FMT_K_TILED; *rows = hp->dim; *cols = ef; break;
     case FMT_S_Q: *kind = FMT_K_TILED; *rows = q; *cols = hp->dim; break;
     case FMT_S_K:
     case FMT_S_V: *kind = FMT_K_TILED; *rows = kv; *cols = hp->dim; break;
@@ -266,6 +289,80 @@ static void expect(const fmt_hparams *hp, unsigned entry, int s, int *kind,
         }
         break;
     }
+}
+
+/* The expert offset table of a layer and each expert's two streams: every
+ * entry must lie inside the bank the expert slots describe, and its bytes
+ * must be exactly the expert's fused gate/up stream then its down stream. */
+static int read_experts(fmt_model *m, unsigned en, fmt_tile **next, char *err,
+                        size_t errlen)
+{
+    fmt_entry *e = &m->e[en];
+    const char *p = m->path;
+    unsigned E = m->hp.n_experts;
+    uint64_t bank = e->off[FMT_S_EXP_GATE], bank_len = e->len[FMT_S_EXP_GATE];
+    if (e->off[FMT_S_EXP_UP] != bank || e->off[FMT_S_EXP_DOWN] != bank ||
+        e->len[FMT_S_EXP_UP] != bank_len || e->len[FMT_S_EXP_DOWN] != bank_len)
+        return bad(err, errlen, FMT_EFORMAT, p,
+                   "layer %u: expert slots disagree on the bank", en);
+    e->experts = calloc((size_t)E * 2, sizeof *e->experts);
+    e->exp_off = calloc(E, sizeof *e->exp_off);
+    e->exp_len = calloc(E, sizeof *e->exp_len);
+    if (!e->experts || !e->exp_off || !e->exp_len)
+        return bad(err, errlen, FMT_ENOMEM, p, "out of memory");
+    for (unsigned x = 0; x < E; x++) {
+        const uint8_t *te = m->map + e->off[FMT_S_EXPERT_TABLE] + 16 * (uint64_t)x;
+        uint64_t off = fmt_rd64(te), len = fmt_rd64(te + 8);
+        if (off < bank || off > bank + bank_len || len > bank + bank_len - off)
+            return bad(err, errlen, FMT_EFORMAT, p,
+                       "layer %u expert %u (offset %llu, %llu bytes) lies outside "
+                       "the expert bank [%llu, +%llu)", en, x,
+                       (unsigned long long)off, (unsigned long long)len,
+                       (unsigned long long)bank, (unsigned long long)bank_len);
+        e->exp_off[x] = off;
+        e->exp_len[x] = len;
+        walk_ctx c;
+        const uint8_t *end = m->map + off + len;
+        const uint8_t *pos = m->map + off;
+        static const int gs[2][2] = { { FMT_S_EXP_GATE, FMT_S_EXP_UP },
+                                      { FMT_S_EXP_DOWN, -1 } };
+        static const uint8_t gm[2][2] = { { FMT_M_EXP_GATE, FMT_M_EXP_UP },
+                                          { FMT_M_EXP_DOWN, 0 } };
+        for (int g = 0; g < 2; g++) {
+            unsigned n = g == 0 ? 2 : 1;
+            memset(&c, 0, sizeof c);
+            c.expert = (uint8_t)x;
+            for (unsigned i = 0; i < n; i++) {
+                c.mat[i].rows = e->mat[gs[g][i]].rows;
+                c.mat[i].cols = e->mat[gs[g][i]].cols;
+                c.mat[i].type = e->mat[gs[g][i]].type;
+                c.mat[i].matrix = gm[g][i];
+            }
+            c.m = m;
+            c.pos = pos;
+            c.end = end;
+            c.out = *next;
+            c.entry = en;
+            c.err = err;
+            c.errlen = errlen;
+            const uint8_t *start = pos;
+            long cnt = fmt_plan_walk(c.mat, n, check_tile, &c);
+            if (cnt < 0)
+                return c.rc;
+            fmt_stream *st = &e->experts[2 * x + (unsigned)g];
+            st->tiles = *next;
+            st->n_tiles = (uint32_t)cnt;
+            st->offset = (uint64_t)(start - m->map);
+            st->length = (uint64_t)(c.pos - start);
+            *next += cnt;
+            pos = c.pos;
+        }
+        if (pos != end)
+            return bad(err, errlen, FMT_EFORMAT, p,
+                       "layer %u expert %u: %llu stray bytes after its tiles", en,
+                       x, (unsigned long long)(end - pos));
+    }
+    return 0;
 }
 
 static int read_table(fmt_model *m, char *err, size_t errlen)
@@ -293,6 +390,7 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
             int want_kind;
             uint32_t want_rows, want_cols;
             uint8_t kind = sl[FMT_SL_KIND], type = sl[FMT_SL_TYPE];
+            uint32_t nel = 0;
             uint64_t off = fmt_rd64(sl + FMT_SL_OFFSET), len = fmt_rd64(sl + FMT_SL_LENGTH);
             uint32_t rows = fmt_rd32(sl + FMT_SL_ROWS), cols = fmt_rd32(sl + FMT_SL_COLS);
             const char *nm = slot_name(en, hp->n_layers, s);
@@ -316,13 +414,19 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
                            "the %llu-byte file", en, nm,
                            (unsigned long long)off, (unsigned long long)len,
                            (unsigned long long)m->size);
-            if (kind == FMT_K_VEC) {
-                if (type != KERN_F32 || len != (uint64_t)rows * 4 || off % 4)
+            if (kind == FMT_K_EXPTABLE) {
+                if (len != (uint64_t)rows * 16)
+                    return bad(err, errlen, FMT_EFORMAT, p,
+                               "layer %u expert table of %llu bytes for %u experts",
+                               en, (unsigned long long)len, rows);
+            } else if (kind == FMT_K_VEC || kind == FMT_K_F32MAT) {
+                nel = kind == FMT_K_F32MAT ? rows * cols : rows;
+                if (type != KERN_F32 || len != (uint64_t)nel * 4 || off % 4)
                     return bad(err, errlen, FMT_EFORMAT, p,
                                "layer %u %s: vector of %llu bytes for %u floats "
                                "(or misaligned)",
-                               en, nm, (unsigned long long)len, rows);
-                for (uint32_t i = 0; i < rows; i++)
+                               en, nm, (unsigned long long)len, nel);
+                for (uint32_t i = 0; i < nel; i++)
                     if (!isfinite(fmt_rdf32(m->map + off + 4 * (uint64_t)i)))
                         return bad(err, errlen, FMT_EFORMAT, p,
                                    "layer %u %s holds a non-finite value", en, nm);
@@ -335,12 +439,13 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
                                "layer %u %s: %u tiles, expected %u", en, nm,
                                fmt_rd32(sl + FMT_SL_NTILES),
                                fmt_plan_tiles(rows, cols));
-                total_tiles += fmt_plan_tiles(rows, cols);
+                total_tiles += (uint64_t)fmt_plan_tiles(rows, cols) *
+                               (s >= FMT_S_EXP_GATE && s <= FMT_S_EXP_DOWN ? hp->n_experts : 1);
             }
             e->kind[s] = kind;
             e->off[s] = off;
             e->len[s] = len;
-            e->rows[s] = rows;
+            e->rows[s] = nel;
             e->mat[s].rows = rows;
             e->mat[s].cols = cols;
             e->mat[s].type = type;
@@ -369,6 +474,7 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
             if (e->kind[s0] != FMT_K_TILED)
                 continue;
             memset(&c, 0, sizeof c);
+            c.expert = FMT_NO_EXPERT;
             for (unsigned i = 0; i < g->n; i++) {
                 int s = g->slots[i];
                 if (e->kind[s] != FMT_K_TILED || e->off[s] != e->off[s0] ||
@@ -403,6 +509,11 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
             e->stream[s0].length = e->len[s0];
             next += n;
         }
+        if (e->kind[FMT_S_EXPERT_TABLE] == FMT_K_EXPTABLE) {
+            int rc = read_experts(m, en, &next, err, errlen);
+            if (rc)
+                return rc;
+        }
     }
     return 0;
 }
@@ -432,6 +543,19 @@ static int read_meta(fmt_model *m, char *err, size_t errlen)
         memcpy(m->hp.arch, arch, alen);
         m->hp.arch[alen] = 0;
     }
+    if (fmt_kv_get_u32(m->kv, "cflow.merge_interval", &m->hp.merge_interval))
+        m->hp.merge_interval = 0;
+    if (fmt_kv_get_u32(m->kv, "cflow.iterations", &m->hp.iterations))
+        m->hp.iterations = 0;
+    if (m->hp.combine_style == FMT_COMBINE_DECOUPLED &&
+        (m->hp.merge_interval < 1 || m->hp.merge_interval > m->hp.n_layers))
+        return bad(err, errlen, FMT_EFORMAT, m->path,
+                   "DecoupledStreams needs cflow.merge_interval in 1..%u",
+                   m->hp.n_layers);
+    if (m->hp.combine_style == FMT_COMBINE_FIXED_POINT &&
+        (m->hp.iterations < 1 || m->hp.iterations > 64))
+        return bad(err, errlen, FMT_EFORMAT, m->path,
+                   "FixedPoint needs cflow.iterations in 1..64");
     if (m->hp.flags & FMT_FLAG_ROPE_LLAMA3) {
         if (fmt_kv_get_f32(m->kv, "cflow.rope.scaling.factor", &m->hp.rope_factor) ||
             fmt_kv_get_f32(m->kv, "cflow.rope.scaling.low_freq_factor",
@@ -508,6 +632,11 @@ void fmt_model_close(fmt_model *m)
     if (m->map)
         munmap((void *)m->map, (size_t)m->size);
     fmt_kv_free(m->kv);
+    for (unsigned i = 0; m->e && i < m->n_entries; i++) {
+        free(m->e[i].experts);
+        free(m->e[i].exp_off);
+        free(m->e[i].exp_len);
+    }
     free(m->e);
     free(m->tiles);
     free(m->path);
@@ -552,7 +681,16 @@ int fmt_model_expert(const fmt_model *m, unsigned layer, unsigned e,
                      const fmt_stream **gate_up, const fmt_stream **down,
                      uint64_t *offset, uint64_t *length)
 {
-    (void)m; (void)layer; (void)e; (void)gate_up; (void)down;
-    (void)offset; (void)length;
-    return FMT_EUNSUP;
+    if (layer >= m->hp.n_layers || e >= m->hp.n_experts || !m->e[layer].experts)
+        return FMT_EARG;
+    const fmt_entry *en = &m->e[layer];
+    if (gate_up)
+        *gate_up = &en->experts[2 * e];
+    if (down)
+        *down = &en->experts[2 * e + 1];
+    if (offset)
+        *offset = en->exp_off[e];
+    if (length)
+        *length = en->exp_len[e];
+    return 0;
 }

@@ -41,6 +41,7 @@ typedef struct writer {
     size_t                  stripe_cap[FMT_MAX_FUSED];
     long                    stripe_id[FMT_MAX_FUSED];
     int                     warned[32]; /* per source dtype */
+    int                     expert;     /* expert id of the tiles, -1 dense */
 } writer;
 
 static int fail(writer *w, int code, const char *fmt, ...)
@@ -240,7 +241,7 @@ static int emit_tile(void *ud, unsigned mi, uint32_t row0, uint32_t col0,
     memset(hdr, 0, sizeof hdr);
     fmt_wr16(hdr + FMT_T_LAYER, (uint16_t)c->layer);
     hdr[FMT_T_MATRIX] = c->mat[mi].matrix;
-    hdr[FMT_T_EXPERT] = FMT_NO_EXPERT;
+    hdr[FMT_T_EXPERT] = w->expert < 0 ? FMT_NO_EXPERT : (uint8_t)w->expert;
     fmt_wr32(hdr + FMT_T_ROW, row0);
     fmt_wr16(hdr + FMT_T_COL, (uint16_t)col0);
     fmt_wr16(hdr + FMT_T_ROWS, (uint16_t)rows);
@@ -316,7 +317,8 @@ static const fmt_tensor *need(writer *w, const fmt_src *src, int role,
     return t;
 }
 
-static int write_layer(writer *w, const fmt_src *src, unsigned l, slot *sl)
+/* Attention: norm, fused QKV, optional QKV bias, O. */
+static int write_attn(writer *w, const fmt_src *src, unsigned l, slot *sl)
 {
     const fmt_hparams *hp = fmt_src_hparams(src);
     int rc = 0;
@@ -325,13 +327,8 @@ static int write_layer(writer *w, const fmt_src *src, unsigned l, slot *sl)
                                  need(w, src, FMT_R_K, l, &rc),
                                  need(w, src, FMT_R_V, l, &rc) };
     const fmt_tensor *o = need(w, src, FMT_R_O, l, &rc);
-    const fmt_tensor *fn = need(w, src, FMT_R_FFN_NORM, l, &rc);
-    const fmt_tensor *gu[2] = { need(w, src, FMT_R_GATE, l, &rc),
-                                need(w, src, FMT_R_UP, l, &rc) };
-    const fmt_tensor *down = need(w, src, FMT_R_DOWN, l, &rc);
     if (rc)
         return rc;
-
     if ((rc = write_vec(w, &an, 1, &sl[FMT_S_ATTN_NORM])))
         return rc;
     if ((rc = write_stream(w, &fmt_layer_groups[0], qkv, l, 0, sl)))
@@ -343,14 +340,150 @@ static int write_layer(writer *w, const fmt_src *src, unsigned l, slot *sl)
         if (rc || (rc = write_vec(w, b, 3, &sl[FMT_S_QKV_BIAS])))
             return rc;
     }
-    if ((rc = write_stream(w, &fmt_layer_groups[1], &o, l, 1, sl)))
-        return rc;
-    if ((rc = write_vec(w, &fn, 1, &sl[FMT_S_FFN_NORM])))
+    return write_stream(w, &fmt_layer_groups[1], &o, l, 1, sl);
+}
+
+/* Dense FFN: norm, fused gate/up, down (nothing when the model has none). */
+static int write_dense(writer *w, const fmt_src *src, unsigned l, slot *sl)
+{
+    int rc = 0;
+    if (fmt_src_hparams(src)->ffn_dim == 0)
+        return 0;
+    const fmt_tensor *fn = need(w, src, FMT_R_FFN_NORM, l, &rc);
+    const fmt_tensor *gu[2] = { need(w, src, FMT_R_GATE, l, &rc),
+                                need(w, src, FMT_R_UP, l, &rc) };
+    const fmt_tensor *down = need(w, src, FMT_R_DOWN, l, &rc);
+    if (rc || (rc = write_vec(w, &fn, 1, &sl[FMT_S_FFN_NORM])))
         return rc;
     if ((rc = write_stream(w, &fmt_layer_groups[2], gu, l, 2, sl)))
         return rc;
-    if ((rc = write_stream(w, &fmt_layer_groups[3], &down, l, 3, sl)))
+    return write_stream(w, &fmt_layer_groups[3], &down, l, 3, sl);
+}
+
+/* Expert e of a 3-D [E][rows][cols] tensor as a 2-D view. */
+static fmt_tensor expert_view(const fmt_tensor *t, unsigned e)
+{
+    fmt_tensor v = *t;
+    uint64_t bytes = fmt_dtype_size(t->dtype, t->ne[0]) * t->ne[1];
+    v.ndim = 2;
+    v.ne[2] = 1;
+    v.data = (const uint8_t *)t->data + bytes * e;
+    v.nbytes = bytes;
+    return v;
+}
+
+/* MoE: its input norm, the f32 router, the expert offset table and the
+ * expert bank (per expert: fused gate/up stream, then down stream). */
+static int write_moe(writer *w, const fmt_src *src, unsigned l, slot *sl)
+{
+    const fmt_hparams *hp = fmt_src_hparams(src);
+    unsigned E = hp->n_experts;
+    int rc = 0;
+    if (E == 0)
+        return 0;
+    const fmt_tensor *mn = fmt_src_tensor(src, FMT_R_MOE_NORM, l);
+    if (!mn) /* Mixtral-style models route off the FFN norm */
+        mn = need(w, src, FMT_R_FFN_NORM, l, &rc);
+    const fmt_tensor *router = need(w, src, FMT_R_ROUTER, l, &rc);
+    const fmt_tensor *eg = need(w, src, FMT_R_EXP_GATE, l, &rc);
+    const fmt_tensor *eu = need(w, src, FMT_R_EXP_UP, l, &rc);
+    const fmt_tensor *ed = need(w, src, FMT_R_EXP_DOWN, l, &rc);
+    if (rc || (rc = write_vec(w, &mn, 1, &sl[FMT_S_MOE_NORM])))
         return rc;
+    /* the router stays f32: per-group scales would dominate its size */
+    if ((rc = write_vec(w, &router, 1, &sl[FMT_S_ROUTER])))
+        return rc;
+    sl[FMT_S_ROUTER].kind = FMT_K_F32MAT;
+    sl[FMT_S_ROUTER].rows = E;
+    sl[FMT_S_ROUTER].cols = hp->dim;
+
+    /* the table is written as zeros now and filled in once the bank is */
+    uint8_t *table = calloc(E, 16);
+    if (!table)
+        return fail(w, FMT_ENOMEM, "out of memory");
+    if ((rc = pad_to(w, FMT_ALIGN))) {
+        free(table);
+        return rc;
+    }
+    uint64_t table_off = w->pos;
+    if ((rc = put(w, table, (size_t)E * 16))) {
+        free(table);
+        return rc;
+    }
+    sl[FMT_S_EXPERT_TABLE].offset = table_off;
+    sl[FMT_S_EXPERT_TABLE].length = (uint64_t)E * 16;
+    sl[FMT_S_EXPERT_TABLE].rows = E;
+    sl[FMT_S_EXPERT_TABLE].cols = 2;
+    sl[FMT_S_EXPERT_TABLE].kind = FMT_K_EXPTABLE;
+
+    slot tmp[FMT_NSLOT];
+    uint64_t bank = 0;
+    for (unsigned e = 0; e < E && !rc; e++) {
+        fmt_tensor g = expert_view(eg, e), u = expert_view(eu, e), d = expert_view(ed, e);
+        const fmt_tensor *gu[2] = { &g, &u }, *dn = &d;
+        static const fmt_group eg_group = { FMT_S_EXP_GATE, 2,
+                                            { FMT_S_EXP_GATE, FMT_S_EXP_UP },
+                                            { FMT_M_EXP_GATE, FMT_M_EXP_UP } };
+        static const fmt_group ed_group = { FMT_S_EXP_DOWN, 1, { FMT_S_EXP_DOWN },
+                                            { FMT_M_EXP_DOWN } };
+        memset(tmp, 0, sizeof tmp);
+        w->expert = (int)e;
+        if ((rc = pad_to(w, FMT_ALIGN)))
+            break;
+        uint64_t start = w->pos;
+        if (e == 0)
+            bank = start;
+        if ((rc = write_stream(w, &eg_group, gu, l, 4, tmp)) ||
+            (rc = write_stream(w, &ed_group, &dn, l, 5, tmp)))
+            break;
+        fmt_wr64(table + 16 * e, start);
+        fmt_wr64(table + 16 * e + 8, w->pos - start);
+        if (e == 0)
+            for (int s2 = FMT_S_EXP_GATE; s2 <= FMT_S_EXP_DOWN; s2++)
+                sl[s2] = tmp[s2];
+    }
+    w->expert = -1;
+    if (!rc) {
+        for (int s2 = FMT_S_EXP_GATE; s2 <= FMT_S_EXP_DOWN; s2++) {
+            sl[s2].offset = bank;
+            sl[s2].length = w->pos - bank;
+        }
+        /* fill in the table */
+        if (fflush(w->f) || fseek(w->f, (long)table_off, SEEK_SET) ||
+            fwrite(table, 16, E, w->f) != E || fseek(w->f, 0, SEEK_END))
+            rc = fail(w, FMT_EIO, "write failed: %s", strerror(errno));
+    }
+    free(table);
+    return rc;
+}
+
+/*
+ * The order of sections in the file follows the delayed schedule (the
+ * report's DelayedMoESource): the region of layer l holds layer l's
+ * attention, then the dense FFN of layer l + dense_delay (the one the
+ * schedule computes next), then the experts routed at layer l.  Dense FFNs
+ * of layers below dense_delay come before layer 0.
+ */
+static int write_layers(writer *w, const fmt_src *src, slot *table)
+{
+    const fmt_hparams *hp = fmt_src_hparams(src);
+    unsigned L = hp->n_layers, dd = hp->dense_delay;
+    int rc;
+    for (unsigned j = 0; j < dd && j < L; j++)
+        if ((rc = write_dense(w, src, j, &table[(size_t)j * FMT_NSLOT])))
+            return rc;
+    for (unsigned l = 0; l < L; l++) {
+        slot *sl = &table[(size_t)l * FMT_NSLOT];
+        if ((rc = write_attn(w, src, l, sl)))
+            return rc;
+        if (l + dd < L &&
+            (rc = write_dense(w, src, l + dd, &table[(size_t)(l + dd) * FMT_NSLOT])))
+            return rc;
+        if ((rc = write_moe(w, src, l, sl)))
+            return rc;
+        if (w->opts && w->opts->progress)
+            w->opts->progress(w->opts->ud, "convert", l + 1, L + 1);
+    }
     return 0;
 }
 
@@ -374,6 +507,10 @@ static int build_meta(writer *w, const fmt_src *src, fmt_kv *meta)
     if (fmt_kv_set_str(meta, "general.architecture", hp->arch, strlen(hp->arch)) ||
         fmt_kv_set_str(meta, "cflow.source", fmt_src_kind(src),
                        strlen(fmt_src_kind(src))))
+        return fail(w, FMT_ENOMEM, "out of memory");
+    if ((hp->merge_interval &&
+         fmt_kv_set_u32(meta, "cflow.merge_interval", hp->merge_interval)) ||
+        (hp->iterations && fmt_kv_set_u32(meta, "cflow.iterations", hp->iterations)))
         return fail(w, FMT_ENOMEM, "out of memory");
     if (hp->flags & FMT_FLAG_ROPE_LLAMA3) {
         if (fmt_kv_set_f32(meta, "cflow.rope.scaling.factor", hp->rope_factor) ||
@@ -446,15 +583,16 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
     unsigned L = hp->n_layers;
 
     memset(&w, 0, sizeof w);
+    w.expert = -1;
     w.path = out_path;
     w.opts = opts;
     w.err = err;
     w.errlen = errlen;
     if (opts && opts->force_type >= KERN_NTYPES)
         return fail(&w, FMT_EARG, "unknown tile type %d", opts->force_type);
-    if (hp->n_experts > 0)
-        return fail(&w, FMT_EUNSUP,
-                    "mixture-of-experts conversion is not supported yet");
+    if (hp->n_experts > 254)
+        return fail(&w, FMT_EUNSUP, "%u experts: tile headers hold expert ids "
+                    "below 255", hp->n_experts);
     if (hp->n_heads > 65535 || hp->n_kv_heads > 65535 || hp->head_dim > 65535)
         return fail(&w, FMT_EUNSUP, "head geometry out of range");
 
@@ -493,12 +631,8 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
     if ((rc = put(&w, tbuf, (size_t)(L + 1) * FMT_NSLOT * FMT_SLOT_SIZE)))
         goto out;
 
-    for (unsigned l = 0; l < L; l++) {
-        if ((rc = write_layer(&w, src, l, &table[(size_t)l * FMT_NSLOT])))
-            goto out;
-        if (opts && opts->progress)
-            opts->progress(opts->ud, "convert", l + 1, L + 1);
-    }
+    if ((rc = write_layers(&w, src, table)))
+        goto out;
 
     /* globals: output norm, embedding, output head */
     slot *gs = &table[(size_t)L * FMT_NSLOT];

@@ -64,7 +64,19 @@ static const fmt_role_names hf_role_names = {
     [FMT_R_GATE] = "model.layers.%u.mlp.gate_proj.weight",
     [FMT_R_UP] = "model.layers.%u.mlp.up_proj.weight",
     [FMT_R_DOWN] = "model.layers.%u.mlp.down_proj.weight",
-    /* MoE checkpoints (per-expert tensors) are not read from HF */
+    /* MoE checkpoints with per-expert tensors are not read from HF; our
+     * pipeline-native export stacks the experts (ARCHITECTURES.md) */
+    [FMT_R_MOE_NORM] = "model.layers.%u.moe_norm.weight",
+    [FMT_R_ROUTER] = "model.layers.%u.moe.router.weight",
+    [FMT_R_EXP_GATE] = "model.layers.%u.moe.experts.gate_proj.weight",
+    [FMT_R_EXP_UP] = "model.layers.%u.moe.experts.up_proj.weight",
+    [FMT_R_EXP_DOWN] = "model.layers.%u.moe.experts.down_proj.weight",
+};
+
+/* Our own pipeline-native checkpoints (scripts/train): names of the
+ * architectures and the extra config keys they carry. */
+static const char *const cflow_archs[] = {
+    "arch1", "arch2_4_combined", "arch2_4_sync", "arch3", "arch4", "arch5"
 };
 
 static char *join(const char *dir, const char *name)
@@ -444,8 +456,22 @@ static int read_config(fmt_src *s, cfgctx *c, int *tied)
             arch = json_object_get_string(a0);
     }
     const char *mt = cfg_str(o, "model_type");
-    int qwen = 0;
-    if (arch ? (strcmp(arch, "LlamaForCausalLM") == 0 ||
+    int qwen = 0, pipeline = 0;
+    if (arch && strcmp(arch, "CflowPipelineForCausalLM") == 0) {
+        const char *ca = cfg_str(o, "cflow_arch");
+        size_t i;
+        for (i = 0; ca && i < sizeof cflow_archs / sizeof *cflow_archs; i++)
+            if (!strcmp(ca, cflow_archs[i]))
+                break;
+        if (!ca || i == sizeof cflow_archs / sizeof *cflow_archs) {
+            char nm[64];
+            const char *w = ca ? ca : "(none)";
+            fmt_err(c->err, c->errlen, "%s: unknown cflow_arch %s", c->path,
+                    fmt_safe_name(nm, w, strlen(w)));
+            return FMT_EUNSUP;
+        }
+        pipeline = 1;
+    } else if (arch ? (strcmp(arch, "LlamaForCausalLM") == 0 ||
                 strcmp(arch, "MistralForCausalLM") == 0)
              : (mt && (strcmp(mt, "llama") == 0 || strcmp(mt, "mistral") == 0))) {
         qwen = 0;
@@ -460,7 +486,8 @@ static int read_config(fmt_src *s, cfgctx *c, int *tied)
                 c->path, fmt_safe_name(nm, what, strlen(what)));
         return FMT_EUNSUP;
     }
-    snprintf(h->arch, sizeof h->arch, "%s", qwen ? "qwen2" : "llama");
+    snprintf(h->arch, sizeof h->arch, "%s",
+             pipeline ? cfg_str(o, "cflow_arch") : qwen ? "qwen2" : "llama");
     int mistral = (arch && strcmp(arch, "MistralForCausalLM") == 0) ||
                   (!arch && mt && strcmp(mt, "mistral") == 0);
 
@@ -501,6 +528,28 @@ static int read_config(fmt_src *s, cfgctx *c, int *tied)
             return FMT_EFORMAT;
         }
         h->head_dim = h->dim / h->n_heads;
+    }
+    if (pipeline) {
+        uint32_t dd = 0, ed = 0, cs = 0;
+        if (cfg_u32(c, "num_experts", &h->n_experts) < 0 ||
+            cfg_u32(c, "num_experts_per_tok", &h->top_k) < 0 ||
+            cfg_u32(c, "moe_intermediate_size", &h->expert_ffn_dim) < 0 ||
+            cfg_u32(c, "dense_delay", &dd) < 0 ||
+            cfg_u32(c, "expert_delay", &ed) < 0 ||
+            cfg_u32(c, "combine_style", &cs) < 0 ||
+            cfg_u32(c, "merge_interval", &h->merge_interval) < 0 ||
+            cfg_u32(c, "iterations", &h->iterations) < 0)
+            return FMT_EFORMAT;
+        if (dd > 255 || ed > 255 || cs >= FMT_NCOMBINE) {
+            fmt_err(c->err, c->errlen, "%s: bad delays or combine_style "
+                    "(%u, %u, %u)", c->path, dd, ed, cs);
+            return FMT_EFORMAT;
+        }
+        if (h->n_experts == 0)
+            h->top_k = 0;
+        h->dense_delay = (uint8_t)dd;
+        h->expert_delay = (uint8_t)ed;
+        h->combine_style = (uint8_t)cs;
     }
     const char *act = cfg_str(o, "hidden_act");
     if (act && strcmp(act, "silu") != 0) {

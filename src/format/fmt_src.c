@@ -48,7 +48,7 @@ static const char *const role_names[FMT_NROLES] = {
     [FMT_R_GATE] = "ffn_gate",         [FMT_R_UP] = "ffn_up",
     [FMT_R_DOWN] = "ffn_down",         [FMT_R_ROUTER] = "ffn_gate_inp",
     [FMT_R_EXP_GATE] = "ffn_gate_exps", [FMT_R_EXP_UP] = "ffn_up_exps",
-    [FMT_R_EXP_DOWN] = "ffn_down_exps",
+    [FMT_R_EXP_DOWN] = "ffn_down_exps", [FMT_R_MOE_NORM] = "moe_norm",
 };
 
 const char *fmt_role_name(int role)
@@ -159,7 +159,7 @@ int fmt_src_check_hparams(const fmt_src *s, char *err, size_t errlen)
              h->head_dim > 65535 ||
              (uint64_t)h->head_dim * h->n_heads > (1u << 22))
         bad = "head dimension";
-    else if (h->ffn_dim == 0 || h->ffn_dim > (1u << 24))
+    else if ((h->ffn_dim == 0 && h->n_experts == 0) || h->ffn_dim > (1u << 24))
         bad = "feed-forward length";
     else if (h->max_seq == 0)
         bad = "context length";
@@ -199,6 +199,7 @@ static unsigned role_shape(const fmt_hparams *h, int role, uint64_t ne[4])
     case FMT_R_TOK_EMBD: case FMT_R_OUTPUT:
         ne[0] = h->dim; ne[1] = h->vocab_size; return 2;
     case FMT_R_OUT_NORM: case FMT_R_ATTN_NORM: case FMT_R_FFN_NORM:
+    case FMT_R_MOE_NORM:
         ne[0] = h->dim; return 1;
     case FMT_R_Q: ne[0] = h->dim; ne[1] = qd; return 2;
     case FMT_R_K: case FMT_R_V: ne[0] = h->dim; ne[1] = kvd; return 2;
@@ -297,9 +298,11 @@ int fmt_src_bind(fmt_src *s, fmt_role_names names, int tie_forced,
     need[FMT_R_TOK_EMBD] = need[FMT_R_OUT_NORM] = 1;
     need[FMT_R_ATTN_NORM] = need[FMT_R_Q] = need[FMT_R_K] = need[FMT_R_V] = 1;
     need[FMT_R_O] = need[FMT_R_FFN_NORM] = 1;
-    if (h->n_experts == 0) {
+    /* a dense FFN when it has a size; experts when there are any (our
+     * pipeline-native models have both, Mixtral-style models only experts) */
+    if (h->ffn_dim > 0)
         need[FMT_R_GATE] = need[FMT_R_UP] = need[FMT_R_DOWN] = 1;
-    } else {
+    if (h->n_experts > 0) {
         need[FMT_R_ROUTER] = need[FMT_R_EXP_GATE] = need[FMT_R_EXP_UP] = 1;
         need[FMT_R_EXP_DOWN] = 1;
     }
@@ -328,7 +331,10 @@ int fmt_src_bind(fmt_src *s, fmt_role_names names, int tie_forced,
             }
             /* shapes of tensors whose geometry is unknown (experts in a
              * dense model) are not checked; they are not used */
-            if (r >= FMT_R_ROUTER && h->n_experts == 0)
+            if (((r >= FMT_R_ROUTER && r <= FMT_R_EXP_DOWN) ||
+                 r == FMT_R_MOE_NORM) && h->n_experts == 0)
+                continue;
+            if (r >= FMT_R_GATE && r <= FMT_R_DOWN && h->ffn_dim == 0)
                 continue;
             if ((rc = check_tensor(s, t, r, err, errlen)) < 0)
                 return rc;
@@ -630,6 +636,9 @@ static int gguf_src_open(fmt_src *s, char *err, size_t errlen)
         if ((rc = kv_u32_opt(s, a, "expert_feed_forward_length",
                              &h->expert_ffn_dim, err, errlen)) < 0)
             return rc;
+        /* Mixtral-style: the experts replace the dense FFN */
+        if (!fmt_src_find(s, "blk.0.ffn_gate.weight"))
+            h->ffn_dim = 0;
     }
     if (strcmp(a, "qwen2") == 0)
         h->flags |= FMT_FLAG_ROPE_NEOX;
@@ -774,4 +783,13 @@ const fmt_kv *fmt_src_kv(const fmt_src *s)
 const char *fmt_src_kind(const fmt_src *s)
 {
     return s ? s->kind : NULL;
+}
+
+const char *fmt_combine_name(int c)
+{
+    static const char *const n[FMT_NCOMBINE] = {
+        "ParallelSqrt2", "DelayedSum", "AsyncExperts", "DecoupledStreams",
+        "PipelineRegisters", "FixedPoint"
+    };
+    return c >= 0 && c < FMT_NCOMBINE ? n[c] : "unknown";
 }

@@ -200,6 +200,18 @@ void kern_attn_decode(float *out, const float *q, const float *k,
                       unsigned n_kv_heads, unsigned head_dim, size_t kv_stride,
                       float scale, float softcap, float *scratch);
 
+/* The same over a binary16 cache (k, v: halves, kv_stride counted in
+ * halves), with the arithmetic of llama.cpp's CPU flash attention, which a
+ * GGUF model meets there by default (f16 KV cache): q rounded to f16, an
+ * online softmax, and the weighted sum of v kept in an f16 accumulator.
+ * scale multiplies the raw scores; softcap > 0 applies c*tanh(s*scale/c).
+ * scratch at least 2*head_dim halves.  See kern_vec.c. */
+void kern_attn_decode_f16(float *out, const float *q, const uint16_t *k,
+                          const uint16_t *v, unsigned n_pos, unsigned n_heads,
+                          unsigned n_kv_heads, unsigned head_dim,
+                          size_t kv_stride, float scale, float softcap,
+                          uint16_t *scratch);
+
 /* out[i] = silu(gate[i]) * up[i];  out may alias gate. */
 void kern_swiglu(float *out, const float *gate, const float *up, unsigned n);
 /* out[i] = gelu_tanh(gate[i]) * up[i]. */

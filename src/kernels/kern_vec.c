@@ -6,6 +6,8 @@
  * to do llama2.c run.c's float arithmetic in run.c's order (the module is
  * built with -ffp-contract=off, as run.c is built without FMA): with the
  * same weights the engine then reproduces run.c's output byte for byte.
+ * kern_attn_decode_f16 is the exception: it does llama.cpp's arithmetic
+ * over an f16 cache, the peer a GGUF model is compared with.
  */
 #include "config.h"
 
@@ -109,6 +111,86 @@ void kern_attn_decode(float *out, const float *q, const float *k,
             for (unsigned i = 0; i < head_dim; i++)
                 xb[i] += a * vt[i];
         }
+    }
+}
+
+/*
+ * Attention over a binary16 KV cache, as llama.cpp's CPU backend does it
+ * for a GGUF model with its default f16 cache and flash attention
+ * (ggml_compute_forward_flash_attn_ext_f16, one query row):
+ *
+ *   qh = f16(q)                                    (Q converted for the K dot)
+ *   M = -inf, S = 0, acc[] = 0 (f16)
+ *   for t in order:
+ *     s = (float)(sum_i in double of f32(k_t[i]) * f32(qh[i])) * scale
+ *     if s > M:  ms = expf(M_old - s), M = s, acc = f16(acc * ms), vs = 1
+ *     else:      ms = 1,               vs = expf(s - M)
+ *     acc = f16(fma(v_t, vs, acc))                  (ggml_vec_mad_f16)
+ *     S   = fma(S, ms, vs)
+ *   out = f32(acc) * (1/S)
+ *
+ * Why bother: on quantised models the next mat-vec quantises its input to
+ * Q8_0 blocks, and round(x/d) turns a last-bit difference into a whole
+ * quantisation step now and then; over a few dozen tokens that is enough
+ * to flip a greedy choice whose top two logits are 0.05 apart.  The f16
+ * accumulator is by far the largest such difference from an f32 softmax
+ * (about 2^-11 relative per step), so a GGUF model needs this arithmetic,
+ * not just f16 storage, to follow llama.cpp.
+ *
+ * The two FMAs are what GCC makes of ggml's scalar code (built with
+ * -ffp-contract=fast); the module is built with -ffp-contract=off, so they
+ * are spelt out with fmaf().  Checked bit for bit against ggml's operator
+ * for head_dim 8 (stories260K).  ggml sums the K dot in double only below
+ * its SIMD step (head_dim < 64 with AVX-512, < 32 with AVX2); above that it
+ * uses f32 vector lanes, which this scalar code does not imitate, so long
+ * heads agree to the last bits of the scores only.
+ */
+void kern_attn_decode_f16(float *out, const float *q, const uint16_t *k,
+                          const uint16_t *v, unsigned n_pos, unsigned n_heads,
+                          unsigned n_kv_heads, unsigned head_dim,
+                          size_t kv_stride, float scale, float softcap,
+                          uint16_t *scratch)
+{
+    const unsigned kv_mul = n_kv_heads ? n_heads / n_kv_heads : 1;
+    uint16_t *qh = scratch, *acc = scratch + head_dim;
+
+    if (softcap > 0.0f)
+        scale /= softcap;               /* as ggml: s = c * tanh(s * scale/c) */
+    for (unsigned h = 0; h < n_heads; h++) {
+        const float *qp = q + (size_t)h * head_dim;
+        const size_t koff = (size_t)(kv_mul ? h / kv_mul : h) * head_dim;
+        float M = -INFINITY, S = 0.0f;
+
+        for (unsigned i = 0; i < head_dim; i++) {
+            qh[i] = kern_f2h(qp[i]);
+            acc[i] = 0;
+        }
+        for (unsigned t = 0; t < n_pos; t++) {
+            const uint16_t *kt = k + t * kv_stride + koff;
+            const uint16_t *vt = v + t * kv_stride + koff;
+            double dot = 0.0;
+            for (unsigned i = 0; i < head_dim; i++)  /* f16*f16 is exact in f32 */
+                dot += (double)(kern_h2f(kt[i]) * kern_h2f(qh[i]));
+            float s = (float)dot * scale;
+            if (softcap > 0.0f)
+                s = softcap * tanhf(s);
+            float ms = 1.0f, vs = 1.0f;
+            if (s > M) {
+                ms = expf(M - s);       /* 0 on the first position */
+                M = s;
+                for (unsigned i = 0; i < head_dim; i++)
+                    acc[i] = kern_f2h(kern_h2f(acc[i]) * ms);
+            } else {
+                vs = expf(s - M);
+            }
+            for (unsigned i = 0; i < head_dim; i++)
+                acc[i] = kern_f2h(fmaf(kern_h2f(vt[i]), vs, kern_h2f(acc[i])));
+            S = fmaf(S, ms, vs);
+        }
+        const float s_inv = S == 0.0f ? 0.0f : 1.0f / S;
+        float *o = out + (size_t)h * head_dim;
+        for (unsigned i = 0; i < head_dim; i++)
+            o[i] = kern_h2f(acc[i]) * s_inv;
     }
 }
 

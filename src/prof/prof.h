@@ -1,10 +1,316 @@
 /*
- * prof.h — the public face of src/prof (measurements and the run log).
- * Filled in by the profiling work; kept so the module exists from the start.
+ * prof.h — the public face of src/prof: measurements and the run log.
+ *
+ * Two halves:
+ *
+ *   prof      the profiler of one decoding session.  The engine calls its
+ *             probes (prof_token_begin/end around each token, prof_layer_mark
+ *             between the parts of each layer); worker threads attach their
+ *             own counters (prof_thread_attach).  Every finished token becomes
+ *             one prof_tok record in a ring buffer, which the front ends (the
+ *             logger, a TUI) read at their own pace; per-run totals and
+ *             per-layer sums are kept beside it.  Derived figures (tok/s,
+ *             GB/s, share of the machine's read bandwidth) are computed once,
+ *             here, in prof_totals_get, so every front end shows the same.
+ *
+ *   prof_log  the run log: an SQLite database of machines, models, sessions,
+ *             runs, token timings, per-layer statistics and counter values
+ *             (prof_log.c holds the schema and its essay).
+ *
+ * src/prof knows nothing of the engine's or the format's types: it stores
+ * numbers keyed by layer, stream (what a layer spends time on) and event.
+ * The engine includes this header; this header includes nothing of theirs.
+ *
+ * Nothing here prints or exits.  Failing calls return a negative value and
+ * write one line (no newline) into the caller's err[errlen].
+ *
+ * Counters.  Hardware events are named through libpfm4
+ * (pfm_get_os_event_encoding, generic "perf" PMU names, user level only)
+ * and opened with perf_event_open, one group per thread; software events
+ * (task clock, page faults, context switches, migrations) are opened
+ * directly and work in virtual machines too.  An event that cannot be
+ * opened is "unavailable" with a reason naming the failing call and its
+ * errno text, followed by "perf_event_paranoid=N" (the kernel's setting),
+ * or "built without libpfm4" when HAVE_LIBPFM was not defined at build
+ * time.  Unavailable events read as -1; the rest keep working.
  */
 #ifndef CFLOW_PROF_H
 #define CFLOW_PROF_H
+
+#include <stddef.h>
 #include <stdint.h>
+
+/* ======================================================================= */
+/* Clock                                                                    */
+/* ======================================================================= */
 /* Monotonic clock in seconds. */
 double prof_now(void);
-#endif
+
+/* ======================================================================= */
+/* Events and streams                                                       */
+/* ======================================================================= */
+enum prof_ev {
+    /* hardware (libpfm4 names; user level) */
+    PROF_EV_CYCLES = 0,
+    PROF_EV_INSTRUCTIONS,
+    PROF_EV_L1D_READ_MISS,
+    PROF_EV_LLC_READ_MISS,
+    PROF_EV_DTLB_READ_MISS,
+    /* software */
+    PROF_EV_TASK_CLOCK,      /* nanoseconds of CPU time */
+    PROF_EV_PAGE_FAULTS,
+    PROF_EV_MAJOR_FAULTS,    /* faults that waited for I/O (mmap page-ins) */
+    PROF_EV_MINOR_FAULTS,
+    PROF_EV_CTX_SWITCHES,
+    PROF_EV_CPU_MIGRATIONS,
+    PROF_NEV
+};
+#define PROF_EV_FIRST_SW PROF_EV_TASK_CLOCK
+
+/* Stable names ("cycles", "instructions", "l1d-read-misses",
+ * "llc-read-misses", "dtlb-read-misses", "task-clock", "page-faults",
+ * "major-faults", "minor-faults", "context-switches", "cpu-migrations"):
+ * the run log and its export use them. */
+const char *prof_ev_name(int ev);
+/* -1 if unknown. */
+int         prof_ev_from_name(const char *name);
+int         prof_ev_is_hw(int ev);
+
+/* What a layer spends its time on. */
+enum prof_stream {
+    PROF_ST_ATTN = 0,   /* norm, QKV, attention, output projection */
+    PROF_ST_FFN,        /* dense feed-forward */
+    PROF_ST_EXPERTS,    /* routed experts: compute */
+    PROF_ST_IO_WAIT,    /* waiting for expert tiles to arrive */
+    PROF_NST
+};
+/* "attention", "ffn", "experts", "io-wait" */
+const char *prof_stream_name(int st);
+
+enum prof_phase { PROF_PREFILL = 0, PROF_DECODE = 1 };
+
+/* ======================================================================= */
+/* The profiler                                                             */
+/* ======================================================================= */
+typedef struct prof prof;
+
+enum {
+    PROF_TOKENS   = 1u << 0,  /* per-token timings into the ring */
+    PROF_LAYERS   = 1u << 1,  /* per-layer timers */
+    PROF_COUNTERS = 1u << 2,  /* perf_event counters per worker thread */
+    PROF_ALL      = 7u
+};
+
+/* A new profiler for a model of n_layers layers.  With PROF_COUNTERS the
+ * events are probed on the calling thread (availability and reasons are
+ * known from then on).  Returns 0 or -1 (out of memory). */
+int      prof_new(prof **out, unsigned what, unsigned n_layers, char *err,
+                  size_t errlen);
+void     prof_free(prof *p);
+unsigned prof_what(const prof *p);
+unsigned prof_n_layers(const prof *p);
+
+/* Counter availability (after prof_new).  The reason is "" for an
+ * available event, else e.g. "perf_event_open: No such file or directory;
+ * perf_event_paranoid=2".  Without PROF_COUNTERS every event is
+ * unavailable with reason "counters off". */
+int         prof_ev_available(const prof *p, int ev);
+const char *prof_ev_reason(const prof *p, int ev);
+
+/* Worker threads.  prof_threads_reset closes every thread's counters and
+ * makes room for n_threads slots; then each thread calls
+ * prof_thread_attach(p, slot) on itself (slots differ; the calls may run
+ * concurrently).  Counters count the attached threads only.  Both are
+ * no-ops without PROF_COUNTERS. */
+int  prof_threads_reset(prof *p, int n_threads);
+void prof_thread_attach(prof *p, int slot);
+int  prof_threads(const prof *p);   /* slots attached so far */
+
+/* Probes.  Called by the decoding thread only.
+ * prof_token_begin/end bracket one token (prefill or decode); the end
+ * writes the token's prof_tok record into the ring and adds it to the run.
+ * prof_layer_mark adds now - since to (layer, stream) and to the current
+ * token, and returns now (the start of the next part). */
+void   prof_token_begin(prof *p);
+void   prof_token_end(prof *p, enum prof_phase phase);
+double prof_layer_mark(prof *p, unsigned layer, enum prof_stream st,
+                       double since);
+
+/* One finished token.  Every field is 8 bytes (the ring copies words). */
+typedef struct prof_tok {
+    uint64_t run;                /* prof_run_begin generation */
+    uint64_t idx;                /* index within the run, from 0 */
+    uint64_t phase;              /* enum prof_phase */
+    double   t;                  /* start, seconds since the run began */
+    double   dt;                 /* seconds */
+    double   st[PROF_NST];       /* seconds per stream, summed over layers */
+    int64_t  ev[PROF_NEV];       /* counter deltas summed over threads; -1 n/a */
+} prof_tok;
+
+/* Ring readers.  A reader keeps its own cursor (start it at
+ * prof_ring_head).  Copies at most max records written since *cursor into
+ * out and advances *cursor; records overwritten before they could be read
+ * are skipped and counted in *lost (may be NULL).  Safe from any thread
+ * while the decoding thread writes. */
+#define PROF_RING_CAP 4096
+uint64_t prof_ring_head(const prof *p);
+size_t   prof_ring_read(const prof *p, uint64_t *cursor, prof_tok *out,
+                        size_t max, uint64_t *lost);
+
+/* Runs.  A run is a stretch of decoding under one configuration; the
+ * front end starts a new one when a setting changes.  bytes_per_token is
+ * the weight bytes one decode step streams; read_bw_gbs the machine's
+ * measured read bandwidth in GB/s (0: unknown).  Returns the generation
+ * number stored in the run's prof_tok records. */
+uint64_t prof_run_begin(prof *p, uint64_t bytes_per_token, double read_bw_gbs);
+
+typedef struct prof_totals {
+    uint64_t run;
+    uint64_t n_prompt, n_gen;          /* tokens bracketed per phase */
+    double   prefill_s, decode_s;      /* summed token times */
+    double   prefill_tok_s, decode_tok_s;  /* 0 when no time */
+    double   gb_s;                     /* decode weight bytes per second / 1e9 */
+    double   bw_share;                 /* gb_s / read_bw_gbs, 0 when unknown */
+    double   read_bw_gbs;
+    uint64_t bytes_per_token;
+    double   st[PROF_NST];             /* seconds per stream, all layers */
+    int64_t  ev[PROF_NEV];             /* counter totals; -1 unavailable */
+} prof_totals;
+/* The current run's totals (decoding thread). */
+void   prof_totals_get(const prof *p, prof_totals *t);
+/* Seconds layer spent in stream st during the current run (any thread). */
+double prof_layer_seconds(const prof *p, unsigned layer, enum prof_stream st);
+
+/* One line, no newline:
+ *   "task-clock 12.3 ms, page-faults 120 (major 0), context-switches 4,
+ *    cpu-migrations 0; unavailable: cycles, instructions (perf_event_open:
+ *    No such file or directory; perf_event_paranoid=2)"
+ * ev holds values (-1: unavailable); availability and reasons come from p
+ * (p may be NULL: then -1 values are listed without a reason).  Returns
+ * the length it wanted (like snprintf). */
+size_t prof_counters_line(const prof *p, const int64_t ev[PROF_NEV], char *buf,
+                          size_t n);
+
+/* ======================================================================= */
+/* Machine and model facts                                                  */
+/* ======================================================================= */
+/* "model name" of /proc/cpuinfo (else the uname machine), into buf. */
+void   prof_cpu_model(char *buf, size_t n);
+int    prof_cpu_cores(void);
+/* Read bandwidth of the machine in GB/s (1e9 bytes/s): n_threads threads
+ * summing a 256 MiB buffer, best of three passes (about 0.3 s).  0 on
+ * failure. */
+double prof_measure_read_bw(int n_threads);
+/* A cheap content hash of a file, as 16 hex digits into hex[17]:
+ * 64-bit FNV-1a over the file size (8 bytes, little endian), the first
+ * MiB (a .cflow header and layer table; a GGUF header), 64 blocks of 4 KiB
+ * evenly spaced through the file, and the last 64 KiB (the metadata and
+ * vocabulary).  About 1.6 MiB read whatever the file's size.  Also
+ * returns the size.  0 or -1 (with err). */
+int    prof_file_hash(const char *path, char hex[17], uint64_t *size, char *err,
+                      size_t errlen);
+
+/* ======================================================================= */
+/* The run log (SQLite)                                                     */
+/* ======================================================================= */
+typedef struct prof_log prof_log;
+
+#define PROF_LOG_SCHEMA 2   /* PRAGMA user_version of a current database */
+
+enum { PROF_LOG_CREATE = 1 };  /* create the file (and its folder) if absent */
+
+/* Where the log lives: $CFLOW_DB when set and not empty, else
+ * $XDG_DATA_HOME/cflow/runs.db, else $HOME/.local/share/cflow/runs.db.
+ * Returns 0, or -1 when no path can be formed (no HOME). */
+int  prof_log_default_path(char *buf, size_t n);
+
+/* Open (and with PROF_LOG_CREATE create) the log, switch it to WAL,
+ * and migrate an older schema to PROF_LOG_SCHEMA.  A database newer than
+ * this program, a file that is not a database, a read-only or locked file:
+ * a negative return and one line in err. */
+int  prof_log_open(prof_log **out, const char *path, unsigned flags, char *err,
+                   size_t errlen);
+void prof_log_close(prof_log *l);
+const char *prof_log_path(const prof_log *l);
+/* The schema version found when the file was opened (before migrating). */
+int  prof_log_opened_version(const prof_log *l);
+
+typedef struct prof_machine {
+    const char *hostname, *cpu_model, *isa;
+    int         cores;
+    double      read_bw_gbs;   /* 0: unknown */
+} prof_machine;
+
+typedef struct prof_model_info {
+    const char *path, *hash, *arch, *quant;
+    uint64_t    size;
+    uint32_t    n_layers, dim, ffn_dim, n_heads, n_kv_heads, vocab_size;
+    uint32_t    n_experts, top_k, dense_delay, expert_delay;
+} prof_model_info;
+
+typedef struct prof_run_cfg {
+    int         threads;
+    const char *prefetch, *expert_io;  /* "off", "none", ... */
+    uint32_t    n_ctx;
+    double      temp, top_p, min_p, rep_penalty;
+    int         top_k, rep_last_n;
+    uint64_t    seed;
+} prof_run_cfg;
+
+/* The read bandwidth already recorded for this machine (same hostname,
+ * CPU model and core count), or 0. */
+double prof_log_machine_bw(prof_log *l, const prof_machine *m);
+/* Start a session (machine and model rows are found or made). */
+int  prof_log_session(prof_log *l, const prof_machine *m, const prof_model_info *mi,
+                      const char *program, char *err, size_t errlen);
+/* Start a run in the session under cfg; the profiler's run must have been
+ * started (prof_run_begin) just before: its records are the run's tokens. */
+int  prof_log_run_begin(prof_log *l, prof *p, const prof_run_cfg *cfg,
+                        int64_t *run_id, char *err, size_t errlen);
+/* Is a flush due (64 tokens waiting or half a second since the last)? */
+int  prof_log_due(const prof_log *l, const prof *p);
+/* Write the tokens waiting in the ring and the run's running totals in one
+ * transaction.  final: also per-layer statistics, counter totals, the end
+ * time and status "done". */
+int  prof_log_flush(prof_log *l, prof *p, int final, char *err, size_t errlen);
+
+/* ---- reading the log (cflow runs) ---- */
+typedef struct prof_run_row {
+    int64_t  id, session_id;
+    char     started[32], ended[32];   /* ISO 8601 UTC; ended "" while running */
+    char     status[16];               /* "running", "done" */
+    char     program[32];
+    char     model[1024], model_hash[24], arch[32], quant[16];
+    uint64_t model_size;
+    uint32_t n_layers;
+    char     hostname[128], cpu_model[128], isa[32];
+    int      cores;
+    double   read_bw_gbs;
+    int      threads;
+    char     prefetch[16], expert_io[16];
+    uint32_t n_ctx;
+    double   temp, top_p, min_p, rep_penalty;
+    int      top_k, rep_last_n;
+    uint64_t seed;
+    uint64_t n_prompt, n_gen, bytes_per_token;
+    double   prefill_s, decode_s, prefill_tok_s, decode_tok_s, gb_s, bw_share;
+    int64_t  ev[PROF_NEV];            /* -1: unavailable or not recorded */
+    char     ev_reason[PROF_NEV][128];
+} prof_run_row;
+
+/* Runs, oldest first; model_filter (NULL: all) keeps runs whose model path
+ * contains it or whose model hash equals it.  *rows is malloc'd. */
+int prof_log_list(prof_log *l, const char *model_filter, prof_run_row **rows,
+                  size_t *n, char *err, size_t errlen);
+/* One run; 1 when there is no such run. */
+int prof_log_get(prof_log *l, int64_t id, prof_run_row *row, char *err,
+                 size_t errlen);
+/* Per-layer seconds of run id: *sec (malloc'd) gets [n_layers][PROF_NST],
+ * *n_tok the tokens they cover. */
+int prof_log_layers(prof_log *l, int64_t id, double **sec, unsigned *n_layers,
+                    uint64_t *n_tok, char *err, size_t errlen);
+/* Token records of run id, in order (run is 0). */
+int prof_log_tokens(prof_log *l, int64_t id, prof_tok **toks, size_t *n,
+                    char *err, size_t errlen);
+
+#endif /* CFLOW_PROF_H */

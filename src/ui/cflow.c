@@ -23,6 +23,7 @@ static const struct {
     { "run", ui_cmd_run, "generate text from a prompt" },
     { "tokenize", ui_cmd_tokenize, "print the token ids of a text" },
     { "inspect", ui_cmd_inspect, "show a .cflow file's header, geometry and tiles" },
+    { "synth", ui_cmd_synth, "write a random-weight model for a preset" },
 };
 
 static void usage(FILE *f)

@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <json-c/json.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "format/cflow_format.h"
@@ -14,10 +15,15 @@
 
 static void help(void)
 {
-    printf("usage: cflow inspect [--json] MODEL\n\n"
+    printf("usage: cflow inspect [--json] [--critical-path [--bytes-per-param B]] MODEL\n\n"
            "Show a .cflow file's header, geometry and per-matrix tiles.\n\n"
-           "  -j, --json   machine-readable output\n"
-           "  -h, --help   this text\n");
+           "  -j, --json              machine-readable output\n"
+           "  -c, --critical-path     per layer: attention, dense and expert stream\n"
+           "                          bytes, the delays, the binding stream; totals\n"
+           "                          B_naive and B_critical (report eq. 4.23)\n"
+           "  -b, --bytes-per-param B size streams from parameter counts (the report\n"
+           "                          uses 0.5) instead of the file's tiles\n"
+           "  -h, --help              this text\n");
 }
 
 static const char *matrix_name(int m)
@@ -28,11 +34,7 @@ static const char *matrix_name(int m)
     return m >= 0 && m < FMT_NMATRIX ? n[m] : "?";
 }
 
-static const char *combine_name(unsigned c)
-{
-    static const char *n[] = { "ParallelSqrt2", "DelayedSum", "AsyncExperts" };
-    return c < 3 ? n[c] : "?";
-}
+static const char *combine_name(unsigned c) { return fmt_combine_name((int)c); }
 
 typedef struct mstat { uint32_t tiles; uint64_t bytes; } mstat;
 
@@ -57,21 +59,93 @@ static json_object *flags_json(uint32_t f)
     return a;
 }
 
+#define MIB (1024.0 * 1024.0)
+
+static int critical_path(const fmt_model *m, double bpp, int json)
+{
+    const fmt_hparams *hp = fmt_model_hparams(m);
+    unsigned cap = hp->n_layers * (hp->iterations ? hp->iterations : 1);
+    fmt_cp_layer *ly = calloc(cap, sizeof *ly);
+    fmt_cp_total tot;
+    if (!ly)
+        return ui_error("out of memory");
+    fmt_critical_path(m, bpp, ly, cap, &tot);
+    if (json) {
+        json_object *root = json_object_new_object(), *arr = json_object_new_array();
+        json_object_object_add(root, "file", json_object_new_string(fmt_model_path(m)));
+        json_object_object_add(root, "architecture", json_object_new_string(hp->arch));
+        json_object_object_add(root, "combine_style",
+                               json_object_new_string(fmt_combine_name(hp->combine_style)));
+        json_object_object_add(root, "dense_delay", json_object_new_int((int)hp->dense_delay));
+        json_object_object_add(root, "expert_delay", json_object_new_int((int)hp->expert_delay));
+        json_object_object_add(root, "bytes_per_param", json_object_new_double(bpp));
+        for (unsigned i = 0; i < tot.n_layers && i < cap; i++) {
+            json_object *o = json_object_new_object();
+            json_object_object_add(o, "layer", json_object_new_int((int)ly[i].layer));
+            json_object_object_add(o, "block", json_object_new_int((int)ly[i].block));
+            json_object_object_add(o, "attn_bytes", json_object_new_double(ly[i].attn));
+            json_object_object_add(o, "dense_bytes", json_object_new_double(ly[i].dense));
+            json_object_object_add(o, "expert_bytes", json_object_new_double(ly[i].expert));
+            json_object_object_add(o, "naive_bytes", json_object_new_double(ly[i].naive));
+            json_object_object_add(o, "critical_bytes", json_object_new_double(ly[i].critical));
+            json_object_object_add(o, "binding", json_object_new_string(fmt_cp_stream_name(ly[i].binding)));
+            json_object_array_add(arr, o);
+        }
+        json_object_object_add(root, "layers", arr);
+        json_object_object_add(root, "b_naive_bytes", json_object_new_double(tot.naive));
+        json_object_object_add(root, "b_critical_bytes", json_object_new_double(tot.critical));
+        json_object_object_add(root, "b_serial_bytes", json_object_new_double(tot.serial));
+        json_object_object_add(root, "b_naive_mib", json_object_new_double(tot.naive / MIB));
+        json_object_object_add(root, "b_critical_mib", json_object_new_double(tot.critical / MIB));
+        json_object_object_add(root, "reduction",
+                               json_object_new_double(tot.critical > 0 ? tot.naive / tot.critical : 0));
+        puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(root);
+    } else {
+        printf("critical path of %s (%s, %s, dense_delay %u, expert_delay %u)\n",
+               fmt_model_path(m), hp->arch[0] ? hp->arch : "?",
+               fmt_combine_name(hp->combine_style), hp->dense_delay, hp->expert_delay);
+        printf("stream sizes: %s; MiB per token\n\n",
+               bpp > 0 ? "parameters x bytes-per-param" : "tile bytes in the file");
+        printf("%5s %5s %9s %9s %9s %9s %9s  %s\n", "layer", "block", "attn", "dense",
+               "experts", "naive", "critical", "binding");
+        for (unsigned i = 0; i < tot.n_layers && i < cap; i++)
+            printf("%5u %5u %9.3f %9.3f %9.3f %9.3f %9.3f  %s\n", ly[i].layer, ly[i].block,
+                   ly[i].attn / MIB, ly[i].dense / MIB, ly[i].expert / MIB,
+                   ly[i].naive / MIB, ly[i].critical / MIB,
+                   fmt_cp_stream_name(ly[i].binding));
+        printf("\nB_naive    %.2f MiB/token\nB_critical %.2f MiB/token\n"
+               "reduction  %.2fx  (fully serial: %.2f MiB)\n",
+               tot.naive / MIB, tot.critical / MIB,
+               tot.critical > 0 ? tot.naive / tot.critical : 0.0, tot.serial / MIB);
+    }
+    free(ly);
+    return UI_EXIT_OK;
+}
+
 int ui_cmd_inspect(int argc, char **argv)
 {
     static const struct option lo[] = {
         { "json", no_argument, 0, 'j' },
+        { "critical-path", no_argument, 0, 'c' },
+        { "bytes-per-param", required_argument, 0, 'b' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
-    int json = 0, c;
+    int json = 0, cp = 0, c;
+    double bpp = 0.0;
     char err[512];
     fmt_model *m = NULL;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "jh", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "jcb:h", lo, NULL)) != -1) {
         switch (c) {
         case 'j': json = 1; break;
+        case 'c': cp = 1; break;
+        case 'b':
+            if (ui_parse_float(optarg, 1e-3, 64, &bpp))
+                return ui_usage_error("inspect", "bad --bytes-per-param '%s'", optarg);
+            break;
         case 'h': help(); return UI_EXIT_OK;
         default: return ui_usage_error("inspect", "bad option");
         }
@@ -80,6 +154,11 @@ int ui_cmd_inspect(int argc, char **argv)
         return ui_usage_error("inspect", "expected one MODEL");
     if (fmt_model_open(&m, argv[optind], err, sizeof err))
         return ui_error("%s", err);
+    if (cp) {
+        int rc = critical_path(m, bpp, json);
+        fmt_model_close(m);
+        return rc;
+    }
 
     const fmt_hparams *hp = fmt_model_hparams(m);
     size_t sl = 0;

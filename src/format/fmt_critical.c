@@ -1,0 +1,108 @@
+/*
+ * fmt_critical.c — the report's critical-path bandwidth model (eq. 4.23).
+ *
+ * Within a layer the attention, dense-FFN and expert weight streams are
+ * issued to memory together, so a layer costs its longest stream, not
+ * their sum.  A delay of δ spreads a stream over the δ+1 layers in which it
+ * can be fetched, dividing its per-layer share by δ+1:
+ *
+ *   B_naive    = Σ_ℓ max(B_attn, B_dense, B_expert)
+ *   B_critical = Σ_ℓ max(B_attn, B_dense/(δd+1), B_expert/(δe+1))
+ *
+ * B_expert counts the top-k experts a token reads, not the whole bank.
+ * Stream sizes come from the tiles in the file, or, with bytes_per_param
+ * > 0, from the parameter counts (the report quotes 0.5 byte per weight).
+ * A FixedPoint model applies each stored block `iterations` times, and
+ * every application reads the block's weights again, so it counts once per
+ * application.  An analytic figure, not a timing.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/cflow_format.h"
+
+static double stream_bytes(const fmt_model *m, unsigned l, int slot)
+{
+    const fmt_stream *s = fmt_model_stream(m, l, slot);
+    return s ? (double)s->length : 0.0;
+}
+
+static double max3(double a, double b, double c)
+{
+    double x = a > b ? a : b;
+    return x > c ? x : c;
+}
+
+int fmt_critical_path(const fmt_model *m, double bytes_per_param,
+                      fmt_cp_layer *layers, unsigned cap, fmt_cp_total *tot)
+{
+    const fmt_hparams *hp = fmt_model_hparams(m);
+    unsigned reps = hp->combine_style == FMT_COMBINE_FIXED_POINT && hp->iterations
+                        ? hp->iterations
+                        : 1;
+    unsigned n_eff = hp->n_layers * reps;
+    double qd = (double)hp->n_heads * hp->head_dim;
+    double kvd = (double)hp->n_kv_heads * hp->head_dim;
+    double d = hp->dim;
+
+    memset(tot, 0, sizeof *tot);
+    tot->n_layers = n_eff;
+    tot->dense_delay = hp->dense_delay;
+    tot->expert_delay = hp->expert_delay;
+    for (unsigned b = 0, i = 0; b < hp->n_layers; b++) {
+        double a, dn, ex;
+        if (bytes_per_param > 0) {
+            a = (qd * d + 2 * kvd * d + d * qd) * bytes_per_param;
+            dn = 3.0 * d * hp->ffn_dim * bytes_per_param;
+            ex = (double)hp->top_k * 3.0 * d * hp->expert_ffn_dim * bytes_per_param;
+        } else {
+            a = stream_bytes(m, b, FMT_S_Q) + stream_bytes(m, b, FMT_S_O);
+            dn = stream_bytes(m, b, FMT_S_GATE) + stream_bytes(m, b, FMT_S_DOWN);
+            ex = 0.0;
+            if (hp->n_experts) {
+                double all = 0.0;
+                for (unsigned e = 0; e < hp->n_experts; e++) {
+                    uint64_t len = 0;
+                    if (fmt_model_expert(m, b, e, NULL, NULL, NULL, &len) == 0)
+                        all += (double)len;
+                }
+                ex = all / hp->n_experts * hp->top_k;
+            }
+        }
+        for (unsigned r = 0; r < reps; r++, i++) {
+            double dd = dn / (hp->dense_delay + 1.0);
+            double ed = ex / (hp->expert_delay + 1.0);
+            double naive = max3(a, dn, ex), crit = max3(a, dd, ed);
+            if (i < cap) {
+                fmt_cp_layer *o = &layers[i];
+                o->layer = i;
+                o->block = b;
+                o->attn = a;
+                o->dense = dn;
+                o->expert = ex;
+                o->naive = naive;
+                o->critical = crit;
+                o->binding = crit == a ? FMT_CP_ATTN : crit == dd ? FMT_CP_DENSE
+                                                                  : FMT_CP_EXPERT;
+                o->naive_binding = naive == a ? FMT_CP_ATTN
+                                   : naive == dn ? FMT_CP_DENSE : FMT_CP_EXPERT;
+            }
+            tot->naive += naive;
+            tot->critical += crit;
+            tot->serial += a + dn + ex;
+        }
+    }
+    return 0;
+}
+
+const char *fmt_cp_stream_name(int s)
+{
+    switch (s) {
+    case FMT_CP_ATTN: return "attention";
+    case FMT_CP_DENSE: return "dense";
+    case FMT_CP_EXPERT: return "experts";
+    default: return "?";
+    }
+}

@@ -1,0 +1,70 @@
+/*
+ * cmd_synth.c — `cflow synth PRESET OUT`: random-weight models for tests
+ * and benchmarks, written by the ordinary .cflow writer.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "format/cflow_format.h"
+#include "ui/ui.h"
+
+static void help(void)
+{
+    printf("usage: cflow synth [-q TYPE] [--seed S] PRESET OUTPUT\n\n"
+           "Write a random-weight model for PRESET to OUTPUT (.cflow).\n\n"
+           "  -q, --quant TYPE  tile type of the weight matrices (default q4_0)\n"
+           "      --seed S      weights seed (default 1)\n"
+           "  -h, --help        this text\n\npresets:\n");
+    for (unsigned i = 0; fmt_synth_preset_name(i); i++)
+        printf("  %s\n", fmt_synth_preset_name(i));
+}
+
+int ui_cmd_synth(int argc, char **argv)
+{
+    enum { O_SEED = 256 };
+    static const struct option lo[] = {
+        { "quant", required_argument, 0, 'q' },
+        { "seed", required_argument, 0, O_SEED },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    fmt_convert_opts o;
+    uint64_t seed = 1;
+    char err[512];
+    int c;
+
+    memset(&o, 0, sizeof o);
+    o.force_type = KERN_Q4_0;
+    o.log = ui_log;
+    o.progress = ui_progress;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "q:h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'q':
+            o.force_type = kern_type_from_name(optarg);
+            if (o.force_type < 0)
+                return ui_usage_error("synth", "unknown type '%s' (q4_0, q8_0, f16, f32)",
+                                      optarg);
+            break;
+        case O_SEED:
+            if (ui_parse_u64(optarg, &seed))
+                return ui_usage_error("synth", "bad --seed '%s'", optarg);
+            break;
+        case 'h': help(); return UI_EXIT_OK;
+        default: return ui_usage_error("synth", "bad option");
+        }
+    }
+    if (argc - optind != 2)
+        return ui_usage_error("synth", "expected PRESET and OUTPUT");
+    fmt_src *src = NULL;
+    if (fmt_synth_open(&src, argv[optind], seed, err, sizeof err))
+        return ui_error("%s", err);
+    int rc = fmt_cflow_write(src, argv[optind + 1], &o, err, sizeof err);
+    fmt_src_close(src);
+    if (rc)
+        return ui_error("%s", err);
+    return UI_EXIT_OK;
+}
