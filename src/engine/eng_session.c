@@ -12,9 +12,23 @@
  *   x      [dim]           residual stream
  *   xb     [dim]           normalised residual / attention-out projection
  *   q      [n_heads*hd]    queries; att [n_heads*hd] attention output
- *   kc, vc [L][n_ctx][n_kv*hd]  the KV cache, position-major per layer
+ *   kc, vc [L][n_ctx][n_kv*hd]  the KV cache, position-major per layer:
+ *                          floats, or halves (kc16, vc16) with kv_f16
+ *   k_tmp, v_tmp [n_kv*hd] this position's k and v before rounding to f16
+ *   att16  [2*hd]          halves: scratch of the f16 attention
  *   hb,hb2 [ffn]           gate and up activations
  *   logits [vocab]
+ *
+ * KV precision.  Each model is held to the output of its peer: a llama2.c
+ * checkpoint to run.c (f32 cache, f32 softmax), a GGUF model to llama.cpp,
+ * whose CPU backend keeps the cache in f16 by default and runs flash
+ * attention over it, accumulating the weighted values in f16.  That is not
+ * a rounding detail: on Q8_0/Q4_0 models every mat-vec input is quantised
+ * to Q8_0 blocks, round(x/d) turns last-bit differences into whole steps,
+ * and with an f32 cache our greedy text left llama.cpp's after 18 words
+ * (stories260K Q4_0, "Lily and Ben").  So kv_f16 (eng_opts) defaults to
+ * f16 for models whose "cflow.source" is "gguf" and to f32 otherwise; the
+ * f16 cache also halves the cache's memory and bandwidth.
  */
 #include "config.h"
 
@@ -64,9 +78,15 @@ struct eng_session {
 
     float *x, *xb, *q, *att, *hb, *hb2, *logits, *scores, *kc, *vc, *inv_freq;
     float *k_tmp, *v_tmp;
+    int kv_f16;                         /* resolved eng_opts.kv_f16: 0 or 1 */
+    uint16_t *kc16, *vc16, *att16;
     kern_act act_dim, act_q, act_ffn;
     eng_stats stats;
     uint64_t bytes_per_token;
+    /* profiling (eng_set_prof): NULL when off; prof_attached is 0 until
+     * every worker thread has opened its counters */
+    struct prof *prof;
+    int prof_attached;
 };
 
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -81,6 +101,18 @@ static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
 void eng_opts_default(eng_opts *o)
 {
     memset(o, 0, sizeof *o);
+    o->kv_f16 = -1;
+}
+
+/* eng_opts.kv_f16 -1: f16 when the model was converted from GGUF (see the
+ * essay at the top). */
+static int want_kv_f16(const eng_opts *o, const fmt_model *m)
+{
+    if (o->kv_f16 >= 0)
+        return o->kv_f16 != 0;
+    size_t len = 0;
+    const char *src = fmt_kv_get_str(fmt_model_kv(m), "cflow.source", &len);
+    return src && len == 4 && !memcmp(src, "gguf", 4);
 }
 
 static int mv_init(eng_mv *mv, const fmt_stream *st)
@@ -143,6 +175,8 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
         return fail(err, errlen, ENG_ENOMEM, "%s: out of memory", model_path);
     if (o)
         s->opts = *o;
+    else
+        eng_opts_default(&s->opts);
     rc = fmt_model_open(&s->model, model_path, err, errlen);
     if (rc)
         goto fail;
@@ -224,8 +258,15 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
     s->k_tmp = xalloc(s->kv_dim * sizeof(float), &oom);
     s->v_tmp = xalloc(s->kv_dim * sizeof(float), &oom);
     s->inv_freq = xalloc(hp->head_dim / 2 * sizeof(float), &oom);
-    s->kc = xalloc(kv * sizeof(float), &oom);
-    s->vc = xalloc(kv * sizeof(float), &oom);
+    s->kv_f16 = want_kv_f16(&s->opts, s->model);
+    if (s->kv_f16) {
+        s->kc16 = xalloc(kv * sizeof(uint16_t), &oom);
+        s->vc16 = xalloc(kv * sizeof(uint16_t), &oom);
+        s->att16 = xalloc(2 * (size_t)hp->head_dim * sizeof(uint16_t), &oom);
+    } else {
+        s->kc = xalloc(kv * sizeof(float), &oom);
+        s->vc = xalloc(kv * sizeof(float), &oom);
+    }
     if (oom || kern_act_init(&s->act_dim, hp->dim) ||
         kern_act_init(&s->act_q, s->q_dim) ||
         kern_act_init(&s->act_ffn, hp->ffn_dim)) {
@@ -252,6 +293,7 @@ void eng_close(eng_session *s)
     free(s->x); free(s->xb); free(s->q); free(s->att); free(s->hb);
     free(s->hb2); free(s->logits); free(s->scores); free(s->kc); free(s->vc);
     free(s->k_tmp); free(s->v_tmp); free(s->inv_freq);
+    free(s->kc16); free(s->vc16); free(s->att16);
     for (unsigned l = 0; s->layers && l < s->hp->n_layers; l++) {
         free(s->layers[l].qkv.unit);
         free(s->layers[l].o.unit);
@@ -269,6 +311,7 @@ void eng_close(eng_session *s)
 const fmt_hparams *eng_hparams(const eng_session *s) { return s->hp; }
 const eng_tok *eng_tokenizer(const eng_session *s) { return s->tok; }
 const char *eng_isa(const eng_session *s) { return s->ops->name; }
+int eng_kv_f16(const eng_session *s) { return s->kv_f16; }
 uint32_t eng_n_ctx(const eng_session *s) { return s->n_ctx; }
 uint32_t eng_n_past(const eng_session *s) { return s->n_past; }
 float *eng_logits(eng_session *s) { return s->logits; }
@@ -289,10 +332,38 @@ int eng_default_threads(int requested)
 
 int eng_set_threads(eng_session *s, int n_threads)
 {
+    s->prof_attached = 0;   /* new workers open their own counters */
     return eng_pool_resize(s->pool, eng_default_threads(n_threads)) ? ENG_ENOMEM : 0;
 }
 
 int eng_threads(const eng_session *s) { return eng_pool_size(s->pool); }
+
+void eng_set_prof(eng_session *s, struct prof *p)
+{
+    s->prof = p;
+    s->prof_attached = 0;
+}
+
+/* Profiling: one parallel region in which every worker (and the caller,
+ * tid 0) opens counters on itself — perf_event counters belong to the
+ * thread that opens them.  Then the token's clock and counters start. */
+static void prof_attach_run(void *ctx, int tid, int n_threads)
+{
+    (void)n_threads;
+    prof_thread_attach(ctx, tid);
+}
+
+static void prof_begin(eng_session *s)
+{
+    if (!s->prof_attached) {
+        if (prof_threads_reset(s->prof, eng_pool_size(s->pool)) == 0)
+            eng_pool_run(s->pool, prof_attach_run, s->prof);
+        s->prof_attached = 1;
+    }
+    prof_token_begin(s->prof);
+}
+
+#define ENG_PAR_MIN_BYTES (256u * 1024u)
 
 typedef struct mv_task {
     const kern_ops *ops;
@@ -327,6 +398,15 @@ static void matvec_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
                           float *const *out)
 {
     mv_task t = { s->ops, mv, x, out, s->pool };
+    /* Waking workers costs microseconds: below a few hundred KB of tiles
+     * (or with one unit) the caller does the whole stream itself. */
+    if (mv->n_units < 2 || mv->st->length < ENG_PAR_MIN_BYTES) {
+        const fmt_tile *ti = mv->st->tiles;
+        for (uint32_t i = 0; i < mv->st->n_tiles; i++, ti++)
+            s->ops->tile_mv[ti->type](ti->payload, ti->rows, ti->cols, x, ti->col0,
+                                      out[ti->matrix] + ti->row0);
+        return;
+    }
     eng_pool_run(s->pool, mv_run, &t);
 }
 
@@ -346,21 +426,44 @@ static void embed(eng_session *s, int32_t token, float *x)
     }
 }
 
+static void DBG(const char *n, int l, const float *p, unsigned cnt)
+{
+    const char *f = getenv("CFLOW_DUMPF");
+    if (!f) return;
+    FILE *df = fopen(f, "ab");
+    char name[32] = {0};
+    snprintf(name, sizeof name, "%s.%d", n, l);
+    int32_t c = (int32_t)cnt;
+    fwrite(name, 1, 32, df); fwrite(&c, 4, 1, df); fwrite(p, 4, cnt, df);
+    fclose(df);
+}
+
 static int forward(eng_session *s, int32_t token, int want_logits)
 {
     const fmt_hparams *hp = s->hp;
     uint32_t dim = hp->dim, pos = s->n_past, hd = hp->head_dim;
     float *out[FMT_NMATRIX] = { 0 };
+    double pt = 0.0;   /* profiling: when the current part of a layer began */
 
     embed(s, token, s->x);
+    DBG("embd", 0, s->x, hp->dim);
     for (unsigned l = 0; l < hp->n_layers; l++) {
         const eng_layer *ly = &s->layers[l];
-        float *kc = s->kc + ((size_t)l * s->n_ctx) * s->kv_dim;
-        float *vc = s->vc + ((size_t)l * s->n_ctx) * s->kv_dim;
-        float *k = kc + (size_t)pos * s->kv_dim, *v = vc + (size_t)pos * s->kv_dim;
+        const size_t lo = (size_t)l * s->n_ctx * s->kv_dim;  /* layer offset */
+        if (s->prof)
+            pt = prof_now();
+        float *k, *v;                   /* this position's k and v */
+        if (s->kv_f16) {
+            k = s->k_tmp;               /* rounded into kc16/vc16 below */
+            v = s->v_tmp;
+        } else {
+            k = s->kc + lo + (size_t)pos * s->kv_dim;
+            v = s->vc + lo + (size_t)pos * s->kv_dim;
+        }
 
         /* attention */
         kern_rmsnorm(s->xb, s->x, ly->attn_norm, dim, hp->norm_eps);
+        DBG("attn_norm", l, s->xb, dim);
         kern_act_set(&s->act_dim, s->xb, dim, ly->qkv.need);
         memset(s->q, 0, s->q_dim * sizeof(float));
         memset(k, 0, s->kv_dim * sizeof(float));
@@ -381,32 +484,46 @@ static int forward(eng_session *s, int32_t token, int want_logits)
         int neox = (hp->flags & FMT_FLAG_ROPE_NEOX) != 0;
         kern_rope(s->q, hp->n_heads, hd, hd, pos, s->inv_freq, neox);
         kern_rope(k, hp->n_kv_heads, hd, hd, pos, s->inv_freq, neox);
-        if (getenv("CFLOW_EMU")) {
-            for (uint32_t i = 0; i < s->kv_dim; i++) {
-                k[i] = kern_fp16_to_fp32(kern_fp32_to_fp16(k[i]));
-                v[i] = kern_fp16_to_fp32(kern_fp32_to_fp16(v[i]));
-            }
-            if (getenv("CFLOW_EMU")[0] == '2')
-            for (uint32_t i = 0; i < s->q_dim; i++)
-                s->q[i] = kern_fp16_to_fp32(kern_fp32_to_fp16(s->q[i]));
-        }
+        DBG("q", l, s->q, s->q_dim); DBG("k", l, k, s->kv_dim); DBG("v", l, v, s->kv_dim);
         /* sliding-window layers see only the last sliding_window positions */
         uint32_t first = 0, W = hp->sliding_window;
         if (W && pos + 1 > W)
             first = pos + 1 - W;
-        kern_attn_decode(s->att, s->q, kc + (size_t)first * s->kv_dim,
-                         vc + (size_t)first * s->kv_dim, pos + 1 - first, hp->n_heads,
-                         hp->n_kv_heads, hd, s->kv_dim, 1.0f / sqrtf((float)hd),
-                         0.0f, s->scores);
+        if (s->kv_f16) {
+            uint16_t *kc = s->kc16 + lo, *vc = s->vc16 + lo;
+            uint16_t *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
+            for (uint32_t i = 0; i < s->kv_dim; i++) {
+                kp[i] = kern_fp32_to_fp16(k[i]);
+                vp[i] = kern_fp32_to_fp16(v[i]);
+            }
+            /* llama.cpp's kq_scale: a multiplication by 1/sqrt(head_dim) */
+            kern_attn_decode_f16(s->att, s->q, kc + (size_t)first * s->kv_dim,
+                                 vc + (size_t)first * s->kv_dim, pos + 1 - first,
+                                 hp->n_heads, hp->n_kv_heads, hd, s->kv_dim,
+                                 1.0f / sqrtf((float)hd), 0.0f, s->att16);
+        } else {
+            float *kc = s->kc + lo, *vc = s->vc + lo;
+            kern_attn_decode(s->att, s->q, kc + (size_t)first * s->kv_dim,
+                             vc + (size_t)first * s->kv_dim, pos + 1 - first,
+                             hp->n_heads, hp->n_kv_heads, hd, s->kv_dim,
+                             1.0f / sqrtf((float)hd), 0.0f, s->scores);
+        }
+        DBG("attn", l, s->att, s->q_dim);
         kern_act_set(&s->act_q, s->att, s->q_dim, ly->o.need);
         memset(s->xb, 0, dim * sizeof(float));
         out[FMT_M_O] = s->xb;
         matvec_stream(s, &ly->o, &s->act_q, out);
+        DBG("wo", l, s->xb, dim);
         for (uint32_t i = 0; i < dim; i++)
             s->x[i] += s->xb[i];
+        DBG("ffn_inp", l, s->x, dim);
+
+        if (s->prof)
+            pt = prof_layer_mark(s->prof, l, PROF_ST_ATTN, pt);
 
         /* feed-forward */
         kern_rmsnorm(s->xb, s->x, ly->ffn_norm, dim, hp->norm_eps);
+        DBG("ffn_norm", l, s->xb, dim);
         kern_act_set(&s->act_dim, s->xb, dim, ly->gate_up.need);
         memset(s->hb, 0, hp->ffn_dim * sizeof(float));
         memset(s->hb2, 0, hp->ffn_dim * sizeof(float));
@@ -417,23 +534,31 @@ static int forward(eng_session *s, int32_t token, int want_logits)
             kern_geglu(s->hb, s->hb, s->hb2, hp->ffn_dim);
         else
             kern_swiglu(s->hb, s->hb, s->hb2, hp->ffn_dim);
+        DBG("up", l, s->hb2, hp->ffn_dim);
+        DBG("glu", l, s->hb, hp->ffn_dim);
         kern_act_set(&s->act_ffn, s->hb, hp->ffn_dim, ly->down.need);
         memset(s->xb, 0, dim * sizeof(float));
         out[FMT_M_DOWN] = s->xb;
         matvec_stream(s, &ly->down, &s->act_ffn, out);
+        DBG("down", l, s->xb, dim);
         for (uint32_t i = 0; i < dim; i++)
             s->x[i] += s->xb[i];
+        DBG("out", l, s->x, dim);
+        if (s->prof)
+            pt = prof_layer_mark(s->prof, l, PROF_ST_FFN, pt);
     }
     s->n_past++;
     if (!want_logits)
         return 0;
 
     kern_rmsnorm(s->x, s->x, s->out_norm, dim, hp->norm_eps);
+    DBG("final_norm", 0, s->x, dim);
     kern_act_set(&s->act_dim, s->x, dim, s->output.need);
     memset(s->logits, 0, hp->vocab_size * sizeof(float));
     out[FMT_M_OUTPUT] = s->logits;
     out[FMT_M_TOK_EMBD] = s->logits;
     matvec_stream(s, &s->output, &s->act_dim, out);
+    DBG("logits", 0, s->logits, hp->vocab_size);
     if (hp->softcap > 0.0f)
         for (uint32_t i = 0; i < hp->vocab_size; i++)
             s->logits[i] = tanhf(s->logits[i] / hp->softcap) * hp->softcap;
@@ -456,9 +581,13 @@ int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
     int rc = check_token(s, token, err, errlen);
     if (rc)
         return rc;
+    if (s->prof)
+        prof_begin(s);
     double t0 = prof_now();
     forward(s, token, 1);
     s->stats.decode_s += prof_now() - t0;
+    if (s->prof)
+        prof_token_end(s->prof, PROF_DECODE);
     s->stats.n_gen++;
     return 0;
 }
@@ -471,7 +600,11 @@ int eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
         int rc = check_token(s, tokens[i], err, errlen);
         if (rc)
             return rc;
+        if (s->prof)
+            prof_begin(s);
         forward(s, tokens[i], i + 1 == n);
+        if (s->prof)
+            prof_token_end(s->prof, PROF_PREFILL);
     }
     s->stats.prefill_s += prof_now() - t0;
     s->stats.n_prompt += n;

@@ -172,6 +172,8 @@ void eng_close(eng_session *s);
 const fmt_hparams *eng_hparams(const eng_session *s);
 const eng_tok     *eng_tokenizer(const eng_session *s);
 const char        *eng_isa(const eng_session *s);
+/* 1 when the KV cache holds binary16 (eng_opts.kv_f16 resolved), else 0. */
+int                eng_kv_f16(const eng_session *s);
 uint32_t           eng_n_ctx(const eng_session *s);
 uint32_t           eng_n_past(const eng_session *s);
 
@@ -198,5 +200,15 @@ typedef struct eng_stats {
     uint64_t bytes_per_token;   /* weight bytes streamed per decoded token */
 } eng_stats;
 void eng_get_stats(const eng_session *s, eng_stats *st);
+
+/* Profiling (src/prof/prof.h).  With a profiler attached the session
+ * brackets every token with prof_token_begin/end, marks each layer's
+ * attention and FFN time (prof_layer_mark), and, before the next token
+ * after attaching or after eng_set_threads, has every worker thread open
+ * its own counters (prof_threads_reset + prof_thread_attach).  NULL
+ * detaches; detached, each probe costs one branch.  The profiler must stay
+ * alive while attached. */
+struct prof;
+void eng_set_prof(eng_session *s, struct prof *p);
 
 #endif /* CFLOW_ENGINE_H */

@@ -338,6 +338,14 @@ static int read_experts(fmt_model *m, unsigned en, fmt_tile **next, char *err,
                 c.mat[i].type = e->mat[gs[g][i]].type;
                 c.mat[i].matrix = gm[g][i];
             }
+            /* every stream starts on a 64-byte boundary of the file */
+            uint64_t at = (uint64_t)(pos - m->map);
+            at = (at + FMT_ALIGN - 1) / FMT_ALIGN * FMT_ALIGN;
+            if (at > (uint64_t)(end - m->map))
+                return bad(err, errlen, FMT_EFORMAT, p,
+                           "layer %u expert %u ends before its down projection",
+                           en, x);
+            pos = m->map + at;
             c.m = m;
             c.pos = pos;
             c.end = end;

@@ -76,10 +76,11 @@ static void quant_q8_block(const float *x, int8_t *q, float *d_out,
         amax = amax > v ? amax : v;     /* ggml's MAX() */
     }
     const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const int X = getenv("X_Q8") != NULL;
+    const float id = X ? (amax != 0.0f ? 127.0f / amax : 0.0f) : d != 0.0f ? 1.0f / d : 0.0f;
     int32_t sum = 0;
     for (int j = 0; j < KERN_QBLOCK; j++) {
-        float v = roundf(x[j] * id);
+        float v = X ? rintf(x[j] * id) : roundf(x[j] * id);
         /* |x*id| <= 127 for finite x; clamp so a NaN or inf input gives a
          * defined quant instead of an out-of-range conversion */
         int qi = v >= -127.0f && v <= 127.0f ? (int)v : v > 127.0f ? 127

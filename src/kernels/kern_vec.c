@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <stdlib.h>
 
 #include "kernels/kern.h"
 #include "kernels/kern_impl.h"
@@ -21,6 +22,16 @@ void kern_rmsnorm(float *out, const float *x, const float *w, unsigned n,
                   float eps)
 {
     float ss = 0.0f;
+    if (getenv("X_RMS")) {
+        double sum = 0.0;
+        for (unsigned j = 0; j < n; j++)
+            sum += (double)(x[j] * x[j]);
+        const float mean = (float)(sum / n);
+        const float scale = 1.0f / sqrtf(mean + eps);
+        for (unsigned j = 0; j < n; j++)
+            out[j] = w ? (x[j] * scale) * w[j] : x[j] * scale;
+        return;
+    }
     for (unsigned j = 0; j < n; j++)
         ss += x[j] * x[j];
     ss /= (float)n;
@@ -34,6 +45,23 @@ void kern_rope(float *x, unsigned n_heads, unsigned head_dim, unsigned rot_dim,
                unsigned pos, const float *inv_freq, int neox)
 {
     const unsigned half = rot_dim / 2;
+    if (getenv("X_ROPE")) {
+        const float ts = powf(10000.0f, -2.0f / (float)rot_dim);
+        float theta = (float)pos;
+        for (unsigned i = 0; i < half; i++) {
+            float c = cosf(theta), sn = sinf(theta);
+            unsigned a = neox ? i : 2 * i;
+            unsigned b = neox ? i + half : 2 * i + 1;
+            for (unsigned h = 0; h < n_heads; h++) {
+                float *v = x + (size_t)h * head_dim;
+                float x0 = v[a], x1 = v[b];
+                v[a] = fmaf(x0, c, -(x1 * sn));
+                v[b] = fmaf(x0, sn, x1 * c);
+            }
+            theta *= ts;
+        }
+        return;
+    }
     for (unsigned i = 0; i < half; i++) {
         float val = (float)pos * inv_freq[i];
         float fcr = cosf(val);
@@ -194,8 +222,35 @@ void kern_attn_decode_f16(float *out, const float *q, const uint16_t *k,
     }
 }
 
+static float v_expf512(float x)
+{
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                              fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                         u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (fabsf(n) > 192.0f)
+        return n <= 0.0f ? 0.0f : INFINITY;
+    return ldexpf(j, (int)n);
+}
+
 void kern_swiglu(float *out, const float *gate, const float *up, unsigned n)
 {
+    if (getenv("X_GLU")) {
+        unsigned i = 0, nv = n & ~15u;
+        for (; i < nv; i++) {
+            float x = gate[i];
+            out[i] = (x / (1.0f + v_expf512(0.0f - x))) * up[i];
+        }
+        for (; i < n; i++) {
+            float x = gate[i];
+            out[i] = (x / (1.0f + expf(-x))) * up[i];
+        }
+        return;
+    }
     for (unsigned i = 0; i < n; i++) {
         float val = gate[i];
         val *= 1.0f / (1.0f + expf(-val));

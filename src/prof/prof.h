@@ -94,11 +94,12 @@ enum prof_phase { PROF_PREFILL = 0, PROF_DECODE = 1 };
 /* ======================================================================= */
 typedef struct prof prof;
 
+/* What to measure beyond token timings (always on while a profiler is
+ * attached: they cost two clock reads per token). */
 enum {
-    PROF_TOKENS   = 1u << 0,  /* per-token timings into the ring */
-    PROF_LAYERS   = 1u << 1,  /* per-layer timers */
-    PROF_COUNTERS = 1u << 2,  /* perf_event counters per worker thread */
-    PROF_ALL      = 7u
+    PROF_LAYERS   = 1u << 0,  /* per-layer timers */
+    PROF_COUNTERS = 1u << 1,  /* perf_event counters per worker thread */
+    PROF_ALL      = 3u
 };
 
 /* A new profiler for a model of n_layers layers.  With PROF_COUNTERS the
@@ -181,15 +182,17 @@ void   prof_totals_get(const prof *p, prof_totals *t);
 /* Seconds layer spent in stream st during the current run (any thread). */
 double prof_layer_seconds(const prof *p, unsigned layer, enum prof_stream st);
 
-/* One line, no newline:
- *   "task-clock 12.3 ms, page-faults 120 (major 0), context-switches 4,
- *    cpu-migrations 0; unavailable: cycles, instructions (perf_event_open:
- *    No such file or directory; perf_event_paranoid=2)"
- * ev holds values (-1: unavailable); availability and reasons come from p
- * (p may be NULL: then -1 values are listed without a reason).  Returns
- * the length it wanted (like snprintf). */
-size_t prof_counters_line(const prof *p, const int64_t ev[PROF_NEV], char *buf,
-                          size_t n);
+/* One line, no newline, the events in enum order:
+ *   "task-clock 12.3 ms, page-faults 120, major-faults 0, minor-faults 120,
+ *    context-switches 4, cpu-migrations 0; unavailable: cycles,
+ *    instructions, ... (perf_event_open: No such file or directory;
+ *    perf_event_paranoid=2)"
+ * ev holds values (-1: unavailable); reason[ev] (may be NULL, as may its
+ * entries) says why; events sharing a reason are listed together before
+ * it.  With cycles and instructions both present, "(IPC x.xx)" follows
+ * instructions.  Returns the length it wanted (like snprintf). */
+size_t prof_counters_line(const int64_t ev[PROF_NEV],
+                          const char *const reason[PROF_NEV], char *buf, size_t n);
 
 /* ======================================================================= */
 /* Machine and model facts                                                  */

@@ -24,6 +24,7 @@ static const struct {
     { "tokenize", ui_cmd_tokenize, "print the token ids of a text" },
     { "inspect", ui_cmd_inspect, "show a .cflow file's header, geometry and tiles" },
     { "synth", ui_cmd_synth, "write a random-weight model for a preset" },
+    { "ppl", ui_cmd_ppl, "perplexity and bits per byte over a text file" },
 };
 
 static void usage(FILE *f)

@@ -22,6 +22,7 @@ int ui_cmd_run(int argc, char **argv);
 int ui_cmd_tokenize(int argc, char **argv);
 int ui_cmd_inspect(int argc, char **argv);
 int ui_cmd_synth(int argc, char **argv);
+int ui_cmd_ppl(int argc, char **argv);
 
 /* "cflow: <msg>" on stderr; returns UI_EXIT_ERR. */
 int  ui_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

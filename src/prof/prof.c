@@ -1,0 +1,336 @@
+/*
+ * prof.c — the profiler: probes, the ring of token records, run totals.
+ *
+ * The decoding thread is the only writer.  Around each token it takes the
+ * time and (with PROF_COUNTERS) the counters of every worker thread; the
+ * engine marks the end of each part of a layer (prof_layer_mark), which
+ * adds to that layer's sums and to the token's per-stream seconds.  When
+ * the token ends its record goes into the ring and into the run's totals.
+ *
+ * The ring.  PROF_RING_CAP slots, each PROF_TOK_WORDS 64-bit words and a
+ * sequence word: record n lives in slot n % CAP, and its sequence word is
+ * 2n+1 while it is being written and 2n+2 once complete (a seqlock per
+ * slot).  A reader copies the words between two reads of the sequence
+ * word and keeps the copy only when both read 2n+2, so a record the writer
+ * overwrote meanwhile is counted as lost instead of being returned torn.
+ * Every word is a relaxed atomic, the ordering comes from the fences, so
+ * there is no data race in the C11 sense and readers never block the
+ * writer.  Readers own their cursors; any number may read at once.
+ *
+ * Per-layer sums are relaxed atomics in nanoseconds for the same reason: a
+ * TUI may show them live.  Run totals are plain fields, read by the
+ * decoding thread (prof_totals_get) — the logger runs there.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prof/prof_impl.h"
+
+_Static_assert(sizeof(prof_tok) % sizeof(uint64_t) == 0,
+               "prof_tok must be whole 64-bit words");
+
+const char *prof_stream_name(int st)
+{
+    static const char *const names[PROF_NST] = { "attention", "ffn", "experts",
+                                                  "io-wait" };
+    return st >= 0 && st < PROF_NST ? names[st] : "?";
+}
+
+int prof_new(prof **out, unsigned what, unsigned n_layers, char *err, size_t errlen)
+{
+    prof *p = calloc(1, sizeof *p);
+    *out = NULL;
+    if (!p)
+        goto oom;
+    p->what = what & PROF_ALL;
+    p->n_layers = n_layers;
+    p->layer_ns = calloc((size_t)(n_layers ? n_layers : 1) * PROF_NST,
+                         sizeof *p->layer_ns);
+    p->ring_seq = calloc(PROF_RING_CAP, sizeof *p->ring_seq);
+    p->ring_words = calloc((size_t)PROF_RING_CAP * PROF_TOK_WORDS, sizeof *p->ring_words);
+    if (!p->layer_ns || !p->ring_seq || !p->ring_words)
+        goto oom;
+    prof_ctr_init(&p->ctr, (p->what & PROF_COUNTERS) != 0);
+    prof_run_begin(p, 0, 0.0);
+    *out = p;
+    return 0;
+oom:
+    if (p) {
+        free(p->layer_ns);
+        free(p->ring_seq);
+        free(p->ring_words);
+        free(p);
+    }
+    snprintf(err, errlen, "profiler: out of memory");
+    return -1;
+}
+
+void prof_free(prof *p)
+{
+    if (!p)
+        return;
+    prof_ctr_free(&p->ctr);
+    free(p->layer_ns);
+    free(p->ring_seq);
+    free(p->ring_words);
+    free(p);
+}
+
+unsigned prof_what(const prof *p) { return p->what; }
+unsigned prof_n_layers(const prof *p) { return p->n_layers; }
+
+int prof_ev_available(const prof *p, int ev)
+{
+    return ev >= 0 && ev < PROF_NEV && p->ctr.avail[ev];
+}
+
+const char *prof_ev_reason(const prof *p, int ev)
+{
+    if (ev < 0 || ev >= PROF_NEV)
+        return "unknown event";
+    return p->ctr.avail[ev] ? "" : p->ctr.reason[ev];
+}
+
+uint64_t prof_run_begin(prof *p, uint64_t bytes_per_token, double read_bw_gbs)
+{
+    uint64_t gen = p->run.gen + 1;
+    memset(&p->run, 0, sizeof p->run);
+    p->run.gen = gen;
+    p->run.t0 = prof_now();
+    p->run.bytes_per_token = bytes_per_token;
+    p->run.read_bw_gbs = read_bw_gbs > 0 ? read_bw_gbs : 0.0;
+    for (int i = 0; i < PROF_NEV; i++)
+        p->run.ev[i] = p->ctr.avail[i] ? 0 : -1;
+    for (size_t i = 0; i < (size_t)(p->n_layers ? p->n_layers : 1) * PROF_NST; i++)
+        atomic_store_explicit(&p->layer_ns[i], 0, memory_order_relaxed);
+    return gen;
+}
+
+void prof_token_begin(prof *p)
+{
+    memset(p->cur.st, 0, sizeof p->cur.st);
+    if (p->ctr.on)
+        prof_ctr_read(&p->ctr, p->cur.ev0);
+    /* the clock after the counters: their reading is not the token's time */
+    p->cur.t0 = prof_now();
+}
+
+double prof_layer_mark(prof *p, unsigned layer, enum prof_stream st, double since)
+{
+    double now = prof_now();
+    if ((p->what & PROF_LAYERS) && layer < p->n_layers && (unsigned)st < PROF_NST) {
+        double d = now - since;
+        p->cur.st[st] += d;
+        atomic_uint_least64_t *a = &p->layer_ns[(size_t)layer * PROF_NST + st];
+        /* one writer: load + store is enough, and cheaper than fetch_add */
+        uint64_t ns = d > 0 ? (uint64_t)(d * 1e9) : 0;
+        atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) + ns,
+                              memory_order_relaxed);
+    }
+    return now;
+}
+
+static void ring_put(prof *p, const prof_tok *rec)
+{
+    uint64_t w[PROF_TOK_WORDS];
+    memcpy(w, rec, sizeof w);
+    uint64_t n = atomic_load_explicit(&p->ring_head, memory_order_relaxed);
+    size_t slot = (size_t)(n % PROF_RING_CAP);
+    atomic_uint_least64_t *dst = &p->ring_words[slot * PROF_TOK_WORDS];
+    atomic_store_explicit(&p->ring_seq[slot], 2 * n + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    for (size_t i = 0; i < PROF_TOK_WORDS; i++)
+        atomic_store_explicit(&dst[i], w[i], memory_order_relaxed);
+    atomic_store_explicit(&p->ring_seq[slot], 2 * n + 2, memory_order_release);
+    atomic_store_explicit(&p->ring_head, n + 1, memory_order_release);
+}
+
+void prof_token_end(prof *p, enum prof_phase phase)
+{
+    double t1 = prof_now();
+    prof_tok rec;
+    int ph = phase == PROF_PREFILL ? PROF_PREFILL : PROF_DECODE;
+
+    memset(&rec, 0, sizeof rec);
+    rec.run = p->run.gen;
+    rec.idx = p->run.n_tok[0] + p->run.n_tok[1];
+    rec.phase = (uint64_t)ph;
+    rec.t = p->cur.t0 - p->run.t0;
+    rec.dt = t1 - p->cur.t0;
+    memcpy(rec.st, p->cur.st, sizeof rec.st);
+    if (p->ctr.on) {
+        int64_t ev1[PROF_NEV];
+        prof_ctr_read(&p->ctr, ev1);
+        for (int i = 0; i < PROF_NEV; i++) {
+            if (ev1[i] < 0 || p->cur.ev0[i] < 0)
+                rec.ev[i] = -1;
+            else   /* scaled counts may step back a little: never below 0 */
+                rec.ev[i] = ev1[i] > p->cur.ev0[i] ? ev1[i] - p->cur.ev0[i] : 0;
+        }
+    } else {
+        for (int i = 0; i < PROF_NEV; i++)
+            rec.ev[i] = -1;
+    }
+
+    p->run.n_tok[ph]++;
+    p->run.sec[ph] += rec.dt;
+    for (int i = 0; i < PROF_NST; i++)
+        p->run.st[i] += rec.st[i];
+    for (int i = 0; i < PROF_NEV; i++)
+        if (rec.ev[i] >= 0 && p->run.ev[i] >= 0)
+            p->run.ev[i] = rec.ev[i] > INT64_MAX - p->run.ev[i] ? INT64_MAX
+                                                                : p->run.ev[i] + rec.ev[i];
+    ring_put(p, &rec);
+}
+
+uint64_t prof_ring_head(const prof *p)
+{
+    return atomic_load_explicit(&((prof *)p)->ring_head, memory_order_acquire);
+}
+
+size_t prof_ring_read(const prof *p, uint64_t *cursor, prof_tok *out, size_t max,
+                      uint64_t *lost)
+{
+    prof *q = (prof *)p;   /* atomics are read through non-const pointers */
+    uint64_t head = atomic_load_explicit(&q->ring_head, memory_order_acquire);
+    uint64_t cur = *cursor, n_lost = 0;
+    size_t k = 0;
+
+    if (cur > head)   /* a cursor from the future: start again at the head */
+        cur = head;
+    if (head - cur > PROF_RING_CAP) {
+        n_lost += head - PROF_RING_CAP - cur;
+        cur = head - PROF_RING_CAP;
+    }
+    while (cur < head && k < max) {
+        size_t slot = (size_t)(cur % PROF_RING_CAP);
+        uint64_t w[PROF_TOK_WORDS];
+        const atomic_uint_least64_t *src = &q->ring_words[slot * PROF_TOK_WORDS];
+        uint64_t s1 = atomic_load_explicit(&q->ring_seq[slot], memory_order_acquire);
+        if (s1 != 2 * cur + 2) {
+            n_lost++;
+            cur++;
+            continue;
+        }
+        for (size_t i = 0; i < PROF_TOK_WORDS; i++)
+            w[i] = atomic_load_explicit((atomic_uint_least64_t *)&src[i],
+                                        memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        uint64_t s2 = atomic_load_explicit(&q->ring_seq[slot], memory_order_relaxed);
+        cur++;
+        if (s2 != s1) {
+            n_lost++;
+            continue;
+        }
+        memcpy(&out[k++], w, sizeof w);
+    }
+    *cursor = cur;
+    if (lost)
+        *lost += n_lost;
+    return k;
+}
+
+void prof_totals_get(const prof *p, prof_totals *t)
+{
+    memset(t, 0, sizeof *t);
+    t->run = p->run.gen;
+    t->n_prompt = p->run.n_tok[PROF_PREFILL];
+    t->n_gen = p->run.n_tok[PROF_DECODE];
+    t->prefill_s = p->run.sec[PROF_PREFILL];
+    t->decode_s = p->run.sec[PROF_DECODE];
+    if (t->prefill_s > 0)
+        t->prefill_tok_s = (double)t->n_prompt / t->prefill_s;
+    if (t->decode_s > 0) {
+        t->decode_tok_s = (double)t->n_gen / t->decode_s;
+        t->gb_s = (double)t->n_gen * (double)p->run.bytes_per_token / t->decode_s / 1e9;
+    }
+    t->read_bw_gbs = p->run.read_bw_gbs;
+    if (t->read_bw_gbs > 0)
+        t->bw_share = t->gb_s / t->read_bw_gbs;
+    t->bytes_per_token = p->run.bytes_per_token;
+    memcpy(t->st, p->run.st, sizeof t->st);
+    memcpy(t->ev, p->run.ev, sizeof t->ev);
+}
+
+double prof_layer_seconds(const prof *p, unsigned layer, enum prof_stream st)
+{
+    if (layer >= p->n_layers || (unsigned)st >= PROF_NST)
+        return 0.0;
+    atomic_uint_least64_t *a = &((prof *)p)->layer_ns[(size_t)layer * PROF_NST + st];
+    return (double)atomic_load_explicit(a, memory_order_relaxed) * 1e-9;
+}
+
+/* ---- the counters line ------------------------------------------------- */
+typedef struct sbuf {
+    char  *buf;
+    size_t n, len;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_add(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vsnprintf(b->len < b->n ? b->buf + b->len : NULL,
+                      b->len < b->n ? b->n - b->len : 0, fmt, ap);
+    va_end(ap);
+    if (r > 0)
+        b->len += (size_t)r;
+}
+
+size_t prof_counters_line(const int64_t ev[PROF_NEV], const char *const reason[PROF_NEV],
+                          char *buf, size_t n)
+{
+    sbuf b = { buf, n, 0 };
+    int any = 0;
+    if (n)
+        buf[0] = 0;
+    /* software events first: they are the ones a VM still has */
+    static const int order[PROF_NEV] = {
+        PROF_EV_TASK_CLOCK, PROF_EV_PAGE_FAULTS, PROF_EV_MAJOR_FAULTS,
+        PROF_EV_MINOR_FAULTS, PROF_EV_CTX_SWITCHES, PROF_EV_CPU_MIGRATIONS,
+        PROF_EV_CYCLES, PROF_EV_INSTRUCTIONS, PROF_EV_L1D_READ_MISS,
+        PROF_EV_LLC_READ_MISS, PROF_EV_DTLB_READ_MISS
+    };
+    for (int k = 0; k < PROF_NEV; k++) {
+        int e = order[k];
+        if (ev[e] < 0)
+            continue;
+        if (e == PROF_EV_TASK_CLOCK)
+            sb_add(&b, "%s%s %.1f ms", any ? ", " : "", prof_ev_name(e), (double)ev[e] / 1e6);
+        else
+            sb_add(&b, "%s%s %lld", any ? ", " : "", prof_ev_name(e), (long long)ev[e]);
+        if (e == PROF_EV_INSTRUCTIONS && ev[PROF_EV_CYCLES] > 0)
+            sb_add(&b, " (IPC %.2f)", (double)ev[e] / (double)ev[PROF_EV_CYCLES]);
+        any = 1;
+    }
+    if (!any)
+        sb_add(&b, "none");
+    /* unavailable events, grouped by reason in order of first appearance */
+    int done[PROF_NEV] = { 0 }, first = 1;
+    for (int k = 0; k < PROF_NEV; k++) {
+        int e = order[k];
+        if (ev[e] >= 0 || done[e])
+            continue;
+        const char *why = reason && reason[e] ? reason[e] : "";
+        sb_add(&b, "%s", first ? "; unavailable: " : ", ");
+        first = 0;
+        int listed = 0;
+        for (int j = k; j < PROF_NEV; j++) {
+            int f = order[j];
+            const char *w2 = reason && reason[f] ? reason[f] : "";
+            if (ev[f] >= 0 || done[f] || strcmp(why, w2))
+                continue;
+            sb_add(&b, "%s%s", listed ? ", " : "", prof_ev_name(f));
+            done[f] = 1;
+            listed = 1;
+        }
+        if (*why)
+            sb_add(&b, " (%s)", why);
+    }
+    return b.len;
+}

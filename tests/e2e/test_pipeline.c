@@ -1,0 +1,165 @@
+/*
+ * test_pipeline.c — the pipeline-native architectures end to end: synthetic
+ * models from `cflow synth`, their critical paths from `cflow inspect`, MoE
+ * decoding and malformed MoE / schedule headers.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <json-c/json.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "testutil.h"
+
+static int cflow(tu_proc *p, ...)
+{
+    const char *argv[32] = { tu_cflow() };
+    va_list ap;
+    int n = 1;
+    va_start(ap, p);
+    while (n < 31 && (argv[n] = va_arg(ap, const char *)) != NULL)
+        n++;
+    va_end(ap);
+    argv[n] = NULL;
+    return tu_run(p, (char *const *)argv, NULL, 600);
+}
+
+static void synth(const char *preset, char *out)
+{
+    tu_proc p;
+    snprintf(out, 4096, "%s", tu_tmp(preset));
+    strcat(out, ".cflow");
+    assert_int_equal(cflow(&p, "synth", preset, out, (char *)NULL), 0);
+    if (p.status)
+        fprintf(stderr, "synth %s: %s", preset, p.err);
+    assert_int_equal(p.status, 0);
+    tu_proc_free(&p);
+}
+
+/* Must show 2: the report's B_naive / B_critical at 0.5 byte per weight. */
+static void test_report_critical_paths(void **state)
+{
+    (void)state;
+    static const struct { const char *preset; double naive, crit; } want[] = {
+        { "report-arch1", 9.00, 9.00 },
+        { "report-arch2_4_combined", 9.00, 4.50 },
+        { "report-arch2_4_sync", 9.00, 4.50 },
+        { "report-arch3", 9.00, 9.00 },
+        { "report-arch4", 9.00, 9.00 },
+        /* the report's 14.06 sums all streams of the two blocks serially
+         * over three iterations (4.69 x 3); eq. 4.23 takes each pass's
+         * longest stream: 6 x 1.50 (data/README.md) */
+        { "report-arch5", 9.00, 9.00 },
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        char path[4096];
+        synth(want[i].preset, path);
+        tu_proc p;
+        assert_int_equal(cflow(&p, "inspect", "--critical-path", "--bytes-per-param", "0.5",
+                               "--json", path, (char *)NULL), 0);
+        assert_int_equal(p.status, 0);
+        json_object *o = json_tokener_parse(p.out);
+        assert_non_null(o);
+        double n = json_object_get_double(json_object_object_get(o, "b_naive_mib"));
+        double c = json_object_get_double(json_object_object_get(o, "b_critical_mib"));
+        fprintf(stderr, "%-26s B_naive %.2f MiB, B_critical %.2f MiB\n", want[i].preset, n, c);
+        assert_true(fabs(n - want[i].naive) < 0.005);
+        assert_true(fabs(c - want[i].crit) < 0.005);
+        json_object_put(o);
+        tu_proc_free(&p);
+        /* the text form prints the same totals */
+        assert_int_equal(cflow(&p, "inspect", "--critical-path", "--bytes-per-param", "0.5",
+                               path, (char *)NULL), 0);
+        char line[64];
+        snprintf(line, sizeof line, "B_critical %.2f MiB/token", want[i].crit);
+        assert_non_null(strstr(p.out, line));
+        tu_proc_free(&p);
+        remove(path);
+    }
+}
+
+static uint64_t rd64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static void expect_refused(const char *what, const uint8_t *buf, size_t len,
+                           const char *needle)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s", tu_tmp("bad-moe.cflow"));
+    assert_int_equal(tu_write_file(path, buf, len), 0);
+    tu_proc p;
+    assert_int_equal(cflow(&p, "inspect", path, (char *)NULL), 0);
+    fprintf(stderr, "%-34s -> exit %d: %s", what, p.status, p.err);
+    assert_false(p.signaled);
+    assert_int_equal(p.status, 1);
+    assert_int_equal(tu_count_lines(p.err), 1);
+    assert_non_null(strstr(p.err, path));
+    assert_non_null(strstr(p.err, needle));
+    tu_proc_free(&p);
+}
+
+/* Must show 6: malformed MoE and pipeline-native headers are refused. */
+static void test_malformed_moe(void **state)
+{
+    (void)state;
+    char path[4096];
+    synth("tiny-moe", path);
+    size_t len;
+    uint8_t *orig = (uint8_t *)tu_read_file(path, &len), *b = malloc(len);
+    assert_non_null(orig);
+    uint16_t v16;
+
+    memcpy(b, orig, len);
+    v16 = 9; /* top-k 9 of 4 experts */
+    memcpy(b + 44, &v16, 2);
+    expect_refused("top-k > experts", b, len, "top-k");
+
+    memcpy(b, orig, len);
+    b[80] = 4; /* dense_delay 4 with 4 layers */
+    expect_refused("dense delay past the layers", b, len, "dense_delay");
+
+    memcpy(b, orig, len);
+    b[81] = 7;
+    expect_refused("expert delay past the layers", b, len, "expert_delay");
+
+    memcpy(b, orig, len);
+    b[82] = 3; /* DecoupledStreams takes no delays */
+    expect_refused("delays on a style without them", b, len, "no delays");
+
+    /* an expert offset outside the bank: layer 0, expert 1 */
+    uint64_t ltab = rd64(orig + 64);
+    uint64_t table = rd64(orig + ltab + 10 * 32);
+    memcpy(b, orig, len);
+    uint64_t bad = rd64(orig + table + 16) + (1u << 20);
+    memcpy(b + table + 16, &bad, 8);
+    expect_refused("expert offset outside the bank", b, len, "outside");
+
+    memcpy(b, orig, len);
+    bad = rd64(orig + table + 8) + 64; /* expert 0 longer than its tiles */
+    memcpy(b + table + 8, &bad, 8);
+    expect_refused("expert length wrong", b, len, "expert 0");
+    free(b);
+    free(orig);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_report_critical_paths),
+        cmocka_unit_test(test_malformed_moe),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
