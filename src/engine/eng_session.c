@@ -19,16 +19,30 @@
  *   hb,hb2 [ffn]           gate and up activations
  *   logits [vocab]
  *
- * KV precision.  Each model is held to the output of its peer: a llama2.c
- * checkpoint to run.c (f32 cache, f32 softmax), a GGUF model to llama.cpp,
- * whose CPU backend keeps the cache in f16 by default and runs flash
- * attention over it, accumulating the weighted values in f16.  That is not
- * a rounding detail: on Q8_0/Q4_0 models every mat-vec input is quantised
- * to Q8_0 blocks, round(x/d) turns last-bit differences into whole steps,
- * and with an f32 cache our greedy text left llama.cpp's after 18 words
- * (stories260K Q4_0, "Lily and Ben").  So kv_f16 (eng_opts) defaults to
- * f16 for models whose "cflow.source" is "gguf" and to f32 otherwise; the
- * f16 cache also halves the cache's memory and bandwidth.
+ * Arithmetic.  Each model is held to the output of its peer program: a
+ * llama2.c checkpoint to run.c, a GGUF model to llama.cpp (its x86 CPU
+ * backend, AVX-512 build).  On Q8_0/Q4_0 models every mat-vec input is
+ * quantised to Q8_0 blocks, round(x * 127/amax) turns a last-bit
+ * difference into a whole quantisation step now and then, and greedy text
+ * parts a few dozen tokens later: with run.c's arithmetic, stories260K Q4_0
+ * left llama.cpp's text after 18 words.  So a session follows its peer's
+ * roundings, chosen from the model's "cflow.source":
+ *   - "gguf" (s->ggml): RMSNorm, RoPE and SwiGLU as ggml computes them
+ *     (kern_*_ggml), and Q4_0 matrices whose row count is a multiple of 8
+ *     summed as llama.cpp's repacked kernel (tile_mv_q4_0_rp), since
+ *     llama.cpp repacks exactly those;
+ *   - anything else: run.c's order (kern_rmsnorm, kern_rope, kern_swiglu).
+ * The tile kernels and the Q8_0 activation quantiser follow llama.cpp for
+ * every model (kernels/kern_ref.c); run.c models are F32, where the
+ * kernels keep run.c's sum.
+ *
+ * KV precision.  llama.cpp's CPU backend keeps the cache in f16 by default
+ * and runs flash attention over it, accumulating the weighted values in
+ * f16: the largest single difference from an f32 softmax.  kv_f16
+ * (eng_opts) therefore defaults to f16 for GGUF models and to f32 (run.c's
+ * attention) otherwise; the f16 cache also halves the cache's memory and
+ * bandwidth.  With both, stories260K's F32/F16/Q8_0/Q4_0 GGUF files give
+ * llama.cpp's greedy texts byte for byte.
  */
 #include "config.h"
 
@@ -55,11 +69,18 @@ typedef struct eng_mv {
     uint32_t         *unit;      /* [n_units + 1] first tile of each unit */
     uint32_t          n_units;
     unsigned          need;      /* KERN_NEED mask of its tile types */
+    uint32_t          rp;        /* bit m: matrix m's Q4_0 tiles use
+                                    tile_mv_q4_0_rp (llama.cpp repacks it) */
 } eng_mv;
 
 typedef struct eng_layer {
     eng_mv        qkv, o, gate_up, down;
     const float  *attn_norm, *ffn_norm, *qkv_bias;
+    /* MoE (n_experts > 0): input norm, router [E][dim], per expert its
+     * fused gate/up and down streams */
+    const float  *moe_norm, *router;
+    eng_mv       *exp_gu, *exp_down;     /* [E] */
+    uint64_t      bank_bytes;
 } eng_layer;
 
 struct eng_session {
@@ -78,15 +99,23 @@ struct eng_session {
 
     float *x, *xb, *q, *att, *hb, *hb2, *logits, *scores, *kc, *vc, *inv_freq;
     float *k_tmp, *v_tmp;
+    /* the schedule (scripts/train/ARCHITECTURES.md): per-branch outputs
+     * m, d, e [dim]; second stream a [dim]; residual history ring
+     * hist [dense_delay+1][dim]; pending expert outputs pend [expert_delay+1]
+     * [dim] with their target layers; router probabilities [E]; xr [dim]
+     * the normalised router input */
+    float *bm, *bd, *be, *bt, *ba, *hist, *pend, *probs, *xr;
+    int32_t *pend_target;
+    unsigned n_eff;                     /* effective layers (FixedPoint) */
+    uint32_t hmax;                      /* max(ffn, expert ffn) */
     int kv_f16;                         /* resolved eng_opts.kv_f16: 0 or 1 */
+    int ggml;                           /* llama.cpp arithmetic (GGUF model) */
     uint16_t *kc16, *vc16, *att16;
+    float *rope_ff;                     /* [head_dim/2] ggml RoPE divisors, or NULL */
     kern_act act_dim, act_q, act_ffn;
     eng_stats stats;
     uint64_t bytes_per_token;
-    /* profiling (eng_set_prof): NULL when off; prof_attached is 0 until
-     * every worker thread has opened its counters */
-    struct prof *prof;
-    int prof_attached;
+    struct prof *prof;   /* profiling (eng_set_prof): NULL when off */
 };
 
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -104,22 +133,26 @@ void eng_opts_default(eng_opts *o)
     o->kv_f16 = -1;
 }
 
-/* eng_opts.kv_f16 -1: f16 when the model was converted from GGUF (see the
- * essay at the top). */
-static int want_kv_f16(const eng_opts *o, const fmt_model *m)
+/* Whether llama.cpp is the model's peer: it was converted from GGUF. */
+static int from_gguf(const fmt_model *m)
 {
-    if (o->kv_f16 >= 0)
-        return o->kv_f16 != 0;
     size_t len = 0;
     const char *src = fmt_kv_get_str(fmt_model_kv(m), "cflow.source", &len);
     return src && len == 4 && !memcmp(src, "gguf", 4);
 }
 
-static int mv_init(eng_mv *mv, const fmt_stream *st)
+/* ggml: pick the Q4_0 matrices llama.cpp would repack for its x86 CPU
+ * backend (ggml_repack_get_optimal_repack_type: Q4_0 with a row count that
+ * is a multiple of 8, on AVX2 CPUs). */
+static int mv_init(eng_mv *mv, const fmt_stream *st, int ggml)
 {
+    uint32_t rows[FMT_NMATRIX] = { 0 };
+    unsigned q4 = 0;
+
     mv->st = st;
     mv->need = 0;
     mv->n_units = 0;
+    mv->rp = 0;
     mv->unit = malloc(((size_t)st->n_tiles + 1) * sizeof *mv->unit);
     if (!mv->unit)
         return -1;
@@ -128,8 +161,17 @@ static int mv_init(eng_mv *mv, const fmt_stream *st)
         mv->need |= KERN_NEED(t->type);
         if (i == 0 || t->matrix != t[-1].matrix || t->row0 != t[-1].row0)
             mv->unit[mv->n_units++] = i;
+        if (t->matrix < FMT_NMATRIX) {
+            if (t->row0 + t->rows > rows[t->matrix])
+                rows[t->matrix] = t->row0 + t->rows;
+            if (t->type == KERN_Q4_0)
+                q4 |= 1u << t->matrix;
+        }
     }
     mv->unit[mv->n_units] = st->n_tiles;
+    for (unsigned m = 0; ggml && m < FMT_NMATRIX; m++)
+        if ((q4 >> m & 1) && rows[m] % 8 == 0)
+            mv->rp |= 1u << m;
     return 0;
 }
 
@@ -160,6 +202,28 @@ static void rope_freqs(const fmt_hparams *hp, float *inv, unsigned rot)
             }
         }
         inv[i] = f;
+    }
+}
+
+/* ggml RoPE divisors for Llama-3 scaling: the rope_freqs.weight that
+ * llama.cpp's converter (convert_hf_to_gguf.py) computes in f32 and ggml
+ * divides theta by: 1, factor, or 1 / ((1 - smooth)/factor + smooth). */
+static void rope_divisors(const fmt_hparams *hp, float *ff, unsigned rot)
+{
+    const float lo_wl = (float)hp->rope_orig_ctx / hp->rope_low_freq;
+    const float hi_wl = (float)hp->rope_orig_ctx / hp->rope_high_freq;
+    for (unsigned i = 0; i < rot / 2; i++) {
+        float f = 1.0f / powf(hp->rope_theta, (float)(2 * i) / (float)rot);
+        float wl = 2.0f * (float)M_PI / f;
+        if (wl < hi_wl) {
+            ff[i] = 1.0f;
+        } else if (wl > lo_wl) {
+            ff[i] = hp->rope_factor;
+        } else {
+            float smooth = ((float)hp->rope_orig_ctx / wl - hp->rope_low_freq) /
+                           (hp->rope_high_freq - hp->rope_low_freq);
+            ff[i] = 1.0f / ((1.0f - smooth) / hp->rope_factor + smooth);
+        }
     }
 }
 
@@ -196,14 +260,8 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
                   model_path, eng_tok_n_vocab(s->tok), hp->vocab_size);
         goto fail;
     }
-    if (hp->dense_delay || hp->expert_delay || hp->combine_style) {
-        rc = fail(err, errlen, ENG_EUNSUP,
-                  "%s: pipeline-native schedule (dense_delay %u, expert_delay %u, "
-                  "combine style %u) is not supported by this build",
-                  model_path, hp->dense_delay, hp->expert_delay, hp->combine_style);
-        goto fail;
-    }
     s->ops = kern_init();
+    s->ggml = from_gguf(s->model);
     /* Without a request the context stops at 4096 positions: a header may
      * claim millions, and the cache must not grow out of proportion. */
     s->n_ctx = (o && o->n_ctx) ? o->n_ctx
@@ -221,22 +279,44 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
     }
     for (unsigned l = 0; l < L; l++) {
         eng_layer *ly = &s->layers[l];
-        if (mv_init(&ly->qkv, fmt_model_stream(s->model, l, FMT_S_Q)) ||
-            mv_init(&ly->o, fmt_model_stream(s->model, l, FMT_S_O)) ||
-            mv_init(&ly->gate_up, fmt_model_stream(s->model, l, FMT_S_GATE)) ||
-            mv_init(&ly->down, fmt_model_stream(s->model, l, FMT_S_DOWN)))
+        if (mv_init(&ly->qkv, fmt_model_stream(s->model, l, FMT_S_Q), s->ggml) ||
+            mv_init(&ly->o, fmt_model_stream(s->model, l, FMT_S_O), s->ggml))
+            oom = 1;
+        if (hp->ffn_dim &&
+            (mv_init(&ly->gate_up, fmt_model_stream(s->model, l, FMT_S_GATE), s->ggml) ||
+             mv_init(&ly->down, fmt_model_stream(s->model, l, FMT_S_DOWN), s->ggml)))
             oom = 1;
         ly->attn_norm = fmt_model_vec(s->model, l, FMT_S_ATTN_NORM, NULL);
         ly->ffn_norm = fmt_model_vec(s->model, l, FMT_S_FFN_NORM, NULL);
         ly->qkv_bias = fmt_model_vec(s->model, l, FMT_S_QKV_BIAS, NULL);
-        if (!oom)
-            s->bytes_per_token += ly->qkv.st->length + ly->o.st->length +
-                                  ly->gate_up.st->length + ly->down.st->length;
+        if (oom)
+            break;
+        s->bytes_per_token += ly->qkv.st->length + ly->o.st->length;
+        if (hp->ffn_dim)
+            s->bytes_per_token += ly->gate_up.st->length + ly->down.st->length;
+        if (hp->n_experts) {
+            ly->moe_norm = fmt_model_vec(s->model, l, FMT_S_MOE_NORM, NULL);
+            ly->router = fmt_model_vec(s->model, l, FMT_S_ROUTER, NULL);
+            ly->exp_gu = xalloc(hp->n_experts * sizeof *ly->exp_gu, &oom);
+            ly->exp_down = xalloc(hp->n_experts * sizeof *ly->exp_down, &oom);
+            for (unsigned e = 0; !oom && e < hp->n_experts; e++) {
+                const fmt_stream *gu = NULL, *dn = NULL;
+                fmt_model_expert(s->model, l, e, &gu, &dn, NULL, NULL);
+                if (mv_init(&ly->exp_gu[e], gu, s->ggml) ||
+                    mv_init(&ly->exp_down[e], dn, s->ggml))
+                    oom = 1;
+                else
+                    ly->bank_bytes += gu->length + dn->length;
+            }
+            s->stats.expert_bank_bytes += ly->bank_bytes;
+            s->bytes_per_token += ly->bank_bytes / hp->n_experts * hp->top_k;
+        }
     }
     s->embd = fmt_model_stream(s->model, L, FMT_S_TOK_EMBD);
     if (mv_init(&s->output, (hp->flags & FMT_FLAG_TIED)
                                 ? s->embd
-                                : fmt_model_stream(s->model, L, FMT_S_OUTPUT)))
+                                : fmt_model_stream(s->model, L, FMT_S_OUTPUT),
+                s->ggml))
         oom = 1;
     s->out_norm = fmt_model_vec(s->model, L, FMT_S_OUT_NORM, NULL);
     s->embd_col_tiles = (hp->dim + KERN_TILE_COLS - 1) / KERN_TILE_COLS;
@@ -246,19 +326,33 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
     if (!s->pool)
         oom = 1;
 
-    size_t kv = (size_t)L * s->n_ctx * s->kv_dim;
+    s->n_eff = hp->combine_style == FMT_COMBINE_FIXED_POINT ? L * hp->iterations : L;
+    s->hmax = hp->ffn_dim > hp->expert_ffn_dim ? hp->ffn_dim : hp->expert_ffn_dim;
+    size_t kv = (size_t)s->n_eff * s->n_ctx * s->kv_dim;
     s->x = xalloc(hp->dim * sizeof(float), &oom);
     s->xb = xalloc(hp->dim * sizeof(float), &oom);
     s->q = xalloc(s->q_dim * sizeof(float), &oom);
     s->att = xalloc(s->q_dim * sizeof(float), &oom);
-    s->hb = xalloc(hp->ffn_dim * sizeof(float), &oom);
-    s->hb2 = xalloc(hp->ffn_dim * sizeof(float), &oom);
+    s->hb = xalloc(s->hmax * sizeof(float), &oom);
+    s->hb2 = xalloc(s->hmax * sizeof(float), &oom);
+    s->bm = xalloc(hp->dim * sizeof(float), &oom);
+    s->bd = xalloc(hp->dim * sizeof(float), &oom);
+    s->be = xalloc(hp->dim * sizeof(float), &oom);
+    s->bt = xalloc(hp->dim * sizeof(float), &oom);
+    s->ba = xalloc(hp->dim * sizeof(float), &oom);
+    s->xr = xalloc(hp->dim * sizeof(float), &oom);
+    s->hist = xalloc((hp->dense_delay + 1u) * hp->dim * sizeof(float), &oom);
+    s->pend = xalloc((hp->expert_delay + 1u) * hp->dim * sizeof(float), &oom);
+    s->pend_target = xalloc((hp->expert_delay + 1u) * sizeof(int32_t), &oom);
+    s->probs = xalloc((hp->n_experts + 1u) * sizeof(float), &oom);
     s->logits = xalloc(hp->vocab_size * sizeof(float), &oom);
     s->scores = xalloc(s->n_ctx * sizeof(float), &oom);
     s->k_tmp = xalloc(s->kv_dim * sizeof(float), &oom);
     s->v_tmp = xalloc(s->kv_dim * sizeof(float), &oom);
     s->inv_freq = xalloc(hp->head_dim / 2 * sizeof(float), &oom);
-    s->kv_f16 = want_kv_f16(&s->opts, s->model);
+    s->kv_f16 = s->opts.kv_f16 < 0 ? s->ggml : s->opts.kv_f16 != 0;
+    if (s->ggml && (hp->flags & FMT_FLAG_ROPE_LLAMA3))
+        s->rope_ff = xalloc(hp->head_dim / 2 * sizeof(float), &oom);
     if (s->kv_f16) {
         s->kc16 = xalloc(kv * sizeof(uint16_t), &oom);
         s->vc16 = xalloc(kv * sizeof(uint16_t), &oom);
@@ -269,13 +363,15 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
     }
     if (oom || kern_act_init(&s->act_dim, hp->dim) ||
         kern_act_init(&s->act_q, s->q_dim) ||
-        kern_act_init(&s->act_ffn, hp->ffn_dim)) {
+        kern_act_init(&s->act_ffn, s->hmax)) {
         rc = fail(err, errlen, ENG_ENOMEM,
                   "%s: out of memory for a %u-token context", model_path,
                   s->n_ctx);
         goto fail;
     }
     rope_freqs(hp, s->inv_freq, hp->head_dim);
+    if (s->rope_ff)
+        rope_divisors(hp, s->rope_ff, hp->head_dim);
     *out = s;
     return 0;
 fail:
@@ -293,8 +389,19 @@ void eng_close(eng_session *s)
     free(s->x); free(s->xb); free(s->q); free(s->att); free(s->hb);
     free(s->hb2); free(s->logits); free(s->scores); free(s->kc); free(s->vc);
     free(s->k_tmp); free(s->v_tmp); free(s->inv_freq);
-    free(s->kc16); free(s->vc16); free(s->att16);
+    free(s->kc16); free(s->vc16); free(s->att16); free(s->rope_ff);
+    free(s->bm); free(s->bd); free(s->be); free(s->bt); free(s->ba); free(s->xr);
+    free(s->hist); free(s->pend); free(s->pend_target); free(s->probs);
     for (unsigned l = 0; s->layers && l < s->hp->n_layers; l++) {
+        eng_layer *ly = &s->layers[l];
+        for (unsigned e = 0; e < s->hp->n_experts; e++) {
+            if (ly->exp_gu)
+                free(ly->exp_gu[e].unit);
+            if (ly->exp_down)
+                free(ly->exp_down[e].unit);
+        }
+        free(ly->exp_gu);
+        free(ly->exp_down);
         free(s->layers[l].qkv.unit);
         free(s->layers[l].o.unit);
         free(s->layers[l].gate_up.unit);
@@ -330,37 +437,37 @@ int eng_default_threads(int requested)
     return n > 0 ? (int)n : 1;
 }
 
+static void prof_attach(eng_session *s);
+
 int eng_set_threads(eng_session *s, int n_threads)
 {
-    s->prof_attached = 0;   /* new workers open their own counters */
-    return eng_pool_resize(s->pool, eng_default_threads(n_threads)) ? ENG_ENOMEM : 0;
+    int rc = eng_pool_resize(s->pool, eng_default_threads(n_threads)) ? ENG_ENOMEM : 0;
+    prof_attach(s);   /* new workers open their own counters */
+    return rc;
 }
 
 int eng_threads(const eng_session *s) { return eng_pool_size(s->pool); }
 
-void eng_set_prof(eng_session *s, struct prof *p)
-{
-    s->prof = p;
-    s->prof_attached = 0;
-}
-
 /* Profiling: one parallel region in which every worker (and the caller,
  * tid 0) opens counters on itself — perf_event counters belong to the
- * thread that opens them.  Then the token's clock and counters start. */
+ * thread that opens them.  Done when attaching, not inside a token, so the
+ * opening never counts as a token's time. */
 static void prof_attach_run(void *ctx, int tid, int n_threads)
 {
     (void)n_threads;
     prof_thread_attach(ctx, tid);
 }
 
-static void prof_begin(eng_session *s)
+static void prof_attach(eng_session *s)
 {
-    if (!s->prof_attached) {
-        if (prof_threads_reset(s->prof, eng_pool_size(s->pool)) == 0)
-            eng_pool_run(s->pool, prof_attach_run, s->prof);
-        s->prof_attached = 1;
-    }
-    prof_token_begin(s->prof);
+    if (s->prof && prof_threads_reset(s->prof, eng_pool_size(s->pool)) == 0)
+        eng_pool_run(s->pool, prof_attach_run, s->prof);
+}
+
+void eng_set_prof(eng_session *s, struct prof *p)
+{
+    s->prof = p;
+    prof_attach(s);
 }
 
 #define ENG_PAR_MIN_BYTES (256u * 1024u)
@@ -372,6 +479,16 @@ typedef struct mv_task {
     float *const   *out;
     eng_pool       *pool;
 } mv_task;
+
+/* The kernel for a tile: its type's, or the repacked Q4_0 flavour for the
+ * matrices mv_init marked. */
+static kern_tile_mv_fn tile_fn(const kern_ops *ops, const eng_mv *mv,
+                               const fmt_tile *ti)
+{
+    if (ti->type == KERN_Q4_0 && (mv->rp >> ti->matrix & 1))
+        return ops->tile_mv_q4_0_rp;
+    return ops->tile_mv[ti->type];
+}
 
 static void mv_run(void *ctx, int tid, int n_threads)
 {
@@ -386,8 +503,8 @@ static void mv_run(void *ctx, int tid, int n_threads)
             break;
         for (uint32_t i = mv->unit[u]; i < mv->unit[u + 1]; i++) {
             const fmt_tile *ti = &tiles[i];
-            t->ops->tile_mv[ti->type](ti->payload, ti->rows, ti->cols, t->x,
-                                      ti->col0, t->out[ti->matrix] + ti->row0);
+            tile_fn(t->ops, mv, ti)(ti->payload, ti->rows, ti->cols, t->x,
+                                    ti->col0, t->out[ti->matrix] + ti->row0);
         }
     }
 }
@@ -403,8 +520,8 @@ static void matvec_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
     if (mv->n_units < 2 || mv->st->length < ENG_PAR_MIN_BYTES) {
         const fmt_tile *ti = mv->st->tiles;
         for (uint32_t i = 0; i < mv->st->n_tiles; i++, ti++)
-            s->ops->tile_mv[ti->type](ti->payload, ti->rows, ti->cols, x, ti->col0,
-                                      out[ti->matrix] + ti->row0);
+            tile_fn(s->ops, mv, ti)(ti->payload, ti->rows, ti->cols, x, ti->col0,
+                                    out[ti->matrix] + ti->row0);
         return;
     }
     eng_pool_run(s->pool, mv_run, &t);
@@ -426,139 +543,385 @@ static void embed(eng_session *s, int32_t token, float *x)
     }
 }
 
-static void DBG(const char *n, int l, const float *p, unsigned cnt)
+/* The session's peer decides the arithmetic (see the essay at the top). */
+static void rmsnorm(const eng_session *s, float *out, const float *x,
+                    const float *w, unsigned n)
 {
-    const char *f = getenv("CFLOW_DUMPF");
-    if (!f) return;
-    FILE *df = fopen(f, "ab");
-    char name[32] = {0};
-    snprintf(name, sizeof name, "%s.%d", n, l);
-    int32_t c = (int32_t)cnt;
-    fwrite(name, 1, 32, df); fwrite(&c, 4, 1, df); fwrite(p, 4, cnt, df);
-    fclose(df);
+    if (s->ggml)
+        kern_rmsnorm_ggml(out, x, w, n, s->hp->norm_eps);
+    else
+        kern_rmsnorm(out, x, w, n, s->hp->norm_eps);
+}
+
+static void rope(const eng_session *s, float *x, unsigned n_heads, uint32_t pos)
+{
+    const fmt_hparams *hp = s->hp;
+    int neox = (hp->flags & FMT_FLAG_ROPE_NEOX) != 0;
+    if (s->ggml)
+        kern_rope_ggml(x, n_heads, hp->head_dim, hp->head_dim, pos,
+                       hp->rope_theta, s->rope_ff, neox);
+    else
+        kern_rope(x, n_heads, hp->head_dim, hp->head_dim, pos, s->inv_freq, neox);
+}
+
+/* m = Attn(N_a(h)) into mout[dim]; kvl picks the KV cache (the effective
+ * layer).  h and mout may not alias. */
+static void attn_block(eng_session *s, const eng_layer *ly, unsigned kvl,
+                       const float *h, float *mout)
+{
+    const fmt_hparams *hp = s->hp;
+    uint32_t dim = hp->dim, pos = s->n_past, hd = hp->head_dim;
+    const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
+    float *out[FMT_NMATRIX] = { 0 };
+    float *k, *v;                   /* this position's k and v */
+    if (s->kv_f16) {
+        k = s->k_tmp;               /* rounded into kc16/vc16 below */
+        v = s->v_tmp;
+    } else {
+        k = s->kc + lo + (size_t)pos * s->kv_dim;
+        v = s->vc + lo + (size_t)pos * s->kv_dim;
+    }
+    rmsnorm(s, s->xb, h, ly->attn_norm, dim);
+    kern_act_set(&s->act_dim, s->xb, dim, ly->qkv.need);
+    memset(s->q, 0, s->q_dim * sizeof(float));
+    memset(k, 0, s->kv_dim * sizeof(float));
+    memset(v, 0, s->kv_dim * sizeof(float));
+    out[FMT_M_Q] = s->q;
+    out[FMT_M_K] = k;
+    out[FMT_M_V] = v;
+    matvec_stream(s, &ly->qkv, &s->act_dim, out);
+    if (ly->qkv_bias) {
+        const float *b = ly->qkv_bias;
+        for (uint32_t i = 0; i < s->q_dim; i++) s->q[i] += b[i];
+        for (uint32_t i = 0; i < s->kv_dim; i++) k[i] += b[s->q_dim + i];
+        for (uint32_t i = 0; i < s->kv_dim; i++) v[i] += b[s->q_dim + s->kv_dim + i];
+    }
+    if (hp->flags & FMT_FLAG_V_NORM)
+        for (uint32_t hh = 0; hh < hp->n_kv_heads; hh++)
+            rmsnorm(s, v + hh * hd, v + hh * hd, NULL, hd);
+    rope(s, s->q, hp->n_heads, pos);
+    rope(s, k, hp->n_kv_heads, pos);
+    /* sliding-window layers see only the last sliding_window positions */
+    uint32_t first = 0, W = hp->sliding_window;
+    if (W && pos + 1 > W)
+        first = pos + 1 - W;
+    if (s->kv_f16) {
+        uint16_t *kc = s->kc16 + lo, *vc = s->vc16 + lo;
+        uint16_t *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
+        for (uint32_t i = 0; i < s->kv_dim; i++) {
+            kp[i] = kern_fp32_to_fp16(k[i]);
+            vp[i] = kern_fp32_to_fp16(v[i]);
+        }
+        /* llama.cpp's kq_scale: a multiplication by 1/sqrt(head_dim) */
+        kern_attn_decode_f16(s->att, s->q, kc + (size_t)first * s->kv_dim,
+                             vc + (size_t)first * s->kv_dim, pos + 1 - first,
+                             hp->n_heads, hp->n_kv_heads, hd, s->kv_dim,
+                             1.0f / sqrtf((float)hd), 0.0f, s->att16);
+    } else {
+        float *kc = s->kc + lo, *vc = s->vc + lo;
+        kern_attn_decode(s->att, s->q, kc + (size_t)first * s->kv_dim,
+                         vc + (size_t)first * s->kv_dim, pos + 1 - first,
+                         hp->n_heads, hp->n_kv_heads, hd, s->kv_dim,
+                         1.0f / sqrtf((float)hd), 0.0f, s->scores);
+    }
+    kern_act_set(&s->act_q, s->att, s->q_dim, ly->o.need);
+    memset(mout, 0, dim * sizeof(float));
+    out[FMT_M_O] = mout;
+    matvec_stream(s, &ly->o, &s->act_q, out);
+}
+
+/* One SwiGLU/GeGLU FFN over the prepared input act, from a fused gate/up
+ * stream and a down stream, into dout[dim] (overwritten). */
+static void glu_ffn(eng_session *s, const eng_mv *gu, const eng_mv *down,
+                    uint32_t hidden, uint8_t mg, uint8_t mu, uint8_t md,
+                    const kern_act *act, float *dout)
+{
+    float *out[FMT_NMATRIX] = { 0 };
+    memset(s->hb, 0, hidden * sizeof(float));
+    memset(s->hb2, 0, hidden * sizeof(float));
+    out[mg] = s->hb;
+    out[mu] = s->hb2;
+    matvec_stream(s, gu, act, out);
+    if (s->hp->flags & FMT_FLAG_GELU)
+        kern_geglu(s->hb, s->hb, s->hb2, hidden);
+    else if (s->ggml)
+        kern_swiglu_ggml(s->hb, s->hb, s->hb2, hidden);
+    else
+        kern_swiglu(s->hb, s->hb, s->hb2, hidden);
+    kern_act_set(&s->act_ffn, s->hb, hidden, down->need);
+    memset(dout, 0, s->hp->dim * sizeof(float));
+    out[md] = dout;
+    matvec_stream(s, down, &s->act_ffn, out);
+}
+
+/* d = FFN(N_f(h)) into dout; zero when there is no dense FFN or no h (a
+ * delayed residual from before layer 0). */
+static void ffn_block(eng_session *s, const eng_layer *ly, const float *h,
+                      float *dout)
+{
+    const fmt_hparams *hp = s->hp;
+    if (!hp->ffn_dim || !h) {
+        memset(dout, 0, hp->dim * sizeof(float));
+        return;
+    }
+    rmsnorm(s, s->xb, h, ly->ffn_norm, hp->dim);
+    kern_act_set(&s->act_dim, s->xb, hp->dim, ly->gate_up.need);
+    glu_ffn(s, &ly->gate_up, &ly->down, hp->ffn_dim, FMT_M_GATE, FMT_M_UP,
+            FMT_M_DOWN, &s->act_dim, dout);
+}
+
+/* e = MoE(N_m(h)) into eout: softmax router, top-k (ties: lower index),
+ * weights renormalised over the chosen k.  Only the chosen experts' tiles
+ * are read; their bytes are counted. */
+static void moe_block(eng_session *s, const eng_layer *ly, const float *h,
+                      float *eout)
+{
+    const fmt_hparams *hp = s->hp;
+    uint32_t dim = hp->dim, E = hp->n_experts, K = hp->top_k;
+    int chosen[256];
+    memset(eout, 0, dim * sizeof(float));
+    rmsnorm(s, s->xr, h, ly->moe_norm, dim);
+    float mx = -INFINITY, sum = 0.0f, wsum = 0.0f;
+    for (uint32_t e = 0; e < E; e++) {
+        s->probs[e] = s->ops->dot_f32(ly->router + (size_t)e * dim, s->xr, dim);
+        if (s->probs[e] > mx)
+            mx = s->probs[e];
+    }
+    for (uint32_t e = 0; e < E; e++)
+        sum += (s->probs[e] = expf(s->probs[e] - mx));
+    for (uint32_t e = 0; e < E; e++)
+        s->probs[e] /= sum;
+    for (uint32_t j = 0; j < K; j++) {
+        int best = -1;
+        for (uint32_t e = 0; e < E; e++) {
+            int taken = 0;
+            for (uint32_t t = 0; t < j; t++)
+                taken |= chosen[t] == (int)e;
+            if (!taken && (best < 0 || s->probs[e] > s->probs[best]))
+                best = (int)e;
+        }
+        chosen[j] = best;
+        wsum += s->probs[best];
+    }
+    unsigned need = 0;
+    for (uint32_t j = 0; j < K; j++)
+        need |= ly->exp_gu[chosen[j]].need;
+    kern_act_set(&s->act_dim, s->xr, dim, need);
+    for (uint32_t j = 0; j < K; j++) {
+        int e = chosen[j];
+        float w = s->probs[e] / wsum;
+        glu_ffn(s, &ly->exp_gu[e], &ly->exp_down[e], hp->expert_ffn_dim,
+                FMT_M_EXP_GATE, FMT_M_EXP_UP, FMT_M_EXP_DOWN, &s->act_dim, s->bt);
+        for (uint32_t i = 0; i < dim; i++)
+            eout[i] += w * s->bt[i];
+        s->stats.expert_bytes += ly->exp_gu[e].st->length + ly->exp_down[e].st->length;
+    }
+}
+
+/* Pending expert outputs: routed at layer l, they land at l + expert_delay.
+ * A ring of expert_delay + 1 slots holds them, each with its target. */
+static void pend_put(eng_session *s, int32_t target, const float *e)
+{
+    unsigned i = (unsigned)target % (s->hp->expert_delay + 1u);
+    memcpy(s->pend + (size_t)i * s->hp->dim, e, s->hp->dim * sizeof(float));
+    s->pend_target[i] = target;
+}
+
+static void pend_take(eng_session *s, int32_t target, float *x)
+{
+    unsigned i = (unsigned)target % (s->hp->expert_delay + 1u);
+    if (s->pend_target[i] != target)
+        return;
+    const float *slot = s->pend + (size_t)i * s->hp->dim;
+    for (uint32_t k = 0; k < s->hp->dim; k++)
+        x[k] += slot[k];
+    s->pend_target[i] = -1;
+}
+
+static void add_to(float *x, const float *y, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        x[i] += y[i];
+}
+
+/* The layer stack for every combine style (scripts/train/ARCHITECTURES.md
+ * is the contract).  x holds the embedding on entry and the final residual
+ * on return. */
+static void run_layers(eng_session *s)
+{
+    const fmt_hparams *hp = s->hp;
+    uint32_t dim = hp->dim;
+    unsigned L = hp->n_layers;
+    float *x = s->x, *m = s->bm, *d = s->bd, *e = s->be;
+    double pt = s->prof ? prof_now() : 0.0;
+    int has_e = hp->n_experts > 0;
+#define MARK(l, st) do { if (s->prof) pt = prof_layer_mark(s->prof, (l), (st), pt); } while (0)
+
+    for (unsigned i = 0; i <= hp->expert_delay; i++)
+        s->pend_target[i] = -1;
+    switch (hp->combine_style) {
+    case FMT_COMBINE_PARALLEL_SQRT2:
+    default:
+        for (unsigned l = 0; l < L; l++) {
+            const eng_layer *ly = &s->layers[l];
+            attn_block(s, ly, l, x, m);
+            add_to(x, m, dim);
+            MARK(l, PROF_ST_ATTN);
+            ffn_block(s, ly, x, d);
+            MARK(l, PROF_ST_FFN);
+            if (!has_e) {
+                add_to(x, d, dim);                  /* a standard Llama layer */
+                continue;
+            }
+            moe_block(s, ly, x, e);
+            MARK(l, PROF_ST_EXPERTS);
+            if (hp->ffn_dim) {
+                const float r2 = 0.70710678118654752f;
+                for (uint32_t i = 0; i < dim; i++)
+                    x[i] += (d[i] + e[i]) * r2;
+            } else {
+                add_to(x, e, dim);                  /* Mixtral-style */
+            }
+        }
+        break;
+    case FMT_COMBINE_DELAYED_SUM: {
+        unsigned dd = hp->dense_delay, de = hp->expert_delay, R = dd + 1;
+        for (unsigned l = 0; l < L; l++) {
+            const eng_layer *ly = &s->layers[l];
+            attn_block(s, ly, l, x, m);
+            add_to(x, m, dim);                      /* x is x_mid */
+            MARK(l, PROF_ST_ATTN);
+            const float *y = dd == 0 ? x
+                             : l >= dd ? s->hist + (size_t)((l - dd) % R) * dim
+                                       : NULL;      /* before layer 0: d = 0 */
+            ffn_block(s, ly, y, d);
+            MARK(l, PROF_ST_FFN);
+            if (has_e) {
+                moe_block(s, ly, x, e);             /* routed off x_mid */
+                pend_put(s, (int32_t)(l + de), e);
+                MARK(l, PROF_ST_EXPERTS);
+            }
+            add_to(x, d, dim);
+            pend_take(s, (int32_t)l, x);
+            memcpy(s->hist + (size_t)(l % R) * dim, x, dim * sizeof(float));
+        }
+        for (unsigned t = L; t < L + de; t++)      /* flush past the end */
+            pend_take(s, (int32_t)t, x);
+        break;
+    }
+    case FMT_COMBINE_ASYNC_EXPERTS: {
+        unsigned de = hp->expert_delay;
+        for (unsigned l = 0; l < L; l++) {
+            const eng_layer *ly = &s->layers[l];
+            pend_take(s, (int32_t)l, x);            /* injected at the input */
+            attn_block(s, ly, l, x, m);
+            MARK(l, PROF_ST_ATTN);
+            ffn_block(s, ly, x, d);
+            MARK(l, PROF_ST_FFN);
+            if (has_e) {
+                moe_block(s, ly, x, e);
+                MARK(l, PROF_ST_EXPERTS);
+                pend_put(s, (int32_t)(l + de), e);
+            }
+            add_to(x, m, dim);
+            add_to(x, d, dim);
+            if (has_e && de == 0)
+                pend_take(s, (int32_t)l, x);
+        }
+        for (unsigned t = L; t < L + de; t++)
+            pend_take(s, (int32_t)t, x);
+        break;
+    }
+    case FMT_COMBINE_DECOUPLED: {
+        float *a = s->ba;                           /* attention stream; x: FFN */
+        unsigned M = hp->merge_interval ? hp->merge_interval : 1;
+        memcpy(a, x, dim * sizeof(float));
+        for (unsigned l = 0; l < L; l++) {
+            const eng_layer *ly = &s->layers[l];
+            attn_block(s, ly, l, a, m);
+            add_to(a, m, dim);
+            MARK(l, PROF_ST_ATTN);
+            ffn_block(s, ly, x, d);
+            MARK(l, PROF_ST_FFN);
+            if (has_e) {
+                moe_block(s, ly, x, e);
+                MARK(l, PROF_ST_EXPERTS);
+            }
+            add_to(x, d, dim);
+            if (has_e)
+                add_to(x, e, dim);
+            if ((l + 1) % M == 0)
+                for (uint32_t i = 0; i < dim; i++)
+                    a[i] = x[i] = (a[i] + x[i]) * 0.5f;
+        }
+        for (uint32_t i = 0; i < dim; i++)
+            x[i] = (a[i] + x[i]) * 0.5f;
+        break;
+    }
+    case FMT_COMBINE_PIPELINE_REG: {
+        float *a = s->ba;                           /* attn_reg; x: xfm_reg */
+        memcpy(a, x, dim * sizeof(float));
+        for (unsigned l = 0; l < L; l++) {
+            const eng_layer *ly = &s->layers[l];
+            ffn_block(s, ly, x, d);                 /* off xfm_reg[l-1] */
+            MARK(l, PROF_ST_FFN);
+            if (has_e) {
+                moe_block(s, ly, x, e);
+                MARK(l, PROF_ST_EXPERTS);
+                add_to(d, e, dim);
+            }
+            attn_block(s, ly, l, a, m);
+            add_to(a, m, dim);
+            MARK(l, PROF_ST_ATTN);
+            for (uint32_t i = 0; i < dim; i++)
+                x[i] = a[i] + d[i];
+        }
+        break;
+    }
+    case FMT_COMBINE_FIXED_POINT: {
+        unsigned T = hp->iterations ? hp->iterations : 1;
+        for (unsigned b = 0; b < L; b++) {
+            const eng_layer *ly = &s->layers[b];
+            for (unsigned it = 0; it < T; it++) {
+                attn_block(s, ly, b * T + it, x, m);
+                add_to(x, m, dim);
+                MARK(b, PROF_ST_ATTN);
+                ffn_block(s, ly, x, d);
+                MARK(b, PROF_ST_FFN);
+                if (has_e) {
+                    moe_block(s, ly, x, e);
+                    MARK(b, PROF_ST_EXPERTS);
+                    add_to(d, e, dim);
+                }
+                add_to(x, d, dim);
+            }
+        }
+        break;
+    }
+    }
+#undef MARK
 }
 
 static int forward(eng_session *s, int32_t token, int want_logits)
 {
     const fmt_hparams *hp = s->hp;
-    uint32_t dim = hp->dim, pos = s->n_past, hd = hp->head_dim;
+    uint32_t dim = hp->dim;
     float *out[FMT_NMATRIX] = { 0 };
-    double pt = 0.0;   /* profiling: when the current part of a layer began */
 
     embed(s, token, s->x);
-    DBG("embd", 0, s->x, hp->dim);
-    for (unsigned l = 0; l < hp->n_layers; l++) {
-        const eng_layer *ly = &s->layers[l];
-        const size_t lo = (size_t)l * s->n_ctx * s->kv_dim;  /* layer offset */
-        if (s->prof)
-            pt = prof_now();
-        float *k, *v;                   /* this position's k and v */
-        if (s->kv_f16) {
-            k = s->k_tmp;               /* rounded into kc16/vc16 below */
-            v = s->v_tmp;
-        } else {
-            k = s->kc + lo + (size_t)pos * s->kv_dim;
-            v = s->vc + lo + (size_t)pos * s->kv_dim;
-        }
-
-        /* attention */
-        kern_rmsnorm(s->xb, s->x, ly->attn_norm, dim, hp->norm_eps);
-        DBG("attn_norm", l, s->xb, dim);
-        kern_act_set(&s->act_dim, s->xb, dim, ly->qkv.need);
-        memset(s->q, 0, s->q_dim * sizeof(float));
-        memset(k, 0, s->kv_dim * sizeof(float));
-        memset(v, 0, s->kv_dim * sizeof(float));
-        out[FMT_M_Q] = s->q;
-        out[FMT_M_K] = k;
-        out[FMT_M_V] = v;
-        matvec_stream(s, &ly->qkv, &s->act_dim, out);
-        if (ly->qkv_bias) {
-            const float *b = ly->qkv_bias;
-            for (uint32_t i = 0; i < s->q_dim; i++) s->q[i] += b[i];
-            for (uint32_t i = 0; i < s->kv_dim; i++) k[i] += b[s->q_dim + i];
-            for (uint32_t i = 0; i < s->kv_dim; i++) v[i] += b[s->q_dim + s->kv_dim + i];
-        }
-        if (hp->flags & FMT_FLAG_V_NORM)
-            for (uint32_t h = 0; h < hp->n_kv_heads; h++)
-                kern_rmsnorm(v + h * hd, v + h * hd, NULL, hd, hp->norm_eps);
-        int neox = (hp->flags & FMT_FLAG_ROPE_NEOX) != 0;
-        kern_rope(s->q, hp->n_heads, hd, hd, pos, s->inv_freq, neox);
-        kern_rope(k, hp->n_kv_heads, hd, hd, pos, s->inv_freq, neox);
-        DBG("q", l, s->q, s->q_dim); DBG("k", l, k, s->kv_dim); DBG("v", l, v, s->kv_dim);
-        /* sliding-window layers see only the last sliding_window positions */
-        uint32_t first = 0, W = hp->sliding_window;
-        if (W && pos + 1 > W)
-            first = pos + 1 - W;
-        if (s->kv_f16) {
-            uint16_t *kc = s->kc16 + lo, *vc = s->vc16 + lo;
-            uint16_t *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
-            for (uint32_t i = 0; i < s->kv_dim; i++) {
-                kp[i] = kern_fp32_to_fp16(k[i]);
-                vp[i] = kern_fp32_to_fp16(v[i]);
-            }
-            /* llama.cpp's kq_scale: a multiplication by 1/sqrt(head_dim) */
-            kern_attn_decode_f16(s->att, s->q, kc + (size_t)first * s->kv_dim,
-                                 vc + (size_t)first * s->kv_dim, pos + 1 - first,
-                                 hp->n_heads, hp->n_kv_heads, hd, s->kv_dim,
-                                 1.0f / sqrtf((float)hd), 0.0f, s->att16);
-        } else {
-            float *kc = s->kc + lo, *vc = s->vc + lo;
-            kern_attn_decode(s->att, s->q, kc + (size_t)first * s->kv_dim,
-                             vc + (size_t)first * s->kv_dim, pos + 1 - first,
-                             hp->n_heads, hp->n_kv_heads, hd, s->kv_dim,
-                             1.0f / sqrtf((float)hd), 0.0f, s->scores);
-        }
-        DBG("attn", l, s->att, s->q_dim);
-        kern_act_set(&s->act_q, s->att, s->q_dim, ly->o.need);
-        memset(s->xb, 0, dim * sizeof(float));
-        out[FMT_M_O] = s->xb;
-        matvec_stream(s, &ly->o, &s->act_q, out);
-        DBG("wo", l, s->xb, dim);
-        for (uint32_t i = 0; i < dim; i++)
-            s->x[i] += s->xb[i];
-        DBG("ffn_inp", l, s->x, dim);
-
-        if (s->prof)
-            pt = prof_layer_mark(s->prof, l, PROF_ST_ATTN, pt);
-
-        /* feed-forward */
-        kern_rmsnorm(s->xb, s->x, ly->ffn_norm, dim, hp->norm_eps);
-        DBG("ffn_norm", l, s->xb, dim);
-        kern_act_set(&s->act_dim, s->xb, dim, ly->gate_up.need);
-        memset(s->hb, 0, hp->ffn_dim * sizeof(float));
-        memset(s->hb2, 0, hp->ffn_dim * sizeof(float));
-        out[FMT_M_GATE] = s->hb;
-        out[FMT_M_UP] = s->hb2;
-        matvec_stream(s, &ly->gate_up, &s->act_dim, out);
-        if (hp->flags & FMT_FLAG_GELU)
-            kern_geglu(s->hb, s->hb, s->hb2, hp->ffn_dim);
-        else
-            kern_swiglu(s->hb, s->hb, s->hb2, hp->ffn_dim);
-        DBG("up", l, s->hb2, hp->ffn_dim);
-        DBG("glu", l, s->hb, hp->ffn_dim);
-        kern_act_set(&s->act_ffn, s->hb, hp->ffn_dim, ly->down.need);
-        memset(s->xb, 0, dim * sizeof(float));
-        out[FMT_M_DOWN] = s->xb;
-        matvec_stream(s, &ly->down, &s->act_ffn, out);
-        DBG("down", l, s->xb, dim);
-        for (uint32_t i = 0; i < dim; i++)
-            s->x[i] += s->xb[i];
-        DBG("out", l, s->x, dim);
-        if (s->prof)
-            pt = prof_layer_mark(s->prof, l, PROF_ST_FFN, pt);
-    }
+    run_layers(s);
+    if (hp->n_experts)
+        s->stats.expert_tokens++;
     s->n_past++;
     if (!want_logits)
         return 0;
 
-    kern_rmsnorm(s->x, s->x, s->out_norm, dim, hp->norm_eps);
-    DBG("final_norm", 0, s->x, dim);
+    rmsnorm(s, s->x, s->x, s->out_norm, dim);
     kern_act_set(&s->act_dim, s->x, dim, s->output.need);
     memset(s->logits, 0, hp->vocab_size * sizeof(float));
     out[FMT_M_OUTPUT] = s->logits;
     out[FMT_M_TOK_EMBD] = s->logits;
     matvec_stream(s, &s->output, &s->act_dim, out);
-    DBG("logits", 0, s->logits, hp->vocab_size);
     if (hp->softcap > 0.0f)
         for (uint32_t i = 0; i < hp->vocab_size; i++)
             s->logits[i] = tanhf(s->logits[i] / hp->softcap) * hp->softcap;
@@ -582,7 +945,7 @@ int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
     if (rc)
         return rc;
     if (s->prof)
-        prof_begin(s);
+        prof_token_begin(s->prof);
     double t0 = prof_now();
     forward(s, token, 1);
     s->stats.decode_s += prof_now() - t0;
@@ -601,7 +964,7 @@ int eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
         if (rc)
             return rc;
         if (s->prof)
-            prof_begin(s);
+            prof_token_begin(s->prof);
         forward(s, tokens[i], i + 1 == n);
         if (s->prof)
             prof_token_end(s->prof, PROF_PREFILL);

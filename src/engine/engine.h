@@ -198,6 +198,9 @@ typedef struct eng_stats {
     uint64_t n_prompt, n_gen;
     double   prefill_s, decode_s;
     uint64_t bytes_per_token;   /* weight bytes streamed per decoded token */
+    uint64_t expert_bytes;      /* expert tile bytes read, all tokens */
+    uint64_t expert_bank_bytes; /* bytes of all experts of all MoE layers */
+    uint64_t expert_tokens;     /* forward passes that read experts */
 } eng_stats;
 void eng_get_stats(const eng_session *s, eng_stats *st);
 

@@ -677,7 +677,7 @@ const float *fmt_model_vec(const fmt_model *m, unsigned layer, int slot,
                            uint64_t *n)
 {
     if (layer >= m->n_entries || slot < 0 || slot >= FMT_NSLOT ||
-        m->e[layer].kind[slot] != FMT_K_VEC)
+        (m->e[layer].kind[slot] != FMT_K_VEC && m->e[layer].kind[slot] != FMT_K_F32MAT))
         return NULL;
     if (n)
         *n = m->e[layer].rows[slot];

@@ -44,8 +44,9 @@
  * A mat-vec input is prepared once (kern_act_set) and shared by every tile
  * of every matrix that reads it (fused Q/K/V, gate/up).  F32 tiles read the
  * f32 copy; F16 tiles read x rounded to f16 (as llama.cpp does); Q4_0/Q8_0
- * tiles read x quantised to Q8_0 blocks: d = amax/127 stored through f16,
- * q = round(x/d), and the per-block sum of q for the offset correction
+ * tiles read x quantised to Q8_0 blocks as llama.cpp's x86 quantize_row_q8_0
+ * does: d = amax/127 stored through f16, q = x * (127/amax) rounded half to
+ * even, and the per-block sum of q for the offset correction
  * (sum (q_w - 8) q_x = sum q_w q_x - 8 sum q_x).
  */
 #ifndef CFLOW_KERN_H
@@ -153,6 +154,10 @@ typedef struct kern_ops {
     enum kern_isa   isa;
     const char     *name;                 /* as kern_isa_name() */
     kern_tile_mv_fn tile_mv[KERN_NTYPES];
+    /* Q4_0 summed as llama.cpp's repacked x86 kernel sums it (one FMA per
+     * block instead of eight lanes); llama.cpp repacks the Q4_0 matrices
+     * whose row count is a multiple of 8.  See kern_ref.c. */
+    kern_tile_mv_fn tile_mv_q4_0_rp;
     float (*dot_f32)(const float *a, const float *b, unsigned n);
     void  (*axpy_f32)(float *y, float a, const float *x, unsigned n);
 } kern_ops;
@@ -216,5 +221,21 @@ void kern_attn_decode_f16(float *out, const float *q, const uint16_t *k,
 void kern_swiglu(float *out, const float *gate, const float *up, unsigned n);
 /* out[i] = gelu_tanh(gate[i]) * up[i]. */
 void kern_geglu(float *out, const float *gate, const float *up, unsigned n);
+
+/* The same operations with llama.cpp's arithmetic (the peer of a GGUF
+ * model), bit for bit with its AVX-512 CPU build; see kern_vec.c.
+ *   kern_rmsnorm_ggml: the squares summed in double, out = x * s * w.
+ *   kern_rope_ggml: pair i turns by theta_i = pos * ts^i, the power taken
+ *     by repeated multiplication, ts = base^(-2/rot_dim); freq_factors
+ *     (rot_dim/2 entries, or NULL) divide theta_i (Llama-3 scaling).
+ *   kern_swiglu_ggml: silu(gate) * up, silu through ggml's 16-lane vector
+ *     exp for the first n & ~15 elements and libm expf for the rest. */
+void kern_rmsnorm_ggml(float *out, const float *x, const float *w, unsigned n,
+                       float eps);
+void kern_rope_ggml(float *x, unsigned n_heads, unsigned head_dim,
+                    unsigned rot_dim, unsigned pos, float base,
+                    const float *freq_factors, int neox);
+void kern_swiglu_ggml(float *out, const float *gate, const float *up,
+                      unsigned n);
 
 #endif /* CFLOW_KERN_H */

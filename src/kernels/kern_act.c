@@ -10,10 +10,16 @@
  *   q8_sum [cap/32]   int32:  sum of the block's 32 quants
  * a->f32 is the start of the allocation.
  *
- * The Q8_0 quantisation is llama.cpp's quantize_row_q8_0_ref: per block of
- * 32, amax = max |x|, d = amax/127, id = d ? 1/d : 0, q = roundf(x*id), and
- * the scale kept is d rounded to f16.  Quants are computed with the f32 d,
- * as llama.cpp does, so q8 * q8_d is llama.cpp's dequantised activation.
+ * The Q8_0 quantisation is llama.cpp's quantize_row_q8_0 as its x86 build
+ * runs it (arch/x86/quants.c, AVX2 code, also in AVX-512 builds): per block
+ * of 32, amax = max |x|, d = amax/127, id = amax ? 127/amax : 0,
+ * q = x*id rounded half to even (_mm256_round_ps, _MM_ROUND_NEAREST), and
+ * the scale kept is d rounded to f16.  Its portable quantize_row_q8_0_ref
+ * uses id = 1/d and rounds halves away from zero; the two differ in a
+ * quant now and then, and on a Q8_0/Q4_0 model such a difference is enough
+ * to change greedy text a few dozen tokens later, so we follow the code
+ * llama.cpp actually runs on the machines we compare with.  q8 * q8_d is
+ * llama.cpp's dequantised activation.
  */
 #include "config.h"
 
@@ -66,7 +72,16 @@ void kern_act_free(kern_act *a)
     memset(a, 0, sizeof *a);
 }
 
-/* Quantise one block of 32 as llama.cpp's quantize_row_q8_0_ref. */
+/* Round half to even, whatever the FP environment's rounding mode. */
+static float round_even(float v)
+{
+    float r = roundf(v);                /* halves away from zero */
+    if (fabsf(r - v) == 0.5f)
+        r = 2.0f * roundf(0.5f * v);    /* the even neighbour */
+    return r;
+}
+
+/* Quantise one block of 32 as llama.cpp's x86 quantize_row_q8_0. */
 static void quant_q8_block(const float *x, int8_t *q, float *d_out,
                            int32_t *sum_out)
 {
@@ -76,11 +91,10 @@ static void quant_q8_block(const float *x, int8_t *q, float *d_out,
         amax = amax > v ? amax : v;     /* ggml's MAX() */
     }
     const float d = amax / 127.0f;
-    const int X = getenv("X_Q8") != NULL;
-    const float id = X ? (amax != 0.0f ? 127.0f / amax : 0.0f) : d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     int32_t sum = 0;
     for (int j = 0; j < KERN_QBLOCK; j++) {
-        float v = X ? rintf(x[j] * id) : roundf(x[j] * id);
+        float v = round_even(x[j] * id);
         /* |x*id| <= 127 for finite x; clamp so a NaN or inf input gives a
          * defined quant instead of an out-of-range conversion */
         int qi = v >= -127.0f && v <= 127.0f ? (int)v : v > 127.0f ? 127

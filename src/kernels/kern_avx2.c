@@ -7,23 +7,28 @@
  *
  * A panel's 16 rows live in two ymm registers (rows 0-7, 8-15), one lane
  * per row, so a column (F32/F16) or a 4-column group (Q8_0/Q4_0) is one
- * broadcast of x against 16 rows and no horizontal sum runs per row.  Each
- * lane therefore performs exactly the additions of kern_ref.c in the same
- * order, and the results are bit-identical to the reference:
+ * broadcast of x against 8 rows and no horizontal sum runs per row.  Every
+ * partial sum kern_ref.c keeps per row is one ymm per half panel, and each
+ * lane performs exactly the reference's roundings in the same order, so
+ * the results are bit-identical to it:
  *   F32   mul then add (no FMA: an FMA would round differently; the module
  *         is built with -ffp-contract=off so the compiler does not fuse them)
- *   F16   FMA, which rounds like mul+add here: the product of two halves
- *         is exact in f32
- *   Q4_0  offset binary: unsigned nibbles (0..15) x signed Q8 activation
- *         with vpmaddubsw, summed in int16 over the block (at most
- *         16 * 15 * 127 = 30480 in magnitude, no saturation), widened with
- *         vpmaddwd, then isum = sum - 8 * q8_sum
+ *   F16   64 partial sums per row (column c % 64) by FMA, whose product of
+ *         two halves is exact; folded as kern_ref.c's fold64; the columns
+ *         past the last multiple of 64 added in double
+ *   Q4_0  8 partial sums per row, one per 4-column group of a block:
+ *         unsigned nibbles (0..15) x signed Q8 activation with vpmaddubsw,
+ *         widened with vpmaddwd, minus 8 x the group's activation sum
  *   Q8_0  vpmaddubsw would saturate on offset-binary bytes (2 * 255 * 127 >
  *         32767), so the bytes are made signed (xor 0x80) and multiplied as
  *         |w| x sign(x, w) (at most 2 * 128 * 127 per pair), as llama.cpp
- *         does; each quad is widened to int32 at once
- * and per block y_row += (d_w * d_x) * (float)isum with separate roundings.
- * F32/F16 run four panels side by side so that the additions of different
+ *         does
+ *   per block, group g: lane_g = fma(d_w * d_x, (float)isum_g, lane_g);
+ *   at the end the 8 lanes fold as kern_ref.c's fold8.  The repacked Q4_0
+ *   flavour sums the whole block and does one FMA per block.
+ * The quantised and F16 kernels run the two half panels one after the
+ * other (their bytes are disjoint), to keep 8 accumulators in registers.
+ * F32 runs four panels side by side so that the additions of different
  * panels overlap in the pipeline (each lane's own additions stay in order).
  */
 #include "config.h"
@@ -102,12 +107,35 @@ AVX2 static void mv_f32(const void *payload, unsigned rows, unsigned cols,
 
 /* ---- F16 ---------------------------------------------------------------- */
 
+AVX2 static inline __m256 ld_half8(const uint8_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* y[16p + 8h .. +8) += v, storing only rows < rows. */
+AVX2 static inline void add_half(float *y, unsigned rows, unsigned p,
+                                 unsigned h, __m256 v)
+{
+    unsigned r0 = KERN_PANEL * p + 8 * h;
+    if (r0 >= rows)
+        return;
+    if (r0 + 8 <= rows) {
+        _mm256_storeu_ps(y + r0, _mm256_add_ps(_mm256_loadu_ps(y + r0), v));
+    } else {
+        float t[8];
+        _mm256_storeu_ps(t, v);
+        for (unsigned i = 0; r0 + i < rows; i++)
+            y[r0 + i] += t[i];
+    }
+}
+
 AVX2 static void mv_f16(const void *payload, unsigned rows, unsigned cols,
                         const kern_act *x, unsigned col0, float *y)
 {
     kern_geom g = kern_geom_of(rows, cols);
     const size_t pstride = (size_t)g.cp * KERN_PANEL * 2;
     const uint8_t *w = payload;
+    const unsigned np = cols & ~63u;
     float xf[KERN_TILE_COLS];           /* x.f16 widened once per tile */
     unsigned c = 0;
 
@@ -117,40 +145,47 @@ AVX2 static void mv_f16(const void *payload, unsigned rows, unsigned cols,
     for (; c < cols; c++)
         xf[c] = kern_h2f(x->f16[col0 + c]);
 
-    unsigned p = 0;
-    for (; p + NGROUP <= g.np; p += NGROUP) {
-        const uint8_t *wp = w + p * pstride;
-        __m256 lo[NGROUP], hi[NGROUP];
-#pragma GCC unroll 4
-        for (int k = 0; k < NGROUP; k++)
-            lo[k] = hi[k] = _mm256_setzero_ps();
-        for (c = 0; c < cols; c++) {
-            __m256 xb = _mm256_set1_ps(xf[c]);
-#pragma GCC unroll 4
-            for (int k = 0; k < NGROUP; k++) {
-                const uint8_t *col = wp + k * pstride + c * 32;
-                lo[k] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(
-                            (const __m128i *)col)), xb, lo[k]);
-                hi[k] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(
-                            (const __m128i *)(col + 16))), xb, hi[k]);
+    for (unsigned p = 0; p < g.np; p++) {
+        for (unsigned h = 0; h < 2; h++) {   /* rows 0-7, then 8-15 */
+            const uint8_t *wp = w + p * pstride + 16 * h;
+            __m256 t8[8];
+            for (unsigned l = 0; l < 8; l++) {
+                __m256 a[2];
+                for (unsigned hh = 0; hh < 2; hh++) {   /* slots l, l + 8 */
+                    const unsigned s0 = l + 8 * hh;
+                    __m256 acc[4];
+                    for (unsigned j = 0; j < 4; j++)
+                        acc[j] = _mm256_setzero_ps();
+                    for (unsigned i = 0; i < np; i += 64)
+                        for (unsigned j = 0; j < 4; j++) {
+                            const unsigned cc = i + 16 * j + s0;
+                            acc[j] = _mm256_fmadd_ps(ld_half8(wp + cc * 32),
+                                                     _mm256_set1_ps(xf[cc]), acc[j]);
+                        }
+                    a[hh] = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]),
+                                          _mm256_add_ps(acc[1], acc[3]));
+                }
+                t8[l] = _mm256_add_ps(a[1], a[0]);
             }
+            __m256 t4[4];
+            for (unsigned l = 0; l < 4; l++)
+                t4[l] = _mm256_add_ps(t8[l + 4], t8[l]);
+            __m256 r = _mm256_add_ps(_mm256_add_ps(t4[0], t4[2]),
+                                     _mm256_add_ps(t4[1], t4[3]));
+            if (np < cols) {
+                __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(r));
+                __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(r, 1));
+                for (c = np; c < cols; c++) {
+                    __m256 pr = _mm256_mul_ps(ld_half8(wp + c * 32),
+                                              _mm256_set1_ps(xf[c]));
+                    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(pr)));
+                    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(pr, 1)));
+                }
+                r = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(lo)),
+                                         _mm256_cvtpd_ps(hi), 1);
+            }
+            add_half(y, rows, p, h, r);
         }
-#pragma GCC unroll 4
-        for (int k = 0; k < NGROUP; k++)
-            add_panel(y, rows, p + k, lo[k], hi[k]);
-    }
-    for (; p < g.np; p++) {
-        const uint8_t *wp = w + p * pstride;
-        __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
-        for (c = 0; c < cols; c++) {
-            __m256 xb = _mm256_set1_ps(xf[c]);
-            const uint8_t *col = wp + c * 32;
-            lo = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(
-                     (const __m128i *)col)), xb, lo);
-            hi = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(
-                     (const __m128i *)(col + 16))), xb, hi);
-        }
-        add_panel(y, rows, p, lo, hi);
     }
 }
 
@@ -162,28 +197,19 @@ AVX2 static inline __m256i bcast4(const int8_t *xq)
     return _mm256_set1_epi32(kern_ld_i32(xq));
 }
 
-/* Integer dot of one Q4_0 panel-block (256 bytes) with 32 activation
- * quants, offset not yet removed: rows 0-7 in *lo, 8-15 in *hi. */
-AVX2 static inline void q4_isum(const uint8_t *q, const int8_t *xq,
-                                __m256i *lo, __m256i *hi)
+/* The 8 group dots of half a Q4_0 panel-block (q: the 4 chunks' first or
+ * second 32 bytes, 64 apart), offset kept: isum[j] for columns 4j..4j+3. */
+AVX2 static inline void q4_lanes(const uint8_t *q, const __m256i *xb,
+                                 __m256i *isum)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-#pragma GCC unroll 4
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     for (int g = 0; g < 4; g++) {
-        __m256i xl = bcast4(xq + 4 * g), xh = bcast4(xq + 16 + 4 * g);
-        __m256i v0 = _mm256_loadu_si256((const __m256i *)(q + 64 * g));
-        __m256i v1 = _mm256_loadu_si256((const __m256i *)(q + 64 * g + 32));
-        s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(_mm256_and_si256(v0, m4), xl));
-        s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(
-                 _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), xh));
-        s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(_mm256_and_si256(v1, m4), xl));
-        s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(
-                 _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), xh));
+        __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * g));
+        isum[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(
+                      _mm256_and_si256(v, m4), xb[g]), ones);
+        isum[g + 4] = _mm256_madd_epi16(_mm256_maddubs_epi16(
+                      _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), xb[g + 4]), ones);
     }
-    const __m256i ones = _mm256_set1_epi16(1);
-    *lo = _mm256_madd_epi16(s0, ones);
-    *hi = _mm256_madd_epi16(s1, ones);
 }
 
 /* |w| x sign(x, w) for signed bytes, pairs summed to int16, then to int32. */
@@ -196,33 +222,39 @@ AVX2 static inline __m256i q8_quad(__m256i v, __m256i xb)
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-/* Integer dot of one Q8_0 panel-block (512 bytes), exact signed quants. */
-AVX2 static inline void q8_isum(const uint8_t *q, const int8_t *xq,
-                                __m256i *lo, __m256i *hi)
+/* The 8 group dots of half a Q8_0 panel-block, exact signed quants. */
+AVX2 static inline void q8_lanes(const uint8_t *q, const __m256i *xb,
+                                 __m256i *isum)
 {
-    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; g++) {
-        __m256i xb = bcast4(xq + 4 * g);
-        s0 = _mm256_add_epi32(s0, q8_quad(_mm256_loadu_si256(
-                 (const __m256i *)(q + 64 * g)), xb));
-        s1 = _mm256_add_epi32(s1, q8_quad(_mm256_loadu_si256(
-                 (const __m256i *)(q + 64 * g + 32)), xb));
+    for (int g = 0; g < 8; g++)
+        isum[g] = q8_quad(_mm256_loadu_si256((const __m256i *)(q + 64 * g)), xb[g]);
+}
+
+/* Whole-block dot of half a Q4_0 panel-block, offset kept (repacked
+ * flavour). */
+AVX2 static inline __m256i q4_isum(const uint8_t *q, const int8_t *xq)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i s = _mm256_setzero_si256();     /* int16, |s| <= 30480 */
+    for (int g = 0; g < 4; g++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * g));
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(_mm256_and_si256(v, m4),
+                                                     bcast4(xq + 4 * g)));
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(
+                _mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                bcast4(xq + 16 + 4 * g)));
     }
-    *lo = s0;
-    *hi = s1;
+    return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
 }
 
-/* acc += (d_w * d_x) * (float)isum for 8 rows. */
-AVX2 static inline __m256 scale_add(__m256 acc, const uint8_t *dw, __m256 dx,
-                                    __m256i isum)
+/* d_w * d_x for 8 rows. */
+AVX2 static inline __m256 block_d(const uint8_t *dw, float dx)
 {
-    __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(
-                                 (const __m128i *)dw)), dx);
-    return _mm256_add_ps(acc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)));
+    return _mm256_mul_ps(ld_half8(dw), _mm256_set1_ps(dx));
 }
 
-AVX2 static void mv_quant(enum kern_type t, const void *payload,
+/* Q8_0/Q4_0, 8 lanes (rp = 0) or repacked Q4_0 (rp = 1). */
+AVX2 static void mv_quant(enum kern_type t, int rp, const void *payload,
                           unsigned rows, unsigned cols, const kern_act *x,
                           unsigned col0, float *y)
 {
@@ -231,42 +263,67 @@ AVX2 static void mv_quant(enum kern_type t, const void *payload,
     const uint8_t *qbase = w + g.scale_bytes;
     const size_t bbytes = t == KERN_Q8_0 ? KERN_Q8_BLOCK_BYTES
                                          : KERN_Q4_BLOCK_BYTES;
-    const int offset = t == KERN_Q8_0 ? 128 : 8;  /* removed in the int sum */
     const unsigned xb0 = col0 / KERN_QBLOCK;
+    int32_t corr[KERN_TILE_COLS / 4];   /* 8 * sum of each group (Q4_0) */
 
+    for (unsigned k = 0; k < g.nb * 8; k++) {
+        const int8_t *xq = x->q8 + col0 + 4 * k;
+        corr[k] = t == KERN_Q4_0 ? 8 * (xq[0] + xq[1] + xq[2] + xq[3]) : 0;
+    }
     for (unsigned p = 0; p < g.np; p++) {
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-        for (unsigned b = 0; b < g.nb; b++) {
-            size_t pb = (size_t)p * g.nb + b;
-            const int8_t *xq = x->q8 + col0 + KERN_QBLOCK * b;
-            __m256i lo, hi;
-            if (t == KERN_Q8_0) {
-                q8_isum(qbase + pb * bbytes, xq, &lo, &hi);
-            } else {
-                __m256i corr = _mm256_set1_epi32(offset * x->q8_sum[xb0 + b]);
-                q4_isum(qbase + pb * bbytes, xq, &lo, &hi);
-                lo = _mm256_sub_epi32(lo, corr);
-                hi = _mm256_sub_epi32(hi, corr);
+        for (unsigned h = 0; h < 2; h++) {   /* rows 0-7, then 8-15 */
+            __m256 acc[8];
+            for (int j = 0; j < 8; j++)
+                acc[j] = _mm256_setzero_ps();
+            for (unsigned b = 0; b < g.nb; b++) {
+                const size_t pb = (size_t)p * g.nb + b;
+                const uint8_t *q = qbase + pb * bbytes + 32 * h;
+                const int8_t *xq = x->q8 + col0 + KERN_QBLOCK * b;
+                const __m256 d = block_d(w + 2 * pb * KERN_PANEL + 16 * h,
+                                         x->q8_d[xb0 + b]);
+                if (rp) {
+                    __m256i isum = _mm256_sub_epi32(q4_isum(q, xq),
+                                       _mm256_set1_epi32(8 * x->q8_sum[xb0 + b]));
+                    acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc[0]);
+                    continue;
+                }
+                __m256i xb[8], isum[8];
+                for (int j = 0; j < 8; j++)
+                    xb[j] = bcast4(xq + 4 * j);
+                if (t == KERN_Q8_0)
+                    q8_lanes(q, xb, isum);
+                else
+                    q4_lanes(q, xb, isum);
+                for (int j = 0; j < 8; j++) {
+                    isum[j] = _mm256_sub_epi32(isum[j],
+                                  _mm256_set1_epi32(corr[8 * b + j]));
+                    acc[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[j]), acc[j]);
+                }
             }
-            __m256 dx = _mm256_set1_ps(x->q8_d[xb0 + b]);
-            const uint8_t *dw = w + 2 * pb * KERN_PANEL;
-            acc0 = scale_add(acc0, dw, dx, lo);
-            acc1 = scale_add(acc1, dw + 16, dx, hi);
+            __m256 r = rp ? acc[0] : _mm256_add_ps(
+                _mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
+                _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
+            add_half(y, rows, p, h, r);
         }
-        add_panel(y, rows, p, acc0, acc1);
     }
 }
 
 AVX2 static void mv_q8_0(const void *payload, unsigned rows, unsigned cols,
                          const kern_act *x, unsigned col0, float *y)
 {
-    mv_quant(KERN_Q8_0, payload, rows, cols, x, col0, y);
+    mv_quant(KERN_Q8_0, 0, payload, rows, cols, x, col0, y);
 }
 
 AVX2 static void mv_q4_0(const void *payload, unsigned rows, unsigned cols,
                          const kern_act *x, unsigned col0, float *y)
 {
-    mv_quant(KERN_Q4_0, payload, rows, cols, x, col0, y);
+    mv_quant(KERN_Q4_0, 0, payload, rows, cols, x, col0, y);
+}
+
+AVX2 static void mv_q4_0_rp(const void *payload, unsigned rows, unsigned cols,
+                            const kern_act *x, unsigned col0, float *y)
+{
+    mv_quant(KERN_Q4_0, 1, payload, rows, cols, x, col0, y);
 }
 
 /* ---- vectors ------------------------------------------------------------ */
@@ -313,6 +370,7 @@ const kern_ops kern_ops_avx2 = {
         [KERN_F32] = mv_f32, [KERN_F16] = mv_f16,
         [KERN_Q8_0] = mv_q8_0, [KERN_Q4_0] = mv_q4_0,
     },
+    .tile_mv_q4_0_rp = mv_q4_0_rp,
     .dot_f32 = dot_f32,
     .axpy_f32 = axpy_f32,
 };

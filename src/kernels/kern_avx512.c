@@ -5,27 +5,30 @@
  * Compiled for plain x86-64; only these functions carry target attributes
  * and kern_dispatch.c hands them out only on a CPU that has the features.
  *
- * One zmm holds a whole panel: 16 rows, one 32-bit lane each.  An F32/F16
- * column is one FMA-sized step for 16 rows; a 64-byte chunk of Q8_0/Q4_0
- * quants is 16 rows x 4 columns, exactly what vpdpbusd consumes:
- *
- *   lane i of  chunk  = 4 weight bytes of row i (columns 4g..4g+3)
- *              x4     = _mm512_set1_epi32(4 activation bytes of those columns)
- *   vpdpbusd(acc, chunk, x4): acc[i] += sum_j u[i][j] * x[j]
- *
- * Q4_0 low nibbles are block columns 4g..4g+3, high nibbles 16+4g..19+4g,
- * both unsigned 0..15 (offset 8); Q8_0 bytes are unsigned 0..255 (offset
- * 128).  After the block: isum = acc - offset * q8_sum.  Without VNNI the
- * same products come from vpmaddubsw + vpmaddwd (Q8_0 through |w| x
- * sign(x, w), since offset-binary bytes could saturate vpmaddubsw; see
- * kern_avx2.c).
- *
- * Per block, the 16 int32 sums become floats and
- *   acc += (d_w[16] * d_x) * (float)isum         (d_w via vcvtph2ps)
- * rounded as in kern_ref.c (mul, mul, add: an FMA would round once less),
- * so every lane reproduces the reference bit for bit; likewise F32 uses
- * mul + add, and F16 uses FMA, whose product of two halves is exact.  The
- * module is built with -ffp-contract=off so the compiler keeps these
+ * One zmm holds a whole panel: 16 rows, one 32-bit lane each, so every
+ * partial sum that kern_ref.c keeps per row is one zmm here, and each lane
+ * performs exactly the reference's roundings in the same order (the tests
+ * check bit equality):
+ *   F32   mul then add per column (run.c's order; no FMA).
+ *   F16   64 partial sums per row (column c % 64, FMA: the product of two
+ *         halves is exact), folded as kern_ref.c's fold64, then the columns
+ *         past the last multiple of 64 added in double (two zmm of 8).
+ *   Q8_0/Q4_0  8 partial sums per row, one per 4-column group of a block.
+ *         A 64-byte chunk of quants is 16 rows x 4 columns, exactly what
+ *         vpdpbusd consumes:
+ *           lane i of chunk = 4 weight bytes of row i (columns 4g..4g+3)
+ *           x4 = _mm512_set1_epi32(4 activation bytes of those columns)
+ *           vpdpbusd(0, chunk, x4): the group's dot for 16 rows
+ *         Q4_0 low nibbles are block columns 4g..4g+3 (group g), high
+ *         nibbles 16+4g..19+4g (group 4+g), both unsigned 0..15 (offset 8);
+ *         Q8_0 bytes are unsigned 0..255 (offset 128): the offset times the
+ *         group's activation sum is subtracted.  Without VNNI the same sums
+ *         come from vpmaddubsw + vpmaddwd (Q8_0 through |w| x sign(x, w),
+ *         since offset-binary bytes could saturate vpmaddubsw).  Then
+ *           lane_g = fma(d_w[16] * d_x, (float)isum_g, lane_g)
+ *         and at the end of the tile the 8 lanes fold as kern_ref.c's fold8.
+ *         The repacked Q4_0 flavour sums the block and does one FMA.
+ * The module is built with -ffp-contract=off so the compiler keeps these
  * roundings.  Ragged tiles compute the whole padded panel and store the
  * real rows through a mask.
  */
@@ -41,7 +44,7 @@
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define VNNI   __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
-#define NGROUP 4   /* panels processed side by side (F32/F16) */
+#define NGROUP 4   /* panels processed side by side (F32) */
 
 /* y[16p .. 16p+16) += acc, storing only rows < rows. */
 AVX512 static inline void add_panel(float *y, unsigned rows, unsigned p,
@@ -99,12 +102,15 @@ AVX512 static inline __m512 ld_half16(const uint8_t *p)
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 }
 
+/* One panel: the 64 lane sums of column slot s = c % 64 (see kern_ref.c),
+ * folded, then the tail in double. */
 AVX512 static void mv_f16(const void *payload, unsigned rows, unsigned cols,
                           const kern_act *x, unsigned col0, float *y)
 {
     kern_geom g = kern_geom_of(rows, cols);
     const size_t pstride = (size_t)g.cp * KERN_PANEL * 2;
     const uint8_t *w = payload;
+    const unsigned np = cols & ~63u;
     float xf[KERN_TILE_COLS];           /* x.f16 widened once per tile */
     unsigned c = 0;
 
@@ -113,35 +119,54 @@ AVX512 static void mv_f16(const void *payload, unsigned rows, unsigned cols,
     for (; c < cols; c++)
         xf[c] = kern_h2f(x->f16[col0 + c]);
 
-    unsigned p = 0;
-    for (; p + NGROUP <= g.np; p += NGROUP) {
+    for (unsigned p = 0; p < g.np; p++) {
         const uint8_t *wp = w + p * pstride;
-        __m512 acc[NGROUP];
-#pragma GCC unroll 4
-        for (int k = 0; k < NGROUP; k++)
-            acc[k] = _mm512_setzero_ps();
-        for (c = 0; c < cols; c++) {
-            __m512 xb = _mm512_set1_ps(xf[c]);
-#pragma GCC unroll 4
-            for (int k = 0; k < NGROUP; k++)
-                acc[k] = _mm512_fmadd_ps(ld_half16(wp + k * pstride + c * 32),
-                                         xb, acc[k]);
+        __m512 t8[8];
+        for (unsigned l = 0; l < 8; l++) {
+            __m512 a[2];
+            for (unsigned hh = 0; hh < 2; hh++) {       /* slots l, l + 8 */
+                const unsigned s0 = l + 8 * hh;
+                __m512 acc[4];
+                for (unsigned j = 0; j < 4; j++)
+                    acc[j] = _mm512_setzero_ps();
+                for (unsigned i = 0; i < np; i += 64)
+                    for (unsigned j = 0; j < 4; j++) {
+                        const unsigned cc = i + 16 * j + s0;
+                        acc[j] = _mm512_fmadd_ps(ld_half16(wp + cc * 32),
+                                                 _mm512_set1_ps(xf[cc]), acc[j]);
+                    }
+                a[hh] = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]),
+                                      _mm512_add_ps(acc[1], acc[3]));
+            }
+            t8[l] = _mm512_add_ps(a[1], a[0]);
         }
-#pragma GCC unroll 4
-        for (int k = 0; k < NGROUP; k++)
-            add_panel(y, rows, p + k, acc[k]);
-    }
-    for (; p < g.np; p++) {
-        const uint8_t *wp = w + p * pstride;
-        __m512 acc = _mm512_setzero_ps();
-        for (c = 0; c < cols; c++)
-            acc = _mm512_fmadd_ps(ld_half16(wp + c * 32),
-                                  _mm512_set1_ps(xf[c]), acc);
-        add_panel(y, rows, p, acc);
+        __m512 t4[4];
+        for (unsigned l = 0; l < 4; l++)
+            t4[l] = _mm512_add_ps(t8[l + 4], t8[l]);
+        __m512 r = _mm512_add_ps(_mm512_add_ps(t4[0], t4[2]),
+                                 _mm512_add_ps(t4[1], t4[3]));
+        if (np < cols) {
+            __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(r));
+            __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(
+                             _mm512_extractf64x4_pd(_mm512_castps_pd(r), 1)));
+            for (c = np; c < cols; c++) {
+                __m512 pr = _mm512_mul_ps(ld_half16(wp + c * 32),
+                                          _mm512_set1_ps(xf[c]));
+                lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(pr)));
+                hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(
+                         _mm512_extractf64x4_pd(_mm512_castps_pd(pr), 1))));
+            }
+            r = _mm512_castpd_ps(_mm512_insertf64x4(
+                    _mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo))),
+                    _mm256_castps_pd(_mm512_cvtpd_ps(hi)), 1));
+        }
+        add_panel(y, rows, p, r);
     }
 }
 
 /* ---- Q8_0 / Q4_0 ---------------------------------------------------------- */
+
+#define QGROUP 2   /* panels processed side by side (8 accumulators each) */
 
 AVX512 static inline __m512i bcast4(const int8_t *xq)
 {
@@ -153,12 +178,60 @@ AVX512 static inline __m512i ld64(const uint8_t *p)
     return _mm512_loadu_si512(p);
 }
 
-/* Q4_0 panel-block (4 chunks of 64 bytes): sum u*x per row, offset kept. */
+/* The 8 group dots of one panel-block, offset not removed: isum[j] sums
+ * u * x over block columns 4j..4j+3 for each of the 16 rows.  xb[j] holds
+ * the 4 activation quants of group j in every lane. */
+AVX512 static inline void q4_lanes(const uint8_t *q, const __m512i *xb,
+                                   __m512i *isum)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), ones = _mm512_set1_epi16(1);
+    for (int g = 0; g < 4; g++) {
+        __m512i v = ld64(q + 64 * g);
+        isum[g] = _mm512_madd_epi16(_mm512_maddubs_epi16(
+                      _mm512_and_si512(v, m4), xb[g]), ones);
+        isum[g + 4] = _mm512_madd_epi16(_mm512_maddubs_epi16(
+                      _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), xb[g + 4]), ones);
+    }
+}
+
+AVX512 static inline void q8_lanes(const uint8_t *q, const __m512i *xb,
+                                   __m512i *isum)
+{
+    const __m512i sgn = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi16(1);
+    for (int g = 0; g < 8; g++) {
+        __m512i ws = _mm512_xor_si512(ld64(q + 64 * g), sgn);  /* u - 128 */
+        __mmask64 neg = _mm512_movepi8_mask(ws);
+        __m512i xs = _mm512_mask_sub_epi8(xb[g], neg, _mm512_setzero_si512(), xb[g]);
+        isum[g] = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(ws), xs),
+                                    ones);
+    }
+}
+
+VNNI static inline void q4_lanes_vnni(const uint8_t *q, const __m512i *xb,
+                                      __m512i *isum)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), z = _mm512_setzero_si512();
+    for (int g = 0; g < 4; g++) {
+        __m512i v = ld64(q + 64 * g);
+        isum[g] = _mm512_dpbusd_epi32(z, _mm512_and_si512(v, m4), xb[g]);
+        isum[g + 4] = _mm512_dpbusd_epi32(z, _mm512_and_si512(
+                          _mm512_srli_epi16(v, 4), m4), xb[g + 4]);
+    }
+}
+
+VNNI static inline void q8_lanes_vnni(const uint8_t *q, const __m512i *xb,
+                                      __m512i *isum)
+{
+    const __m512i z = _mm512_setzero_si512();
+    for (int g = 0; g < 8; g++)
+        isum[g] = _mm512_dpbusd_epi32(z, ld64(q + 64 * g), xb[g]);
+}
+
+/* Whole-block dots (offset kept), for the repacked Q4_0 flavour. */
 AVX512 static inline __m512i q4_isum(const uint8_t *q, const int8_t *xq)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512i s = _mm512_setzero_si512();     /* int16, |s| <= 30480 */
-#pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
         __m512i v = ld64(q + 64 * g);
         s = _mm512_add_epi16(s, _mm512_maddubs_epi16(_mm512_and_si512(v, m4),
@@ -170,29 +243,10 @@ AVX512 static inline __m512i q4_isum(const uint8_t *q, const int8_t *xq)
     return _mm512_madd_epi16(s, _mm512_set1_epi16(1));
 }
 
-/* Q8_0 panel-block (8 quads of 64 bytes): exact signed sum per row. */
-AVX512 static inline __m512i q8_isum(const uint8_t *q, const int8_t *xq)
-{
-    const __m512i sgn = _mm512_set1_epi8((char)0x80);
-    const __m512i ones = _mm512_set1_epi16(1);
-    __m512i s = _mm512_setzero_si512();
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; g++) {
-        __m512i ws = _mm512_xor_si512(ld64(q + 64 * g), sgn);  /* u - 128 */
-        __m512i xb = bcast4(xq + 4 * g);
-        __mmask64 neg = _mm512_movepi8_mask(ws);
-        __m512i xs = _mm512_mask_sub_epi8(xb, neg, _mm512_setzero_si512(), xb);
-        s = _mm512_add_epi32(s, _mm512_madd_epi16(
-                _mm512_maddubs_epi16(_mm512_abs_epi8(ws), xs), ones));
-    }
-    return s;
-}
-
 VNNI static inline __m512i q4_isum_vnni(const uint8_t *q, const int8_t *xq)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
         __m512i v = ld64(q + 64 * g);
         s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(v, m4), bcast4(xq + 4 * g));
@@ -202,81 +256,99 @@ VNNI static inline __m512i q4_isum_vnni(const uint8_t *q, const int8_t *xq)
     return _mm512_add_epi32(s0, s1);
 }
 
-VNNI static inline __m512i q8_isum_vnni(const uint8_t *q, const int8_t *xq)
+/* d_w[16] * d_x for one panel-block. */
+AVX512 static inline __m512 block_d(const uint8_t *dw, float dx)
 {
-    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int g = 0; g < 8; g += 2) {
-        s0 = _mm512_dpbusd_epi32(s0, ld64(q + 64 * g), bcast4(xq + 4 * g));
-        s1 = _mm512_dpbusd_epi32(s1, ld64(q + 64 * g + 64), bcast4(xq + 4 * g + 4));
-    }
-    return _mm512_add_epi32(s0, s1);
+    return _mm512_mul_ps(ld_half16(dw), _mm512_set1_ps(dx));
 }
 
-/* acc += (d_w * d_x) * (float)isum for the 16 rows of a panel. */
-AVX512 static inline __m512 scale_add(__m512 acc, const uint8_t *dw, float dx,
-                                      __m512i isum)
+/* kern_ref.c's fold8 for 16 rows. */
+AVX512 static inline __m512 fold8(const __m512 *l)
 {
-    __m512 d = _mm512_mul_ps(ld_half16(dw), _mm512_set1_ps(dx));
-    return _mm512_add_ps(acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+    return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(l[0], l[4]),
+                                       _mm512_add_ps(l[2], l[6])),
+                         _mm512_add_ps(_mm512_add_ps(l[1], l[5]),
+                                       _mm512_add_ps(l[3], l[7])));
 }
 
-/* The panel/block walk shared by all four quantised kernels.  ISUM returns
- * the raw sum u*x of one panel-block; OFFSET (8 or 128) times q8_sum is
- * removed here, or nothing (0) when ISUM already works on signed weights.
- * Panels go in groups of NGROUP, so that the activation broadcasts of a
- * block are loaded once for the group and the groups' chains overlap. */
-#define MV_QUANT(NAME, ATTR, BLOCK_BYTES, ISUM, OFFSET)                        \
+/* The 8-lane kernels.  LANES fills the 8 group dots of a panel-block;
+ * OFFSET (8, 128, or 0 when LANES works on signed weights) times the
+ * group's activation sum is removed.  Panels go QGROUP at a time so that
+ * a block's activation broadcasts serve several panels. */
+#define MV_LANES(NAME, ATTR, BLOCK_BYTES, LANES, OFFSET)                       \
 ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
                       const kern_act *x, unsigned col0, float *y)              \
 {                                                                              \
     kern_geom g = kern_geom_of(rows, cols);                                    \
     const uint8_t *w = payload, *qbase = w + g.scale_bytes;                    \
     const unsigned xb0 = col0 / KERN_QBLOCK;                                   \
-    const size_t pq = (size_t)g.nb * (BLOCK_BYTES);   /* quant bytes/panel */  \
-    const size_t ps = (size_t)g.nb * KERN_PANEL * 2;  /* scale bytes/panel */  \
-    unsigned p = 0;                                                            \
-    for (; p + NGROUP <= g.np; p += NGROUP) {                                  \
-        __m512 acc[NGROUP];                                                    \
-        _Pragma("GCC unroll 4")                                                \
-        for (int k = 0; k < NGROUP; k++)                                       \
-            acc[k] = _mm512_setzero_ps();                                      \
+    int32_t corr[KERN_TILE_COLS / 4];   /* OFFSET * sum of each group */       \
+    for (unsigned k = 0; k < g.nb * 8; k++) {                                  \
+        const int8_t *xq = x->q8 + col0 + 4 * k;                               \
+        corr[k] = (OFFSET) * (xq[0] + xq[1] + xq[2] + xq[3]);                  \
+    }                                                                          \
+    for (unsigned p = 0; p < g.np; p += QGROUP) {                              \
+        const unsigned ng = g.np - p < QGROUP ? g.np - p : QGROUP;             \
+        __m512 acc[QGROUP][8];                                                 \
+        for (unsigned k = 0; k < QGROUP; k++)                                  \
+            for (int j = 0; j < 8; j++)                                        \
+                acc[k][j] = _mm512_setzero_ps();                               \
         for (unsigned b = 0; b < g.nb; b++) {                                  \
             const int8_t *xq = x->q8 + col0 + KERN_QBLOCK * b;                 \
-            const float dx = x->q8_d[xb0 + b];                                 \
-            const __m512i corr = _mm512_set1_epi32(                            \
-                (OFFSET) * x->q8_sum[xb0 + b]);                                \
-            const size_t pb = (size_t)p * g.nb + b;                            \
-            _Pragma("GCC unroll 4")                                            \
-            for (int k = 0; k < NGROUP; k++) {                                 \
-                __m512i isum = ISUM(qbase + pb * (BLOCK_BYTES) + k * pq, xq);  \
-                acc[k] = scale_add(acc[k], w + 2 * pb * KERN_PANEL + k * ps,   \
-                                   dx, _mm512_sub_epi32(isum, corr));          \
+            __m512i xb[8];                                                     \
+            for (int j = 0; j < 8; j++)                                        \
+                xb[j] = bcast4(xq + 4 * j);                                    \
+            for (unsigned k = 0; k < ng; k++) {                                \
+                const size_t pb = (size_t)(p + k) * g.nb + b;                  \
+                __m512i isum[8];                                               \
+                LANES(qbase + pb * (BLOCK_BYTES), xb, isum);                   \
+                const __m512 d = block_d(w + 2 * pb * KERN_PANEL,              \
+                                         x->q8_d[xb0 + b]);                    \
+                for (int j = 0; j < 8; j++) {                                  \
+                    if (OFFSET)                                                \
+                        isum[j] = _mm512_sub_epi32(isum[j],                    \
+                                      _mm512_set1_epi32(corr[8 * b + j]));     \
+                    acc[k][j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[j]),\
+                                                acc[k][j]);                    \
+                }                                                              \
             }                                                                  \
         }                                                                      \
-        _Pragma("GCC unroll 4")                                                \
-        for (int k = 0; k < NGROUP; k++)                                       \
-            add_panel(y, rows, p + k, acc[k]);                                 \
+        for (unsigned k = 0; k < ng; k++)                                      \
+            add_panel(y, rows, p + k, fold8(acc[k]));                          \
     }                                                                          \
-    for (; p < g.np; p++) {                                                    \
+}
+
+MV_LANES(mv_q8_0, AVX512, KERN_Q8_BLOCK_BYTES, q8_lanes, 0)
+MV_LANES(mv_q4_0, AVX512, KERN_Q4_BLOCK_BYTES, q4_lanes, 8)
+MV_LANES(mv_q8_0_vnni, VNNI, KERN_Q8_BLOCK_BYTES, q8_lanes_vnni, 128)
+MV_LANES(mv_q4_0_vnni, VNNI, KERN_Q4_BLOCK_BYTES, q4_lanes_vnni, 8)
+
+/* Repacked Q4_0: sum = fma((float)isum_block, d_w * d_x, sum). */
+#define MV_Q4_RP(NAME, ATTR, ISUM)                                             \
+ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
+                      const kern_act *x, unsigned col0, float *y)              \
+{                                                                              \
+    kern_geom g = kern_geom_of(rows, cols);                                    \
+    const uint8_t *w = payload, *qbase = w + g.scale_bytes;                    \
+    const unsigned xb0 = col0 / KERN_QBLOCK;                                   \
+    for (unsigned p = 0; p < g.np; p++) {                                      \
         __m512 acc = _mm512_setzero_ps();                                      \
         for (unsigned b = 0; b < g.nb; b++) {                                  \
-            size_t pb = (size_t)p * g.nb + b;                                  \
-            __m512i isum = ISUM(qbase + pb * (BLOCK_BYTES),                    \
+            const size_t pb = (size_t)p * g.nb + b;                            \
+            __m512i isum = ISUM(qbase + pb * KERN_Q4_BLOCK_BYTES,              \
                                 x->q8 + col0 + KERN_QBLOCK * b);               \
-            isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(                   \
-                       (OFFSET) * x->q8_sum[xb0 + b]));                        \
-            acc = scale_add(acc, w + 2 * pb * KERN_PANEL, x->q8_d[xb0 + b],    \
-                            isum);                                             \
+            isum = _mm512_sub_epi32(isum,                                      \
+                       _mm512_set1_epi32(8 * x->q8_sum[xb0 + b]));             \
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),                    \
+                                  block_d(w + 2 * pb * KERN_PANEL,             \
+                                          x->q8_d[xb0 + b]), acc);             \
         }                                                                      \
         add_panel(y, rows, p, acc);                                            \
     }                                                                          \
 }
 
-MV_QUANT(mv_q8_0, AVX512, KERN_Q8_BLOCK_BYTES, q8_isum, 0)
-MV_QUANT(mv_q4_0, AVX512, KERN_Q4_BLOCK_BYTES, q4_isum, 8)
-MV_QUANT(mv_q8_0_vnni, VNNI, KERN_Q8_BLOCK_BYTES, q8_isum_vnni, 128)
-MV_QUANT(mv_q4_0_vnni, VNNI, KERN_Q4_BLOCK_BYTES, q4_isum_vnni, 8)
+MV_Q4_RP(mv_q4_0_rp, AVX512, q4_isum)
+MV_Q4_RP(mv_q4_0_rp_vnni, VNNI, q4_isum_vnni)
 
 /* ---- vectors ------------------------------------------------------------ */
 
@@ -325,6 +397,7 @@ const kern_ops kern_ops_avx512 = {
         [KERN_F32] = mv_f32, [KERN_F16] = mv_f16,
         [KERN_Q8_0] = mv_q8_0, [KERN_Q4_0] = mv_q4_0,
     },
+    .tile_mv_q4_0_rp = mv_q4_0_rp,
     .dot_f32 = dot_f32,
     .axpy_f32 = axpy_f32,
 };
@@ -336,6 +409,7 @@ const kern_ops kern_ops_avx512_vnni = {
         [KERN_F32] = mv_f32, [KERN_F16] = mv_f16,
         [KERN_Q8_0] = mv_q8_0_vnni, [KERN_Q4_0] = mv_q4_0_vnni,
     },
+    .tile_mv_q4_0_rp = mv_q4_0_rp_vnni,
     .dot_f32 = dot_f32,
     .axpy_f32 = axpy_f32,
 };

@@ -15,12 +15,16 @@
  * here assumes any alignment: loads go through memcpy (the compiler turns
  * them into plain moves) and the SIMD files use unaligned loads.
  *
- * Mat-vec contract shared by every ISA (see kern_ref.c for the oracle):
- * per output row, a local float starts at 0, adds the tile's columns (F32,
- * F16) or blocks (Q8_0, Q4_0) in order, and is added to y[r] once.  For
+ * Mat-vec contract shared by every ISA (kern_ref.c states it in full and
+ * is the oracle): per output row, the tile's sum is formed and added to
+ * y[r] once.  F32 sums column by column (run.c); F16 in 64 FMA lanes folded
+ * as ggml_vec_dot_f16, the columns past the last 64 added in double;
+ * Q8_0/Q4_0 in 8 lanes of FMAs per block (ggml_vec_dot_q*_0_q8_0), or, for
+ * tile_mv_q4_0_rp, one FMA per block (llama.cpp's repacked Q4_0 gemv).  For
  * Q8_0/Q4_0 tiles col0 must be a multiple of 32, so that tile block b reads
  * activation block col0/32 + b.  The SIMD kernels keep each row in its own
- * lane and reproduce this rounding exactly; the tests check bit equality.
+ * lanes and reproduce these roundings exactly; the tests check bit
+ * equality.
  */
 #ifndef CFLOW_KERN_IMPL_H
 #define CFLOW_KERN_IMPL_H

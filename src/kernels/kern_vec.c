@@ -6,14 +6,20 @@
  * to do llama2.c run.c's float arithmetic in run.c's order (the module is
  * built with -ffp-contract=off, as run.c is built without FMA): with the
  * same weights the engine then reproduces run.c's output byte for byte.
- * kern_attn_decode_f16 is the exception: it does llama.cpp's arithmetic
- * over an f16 cache, the peer a GGUF model is compared with.
+ *
+ * A GGUF model's peer is llama.cpp instead, so kern_attn_decode_f16 and the
+ * *_ggml kernels at the end do ggml's CPU arithmetic (its AVX-512 build)
+ * bit for bit.  Why it matters: on Q8_0/Q4_0 models each mat-vec quantises
+ * its input, round(x * 127/amax) turns a last-bit difference into a whole
+ * quantisation step now and then, and a few dozen tokens later a greedy
+ * choice flips.  Where ggml's C code is compiled with FMA contraction (GCC,
+ * -ffp-contract=fast) the FMAs are written out here with fmaf(), since this
+ * module is built with -ffp-contract=off.
  */
 #include "config.h"
 
 #include <math.h>
 #include <string.h>
-#include <stdlib.h>
 
 #include "kernels/kern.h"
 #include "kernels/kern_impl.h"
@@ -22,16 +28,6 @@ void kern_rmsnorm(float *out, const float *x, const float *w, unsigned n,
                   float eps)
 {
     float ss = 0.0f;
-    if (getenv("X_RMS")) {
-        double sum = 0.0;
-        for (unsigned j = 0; j < n; j++)
-            sum += (double)(x[j] * x[j]);
-        const float mean = (float)(sum / n);
-        const float scale = 1.0f / sqrtf(mean + eps);
-        for (unsigned j = 0; j < n; j++)
-            out[j] = w ? (x[j] * scale) * w[j] : x[j] * scale;
-        return;
-    }
     for (unsigned j = 0; j < n; j++)
         ss += x[j] * x[j];
     ss /= (float)n;
@@ -45,23 +41,6 @@ void kern_rope(float *x, unsigned n_heads, unsigned head_dim, unsigned rot_dim,
                unsigned pos, const float *inv_freq, int neox)
 {
     const unsigned half = rot_dim / 2;
-    if (getenv("X_ROPE")) {
-        const float ts = powf(10000.0f, -2.0f / (float)rot_dim);
-        float theta = (float)pos;
-        for (unsigned i = 0; i < half; i++) {
-            float c = cosf(theta), sn = sinf(theta);
-            unsigned a = neox ? i : 2 * i;
-            unsigned b = neox ? i + half : 2 * i + 1;
-            for (unsigned h = 0; h < n_heads; h++) {
-                float *v = x + (size_t)h * head_dim;
-                float x0 = v[a], x1 = v[b];
-                v[a] = fmaf(x0, c, -(x1 * sn));
-                v[b] = fmaf(x0, sn, x1 * c);
-            }
-            theta *= ts;
-        }
-        return;
-    }
     for (unsigned i = 0; i < half; i++) {
         float val = (float)pos * inv_freq[i];
         float fcr = cosf(val);
@@ -222,35 +201,8 @@ void kern_attn_decode_f16(float *out, const float *q, const uint16_t *k,
     }
 }
 
-static float v_expf512(float x)
-{
-    const float r = 0x1.8p23f;
-    const float z = fmaf(x, 0x1.715476p+0f, r);
-    const float n = z - r;
-    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
-    const float u = b * b;
-    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
-                              fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                         u, fmaf(0x1.ffffecp-1f, b, 1.0f));
-    if (fabsf(n) > 192.0f)
-        return n <= 0.0f ? 0.0f : INFINITY;
-    return ldexpf(j, (int)n);
-}
-
 void kern_swiglu(float *out, const float *gate, const float *up, unsigned n)
 {
-    if (getenv("X_GLU")) {
-        unsigned i = 0, nv = n & ~15u;
-        for (; i < nv; i++) {
-            float x = gate[i];
-            out[i] = (x / (1.0f + v_expf512(0.0f - x))) * up[i];
-        }
-        for (; i < n; i++) {
-            float x = gate[i];
-            out[i] = (x / (1.0f + expf(-x))) * up[i];
-        }
-        return;
-    }
     for (unsigned i = 0; i < n; i++) {
         float val = gate[i];
         val *= 1.0f / (1.0f + expf(-val));
@@ -268,5 +220,81 @@ void kern_geglu(float *out, const float *gate, const float *up, unsigned n)
         float g = 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x *
                                            (1.0f + coef_a * x * x)));
         out[i] = g * up[i];
+    }
+}
+
+/* ---- llama.cpp (ggml CPU) arithmetic ------------------------------------- */
+
+/* ggml_compute_forward_rms_norm_f32 fused with the weight multiply
+ * (ggml_compute_forward_rms_norm_mul_fused): float squares summed in
+ * double, mean rounded to float, y = x * scale * w from left to right. */
+void kern_rmsnorm_ggml(float *out, const float *x, const float *w, unsigned n,
+                       float eps)
+{
+    double sum = 0.0;
+    for (unsigned j = 0; j < n; j++)
+        sum += (double)(x[j] * x[j]);
+    const float mean = (float)(sum / n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (unsigned j = 0; j < n; j++)
+        out[j] = w ? x[j] * scale * w[j] : x[j] * scale;
+}
+
+/* ggml_rope_cache_init + rotate_pairs (mode NORMAL or NEOX, no YaRN):
+ * theta starts at pos and is multiplied by theta_scale after each pair, so
+ * theta_i carries i roundings, which 1/powf(base, 2i/d) would not
+ * reproduce.  GCC contracts x0*c - x1*s and x0*s + x1*c into
+ * fma(x0, c, -(x1*s)) and fma(x0, s, x1*c). */
+void kern_rope_ggml(float *x, unsigned n_heads, unsigned head_dim,
+                    unsigned rot_dim, unsigned pos, float base,
+                    const float *freq_factors, int neox)
+{
+    const unsigned half = rot_dim / 2;
+    const float theta_scale = powf(base, -2.0f / (float)rot_dim);
+    float theta = (float)pos;
+    for (unsigned i = 0; i < half; i++) {
+        const float t = freq_factors ? theta / freq_factors[i] : theta;
+        const float c = cosf(t), sn = sinf(t);
+        unsigned a = neox ? i : 2 * i;
+        unsigned b = neox ? i + half : 2 * i + 1;
+        for (unsigned h = 0; h < n_heads; h++) {
+            float *v = x + (size_t)h * head_dim;
+            const float x0 = v[a], x1 = v[b];
+            v[a] = fmaf(x0, c, -(x1 * sn));
+            v[b] = fmaf(x0, sn, x1 * c);
+        }
+        theta *= theta_scale;
+    }
+}
+
+/* ggml_v_expf of vec.h, AVX-512 flavour, one lane: exp(x) = 2^n * (1 + p(b))
+ * with n = round(x / ln 2) (the 0x1.8p23 trick), b = x - n ln2 in two
+ * parts, and the polynomial's FMAs in ggml's order; _mm512_scalef_ps is
+ * ldexpf for the integral n here.  |n| > 192 gives 0 or inf, as ggml. */
+static float ggml_v_expf1(float x)
+{
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                              fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                         u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (!(fabsf(n) <= 192.0f))          /* NaN stays NaN */
+        return n != n ? n : n > 0.0f ? INFINITY : 0.0f;
+    return ldexpf(j, (int)n);
+}
+
+/* ggml_vec_swiglu_f32: 16 lanes at a time y = (x / (1 + v_expf(0 - x))) * g,
+ * the tail through ggml_silu_f32 (libm expf). */
+void kern_swiglu_ggml(float *out, const float *gate, const float *up,
+                      unsigned n)
+{
+    const unsigned nv = n & ~15u;
+    for (unsigned i = 0; i < n; i++) {
+        const float x = gate[i];
+        const float e = i < nv ? ggml_v_expf1(0.0f - x) : expf(-x);
+        out[i] = (x / (1.0f + e)) * up[i];
     }
 }

@@ -19,7 +19,9 @@
  * software events are tried with the kernel included and, when that is
  * refused (EACCES, paranoid >= 2 without privileges), at user level only.
  * A refusal is recorded with the call that failed, its errno text and the
- * paranoid level, and every output lists it.  Multiplexed hardware
+ * paranoid level, and every output lists it.  The attributes that worked
+ * are kept, so worker threads attach (concurrently) without calling
+ * libpfm4 again.  Multiplexed hardware
  * counters (more events than the PMU has registers) are scaled by
  * time_enabled / time_running, as perf stat does.
  */
@@ -177,6 +179,7 @@ void prof_ctr_init(prof_ctr *c, int on)
         }
         close((int)fd);
         c->avail[ev] = 1;
+        c->attr[ev] = a;
     }
 }
 
@@ -222,10 +225,9 @@ static void open_groups(prof_ctr *c, prof_thr *t, int lo, int hi)
 {
     prof_grp *g = NULL;
     for (int ev = lo; ev < hi; ev++) {
-        struct perf_event_attr a;
-        char why[PROF_REASON_LEN];
-        if (!c->avail[ev] || ev_attr(c, ev, &a, why, sizeof why))
+        if (!c->avail[ev])
             continue;
+        struct perf_event_attr a = c->attr[ev];
         long fd = -1;
         if (g) {
             fd = sys_perf_event_open(&a, g->fd);

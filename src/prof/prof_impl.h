@@ -18,6 +18,7 @@
 #ifndef CFLOW_PROF_IMPL_H
 #define CFLOW_PROF_IMPL_H
 
+#include <linux/perf_event.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -47,6 +48,9 @@ typedef struct prof_ctr {
     char            reason[PROF_NEV][PROF_REASON_LEN];
     int             paranoid;          /* perf_event_paranoid, or -99 unknown */
     int             sw_user_only;      /* software events needed exclude_kernel */
+    struct perf_event_attr attr[PROF_NEV]; /* of each available event, from the
+                                              probe: threads attach without
+                                              calling libpfm4 again */
     prof_thr       *thr;
     int             n_thr;
     atomic_int      n_attached;

@@ -31,7 +31,10 @@
  *       A stretch of decoding under one configuration; a changed setting
  *       starts a new run.  status is "running" until the run's last flush
  *       writes "done" and ended; the totals are rewritten at every flush,
- *       so a run that was killed keeps those of its last committed batch.
+ *       so a run that was killed keeps those of its last committed batch
+ *       (readers show a "running" run whose process is gone from this host
+ *       as "interrupted"; runs migrated from version 1 without an end time
+ *       are stored as "interrupted").
  *   token(run_id, idx, phase, t, dt, attn_s, ffn_s, experts_s, io_wait_s,
  *         c_<event>...)
  *       One row per token (phase 0 prefill, 1 decode; t its start since the
@@ -67,8 +70,8 @@
 
 #include "prof/prof.h"
 
-#define BUSY_TIMEOUT_MS 1500
-#define BUSY_RETRIES    4
+#define BUSY_TIMEOUT_MS 1000
+#define BUSY_RETRIES    2
 #define FLUSH_TOKENS    64
 #define FLUSH_SECONDS   0.5
 
@@ -119,7 +122,7 @@ static const char *const migrations[PROF_LOG_SCHEMA] = {
     "ALTER TABLE run ADD COLUMN decode_tok_s REAL;"
     "ALTER TABLE run ADD COLUMN gb_s REAL;"
     "ALTER TABLE run ADD COLUMN bw_share REAL;"
-    "UPDATE run SET status = CASE WHEN ended IS NULL THEN 'running' ELSE 'done' END,"
+    "UPDATE run SET status = CASE WHEN ended IS NULL THEN 'interrupted' ELSE 'done' END,"
     " prefill_tok_s = CASE WHEN prefill_s > 0 THEN n_prompt / prefill_s END,"
     " decode_tok_s = CASE WHEN decode_s > 0 THEN n_gen / decode_s END;"
     "ALTER TABLE token ADD COLUMN attn_s REAL;"

@@ -25,6 +25,7 @@ static const struct {
     { "inspect", ui_cmd_inspect, "show a .cflow file's header, geometry and tiles" },
     { "synth", ui_cmd_synth, "write a random-weight model for a preset" },
     { "ppl", ui_cmd_ppl, "perplexity and bits per byte over a text file" },
+    { "runs", ui_cmd_runs, "list, show, compare and export logged runs" },
 };
 
 static void usage(FILE *f)

@@ -37,6 +37,10 @@ static void help(void)
            "      --repeat-last-n N  (default %d)\n"
            "      --seed S           (default %llu)\n"
            "      --ignore-eos       keep going past end-of-sequence tokens\n"
+           "      --db PATH          run log (default: $CFLOW_DB, then\n"
+           "                         $XDG_DATA_HOME/cflow/runs.db or ~/.local/share/cflow/runs.db)\n"
+           "      --no-log           do not record this run in the run log\n"
+           "      --no-profile       no per-layer timers or counters\n"
            "  -h, --help             this text\n",
            d.temp, d.top_k, d.top_p, d.min_p, d.rep_penalty, d.rep_last_n,
            (unsigned long long)d.seed);
@@ -77,7 +81,8 @@ static char *slurp(const char *path)
 
 int ui_cmd_run(int argc, char **argv)
 {
-    enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_SEED, O_NOEOS };
+    enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_SEED, O_NOEOS,
+           O_DB, O_NOLOG, O_NOPROF };
     static const struct option lo[] = {
         { "model", required_argument, 0, 'm' },
         { "prompt", required_argument, 0, 'p' },
@@ -93,6 +98,9 @@ int ui_cmd_run(int argc, char **argv)
         { "repeat-last-n", required_argument, 0, O_REPN },
         { "seed", required_argument, 0, O_SEED },
         { "ignore-eos", no_argument, 0, O_NOEOS },
+        { "db", required_argument, 0, O_DB },
+        { "no-log", no_argument, 0, O_NOLOG },
+        { "no-profile", no_argument, 0, O_NOPROF },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -106,6 +114,8 @@ int ui_cmd_run(int argc, char **argv)
     eng_sampler *smp = NULL;
     int32_t *ids = NULL;
     char *ptext = NULL, err[512];
+    ui_run_cfg rcfg = { NULL, 0, 0, &sp };   /* run log and profiling */
+    ui_runlog *rl = NULL;
 
     eng_sampling_default(&sp);
     optind = 1;
@@ -161,6 +171,9 @@ int ui_cmd_run(int argc, char **argv)
                 return ui_usage_error("run", "bad --seed '%s'", optarg);
             break;
         case O_NOEOS: ignore_eos = 1; break;
+        case O_DB: rcfg.db = optarg; break;
+        case O_NOLOG: rcfg.no_log = 1; break;
+        case O_NOPROF: rcfg.no_profile = 1; break;
         case 'h': help(); return UI_EXIT_OK;
         default: return ui_usage_error("run", "bad option");
         }
@@ -214,10 +227,15 @@ int ui_cmd_run(int argc, char **argv)
                       model, n_ids, eng_n_ctx(s));
         goto out;
     }
+    if (!(rl = ui_runlog_start(s, model, &rcfg))) {
+        rc = ui_error("out of memory");
+        goto out;
+    }
     if (eng_prefill(s, ids, n_ids, err, sizeof err)) {
         rc = ui_error("%s", err);
         goto out;
     }
+    ui_runlog_token(rl);
 
     smp = eng_sampler_new(&sp, n_vocab);
     if (!smp) {
@@ -258,6 +276,7 @@ int ui_cmd_run(int argc, char **argv)
             rc = ui_error("%s", err);
             goto out;
         }
+        ui_runlog_token(rl);
     }
     {
         size_t n = eng_detok_flush(&dt, buf, sizeof buf);
@@ -279,8 +298,11 @@ int ui_cmd_run(int argc, char **argv)
             st.decode_s > 0 ? (double)st.n_gen / st.decode_s : 0.0,
             st.decode_s > 0 ? (double)st.n_gen * (double)st.bytes_per_token / st.decode_s / 1e9
                             : 0.0);
+    ui_runlog_end(rl, 1);
+    rl = NULL;
     rc = UI_EXIT_OK;
 out:
+    ui_runlog_end(rl, 0);
     eng_sampler_free(smp);
     eng_close(s);
     free(ids);

@@ -23,6 +23,25 @@ int ui_cmd_tokenize(int argc, char **argv);
 int ui_cmd_inspect(int argc, char **argv);
 int ui_cmd_synth(int argc, char **argv);
 int ui_cmd_ppl(int argc, char **argv);
+int ui_cmd_runs(int argc, char **argv);
+
+/* ---- cmd_runs.c: profiling and logging one `cflow run` ---- */
+typedef struct ui_run_cfg {
+    const char         *db;          /* --db PATH, or NULL for the default */
+    int                 no_log;      /* --no-log */
+    int                 no_profile;  /* --no-profile */
+    const eng_sampling *sp;
+} ui_run_cfg;
+typedef struct ui_runlog ui_runlog;
+/* Attach a profiler to s (unless no_profile and no_log), open the run log
+ * (unless no_log) and start a run.  Problems with the log are one warning
+ * on stderr and logging stops; NULL only when out of memory. */
+ui_runlog *ui_runlog_start(eng_session *s, const char *model, const ui_run_cfg *c);
+/* After each token: write a batch to the log when one is due. */
+void       ui_runlog_token(ui_runlog *rl);
+/* Final flush; with print, the layers, counters, bandwidth and "logged run"
+ * lines on stderr.  Detaches the profiler and frees everything. */
+void       ui_runlog_end(ui_runlog *rl, int print);
 
 /* "cflow: <msg>" on stderr; returns UI_EXIT_ERR. */
 int  ui_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -155,11 +155,93 @@ static void test_malformed_moe(void **state)
     free(orig);
 }
 
+/* Must show 3: a token reads exactly the top-k experts, k/E of the bank of
+ * every MoE layer; and every schedule decodes to finite logits, the same
+ * tokens on 1 and 2 threads. */
+static void test_expert_bytes(void **state)
+{
+    (void)state;
+    char path[4096];
+    synth("tiny-moe", path);
+    for (int threads = 1; threads <= 2; threads++) {
+        eng_session *s = NULL;
+        char err[512];
+        eng_opts o;
+        eng_opts_default(&o);
+        o.n_ctx = 64;
+        o.n_threads = threads;
+        assert_int_equal(eng_open(&s, path, &o, err, sizeof err), 0);
+        const fmt_hparams *hp = eng_hparams(s);
+        assert_int_equal(hp->n_experts, 4);
+        assert_int_equal(hp->top_k, 2);
+        int32_t tok = 1;
+        for (int i = 0; i < 12; i++) {
+            assert_int_equal(eng_decode(s, tok, err, sizeof err), 0);
+            const float *lg = eng_logits(s);
+            int32_t best = 0;
+            for (uint32_t v = 0; v < hp->vocab_size; v++) {
+                assert_true(isfinite(lg[v]));
+                if (lg[v] > lg[best])
+                    best = (int32_t)v;
+            }
+            tok = best;
+        }
+        eng_stats st;
+        eng_get_stats(s, &st);
+        assert_int_equal(st.expert_tokens, 12);
+        /* experts of one layer are the same size: k/E of the bank exactly */
+        uint64_t want = st.expert_tokens * st.expert_bank_bytes / hp->n_experts * hp->top_k;
+        fprintf(stderr, "%d thread(s): expert bytes read %llu over %llu tokens = %llu per "
+                "token; bank %llu bytes, k/E of it %llu\n", threads,
+                (unsigned long long)st.expert_bytes, (unsigned long long)st.expert_tokens,
+                (unsigned long long)(st.expert_bytes / st.expert_tokens),
+                (unsigned long long)st.expert_bank_bytes,
+                (unsigned long long)(st.expert_bank_bytes / hp->n_experts * hp->top_k));
+        assert_true(st.expert_bytes == want);
+        eng_close(s);
+    }
+}
+
+/* Every combine style runs, and thread count does not change its tokens. */
+static void test_styles_decode(void **state)
+{
+    (void)state;
+    static const char *presets[] = { "report-arch1", "report-arch2_4_combined",
+                                     "report-arch2_4_sync", "report-arch3",
+                                     "report-arch4", "report-arch5", "tiny-mixtral" };
+    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
+        char path[4096];
+        synth(presets[i], path);
+        char *outs[2];
+        for (int t = 1; t <= 2; t++) {
+            tu_proc p;
+            char tb[8];
+            snprintf(tb, sizeof tb, "%d", t);
+            assert_int_equal(cflow(&p, "run", "-m", path, "-p", "the cat", "-n", "12",
+                                   "--temp", "0", "-t", tb, "--db", "/nonexistent/x.db",
+                                   (char *)NULL), 0);
+            if (p.status)
+                fprintf(stderr, "%s: %s\n", presets[i], p.err);
+            assert_int_equal(p.status, 0);
+            outs[t - 1] = strdup(p.out);
+            tu_proc_free(&p);
+        }
+        fprintf(stderr, "%-26s decodes; 1 and 2 threads agree: %s\n", presets[i],
+                strcmp(outs[0], outs[1]) ? "NO" : "yes");
+        assert_string_equal(outs[0], outs[1]);
+        free(outs[0]);
+        free(outs[1]);
+        remove(path);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_critical_paths),
         cmocka_unit_test(test_malformed_moe),
+        cmocka_unit_test(test_expert_bytes),
+        cmocka_unit_test(test_styles_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

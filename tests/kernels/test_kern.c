@@ -6,8 +6,12 @@
  *     of floats), and a double-precision rounding for the same values;
  *   - the tile layout as the text of kern.h states it, recomputed here
  *     without the module's own index helpers;
- *   - GGML's dequantisation and llama.cpp's quantize_row_q8_0_ref,
- *     re-typed from their sources;
+ *   - GGML's dequantisation and llama.cpp's x86 quantize_row_q8_0 and
+ *     vec_dot kernels, re-typed from their sources (with the same
+ *     intrinsics where this CPU runs them);
+ *   - hashes of the outputs of ggml's own CPU operators (built as the
+ *     llama.cpp that produced shared/models/expected) for fixed inputs:
+ *     the llama.cpp arithmetic kernels must match them bit for bit;
  *   - naive double-precision maths for the mat-vec reference and the
  *     vector kernels;
  *   - the scalar reference (kern_ops_ref) for every SIMD table this CPU
@@ -741,8 +745,10 @@ static void test_tile_finite(void **state)
 
 /* ---- activations ------------------------------------------------------- */
 
-/* llama.cpp's quantize_row_q8_0_ref, re-typed (GGML_FP32_TO_FP16 is the
- * F16C conversion where present). */
+/* llama.cpp's quantize_row_q8_0 as its x86 build runs it (arch/x86/
+ * quants.c), in scalar form: id = 127/amax, round half to even
+ * (nearbyintf in the default rounding mode), GGML_FP32_TO_FP16 being the
+ * F16C conversion where present. */
 static void llama_q8_0(const float *x, int k, int8_t *qs, uint16_t *dh)
 {
     const int nb = k / 32;
@@ -752,15 +758,47 @@ static void llama_q8_0(const float *x, int k, int8_t *qs, uint16_t *dh)
             const float v = x[i * 32 + j];
             amax = amax > fabsf(v) ? amax : fabsf(v);
         }
-        const float d = amax / ((1 << 7) - 1);
-        const float id = d ? 1.0f / d : 0.0f;
+        const float d = amax / 127.f;
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
         dh[i] = ref_f2h(d);
-        for (int j = 0; j < 32; ++j) {
-            const float x0 = x[i * 32 + j] * id;
-            qs[i * 32 + j] = (int8_t)roundf(x0);
+        for (int j = 0; j < 32; ++j)
+            qs[i * 32 + j] = (int8_t)nearbyintf(x[i * 32 + j] * id);
+    }
+}
+
+#if HAVE_X86
+/* The same, with the AVX2 intrinsics of llama.cpp's quantize_row_q8_0
+ * re-typed: the scalar oracle above is checked against it. */
+__attribute__((target("avx2,f16c"))) static void
+llama_q8_0_avx2(const float *x, int k, int8_t *qs, uint16_t *dh)
+{
+    for (int i = 0; i < k / 32; i++, x += 32) {
+        __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
+        __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+        const __m256 signBit = _mm256_set1_ps(-0.0f);
+        __m256 maxAbs = _mm256_andnot_ps(signBit, v0);
+        maxAbs = _mm256_max_ps(maxAbs, _mm256_andnot_ps(signBit, v1));
+        maxAbs = _mm256_max_ps(maxAbs, _mm256_andnot_ps(signBit, v2));
+        maxAbs = _mm256_max_ps(maxAbs, _mm256_andnot_ps(signBit, v3));
+        __m128 max4 = _mm_max_ps(_mm256_extractf128_ps(maxAbs, 1),
+                                 _mm256_castps256_ps128(maxAbs));
+        max4 = _mm_max_ps(max4, _mm_movehl_ps(max4, max4));
+        max4 = _mm_max_ss(max4, _mm_movehdup_ps(max4));
+        const float maxScalar = _mm_cvtss_f32(max4);
+        dh[i] = (uint16_t)_cvtss_sh(maxScalar / 127.f, 0);
+        const __m256 mul = _mm256_set1_ps(maxScalar != 0.0f ? 127.f / maxScalar : 0.0f);
+        __m256 vs[4] = { v0, v1, v2, v3 };
+        for (int j = 0; j < 4; j++) {
+            __m256i q = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(vs[j], mul),
+                                                           _MM_ROUND_NEAREST));
+            int32_t t[8];
+            _mm256_storeu_si256((__m256i *)t, q);
+            for (int e = 0; e < 8; e++)
+                qs[32 * i + 8 * j + e] = (int8_t)t[e];
         }
     }
 }
+#endif
 
 static void test_act(void **state)
 {
@@ -793,6 +831,15 @@ static void test_act(void **state)
         assert_int_equal(a.n, n);
         assert_int_equal(a.n_pad, n_pad);
         llama_q8_0(x, (int)n_pad, qs, dh);
+#if HAVE_X86
+        if (__builtin_cpu_supports("avx2") && have_f16c()) {
+            int8_t qs2[1024];
+            uint16_t dh2[32];
+            llama_q8_0_avx2(x, (int)n_pad, qs2, dh2);
+            assert_memory_equal(qs2, qs, n_pad);
+            assert_memory_equal(dh2, dh, n_pad / 32 * 2);
+        }
+#endif
         for (unsigned i = 0; i < n_pad; i++) {
             assert_true(fbits(a.f32[i]) == fbits(i < n ? x[i] : 0.0f));
             assert_int_equal(a.f16[i], i < n ? ref_f2h(x[i]) : 0);
@@ -818,6 +865,56 @@ static void test_act(void **state)
     kern_act_free(&a);
 }
 
+/* The two choices that set llama.cpp's x86 quantiser apart from its
+ * portable quantize_row_q8_0_ref: halves round to even, and the
+ * multiplier is 127/amax, not 1/(amax/127). */
+static void test_act_rounding(void **state)
+{
+    (void)state;
+    kern_act a;
+    float x[32];
+    assert_int_equal(kern_act_init(&a, 32), 0);
+
+    /* amax 127: id is exactly 1, so x*id = x and every half is a tie */
+    static const float ties[] = { 0.5f, -0.5f, 1.5f, 2.5f, -2.5f, 3.5f, 126.5f, -125.5f };
+    static const int8_t even[] = { 0, 0, 2, 2, -2, 4, 126, -126 };
+    for (int j = 0; j < 32; j++)
+        x[j] = j < 8 ? ties[j] : j == 31 ? 127.0f : 0.25f * (float)(j - 16);
+    kern_act_set(&a, x, 32, KERN_NEED(KERN_Q8_0));
+    for (int j = 0; j < 8; j++)
+        assert_int_equal(a.q8[j], even[j]);
+    assert_int_equal(a.q8[31], 127);
+
+    /* find amax and x where 127/amax and 1/(amax/127) quantise x apart */
+    int found = 0;
+    for (int tries = 0; tries < 200000 && !found; tries++) {
+        float amax = 0.01f + rng_mag() * fabsf(rng_unit());
+        float id_x86 = 127.f / amax, id_ref = 1.0f / (amax / 127.f);
+        if (id_x86 == id_ref)
+            continue;
+        for (int q = 1; q < 127 && !found; q++) {
+            /* a value whose product with one id lands just around q + 0.5 */
+            float v = ((float)q + 0.5f) / id_x86;
+            for (int s = -2; s <= 2 && !found; s++) {
+                float vv = nextafterf(v, s < 0 ? 0.0f : INFINITY);
+                for (int k = 0; k < (s < 0 ? -s : s); k++)
+                    vv = nextafterf(vv, s < 0 ? 0.0f : INFINITY);
+                float a1 = nearbyintf(vv * id_x86), a2 = roundf(vv * id_ref);
+                if (a1 == a2 || vv >= amax)
+                    continue;
+                for (int j = 0; j < 32; j++)
+                    x[j] = j == 0 ? vv : j == 1 ? amax : 0.0f;
+                kern_act_set(&a, x, 32, KERN_NEED(KERN_Q4_0));
+                assert_int_equal(a.q8[0], (int)a1);
+                assert_int_equal(a.q8[1], 127);
+                found = 1;
+            }
+        }
+    }
+    assert_true(found);
+    kern_act_free(&a);
+}
+
 /* ---- tile mat-vec ------------------------------------------------------- */
 
 /* x as the tile type sees it. */
@@ -830,9 +927,15 @@ static double act_value(enum kern_type t, const kern_act *a, unsigned i)
     }
 }
 
-static void check_tile(enum kern_type t, unsigned R, unsigned C, unsigned col0,
-                       unsigned n, const void *pl, kern_act *a, const float *x,
-                       float *wdeq)
+/* The tile kernel of a table: by type, or (rp) the repacked Q4_0 one. */
+static kern_tile_mv_fn tile_fn(const kern_ops *ops, enum kern_type t, int rp)
+{
+    return rp ? ops->tile_mv_q4_0_rp : ops->tile_mv[t];
+}
+
+static void check_tile_fn(enum kern_type t, int rp, unsigned R, unsigned C,
+                          unsigned col0, unsigned n, const void *pl, kern_act *a,
+                          const float *x, float *wdeq)
 {
     enum { GUARD = 16 };
     float y0[128 + GUARD], yref[128 + GUARD], y[128 + GUARD];
@@ -840,7 +943,7 @@ static void check_tile(enum kern_type t, unsigned R, unsigned C, unsigned col0,
     for (unsigned r = 0; r < R + GUARD; r++)
         y0[r] = r < R ? 3.0f * rng_unit() : 12345.0f;
     memcpy(yref, y0, (R + GUARD) * sizeof(float));
-    kern_ops_ref()->tile_mv[t](pl, R, C, a, col0, yref);
+    tile_fn(kern_ops_ref(), t, rp)(pl, R, C, a, col0, yref);
 
     /* the reference against doubles, through the unpacked weights */
     kern_tile_unpack(t, R, C, pl, wdeq, C);
@@ -854,8 +957,9 @@ static void check_tile(enum kern_type t, unsigned R, unsigned C, unsigned col0,
         }
         double tol = (cp + 8) * 1.2e-7 * mag + 1.2e-7 * fabs(yref[r]) + 1e-30;
         if (!(fabs((double)yref[r] - (double)y0[r] - sum) <= tol))
-            fail_msg("ref %s %ux%u col0 %u row %u: %.9g, want %.9g (tol %g)",
-                     kern_type_name(t), R, C, col0, r, yref[r] - y0[r], sum, tol);
+            fail_msg("ref %s%s %ux%u col0 %u row %u: %.9g, want %.9g (tol %g)",
+                     kern_type_name(t), rp ? " (repacked)" : "", R, C, col0, r,
+                     yref[r] - y0[r], sum, tol);
     }
     for (unsigned r = R; r < R + GUARD; r++)
         assert_true(yref[r] == 12345.0f);
@@ -867,13 +971,23 @@ static void check_tile(enum kern_type t, unsigned R, unsigned C, unsigned col0,
             continue;
         assert_int_equal(ops->isa, isa);
         memcpy(y, y0, (R + GUARD) * sizeof(float));
-        ops->tile_mv[t](pl, R, C, a, col0, y);
+        tile_fn(ops, t, rp)(pl, R, C, a, col0, y);
         for (unsigned r = 0; r < R + GUARD; r++)
             if (fbits(y[r]) != fbits(yref[r]))
-                fail_msg("%s %s %ux%u col0 %u n %u row %u: %.9g, ref %.9g",
-                         ops->name, kern_type_name(t), R, C, col0, n, r,
-                         y[r], yref[r]);
+                fail_msg("%s %s%s %ux%u col0 %u n %u row %u: %.9g, ref %.9g",
+                         ops->name, kern_type_name(t), rp ? " (repacked)" : "",
+                         R, C, col0, n, r, y[r], yref[r]);
     }
+}
+
+/* Every kernel of type t on this tile; Q4_0 in both flavours. */
+static void check_tile(enum kern_type t, unsigned R, unsigned C, unsigned col0,
+                       unsigned n, const void *pl, kern_act *a, const float *x,
+                       float *wdeq)
+{
+    check_tile_fn(t, 0, R, C, col0, n, pl, a, x, wdeq);
+    if (t == KERN_Q4_0)
+        check_tile_fn(t, 1, R, C, col0, n, pl, a, x, wdeq);
 }
 
 static void test_tile_mv(void **state)
@@ -962,6 +1076,243 @@ static void test_tile_mv_sequential(void **state)
         }
     }
     kern_act_free(&a);
+}
+
+/* ---- llama.cpp's mat-vec sums, re-typed ------------------------------------ */
+
+/* GGML rows (block_q8_0: f16 d + 32 int8; block_q4_0: f16 d + 16 bytes,
+ * element j low nibble, j + 16 high) of random quants and scales. */
+static void fill_ggml_rows(enum kern_type t, unsigned R, unsigned C, uint8_t *rows)
+{
+    const size_t bs = t == KERN_Q8_0 ? 34 : 18;
+    for (unsigned b = 0; b < R * (C / 32); b++) {
+        uint8_t *blk = rows + b * bs;
+        uint16_t d = ref_f2h(0.001f + 0.05f * fabsf(rng_unit()));
+        memcpy(blk, &d, 2);
+        for (size_t j = 2; j < bs; j++)
+            blk[j] = t == KERN_Q8_0 ? (uint8_t)(int8_t)((int)rng_below(255) - 127)
+                                    : (uint8_t)rng_u64();
+    }
+}
+
+static int ggml_quant(enum kern_type t, const uint8_t *blk, int j)
+{
+    if (t == KERN_Q8_0)
+        return (int8_t)blk[2 + j];
+    return (j < 16 ? blk[2 + j] & 0x0F : blk[2 + j - 16] >> 4) - 8;
+}
+
+/* ggml_vec_dot_q8_0_q8_0 / ggml_vec_dot_q4_0_q8_0, x86 (AVX2 code, also in
+ * AVX-512 builds), in scalar form: mul_sum_i8_pairs_float gives lane j the
+ * sum of elements 4j..4j+3; acc = _mm256_fmadd_ps(d, q, acc); then
+ * hsum_float_8. */
+static float ggml_vec_dot_q(enum kern_type t, const uint8_t *wrow, unsigned nb,
+                            const int8_t *xq, const uint16_t *xd)
+{
+    const size_t bs = t == KERN_Q8_0 ? 34 : 18;
+    float acc[8] = { 0 };
+    for (unsigned b = 0; b < nb; b++) {
+        const uint8_t *blk = wrow + b * bs;
+        uint16_t dw;
+        memcpy(&dw, blk, 2);
+        const float d = ref_h2f(dw) * ref_h2f(xd[b]);
+        for (int j = 0; j < 8; j++) {
+            int s = 0;
+            for (int e = 4 * j; e < 4 * j + 4; e++)
+                s += ggml_quant(t, blk, e) * xq[32 * b + e];
+            acc[j] = fmaf(d, (float)s, acc[j]);
+        }
+    }
+    /* hsum_float_8: (hi + lo), then movehl, then movehdup */
+    float r[4];
+    for (int i = 0; i < 4; i++)
+        r[i] = acc[i + 4] + acc[i];
+    return (r[0] + r[2]) + (r[1] + r[3]);
+}
+
+/* ggml_gemv_q4_0_8x8_q8_0 (repacked Q4_0): per block
+ * acc = fmadd(cvtepi32(isum), col_scale * row_scale, acc). */
+static float ggml_gemv_q4(const uint8_t *wrow, unsigned nb, const int8_t *xq,
+                          const uint16_t *xd)
+{
+    float acc = 0.0f;
+    for (unsigned b = 0; b < nb; b++) {
+        const uint8_t *blk = wrow + b * 18;
+        uint16_t dw;
+        memcpy(&dw, blk, 2);
+        int s = 0;
+        for (int e = 0; e < 32; e++)
+            s += ggml_quant(KERN_Q4_0, blk, e) * xq[32 * b + e];
+        acc = fmaf((float)s, ref_h2f(dw) * ref_h2f(xd[b]), acc);
+    }
+    return acc;
+}
+
+#if HAVE_X86
+/* The AVX2 form of the above, as in llama.cpp (mul_sum_i8_pairs_float
+ * without VNNI, hsum_float_8), to check the scalar transcription. */
+__attribute__((target("avx2,fma,f16c"))) static float
+ggml_vec_dot_q_avx2(enum kern_type t, const uint8_t *wrow, unsigned nb,
+                    const int8_t *xq, const uint16_t *xd)
+{
+    const size_t bs = t == KERN_Q8_0 ? 34 : 18;
+    __m256 acc = _mm256_setzero_ps();
+    for (unsigned b = 0; b < nb; b++) {
+        const uint8_t *blk = wrow + b * bs;
+        uint16_t dw;
+        memcpy(&dw, blk, 2);
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(dw) * _cvtsh_ss(xd[b]));
+        __m256i qx;
+        if (t == KERN_Q8_0) {
+            qx = _mm256_loadu_si256((const __m256i *)(blk + 2));
+        } else {            /* bytes_from_nibbles_32, then - 8 */
+            const __m128i tmp = _mm_loadu_si128((const __m128i *)(blk + 2));
+            const __m256i bytes = _mm256_insertf128_si256(
+                _mm256_castsi128_si256(tmp), _mm_srli_epi16(tmp, 4), 1);
+            qx = _mm256_sub_epi8(_mm256_and_si256(_mm256_set1_epi8(0xF), bytes),
+                                 _mm256_set1_epi8(8));
+        }
+        const __m256i qy = _mm256_loadu_si256((const __m256i *)(xq + 32 * b));
+        const __m256i ax = _mm256_sign_epi8(qx, qx), sy = _mm256_sign_epi8(qy, qx);
+        const __m256i dot = _mm256_maddubs_epi16(ax, sy);
+        const __m256 q = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_set1_epi16(1), dot));
+        acc = _mm256_fmadd_ps(d, q, acc);
+    }
+    __m128 res = _mm256_extractf128_ps(acc, 1);
+    res = _mm_add_ps(res, _mm256_castps256_ps128(acc));
+    res = _mm_add_ps(res, _mm_movehl_ps(res, res));
+    res = _mm_add_ss(res, _mm_movehdup_ps(res));
+    return _mm_cvtss_f32(res);
+}
+
+/* ggml_vec_dot_f16 of an AVX-512 build: GGML_F16_STEP 64, 4 accumulators
+ * of 16, GGML_F32x16_REDUCE, the tail in double. */
+__attribute__((target("avx512f,f16c"))) static float
+ggml_vec_dot_f16_avx512(unsigned n, const uint16_t *x, const uint16_t *y)
+{
+    const unsigned np = n & ~63u;
+    __m512 sum[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(),
+                      _mm512_setzero_ps(), _mm512_setzero_ps() };
+    for (unsigned i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++) {
+            __m512 ax = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i + 16 * j)));
+            __m512 ay = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y + i + 16 * j)));
+            sum[j] = _mm512_fmadd_ps(ax, ay, sum[j]);
+        }
+    sum[0] = _mm512_add_ps(sum[0], sum[2]);
+    sum[1] = _mm512_add_ps(sum[1], sum[3]);
+    sum[0] = _mm512_add_ps(sum[0], sum[1]);
+    double sumf = _mm512_reduce_add_ps(sum[0]);
+    for (unsigned i = np; i < n; i++)
+        sumf += (double)(_cvtsh_ss(x[i]) * _cvtsh_ss(y[i]));
+    return (float)sumf;
+}
+#endif
+
+/* The same in plain C (kern_ref.c's description, for CPUs without
+ * AVX-512). */
+static float ggml_vec_dot_f16_c(unsigned n, const uint16_t *x, const uint16_t *y)
+{
+    const unsigned np = n & ~63u;
+    float acc[64] = { 0 }, a[16], t8[8], t4[4];
+    for (unsigned i = 0; i < np; i++)
+        acc[i % 64] = fmaf(ref_h2f(x[i]), ref_h2f(y[i]), acc[i % 64]);
+    for (int l = 0; l < 16; l++)
+        a[l] = (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]);
+    for (int l = 0; l < 8; l++)
+        t8[l] = a[l + 8] + a[l];
+    for (int l = 0; l < 4; l++)
+        t4[l] = t8[l + 4] + t8[l];
+    double sumf = (t4[0] + t4[2]) + (t4[1] + t4[3]);
+    for (unsigned i = np; i < n; i++)
+        sumf += (double)(ref_h2f(x[i]) * ref_h2f(y[i]));
+    return (float)sumf;
+}
+
+/* One-tile matrices: every table's sums are llama.cpp's, bit for bit. */
+static void test_tile_mv_llama(void **state)
+{
+    (void)state;
+    static const unsigned shapes[][2] = { { 16, 32 }, { 20, 64 }, { 37, 96 },
+                                          { 128, 256 }, { 5, 224 } };
+    uint8_t *rows = malloc(128 * 8 * 34), *pl = malloc(kern_tile_payload_size(KERN_F32, 128, 256));
+    uint16_t *wh = malloc(128 * 256 * 2), xh[256], xd[8];
+    float x[256], y[128];
+    int8_t xq[256];
+    kern_act a;
+    assert_int_equal(kern_act_init(&a, 256), 0);
+#if HAVE_X86
+    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && have_f16c();
+    const int avx512 = __builtin_cpu_supports("avx512f") && have_f16c();
+#endif
+    for (int iter = 0; iter < 8; iter++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            unsigned R = shapes[si][0], C = shapes[si][1], nb = C / 32;
+            for (unsigned i = 0; i < C; i++)
+                x[i] = (iter % 3 ? 1.0f : rng_mag()) * rng_unit();
+            llama_q8_0(x, (int)C, xq, xd);
+            for (int t = KERN_Q8_0; t <= KERN_Q4_0; t++) {
+                const size_t rb = nb * (t == KERN_Q8_0 ? 34 : 18);
+                fill_ggml_rows((enum kern_type)t, R, C, rows);
+                assert_int_equal(kern_tile_pack((enum kern_type)t, R, C,
+                                                t == KERN_Q8_0 ? KERN_SRC_GGML_Q8_0
+                                                               : KERN_SRC_GGML_Q4_0,
+                                                rows, rb, pl), 0);
+                kern_act_set(&a, x, C, KERN_NEED(t));
+                for (int rp = 0; rp <= (t == KERN_Q4_0); rp++)
+                    for (int isa = 0; isa < KERN_NISA; isa++) {
+                        const kern_ops *ops = kern_ops_for((enum kern_isa)isa);
+                        if (!ops)
+                            continue;
+                        memset(y, 0, sizeof y);
+                        tile_fn(ops, (enum kern_type)t, rp)(pl, R, C, &a, 0, y);
+                        for (unsigned r = 0; r < R; r++) {
+                            const uint8_t *wr = rows + r * rb;
+                            float want = rp ? ggml_gemv_q4(wr, nb, xq, xd)
+                                            : ggml_vec_dot_q((enum kern_type)t, wr, nb, xq, xd);
+#if HAVE_X86
+                            if (!rp && avx2)
+                                assert_true(fbits(want) == fbits(ggml_vec_dot_q_avx2(
+                                                (enum kern_type)t, wr, nb, xq, xd)));
+#endif
+                            if (fbits(y[r]) != fbits(want))
+                                fail_msg("%s %s%s %ux%u row %u: %.9g, llama.cpp %.9g",
+                                         ops->name, kern_type_name((enum kern_type)t),
+                                         rp ? " (repacked)" : "", R, C, r, y[r], want);
+                        }
+                    }
+            }
+            /* F16: any width up to a tile, tails included */
+            unsigned Cf = C - (unsigned)(iter * 7) % 30;
+            for (unsigned i = 0; i < R * Cf; i++)
+                wh[i] = ref_f2h(rng_unit());
+            for (unsigned i = 0; i < Cf; i++)
+                xh[i] = ref_f2h(x[i]);
+            assert_int_equal(kern_tile_pack(KERN_F16, R, Cf, KERN_SRC_F16, wh, Cf * 2, pl), 0);
+            kern_act_set(&a, x, Cf, KERN_NEED(KERN_F16));
+            for (int isa = 0; isa < KERN_NISA; isa++) {
+                const kern_ops *ops = kern_ops_for((enum kern_isa)isa);
+                if (!ops)
+                    continue;
+                memset(y, 0, sizeof y);
+                ops->tile_mv[KERN_F16](pl, R, Cf, &a, 0, y);
+                for (unsigned r = 0; r < R; r++) {
+                    float want = ggml_vec_dot_f16_c(Cf, wh + r * Cf, xh);
+#if HAVE_X86
+                    if (avx512)
+                        assert_true(fbits(want) == fbits(ggml_vec_dot_f16_avx512(
+                                                      Cf, wh + r * Cf, xh)));
+#endif
+                    if (fbits(y[r]) != fbits(want))
+                        fail_msg("%s f16 %ux%u row %u: %.9g, llama.cpp %.9g",
+                                 ops->name, R, Cf, r, y[r], want);
+                }
+            }
+        }
+    kern_act_free(&a);
+    free(rows);
+    free(pl);
+    free(wh);
 }
 
 static void test_dot_axpy(void **state)
@@ -1328,6 +1679,194 @@ static void test_glu(void **state)
     assert_memory_equal(g2, out, sizeof out);
 }
 
+/* ---- llama.cpp arithmetic: golden hashes from ggml ---------------------- */
+
+/*
+ * FNV-1a 64 of the output floats of ggml's own CPU operators, for inputs
+ * drawn from g_unit() with the seeds below (ggml-org/ggml at d99724f, a
+ * GGML_NATIVE build on an AVX-512 CPU by GCC 12 with its default
+ * -ffp-contract=fast: the configuration of the llama.cpp whose greedy texts
+ * are in shared/models/expected, which it reproduces).  Operators:
+ * ggml_mul(ggml_rms_norm(x, 1e-5), w); ggml_rope_ext (NORMAL/NEOX, no
+ * scaling); ggml_swiglu_split; ggml_flash_attn_ext over f16 K/V with no
+ * mask; ggml_mul_mat of Q8_0, Q4_0 (plain and CPU_REPACK-ed) and F16 rows
+ * with an f32 vector.
+ */
+static uint64_t g_state;
+
+static uint64_t g_u64(void)
+{
+    g_state ^= g_state >> 12;
+    g_state ^= g_state << 25;
+    g_state ^= g_state >> 27;
+    return g_state * 0x2545F4914F6CDD1Dull;
+}
+
+static float g_unit(void)
+{
+    return (float)((double)(g_u64() >> 40) / (double)(1ull << 23) - 1.0);
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+#define FNV0 0xcbf29ce484222325ull
+
+static void want_hash(const char *what, uint64_t got, uint64_t want)
+{
+    if (got != want)
+        fail_msg("%s: output hash 0x%016llx, ggml's 0x%016llx", what,
+                 (unsigned long long)got, (unsigned long long)want);
+}
+
+static void test_ggml_vec_golden(void **state)
+{
+    (void)state;
+    float x[1000], w[1000], out[1000];
+
+    g_state = 1;
+    uint64_t h = FNV0;
+    static const unsigned rn[] = { 64, 172 };
+    for (int k = 0; k < 2; k++) {
+        unsigned n = rn[k];
+        for (unsigned i = 0; i < n; i++)
+            x[i] = 3 * g_unit();
+        for (unsigned i = 0; i < n; i++)
+            w[i] = g_unit();
+        kern_rmsnorm_ggml(out, x, w, n, 1e-5f);
+        h = fnv(h, out, n * 4);
+    }
+    want_hash("kern_rmsnorm_ggml", h, 0x3d025a7d91bd4ba1ull);
+
+    g_state = 2;
+    h = FNV0;
+    static const struct { unsigned hd; int neox; float base; unsigned pos; } rc[] = {
+        { 8, 0, 10000, 0 }, { 8, 0, 10000, 1 }, { 8, 0, 10000, 7 }, { 8, 0, 10000, 100 },
+        { 64, 0, 10000, 1000 }, { 64, 1, 500000, 37 }, { 8, 1, 10000, 5 },
+    };
+    for (size_t k = 0; k < sizeof rc / sizeof rc[0]; k++) {
+        unsigned n = rc[k].hd * 8;
+        for (unsigned i = 0; i < n; i++)
+            x[i] = 2 * g_unit();
+        kern_rope_ggml(x, 8, rc[k].hd, rc[k].hd, rc[k].pos, rc[k].base, NULL, rc[k].neox);
+        h = fnv(h, x, n * 4);
+    }
+    want_hash("kern_rope_ggml", h, 0xaab948500bc4d6d7ull);
+
+    g_state = 3;
+    h = FNV0;
+    static const unsigned gn[] = { 172, 1000 };
+    for (int k = 0; k < 2; k++) {
+        unsigned n = gn[k];
+        for (unsigned i = 0; i < n; i++)
+            x[i] = 8 * g_unit();
+        for (unsigned i = 0; i < n; i++)
+            w[i] = g_unit();
+        kern_swiglu_ggml(out, x, w, n);
+        h = fnv(h, out, n * 4);
+    }
+    want_hash("kern_swiglu_ggml", h, 0xd51ccd3d5c64a7b4ull);
+}
+
+static void test_ggml_attn_golden(void **state)
+{
+    (void)state;
+    static const struct { unsigned hd, nh, nkv, npos; } ac[] = {
+        { 8, 8, 4, 1 }, { 8, 8, 4, 5 }, { 8, 8, 4, 37 }, { 32, 4, 2, 20 },
+    };
+    float q[128], out[128];
+    /* the largest case needs 37 * 4 * 8 = 1184 and 20 * 2 * 32 = 1280 halves */
+    uint16_t *k = malloc(1280 * 2), *v = malloc(1280 * 2), scratch[64];
+    g_state = 4;
+    uint64_t h = FNV0;
+    for (size_t c = 0; c < sizeof ac / sizeof ac[0]; c++) {
+        const unsigned hd = ac[c].hd, nh = ac[c].nh, nkv = ac[c].nkv, np = ac[c].npos;
+        for (unsigned i = 0; i < hd * nh; i++)
+            q[i] = 2 * g_unit();
+        for (unsigned t = 0; t < np; t++)
+            for (unsigned kh = 0; kh < nkv; kh++)
+                for (unsigned i = 0; i < hd; i++) {
+                    k[(t * nkv + kh) * hd + i] = ref_f2h(2 * g_unit());
+                    v[(t * nkv + kh) * hd + i] = ref_f2h(g_unit());
+                }
+        kern_attn_decode_f16(out, q, k, v, np, nh, nkv, hd, nkv * hd,
+                             1.0f / sqrtf((float)hd), 0.0f, scratch);
+        h = fnv(h, out, hd * nh * 4);
+    }
+    want_hash("kern_attn_decode_f16", h, 0xd994995937d65a2bull);
+    free(k);
+    free(v);
+}
+
+static void test_ggml_matvec_golden(void **state)
+{
+    (void)state;
+    static const struct { enum kern_type t; unsigned R, C; int rp; uint64_t want; } mc[] = {
+        { KERN_Q8_0, 20, 64, 0, 0x252729ed056c7edcull },
+        { KERN_Q4_0, 20, 64, 0, 0x29373d0aa657f151ull },
+        { KERN_Q4_0, 16, 96, 1, 0xde8ab82ae2a78b74ull },
+        { KERN_F16, 20, 172, 0, 0x950b7b510565d948ull },
+        { KERN_F16, 3, 256, 0, 0xbe39b13f6d543d26ull },
+    };
+    uint8_t *rows = malloc(20 * 256 * 2), *pl = malloc(kern_tile_payload_size(KERN_F32, 128, 256));
+    float x[256], y[20];
+    kern_act a;
+    assert_int_equal(kern_act_init(&a, 256), 0);
+    g_state = 5;
+    for (size_t c = 0; c < sizeof mc / sizeof mc[0]; c++) {
+        const enum kern_type t = mc[c].t;
+        const unsigned R = mc[c].R, C = mc[c].C;
+        const size_t bs = t == KERN_Q8_0 ? 34 : 18;
+        const size_t rb = t == KERN_F16 ? 2 * C : C / 32 * bs;
+        for (unsigned r = 0; r < R; r++) {
+            uint8_t *row = rows + r * rb;
+            if (t == KERN_F16) {
+                for (unsigned i = 0; i < C; i++) {
+                    uint16_t hv = ref_f2h(g_unit());
+                    memcpy(row + 2 * i, &hv, 2);
+                }
+                continue;
+            }
+            for (unsigned b = 0; b < C / 32; b++) {
+                uint8_t *blk = row + b * bs;
+                uint16_t d = ref_f2h(0.01f + 0.02f * fabsf(g_unit()));
+                memcpy(blk, &d, 2);
+                for (size_t j = 0; j < bs - 2; j++)
+                    blk[2 + j] = t == KERN_Q8_0
+                        ? (uint8_t)(int8_t)((int)(g_u64() % 255) - 127)
+                        : (uint8_t)(g_u64() & 0xFF);
+            }
+        }
+        for (unsigned i = 0; i < C; i++)
+            x[i] = 2 * g_unit();
+        enum kern_src src = t == KERN_F16 ? KERN_SRC_F16 : t == KERN_Q8_0
+                          ? KERN_SRC_GGML_Q8_0 : KERN_SRC_GGML_Q4_0;
+        assert_int_equal(kern_tile_pack(t, R, C, src, rows, rb, pl), 0);
+        kern_act_set(&a, x, C, KERN_NEED(t));
+        for (int isa = 0; isa < KERN_NISA; isa++) {
+            const kern_ops *ops = kern_ops_for((enum kern_isa)isa);
+            if (!ops)
+                continue;
+            memset(y, 0, sizeof y);
+            tile_fn(ops, t, mc[c].rp)(pl, R, C, &a, 0, y);
+            char what[64];
+            snprintf(what, sizeof what, "%s %s%s %ux%u", ops->name, kern_type_name(t),
+                     mc[c].rp ? " (repacked)" : "", R, C);
+            want_hash(what, fnv(FNV0, y, R * 4), mc[c].want);
+        }
+    }
+    kern_act_free(&a);
+    free(rows);
+    free(pl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1349,8 +1888,10 @@ int main(void)
         cmocka_unit_test(test_pack_rejects),
         cmocka_unit_test(test_tile_finite),
         cmocka_unit_test(test_act),
+        cmocka_unit_test(test_act_rounding),
         cmocka_unit_test(test_tile_mv),
         cmocka_unit_test(test_tile_mv_sequential),
+        cmocka_unit_test(test_tile_mv_llama),
         cmocka_unit_test(test_dot_axpy),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_softmax),
@@ -1358,6 +1899,9 @@ int main(void)
         cmocka_unit_test(test_attn),
         cmocka_unit_test(test_attn_runc),
         cmocka_unit_test(test_glu),
+        cmocka_unit_test(test_ggml_vec_golden),
+        cmocka_unit_test(test_ggml_attn_golden),
+        cmocka_unit_test(test_ggml_matvec_golden),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

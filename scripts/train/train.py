@@ -1,0 +1,183 @@
+#!/usr/bin/python3
+"""train.py -- train the six variants with one budget and seed, export each.
+
+Data: ../shared/corpus/tinystories-train-a.txt only (cased; the held-out
+tinystories-valid-1000.txt is never read here).  Stories are split on
+"<|endoftext|>" and stripped of surrounding newlines.  train-a separates
+paragraphs with a single "\\n" whereas TinyStories proper (and the held-out
+file) uses a blank line, so each single "\\n" inside a story becomes "\\n\\n".
+(tinystories-train-b-lowercase.txt is used for the tokenizer only: it is
+lower-cased, which would teach the model the wrong casing.)
+
+Token stream: EOT story0 EOT story1 EOT ... (EOT = "<|endoftext|>" is BOS and
+EOS).  A training row is seq_len+1 consecutive stream tokens starting at a
+random story's BOS, so every row starts at position 0 with BOS, as evaluation
+does; rows run on into the following stories.
+
+Optimiser: AdamW (betas 0.9/0.95, weight decay 0.1 on matrices, none on
+norms), linear warm-up then cosine decay to 10 % of the peak, gradient
+clipping at 1.0, plus 0.01 x the Switch load-balancing loss of every MoE.
+Same seed (data order and init) for every variant.
+
+Usage (see README.md):
+  OPENBLAS_NUM_THREADS=2 nice -n 19 /usr/bin/python3 train.py \\
+      --tok /work/models-out/tokenizer --out /work/models-out [--variants ...]
+"""
+import os
+# OpenBLAS's own threads spin and fight torch's 2 OpenMP threads on 2
+# cores: keep BLAS single-threaded inside each torch thread.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# Idle OpenMP threads must sleep, not spin: on 2 shared cores a spinning
+# thread starves its partner (4x slower under load).
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bpe import EOT, Tokenizer  # noqa: E402
+from export import export  # noqa: E402
+from model import VARIANTS, CflowModel, make_config  # noqa: E402
+
+SHARED = os.environ.get("CFLOW_SHARED", os.path.join(HERE, "..", "..", "..", "shared"))
+
+
+def train_stories(path):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    out = []
+    for s in text.split(EOT):
+        s = s.strip("\n")
+        if not s:
+            continue
+        out.append("\n\n".join(p for p in s.split("\n") if p))
+    return out
+
+
+def token_stream(tok, stories, cache):
+    if cache and os.path.exists(cache):
+        d = np.load(cache)
+        return d["stream"], d["starts"]
+    parts, starts, n = [], [], 0
+    for s in stories:
+        ids = [tok.bos] + tok.encode(s)
+        starts.append(n)
+        parts.append(np.array(ids, dtype=np.int64))
+        n += len(ids)
+    parts.append(np.array([tok.eot], dtype=np.int64))
+    stream = np.concatenate(parts)
+    starts = np.array(starts, dtype=np.int64)
+    if cache:
+        np.savez(cache, stream=stream, starts=starts)
+    return stream, starts
+
+
+def batches(stream, starts, batch, seq, steps, seed):
+    rng = np.random.default_rng(seed)
+    ok = starts[starts + seq + 1 <= len(stream)]
+    for _ in range(steps):
+        s = rng.choice(ok, size=batch)
+        rows = np.stack([stream[i:i + seq + 1] for i in s])
+        yield torch.from_numpy(rows)
+
+
+def lr_at(step, steps, peak, warmup):
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    p = (step - warmup) / max(1, steps - warmup)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def train_one(arch, args, stream, starts, tok):
+    torch.manual_seed(args.seed)
+    c = make_config(arch, len(tok.vocab), d=args.d, eff_layers=args.layers,
+                    n_heads=args.heads, n_kv=args.kv_heads, ffn=args.ffn,
+                    n_experts=args.experts, topk=args.topk, moe_ffn=args.moe_ffn,
+                    max_pos=args.max_pos)
+    m = CflowModel(c)
+    nparams = sum(p.numel() for p in m.parameters())
+    decay = [p for n, p in m.named_parameters() if p.dim() >= 2]
+    nodecay = [p for n, p in m.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": nodecay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    print(f"[{arch}] params {nparams} config {json.dumps(c)}", flush=True)
+    t0 = time.time()
+    ema = None
+    V = c["vocab_size"]
+    for step, rows in enumerate(batches(stream, starts, args.batch, args.seq,
+                                        args.steps, args.seed)):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
+        logits, aux, _ = m(rows[:, :-1])
+        ce = F.cross_entropy(logits.reshape(-1, V), rows[:, 1:].reshape(-1))
+        loss = ce + args.aux * aux
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+        opt.step()
+        ema = ce.item() if ema is None else 0.95 * ema + 0.05 * ce.item()
+        if step % 20 == 0 or step == args.steps - 1:
+            el = time.time() - t0
+            print(f"[{arch}] step {step}/{args.steps} ce {ce.item():.3f} ema {ema:.3f} "
+                  f"lr {opt.param_groups[0]['lr']:.2e} {el:.0f}s", flush=True)
+    el = time.time() - t0
+    info = {"train_seconds": round(el, 1), "train_steps": args.steps,
+            "train_tokens": args.steps * args.batch * args.seq,
+            "final_train_ce_ema": round(ema, 4), "params": nparams,
+            "seed": args.seed}
+    out = os.path.join(args.out, arch)
+    m.eval()
+    export(m, args.tok, out)
+    with open(os.path.join(out, "train_info.json"), "w") as f:
+        json.dump(info, f, indent=2)
+    print(f"[{arch}] done {info} -> {out}", flush=True)
+    return m
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tok", required=True, help="tokenizer dir (bpe.py train --out)")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--variants", nargs="+", default=VARIANTS)
+    ap.add_argument("--train", default=os.path.join(SHARED, "corpus", "tinystories-train-a.txt"))
+    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--warmup", type=int, default=30)
+    ap.add_argument("--aux", type=float, default=0.01)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--d", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=6, help="effective layers")
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--ffn", type=int, default=512)
+    ap.add_argument("--experts", type=int, default=4)
+    ap.add_argument("--topk", type=int, default=2)
+    ap.add_argument("--moe-ffn", type=int, default=128)
+    ap.add_argument("--max-pos", type=int, default=512)
+    args = ap.parse_args()
+    if "valid" in os.path.basename(args.train):
+        sys.exit("train.py: refusing to train on the held-out file")
+    os.makedirs(args.out, exist_ok=True)
+    torch.set_num_threads(args.threads)
+    tok = Tokenizer(args.tok)
+    stories = train_stories(args.train)
+    stream, starts = token_stream(tok, stories, os.path.join(args.out, "train-a-tokens.npz"))
+    print(f"train: {len(stories)} stories, {len(stream)} tokens", flush=True)
+    for arch in args.variants:
+        train_one(arch, args, stream, starts, tok)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,795 @@
+/*
+ * cmd_runs.c — the run log from the command line, and the glue that makes
+ * `cflow run` profile and log itself.
+ *
+ *   cflow runs list [--model M] [--json]     one line (or object) per run
+ *   cflow runs show ID                       everything about one run
+ *   cflow runs compare A B                   side by side, B/A ratios
+ *   cflow runs export --csv|--json [--tokens] [--model M]
+ *
+ * Every subcommand takes --db PATH (default: $CFLOW_DB, then
+ * $XDG_DATA_HOME/cflow/runs.db, then ~/.local/share/cflow/runs.db).  The
+ * export formats are a stable interface documented in cflow(1) (RUN LOG);
+ * columns and members may be added at the end, never renamed or removed.
+ *
+ * The glue (ui_runlog_*): a profiler on the session, a database opened
+ * after the model (a damaged model never touches the log), one run per
+ * `cflow run`, a flush every 64 tokens or half second.  A log that cannot
+ * be opened or written costs one warning and logging stops; inference
+ * always goes on.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "engine/engine.h"
+#include "prof/prof.h"
+#include "ui/ui.h"
+
+/* ======================================================================= */
+/* Logging glue for `cflow run`                                             */
+/* ======================================================================= */
+struct ui_runlog {
+    eng_session *s;
+    prof        *prof;
+    prof_log    *log;
+    int64_t      run_id;
+};
+
+static void runlog_warn(ui_runlog *rl, const char *msg)
+{
+    fprintf(stderr, "cflow: warning: run log %s; continuing without logging\n", msg);
+    prof_log_close(rl->log);
+    rl->log = NULL;
+}
+
+/* A float setting as the decimal the user wrote (0.95, not 0.949999988). */
+static double f2d(float f)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.7g", (double)f);
+    return strtod(buf, NULL);
+}
+
+ui_runlog *ui_runlog_start(eng_session *s, const char *model, const ui_run_cfg *c)
+{
+    ui_runlog *rl = calloc(1, sizeof *rl);
+    const fmt_hparams *hp = eng_hparams(s);
+    char err[1024], path[PATH_MAX];
+    eng_stats es;
+
+    if (!rl)
+        return NULL;
+    rl->s = s;
+    if (!c->no_profile || !c->no_log) {
+        /* logging without --profile still needs token timings */
+        unsigned what = c->no_profile ? 0 : PROF_ALL;
+        if (prof_new(&rl->prof, what, hp->n_layers, err, sizeof err)) {
+            fprintf(stderr, "cflow: warning: %s; not profiling\n", err);
+            return rl;
+        }
+        eng_set_prof(s, rl->prof);
+    }
+    if (!c->no_log) {
+        if (c->db)
+            snprintf(path, sizeof path, "%s", c->db);
+        if (!c->db && prof_log_default_path(path, sizeof path)) {
+            fprintf(stderr, "cflow: warning: run log: no $HOME, $XDG_DATA_HOME or $CFLOW_DB;"
+                            " continuing without logging\n");
+        } else if (prof_log_open(&rl->log, path, PROF_LOG_CREATE, err, sizeof err)) {
+            rl->log = NULL;
+            fprintf(stderr, "cflow: warning: run log %s; continuing without logging\n", err);
+        }
+    }
+
+    /* the machine: its read bandwidth is measured once and kept in the log */
+    char host[256] = "", cpu[256];
+    gethostname(host, sizeof host - 1);
+    prof_cpu_model(cpu, sizeof cpu);
+    prof_machine m = { host, cpu, eng_isa(s), prof_cpu_cores(), 0.0 };
+    const char *bw_env = getenv("CFLOW_READ_BW_GBS");
+    double bw = 0.0;
+    if (bw_env && *bw_env && ui_parse_float(bw_env, 0.001, 1e6, &bw))
+        bw = 0.0;
+    if (bw <= 0.0 && rl->log) {
+        bw = prof_log_machine_bw(rl->log, &m);
+        if (bw <= 0.0)
+            bw = prof_measure_read_bw(m.cores);
+    }
+    m.read_bw_gbs = bw;
+    eng_get_stats(s, &es);
+    if (rl->prof)
+        prof_run_begin(rl->prof, es.bytes_per_token, bw);
+    if (!rl->log)
+        return rl;
+
+    char hash[17] = "", real[PATH_MAX];
+    uint64_t size = 0;
+    if (!realpath(model, real))
+        snprintf(real, sizeof real, "%s", model);
+    if (prof_file_hash(real, hash, &size, err, sizeof err)) {
+        runlog_warn(rl, err);
+        return rl;
+    }
+    prof_model_info mi = {
+        .path = real, .hash = hash, .arch = hp->arch,
+        .quant = kern_type_name((enum kern_type)hp->quant_type), .size = size,
+        .n_layers = hp->n_layers, .dim = hp->dim, .ffn_dim = hp->ffn_dim,
+        .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
+        .vocab_size = hp->vocab_size, .n_experts = hp->n_experts, .top_k = hp->top_k,
+        .dense_delay = hp->dense_delay, .expert_delay = hp->expert_delay,
+    };
+    prof_run_cfg rc = {
+        .threads = eng_threads(s), .prefetch = "off", .expert_io = "none",
+        .n_ctx = eng_n_ctx(s), .temp = f2d(c->sp->temp), .top_p = f2d(c->sp->top_p),
+        .min_p = f2d(c->sp->min_p), .rep_penalty = f2d(c->sp->rep_penalty),
+        .top_k = c->sp->top_k, .rep_last_n = c->sp->rep_last_n, .seed = c->sp->seed,
+    };
+    if (prof_log_session(rl->log, &m, &mi, "cflow run", err, sizeof err) ||
+        prof_log_run_begin(rl->log, rl->prof, &rc, &rl->run_id, err, sizeof err))
+        runlog_warn(rl, err);
+    return rl;
+}
+
+void ui_runlog_token(ui_runlog *rl)
+{
+    char err[1024];
+    if (!rl || !rl->log || !prof_log_due(rl->log, rl->prof))
+        return;
+    if (prof_log_flush(rl->log, rl->prof, 0, err, sizeof err))
+        runlog_warn(rl, err);
+}
+
+void ui_runlog_end(ui_runlog *rl, int print)
+{
+    char err[1024];
+    if (!rl)
+        return;
+    if (rl->log && prof_log_flush(rl->log, rl->prof, 1, err, sizeof err))
+        runlog_warn(rl, err);
+    if (print && rl->prof) {
+        prof_totals t;
+        prof_totals_get(rl->prof, &t);
+        if (prof_what(rl->prof) & PROF_LAYERS) {
+            double all = 0;
+            for (int k = 0; k < PROF_NST; k++)
+                all += t.st[k];
+            fprintf(stderr, "cflow: layers:");
+            for (int k = 0; k < PROF_NST; k++)
+                fprintf(stderr, "%s %s %.3f ms (%.0f%%)", k ? "," : "", prof_stream_name(k),
+                        t.st[k] * 1e3, all > 0 ? 100.0 * t.st[k] / all : 0.0);
+            fputc('\n', stderr);
+        }
+        if (prof_what(rl->prof) & PROF_COUNTERS) {
+            const char *why[PROF_NEV];
+            char line[2048];
+            for (int e = 0; e < PROF_NEV; e++)
+                why[e] = prof_ev_reason(rl->prof, e);
+            prof_counters_line(t.ev, why, line, sizeof line);
+            fprintf(stderr, "cflow: counters: %s\n", line);
+        }
+        if (t.read_bw_gbs > 0 && t.n_gen)
+            fprintf(stderr,
+                    "cflow: bandwidth: decode %.2f GB/s of weights, %.1f%% of the"
+                    " machine's %.1f GB/s read bandwidth\n",
+                    t.gb_s, 100.0 * t.bw_share, t.read_bw_gbs);
+    }
+    if (print && rl->log)
+        fprintf(stderr, "cflow: logged run %lld in %s\n", (long long)rl->run_id,
+                prof_log_path(rl->log));
+    prof_log_close(rl->log);
+    eng_set_prof(rl->s, NULL);
+    prof_free(rl->prof);
+    free(rl);
+}
+
+/* ======================================================================= */
+/* cflow runs                                                               */
+/* ======================================================================= */
+static void help(void)
+{
+    printf("usage: cflow runs list [--model M] [--json] [--db PATH]\n"
+           "       cflow runs show ID [--db PATH]\n"
+           "       cflow runs compare A B [--db PATH]\n"
+           "       cflow runs export --csv|--json [--tokens] [--model M] [--db PATH]\n\n"
+           "The run log: every `cflow run` is recorded with its settings, timings,\n"
+           "per-layer times and counters.\n\n"
+           "      --db PATH    the log (default: $CFLOW_DB, then $XDG_DATA_HOME/cflow/runs.db,\n"
+           "                   then ~/.local/share/cflow/runs.db)\n"
+           "  -m, --model M    only runs whose model path contains M or whose hash is M\n"
+           "  -j, --json       list/export as JSON\n"
+           "      --csv        export as CSV\n"
+           "      --tokens     export one record per token instead of per run (CSV), or\n"
+           "                   add each run's tokens (JSON)\n"
+           "  -h, --help       this text\n");
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+static const char *phase_name(uint64_t ph) { return ph == PROF_PREFILL ? "prefill" : "decode"; }
+
+/* ---- JSON -------------------------------------------------------------- */
+static json_object *jnum(double v) { return json_object_new_double(v); }
+static json_object *jpos(double v) { return v > 0 ? json_object_new_double(v) : NULL; }
+static json_object *jstr(const char *s) { return json_object_new_string(s); }
+static json_object *jint(int64_t v) { return json_object_new_int64(v); }
+
+static json_object *run_json(const prof_run_row *r)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "id", jint(r->id));
+    json_object_object_add(o, "started", jstr(r->started));
+    json_object_object_add(o, "ended", r->ended[0] ? jstr(r->ended) : NULL);
+    json_object_object_add(o, "status", jstr(r->status));
+    json_object_object_add(o, "program", jstr(r->program));
+    json_object_object_add(o, "model", jstr(r->model));
+    json_object_object_add(o, "model_hash", jstr(r->model_hash));
+    json_object_object_add(o, "model_size", jint((int64_t)r->model_size));
+    json_object_object_add(o, "arch", jstr(r->arch));
+    json_object_object_add(o, "quant", jstr(r->quant));
+    json_object_object_add(o, "n_layers", jint(r->n_layers));
+    json_object_object_add(o, "hostname", jstr(r->hostname));
+    json_object_object_add(o, "cpu_model", jstr(r->cpu_model));
+    json_object_object_add(o, "isa", jstr(r->isa));
+    json_object_object_add(o, "cores", jint(r->cores));
+    json_object_object_add(o, "read_bw_gbs", jpos(r->read_bw_gbs));
+    json_object_object_add(o, "threads", jint(r->threads));
+    json_object_object_add(o, "prefetch", jstr(r->prefetch));
+    json_object_object_add(o, "expert_io", jstr(r->expert_io));
+    json_object_object_add(o, "n_ctx", jint(r->n_ctx));
+    json_object_object_add(o, "temp", jnum(r->temp));
+    json_object_object_add(o, "top_k", jint(r->top_k));
+    json_object_object_add(o, "top_p", jnum(r->top_p));
+    json_object_object_add(o, "min_p", jnum(r->min_p));
+    json_object_object_add(o, "repeat_penalty", jnum(r->rep_penalty));
+    json_object_object_add(o, "repeat_last_n", jint(r->rep_last_n));
+    /* seeds are unsigned 64-bit: a string keeps every bit in any reader */
+    char seed[24];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->seed);
+    json_object_object_add(o, "seed", jstr(seed));
+    json_object_object_add(o, "n_prompt", jint((int64_t)r->n_prompt));
+    json_object_object_add(o, "n_gen", jint((int64_t)r->n_gen));
+    json_object_object_add(o, "prefill_s", jnum(r->prefill_s));
+    json_object_object_add(o, "decode_s", jnum(r->decode_s));
+    json_object_object_add(o, "prefill_tok_s", jpos(r->prefill_tok_s));
+    json_object_object_add(o, "decode_tok_s", jpos(r->decode_tok_s));
+    json_object_object_add(o, "bytes_per_token", jint((int64_t)r->bytes_per_token));
+    json_object_object_add(o, "gb_s", jpos(r->gb_s));
+    json_object_object_add(o, "bw_share", jpos(r->bw_share));
+    json_object *ctr = json_object_new_object(), *un = json_object_new_object();
+    for (int e = 0; e < PROF_NEV; e++) {
+        json_object_object_add(ctr, prof_ev_name(e), r->ev[e] >= 0 ? jint(r->ev[e]) : NULL);
+        if (r->ev[e] < 0 && r->ev_reason[e][0])
+            json_object_object_add(un, prof_ev_name(e), jstr(r->ev_reason[e]));
+    }
+    json_object_object_add(o, "counters", ctr);
+    json_object_object_add(o, "unavailable", un);
+    return o;
+}
+
+static int print_json(json_object *o)
+{
+    const char *s = json_object_to_json_string_ext(
+        o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+    int rc = printf("%s\n", s) < 0 ? UI_EXIT_ERR : UI_EXIT_OK;
+    json_object_put(o);
+    return rc;
+}
+
+/* ---- list -------------------------------------------------------------- */
+static int cmd_list(prof_log *l, const char *model, int json)
+{
+    prof_run_row *rows;
+    size_t n;
+    char err[1024];
+    if (prof_log_list(l, model, &rows, &n, err, sizeof err))
+        return ui_error("%s", err);
+    if (json) {
+        json_object *a = json_object_new_array();
+        for (size_t i = 0; i < n; i++)
+            json_object_array_add(a, run_json(&rows[i]));
+        free(rows);
+        return print_json(a);
+    }
+    if (n)
+        printf("%5s  %-19s  %-24s %4s %-8s %-9s %6s %6s %10s %10s  %s\n", "ID", "STARTED",
+               "MODEL", "THR", "PREFETCH", "EXPERT_IO", "PROMPT", "GEN", "PREFILL/S",
+               "DECODE/S", "STATUS");
+    for (size_t i = 0; i < n; i++) {
+        const prof_run_row *r = &rows[i];
+        char when[20];
+        snprintf(when, sizeof when, "%.19s", r->started);
+        if (when[10] == 'T')
+            when[10] = ' ';
+        printf("%5lld  %-19s  %-24.24s %4d %-8s %-9s %6llu %6llu %10.2f %10.2f  %s\n",
+               (long long)r->id, when, base_name(r->model), r->threads, r->prefetch,
+               r->expert_io, (unsigned long long)r->n_prompt, (unsigned long long)r->n_gen,
+               r->prefill_tok_s, r->decode_tok_s, r->status);
+    }
+    free(rows);
+    return UI_EXIT_OK;
+}
+
+/* ---- show -------------------------------------------------------------- */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void token_summary(const prof_tok *t, size_t n, uint64_t phase)
+{
+    double *v = malloc((n ? n : 1) * sizeof *v);
+    size_t k = 0;
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (t[i].phase == phase)
+            v[k++] = t[i].dt;
+    if (k) {
+        qsort(v, k, sizeof *v, cmp_double);
+        printf("  %-11s %zu tokens: min %.3f ms, median %.3f ms, p90 %.3f ms, max %.3f ms\n",
+               phase == PROF_PREFILL ? "prefill" : "decode", k, v[0] * 1e3,
+               v[k / 2] * 1e3, v[(k * 9) / 10 < k ? (k * 9) / 10 : k - 1] * 1e3,
+               v[k - 1] * 1e3);
+    }
+    free(v);
+}
+
+static void counters_of(const prof_run_row *r, char *buf, size_t n)
+{
+    const char *why[PROF_NEV];
+    for (int e = 0; e < PROF_NEV; e++)
+        why[e] = r->ev_reason[e];
+    prof_counters_line(r->ev, why, buf, n);
+}
+
+static int parse_id(const char *s, int64_t *id)
+{
+    long v;
+    if (ui_parse_int(s, 1, LONG_MAX, &v))
+        return -1;
+    *id = v;
+    return 0;
+}
+
+static int get_run(prof_log *l, const char *arg, prof_run_row *r)
+{
+    char err[1024];
+    int64_t id;
+    if (parse_id(arg, &id))
+        return ui_usage_error("runs", "bad run id '%s'", arg);
+    int rc = prof_log_get(l, id, r, err, sizeof err);
+    if (rc < 0)
+        return ui_error("%s", err);
+    if (rc > 0)
+        return ui_error("%s: no run %lld", prof_log_path(l), (long long)id);
+    return 0;
+}
+
+static int cmd_show(prof_log *l, const char *arg)
+{
+    prof_run_row r;
+    char err[1024], line[2048];
+    int rc = get_run(l, arg, &r);
+    if (rc)
+        return rc;
+    printf("run %lld (%s)\n", (long long)r.id, r.status);
+    printf("  %-11s %s%s%s\n", "started", r.started, r.ended[0] ? ", ended " : "", r.ended);
+    printf("  %-11s %s (session %lld)\n", "program", r.program, (long long)r.session_id);
+    printf("  %-11s %s, %s, %d cores, kernels %s", "machine", r.hostname, r.cpu_model, r.cores,
+           r.isa);
+    if (r.read_bw_gbs > 0)
+        printf(", read bandwidth %.1f GB/s", r.read_bw_gbs);
+    printf("\n  %-11s %s (%llu bytes, hash %s", "model", r.model,
+           (unsigned long long)r.model_size, r.model_hash);
+    if (r.arch[0])
+        printf(", %s, %u layers, %s", r.arch, r.n_layers, r.quant);
+    printf(")\n");
+    printf("  %-11s threads %d, prefetch %s, expert-io %s, ctx %u\n", "settings", r.threads,
+           r.prefetch, r.expert_io, r.n_ctx);
+    printf("  %-11s temp %.2f, top-k %d, top-p %.2f, min-p %.2f, repeat-penalty %.2f"
+           " (last %d), seed %llu\n",
+           "sampling", r.temp, r.top_k, r.top_p, r.min_p, r.rep_penalty, r.rep_last_n,
+           (unsigned long long)r.seed);
+    printf("  %-11s %llu tokens in %.3f s (%.2f tok/s)\n", "prompt",
+           (unsigned long long)r.n_prompt, r.prefill_s, r.prefill_tok_s);
+    printf("  %-11s %llu tokens in %.3f s (%.2f tok/s, %.2f GB/s of weights", "decode",
+           (unsigned long long)r.n_gen, r.decode_s, r.decode_tok_s, r.gb_s);
+    if (r.bw_share > 0)
+        printf(", %.1f%% of read bandwidth", 100.0 * r.bw_share);
+    printf(")\n");
+    counters_of(&r, line, sizeof line);
+    printf("  %-11s %s\n", "counters", line);
+
+    prof_tok *toks;
+    size_t nt;
+    if (prof_log_tokens(l, r.id, &toks, &nt, err, sizeof err))
+        return ui_error("%s", err);
+    printf("token times\n");
+    token_summary(toks, nt, PROF_PREFILL);
+    token_summary(toks, nt, PROF_DECODE);
+    free(toks);
+
+    double *sec;
+    unsigned nl;
+    uint64_t ntok;
+    if (prof_log_layers(l, r.id, &sec, &nl, &ntok, err, sizeof err))
+        return ui_error("%s", err);
+    if (nl) {
+        printf("layers (ms over %llu tokens)\n  %5s", (unsigned long long)ntok, "layer");
+        for (int k = 0; k < PROF_NST; k++)
+            printf(" %12s", prof_stream_name(k));
+        printf("\n");
+        for (unsigned i = 0; i < nl; i++) {
+            printf("  %5u", i);
+            for (int k = 0; k < PROF_NST; k++)
+                printf(" %12.3f", sec[(size_t)i * PROF_NST + k] * 1e3);
+            printf("\n");
+        }
+    }
+    free(sec);
+    return UI_EXIT_OK;
+}
+
+/* ---- compare ----------------------------------------------------------- */
+static void cmp_row(const char *what, double a, double b, const char *fmt)
+{
+    char x[64], y[64];
+    snprintf(x, sizeof x, fmt, a);
+    snprintf(y, sizeof y, fmt, b);
+    if (a > 0 && b >= 0)
+        printf("%-20s %16s %16s %10.3f\n", what, x, y, b / a);
+    else
+        printf("%-20s %16s %16s %10s\n", what, x, y, "-");
+}
+
+static void cmp_text(const char *what, const char *a, const char *b)
+{
+    printf("%-20s %16s %16s %10s\n", what, a, b, strcmp(a, b) ? "differs" : "");
+}
+
+static int cmd_compare(prof_log *l, const char *aa, const char *bb)
+{
+    prof_run_row a, b;
+    char err[1024], x[64], y[64];
+    int rc;
+    if ((rc = get_run(l, aa, &a)) || (rc = get_run(l, bb, &b)))
+        return rc;
+    snprintf(x, sizeof x, "run %lld", (long long)a.id);
+    snprintf(y, sizeof y, "run %lld", (long long)b.id);
+    printf("%-20s %16s %16s %10s\n", "", x, y, "ratio B/A");
+    cmp_text("model", base_name(a.model), base_name(b.model));
+    cmp_text("model hash", a.model_hash, b.model_hash);
+    cmp_text("kernels", a.isa, b.isa);
+    cmp_row("threads", a.threads, b.threads, "%.0f");
+    cmp_text("prefetch", a.prefetch, b.prefetch);
+    cmp_text("expert io", a.expert_io, b.expert_io);
+    cmp_row("context", a.n_ctx, b.n_ctx, "%.0f");
+    cmp_row("temperature", a.temp, b.temp, "%.2f");
+    cmp_row("prompt tokens", (double)a.n_prompt, (double)b.n_prompt, "%.0f");
+    cmp_row("decode tokens", (double)a.n_gen, (double)b.n_gen, "%.0f");
+    cmp_row("prefill tok/s", a.prefill_tok_s, b.prefill_tok_s, "%.2f");
+    cmp_row("decode tok/s", a.decode_tok_s, b.decode_tok_s, "%.2f");
+    cmp_row("decode GB/s", a.gb_s, b.gb_s, "%.3f");
+    cmp_row("bandwidth share", a.bw_share, b.bw_share, "%.4f");
+    for (int e = 0; e < PROF_NEV; e++) {
+        if (a.ev[e] < 0 && b.ev[e] < 0)
+            continue;
+        /* per decoded token: runs of different lengths stay comparable */
+        double pa = a.ev[e] >= 0 && a.n_prompt + a.n_gen
+                        ? (double)a.ev[e] / (double)(a.n_prompt + a.n_gen) : -1;
+        double pb = b.ev[e] >= 0 && b.n_prompt + b.n_gen
+                        ? (double)b.ev[e] / (double)(b.n_prompt + b.n_gen) : -1;
+        char name[64];
+        snprintf(name, sizeof name, "%s/tok", prof_ev_name(e));
+        if (pa < 0 || pb < 0)
+            printf("%-20s %16s %16s %10s\n", name, pa < 0 ? "n/a" : "", pb < 0 ? "n/a" : "", "-");
+        else
+            cmp_row(name, pa, pb, "%.1f");
+    }
+
+    double *sa, *sb;
+    unsigned na, nb;
+    uint64_t ta, tb;
+    if (prof_log_layers(l, a.id, &sa, &na, &ta, err, sizeof err))
+        return ui_error("%s", err);
+    if (prof_log_layers(l, b.id, &sb, &nb, &tb, err, sizeof err)) {
+        free(sa);
+        return ui_error("%s", err);
+    }
+    unsigned nl = na > nb ? na : nb;
+    if (nl) {
+        printf("\nper layer, ms per token (B - A)\n%5s", "layer");
+        for (int k = 0; k < PROF_NST; k++)
+            printf(" %9s A %9s B %8s", prof_stream_name(k), "", "diff");
+        printf("\n");
+        for (unsigned i = 0; i < nl; i++) {
+            printf("%5u", i);
+            for (int k = 0; k < PROF_NST; k++) {
+                double va = i < na && ta ? sa[(size_t)i * PROF_NST + k] / (double)ta * 1e3 : 0;
+                double vb = i < nb && tb ? sb[(size_t)i * PROF_NST + k] / (double)tb * 1e3 : 0;
+                printf(" %11.4f %11.4f %+8.4f", va, vb, vb - va);
+            }
+            printf("\n");
+        }
+    }
+    free(sa);
+    free(sb);
+    return UI_EXIT_OK;
+}
+
+/* ---- export ------------------------------------------------------------ */
+static void csv_str(const char *s)
+{
+    if (!strpbrk(s, ",\"\n\r") && s[0] != ' ' && (!*s || s[strlen(s) - 1] != ' ')) {
+        fputs(s, stdout);
+        return;
+    }
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"')
+            putchar('"');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
+static void csv_real(double v, int null_if_zero)
+{
+    if (null_if_zero && v <= 0)
+        return;
+    printf("%.9g", v);
+}
+
+static const char *const csv_run_cols =
+    "id,started,ended,status,program,model,model_hash,model_size,arch,quant,n_layers,"
+    "hostname,cpu_model,isa,cores,read_bw_gbs,threads,prefetch,expert_io,n_ctx,temp,top_k,"
+    "top_p,min_p,repeat_penalty,repeat_last_n,seed,n_prompt,n_gen,prefill_s,decode_s,"
+    "prefill_tok_s,decode_tok_s,bytes_per_token,gb_s,bw_share";
+
+static void csv_run(const prof_run_row *r)
+{
+    printf("%lld,", (long long)r->id);
+    csv_str(r->started); putchar(',');
+    csv_str(r->ended); putchar(',');
+    csv_str(r->status); putchar(',');
+    csv_str(r->program); putchar(',');
+    csv_str(r->model); putchar(',');
+    csv_str(r->model_hash); putchar(',');
+    printf("%llu,", (unsigned long long)r->model_size);
+    csv_str(r->arch); putchar(',');
+    csv_str(r->quant); putchar(',');
+    printf("%u,", r->n_layers);
+    csv_str(r->hostname); putchar(',');
+    csv_str(r->cpu_model); putchar(',');
+    csv_str(r->isa); putchar(',');
+    printf("%d,", r->cores);
+    csv_real(r->read_bw_gbs, 1); putchar(',');
+    printf("%d,", r->threads);
+    csv_str(r->prefetch); putchar(',');
+    csv_str(r->expert_io); putchar(',');
+    printf("%u,", r->n_ctx);
+    csv_real(r->temp, 0); printf(",%d,", r->top_k);
+    csv_real(r->top_p, 0); putchar(',');
+    csv_real(r->min_p, 0); putchar(',');
+    csv_real(r->rep_penalty, 0);
+    printf(",%d,%llu,%llu,%llu,", r->rep_last_n, (unsigned long long)r->seed,
+           (unsigned long long)r->n_prompt, (unsigned long long)r->n_gen);
+    csv_real(r->prefill_s, 0); putchar(',');
+    csv_real(r->decode_s, 0); putchar(',');
+    csv_real(r->prefill_tok_s, 1); putchar(',');
+    csv_real(r->decode_tok_s, 1);
+    printf(",%llu,", (unsigned long long)r->bytes_per_token);
+    csv_real(r->gb_s, 1); putchar(',');
+    csv_real(r->bw_share, 1);
+    for (int e = 0; e < PROF_NEV; e++) {
+        putchar(',');
+        if (r->ev[e] >= 0)
+            printf("%lld", (long long)r->ev[e]);
+    }
+    putchar('\n');
+}
+
+static void csv_header(int tokens)
+{
+    fputs(tokens ? "run_id,idx,phase,t,dt,attention_s,ffn_s,experts_s,io_wait_s"
+                 : csv_run_cols, stdout);
+    for (int e = 0; e < PROF_NEV; e++)
+        printf(",%s", prof_ev_name(e));
+    putchar('\n');
+}
+
+static json_object *tokens_json(const prof_tok *t, size_t n)
+{
+    json_object *a = json_object_new_array();
+    for (size_t i = 0; i < n; i++) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "idx", jint((int64_t)t[i].idx));
+        json_object_object_add(o, "phase", jstr(phase_name(t[i].phase)));
+        json_object_object_add(o, "t", jnum(t[i].t));
+        json_object_object_add(o, "dt", jnum(t[i].dt));
+        for (int k = 0; k < PROF_NST; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "%s_s", prof_stream_name(k));
+            for (char *c = name; *c; c++)
+                if (*c == '-')
+                    *c = '_';
+            json_object_object_add(o, name, jnum(t[i].st[k]));
+        }
+        json_object *c = json_object_new_object();
+        for (int e = 0; e < PROF_NEV; e++)
+            json_object_object_add(c, prof_ev_name(e), t[i].ev[e] >= 0 ? jint(t[i].ev[e]) : NULL);
+        json_object_object_add(o, "counters", c);
+        json_object_array_add(a, o);
+    }
+    return a;
+}
+
+static int cmd_export(prof_log *l, const char *model, int json, int tokens)
+{
+    prof_run_row *rows;
+    size_t n;
+    char err[1024];
+    int rc = UI_EXIT_OK;
+    if (prof_log_list(l, model, &rows, &n, err, sizeof err))
+        return ui_error("%s", err);
+    json_object *arr = json ? json_object_new_array() : NULL;
+    if (!json)
+        csv_header(tokens);
+    for (size_t i = 0; i < n && rc == UI_EXIT_OK; i++) {
+        const prof_run_row *r = &rows[i];
+        prof_tok *toks = NULL;
+        size_t nt = 0;
+        if (tokens && prof_log_tokens(l, r->id, &toks, &nt, err, sizeof err)) {
+            rc = ui_error("%s", err);
+            break;
+        }
+        if (!json) {
+            if (!tokens)
+                csv_run(r);
+            for (size_t k = 0; k < nt; k++) {
+                const prof_tok *t = &toks[k];
+                printf("%lld,%llu,%s,%.9g,%.9g", (long long)r->id, (unsigned long long)t->idx,
+                       phase_name(t->phase), t->t, t->dt);
+                for (int s = 0; s < PROF_NST; s++)
+                    printf(",%.9g", t->st[s]);
+                for (int e = 0; e < PROF_NEV; e++) {
+                    putchar(',');
+                    if (t->ev[e] >= 0)
+                        printf("%lld", (long long)t->ev[e]);
+                }
+                putchar('\n');
+            }
+        } else {
+            json_object *o = run_json(r);
+            double *sec;
+            unsigned nl;
+            uint64_t ntok;
+            if (prof_log_layers(l, r->id, &sec, &nl, &ntok, err, sizeof err)) {
+                json_object_put(o);
+                rc = ui_error("%s", err);
+                free(toks);
+                break;
+            }
+            json_object *la = json_object_new_array();
+            for (unsigned k = 0; k < nl; k++) {
+                json_object *lo = json_object_new_object();
+                json_object_object_add(lo, "layer", jint(k));
+                json_object_object_add(lo, "attention_s", jnum(sec[(size_t)k * PROF_NST + PROF_ST_ATTN]));
+                json_object_object_add(lo, "ffn_s", jnum(sec[(size_t)k * PROF_NST + PROF_ST_FFN]));
+                json_object_object_add(lo, "experts_s", jnum(sec[(size_t)k * PROF_NST + PROF_ST_EXPERTS]));
+                json_object_object_add(lo, "io_wait_s", jnum(sec[(size_t)k * PROF_NST + PROF_ST_IO_WAIT]));
+                json_object_array_add(la, lo);
+            }
+            free(sec);
+            json_object_object_add(o, "layer_tokens", jint((int64_t)ntok));
+            json_object_object_add(o, "layers", la);
+            if (tokens)
+                json_object_object_add(o, "tokens", tokens_json(toks, nt));
+            json_object_array_add(arr, o);
+        }
+        free(toks);
+    }
+    free(rows);
+    if (json) {
+        if (rc == UI_EXIT_OK)
+            return print_json(arr);
+        json_object_put(arr);
+    }
+    if (fflush(stdout))
+        rc = ui_error("write error");
+    return rc;
+}
+
+int ui_cmd_runs(int argc, char **argv)
+{
+    enum { O_DB = 256, O_CSV, O_TOKENS };
+    static const struct option lo[] = {
+        { "db", required_argument, 0, O_DB },
+        { "model", required_argument, 0, 'm' },
+        { "json", no_argument, 0, 'j' },
+        { "csv", no_argument, 0, O_CSV },
+        { "tokens", no_argument, 0, O_TOKENS },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    const char *db = NULL, *model = NULL;
+    int json = 0, csv = 0, tokens = 0, c;
+    char path[PATH_MAX], err[1024];
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:jh", lo, NULL)) != -1) {
+        switch (c) {
+        case O_DB: db = optarg; break;
+        case 'm': model = optarg; break;
+        case 'j': json = 1; break;
+        case O_CSV: csv = 1; break;
+        case O_TOKENS: tokens = 1; break;
+        case 'h': help(); return UI_EXIT_OK;
+        default: return ui_usage_error("runs", "bad option");
+        }
+    }
+    if (optind >= argc)
+        return ui_usage_error("runs", "missing subcommand (list, show, compare, export)");
+    const char *sub = argv[optind];
+    int nargs = argc - optind - 1;
+    char **args = argv + optind + 1;
+    int want = !strcmp(sub, "list") || !strcmp(sub, "export") ? 0
+             : !strcmp(sub, "show")                            ? 1
+             : !strcmp(sub, "compare")                         ? 2
+                                                               : -1;
+    if (want < 0)
+        return ui_usage_error("runs", "unknown subcommand '%s'", sub);
+    if (nargs != want)
+        return ui_usage_error("runs", "%s takes %d argument%s", sub, want, want == 1 ? "" : "s");
+    if (!strcmp(sub, "export") && json == csv)
+        return ui_usage_error("runs", "export needs exactly one of --csv and --json");
+    if (strcmp(sub, "export") && (csv || tokens))
+        return ui_usage_error("runs", "--csv and --tokens are for export");
+
+    if (db)
+        snprintf(path, sizeof path, "%s", db);
+    else if (prof_log_default_path(path, sizeof path))
+        return ui_error("no run log: set $HOME, $XDG_DATA_HOME or $CFLOW_DB, or give --db");
+    if (access(path, F_OK) != 0) {
+        if (errno != ENOENT)
+            return ui_error("%s: %s", path, strerror(errno));
+        /* nothing logged yet: an empty log, not an error */
+        if (!strcmp(sub, "list") || !strcmp(sub, "export")) {
+            if (json)
+                return print_json(json_object_new_array());
+            if (!strcmp(sub, "export"))
+                csv_header(tokens);
+            return UI_EXIT_OK;
+        }
+        return ui_error("%s: no run log yet (nothing has been logged)", path);
+    }
+    prof_log *l;
+    if (prof_log_open(&l, path, 0, err, sizeof err))
+        return ui_error("%s", err);
+    int rc;
+    if (!strcmp(sub, "list"))
+        rc = cmd_list(l, model, json);
+    else if (!strcmp(sub, "show"))
+        rc = cmd_show(l, args[0]);
+    else if (!strcmp(sub, "compare"))
+        rc = cmd_compare(l, args[0], args[1]);
+    else
+        rc = cmd_export(l, model, json, tokens);
+    prof_log_close(l);
+    return rc;
+}
