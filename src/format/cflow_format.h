@@ -239,6 +239,9 @@ int fmt_vocab_load(fmt_kv *kv, const char *path, char *err, size_t errlen);
 /* .cflow                                                                   */
 /* ======================================================================= */
 #define FMT_MAGIC      "CFLOW\0\0\0"
+#define FMT_VMAGIC     "VFLOW\0\0\0"   /* .vflow: see fmt_layout.h */
+#define FMT_VVERSION   1
+#define FMT_VHEADER_SIZE 64
 #define FMT_VERSION    5
 #define FMT_HEADER_SIZE 88
 #define FMT_TILE_HEADER_SIZE 16
@@ -346,6 +349,7 @@ const char *fmt_synth_preset_name(unsigned i);
 typedef struct fmt_convert_opts {
     int             force_type;     /* enum kern_type, or -1: keep source types */
     const char     *tokenizer_path; /* llama2.c tokenizer, HF tokenizer, ... */
+    int             vflow;          /* write the stage-major .vflow layout */
     fmt_log_fn      log;
     fmt_progress_fn progress;
     void           *ud;

@@ -41,6 +41,9 @@ typedef struct fmt_entry {
 struct fmt_model {
     char          *path;
     const uint8_t *map;
+    const uint8_t *hdr;              /* the GlobalHeader (map, or inside .vflow) */
+    int            vflow;
+    uint32_t       vgroups_layers;   /* .vflow: layers its groups cover */
     uint64_t       size;
     fmt_hparams    hp;
     fmt_kv        *kv;
@@ -76,9 +79,52 @@ static const char *slot_name(unsigned entry, unsigned n_layers, int s)
     return layer_names[s];
 }
 
+/* A .vflow starts with its own 64-byte header: check it and its group
+ * table, and point m->hdr at the embedded GlobalHeader. */
+static int read_vflow_header(fmt_model *m, char *err, size_t errlen)
+{
+    const uint8_t *v = m->map;
+    const char *p = m->path;
+    if (m->size < FMT_VHEADER_SIZE + FMT_HEADER_SIZE)
+        return bad(err, errlen, FMT_EFORMAT, p, "truncated .vflow header");
+    if (fmt_rd16(v + FMT_V_VERSION) != FMT_VVERSION)
+        return bad(err, errlen, FMT_EUNSUP, p, "unsupported .vflow version %u",
+                   fmt_rd16(v + FMT_V_VERSION));
+    if (fmt_rd16(v + FMT_V_HSIZE) != FMT_VHEADER_SIZE)
+        return bad(err, errlen, FMT_EFORMAT, p, "bad .vflow header size");
+    uint64_t gh = fmt_rd64(v + FMT_V_GHEADER), gt = fmt_rd64(v + FMT_V_GTABLE);
+    uint32_t ng = fmt_rd32(v + FMT_V_NGROUPS);
+    uint64_t so = fmt_rd64(v + FMT_V_STREAM), sl = fmt_rd64(v + FMT_V_STREAMLEN);
+    uint64_t bo = fmt_rd64(v + FMT_V_BANK), bl = fmt_rd64(v + FMT_V_BANKLEN);
+    if (gh < FMT_VHEADER_SIZE || gh > m->size || m->size - gh < FMT_HEADER_SIZE)
+        return bad(err, errlen, FMT_EFORMAT, p, "global header offset %llu lies "
+                   "past the end", (unsigned long long)gh);
+    if (ng < 1 || ng > 4096 || gt > m->size ||
+        m->size - gt < (uint64_t)ng * FMT_VGROUP_SIZE)
+        return bad(err, errlen, FMT_EFORMAT, p, "group table (%u groups at %llu) "
+                   "lies past the end", ng, (unsigned long long)gt);
+    if (so > m->size || sl > m->size - so || bo > m->size || bl > m->size - bo)
+        return bad(err, errlen, FMT_EFORMAT, p, "streaming region or expert bank "
+                   "lies past the end");
+    uint32_t next = 0;
+    for (uint32_t g = 0; g < ng; g++) {
+        const uint8_t *d = m->map + gt + (uint64_t)g * FMT_VGROUP_SIZE;
+        uint64_t ao = fmt_rd64(d + 8), al = fmt_rd64(d + 16);
+        uint64_t dof = fmt_rd64(d + 24), dl = fmt_rd64(d + 32);
+        if (fmt_rd32(d) != next || fmt_rd32(d + 4) == 0 ||
+            ao < so || al > so + sl - ao || dof < so || dl > so + sl - dof)
+            return bad(err, errlen, FMT_EFORMAT, p, "group %u is malformed", g);
+        next += fmt_rd32(d + 4);
+    }
+    m->vgroups_layers = next;
+    m->hdr = m->map + gh;
+    m->vflow = 1;
+    return 0;
+}
+
 static int read_header(fmt_model *m, char *err, size_t errlen)
 {
-    const uint8_t *h = m->map;
+    const uint8_t *h = m->hdr;
     fmt_hparams *hp = &m->hp;
     const char *p = m->path;
 
@@ -377,7 +423,7 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
 {
     const fmt_hparams *hp = &m->hp;
     const char *p = m->path;
-    uint64_t ltab = fmt_rd64(m->map + FMT_H_LTABLE);
+    uint64_t ltab = fmt_rd64(m->hdr + FMT_H_LTABLE);
     uint64_t tbytes = (uint64_t)m->n_entries * FMT_NSLOT * FMT_SLOT_SIZE;
     uint64_t total_tiles = 0;
 
@@ -528,7 +574,7 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
 
 static int read_meta(fmt_model *m, char *err, size_t errlen)
 {
-    uint64_t off = fmt_rd64(m->map + FMT_H_META);
+    uint64_t off = fmt_rd64(m->hdr + FMT_H_META);
     size_t used = 0;
     int rc;
     if (off < FMT_HEADER_SIZE || off > m->size || m->size - off < 8)
@@ -621,8 +667,17 @@ int fmt_model_open(fmt_model **out, const char *path, char *err, size_t errlen)
 #ifdef MADV_HUGEPAGE
     madvise(map, (size_t)m->size, MADV_HUGEPAGE);
 #endif
+    m->hdr = m->map;
+    if (m->size >= 8 && !memcmp(m->map, FMT_VMAGIC, 8) &&
+        (rc = read_vflow_header(m, err, errlen)))
+        goto fail;
     if ((rc = read_header(m, err, errlen)))
         goto fail;
+    if (m->vflow && m->vgroups_layers != m->hp.n_layers) {
+        rc = bad(err, errlen, FMT_EFORMAT, path, "groups cover %u layers, the "
+                 "model has %u", m->vgroups_layers, m->hp.n_layers);
+        goto fail;
+    }
     m->n_entries = m->hp.n_layers + 1;
     if ((rc = read_table(m, err, errlen)) || (rc = read_meta(m, err, errlen)))
         goto fail;

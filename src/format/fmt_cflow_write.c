@@ -464,6 +464,42 @@ static int write_moe(writer *w, const fmt_src *src, unsigned l, slot *sl)
  * schedule computes next), then the experts routed at layer l.  Dense FFNs
  * of layers below dense_delay come before layer 0.
  */
+/* The .vflow order: one group (every layer of these models shares one
+ * attention geometry), its attention sections, then its dense sections;
+ * then the expert bank.  Offsets go to g (group ranges) and bank. */
+static int write_layers_vflow(writer *w, const fmt_src *src, slot *table,
+                              uint64_t g[4], uint64_t bank[2])
+{
+    const fmt_hparams *hp = fmt_src_hparams(src);
+    unsigned L = hp->n_layers;
+    int rc;
+    if ((rc = pad_to(w, FMT_ALIGN)))
+        return rc;
+    g[0] = w->pos;
+    for (unsigned l = 0; l < L; l++)
+        if ((rc = write_attn(w, src, l, &table[(size_t)l * FMT_NSLOT])))
+            return rc;
+    g[1] = w->pos - g[0];
+    if ((rc = pad_to(w, FMT_ALIGN)))
+        return rc;
+    g[2] = w->pos;
+    for (unsigned l = 0; l < L; l++)
+        if ((rc = write_dense(w, src, l, &table[(size_t)l * FMT_NSLOT])))
+            return rc;
+    g[3] = w->pos - g[2];
+    if ((rc = pad_to(w, FMT_ALIGN)))
+        return rc;
+    bank[0] = w->pos;
+    for (unsigned l = 0; l < L; l++) {
+        if ((rc = write_moe(w, src, l, &table[(size_t)l * FMT_NSLOT])))
+            return rc;
+        if (w->opts && w->opts->progress)
+            w->opts->progress(w->opts->ud, "convert", l + 1, L + 1);
+    }
+    bank[1] = w->pos - bank[0];
+    return 0;
+}
+
 static int write_layers(writer *w, const fmt_src *src, slot *table)
 {
     const fmt_hparams *hp = fmt_src_hparams(src);
@@ -623,16 +659,30 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
     }
     setvbuf(w.f, NULL, _IOFBF, 1 << 20);
 
-    /* placeholders for the header and the layer table */
-    uint8_t hdr[FMT_HEADER_SIZE] = { 0 };
+    /* placeholders for the header(s), the layer table, the group table */
+    int vflow = opts && opts->vflow;
+    uint8_t hdr[FMT_HEADER_SIZE] = { 0 }, vhdr[FMT_VHEADER_SIZE] = { 0 };
+    uint8_t gdesc[FMT_VGROUP_SIZE] = { 0 };
+    uint64_t ghdr_off = 0, gtab = 0, grp[4] = { 0 }, bank[2] = { 0 }, stream_end = 0;
+    if (vflow) {
+        if ((rc = put(&w, vhdr, sizeof vhdr)))
+            goto out;
+        ghdr_off = w.pos;
+    }
     if ((rc = put(&w, hdr, sizeof hdr)) || (rc = pad_to(&w, FMT_ALIGN)))
         goto out;
     uint64_t ltab = w.pos;
     if ((rc = put(&w, tbuf, (size_t)(L + 1) * FMT_NSLOT * FMT_SLOT_SIZE)))
         goto out;
-
-    if ((rc = write_layers(&w, src, table)))
+    if (vflow) {
+        gtab = w.pos;
+        if ((rc = put(&w, gdesc, sizeof gdesc)))
+            goto out;
+        if ((rc = write_layers_vflow(&w, src, table, grp, bank)))
+            goto out;
+    } else if ((rc = write_layers(&w, src, table))) {
         goto out;
+    }
 
     /* globals: output norm, embedding, output head */
     slot *gs = &table[(size_t)L * FMT_NSLOT];
@@ -659,6 +709,7 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
                   hp->vocab_size, hp->dim);
         goto out;
     }
+    stream_end = w.pos;
     if (opts && opts->progress)
         opts->progress(opts->ud, "convert", L + 1, L + 1);
 
@@ -689,7 +740,34 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
         slot_store(tbuf + i * FMT_SLOT_SIZE, &table[i]);
     header_store(hdr, hp, ltab, meta_off, flags,
                  (uint8_t)dominant_type(table, L + 1));
-    if (fflush(w.f) || fseek(w.f, 0, SEEK_SET) ||
+    if (vflow) {
+        /* the vocabulary tiles end the streaming region, after the bank */
+        memcpy(vhdr + FMT_V_MAGIC, FMT_VMAGIC, 8);
+        fmt_wr16(vhdr + FMT_V_VERSION, FMT_VVERSION);
+        fmt_wr16(vhdr + FMT_V_HSIZE, FMT_VHEADER_SIZE);
+        fmt_wr32(vhdr + FMT_V_NGROUPS, 1);
+        fmt_wr64(vhdr + FMT_V_GTABLE, gtab);
+        fmt_wr64(vhdr + FMT_V_GHEADER, ghdr_off);
+        fmt_wr64(vhdr + FMT_V_STREAM, grp[0]);
+        fmt_wr64(vhdr + FMT_V_STREAMLEN, (grp[2] + grp[3]) - grp[0]);
+        fmt_wr64(vhdr + FMT_V_BANK, bank[0]);
+        fmt_wr64(vhdr + FMT_V_BANKLEN, bank[1]);
+        fmt_wr32(gdesc + 0, 0);
+        fmt_wr32(gdesc + 4, L);
+        fmt_wr64(gdesc + 8, grp[0]);
+        fmt_wr64(gdesc + 16, grp[1]);
+        fmt_wr64(gdesc + 24, grp[2]);
+        fmt_wr64(gdesc + 32, grp[3]);
+        (void)stream_end;
+        if (fflush(w.f) || fseek(w.f, 0, SEEK_SET) ||
+            fwrite(vhdr, 1, sizeof vhdr, w.f) != sizeof vhdr ||
+            fseek(w.f, (long)gtab, SEEK_SET) ||
+            fwrite(gdesc, 1, sizeof gdesc, w.f) != sizeof gdesc) {
+            rc = fail(&w, FMT_EIO, "write failed: %s", strerror(errno));
+            goto out;
+        }
+    }
+    if (fflush(w.f) || fseek(w.f, (long)ghdr_off, SEEK_SET) ||
         fwrite(hdr, 1, sizeof hdr, w.f) != sizeof hdr ||
         fseek(w.f, (long)ltab, SEEK_SET) ||
         fwrite(tbuf, FMT_SLOT_SIZE, (size_t)(L + 1) * FMT_NSLOT, w.f) !=

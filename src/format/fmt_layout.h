@@ -32,6 +32,22 @@
  * Tiled matrices that share a stream (Q/K/V, gate/up) carry the stream's
  * offset and length in each slot and the same group number.
  *
+ * .vflow (stage-major, report 3.4): a 64-byte VFlowHeader, then the
+ * 88-byte GlobalHeader above (its offsets are offsets in the .vflow file),
+ * then the same layer table, the group table, the sequential streaming
+ * region (per group: the attention sections of all its layers, then their
+ * dense FFN sections; then the vocabulary tiles), the expert bank (every
+ * layer's MoE sections) and the metadata.  Because the layer table points
+ * at every section, a reader builds the same model from either file.
+ *    0 u8[8] magic "VFLOW\0\0\0"   32 u64 stream_offset
+ *    8 u16 version (1)              40 u64 stream_length
+ *   10 u16 header_size (64)         48 u64 bank_offset
+ *   12 u32 n_groups                 56 u64 bank_length
+ *   16 u64 group_table_offset
+ *   24 u64 global_header_offset
+ * GroupDescriptor, 40 bytes: u32 first_layer, u32 n_layers, u64
+ * attn_offset, u64 attn_length, u64 dense_offset, u64 dense_length.
+ *
  * TileHeader, 16 bytes:
  *    0 u16 layer_id   2 u8 matrix_id   3 u8 expert_id (0xFF dense)
  *    4 u32 row_offset 8 u16 col_offset 10 u16 tile_rows 12 u16 tile_cols
@@ -68,6 +84,13 @@ enum {
     FMT_T_LAYER = 0, FMT_T_MATRIX = 2, FMT_T_EXPERT = 3, FMT_T_ROW = 4,
     FMT_T_COL = 8, FMT_T_ROWS = 10, FMT_T_COLS = 12, FMT_T_QGROUP = 14
 };
+
+enum {
+    FMT_V_MAGIC = 0, FMT_V_VERSION = 8, FMT_V_HSIZE = 10, FMT_V_NGROUPS = 12,
+    FMT_V_GTABLE = 16, FMT_V_GHEADER = 24, FMT_V_STREAM = 32, FMT_V_STREAMLEN = 40,
+    FMT_V_BANK = 48, FMT_V_BANKLEN = 56
+};
+#define FMT_VGROUP_SIZE 40
 
 /* Feature-flag bits this version defines (others must be zero). */
 #define FMT_FLAGS_KNOWN 0x7Fu

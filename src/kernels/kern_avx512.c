@@ -44,7 +44,7 @@
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define VNNI   __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
-#define NGROUP 4   /* panels processed side by side (F32) */
+#define NGROUP 4   /* panels processed side by side (F32/F16) */
 
 /* y[16p .. 16p+16) += acc, storing only rows < rows. */
 AVX512 static inline void add_panel(float *y, unsigned rows, unsigned p,
@@ -102,8 +102,60 @@ AVX512 static inline __m512 ld_half16(const uint8_t *p)
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 }
 
-/* One panel: the 64 lane sums of column slot s = c % 64 (see kern_ref.c),
- * folded, then the tail in double. */
+/* Up to 4 panels (ng) side by side, so that a column's broadcast of x
+ * serves them all.  Column c < np goes to lane sum c % 64 (see kern_ref.c);
+ * the 64 sums of a panel live in memory so that the weights stream in
+ * column order.  Then each panel folds its sums as fold64 and adds its
+ * tail in double. */
+AVX512 static inline void f16_panels(const uint8_t *wp, size_t pstride,
+                                     unsigned ng, unsigned np, unsigned cols,
+                                     const float *xf, __m512 *r)
+{
+    __m512 acc[4][64];
+    for (unsigned k = 0; k < ng; k++)
+        for (unsigned l = 0; l < 64; l++)
+            acc[k][l] = _mm512_setzero_ps();
+    for (unsigned c = 0; c < np; c++) {
+        const __m512 xb = _mm512_set1_ps(xf[c]);
+#pragma GCC unroll 4
+        for (unsigned k = 0; k < 4; k++)
+            if (k < ng)
+                acc[k][c % 64] = _mm512_fmadd_ps(ld_half16(wp + k * pstride + c * 32),
+                                                 xb, acc[k][c % 64]);
+    }
+    for (unsigned k = 0; k < ng; k++) {
+        __m512 a16[16], t8[8], t4[4];
+#pragma GCC unroll 16
+        for (unsigned l = 0; l < 16; l++)
+            a16[l] = _mm512_add_ps(_mm512_add_ps(acc[k][l], acc[k][32 + l]),
+                                   _mm512_add_ps(acc[k][16 + l], acc[k][48 + l]));
+#pragma GCC unroll 8
+        for (unsigned l = 0; l < 8; l++)
+            t8[l] = _mm512_add_ps(a16[l + 8], a16[l]);
+#pragma GCC unroll 4
+        for (unsigned l = 0; l < 4; l++)
+            t4[l] = _mm512_add_ps(t8[l + 4], t8[l]);
+        __m512 v = _mm512_add_ps(_mm512_add_ps(t4[0], t4[2]),
+                                 _mm512_add_ps(t4[1], t4[3]));
+        if (np < cols) {
+            const uint8_t *wk = wp + k * pstride;
+            __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+            __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(
+                             _mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+            for (unsigned c = np; c < cols; c++) {
+                __m512 pr = _mm512_mul_ps(ld_half16(wk + c * 32), _mm512_set1_ps(xf[c]));
+                lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(pr)));
+                hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(
+                         _mm512_extractf64x4_pd(_mm512_castps_pd(pr), 1))));
+            }
+            v = _mm512_castpd_ps(_mm512_insertf64x4(
+                    _mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo))),
+                    _mm256_castps_pd(_mm512_cvtpd_ps(hi)), 1));
+        }
+        r[k] = v;
+    }
+}
+
 AVX512 static void mv_f16(const void *payload, unsigned rows, unsigned cols,
                           const kern_act *x, unsigned col0, float *y)
 {
@@ -119,48 +171,12 @@ AVX512 static void mv_f16(const void *payload, unsigned rows, unsigned cols,
     for (; c < cols; c++)
         xf[c] = kern_h2f(x->f16[col0 + c]);
 
-    for (unsigned p = 0; p < g.np; p++) {
-        const uint8_t *wp = w + p * pstride;
-        __m512 t8[8];
-        for (unsigned l = 0; l < 8; l++) {
-            __m512 a[2];
-            for (unsigned hh = 0; hh < 2; hh++) {       /* slots l, l + 8 */
-                const unsigned s0 = l + 8 * hh;
-                __m512 acc[4];
-                for (unsigned j = 0; j < 4; j++)
-                    acc[j] = _mm512_setzero_ps();
-                for (unsigned i = 0; i < np; i += 64)
-                    for (unsigned j = 0; j < 4; j++) {
-                        const unsigned cc = i + 16 * j + s0;
-                        acc[j] = _mm512_fmadd_ps(ld_half16(wp + cc * 32),
-                                                 _mm512_set1_ps(xf[cc]), acc[j]);
-                    }
-                a[hh] = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]),
-                                      _mm512_add_ps(acc[1], acc[3]));
-            }
-            t8[l] = _mm512_add_ps(a[1], a[0]);
-        }
-        __m512 t4[4];
-        for (unsigned l = 0; l < 4; l++)
-            t4[l] = _mm512_add_ps(t8[l + 4], t8[l]);
-        __m512 r = _mm512_add_ps(_mm512_add_ps(t4[0], t4[2]),
-                                 _mm512_add_ps(t4[1], t4[3]));
-        if (np < cols) {
-            __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(r));
-            __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(
-                             _mm512_extractf64x4_pd(_mm512_castps_pd(r), 1)));
-            for (c = np; c < cols; c++) {
-                __m512 pr = _mm512_mul_ps(ld_half16(wp + c * 32),
-                                          _mm512_set1_ps(xf[c]));
-                lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(pr)));
-                hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(
-                         _mm512_extractf64x4_pd(_mm512_castps_pd(pr), 1))));
-            }
-            r = _mm512_castpd_ps(_mm512_insertf64x4(
-                    _mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo))),
-                    _mm256_castps_pd(_mm512_cvtpd_ps(hi)), 1));
-        }
-        add_panel(y, rows, p, r);
+    for (unsigned p = 0; p < g.np; p += NGROUP) {
+        const unsigned ng = g.np - p < NGROUP ? g.np - p : NGROUP;
+        __m512 r[NGROUP];
+        f16_panels(w + p * pstride, pstride, ng, np, cols, xf, r);
+        for (unsigned k = 0; k < ng; k++)
+            add_panel(y, rows, p + k, r[k]);
     }
 }
 
@@ -178,53 +194,63 @@ AVX512 static inline __m512i ld64(const uint8_t *p)
     return _mm512_loadu_si512(p);
 }
 
-/* The 8 group dots of one panel-block, offset not removed: isum[j] sums
- * u * x over block columns 4j..4j+3 for each of the 16 rows.  xb[j] holds
- * the 4 activation quants of group j in every lane. */
-AVX512 static inline void q4_lanes(const uint8_t *q, const __m512i *xb,
-                                   __m512i *isum)
+/* The 8 group dots of one panel-block, isum[j] = init[j] + sum of u * x
+ * over block columns 4j..4j+3 for each of the 16 rows; init holds minus
+ * the offset correction (or zero).  xq: the block's 32 activation quants. */
+AVX512 static inline void q4_lanes(const uint8_t *q, const int8_t *xq,
+                                   const int32_t *init, __m512i *isum)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), ones = _mm512_set1_epi16(1);
+#pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
         __m512i v = ld64(q + 64 * g);
-        isum[g] = _mm512_madd_epi16(_mm512_maddubs_epi16(
-                      _mm512_and_si512(v, m4), xb[g]), ones);
-        isum[g + 4] = _mm512_madd_epi16(_mm512_maddubs_epi16(
-                      _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), xb[g + 4]), ones);
+        isum[g] = _mm512_add_epi32(_mm512_set1_epi32(init[g]), _mm512_madd_epi16(
+                      _mm512_maddubs_epi16(_mm512_and_si512(v, m4), bcast4(xq + 4 * g)),
+                      ones));
+        isum[g + 4] = _mm512_add_epi32(_mm512_set1_epi32(init[g + 4]), _mm512_madd_epi16(
+                      _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                           bcast4(xq + 16 + 4 * g)), ones));
     }
 }
 
-AVX512 static inline void q8_lanes(const uint8_t *q, const __m512i *xb,
-                                   __m512i *isum)
+AVX512 static inline void q8_lanes(const uint8_t *q, const int8_t *xq,
+                                   const int32_t *init, __m512i *isum)
 {
     const __m512i sgn = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi16(1);
+    (void)init;                         /* signed weights: no offset */
+#pragma GCC unroll 8
     for (int g = 0; g < 8; g++) {
+        __m512i xb = bcast4(xq + 4 * g);
         __m512i ws = _mm512_xor_si512(ld64(q + 64 * g), sgn);  /* u - 128 */
         __mmask64 neg = _mm512_movepi8_mask(ws);
-        __m512i xs = _mm512_mask_sub_epi8(xb[g], neg, _mm512_setzero_si512(), xb[g]);
+        __m512i xs = _mm512_mask_sub_epi8(xb, neg, _mm512_setzero_si512(), xb);
         isum[g] = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(ws), xs),
                                     ones);
     }
 }
 
-VNNI static inline void q4_lanes_vnni(const uint8_t *q, const __m512i *xb,
-                                      __m512i *isum)
+VNNI static inline void q4_lanes_vnni(const uint8_t *q, const int8_t *xq,
+                                      const int32_t *init, __m512i *isum)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), z = _mm512_setzero_si512();
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
         __m512i v = ld64(q + 64 * g);
-        isum[g] = _mm512_dpbusd_epi32(z, _mm512_and_si512(v, m4), xb[g]);
-        isum[g + 4] = _mm512_dpbusd_epi32(z, _mm512_and_si512(
-                          _mm512_srli_epi16(v, 4), m4), xb[g + 4]);
+        isum[g] = _mm512_dpbusd_epi32(_mm512_set1_epi32(init[g]),
+                                      _mm512_and_si512(v, m4), bcast4(xq + 4 * g));
+        isum[g + 4] = _mm512_dpbusd_epi32(_mm512_set1_epi32(init[g + 4]),
+                          _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                          bcast4(xq + 16 + 4 * g));
     }
 }
 
-VNNI static inline void q8_lanes_vnni(const uint8_t *q, const __m512i *xb,
-                                      __m512i *isum)
+VNNI static inline void q8_lanes_vnni(const uint8_t *q, const int8_t *xq,
+                                      const int32_t *init, __m512i *isum)
 {
-    const __m512i z = _mm512_setzero_si512();
+#pragma GCC unroll 8
     for (int g = 0; g < 8; g++)
-        isum[g] = _mm512_dpbusd_epi32(z, ld64(q + 64 * g), xb[g]);
+        isum[g] = _mm512_dpbusd_epi32(_mm512_set1_epi32(init[g]), ld64(q + 64 * g),
+                                      bcast4(xq + 4 * g));
 }
 
 /* Whole-block dots (offset kept), for the repacked Q4_0 flavour. */
@@ -232,6 +258,7 @@ AVX512 static inline __m512i q4_isum(const uint8_t *q, const int8_t *xq)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512i s = _mm512_setzero_si512();     /* int16, |s| <= 30480 */
+#pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
         __m512i v = ld64(q + 64 * g);
         s = _mm512_add_epi16(s, _mm512_maddubs_epi16(_mm512_and_si512(v, m4),
@@ -247,6 +274,7 @@ VNNI static inline __m512i q4_isum_vnni(const uint8_t *q, const int8_t *xq)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
         __m512i v = ld64(q + 64 * g);
         s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(v, m4), bcast4(xq + 4 * g));
@@ -271,10 +299,10 @@ AVX512 static inline __m512 fold8(const __m512 *l)
                                        _mm512_add_ps(l[3], l[7])));
 }
 
-/* The 8-lane kernels.  LANES fills the 8 group dots of a panel-block;
- * OFFSET (8, 128, or 0 when LANES works on signed weights) times the
- * group's activation sum is removed.  Panels go QGROUP at a time so that
- * a block's activation broadcasts serve several panels. */
+/* The 8-lane kernels.  LANES fills the 8 group dots of a panel-block,
+ * starting from init = -OFFSET x the group's activation sum (OFFSET 8,
+ * 128, or 0 when LANES works on signed weights).  Panels go QGROUP at a
+ * time so that a block's activations serve several panels. */
 #define MV_LANES(NAME, ATTR, BLOCK_BYTES, LANES, OFFSET)                       \
 ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
                       const kern_act *x, unsigned col0, float *y)              \
@@ -282,39 +310,54 @@ ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
     kern_geom g = kern_geom_of(rows, cols);                                    \
     const uint8_t *w = payload, *qbase = w + g.scale_bytes;                    \
     const unsigned xb0 = col0 / KERN_QBLOCK;                                   \
-    int32_t corr[KERN_TILE_COLS / 4];   /* OFFSET * sum of each group */       \
+    int32_t init[KERN_TILE_COLS / 4];   /* -OFFSET * sum of each group */      \
     for (unsigned k = 0; k < g.nb * 8; k++) {                                  \
         const int8_t *xq = x->q8 + col0 + 4 * k;                               \
-        corr[k] = (OFFSET) * (xq[0] + xq[1] + xq[2] + xq[3]);                  \
+        init[k] = -(OFFSET) * (xq[0] + xq[1] + xq[2] + xq[3]);                 \
     }                                                                          \
-    for (unsigned p = 0; p < g.np; p += QGROUP) {                              \
-        const unsigned ng = g.np - p < QGROUP ? g.np - p : QGROUP;             \
+    unsigned p = 0;                                                            \
+    for (; p + QGROUP <= g.np; p += QGROUP) {                                  \
         __m512 acc[QGROUP][8];                                                 \
+        _Pragma("GCC unroll 2")                                                \
         for (unsigned k = 0; k < QGROUP; k++)                                  \
+            _Pragma("GCC unroll 8")                                            \
             for (int j = 0; j < 8; j++)                                        \
                 acc[k][j] = _mm512_setzero_ps();                               \
         for (unsigned b = 0; b < g.nb; b++) {                                  \
             const int8_t *xq = x->q8 + col0 + KERN_QBLOCK * b;                 \
-            __m512i xb[8];                                                     \
-            for (int j = 0; j < 8; j++)                                        \
-                xb[j] = bcast4(xq + 4 * j);                                    \
-            for (unsigned k = 0; k < ng; k++) {                                \
+            _Pragma("GCC unroll 2")                                            \
+            for (unsigned k = 0; k < QGROUP; k++) {                            \
                 const size_t pb = (size_t)(p + k) * g.nb + b;                  \
                 __m512i isum[8];                                               \
-                LANES(qbase + pb * (BLOCK_BYTES), xb, isum);                   \
+                LANES(qbase + pb * (BLOCK_BYTES), xq, init + 8 * b, isum);     \
                 const __m512 d = block_d(w + 2 * pb * KERN_PANEL,              \
                                          x->q8_d[xb0 + b]);                    \
-                for (int j = 0; j < 8; j++) {                                  \
-                    if (OFFSET)                                                \
-                        isum[j] = _mm512_sub_epi32(isum[j],                    \
-                                      _mm512_set1_epi32(corr[8 * b + j]));     \
+                _Pragma("GCC unroll 8")                                        \
+                for (int j = 0; j < 8; j++)                                    \
                     acc[k][j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[j]),\
                                                 acc[k][j]);                    \
-                }                                                              \
             }                                                                  \
         }                                                                      \
-        for (unsigned k = 0; k < ng; k++)                                      \
+        _Pragma("GCC unroll 2")                                                \
+        for (unsigned k = 0; k < QGROUP; k++)                                  \
             add_panel(y, rows, p + k, fold8(acc[k]));                          \
+    }                                                                          \
+    for (; p < g.np; p++) {                                                    \
+        __m512 acc[8];                                                         \
+        _Pragma("GCC unroll 8")                                                \
+        for (int j = 0; j < 8; j++)                                            \
+            acc[j] = _mm512_setzero_ps();                                      \
+        for (unsigned b = 0; b < g.nb; b++) {                                  \
+            const size_t pb = (size_t)p * g.nb + b;                            \
+            __m512i isum[8];                                                   \
+            LANES(qbase + pb * (BLOCK_BYTES), x->q8 + col0 + KERN_QBLOCK * b,  \
+                  init + 8 * b, isum);                                         \
+            const __m512 d = block_d(w + 2 * pb * KERN_PANEL, x->q8_d[xb0 + b]);\
+            _Pragma("GCC unroll 8")                                            \
+            for (int j = 0; j < 8; j++)                                        \
+                acc[j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[j]), acc[j]);\
+        }                                                                      \
+        add_panel(y, rows, p, fold8(acc));                                     \
     }                                                                          \
 }
 

@@ -5,6 +5,7 @@
  *   cflow run       generate text from a prompt
  *   cflow tokenize  print token ids
  *   cflow inspect   header, geometry and tiles of a .cflow file
+ *   cflow runs      the run log: list, show, compare, export
  */
 #include "config.h"
 

@@ -12,13 +12,14 @@
 
 static void help(void)
 {
-    printf("usage: cflow convert [-q q4_0|q8_0|f16|f32] [--tokenizer FILE] INPUT OUTPUT\n\n"
+    printf("usage: cflow convert [-q q4_0|q8_0|f16|f32] [--tokenizer FILE] [--vflow] INPUT OUTPUT\n\n"
            "Convert a model to the tile-native .cflow format.  INPUT is a GGUF file,\n"
            "a llama2.c checkpoint (needs --tokenizer tokenizer.bin) or a Hugging Face\n"
            "directory (config.json, *.safetensors, tokenizer files).\n\n"
            "  -q, --quant TYPE     store every weight matrix as TYPE; without it each\n"
            "                       matrix keeps its source type where a tile type exists\n"
            "  -t, --tokenizer FILE tokenizer for sources that lack one\n"
+           "      --vflow          write the stage-major .vflow layout (report 3.4)\n"
            "  -h, --help           this text\n");
 }
 
@@ -27,6 +28,7 @@ int ui_cmd_convert(int argc, char **argv)
     static const struct option lo[] = {
         { "quant", required_argument, 0, 'q' },
         { "tokenizer", required_argument, 0, 't' },
+        { "vflow", no_argument, 0, 'V' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -48,6 +50,7 @@ int ui_cmd_convert(int argc, char **argv)
                                       optarg);
             break;
         case 't': o.tokenizer_path = optarg; break;
+        case 'V': o.vflow = 1; break;
         case 'h': help(); return UI_EXIT_OK;
         default: return ui_usage_error("convert", "bad option");
         }

@@ -13,10 +13,11 @@
 
 static void help(void)
 {
-    printf("usage: cflow synth [-q TYPE] [--seed S] PRESET OUTPUT\n\n"
+    printf("usage: cflow synth [-q TYPE] [--seed S] [--vflow] PRESET OUTPUT\n\n"
            "Write a random-weight model for PRESET to OUTPUT (.cflow).\n\n"
            "  -q, --quant TYPE  tile type of the weight matrices (default q4_0)\n"
            "      --seed S      weights seed (default 1)\n"
+           "      --vflow       write the stage-major .vflow layout\n"
            "  -h, --help        this text\n\npresets:\n");
     for (unsigned i = 0; fmt_synth_preset_name(i); i++)
         printf("  %s\n", fmt_synth_preset_name(i));
@@ -28,6 +29,7 @@ int ui_cmd_synth(int argc, char **argv)
     static const struct option lo[] = {
         { "quant", required_argument, 0, 'q' },
         { "seed", required_argument, 0, O_SEED },
+        { "vflow", no_argument, 0, 'V' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -53,6 +55,7 @@ int ui_cmd_synth(int argc, char **argv)
             if (ui_parse_u64(optarg, &seed))
                 return ui_usage_error("synth", "bad --seed '%s'", optarg);
             break;
+        case 'V': o.vflow = 1; break;
         case 'h': help(); return UI_EXIT_OK;
         default: return ui_usage_error("synth", "bad option");
         }

@@ -202,11 +202,12 @@ static void test_expert_bytes(void **state)
     }
 }
 
-/* Every combine style runs, and thread count does not change its tokens. */
+/* Every combine style runs; neither the thread count nor the .vflow
+ * layout changes its tokens. */
 static void test_styles_decode(void **state)
 {
     (void)state;
-    static const char *presets[] = { "report-arch1", "report-arch2_4_combined",
+    static const char *presets[] = { "tiny-moe", "report-arch1", "report-arch2_4_combined",
                                      "report-arch2_4_sync", "report-arch3",
                                      "report-arch4", "report-arch5", "tiny-mixtral" };
     for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
@@ -226,9 +227,23 @@ static void test_styles_decode(void **state)
             outs[t - 1] = strdup(p.out);
             tu_proc_free(&p);
         }
-        fprintf(stderr, "%-26s decodes; 1 and 2 threads agree: %s\n", presets[i],
-                strcmp(outs[0], outs[1]) ? "NO" : "yes");
+        /* the same model laid out stage-major (.vflow) gives the same tokens */
+        char vpath[4096];
+        snprintf(vpath, sizeof vpath, "%s", tu_tmp("model.vflow"));
+        tu_proc p;
+        assert_int_equal(cflow(&p, "synth", "--vflow", presets[i], vpath, (char *)NULL), 0);
+        assert_int_equal(p.status, 0);
+        tu_proc_free(&p);
+        assert_int_equal(cflow(&p, "run", "-m", vpath, "-p", "the cat", "-n", "12",
+                               "--temp", "0", "--db", "/nonexistent/x.db", (char *)NULL), 0);
+        assert_int_equal(p.status, 0);
+        fprintf(stderr, "%-26s decodes; 1 and 2 threads agree: %s; .vflow agrees: %s\n",
+                presets[i], strcmp(outs[0], outs[1]) ? "NO" : "yes",
+                strcmp(outs[0], p.out) ? "NO" : "yes");
         assert_string_equal(outs[0], outs[1]);
+        assert_string_equal(outs[0], p.out);
+        tu_proc_free(&p);
+        remove(vpath);
         free(outs[0]);
         free(outs[1]);
         remove(path);
