@@ -107,6 +107,7 @@ struct eng_session {
     float *bm, *bd, *be, *bt, *ba, *hist, *pend, *probs, *xr;
     int32_t *pend_target;
     unsigned n_eff;                     /* effective layers (FixedPoint) */
+    eng_trace *trace;                   /* per-layer norms of the last pass */
     uint32_t hmax;                      /* max(ffn, expert ffn) */
     int kv_f16;                         /* resolved eng_opts.kv_f16: 0 or 1 */
     int ggml;                           /* llama.cpp arithmetic (GGUF model) */
@@ -738,6 +739,36 @@ static void pend_take(eng_session *s, int32_t target, float *x)
     s->pend_target[i] = -1;
 }
 
+static double l2(const float *x, uint32_t n)
+{
+    double acc = 0.0;
+    for (uint32_t i = 0; i < n; i++)
+        acc += (double)x[i] * x[i];
+    return sqrt(acc);
+}
+
+/* The residual after effective layer i (trace definition of
+ * scripts/train/trace.py); two-stream styles pass their second stream. */
+static void trace_layer(eng_session *s, unsigned i, const float *x, const float *a)
+{
+    eng_trace *t = s->trace;
+    uint32_t dim = s->hp->dim;
+    if (!t || i >= ENG_TRACE_MAX)
+        return;
+    if (a && s->hp->combine_style == FMT_COMBINE_DECOUPLED) {
+        double acc = 0.0;
+        for (uint32_t k = 0; k < dim; k++) {
+            double v = 0.5 * ((double)x[k] + a[k]);
+            acc += v * v;
+        }
+        t->layer_l2[i] = sqrt(acc);
+    } else {
+        t->layer_l2[i] = l2(x, dim);
+    }
+    if (t->n_layers < i + 1)
+        t->n_layers = i + 1;
+}
+
 static void add_to(float *x, const float *y, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)
@@ -771,6 +802,7 @@ static void run_layers(eng_session *s)
             MARK(l, PROF_ST_FFN);
             if (!has_e) {
                 add_to(x, d, dim);                  /* a standard Llama layer */
+                trace_layer(s, l, x, NULL);
                 continue;
             }
             moe_block(s, ly, x, e);
@@ -782,6 +814,7 @@ static void run_layers(eng_session *s)
             } else {
                 add_to(x, e, dim);                  /* Mixtral-style */
             }
+            trace_layer(s, l, x, NULL);
         }
         break;
     case FMT_COMBINE_DELAYED_SUM: {
@@ -804,6 +837,7 @@ static void run_layers(eng_session *s)
             add_to(x, d, dim);
             pend_take(s, (int32_t)l, x);
             memcpy(s->hist + (size_t)(l % R) * dim, x, dim * sizeof(float));
+            trace_layer(s, l, x, NULL);
         }
         for (unsigned t = L; t < L + de; t++)      /* flush past the end */
             pend_take(s, (int32_t)t, x);
@@ -827,6 +861,7 @@ static void run_layers(eng_session *s)
             add_to(x, d, dim);
             if (has_e && de == 0)
                 pend_take(s, (int32_t)l, x);
+            trace_layer(s, l, x, NULL);
         }
         for (unsigned t = L; t < L + de; t++)
             pend_take(s, (int32_t)t, x);
@@ -853,6 +888,7 @@ static void run_layers(eng_session *s)
             if ((l + 1) % M == 0)
                 for (uint32_t i = 0; i < dim; i++)
                     a[i] = x[i] = (a[i] + x[i]) * 0.5f;
+            trace_layer(s, l, x, a);
         }
         for (uint32_t i = 0; i < dim; i++)
             x[i] = (a[i] + x[i]) * 0.5f;
@@ -875,6 +911,7 @@ static void run_layers(eng_session *s)
             MARK(l, PROF_ST_ATTN);
             for (uint32_t i = 0; i < dim; i++)
                 x[i] = a[i] + d[i];
+            trace_layer(s, l, x, NULL);
         }
         break;
     }
@@ -894,6 +931,7 @@ static void run_layers(eng_session *s)
                     add_to(d, e, dim);
                 }
                 add_to(x, d, dim);
+                trace_layer(s, b * T + it, x, NULL);
             }
         }
         break;
@@ -916,7 +954,11 @@ static int forward(eng_session *s, int32_t token, int want_logits)
     if (!want_logits)
         return 0;
 
+    if (s->trace)
+        s->trace->final_in_l2 = l2(s->x, dim);
     rmsnorm(s, s->x, s->x, s->out_norm, dim);
+    if (s->trace)
+        s->trace->final_norm_l2 = l2(s->x, dim);
     kern_act_set(&s->act_dim, s->x, dim, s->output.need);
     memset(s->logits, 0, hp->vocab_size * sizeof(float));
     out[FMT_M_OUTPUT] = s->logits;
@@ -978,4 +1020,11 @@ void eng_get_stats(const eng_session *s, eng_stats *st)
 {
     *st = s->stats;
     st->bytes_per_token = s->bytes_per_token;
+}
+
+void eng_set_trace(eng_session *s, eng_trace *t)
+{
+    s->trace = t;
+    if (t)
+        memset(t, 0, sizeof *t);
 }

@@ -204,6 +204,17 @@ typedef struct eng_stats {
 } eng_stats;
 void eng_get_stats(const eng_session *s, eng_stats *st);
 
+/* Reference traces (tests against the PyTorch trainer): after each pass the
+ * L2 norm of the residual after every effective layer, of the input of the
+ * output norm and of its output (definitions: scripts/train/trace.py). */
+#define ENG_TRACE_MAX 256
+typedef struct eng_trace {
+    unsigned n_layers;
+    double   layer_l2[ENG_TRACE_MAX];
+    double   final_in_l2, final_norm_l2;
+} eng_trace;
+void eng_set_trace(eng_session *s, eng_trace *t);  /* NULL: off */
+
 /* Profiling (src/prof/prof.h).  With a profiler attached the session
  * brackets every token with prof_token_begin/end, marks each layer's
  * attention and FFN time (prof_layer_mark), and, before the next token

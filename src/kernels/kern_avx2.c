@@ -129,6 +129,65 @@ AVX2 static inline void add_half(float *y, unsigned rows, unsigned p,
     }
 }
 
+/* Up to NGROUP panels (ng) side by side, so that a column's broadcast of
+ * x serves them all.  Column c < np goes to lane sum c % 64 (see
+ * kern_ref.c); the 64 sums of each half panel live in memory so that the
+ * weights stream in column order.  Then each half folds its sums as fold64
+ * and adds its tail in double. */
+AVX2 static void f16_panels(const uint8_t *wp, size_t pstride, unsigned ng,
+                            unsigned np, unsigned cols, const float *xf,
+                            __m256 *lo, __m256 *hi)
+{
+    __m256 acc[NGROUP][2][64];
+    for (unsigned k = 0; k < ng; k++)
+        for (unsigned l = 0; l < 64; l++)
+            acc[k][0][l] = acc[k][1][l] = _mm256_setzero_ps();
+    for (unsigned c = 0; c < np; c++) {
+        const __m256 xb = _mm256_set1_ps(xf[c]);
+#pragma GCC unroll 4
+        for (unsigned k = 0; k < NGROUP; k++)
+            if (k < ng) {
+                const uint8_t *col = wp + k * pstride + c * 32;
+                acc[k][0][c % 64] = _mm256_fmadd_ps(ld_half8(col), xb, acc[k][0][c % 64]);
+                acc[k][1][c % 64] = _mm256_fmadd_ps(ld_half8(col + 16), xb,
+                                                    acc[k][1][c % 64]);
+            }
+    }
+    for (unsigned k = 0; k < ng; k++)
+        for (unsigned h = 0; h < 2; h++) {
+            const __m256 *ac = acc[k][h];
+            __m256 a16[16], t8[8], t4[4];
+#pragma GCC unroll 16
+            for (unsigned l = 0; l < 16; l++)
+                a16[l] = _mm256_add_ps(_mm256_add_ps(ac[l], ac[32 + l]),
+                                       _mm256_add_ps(ac[16 + l], ac[48 + l]));
+#pragma GCC unroll 8
+            for (unsigned l = 0; l < 8; l++)
+                t8[l] = _mm256_add_ps(a16[l + 8], a16[l]);
+#pragma GCC unroll 4
+            for (unsigned l = 0; l < 4; l++)
+                t4[l] = _mm256_add_ps(t8[l + 4], t8[l]);
+            __m256 r = _mm256_add_ps(_mm256_add_ps(t4[0], t4[2]),
+                                     _mm256_add_ps(t4[1], t4[3]));
+            if (np < cols) {
+                const uint8_t *wk = wp + k * pstride + 16 * h;
+                __m256d dl = _mm256_cvtps_pd(_mm256_castps256_ps128(r));
+                __m256d dh = _mm256_cvtps_pd(_mm256_extractf128_ps(r, 1));
+                for (unsigned c = np; c < cols; c++) {
+                    __m256 pr = _mm256_mul_ps(ld_half8(wk + c * 32), _mm256_set1_ps(xf[c]));
+                    dl = _mm256_add_pd(dl, _mm256_cvtps_pd(_mm256_castps256_ps128(pr)));
+                    dh = _mm256_add_pd(dh, _mm256_cvtps_pd(_mm256_extractf128_ps(pr, 1)));
+                }
+                r = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(dl)),
+                                         _mm256_cvtpd_ps(dh), 1);
+            }
+            if (h)
+                hi[k] = r;
+            else
+                lo[k] = r;
+        }
+}
+
 AVX2 static void mv_f16(const void *payload, unsigned rows, unsigned cols,
                         const kern_act *x, unsigned col0, float *y)
 {
@@ -145,47 +204,12 @@ AVX2 static void mv_f16(const void *payload, unsigned rows, unsigned cols,
     for (; c < cols; c++)
         xf[c] = kern_h2f(x->f16[col0 + c]);
 
-    for (unsigned p = 0; p < g.np; p++) {
-        for (unsigned h = 0; h < 2; h++) {   /* rows 0-7, then 8-15 */
-            const uint8_t *wp = w + p * pstride + 16 * h;
-            __m256 t8[8];
-            for (unsigned l = 0; l < 8; l++) {
-                __m256 a[2];
-                for (unsigned hh = 0; hh < 2; hh++) {   /* slots l, l + 8 */
-                    const unsigned s0 = l + 8 * hh;
-                    __m256 acc[4];
-                    for (unsigned j = 0; j < 4; j++)
-                        acc[j] = _mm256_setzero_ps();
-                    for (unsigned i = 0; i < np; i += 64)
-                        for (unsigned j = 0; j < 4; j++) {
-                            const unsigned cc = i + 16 * j + s0;
-                            acc[j] = _mm256_fmadd_ps(ld_half8(wp + cc * 32),
-                                                     _mm256_set1_ps(xf[cc]), acc[j]);
-                        }
-                    a[hh] = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]),
-                                          _mm256_add_ps(acc[1], acc[3]));
-                }
-                t8[l] = _mm256_add_ps(a[1], a[0]);
-            }
-            __m256 t4[4];
-            for (unsigned l = 0; l < 4; l++)
-                t4[l] = _mm256_add_ps(t8[l + 4], t8[l]);
-            __m256 r = _mm256_add_ps(_mm256_add_ps(t4[0], t4[2]),
-                                     _mm256_add_ps(t4[1], t4[3]));
-            if (np < cols) {
-                __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(r));
-                __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(r, 1));
-                for (c = np; c < cols; c++) {
-                    __m256 pr = _mm256_mul_ps(ld_half8(wp + c * 32),
-                                              _mm256_set1_ps(xf[c]));
-                    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(pr)));
-                    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(pr, 1)));
-                }
-                r = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(lo)),
-                                         _mm256_cvtpd_ps(hi), 1);
-            }
-            add_half(y, rows, p, h, r);
-        }
+    for (unsigned p = 0; p < g.np; p += NGROUP) {
+        const unsigned ng = g.np - p < NGROUP ? g.np - p : NGROUP;
+        __m256 lo[NGROUP], hi[NGROUP];
+        f16_panels(w + p * pstride, pstride, ng, np, cols, xf, lo, hi);
+        for (unsigned k = 0; k < ng; k++)
+            add_panel(y, rows, p + k, lo[k], hi[k]);
     }
 }
 
@@ -230,31 +254,14 @@ AVX2 static inline void q8_lanes(const uint8_t *q, const __m256i *xb,
         isum[g] = q8_quad(_mm256_loadu_si256((const __m256i *)(q + 64 * g)), xb[g]);
 }
 
-/* Whole-block dot of half a Q4_0 panel-block, offset kept (repacked
- * flavour). */
-AVX2 static inline __m256i q4_isum(const uint8_t *q, const int8_t *xq)
-{
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256i s = _mm256_setzero_si256();     /* int16, |s| <= 30480 */
-    for (int g = 0; g < 4; g++) {
-        __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * g));
-        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(_mm256_and_si256(v, m4),
-                                                     bcast4(xq + 4 * g)));
-        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(
-                _mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-                bcast4(xq + 16 + 4 * g)));
-    }
-    return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
-}
-
 /* d_w * d_x for 8 rows. */
 AVX2 static inline __m256 block_d(const uint8_t *dw, float dx)
 {
     return _mm256_mul_ps(ld_half8(dw), _mm256_set1_ps(dx));
 }
 
-/* Q8_0/Q4_0, 8 lanes (rp = 0) or repacked Q4_0 (rp = 1). */
-AVX2 static void mv_quant(enum kern_type t, int rp, const void *payload,
+/* Q8_0/Q4_0 with 8 lanes per row. */
+AVX2 static void mv_quant(enum kern_type t, const void *payload,
                           unsigned rows, unsigned cols, const kern_act *x,
                           unsigned col0, float *y)
 {
@@ -281,12 +288,6 @@ AVX2 static void mv_quant(enum kern_type t, int rp, const void *payload,
                 const int8_t *xq = x->q8 + col0 + KERN_QBLOCK * b;
                 const __m256 d = block_d(w + 2 * pb * KERN_PANEL + 16 * h,
                                          x->q8_d[xb0 + b]);
-                if (rp) {
-                    __m256i isum = _mm256_sub_epi32(q4_isum(q, xq),
-                                       _mm256_set1_epi32(8 * x->q8_sum[xb0 + b]));
-                    acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc[0]);
-                    continue;
-                }
                 __m256i xb[8], isum[8];
                 for (int j = 0; j < 8; j++)
                     xb[j] = bcast4(xq + 4 * j);
@@ -300,7 +301,7 @@ AVX2 static void mv_quant(enum kern_type t, int rp, const void *payload,
                     acc[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[j]), acc[j]);
                 }
             }
-            __m256 r = rp ? acc[0] : _mm256_add_ps(
+            __m256 r = _mm256_add_ps(
                 _mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
                 _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
             add_half(y, rows, p, h, r);
@@ -311,19 +312,54 @@ AVX2 static void mv_quant(enum kern_type t, int rp, const void *payload,
 AVX2 static void mv_q8_0(const void *payload, unsigned rows, unsigned cols,
                          const kern_act *x, unsigned col0, float *y)
 {
-    mv_quant(KERN_Q8_0, 0, payload, rows, cols, x, col0, y);
+    mv_quant(KERN_Q8_0, payload, rows, cols, x, col0, y);
 }
 
 AVX2 static void mv_q4_0(const void *payload, unsigned rows, unsigned cols,
                          const kern_act *x, unsigned col0, float *y)
 {
-    mv_quant(KERN_Q4_0, 0, payload, rows, cols, x, col0, y);
+    mv_quant(KERN_Q4_0, payload, rows, cols, x, col0, y);
 }
 
+/* Repacked Q4_0: per block, sum = fma((float)isum, d_w * d_x, sum), both
+ * half panels at once so that the activation broadcasts serve 16 rows. */
 AVX2 static void mv_q4_0_rp(const void *payload, unsigned rows, unsigned cols,
                             const kern_act *x, unsigned col0, float *y)
 {
-    mv_quant(KERN_Q4_0, 1, payload, rows, cols, x, col0, y);
+    kern_geom g = kern_geom_of(rows, cols);
+    const uint8_t *w = payload, *qbase = w + g.scale_bytes;
+    const unsigned xb0 = col0 / KERN_QBLOCK;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+
+    for (unsigned p = 0; p < g.np; p++) {
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+        for (unsigned b = 0; b < g.nb; b++) {
+            const size_t pb = (size_t)p * g.nb + b;
+            const uint8_t *q = qbase + pb * KERN_Q4_BLOCK_BYTES;
+            const int8_t *xq = x->q8 + col0 + KERN_QBLOCK * b;
+            __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int g4 = 0; g4 < 4; g4++) {
+                __m256i xl = bcast4(xq + 4 * g4), xh = bcast4(xq + 16 + 4 * g4);
+                __m256i v0 = _mm256_loadu_si256((const __m256i *)(q + 64 * g4));
+                __m256i v1 = _mm256_loadu_si256((const __m256i *)(q + 64 * g4 + 32));
+                s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(_mm256_and_si256(v0, m4), xl));
+                s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(
+                         _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), xh));
+                s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(_mm256_and_si256(v1, m4), xl));
+                s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(
+                         _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), xh));
+            }
+            const __m256i corr = _mm256_set1_epi32(8 * x->q8_sum[xb0 + b]);
+            const __m256i i0 = _mm256_sub_epi32(_mm256_madd_epi16(s0, ones), corr);
+            const __m256i i1 = _mm256_sub_epi32(_mm256_madd_epi16(s1, ones), corr);
+            const uint8_t *dw = w + 2 * pb * KERN_PANEL;
+            const float dx = x->q8_d[xb0 + b];
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), block_d(dw, dx), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), block_d(dw + 16, dx), acc1);
+        }
+        add_panel(y, rows, p, acc0, acc1);
+    }
 }
 
 /* ---- vectors ------------------------------------------------------------ */
