@@ -302,7 +302,12 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
             ly->exp_down = xalloc(hp->n_experts * sizeof *ly->exp_down, &oom);
             for (unsigned e = 0; !oom && e < hp->n_experts; e++) {
                 const fmt_stream *gu = NULL, *dn = NULL;
-                fmt_model_expert(s->model, l, e, &gu, &dn, NULL, NULL);
+                if (fmt_model_expert(s->model, l, e, &gu, &dn, NULL, NULL) || !gu || !dn ||
+                    !ly->router || !ly->moe_norm) {
+                    rc = fail(err, errlen, ENG_EFORMAT, "%s: layer %u has no expert %u",
+                              model_path, l, e);
+                    goto fail;
+                }
                 if (mv_init(&ly->exp_gu[e], gu, s->ggml) ||
                     mv_init(&ly->exp_down[e], dn, s->ggml))
                     oom = 1;

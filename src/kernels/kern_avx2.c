@@ -222,17 +222,21 @@ AVX2 static inline __m256i bcast4(const int8_t *xq)
 }
 
 /* The 8 group dots of half a Q4_0 panel-block (q: the 4 chunks' first or
- * second 32 bytes, 64 apart), offset kept: isum[j] for columns 4j..4j+3. */
-AVX2 static inline void q4_lanes(const uint8_t *q, const __m256i *xb,
-                                 __m256i *isum)
+ * second 32 bytes, 64 apart), isum[j] = init[j] + the dot of columns
+ * 4j..4j+3 (init: minus 8 x the group's activation sum). */
+AVX2 static inline void q4_lanes(const uint8_t *q, const int8_t *xq,
+                                 const int32_t *init, __m256i *isum)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
         __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * g));
-        isum[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(
-                      _mm256_and_si256(v, m4), xb[g]), ones);
-        isum[g + 4] = _mm256_madd_epi16(_mm256_maddubs_epi16(
-                      _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), xb[g + 4]), ones);
+        isum[g] = _mm256_add_epi32(_mm256_set1_epi32(init[g]), _mm256_madd_epi16(
+                      _mm256_maddubs_epi16(_mm256_and_si256(v, m4), bcast4(xq + 4 * g)),
+                      ones));
+        isum[g + 4] = _mm256_add_epi32(_mm256_set1_epi32(init[g + 4]), _mm256_madd_epi16(
+                      _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                           bcast4(xq + 16 + 4 * g)), ones));
     }
 }
 
@@ -246,12 +250,16 @@ AVX2 static inline __m256i q8_quad(__m256i v, __m256i xb)
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-/* The 8 group dots of half a Q8_0 panel-block, exact signed quants. */
-AVX2 static inline void q8_lanes(const uint8_t *q, const __m256i *xb,
-                                 __m256i *isum)
+/* The 8 group dots of half a Q8_0 panel-block, exact signed quants (no
+ * offset: init unused). */
+AVX2 static inline void q8_lanes(const uint8_t *q, const int8_t *xq,
+                                 const int32_t *init, __m256i *isum)
 {
+    (void)init;
+#pragma GCC unroll 8
     for (int g = 0; g < 8; g++)
-        isum[g] = q8_quad(_mm256_loadu_si256((const __m256i *)(q + 64 * g)), xb[g]);
+        isum[g] = q8_quad(_mm256_loadu_si256((const __m256i *)(q + 64 * g)),
+                          bcast4(xq + 4 * g));
 }
 
 /* d_w * d_x for 8 rows. */
@@ -260,66 +268,48 @@ AVX2 static inline __m256 block_d(const uint8_t *dw, float dx)
     return _mm256_mul_ps(ld_half8(dw), _mm256_set1_ps(dx));
 }
 
-/* Q8_0/Q4_0 with 8 lanes per row. */
-AVX2 static void mv_quant(enum kern_type t, const void *payload,
-                          unsigned rows, unsigned cols, const kern_act *x,
-                          unsigned col0, float *y)
-{
-    kern_geom g = kern_geom_of(rows, cols);
-    const uint8_t *w = payload;
-    const uint8_t *qbase = w + g.scale_bytes;
-    const size_t bbytes = t == KERN_Q8_0 ? KERN_Q8_BLOCK_BYTES
-                                         : KERN_Q4_BLOCK_BYTES;
-    const unsigned xb0 = col0 / KERN_QBLOCK;
-    int32_t corr[KERN_TILE_COLS / 4];   /* 8 * sum of each group (Q4_0) */
-
-    for (unsigned k = 0; k < g.nb * 8; k++) {
-        const int8_t *xq = x->q8 + col0 + 4 * k;
-        corr[k] = t == KERN_Q4_0 ? 8 * (xq[0] + xq[1] + xq[2] + xq[3]) : 0;
-    }
-    for (unsigned p = 0; p < g.np; p++) {
-        for (unsigned h = 0; h < 2; h++) {   /* rows 0-7, then 8-15 */
-            __m256 acc[8];
-            for (int j = 0; j < 8; j++)
-                acc[j] = _mm256_setzero_ps();
-            for (unsigned b = 0; b < g.nb; b++) {
-                const size_t pb = (size_t)p * g.nb + b;
-                const uint8_t *q = qbase + pb * bbytes + 32 * h;
-                const int8_t *xq = x->q8 + col0 + KERN_QBLOCK * b;
-                const __m256 d = block_d(w + 2 * pb * KERN_PANEL + 16 * h,
-                                         x->q8_d[xb0 + b]);
-                __m256i xb[8], isum[8];
-                for (int j = 0; j < 8; j++)
-                    xb[j] = bcast4(xq + 4 * j);
-                if (t == KERN_Q8_0)
-                    q8_lanes(q, xb, isum);
-                else
-                    q4_lanes(q, xb, isum);
-                for (int j = 0; j < 8; j++) {
-                    isum[j] = _mm256_sub_epi32(isum[j],
-                                  _mm256_set1_epi32(corr[8 * b + j]));
-                    acc[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[j]), acc[j]);
-                }
-            }
-            __m256 r = _mm256_add_ps(
-                _mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
-                _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
-            add_half(y, rows, p, h, r);
-        }
-    }
+/* Q8_0/Q4_0 with 8 lanes per row, half a panel at a time (8 accumulators
+ * fill the register file). */
+#define MV_LANES(NAME, BLOCK_BYTES, LANES, OFFSET)                             \
+AVX2 static void NAME(const void *payload, unsigned rows, unsigned cols,       \
+                      const kern_act *x, unsigned col0, float *y)              \
+{                                                                              \
+    kern_geom g = kern_geom_of(rows, cols);                                    \
+    const uint8_t *w = payload, *qbase = w + g.scale_bytes;                    \
+    const unsigned xb0 = col0 / KERN_QBLOCK;                                   \
+    int32_t init[KERN_TILE_COLS / 4];   /* -OFFSET * sum of each group */      \
+    for (unsigned k = 0; k < g.nb * 8; k++) {                                  \
+        const int8_t *xq = x->q8 + col0 + 4 * k;                               \
+        init[k] = -(OFFSET) * (xq[0] + xq[1] + xq[2] + xq[3]);                 \
+    }                                                                          \
+    for (unsigned p = 0; p < g.np; p++)                                        \
+        for (unsigned h = 0; h < 2; h++) {   /* rows 0-7, then 8-15 */         \
+            __m256 acc[8];                                                     \
+            _Pragma("GCC unroll 8")                                            \
+            for (int j = 0; j < 8; j++)                                        \
+                acc[j] = _mm256_setzero_ps();                                  \
+            for (unsigned b = 0; b < g.nb; b++) {                              \
+                const size_t pb = (size_t)p * g.nb + b;                        \
+                __m256i isum[8];                                               \
+                LANES(qbase + pb * (BLOCK_BYTES) + 32 * h,                     \
+                      x->q8 + col0 + KERN_QBLOCK * b, init + 8 * b, isum);     \
+                const __m256 d = block_d(w + 2 * pb * KERN_PANEL + 16 * h,     \
+                                         x->q8_d[xb0 + b]);                    \
+                _Pragma("GCC unroll 8")                                        \
+                for (int j = 0; j < 8; j++)                                    \
+                    acc[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[j]),  \
+                                             acc[j]);                          \
+            }                                                                  \
+            add_half(y, rows, p, h, _mm256_add_ps(                             \
+                _mm256_add_ps(_mm256_add_ps(acc[0], acc[4]),                   \
+                              _mm256_add_ps(acc[2], acc[6])),                  \
+                _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]),                   \
+                              _mm256_add_ps(acc[3], acc[7]))));                \
+        }                                                                      \
 }
 
-AVX2 static void mv_q8_0(const void *payload, unsigned rows, unsigned cols,
-                         const kern_act *x, unsigned col0, float *y)
-{
-    mv_quant(KERN_Q8_0, payload, rows, cols, x, col0, y);
-}
-
-AVX2 static void mv_q4_0(const void *payload, unsigned rows, unsigned cols,
-                         const kern_act *x, unsigned col0, float *y)
-{
-    mv_quant(KERN_Q4_0, payload, rows, cols, x, col0, y);
-}
+MV_LANES(mv_q8_0, KERN_Q8_BLOCK_BYTES, q8_lanes, 0)
+MV_LANES(mv_q4_0, KERN_Q4_BLOCK_BYTES, q4_lanes, 8)
 
 /* Repacked Q4_0: per block, sum = fma((float)isum, d_w * d_x, sum), both
  * half panels at once so that the activation broadcasts serve 16 rows. */
