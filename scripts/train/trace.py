@@ -15,7 +15,9 @@ for positions 0, 1, 2 and the last one (n-1) we record:
   final_norm_l2 L2 norm of N_out(x_L)
   top_ids, top_logits   the 32 largest logits, descending (ties: lower id)
   argmax        top_ids[0]
-and, for style 3, attn_stream_l2 / ffn_stream_l2 (a and f after each layer's
+greedy_ids / greedy_text: 32 greedy (argmax, ties: lower id) continuation
+tokens after the prompt (full recomputation each step, no sampling), and,
+for style 3, attn_stream_l2 / ffn_stream_l2 (a and f after each layer's
 merge step), for style 4, attn_reg_l2 (a[l]).
 
 Each JSON also holds the model's config, the sha256 of its
@@ -82,6 +84,20 @@ def trace(model, ids, k=32):
     return out
 
 
+@torch.no_grad()
+def greedy(model, ids, n=32):
+    ids = list(ids)
+    out = []
+    for _ in range(n):
+        if len(ids) >= model.c["max_position_embeddings"]:
+            break
+        lg = model(torch.tensor([ids]))[0][0, -1].double()
+        nxt = int(torch.argmax(lg))   # first maximum = lower id on ties
+        out.append(nxt)
+        ids.append(nxt)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--prompt", default=PROMPT)
@@ -105,12 +121,15 @@ def main():
             "effective_layers": model.L,
             "positions": trace(model, ids, args.top),
         }
+        g = greedy(model, ids)
+        doc["greedy_ids"] = g
+        doc["greedy_text"] = tok.decode(g)
         path = os.path.join(args.out, f"{name}.json")
         with open(path, "w") as f:
             json.dump(doc, f, indent=1)
         last = doc["positions"][-1]
         print(f"{name}: {len(ids)} ids, argmax at last {last['argmax']} "
-              f"({tok.decode([last['argmax']])!r}) -> {path}")
+              f"({tok.decode([last['argmax']])!r}), greedy {doc['greedy_text']!r} -> {path}")
 
 
 if __name__ == "__main__":

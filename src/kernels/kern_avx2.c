@@ -26,10 +26,11 @@
  *   per block, group g: lane_g = fma(d_w * d_x, (float)isum_g, lane_g);
  *   at the end the 8 lanes fold as kern_ref.c's fold8.  The repacked Q4_0
  *   flavour sums the whole block and does one FMA per block.
- * The quantised and F16 kernels run the two half panels one after the
- * other (their bytes are disjoint), to keep 8 accumulators in registers.
- * F32 runs four panels side by side so that the additions of different
- * panels overlap in the pipeline (each lane's own additions stay in order).
+ * The 8-lane quantised kernels run the two half panels one after the
+ * other (their bytes are disjoint), to keep 8 accumulators in registers;
+ * the F16 kernel keeps its 64 sums per half panel in memory and, like F32,
+ * runs four panels side by side so that one broadcast of x serves them
+ * (each lane's own additions stay in order).
  */
 #include "config.h"
 

@@ -4,8 +4,9 @@
  * The definition mirrors the trainer's evaluation (scripts/train/eval.py):
  * the file is split into stories on "<|endoftext|>"; each story, stripped of
  * surrounding whitespace and skipped when empty, is encoded as BOS + its
- * tokens (+ EOS when --eos), cut to the context; every token after BOS is
- * predicted from the ones before it.
+ * tokens + EOS; every token after BOS is predicted once from the ones
+ * before it, in windows of at most n_ctx tokens (window w covers
+ * seq[w*(n_ctx-1) .. +n_ctx) and starts from an empty cache).
  *   perplexity    = exp(total NLL / predicted tokens)
  *   bits per byte = total NLL / ln 2 / UTF-8 bytes of the stories' text
  * Bits per byte compares models with different tokenizers.
@@ -24,14 +25,14 @@
 
 static void help(void)
 {
-    printf("usage: cflow ppl [-m MODEL] [-n STORIES] [--eos] [--json] FILE\n\n"
+    printf("usage: cflow ppl [-m MODEL] [-n STORIES] [--no-eos] [--json] FILE\n\n"
            "Perplexity and bits per byte of MODEL over FILE, whose stories are\n"
            "separated by <|endoftext|>.\n\n"
            "  -m, --model FILE   .cflow model (default: the shipped one)\n"
            "  -n, --stories N    only the first N stories\n"
            "  -c, --ctx N        context (default: the model's, at most 4096)\n"
            "  -t, --threads N    worker threads\n"
-           "      --eos          also predict an end-of-sequence token per story\n"
+           "      --no-eos       do not predict an end-of-sequence token per story\n"
            "  -j, --json         machine-readable output\n"
            "  -h, --help         this text\n");
 }
@@ -90,14 +91,14 @@ int ui_cmd_ppl(int argc, char **argv)
         { "stories", required_argument, 0, 'n' },
         { "ctx", required_argument, 0, 'c' },
         { "threads", required_argument, 0, 't' },
-        { "eos", no_argument, 0, O_EOS },
+        { "no-eos", no_argument, 0, O_EOS },
         { "json", no_argument, 0, 'j' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
     const char *model = NULL;
     long max_stories = -1, n_ctx = 0, threads = 0;
-    int eos = 0, json = 0, c, rc = UI_EXIT_ERR;
+    int eos = 1, json = 0, c, rc = UI_EXIT_ERR;
     char err[512];
     eng_session *s = NULL;
     char *text = NULL;
@@ -119,7 +120,7 @@ int ui_cmd_ppl(int argc, char **argv)
             if (ui_parse_int(optarg, 1, 1024, &threads))
                 return ui_usage_error("ppl", "bad -t '%s'", optarg);
             break;
-        case O_EOS: eos = 1; break;
+        case O_EOS: eos = 0; break;
         case 'j': json = 1; break;
         case 'h': help(); return UI_EXIT_OK;
         default: return ui_usage_error("ppl", "bad option");
@@ -172,7 +173,7 @@ int ui_cmd_ppl(int argc, char **argv)
         if (len) {
             size_t n = 0;
             /* encode the story alone, then prepend BOS ourselves */
-            size_t need = len + 2;
+            size_t need = len + 3;
             if (need > cap) {
                 int32_t *q = realloc(ids, need * sizeof *ids);
                 if (!q) {
@@ -191,18 +192,21 @@ int ui_cmd_ppl(int argc, char **argv)
             n += 1;
             if (eos && eos_id >= 0)
                 ids[n++] = eos_id;
-            if (n > ctx) {
-                n = ctx;
+            if (n > ctx)
                 n_cut++;
-            }
-            eng_reset(s);
-            for (size_t i = 0; i + 1 < n; i++) {
-                if (eng_decode(s, ids[i], err, sizeof err)) {
-                    rc = ui_error("%s", err);
-                    goto out;
+            /* windows of ctx tokens overlapping by one: each token after
+             * BOS is predicted exactly once */
+            for (size_t w0 = 0; w0 + 1 < n; w0 += ctx - 1) {
+                size_t wn = n - w0 < ctx ? n - w0 : ctx;
+                eng_reset(s);
+                for (size_t i = 0; i + 1 < wn; i++) {
+                    if (eng_decode(s, ids[w0 + i], err, sizeof err)) {
+                        rc = ui_error("%s", err);
+                        goto out;
+                    }
+                    nll -= log_softmax_at(eng_logits(s), nv, ids[w0 + i + 1]);
+                    n_tok++;
                 }
-                nll -= log_softmax_at(eng_logits(s), nv, ids[i + 1]);
-                n_tok++;
             }
             n_bytes += len;
             n_stories++;
@@ -225,7 +229,7 @@ int ui_cmd_ppl(int argc, char **argv)
                "perplexity %.4f, bits per byte %.4f%s\n",
                (unsigned long long)n_stories, (unsigned long long)n_tok,
                (unsigned long long)n_bytes, ppl, bpb,
-               n_cut ? " (some stories cut to the context)" : "");
+               n_cut ? " (long stories scored in windows)" : "");
     rc = UI_EXIT_OK;
 out:
     free(ids);

@@ -41,6 +41,8 @@ static void help(void)
            "                         $XDG_DATA_HOME/cflow/runs.db or ~/.local/share/cflow/runs.db)\n"
            "      --no-log           do not record this run in the run log\n"
            "      --no-profile       no per-layer timers or counters\n"
+           "      --kv-type T        KV cache: f16, f32, or auto (default: f16 with\n"
+           "                         llama.cpp's attention for GGUF models, f32 else)\n"
            "  -h, --help             this text\n",
            d.temp, d.top_k, d.top_p, d.min_p, d.rep_penalty, d.rep_last_n,
            (unsigned long long)d.seed);
@@ -82,7 +84,7 @@ static char *slurp(const char *path)
 int ui_cmd_run(int argc, char **argv)
 {
     enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_SEED, O_NOEOS,
-           O_DB, O_NOLOG, O_NOPROF };
+           O_DB, O_NOLOG, O_NOPROF, O_KV };
     static const struct option lo[] = {
         { "model", required_argument, 0, 'm' },
         { "prompt", required_argument, 0, 'p' },
@@ -101,13 +103,14 @@ int ui_cmd_run(int argc, char **argv)
         { "db", required_argument, 0, O_DB },
         { "no-log", no_argument, 0, O_NOLOG },
         { "no-profile", no_argument, 0, O_NOPROF },
+        { "kv-type", required_argument, 0, O_KV },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
     const char *model = NULL, *prompt = NULL, *pfile = NULL;
     long n_predict = 128, n_ctx = 0, threads = 0, v;
     double d;
-    int ignore_eos = 0, c, rc = UI_EXIT_ERR;
+    int ignore_eos = 0, kv_f16 = -1, c, rc = UI_EXIT_ERR;
     eng_sampling sp;
     eng_opts eo;
     eng_session *s = NULL;
@@ -174,6 +177,16 @@ int ui_cmd_run(int argc, char **argv)
         case O_DB: rcfg.db = optarg; break;
         case O_NOLOG: rcfg.no_log = 1; break;
         case O_NOPROF: rcfg.no_profile = 1; break;
+        case O_KV:
+            if (!strcmp(optarg, "auto"))
+                kv_f16 = -1;
+            else if (!strcmp(optarg, "f16"))
+                kv_f16 = 1;
+            else if (!strcmp(optarg, "f32"))
+                kv_f16 = 0;
+            else
+                return ui_usage_error("run", "bad --kv-type '%s' (auto, f16 or f32)", optarg);
+            break;
         case 'h': help(); return UI_EXIT_OK;
         default: return ui_usage_error("run", "bad option");
         }
@@ -192,6 +205,7 @@ int ui_cmd_run(int argc, char **argv)
     eng_opts_default(&eo);
     eo.n_threads = (int)threads;
     eo.n_ctx = (uint32_t)n_ctx;
+    eo.kv_f16 = kv_f16;
     eo.log = ui_log;
     if (eng_open(&s, model, &eo, err, sizeof err)) {
         rc = ui_error("%s", err);
@@ -250,11 +264,6 @@ int ui_cmd_run(int argc, char **argv)
     int ctx_full = 0;
     long n_out = 0;      /* tokens generated (the last needs no decode) */
     for (long i = 0; i < n_predict; i++) {
-        if (getenv("CFLOW_TOP2")) {
-            float *lg = eng_logits(s); int a = 0, b = -1;
-            for (uint32_t k = 1; k < n_vocab; k++) { if (lg[k] > lg[a]) { b = a; a = (int)k; } else if (b < 0 || lg[k] > lg[b]) b = (int)k; }
-            fprintf(stderr, "[%ld: %d %.5f | %d %.5f | margin %.5f]\n", i, a, lg[a], b, lg[b], lg[a]-lg[b]);
-        }
         int32_t next = eng_sampler_sample(smp, eng_logits(s), ids, n_ids);
         if (!ignore_eos && (next == eos || next == eot))
             break;

@@ -74,11 +74,13 @@ const char *fuzz_shared(const char *rel);
 /* Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
 int fuzz_utf8_valid(const char *s, size_t n);
 
-/* Everything a tokenizer offers, on a loaded vocabulary: every id's piece
- * and class, then encode text (twice, with a short buffer first) and
+/* A loaded vocabulary: special ids in range, every id's piece (within
+ * eng_tok_max_piece, readable to its last byte) and class. */
+void fuzz_tok_walk(const eng_tok *t);
+/* Encode text (twice, with a short buffer first: the ids must agree) and
  * stream the ids back through eng_detok_push, whose output must be valid
- * UTF-8.  Returns the decoded bytes (malloc'd, *out_len) when out_len is
- * not NULL. */
+ * UTF-8 within the documented buffer bound.  Returns the decoded bytes
+ * (malloc'd, *out_len) when out_len is not NULL. */
 char *fuzz_tok_roundtrip(const eng_tok *t, const char *text, size_t len,
                          int add_special, int parse_special, size_t *out_len);
 /* Walk an opened source model: hparams, every role's tensor bytes. */

@@ -372,8 +372,7 @@ int fuzz_utf8_valid(const char *str, size_t n)
  * the parsers have already bounded them by the file). */
 #define WALK_MAX_IDS 300000
 
-char *fuzz_tok_roundtrip(const eng_tok *t, const char *text, size_t len,
-                         int add_special, int parse_special, size_t *out_len)
+void fuzz_tok_walk(const eng_tok *t)
 {
     uint32_t nv = eng_tok_n_vocab(t);
     FUZZ_ASSERT(nv > 0);
@@ -400,7 +399,13 @@ char *fuzz_tok_roundtrip(const eng_tok *t, const char *text, size_t len,
     /* out-of-range ids are refused quietly */
     (void)eng_tok_is_control(t, -1);
     (void)eng_tok_is_control(t, (int32_t)nv);
+}
 
+char *fuzz_tok_roundtrip(const eng_tok *t, const char *text, size_t len,
+                         int add_special, int parse_special, size_t *out_len)
+{
+    uint32_t nv = eng_tok_n_vocab(t);
+    size_t maxp = eng_tok_max_piece(t);
     /* encode: a short buffer first, then the full count */
     size_t n = 0, n2 = 0, cap0 = 3;
     int32_t *ids0 = malloc(cap0 * sizeof *ids0);
@@ -520,6 +525,7 @@ void fuzz_walk_src(const fmt_src *s)
         int rc = eng_tok_load(&t, kv, err, sizeof err);
         fuzz_check_err("eng_tok_load", rc, ENG_ESTOP, err, sizeof err);
         if (rc == 0) {
+            fuzz_tok_walk(t);
             static const char text[] = "Hello world, once upon a time "
                                        "\xc3\xa9 <s> <|im_end|> 123";
             fuzz_tok_roundtrip(t, text, sizeof text - 1, 1, 1, NULL);
@@ -650,6 +656,7 @@ void fuzz_walk_model(const fmt_model *m)
         int rc = eng_tok_load(&t, kv, err, sizeof err);
         fuzz_check_err("eng_tok_load", rc, ENG_ESTOP, err, sizeof err);
         if (rc == 0) {
+            fuzz_tok_walk(t);
             static const char text[] = "Once upon a time \xe2\x96\x81 "
                                        "<|im_start|> \xff";
             fuzz_tok_roundtrip(t, text, sizeof text - 1, 1, 1, NULL);

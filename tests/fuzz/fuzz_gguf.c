@@ -66,6 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rc = eng_tok_load(&t, fmt_gguf_kv(g), err, sizeof err);
     fuzz_check_err("eng_tok_load", rc, ENG_ESTOP, err, sizeof err);
     if (rc == 0) {
+        fuzz_tok_walk(t);
         static const char text[] = " Hello world!\n\tonce upon 12345 "
                                    "\xe6\x97\xa5\xe6\x9c\xac <s></s>";
         fuzz_tok_roundtrip(t, text, sizeof text - 1, 1, 1, NULL);

@@ -37,6 +37,7 @@ static void load_and_use(const char *path)
         rc = eng_tok_load(&t, kv, err, sizeof err);
         fuzz_check_err("eng_tok_load", rc, ENG_ESTOP, err, sizeof err);
         if (rc == 0) {
+            fuzz_tok_walk(t);
             for (size_t i = 0; i < sizeof texts / sizeof *texts; i++)
                 fuzz_tok_roundtrip(t, texts[i], strlen(texts[i]), (int)(i & 1),
                                    (int)(i >> 1 & 1), NULL);
