@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,4 +206,17 @@ int tu_count_lines(const char *s)
     for (; *s; s++)
         n += *s == '\n';
     return n;
+}
+
+int tu_cflow_run(tu_proc *p, ...)
+{
+    const char *argv[32] = { tu_cflow() };
+    va_list ap;
+    int n = 1;
+    va_start(ap, p);
+    while (n < 31 && (argv[n] = va_arg(ap, const char *)) != NULL)
+        n++;
+    va_end(ap);
+    argv[n] = NULL;
+    return tu_run(p, (char *const *)argv, NULL, 600);
 }

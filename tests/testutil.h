@@ -29,6 +29,9 @@ typedef struct tu_proc {
  * seconds.  Returns 0 when it ran (whatever its exit status). */
 int  tu_run(tu_proc *p, char *const argv[], char *const env[], int timeout_s);
 void tu_proc_free(tu_proc *p);
+/* Run the cflow binary: tu_cflow_run(&p, "run", "-m", model, ..., NULL),
+ * ten minutes at most. */
+int  tu_cflow_run(tu_proc *p, ...);
 
 /* Read a whole file (malloc'd, NUL-terminated); NULL on error. */
 char *tu_read_file(const char *path, size_t *len);

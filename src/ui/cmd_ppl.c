@@ -37,40 +37,6 @@ static void help(void)
            "  -h, --help         this text\n");
 }
 
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t cap = 0;
-    *n = 0;
-    for (;;) {
-        if (*n + 65537 > cap) {
-            cap = (cap + 65537) * 2;
-            char *p = realloc(buf, cap);
-            if (!p) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = p;
-        }
-        size_t r = fread(buf + *n, 1, 65536, f);
-        *n += r;
-        if (r < 65536)
-            break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return NULL;
-    }
-    buf[*n] = 0;
-    return buf;
-}
-
 static double log_softmax_at(const float *lg, uint32_t n, int32_t id)
 {
     float mx = lg[0];
@@ -132,7 +98,7 @@ int ui_cmd_ppl(int argc, char **argv)
         return ui_usage_error("ppl", "no model: give -m MODEL");
     size_t tlen;
     const char *path = argv[optind];
-    if (!(text = slurp(path, &tlen)))
+    if (!(text = ui_read_file(path, &tlen)))
         return ui_error("%s: cannot read", path);
 
     eng_opts eo;

@@ -48,39 +48,6 @@ static void help(void)
            (unsigned long long)d.seed);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    if (!f)
-        return NULL;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            cap = (cap + 4096) * 2;
-            char *p = realloc(buf, cap);
-            if (!p) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = p;
-        }
-        size_t r = fread(buf + n, 1, 4096, f);
-        n += r;
-        if (r < 4096)
-            break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    return buf;
-}
-
 int ui_cmd_run(int argc, char **argv)
 {
     enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_SEED, O_NOEOS,
@@ -197,7 +164,8 @@ int ui_cmd_run(int argc, char **argv)
         return ui_usage_error("run", "-p and -f are exclusive");
     if (!model && !(model = ui_default_model()))
         return ui_usage_error("run", "no model: give -m MODEL (no default model is installed)");
-    if (pfile && !(ptext = slurp(pfile)))
+    size_t flen;
+    if (pfile && !(ptext = ui_read_file(pfile, &flen)))
         return ui_error("%s: cannot read the prompt file", pfile);
     if (ptext)
         prompt = ptext;

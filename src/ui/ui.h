@@ -9,6 +9,7 @@
 #ifndef CFLOW_UI_H
 #define CFLOW_UI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine/engine.h"
@@ -59,6 +60,10 @@ void ui_progress(void *ud, const char *what, uint64_t done, uint64_t total);
 int ui_parse_int(const char *s, long lo, long hi, long *out);
 int ui_parse_float(const char *s, double lo, double hi, double *out);
 int ui_parse_u64(const char *s, uint64_t *out);
+
+/* A whole file, NUL-terminated (malloc'd); *len gets its size.  NULL on
+ * error. */
+char *ui_read_file(const char *path, size_t *len);
 
 /* The model used when no -m is given ($CFLOW_MODEL, else the shipped one),
  * or NULL when there is none. */

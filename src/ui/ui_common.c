@@ -123,3 +123,38 @@ const char *ui_default_model(void)
             return candidates[i];
     return NULL;
 }
+
+char *ui_read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t cap = 0;
+    *n = 0;
+    for (;;) {
+        if (*n + 65537 > cap) {
+            cap = (cap + 65537) * 2;
+            char *p = realloc(buf, cap);
+            if (!p) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = p;
+        }
+        size_t r = fread(buf + *n, 1, 65536, f);
+        *n += r;
+        if (r < 65536)
+            break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
+    buf[*n] = 0;
+    return buf;
+}
+

@@ -21,28 +21,14 @@
 #include "engine/engine.h"
 #include "testutil.h"
 
-/* run_cflow(&p, "run", "-m", model, ..., NULL) */
-static int run_cflow(tu_proc *p, ...)
-{
-    const char *argv[32] = { tu_cflow() };
-    va_list ap;
-    int n = 1;
-    va_start(ap, p);
-    while (n < 31 && (argv[n] = va_arg(ap, const char *)) != NULL)
-        n++;
-    va_end(ap);
-    argv[n] = NULL;
-    return tu_run(p, (char *const *)argv, NULL, 300);
-}
-
 static void convert(const char *in, const char *tok, const char *out)
 {
     tu_proc p;
     tu_require(in);
     if (tok)
-        assert_int_equal(run_cflow(&p, "convert", "--tokenizer", tok, in, out, NULL), 0);
+        assert_int_equal(tu_cflow_run(&p, "convert", "--tokenizer", tok, in, out, NULL), 0);
     else
-        assert_int_equal(run_cflow(&p, "convert", in, out, NULL), 0);
+        assert_int_equal(tu_cflow_run(&p, "convert", in, out, NULL), 0);
     if (p.status != 0)
         fprintf(stderr, "convert %s failed: %s\n", in, p.err);
     assert_int_equal(p.status, 0);
@@ -60,7 +46,7 @@ static void test_llama2c_200(void **state)
     tu_proc p;
     /* 200 positions from BOS: run.c forwards 200 times and prints the token
      * sampled after each, so 200 tokens are generated */
-    assert_int_equal(run_cflow(&p, "run", "-m", out, "--temp", "0", "-n", "200", NULL), 0);
+    assert_int_equal(tu_cflow_run(&p, "run", "-m", out, "--temp", "0", "-n", "200", NULL), 0);
     assert_int_equal(p.status, 0);
     if (strcmp(p.out, want)) {
         size_t i = 0;
@@ -141,7 +127,7 @@ static void gguf_parity(const char *variant, int need_words)
         char nbuf[16];
         snprintf(nbuf, sizeof nbuf, "%d", n_predict);
         tu_proc p;
-        assert_int_equal(run_cflow(&p, "run", "-m", outp, "-p", prompt, "--temp", "0", "-n", nbuf, NULL), 0);
+        assert_int_equal(tu_cflow_run(&p, "run", "-m", outp, "-p", prompt, "--temp", "0", "-n", nbuf, NULL), 0);
         assert_int_equal(p.status, 0);
         strip_nl(want);
         strip_nl(p.out);
@@ -251,7 +237,7 @@ static void test_llama2c_prompts(void **state)
         int steps = json_object_get_int(json_object_object_get(o, "steps"));
         /* prompt tokens with BOS */
         tu_proc p;
-        assert_int_equal(run_cflow(&p, "tokenize", "-m", mp, "--bos", prompt, NULL), 0);
+        assert_int_equal(tu_cflow_run(&p, "tokenize", "-m", mp, "--bos", prompt, NULL), 0);
         assert_int_equal(p.status, 0);
         int n_prompt = 0;
         for (char *q = strtok(p.out, " \n"); q; q = strtok(NULL, " \n"))
@@ -259,7 +245,7 @@ static void test_llama2c_prompts(void **state)
         tu_proc_free(&p);
         char nbuf[16];
         snprintf(nbuf, sizeof nbuf, "%d", steps - n_prompt + 1); /* run.c prints a token per forward after the prompt */
-        assert_int_equal(run_cflow(&p, "run", "-m", mp, "-p", prompt, "--temp", "0", "-n", nbuf, NULL),
+        assert_int_equal(tu_cflow_run(&p, "run", "-m", mp, "-p", prompt, "--temp", "0", "-n", nbuf, NULL),
                          0);
         assert_int_equal(p.status, 0);
         size_t pl = strlen(prompt);
@@ -315,7 +301,7 @@ static void test_tiny_random(void **state)
     eng_close(s);
 
     tu_proc p;
-    assert_int_equal(run_cflow(&p, "run", "-m", op, "-p", "Hello", "-n", "8", "--temp", "0", NULL), 0);
+    assert_int_equal(tu_cflow_run(&p, "run", "-m", op, "-p", "Hello", "-n", "8", "--temp", "0", NULL), 0);
     assert_int_equal(p.status, 0);
     tu_proc_free(&p);
 }

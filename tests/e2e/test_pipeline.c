@@ -20,25 +20,12 @@
 #include "engine/engine.h"
 #include "testutil.h"
 
-static int cflow(tu_proc *p, ...)
-{
-    const char *argv[32] = { tu_cflow() };
-    va_list ap;
-    int n = 1;
-    va_start(ap, p);
-    while (n < 31 && (argv[n] = va_arg(ap, const char *)) != NULL)
-        n++;
-    va_end(ap);
-    argv[n] = NULL;
-    return tu_run(p, (char *const *)argv, NULL, 600);
-}
-
 static void synth(const char *preset, char *out)
 {
     tu_proc p;
     snprintf(out, 4096, "%s", tu_tmp(preset));
     strcat(out, ".cflow");
-    assert_int_equal(cflow(&p, "synth", preset, out, (char *)NULL), 0);
+    assert_int_equal(tu_cflow_run(&p, "synth", preset, out, (char *)NULL), 0);
     if (p.status)
         fprintf(stderr, "synth %s: %s", preset, p.err);
     assert_int_equal(p.status, 0);
@@ -64,7 +51,7 @@ static void test_report_critical_paths(void **state)
         char path[4096];
         synth(want[i].preset, path);
         tu_proc p;
-        assert_int_equal(cflow(&p, "inspect", "--critical-path", "--bytes-per-param", "0.5",
+        assert_int_equal(tu_cflow_run(&p, "inspect", "--critical-path", "--bytes-per-param", "0.5",
                                "--json", path, (char *)NULL), 0);
         assert_int_equal(p.status, 0);
         json_object *o = json_tokener_parse(p.out);
@@ -77,7 +64,7 @@ static void test_report_critical_paths(void **state)
         json_object_put(o);
         tu_proc_free(&p);
         /* the text form prints the same totals */
-        assert_int_equal(cflow(&p, "inspect", "--critical-path", "--bytes-per-param", "0.5",
+        assert_int_equal(tu_cflow_run(&p, "inspect", "--critical-path", "--bytes-per-param", "0.5",
                                path, (char *)NULL), 0);
         char line[64];
         snprintf(line, sizeof line, "B_critical %.2f MiB/token", want[i].crit);
@@ -101,7 +88,7 @@ static void expect_refused(const char *what, const uint8_t *buf, size_t len,
     snprintf(path, sizeof path, "%s", tu_tmp("bad-moe.cflow"));
     assert_int_equal(tu_write_file(path, buf, len), 0);
     tu_proc p;
-    assert_int_equal(cflow(&p, "inspect", path, (char *)NULL), 0);
+    assert_int_equal(tu_cflow_run(&p, "inspect", path, (char *)NULL), 0);
     fprintf(stderr, "%-34s -> exit %d: %s", what, p.status, p.err);
     assert_false(p.signaled);
     assert_int_equal(p.status, 1);
@@ -218,7 +205,7 @@ static void test_styles_decode(void **state)
             tu_proc p;
             char tb[8];
             snprintf(tb, sizeof tb, "%d", t);
-            assert_int_equal(cflow(&p, "run", "-m", path, "-p", "the cat", "-n", "12",
+            assert_int_equal(tu_cflow_run(&p, "run", "-m", path, "-p", "the cat", "-n", "12",
                                    "--temp", "0", "-t", tb, "--db", "/nonexistent/x.db",
                                    (char *)NULL), 0);
             if (p.status)
@@ -231,10 +218,10 @@ static void test_styles_decode(void **state)
         char vpath[4096];
         snprintf(vpath, sizeof vpath, "%s", tu_tmp("model.vflow"));
         tu_proc p;
-        assert_int_equal(cflow(&p, "synth", "--vflow", presets[i], vpath, (char *)NULL), 0);
+        assert_int_equal(tu_cflow_run(&p, "synth", "--vflow", presets[i], vpath, (char *)NULL), 0);
         assert_int_equal(p.status, 0);
         tu_proc_free(&p);
-        assert_int_equal(cflow(&p, "run", "-m", vpath, "-p", "the cat", "-n", "12",
+        assert_int_equal(tu_cflow_run(&p, "run", "-m", vpath, "-p", "the cat", "-n", "12",
                                "--temp", "0", "--db", "/nonexistent/x.db", (char *)NULL), 0);
         assert_int_equal(p.status, 0);
         fprintf(stderr, "%-26s decodes; 1 and 2 threads agree: %s; .vflow agrees: %s\n",

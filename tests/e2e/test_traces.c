@@ -27,19 +27,6 @@
 #include "engine/engine.h"
 #include "testutil.h"
 
-static int cflow(tu_proc *p, ...)
-{
-    const char *argv[32] = { tu_cflow() };
-    va_list ap;
-    int n = 1;
-    va_start(ap, p);
-    while (n < 31 && (argv[n] = va_arg(ap, const char *)) != NULL)
-        n++;
-    va_end(ap);
-    argv[n] = NULL;
-    return tu_run(p, (char *const *)argv, NULL, 600);
-}
-
 /* Run ids through the model; compare the last position with the trace. */
 static void check(const char *model, json_object *tr, const char *variant,
                   const char *quant, int vflow)
@@ -146,10 +133,10 @@ static void test_traces(void **state)
                 snprintf(out, sizeof out, "%s", tu_tmp(v ? "m.vflow" : "m.cflow"));
                 tu_proc p;
                 if (v)
-                    assert_int_equal(cflow(&p, "convert", "--vflow", "-q", quants[q], mdir, out,
+                    assert_int_equal(tu_cflow_run(&p, "convert", "--vflow", "-q", quants[q], mdir, out,
                                            (char *)NULL), 0);
                 else
-                    assert_int_equal(cflow(&p, "convert", "-q", quants[q], mdir, out,
+                    assert_int_equal(tu_cflow_run(&p, "convert", "-q", quants[q], mdir, out,
                                            (char *)NULL), 0);
                 if (p.status)
                     fprintf(stderr, "convert %s: %s", mdir, p.err);
