@@ -117,6 +117,8 @@ struct eng_session {
     eng_stats stats;
     uint64_t bytes_per_token;
     struct prof *prof;   /* profiling (eng_set_prof): NULL when off */
+    uint64_t mv_bytes;   /* weight bytes matvec_stream read since the last
+                            per-layer mark (prof_layer_bytes) */
 };
 
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -333,6 +335,11 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
         oom = 1;
 
     s->n_eff = hp->combine_style == FMT_COMBINE_FIXED_POINT ? L * hp->iterations : L;
+    /* a FixedPoint block is read again by each of its applications */
+    if (s->n_eff > L) {
+        uint64_t head = s->output.st ? s->output.st->length : 0;
+        s->bytes_per_token = (s->bytes_per_token - head) * hp->iterations + head;
+    }
     s->hmax = hp->ffn_dim > hp->expert_ffn_dim ? hp->ffn_dim : hp->expert_ffn_dim;
     size_t kv = (size_t)s->n_eff * s->n_ctx * s->kv_dim;
     s->x = xalloc(hp->dim * sizeof(float), &oom);
@@ -470,9 +477,47 @@ static void prof_attach(eng_session *s)
         eng_pool_run(s->pool, prof_attach_run, s->prof);
 }
 
+/* The critical-path model (fmt_critical_path, report eq. 4.23) per stored
+ * layer, handed to the profiler: src/prof knows no format types.  A
+ * FixedPoint block carries the sum over its applications, as its
+ * measured bytes do. */
+static void prof_model(eng_session *s)
+{
+    unsigned L = s->hp->n_layers, n = s->n_eff ? s->n_eff : L;
+    fmt_cp_layer *cl = calloc(n ? n : 1, sizeof *cl);
+    fmt_cp_total tot;
+    if (!cl)
+        return;
+    if (fmt_critical_path(s->model, 0.0, cl, n, &tot) == 0) {
+        for (unsigned b = 0; b < L; b++) {
+            prof_layer_model m = { 0 };
+            int any = 0;
+            for (unsigned i = 0; i < n; i++) {
+                if (cl[i].block != b)
+                    continue;
+                m.attn += cl[i].attn;
+                m.dense += cl[i].dense;
+                m.expert += cl[i].expert;
+                m.naive += cl[i].naive;
+                m.critical += cl[i].critical;
+                if (!any)
+                    m.binding = cl[i].binding == FMT_CP_DENSE    ? PROF_ST_FFN
+                                : cl[i].binding == FMT_CP_EXPERT ? PROF_ST_EXPERTS
+                                                                 : PROF_ST_ATTN;
+                any = 1;
+            }
+            if (any)
+                prof_set_layer_model(s->prof, b, &m);
+        }
+    }
+    free(cl);
+}
+
 void eng_set_prof(eng_session *s, struct prof *p)
 {
     s->prof = p;
+    if (p)
+        prof_model(s);
     prof_attach(s);
 }
 
@@ -521,6 +566,7 @@ static void matvec_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
                           float *const *out)
 {
     mv_task t = { s->ops, mv, x, out, s->pool };
+    s->mv_bytes += mv->st->length;   /* every tile of the stream is read */
     /* Waking workers costs microseconds: below a few hundred KB of tiles
      * (or with one unit) the caller does the whole stream itself. */
     if (mv->n_units < 2 || mv->st->length < ENG_PAR_MIN_BYTES) {
@@ -791,7 +837,16 @@ static void run_layers(eng_session *s)
     float *x = s->x, *m = s->bm, *d = s->bd, *e = s->be;
     double pt = s->prof ? prof_now() : 0.0;
     int has_e = hp->n_experts > 0;
-#define MARK(l, st) do { if (s->prof) pt = prof_layer_mark(s->prof, (l), (st), pt); } while (0)
+    /* each mark also hands over the bytes its part streamed */
+#define MARK(l, st)                                                       \
+    do {                                                                  \
+        if (s->prof) {                                                    \
+            pt = prof_layer_mark(s->prof, (l), (st), pt);                 \
+            prof_layer_bytes(s->prof, (l), (st), s->mv_bytes);            \
+        }                                                                 \
+        s->mv_bytes = 0;                                                  \
+    } while (0)
+    s->mv_bytes = 0;
 
     for (unsigned i = 0; i <= hp->expert_delay; i++)
         s->pend_target[i] = -1;

@@ -112,7 +112,8 @@ static int read_vflow_header(fmt_model *m, char *err, size_t errlen)
         uint64_t ao = fmt_rd64(d + 8), al = fmt_rd64(d + 16);
         uint64_t dof = fmt_rd64(d + 24), dl = fmt_rd64(d + 32);
         if (fmt_rd32(d) != next || fmt_rd32(d + 4) == 0 ||
-            ao < so || al > so + sl - ao || dof < so || dl > so + sl - dof)
+            ao < so || ao > so + sl || al > so + sl - ao ||
+            dof < so || dof > so + sl || dl > so + sl - dof)
             return bad(err, errlen, FMT_EFORMAT, p, "group %u is malformed", g);
         next += fmt_rd32(d + 4);
     }

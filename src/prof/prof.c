@@ -50,9 +50,14 @@ int prof_new(prof **out, unsigned what, unsigned n_layers, char *err, size_t err
     p->n_layers = n_layers;
     p->layer_ns = calloc((size_t)(n_layers ? n_layers : 1) * PROF_NST,
                          sizeof *p->layer_ns);
+    p->layer_bytes = calloc((size_t)(n_layers ? n_layers : 1) * PROF_NST,
+                            sizeof *p->layer_bytes);
+    p->model = calloc(n_layers ? n_layers : 1, sizeof *p->model);
+    p->has_model = calloc(n_layers ? n_layers : 1, 1);
     p->ring_seq = calloc(PROF_RING_CAP, sizeof *p->ring_seq);
     p->ring_words = calloc((size_t)PROF_RING_CAP * PROF_TOK_WORDS, sizeof *p->ring_words);
-    if (!p->layer_ns || !p->ring_seq || !p->ring_words)
+    if (!p->layer_ns || !p->layer_bytes || !p->model || !p->has_model || !p->ring_seq ||
+        !p->ring_words)
         goto oom;
     prof_ctr_init(&p->ctr, (p->what & PROF_COUNTERS) != 0);
     prof_run_begin(p, 0, 0.0);
@@ -61,6 +66,9 @@ int prof_new(prof **out, unsigned what, unsigned n_layers, char *err, size_t err
 oom:
     if (p) {
         free(p->layer_ns);
+        free(p->layer_bytes);
+        free(p->model);
+        free(p->has_model);
         free(p->ring_seq);
         free(p->ring_words);
         free(p);
@@ -75,6 +83,9 @@ void prof_free(prof *p)
         return;
     prof_ctr_free(&p->ctr);
     free(p->layer_ns);
+    free(p->layer_bytes);
+    free(p->model);
+    free(p->has_model);
     free(p->ring_seq);
     free(p->ring_words);
     free(p);
@@ -105,14 +116,17 @@ uint64_t prof_run_begin(prof *p, uint64_t bytes_per_token, double read_bw_gbs)
     p->run.read_bw_gbs = read_bw_gbs > 0 ? read_bw_gbs : 0.0;
     for (int i = 0; i < PROF_NEV; i++)
         p->run.ev[i] = p->ctr.avail[i] ? 0 : -1;
-    for (size_t i = 0; i < (size_t)(p->n_layers ? p->n_layers : 1) * PROF_NST; i++)
+    for (size_t i = 0; i < (size_t)(p->n_layers ? p->n_layers : 1) * PROF_NST; i++) {
         atomic_store_explicit(&p->layer_ns[i], 0, memory_order_relaxed);
+        atomic_store_explicit(&p->layer_bytes[i], 0, memory_order_relaxed);
+    }
     return gen;
 }
 
 void prof_token_begin(prof *p)
 {
     memset(p->cur.st, 0, sizeof p->cur.st);
+    memset(p->cur.bytes, 0, sizeof p->cur.bytes);
     if (p->ctr.on)
         prof_ctr_read(&p->ctr, p->cur.ev0);
     /* the clock after the counters: their reading is not the token's time */
@@ -132,6 +146,47 @@ double prof_layer_mark(prof *p, unsigned layer, enum prof_stream st, double sinc
                               memory_order_relaxed);
     }
     return now;
+}
+
+void prof_layer_bytes(prof *p, unsigned layer, enum prof_stream st, uint64_t bytes)
+{
+    if (layer >= p->n_layers || (unsigned)st >= PROF_NST)
+        return;
+    p->cur.bytes[st] += bytes;
+    atomic_uint_least64_t *a = &p->layer_bytes[(size_t)layer * PROF_NST + st];
+    atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) + bytes,
+                          memory_order_relaxed);
+}
+
+void prof_set_layer_model(prof *p, unsigned layer, const prof_layer_model *m)
+{
+    if (layer >= p->n_layers)
+        return;
+    if (!m) {
+        p->has_model[layer] = 0;
+        return;
+    }
+    p->model[layer] = *m;
+    if ((unsigned)p->model[layer].binding >= PROF_NST)
+        p->model[layer].binding = PROF_ST_ATTN;
+    p->has_model[layer] = 1;
+}
+
+int prof_get_layer_model(const prof *p, unsigned layer, prof_layer_model *m)
+{
+    if (layer >= p->n_layers || !p->has_model[layer])
+        return 0;
+    if (m)
+        *m = p->model[layer];
+    return 1;
+}
+
+uint64_t prof_layer_streamed(const prof *p, unsigned layer, enum prof_stream st)
+{
+    if (layer >= p->n_layers || (unsigned)st >= PROF_NST)
+        return 0;
+    atomic_uint_least64_t *a = &((prof *)p)->layer_bytes[(size_t)layer * PROF_NST + st];
+    return atomic_load_explicit(a, memory_order_relaxed);
 }
 
 static void ring_put(prof *p, const prof_tok *rec)
@@ -162,6 +217,7 @@ void prof_token_end(prof *p, enum prof_phase phase)
     rec.t = p->cur.t0 - p->run.t0;
     rec.dt = t1 - p->cur.t0;
     memcpy(rec.st, p->cur.st, sizeof rec.st);
+    memcpy(rec.bytes, p->cur.bytes, sizeof rec.bytes);
     if (p->ctr.on) {
         int64_t ev1[PROF_NEV];
         prof_ctr_read(&p->ctr, ev1);
@@ -178,8 +234,10 @@ void prof_token_end(prof *p, enum prof_phase phase)
 
     p->run.n_tok[ph]++;
     p->run.sec[ph] += rec.dt;
-    for (int i = 0; i < PROF_NST; i++)
+    for (int i = 0; i < PROF_NST; i++) {
         p->run.st[i] += rec.st[i];
+        p->run.bytes[i] += rec.bytes[i];
+    }
     for (int i = 0; i < PROF_NEV; i++)
         if (rec.ev[i] >= 0 && p->run.ev[i] >= 0)
             p->run.ev[i] = rec.ev[i] > INT64_MAX - p->run.ev[i] ? INT64_MAX
@@ -254,6 +312,15 @@ void prof_totals_get(const prof *p, prof_totals *t)
     t->bytes_per_token = p->run.bytes_per_token;
     memcpy(t->st, p->run.st, sizeof t->st);
     memcpy(t->ev, p->run.ev, sizeof t->ev);
+    memcpy(t->bytes, p->run.bytes, sizeof t->bytes);
+    for (unsigned l = 0; l < p->n_layers; l++) {
+        if (!p->has_model[l])
+            continue;
+        t->cp_naive += p->model[l].naive;
+        t->cp_critical += p->model[l].critical;
+        t->cp_layers++;
+        t->cp_binding[p->model[l].binding]++;
+    }
 }
 
 double prof_layer_seconds(const prof *p, unsigned layer, enum prof_stream st)

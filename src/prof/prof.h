@@ -136,6 +136,31 @@ void   prof_token_begin(prof *p);
 void   prof_token_end(prof *p, enum prof_phase phase);
 double prof_layer_mark(prof *p, unsigned layer, enum prof_stream st,
                        double since);
+/* Weight bytes the current token streamed in (layer, stream): the lengths
+ * of the tile streams the engine actually read (for experts, only the
+ * experts routed to).  Adds to the token's per-stream bytes and to the
+ * run's per-layer sums.  Recorded whenever a profiler is attached (an
+ * addition; no clock read). */
+void   prof_layer_bytes(prof *p, unsigned layer, enum prof_stream st,
+                        uint64_t bytes);
+
+/* The analytic critical-path model of one layer (report eq. 4.23), handed
+ * over once when the profiler is attached (the engine computes it; src/prof
+ * only keeps the numbers).  Bytes per token: attn, dense, expert are the
+ * three streams (expert: the top-k experts a token reads); naive is
+ * max(attn, dense, expert), critical max(attn, dense/(dd+1),
+ * expert/(de+1)); binding the stream that sets critical (PROF_ST_ATTN,
+ * PROF_ST_FFN for the dense FFN, PROF_ST_EXPERTS).  A layer applied
+ * several times (FixedPoint) carries the sum over its applications.  The
+ * model survives prof_run_begin. */
+typedef struct prof_layer_model {
+    double attn, dense, expert;
+    double naive, critical;
+    int    binding;             /* enum prof_stream */
+} prof_layer_model;
+void prof_set_layer_model(prof *p, unsigned layer, const prof_layer_model *m);
+/* 1 and *m when layer has a model, else 0. */
+int  prof_get_layer_model(const prof *p, unsigned layer, prof_layer_model *m);
 
 /* One finished token.  Every field is 8 bytes (the ring copies words). */
 typedef struct prof_tok {
@@ -146,6 +171,7 @@ typedef struct prof_tok {
     double   dt;                 /* seconds */
     double   st[PROF_NST];       /* seconds per stream, summed over layers */
     int64_t  ev[PROF_NEV];       /* counter deltas summed over threads; -1 n/a */
+    uint64_t bytes[PROF_NST];    /* weight bytes streamed (prof_layer_bytes) */
 } prof_tok;
 
 /* Ring readers.  A reader keeps its own cursor (start it at
@@ -176,11 +202,19 @@ typedef struct prof_totals {
     uint64_t bytes_per_token;
     double   st[PROF_NST];             /* seconds per stream, all layers */
     int64_t  ev[PROF_NEV];             /* counter totals; -1 unavailable */
+    /* weight bytes streamed per stream, summed over the run's tokens */
+    uint64_t bytes[PROF_NST];
+    /* the critical-path model summed over layers (bytes per token; 0 when
+     * none was set), and per stream the number of layers it binds */
+    double   cp_naive, cp_critical;
+    unsigned cp_layers, cp_binding[PROF_NST];
 } prof_totals;
 /* The current run's totals (decoding thread). */
 void   prof_totals_get(const prof *p, prof_totals *t);
 /* Seconds layer spent in stream st during the current run (any thread). */
 double prof_layer_seconds(const prof *p, unsigned layer, enum prof_stream st);
+/* Weight bytes layer streamed in st during the current run (any thread). */
+uint64_t prof_layer_streamed(const prof *p, unsigned layer, enum prof_stream st);
 
 /* One line, no newline, the events in enum order:
  *   "task-clock 12.3 ms, page-faults 120, major-faults 0, minor-faults 120,
@@ -218,7 +252,7 @@ int    prof_file_hash(const char *path, char hex[17], uint64_t *size, char *err,
 /* ======================================================================= */
 typedef struct prof_log prof_log;
 
-#define PROF_LOG_SCHEMA 2   /* PRAGMA user_version of a current database */
+#define PROF_LOG_SCHEMA 3   /* PRAGMA user_version of a current database */
 
 enum { PROF_LOG_CREATE = 1 };  /* create the file (and its folder) if absent */
 
@@ -299,6 +333,10 @@ typedef struct prof_run_row {
     double   prefill_s, decode_s, prefill_tok_s, decode_tok_s, gb_s, bw_share;
     int64_t  ev[PROF_NEV];            /* -1: unavailable or not recorded */
     char     ev_reason[PROF_NEV][128];
+    /* weight bytes streamed per stream over the run (0 when not recorded),
+     * and the critical-path model in bytes per token (0: none) */
+    uint64_t bytes[PROF_NST];
+    double   cp_naive, cp_critical;
 } prof_run_row;
 
 /* Runs, oldest first; model_filter (NULL: all) keeps runs whose model path
@@ -312,6 +350,20 @@ int prof_log_get(prof_log *l, int64_t id, prof_run_row *row, char *err,
  * *n_tok the tokens they cover. */
 int prof_log_layers(prof_log *l, int64_t id, double **sec, unsigned *n_layers,
                     uint64_t *n_tok, char *err, size_t errlen);
+/* Per-layer statistics of run id, in layer order: seconds and streamed
+ * bytes per stream summed over n_tokens tokens, and the critical-path
+ * model (has_model 0 when the run recorded none, e.g. a log migrated from
+ * schema 2).  *rows is malloc'd. */
+typedef struct prof_layer_row {
+    unsigned         layer;
+    uint64_t         n_tokens;
+    double           sec[PROF_NST];
+    uint64_t         bytes[PROF_NST];
+    int              has_model;
+    prof_layer_model model;
+} prof_layer_row;
+int prof_log_layer_rows(prof_log *l, int64_t id, prof_layer_row **rows,
+                        unsigned *n, char *err, size_t errlen);
 /* Token records of run id, in order (run is 0). */
 int prof_log_tokens(prof_log *l, int64_t id, prof_tok **toks, size_t *n,
                     char *err, size_t errlen);

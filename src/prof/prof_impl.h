@@ -12,6 +12,10 @@
  *   run        the current run's accumulators (decoding thread only).
  *   layer_ns   [n_layers][PROF_NST] nanoseconds per layer and stream of the
  *              current run; relaxed atomics so a TUI may read them live.
+ *   layer_bytes [n_layers][PROF_NST] weight bytes streamed per layer and
+ *              stream in the current run; relaxed atomics as layer_ns.
+ *   model      [n_layers] the analytic critical-path figures of each layer
+ *              (prof_set_layer_model), has_model[n_layers] which are set.
  *   ring       PROF_RING_CAP records of PROF_TOK_WORDS 64-bit words with a
  *              sequence word each (a seqlock per slot, see prof.c).
  */
@@ -65,6 +69,7 @@ struct prof {
         double  t0;
         int64_t ev0[PROF_NEV];
         double  st[PROF_NST];
+        uint64_t bytes[PROF_NST];
     } cur;
 
     struct {
@@ -74,11 +79,15 @@ struct prof {
         double   sec[2];
         double   st[PROF_NST];
         int64_t  ev[PROF_NEV];
+        uint64_t bytes[PROF_NST];
         uint64_t bytes_per_token;
         double   read_bw_gbs;
     } run;
 
     atomic_uint_least64_t *layer_ns;
+    atomic_uint_least64_t *layer_bytes;
+    prof_layer_model      *model;
+    unsigned char         *has_model;
 
     atomic_uint_least64_t  ring_head;      /* records ever written */
     atomic_uint_least64_t *ring_seq;       /* [PROF_RING_CAP] */

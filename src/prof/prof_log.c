@@ -27,22 +27,36 @@
  *   run(id, session_id, started, ended, status, threads, prefetch,
  *       expert_io, n_ctx, temp, top_k, top_p, min_p, rep_penalty,
  *       rep_last_n, seed, n_prompt, n_gen, prefill_s, decode_s,
- *       bytes_per_token, prefill_tok_s, decode_tok_s, gb_s, bw_share)
+ *       bytes_per_token, prefill_tok_s, decode_tok_s, gb_s, bw_share,
+ *       attn_bytes, ffn_bytes, experts_bytes, cp_naive_bytes,
+ *       cp_critical_bytes)
  *       A stretch of decoding under one configuration; a changed setting
  *       starts a new run.  status is "running" until the run's last flush
  *       writes "done" and ended; the totals are rewritten at every flush,
  *       so a run that was killed keeps those of its last committed batch
  *       (readers show a "running" run whose process is gone from this host
  *       as "interrupted"; runs migrated from version 1 without an end time
- *       are stored as "interrupted").
+ *       are stored as "interrupted").  attn_bytes ... experts_bytes are
+ *       the weight bytes streamed over all the run's tokens;
+ *       cp_naive_bytes and cp_critical_bytes the critical-path model's
+ *       totals per token (NULL: not known).
  *   token(run_id, idx, phase, t, dt, attn_s, ffn_s, experts_s, io_wait_s,
  *         c_<event>...)
  *       One row per token (phase 0 prefill, 1 decode; t its start since the
  *       run began), with the counter deltas of that token in the columns
  *       c_cycles ... c_cpu_migrations (names: prof_ev_name with '-' as
- *       '_'), NULL where unavailable.
- *   layer_stat(run_id, layer, attn_s, ffn_s, experts_s, io_wait_s, n_tokens)
- *       Seconds per layer and stream over the run.
+ *       '_'), NULL where unavailable, and the weight bytes it streamed
+ *       (attn_bytes, ffn_bytes, experts_bytes).
+ *   layer_stat(run_id, layer, attn_s, ffn_s, experts_s, io_wait_s, n_tokens,
+ *              attn_bytes, ffn_bytes, experts_bytes, cp_attn_bytes,
+ *              cp_dense_bytes, cp_expert_bytes, cp_naive_bytes,
+ *              cp_critical_bytes, cp_binding)
+ *       Seconds per layer and stream over the run; weight bytes streamed
+ *       per stream, summed over the n_tokens tokens (the tiles the engine
+ *       read: for experts only the routed ones); the analytic
+ *       critical-path model of the layer in bytes per token (report eq.
+ *       4.23: the three streams, naive and critical, and the binding
+ *       stream "attention", "dense" or "experts"), NULL when not known.
  *   counter(run_id, event, value, reason)
  *       Counter totals of the run; value NULL and reason set when the event
  *       was unavailable.
@@ -51,7 +65,7 @@
  * a new database runs them all from 0, so a fresh log and a migrated one
  * are the same schema by construction.  Version 1 was the first layout
  * (no bandwidth, geometry, per-layer or counter data); version 2 added
- * them.  Migrating runs inside the BEGIN IMMEDIATE transaction that reads
+ * them; version 3 added streamed bytes and the critical-path model.  Migrating runs inside the BEGIN IMMEDIATE transaction that reads
  * user_version, so two processes opening an old log at once migrate it
  * once.  A log newer than this program is refused, never downgraded.
  */
@@ -148,7 +162,43 @@ static const char *const migrations[PROF_LOG_SCHEMA] = {
     " PRIMARY KEY(run_id, event)) WITHOUT ROWID;"
     "CREATE INDEX run_session ON run(session_id);"
     "CREATE INDEX session_model ON session(model_id);",
+
+    /* 2 -> 3: weight bytes streamed (per run, token and layer) and the
+     * critical-path model (per run and layer) */
+    "ALTER TABLE run ADD COLUMN attn_bytes INTEGER;"
+    "ALTER TABLE run ADD COLUMN ffn_bytes INTEGER;"
+    "ALTER TABLE run ADD COLUMN experts_bytes INTEGER;"
+    "ALTER TABLE run ADD COLUMN cp_naive_bytes REAL;"
+    "ALTER TABLE run ADD COLUMN cp_critical_bytes REAL;"
+    "ALTER TABLE token ADD COLUMN attn_bytes INTEGER;"
+    "ALTER TABLE token ADD COLUMN ffn_bytes INTEGER;"
+    "ALTER TABLE token ADD COLUMN experts_bytes INTEGER;"
+    "ALTER TABLE layer_stat ADD COLUMN attn_bytes INTEGER;"
+    "ALTER TABLE layer_stat ADD COLUMN ffn_bytes INTEGER;"
+    "ALTER TABLE layer_stat ADD COLUMN experts_bytes INTEGER;"
+    "ALTER TABLE layer_stat ADD COLUMN cp_attn_bytes REAL;"
+    "ALTER TABLE layer_stat ADD COLUMN cp_dense_bytes REAL;"
+    "ALTER TABLE layer_stat ADD COLUMN cp_expert_bytes REAL;"
+    "ALTER TABLE layer_stat ADD COLUMN cp_naive_bytes REAL;"
+    "ALTER TABLE layer_stat ADD COLUMN cp_critical_bytes REAL;"
+    "ALTER TABLE layer_stat ADD COLUMN cp_binding TEXT;",
 };
+
+/* Streams whose bytes are logged: attention, ffn, experts (I/O wait
+ * streams no weights). */
+#define NBST 3
+
+/* The binding stream as the log spells it (fmt_cp_stream_name's words). */
+static const char *binding_name(int st)
+{
+    return st == PROF_ST_FFN ? "dense" : st == PROF_ST_EXPERTS ? "experts" : "attention";
+}
+
+static int binding_from_name(const char *s)
+{
+    return !s ? PROF_ST_ATTN : !strcmp(s, "dense") ? PROF_ST_FFN
+                             : !strcmp(s, "experts") ? PROF_ST_EXPERTS : PROF_ST_ATTN;
+}
 
 struct prof_log {
     sqlite3      *db;
@@ -548,22 +598,27 @@ static int prepare_writers(prof_log *l)
         "INSERT OR REPLACE INTO token(run_id, idx, phase, t, dt, attn_s, ffn_s,"
         " experts_s, io_wait_s, c_cycles, c_instructions, c_l1d_read_misses,"
         " c_llc_read_misses, c_dtlb_read_misses, c_task_clock, c_page_faults,"
-        " c_major_faults, c_minor_faults, c_context_switches, c_cpu_migrations)"
+        " c_major_faults, c_minor_faults, c_context_switches, c_cpu_migrations,"
+        " attn_bytes, ffn_bytes, experts_bytes)"
         " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
-        " ?16, ?17, ?18, ?19, ?20)",
+        " ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)",
         -1, &l->ins_token, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(
             l->db,
             "UPDATE run SET n_prompt=?2, n_gen=?3, prefill_s=?4, decode_s=?5,"
             " bytes_per_token=?6, prefill_tok_s=?7, decode_tok_s=?8, gb_s=?9,"
-            " bw_share=?10, ended=?11, status=?12 WHERE id=?1",
+            " bw_share=?10, ended=?11, status=?12, attn_bytes=?13, ffn_bytes=?14,"
+            " experts_bytes=?15, cp_naive_bytes=?16, cp_critical_bytes=?17 WHERE id=?1",
             -1, &l->upd_run, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(l->db,
                                 "INSERT OR REPLACE INTO layer_stat(run_id, layer, attn_s,"
-                                " ffn_s, experts_s, io_wait_s, n_tokens)"
-                                " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                                " ffn_s, experts_s, io_wait_s, n_tokens, attn_bytes,"
+                                " ffn_bytes, experts_bytes, cp_attn_bytes, cp_dense_bytes,"
+                                " cp_expert_bytes, cp_naive_bytes, cp_critical_bytes,"
+                                " cp_binding) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+                                " ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
                                 -1, &l->ins_layer, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(l->db,
@@ -661,6 +716,8 @@ static int write_tokens(prof_log *l, prof *p)
                 else
                     sqlite3_bind_null(st, 10 + k);
             }
+            for (int k = 0; k < NBST; k++)
+                sqlite3_bind_int64(st, 10 + PROF_NEV + k, (sqlite3_int64)r->bytes[k]);
             int rc = step_done(st);
             if (rc != SQLITE_OK)
                 return rc;
@@ -694,6 +751,10 @@ static int write_totals(prof_log *l, prof *p, int final)
         sqlite3_bind_null(st, 11);
     }
     bind_text(st, 12, final ? "done" : "running");
+    for (int k = 0; k < NBST; k++)
+        sqlite3_bind_int64(st, 13 + k, (sqlite3_int64)t.bytes[k]);
+    bind_pos_real(st, 16, t.cp_layers ? t.cp_naive : 0);
+    bind_pos_real(st, 17, t.cp_layers ? t.cp_critical : 0);
     if ((rc = step_done(st)) != SQLITE_OK)
         return rc;
 
@@ -704,6 +765,20 @@ static int write_totals(prof_log *l, prof *p, int final)
         for (int k = 0; k < PROF_NST; k++)
             sqlite3_bind_double(st, 3 + k, prof_layer_seconds(p, layer, k));
         sqlite3_bind_int64(st, 7, (sqlite3_int64)(t.n_prompt + t.n_gen));
+        for (int k = 0; k < NBST; k++)
+            sqlite3_bind_int64(st, 8 + k, (sqlite3_int64)prof_layer_streamed(p, layer, k));
+        prof_layer_model lm;
+        if (prof_get_layer_model(p, layer, &lm)) {
+            sqlite3_bind_double(st, 11, lm.attn);
+            sqlite3_bind_double(st, 12, lm.dense);
+            sqlite3_bind_double(st, 13, lm.expert);
+            sqlite3_bind_double(st, 14, lm.naive);
+            sqlite3_bind_double(st, 15, lm.critical);
+            bind_text(st, 16, binding_name(lm.binding));
+        } else {
+            for (int k = 11; k <= 16; k++)
+                sqlite3_bind_null(st, k);
+        }
         if ((rc = step_done(st)) != SQLITE_OK)
             return rc;
     }
@@ -762,7 +837,9 @@ int prof_log_flush(prof_log *l, prof *p, int final, char *err, size_t errlen)
     " coalesce(r.bytes_per_token, 0), coalesce(r.prefill_s, 0),"                      \
     " coalesce(r.decode_s, 0), coalesce(r.prefill_tok_s, 0),"                         \
     " coalesce(r.decode_tok_s, 0), coalesce(r.gb_s, 0), coalesce(r.bw_share, 0),"     \
-    " s.pid"                                                                          \
+    " s.pid, coalesce(r.attn_bytes, 0), coalesce(r.ffn_bytes, 0),"                   \
+    " coalesce(r.experts_bytes, 0), coalesce(r.cp_naive_bytes, 0),"                   \
+    " coalesce(r.cp_critical_bytes, 0)"                                               \
     " FROM run r JOIN session s ON s.id = r.session_id"                               \
     " JOIN model m ON m.id = s.model_id JOIN machine ma ON ma.id = s.machine_id"
 
@@ -815,6 +892,10 @@ static void read_row(sqlite3_stmt *st, prof_run_row *r)
     r->bw_share = sqlite3_column_double(st, i++);
     /* a run still "running" whose process is gone on this host was cut
      * short (killed, crashed): say so */
+    for (int k = 0; k < NBST; k++)
+        r->bytes[k] = (uint64_t)sqlite3_column_int64(st, i + 1 + k);
+    r->cp_naive = sqlite3_column_double(st, i + 1 + NBST);
+    r->cp_critical = sqlite3_column_double(st, i + 2 + NBST);
     if (!strcmp(r->status, "running") && sqlite3_column_type(st, i) != SQLITE_NULL) {
         char host[256] = "";
         long long pid = sqlite3_column_int64(st, i);
@@ -977,7 +1058,9 @@ int prof_log_tokens(prof_log *l, int64_t id, prof_tok **toks, size_t *n, char *e
         "SELECT idx, phase, t, dt, attn_s, ffn_s, experts_s, io_wait_s, c_cycles,"
         " c_instructions, c_l1d_read_misses, c_llc_read_misses, c_dtlb_read_misses,"
         " c_task_clock, c_page_faults, c_major_faults, c_minor_faults,"
-        " c_context_switches, c_cpu_migrations FROM token WHERE run_id=?1 ORDER BY idx",
+        " c_context_switches, c_cpu_migrations, coalesce(attn_bytes, 0),"
+        " coalesce(ffn_bytes, 0), coalesce(experts_bytes, 0) FROM token"
+        " WHERE run_id=?1 ORDER BY idx",
         -1, &st, NULL);
     if (rc != SQLITE_OK)
         return fail_db(l, err, errlen, NULL);
@@ -1005,6 +1088,8 @@ int prof_log_tokens(prof_log *l, int64_t id, prof_tok **toks, size_t *n, char *e
             r->ev[k] = sqlite3_column_type(st, 8 + k) == SQLITE_NULL
                            ? -1
                            : sqlite3_column_int64(st, 8 + k);
+        for (int k = 0; k < NBST; k++)
+            r->bytes[k] = (uint64_t)sqlite3_column_int64(st, 8 + PROF_NEV + k);
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
@@ -1012,6 +1097,68 @@ int prof_log_tokens(prof_log *l, int64_t id, prof_tok **toks, size_t *n, char *e
         return fail_db(l, err, errlen, NULL);
     }
     *toks = v;
+    *n = cnt;
+    return 0;
+}
+
+int prof_log_layer_rows(prof_log *l, int64_t id, prof_layer_row **rows, unsigned *n,
+                        char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    prof_layer_row *v = NULL;
+    unsigned cnt = 0, cap = 0;
+    int rc;
+
+    *rows = NULL;
+    *n = 0;
+    rc = sqlite3_prepare_v2(l->db,
+                            "SELECT layer, coalesce(attn_s, 0), coalesce(ffn_s, 0),"
+                            " coalesce(experts_s, 0), coalesce(io_wait_s, 0),"
+                            " coalesce(n_tokens, 0), coalesce(attn_bytes, 0),"
+                            " coalesce(ffn_bytes, 0), coalesce(experts_bytes, 0),"
+                            " cp_attn_bytes, cp_dense_bytes, cp_expert_bytes,"
+                            " cp_naive_bytes, cp_critical_bytes, cp_binding"
+                            " FROM layer_stat WHERE run_id=?1 AND layer >= 0 AND"
+                            " layer < 1000000 ORDER BY layer",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return fail_db(l, err, errlen, NULL);
+    sqlite3_bind_int64(st, 1, id);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (cnt == cap) {
+            unsigned nc = cap ? cap * 2 : 64;
+            prof_layer_row *nv = realloc(v, (size_t)nc * sizeof *nv);
+            if (!nv) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            v = nv;
+            cap = nc;
+        }
+        prof_layer_row *r = &v[cnt++];
+        memset(r, 0, sizeof *r);
+        r->layer = (unsigned)sqlite3_column_int(st, 0);
+        for (int k = 0; k < PROF_NST; k++)
+            r->sec[k] = sqlite3_column_double(st, 1 + k);
+        r->n_tokens = (uint64_t)sqlite3_column_int64(st, 5);
+        for (int k = 0; k < NBST; k++)
+            r->bytes[k] = (uint64_t)sqlite3_column_int64(st, 6 + k);
+        r->has_model = sqlite3_column_type(st, 13) != SQLITE_NULL;
+        if (r->has_model) {
+            r->model.attn = sqlite3_column_double(st, 9);
+            r->model.dense = sqlite3_column_double(st, 10);
+            r->model.expert = sqlite3_column_double(st, 11);
+            r->model.naive = sqlite3_column_double(st, 12);
+            r->model.critical = sqlite3_column_double(st, 13);
+            r->model.binding = binding_from_name((const char *)sqlite3_column_text(st, 14));
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        free(v);
+        return fail_db(l, err, errlen, NULL);
+    }
+    *rows = v;
     *n = cnt;
     return 0;
 }

@@ -15,6 +15,7 @@
 
 #include <ctype.h>
 #include <getopt.h>
+#include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,12 +185,20 @@ int ui_cmd_ppl(int argc, char **argv)
         goto out;
     }
     double ppl = exp(nll / (double)n_tok), bpb = nll / log(2.0) / (double)n_bytes;
-    if (json)
-        printf("{\"model\": \"%s\", \"file\": \"%s\", \"stories\": %llu, \"tokens\": %llu, "
-               "\"bytes\": %llu, \"nll\": %.6f, \"ppl\": %.6f, \"bits_per_byte\": %.6f, "
-               "\"truncated\": %llu}\n",
-               model, path, (unsigned long long)n_stories, (unsigned long long)n_tok,
-               (unsigned long long)n_bytes, nll, ppl, bpb, (unsigned long long)n_cut);
+    if (json) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "model", json_object_new_string(model));
+        json_object_object_add(o, "file", json_object_new_string(path));
+        json_object_object_add(o, "stories", json_object_new_int64((int64_t)n_stories));
+        json_object_object_add(o, "tokens", json_object_new_int64((int64_t)n_tok));
+        json_object_object_add(o, "bytes", json_object_new_int64((int64_t)n_bytes));
+        json_object_object_add(o, "nll", json_object_new_double(nll));
+        json_object_object_add(o, "ppl", json_object_new_double(ppl));
+        json_object_object_add(o, "bits_per_byte", json_object_new_double(bpb));
+        json_object_object_add(o, "truncated", json_object_new_int64((int64_t)n_cut));
+        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+    }
     else
         printf("stories %llu, predicted tokens %llu, bytes %llu\n"
                "perplexity %.4f, bits per byte %.4f%s\n",

@@ -35,6 +35,33 @@
 #include "prof/prof.h"
 #include "ui/ui.h"
 
+#define MIB (1024.0 * 1024.0)
+#define KIB 1024.0
+
+/* The stream names of the byte figures: the FFN is "dense" beside the
+ * experts, as in cflow inspect --critical-path. */
+static const char *const byte_stream[3] = { "attention", "dense", "experts" };
+
+/* "binding: dense on 3 of 4 layers, attention on 1" into buf: the stream
+ * that binds most layers first. */
+static void binding_text(const unsigned cnt[PROF_NST], unsigned n, char *buf, size_t len)
+{
+    int order[3] = { 0, 1, 2 };
+    for (int i = 0; i < 3; i++)
+        for (int j = i + 1; j < 3; j++)
+            if (cnt[order[j]] > cnt[order[i]]) {
+                int t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+            }
+    size_t o = (size_t)snprintf(buf, len, "binding: %s on %u of %u layers",
+                                byte_stream[order[0]], cnt[order[0]], n);
+    for (int i = 1; i < 3 && o < len; i++)
+        if (cnt[order[i]])
+            o += (size_t)snprintf(buf + o, len - o, ", %s on %u", byte_stream[order[i]],
+                                  cnt[order[i]]);
+}
+
 /* ======================================================================= */
 /* Logging glue for `cflow run`                                             */
 /* ======================================================================= */
@@ -169,6 +196,23 @@ void ui_runlog_end(ui_runlog *rl, int print)
                         t.st[k] * 1e3, all > 0 ? 100.0 * t.st[k] / all : 0.0);
             fputc('\n', stderr);
         }
+        uint64_t nt = t.n_prompt + t.n_gen;
+        if (nt) {
+            double b[3], all = 0;
+            for (int k = 0; k < 3; k++)
+                all += (b[k] = (double)t.bytes[k] / (double)nt);
+            fprintf(stderr,
+                    "cflow: bytes/token: streamed %.3f MiB (attention %.3f, dense %.3f,"
+                    " experts %.3f)",
+                    all / MIB, b[0] / MIB, b[1] / MIB, b[2] / MIB);
+            if (t.cp_layers) {
+                char bind[128];
+                binding_text(t.cp_binding, t.cp_layers, bind, sizeof bind);
+                fprintf(stderr, "; critical path %.3f MiB of naive %.3f MiB (%s)",
+                        t.cp_critical / MIB, t.cp_naive / MIB, bind);
+            }
+            fputc('\n', stderr);
+        }
         if (prof_what(rl->prof) & PROF_COUNTERS) {
             const char *why[PROF_NEV];
             char line[2048];
@@ -277,6 +321,18 @@ static json_object *run_json(const prof_run_row *r)
     }
     json_object_object_add(o, "counters", ctr);
     json_object_object_add(o, "unavailable", un);
+    /* weight bytes per token (streamed, per stream) and the critical-path
+     * model; null when the run recorded none */
+    double nt = (double)(r->n_prompt + r->n_gen);
+    static const char *const bkey[3] = { "attention_bytes_per_token", "ffn_bytes_per_token",
+                                         "experts_bytes_per_token" };
+    for (int k = 0; k < 3; k++)
+        json_object_object_add(o, bkey[k], nt > 0 ? jnum((double)r->bytes[k] / nt) : NULL);
+    json_object_object_add(o, "streamed_bytes_per_token",
+                           nt > 0 ? jnum((double)(r->bytes[0] + r->bytes[1] + r->bytes[2]) / nt)
+                                  : NULL);
+    json_object_object_add(o, "b_naive_bytes", jpos(r->cp_naive));
+    json_object_object_add(o, "b_critical_bytes", jpos(r->cp_critical));
     return o;
 }
 
@@ -414,6 +470,17 @@ static int cmd_show(prof_log *l, const char *arg)
     printf(")\n");
     counters_of(&r, line, sizeof line);
     printf("  %-11s %s\n", "counters", line);
+    if (r.n_prompt + r.n_gen) {
+        double nt = (double)(r.n_prompt + r.n_gen);
+        printf("  %-11s streamed %.3f MiB per token (attention %.3f, dense %.3f, experts %.3f)",
+               "bytes", (double)(r.bytes[0] + r.bytes[1] + r.bytes[2]) / nt / MIB,
+               (double)r.bytes[0] / nt / MIB, (double)r.bytes[1] / nt / MIB,
+               (double)r.bytes[2] / nt / MIB);
+        if (r.cp_critical > 0)
+            printf("; critical path %.3f MiB of naive %.3f MiB", r.cp_critical / MIB,
+                   r.cp_naive / MIB);
+        printf("\n");
+    }
 
     prof_tok *toks;
     size_t nt;
@@ -442,6 +509,28 @@ static int cmd_show(prof_log *l, const char *arg)
         }
     }
     free(sec);
+
+    prof_layer_row *lr;
+    unsigned nr;
+    if (prof_log_layer_rows(l, r.id, &lr, &nr, err, sizeof err))
+        return ui_error("%s", err);
+    if (nr) {
+        printf("layer bytes (KiB per token: streamed; critical-path model)\n"
+               "  %5s %12s %12s %12s %12s %12s  %s\n",
+               "layer", "attention", "dense", "experts", "naive", "critical", "binding");
+        for (unsigned i = 0; i < nr; i++) {
+            const prof_layer_row *x = &lr[i];
+            double nt = x->n_tokens ? (double)x->n_tokens : 1.0;
+            printf("  %5u %12.3f %12.3f %12.3f", x->layer, (double)x->bytes[0] / nt / KIB,
+                   (double)x->bytes[1] / nt / KIB, (double)x->bytes[2] / nt / KIB);
+            if (x->has_model)
+                printf(" %12.3f %12.3f  %s\n", x->model.naive / KIB, x->model.critical / KIB,
+                       byte_stream[x->model.binding < 3 ? x->model.binding : 0]);
+            else
+                printf(" %12s %12s  %s\n", "-", "-", "-");
+        }
+    }
+    free(lr);
     return UI_EXIT_OK;
 }
 
@@ -486,6 +575,14 @@ static int cmd_compare(prof_log *l, const char *aa, const char *bb)
     cmp_row("decode tok/s", a.decode_tok_s, b.decode_tok_s, "%.2f");
     cmp_row("decode GB/s", a.gb_s, b.gb_s, "%.3f");
     cmp_row("bandwidth share", a.bw_share, b.bw_share, "%.4f");
+    {
+        double na = (double)(a.n_prompt + a.n_gen), nb = (double)(b.n_prompt + b.n_gen);
+        double sa = na ? (double)(a.bytes[0] + a.bytes[1] + a.bytes[2]) / na : 0;
+        double sb = nb ? (double)(b.bytes[0] + b.bytes[1] + b.bytes[2]) / nb : 0;
+        cmp_row("streamed MiB/tok", sa / MIB, sb / MIB, "%.4f");
+        cmp_row("critical MiB/tok", a.cp_critical / MIB, b.cp_critical / MIB, "%.4f");
+        cmp_row("naive MiB/tok", a.cp_naive / MIB, b.cp_naive / MIB, "%.4f");
+    }
     for (int e = 0; e < PROF_NEV; e++) {
         if (a.ev[e] < 0 && b.ev[e] < 0)
             continue;
@@ -529,6 +626,36 @@ static int cmd_compare(prof_log *l, const char *aa, const char *bb)
     }
     free(sa);
     free(sb);
+
+    prof_layer_row *la, *lb;
+    unsigned nla, nlb;
+    if (prof_log_layer_rows(l, a.id, &la, &nla, err, sizeof err))
+        return ui_error("%s", err);
+    if (prof_log_layer_rows(l, b.id, &lb, &nlb, err, sizeof err)) {
+        free(la);
+        return ui_error("%s", err);
+    }
+    unsigned nlr = nla > nlb ? nla : nlb;
+    if (nlr) {
+        printf("\nper layer, KiB streamed per token and critical path (B - A)\n%5s", "layer");
+        for (int k = 0; k < 3; k++)
+            printf(" %9s A %9s B %8s", byte_stream[k], "", "diff");
+        printf(" %9s A %9s B %8s\n", "critical", "", "diff");
+        for (unsigned i = 0; i < nlr; i++) {
+            const prof_layer_row *x = i < nla ? &la[i] : NULL, *y = i < nlb ? &lb[i] : NULL;
+            printf("%5u", i);
+            for (int k = 0; k < 3; k++) {
+                double va = x && x->n_tokens ? (double)x->bytes[k] / (double)x->n_tokens / KIB : 0;
+                double vb = y && y->n_tokens ? (double)y->bytes[k] / (double)y->n_tokens / KIB : 0;
+                printf(" %11.3f %11.3f %+8.3f", va, vb, vb - va);
+            }
+            double ca = x && x->has_model ? x->model.critical / KIB : 0;
+            double cb = y && y->has_model ? y->model.critical / KIB : 0;
+            printf(" %11.3f %11.3f %+8.3f\n", ca, cb, cb - ca);
+        }
+    }
+    free(la);
+    free(lb);
     return UI_EXIT_OK;
 }
 
@@ -560,6 +687,10 @@ static const char *const csv_run_cols =
     "hostname,cpu_model,isa,cores,read_bw_gbs,threads,prefetch,expert_io,n_ctx,temp,top_k,"
     "top_p,min_p,repeat_penalty,repeat_last_n,seed,n_prompt,n_gen,prefill_s,decode_s,"
     "prefill_tok_s,decode_tok_s,bytes_per_token,gb_s,bw_share";
+/* after the counters (columns are only ever appended) */
+static const char *const csv_run_cols2 =
+    "attention_bytes_per_token,ffn_bytes_per_token,experts_bytes_per_token,"
+    "streamed_bytes_per_token,b_naive_bytes,b_critical_bytes";
 
 static void csv_run(const prof_run_row *r)
 {
@@ -601,6 +732,19 @@ static void csv_run(const prof_run_row *r)
         if (r->ev[e] >= 0)
             printf("%lld", (long long)r->ev[e]);
     }
+    double nt = (double)(r->n_prompt + r->n_gen);
+    for (int k = 0; k < 3; k++) {
+        putchar(',');
+        if (nt > 0)
+            printf("%.9g", (double)r->bytes[k] / nt);
+    }
+    putchar(',');
+    if (nt > 0)
+        printf("%.9g", (double)(r->bytes[0] + r->bytes[1] + r->bytes[2]) / nt);
+    putchar(',');
+    csv_real(r->cp_naive, 1);
+    putchar(',');
+    csv_real(r->cp_critical, 1);
     putchar('\n');
 }
 
@@ -610,7 +754,7 @@ static void csv_header(int tokens)
                  : csv_run_cols, stdout);
     for (int e = 0; e < PROF_NEV; e++)
         printf(",%s", prof_ev_name(e));
-    putchar('\n');
+    printf(",%s\n", tokens ? "attention_bytes,ffn_bytes,experts_bytes" : csv_run_cols2);
 }
 
 static json_object *tokens_json(const prof_tok *t, size_t n)
@@ -634,6 +778,9 @@ static json_object *tokens_json(const prof_tok *t, size_t n)
         for (int e = 0; e < PROF_NEV; e++)
             json_object_object_add(c, prof_ev_name(e), t[i].ev[e] >= 0 ? jint(t[i].ev[e]) : NULL);
         json_object_object_add(o, "counters", c);
+        json_object_object_add(o, "attention_bytes", jint((int64_t)t[i].bytes[0]));
+        json_object_object_add(o, "ffn_bytes", jint((int64_t)t[i].bytes[1]));
+        json_object_object_add(o, "experts_bytes", jint((int64_t)t[i].bytes[2]));
         json_object_array_add(a, o);
     }
     return a;
@@ -672,14 +819,15 @@ static int cmd_export(prof_log *l, const char *model, int json, int tokens)
                     if (t->ev[e] >= 0)
                         printf("%lld", (long long)t->ev[e]);
                 }
-                putchar('\n');
+                printf(",%llu,%llu,%llu\n", (unsigned long long)t->bytes[0],
+                       (unsigned long long)t->bytes[1], (unsigned long long)t->bytes[2]);
             }
         } else {
             json_object *o = run_json(r);
-            double *sec;
+            prof_layer_row *lr;
             unsigned nl;
-            uint64_t ntok;
-            if (prof_log_layers(l, r->id, &sec, &nl, &ntok, err, sizeof err)) {
+            uint64_t ntok = 0;
+            if (prof_log_layer_rows(l, r->id, &lr, &nl, err, sizeof err)) {
                 json_object_put(o);
                 rc = ui_error("%s", err);
                 free(toks);
@@ -687,15 +835,36 @@ static int cmd_export(prof_log *l, const char *model, int json, int tokens)
             }
             json_object *la = json_object_new_array();
             for (unsigned k = 0; k < nl; k++) {
+                const prof_layer_row *x = &lr[k];
                 json_object *lo = json_object_new_object();
-                json_object_object_add(lo, "layer", jint(k));
-                json_object_object_add(lo, "attention_s", jnum(sec[(size_t)k * PROF_NST + PROF_ST_ATTN]));
-                json_object_object_add(lo, "ffn_s", jnum(sec[(size_t)k * PROF_NST + PROF_ST_FFN]));
-                json_object_object_add(lo, "experts_s", jnum(sec[(size_t)k * PROF_NST + PROF_ST_EXPERTS]));
-                json_object_object_add(lo, "io_wait_s", jnum(sec[(size_t)k * PROF_NST + PROF_ST_IO_WAIT]));
+                double n = x->n_tokens ? (double)x->n_tokens : 1.0;
+                ntok = x->n_tokens;
+                json_object_object_add(lo, "layer", jint(x->layer));
+                json_object_object_add(lo, "attention_s", jnum(x->sec[PROF_ST_ATTN]));
+                json_object_object_add(lo, "ffn_s", jnum(x->sec[PROF_ST_FFN]));
+                json_object_object_add(lo, "experts_s", jnum(x->sec[PROF_ST_EXPERTS]));
+                json_object_object_add(lo, "io_wait_s", jnum(x->sec[PROF_ST_IO_WAIT]));
+                json_object_object_add(lo, "attention_bytes_per_token",
+                                       jnum((double)x->bytes[0] / n));
+                json_object_object_add(lo, "ffn_bytes_per_token", jnum((double)x->bytes[1] / n));
+                json_object_object_add(lo, "experts_bytes_per_token",
+                                       jnum((double)x->bytes[2] / n));
+                json_object_object_add(lo, "cp_attention_bytes",
+                                       x->has_model ? jnum(x->model.attn) : NULL);
+                json_object_object_add(lo, "cp_dense_bytes",
+                                       x->has_model ? jnum(x->model.dense) : NULL);
+                json_object_object_add(lo, "cp_experts_bytes",
+                                       x->has_model ? jnum(x->model.expert) : NULL);
+                json_object_object_add(lo, "naive_bytes",
+                                       x->has_model ? jnum(x->model.naive) : NULL);
+                json_object_object_add(lo, "critical_bytes",
+                                       x->has_model ? jnum(x->model.critical) : NULL);
+                json_object_object_add(lo, "binding",
+                                       x->has_model && x->model.binding < 3
+                                           ? jstr(byte_stream[x->model.binding]) : NULL);
                 json_object_array_add(la, lo);
             }
-            free(sec);
+            free(lr);
             json_object_object_add(o, "layer_tokens", jint((int64_t)ntok));
             json_object_object_add(o, "layers", la);
             if (tokens)

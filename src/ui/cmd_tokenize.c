@@ -79,7 +79,7 @@ int ui_cmd_tokenize(int argc, char **argv)
         return ui_usage_error("tokenize", "expected one TEXT argument");
     const char *text = argv[optind];
 
-    if (magic_is(path, "CFLOW", 5)) {
+    if (magic_is(path, "CFLOW", 5) || magic_is(path, "VFLOW", 5)) {
         if (fmt_model_open(&m, path, err, sizeof err))
             goto fail;
         kv = fmt_model_kv(m);
