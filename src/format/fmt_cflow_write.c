@@ -629,6 +629,14 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
     if (hp->n_experts > 254)
         return fail(&w, FMT_EUNSUP, "%u experts: tile headers hold expert ids "
                     "below 255", hp->n_experts);
+    /* the reader's bounds (fmt_cflow_read.c read_header): never write a file
+     * it would refuse */
+    if (hp->max_seq > (1u << 24) || hp->vocab_size > (1u << 24) ||
+        hp->dim > 65536 || hp->ffn_dim > 65536 || hp->expert_ffn_dim > 65536 ||
+        hp->n_layers > 4096 || (uint64_t)hp->n_heads * hp->head_dim > 65536)
+        return fail(&w, FMT_EUNSUP, "geometry outside what .cflow stores (context "
+                    "%u, vocabulary %u, dim %u, ffn %u, layers %u)", hp->max_seq,
+                    hp->vocab_size, hp->dim, hp->ffn_dim, hp->n_layers);
     if (hp->n_heads > 65535 || hp->n_kv_heads > 65535 || hp->head_dim > 65535)
         return fail(&w, FMT_EUNSUP, "head geometry out of range");
 
