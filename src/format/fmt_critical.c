@@ -63,10 +63,12 @@ int fmt_critical_path(const fmt_model *m, double bytes_per_param,
             ex = 0.0;
             if (hp->n_experts) {
                 double all = 0.0;
+                /* the tile streams an expert read touches, not its space in
+                 * the bank (which includes alignment padding) */
                 for (unsigned e = 0; e < hp->n_experts; e++) {
-                    uint64_t len = 0;
-                    if (fmt_model_expert(m, b, e, NULL, NULL, NULL, &len) == 0)
-                        all += (double)len;
+                    const fmt_stream *gu = NULL, *dn = NULL;
+                    if (fmt_model_expert(m, b, e, &gu, &dn, NULL, NULL) == 0 && gu && dn)
+                        all += (double)(gu->length + dn->length);
                 }
                 ex = all / hp->n_experts * hp->top_k;
             }

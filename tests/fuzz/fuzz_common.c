@@ -14,6 +14,14 @@
  * mmap.  Only the statically linked project libraries and this program are
  * affected; shared libraries (json-c, PCRE2, libc itself) keep the real
  * calls.
+ *
+ * Allocation limit.  malloc, calloc, realloc, aligned_alloc and
+ * posix_memalign are wrapped the same way: a single request above
+ * FUZZ_MALLOC_LIMIT_MB (512 MB, as `make fuzz` gives libFuzzer's
+ * -malloc_limit_mb; the environment variable of that name overrides it)
+ * is an allocation out of proportion to any input here, and aborts with
+ * the size, so `make check` catches allocation bombs too: glibc would often
+ * grant them lazily and the test would pass.
  */
 #include "config.h"
 
@@ -42,6 +50,69 @@ void fuzz_fail(const char *fmt, ...)
     fputc('\n', stderr);
     fflush(stderr);
     abort();
+}
+
+/* ---- allocation limit ---------------------------------------------------- */
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t m);
+void *__real_realloc(void *p, size_t n);
+void *__real_aligned_alloc(size_t al, size_t n);
+int __real_posix_memalign(void **p, size_t al, size_t n);
+
+static size_t alloc_limit(void)
+{
+    static size_t lim;
+    if (!lim) {
+        const char *e = getenv("FUZZ_MALLOC_LIMIT_MB");
+        unsigned long mb = e && *e ? strtoul(e, NULL, 10) : 0;
+        lim = (size_t)(mb ? mb : 512) << 20;
+    }
+    return lim;
+}
+
+static void alloc_check(const char *fn, size_t n)
+{
+    if (n > alloc_limit())
+        fuzz_fail("%s(%zu): a single allocation above the %zu MB limit "
+                  "(allocation out of proportion to the input)", fn, n,
+                  alloc_limit() >> 20);
+}
+
+void *__wrap_malloc(size_t n);
+void *__wrap_malloc(size_t n)
+{
+    alloc_check("malloc", n);
+    return __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t m);
+void *__wrap_calloc(size_t n, size_t m)
+{
+    if (m && n > SIZE_MAX / m)
+        fuzz_fail("calloc(%zu, %zu): the size overflows", n, m);
+    alloc_check("calloc", n * m);
+    return __real_calloc(n, m);
+}
+
+void *__wrap_realloc(void *p, size_t n);
+void *__wrap_realloc(void *p, size_t n)
+{
+    alloc_check("realloc", n);
+    return __real_realloc(p, n);
+}
+
+void *__wrap_aligned_alloc(size_t al, size_t n);
+void *__wrap_aligned_alloc(size_t al, size_t n)
+{
+    alloc_check("aligned_alloc", n);
+    return __real_aligned_alloc(al, n);
+}
+
+int __wrap_posix_memalign(void **p, size_t al, size_t n);
+int __wrap_posix_memalign(void **p, size_t al, size_t n)
+{
+    alloc_check("posix_memalign", n);
+    return __real_posix_memalign(p, al, n);
 }
 
 /* ---- mmap emulation ------------------------------------------------------ */

@@ -762,6 +762,59 @@ static void test_log_refuses(void **state)
     free(after);
 }
 
+/* prof_layer_bytes and the critical-path model: per token, per layer,
+ * per run; a new run clears the bytes and keeps the model. */
+static void test_layer_bytes(void **state)
+{
+    (void)state;
+    prof *p;
+    char err[256];
+    assert_int_equal(prof_new(&p, 0, 3, err, sizeof err), 0);
+    prof_layer_model m0 = { 100, 300, 200, 300, 150, PROF_ST_FFN };
+    prof_layer_model m2 = { 500, 300, 200, 500, 500, PROF_ST_ATTN };
+    prof_set_layer_model(p, 0, &m0);
+    prof_set_layer_model(p, 2, &m2);
+    prof_set_layer_model(p, 7, &m2);   /* out of range: ignored */
+    prof_layer_model got;
+    assert_int_equal(prof_get_layer_model(p, 1, &got), 0);
+    assert_int_equal(prof_get_layer_model(p, 2, &got), 1);
+    assert_true(got.critical == 500 && got.binding == PROF_ST_ATTN);
+    prof_run_begin(p, 0, 0);
+    uint64_t cur = prof_ring_head(p);
+    for (int t = 0; t < 3; t++) {
+        prof_token_begin(p);
+        for (unsigned l = 0; l < 3; l++) {
+            prof_layer_bytes(p, l, PROF_ST_ATTN, 10 + l);
+            prof_layer_bytes(p, l, PROF_ST_EXPERTS, 1000u * (unsigned)(t + 1));
+        }
+        prof_layer_bytes(p, 9, PROF_ST_ATTN, 12345);   /* out of range */
+        prof_token_end(p, t ? PROF_DECODE : PROF_PREFILL);
+    }
+    prof_tok rec[3];
+    assert_int_equal(prof_ring_read(p, &cur, rec, 3, NULL), 3);
+    for (int t = 0; t < 3; t++) {
+        assert_int_equal(rec[t].bytes[PROF_ST_ATTN], 33);
+        assert_int_equal(rec[t].bytes[PROF_ST_FFN], 0);
+        assert_int_equal(rec[t].bytes[PROF_ST_EXPERTS], 3000u * (unsigned)(t + 1));
+    }
+    assert_int_equal(prof_layer_streamed(p, 1, PROF_ST_ATTN), 33);
+    assert_int_equal(prof_layer_streamed(p, 2, PROF_ST_EXPERTS), 6000);
+    prof_totals t;
+    prof_totals_get(p, &t);
+    assert_int_equal(t.bytes[PROF_ST_ATTN], 99);
+    assert_int_equal(t.bytes[PROF_ST_EXPERTS], 18000);
+    assert_true(t.cp_critical == 650 && t.cp_naive == 800);
+    assert_int_equal(t.cp_layers, 2);
+    assert_int_equal(t.cp_binding[PROF_ST_FFN], 1);
+    assert_int_equal(t.cp_binding[PROF_ST_ATTN], 1);
+    prof_run_begin(p, 0, 0);
+    prof_totals_get(p, &t);
+    assert_int_equal(t.bytes[PROF_ST_EXPERTS], 0);
+    assert_int_equal(prof_layer_streamed(p, 2, PROF_ST_EXPERTS), 0);
+    assert_true(t.cp_critical == 650);
+    prof_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -772,6 +825,7 @@ int main(void)
         cmocka_unit_test(test_ring_overflow),
         cmocka_unit_test(test_ring_concurrent),
         cmocka_unit_test(test_totals),
+        cmocka_unit_test(test_layer_bytes),
         cmocka_unit_test(test_file_hash),
         cmocka_unit_test(test_machine),
         cmocka_unit_test(test_default_path),

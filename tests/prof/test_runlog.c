@@ -45,6 +45,7 @@
 #include <json-c/json.h>
 #include <sqlite3.h>
 
+#include "prof/prof.h"
 #include "testutil.h"
 
 static char st_model[4096], big_model[4096], st_real[PATH_MAX];
@@ -335,7 +336,7 @@ static void test_two_runs_compare(void **state)
     assert_int_equal(strncmp(p.out, "id,started,ended,status,program,model,model_hash,", 49), 0);
     assert_non_null(strstr(p.out, ",cycles,instructions,l1d-read-misses,llc-read-misses,"
                                   "dtlb-read-misses,task-clock,page-faults,major-faults,"
-                                  "minor-faults,context-switches,cpu-migrations\n"));
+                                  "minor-faults,context-switches,cpu-migrations,"));
     tu_proc_free(&p);
     cflow(&p, NULL, "runs", "export", "--csv", "--tokens", "--db", db, NULL);
     expect_ok(&p, "runs export --csv --tokens");
@@ -759,7 +760,7 @@ static void test_migrate_old_log(void **state)
     assert_int_equal(q_int(db, "PRAGMA user_version"), 1);
 
     json_object *a = runs_json(db);
-    assert_int_equal(q_int(db, "PRAGMA user_version"), 2);
+    assert_int_equal(q_int(db, "PRAGMA user_version"), PROF_LOG_SCHEMA);
     assert_int_equal(json_object_array_length(a), 3);
     json_object *r1 = json_object_array_get_idx(a, 0);
     assert_int_equal(jint(r1, "threads"), 4);
