@@ -179,6 +179,11 @@ static int read_header(fmt_model *m, char *err, size_t errlen)
         hp->n_experts);
     REQ(hp->n_experts == 0 || (hp->expert_ffn_dim >= 1 && hp->expert_ffn_dim <= 65536),
         "expert FFN size %u outside 1..65536", hp->expert_ffn_dim);
+    /* Without experts the expert fields mean nothing; clear them so no
+     * consumer sizes a buffer by a value nobody validated (fuzz regression
+     * eng-open-expert-ffn-dim-in-dense-model). */
+    if (hp->n_experts == 0)
+        hp->expert_ffn_dim = 0;
     REQ((uint64_t)hp->n_heads * hp->head_dim <= 65536,
         "attention width %u x %u exceeds the 65536-column limit", hp->n_heads,
         hp->head_dim);

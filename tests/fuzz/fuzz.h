@@ -88,9 +88,10 @@ void fuzz_walk_src(const fmt_src *s);
 /* Walk an opened .cflow: every stream's tiles (dequantised), vectors and
  * experts, and the tokenizer in its metadata. */
 void fuzz_walk_model(const fmt_model *m);
-/* Convert an opened source to .cflow in the scratch folder; when the
- * writer succeeds the reader must accept its output, with the same
- * geometry. */
+/* Convert an opened source to .cflow and to .vflow in the scratch folder;
+ * when the writer succeeds the reader must accept its output, with the
+ * same geometry, and the two layouts must hold the same model (tile for
+ * tile, byte for byte). */
 void fuzz_convert_check(const fmt_src *s);
 
 #endif

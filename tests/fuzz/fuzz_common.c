@@ -736,33 +736,107 @@ void fuzz_walk_model(const fmt_model *m)
     }
 }
 
-/* ---- conversion ---------------------------------------------------------- */
+/* ---- conversion ----------------------------------------------------------- */
+static void same_stream(const fmt_stream *a, const fmt_stream *b,
+                        const char *what, unsigned l, int slot)
+{
+    if (!a || !b) {
+        if (a != b)
+            fuzz_fail(".cflow and .vflow differ: %s %u/%d present in one",
+                      what, l, slot);
+        return;
+    }
+    if (a->n_tiles != b->n_tiles || a->length != b->length)
+        fuzz_fail(".cflow and .vflow differ: %s %u/%d has %u/%u tiles, "
+                  "%llu/%llu bytes", what, l, slot, a->n_tiles, b->n_tiles,
+                  (unsigned long long)a->length,
+                  (unsigned long long)b->length);
+    for (uint32_t i = 0; i < a->n_tiles; i++) {
+        const fmt_tile *x = &a->tiles[i], *y = &b->tiles[i];
+        if (x->row0 != y->row0 || x->col0 != y->col0 || x->rows != y->rows ||
+            x->cols != y->cols || x->matrix != y->matrix ||
+            x->type != y->type || x->expert != y->expert ||
+            memcmp(x->payload, y->payload,
+                   kern_tile_payload_size((enum kern_type)x->type, x->rows,
+                                          x->cols)) != 0)
+            fuzz_fail(".cflow and .vflow differ: %s %u/%d tile %u", what, l,
+                      slot, i);
+    }
+}
+
+/* The two layouts of one source must describe the same model. */
+static void same_model(const fmt_model *a, const fmt_model *b)
+{
+    const fmt_hparams *h = fmt_model_hparams(a);
+    if (memcmp(h, fmt_model_hparams(b), sizeof *h) != 0)
+        fuzz_fail(".cflow and .vflow differ in their hyper-parameters");
+    for (unsigned l = 0; l <= h->n_layers; l++) {
+        for (int s = 0; s < FMT_NSLOT; s++) {
+            same_stream(fmt_model_stream(a, l, s), fmt_model_stream(b, l, s),
+                        "stream", l, s);
+            uint64_t na = 0, nb = 0;
+            const float *va = fmt_model_vec(a, l, s, &na);
+            const float *vb = fmt_model_vec(b, l, s, &nb);
+            if (!va != !vb || na != nb ||
+                (va && memcmp(va, vb, na * sizeof *va) != 0))
+                fuzz_fail(".cflow and .vflow differ: vector %u/%d", l, s);
+        }
+        for (unsigned e = 0; l < h->n_layers && e < h->n_experts; e++) {
+            const fmt_stream *ga = NULL, *da = NULL, *gb = NULL, *db = NULL;
+            int ra = fmt_model_expert(a, l, e, &ga, &da, NULL, NULL);
+            int rb = fmt_model_expert(b, l, e, &gb, &db, NULL, NULL);
+            if (ra != rb)
+                fuzz_fail(".cflow and .vflow differ: expert %u of layer %u",
+                          e, l);
+            if (ra == 0) {
+                same_stream(ga, gb, "expert gate/up", l, (int)e);
+                same_stream(da, db, "expert down", l, (int)e);
+            }
+        }
+    }
+}
+
 void fuzz_convert_check(const fmt_src *s)
 {
-    char err[512] = "";
-    fmt_convert_opts o;
-    memset(&o, 0, sizeof o);
-    o.force_type = -1;
-    const char *out = fuzz_path("converted.cflow");
-    int rc = fmt_cflow_write(s, out, &o, err, sizeof err);
-    fuzz_check_err("fmt_cflow_write", rc, FMT_EARG, err, sizeof err);
-    if (rc < 0)
-        return;
-    fmt_model *m = NULL;
-    err[0] = '\0';
-    rc = fmt_model_open(&m, out, err, sizeof err);
-    if (rc < 0)
-        fuzz_fail("the reader refuses what the writer wrote: %s", err);
-    const fmt_hparams *a = fmt_src_hparams(s), *b = fmt_model_hparams(m);
-    if (a->n_layers != b->n_layers || a->dim != b->dim ||
-        a->n_heads != b->n_heads || a->n_kv_heads != b->n_kv_heads ||
-        a->head_dim != b->head_dim || a->n_experts != b->n_experts)
-        fuzz_fail("converted geometry differs: layers %u/%u dim %u/%u heads "
-                  "%u/%u kv %u/%u head_dim %u/%u experts %u/%u",
-                  a->n_layers, b->n_layers, a->dim, b->dim, a->n_heads,
-                  b->n_heads, a->n_kv_heads, b->n_kv_heads, a->head_dim,
-                  b->head_dim, a->n_experts, b->n_experts);
-    fuzz_walk_model(m);
-    fmt_model_close(m);
-    unlink(out);
+    fmt_model *m[2] = { NULL, NULL };
+    static const char *const names[2] = { "converted.cflow",
+                                          "converted.vflow" };
+    for (int v = 0; v < 2; v++) {
+        char err[512] = "";
+        fmt_convert_opts o;
+        memset(&o, 0, sizeof o);
+        o.force_type = -1;
+        o.vflow = v;
+        const char *out = fuzz_path(names[v]);
+        int rc = fmt_cflow_write(s, out, &o, err, sizeof err);
+        fuzz_check_err("fmt_cflow_write", rc, FMT_EARG, err, sizeof err);
+        if (rc < 0) {
+            /* the layout does not change what can be converted */
+            if (v == 1 && m[0])
+                fuzz_fail("the .cflow was written but not the .vflow: %s",
+                          err);
+            break;
+        }
+        if (v == 1 && !m[0])
+            fuzz_fail("the .vflow was written but not the .cflow");
+        err[0] = '\0';
+        rc = fmt_model_open(&m[v], out, err, sizeof err);
+        if (rc < 0)
+            fuzz_fail("the reader refuses what the writer wrote: %s", err);
+        const fmt_hparams *a = fmt_src_hparams(s), *b = fmt_model_hparams(m[v]);
+        if (a->n_layers != b->n_layers || a->dim != b->dim ||
+            a->n_heads != b->n_heads || a->n_kv_heads != b->n_kv_heads ||
+            a->head_dim != b->head_dim || a->n_experts != b->n_experts)
+            fuzz_fail("converted geometry differs: layers %u/%u dim %u/%u "
+                      "heads %u/%u kv %u/%u head_dim %u/%u experts %u/%u",
+                      a->n_layers, b->n_layers, a->dim, b->dim, a->n_heads,
+                      b->n_heads, a->n_kv_heads, b->n_kv_heads, a->head_dim,
+                      b->head_dim, a->n_experts, b->n_experts);
+        fuzz_walk_model(m[v]);
+        unlink(out);
+    }
+    if (m[0] && m[1])
+        same_model(m[0], m[1]);
+    fmt_model_close(m[0]);
+    fmt_model_close(m[1]);
 }

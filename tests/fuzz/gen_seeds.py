@@ -9,9 +9,9 @@ rerun this after changing it:
 
     python3 tests/fuzz/gen_seeds.py [--cflow BUILD/cflow]
 
-With --cflow, the .cflow seeds are made by converting some of the generated
-sources with the real converter (q4_0, q8_0, f16, f32, MoE); without it the
-cflow/ corpus is left as it is.  Weights come from a fixed-seed PRNG, so
+With --cflow, the .cflow and .vflow seeds are made by converting some of
+the generated sources with the real converter (q4_0, q8_0, f16, f32, MoE);
+without it the cflow/ corpus is left as it is.  Weights come from a fixed-seed PRNG, so
 the output is reproducible byte for byte.
 
 Multi-file inputs (a Hugging Face directory, a llama2.c checkpoint with its
@@ -706,7 +706,9 @@ def cflow_seeds(cflow, ggufs, l2c):
             ("qwen2-f16.gguf", None, "qwen2-f16.cflow", None),
             ("llama-rope3.gguf", None, "llama-rope3-f32.cflow", "f32"),
             ("moe-q8_0.gguf", None, "moe-q8_0.cflow", None),
-            ("l2c", None, "llama2c-q8_0.cflow", "q8_0")]
+            ("l2c", None, "llama2c-q8_0.cflow", "q8_0"),
+            ("llama-q4_0.gguf", None, "llama-q4_0.vflow", None),
+            ("moe-q8_0.gguf", None, "moe-q4_0.vflow", "q4_0")]
     for src, _, name, q in jobs:
         if src == "l2c":
             mp = os.path.join(tmp, "model.bin")
@@ -723,6 +725,8 @@ def cflow_seeds(cflow, ggufs, l2c):
             args = [cflow, "convert"]
         if q:
             args += ["-q", q]
+        if name.endswith(".vflow"):
+            args += ["--vflow"]
         outp = os.path.join(d, name)
         r = subprocess.run(args + [mp, outp], capture_output=True, text=True)
         if r.returncode != 0:
