@@ -145,4 +145,24 @@ int fmt_llama2c_open(fmt_src *s, const char *path, const char *tokenizer,
 int fmt_hf_open(fmt_src *s, const char *dir, const char *tokenizer,
                 char *err, size_t errlen);
 
+/* ---- fmt_synth.c / fmt_synth_gguf.c: llama-architecture presets -------- */
+typedef struct fmt_synth_geom {
+    const char *name;
+    unsigned    n_layers, dim, n_heads, n_kv, head_dim;
+    unsigned    ffn;            /* dense FFN, or each expert's when n_exp */
+    unsigned    n_exp, top_k, vocab, ctx;
+    float       theta, eps;
+    int         tied;           /* output head = token embedding */
+} fmt_synth_geom;
+/* fmt_synth_gguf.c: the benchmark presets (real geometry, Q4_0). */
+const fmt_synth_geom *fmt_synth_bench_find(const char *name);
+const char *fmt_synth_bench_name(unsigned i);
+int fmt_synth_bench_open(fmt_src **out, const char *preset, uint64_t seed,
+                         char *err, size_t errlen);
+/* fmt_synth.c: the synthetic SentencePiece vocabulary (vocab tokens), and
+ * the geometry of a fmt_synth.c preset in the "llama" architecture (0), or
+ * -1 when the preset is not one llama.cpp could run. */
+int fmt_synth_vocab(fmt_kv *kv, unsigned vocab);
+int fmt_synth_llama_geom(const char *name, fmt_synth_geom *g);
+
 #endif /* CFLOW_FMT_IMPL_H */

@@ -53,7 +53,8 @@ static const preset presets[] = {
 
 const char *fmt_synth_preset_name(unsigned i)
 {
-    return i < sizeof presets / sizeof *presets ? presets[i].name : NULL;
+    const unsigned np = sizeof presets / sizeof *presets;
+    return i < np ? presets[i].name : fmt_synth_bench_name(i - np);
 }
 
 /* splitmix64: a seeded stream, identical everywhere */
@@ -157,6 +158,43 @@ out:
     return rc;
 }
 
+int fmt_synth_vocab(fmt_kv *kv, unsigned vocab)
+{
+    return synth_vocab(kv, vocab);
+}
+
+/* For GGUF output (fmt_synth_gguf.c): the "llama" presets with a plain
+ * combine (Mixtral-style MoE or dense), which llama.cpp runs as they are. */
+int fmt_synth_llama_geom(const char *name, fmt_synth_geom *g)
+{
+    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
+        const preset *p = &presets[i];
+        if (strcmp(p->name, name) || strcmp(p->arch, "llama") ||
+            p->combine != FMT_COMBINE_PARALLEL_SQRT2 || p->dd || p->de ||
+            (p->ffn && p->n_exp))
+            continue;
+        memset(g, 0, sizeof *g);
+        g->name = p->name;
+        g->n_layers = p->n_layers;
+        g->dim = p->dim;
+        g->n_heads = p->n_heads;
+        g->n_kv = p->n_kv;
+        g->head_dim = p->dim / p->n_heads;
+        g->ffn = p->n_exp ? p->exp_ffn : p->ffn;
+        g->n_exp = p->n_exp;
+        g->top_k = p->top_k;
+        g->vocab = p->vocab;
+        g->ctx = 2048;
+        g->theta = 10000.0f;
+        g->eps = 1e-5f;
+        /* untied: a random tied head mostly echoes its input token, which
+         * makes a poor greedy-token comparison */
+        g->tied = 0;
+        return 0;
+    }
+    return -1;
+}
+
 int fmt_synth_open(fmt_src **out, const char *name, uint64_t seed, char *err,
                    size_t errlen)
 {
@@ -164,6 +202,8 @@ int fmt_synth_open(fmt_src **out, const char *name, uint64_t seed, char *err,
     fmt_src *s;
     int rc;
     *out = NULL;
+    if (fmt_synth_bench_find(name)) /* real geometry: Q4_0 through a GGUF */
+        return fmt_synth_bench_open(out, name, seed, err, errlen);
     for (size_t i = 0; i < sizeof presets / sizeof *presets; i++)
         if (!strcmp(presets[i].name, name))
             p = &presets[i];

@@ -13,11 +13,20 @@
 
 static void help(void)
 {
-    printf("usage: cflow synth [-q TYPE] [--seed S] [--vflow] PRESET OUTPUT\n\n"
+    printf("usage: cflow synth [-q TYPE] [--seed S] [--vflow] PRESET OUTPUT\n"
+           "       cflow synth --gguf [--vocab FILE] [--seed S] PRESET OUTPUT\n\n"
            "Write a random-weight model for PRESET to OUTPUT (.cflow).\n\n"
            "  -q, --quant TYPE  tile type of the weight matrices (default q4_0)\n"
            "      --seed S      weights seed (default 1)\n"
            "      --vflow       write the stage-major .vflow layout\n"
+           "      --gguf        write a Q4_0 GGUF that llama.cpp loads (llama\n"
+           "                    architecture presets: tiny-mixtral and the\n"
+           "                    benchmark presets); `cflow convert` copies its\n"
+           "                    Q4_0 blocks bit for bit, so both engines run\n"
+           "                    identical weights\n"
+           "      --vocab FILE  with --gguf: copy the tokenizer of this GGUF\n"
+           "                    (padded to the preset's vocabulary; default: a\n"
+           "                    synthetic SentencePiece vocabulary)\n"
            "  -h, --help        this text\n\npresets:\n");
     for (unsigned i = 0; fmt_synth_preset_name(i); i++)
         printf("  %s\n", fmt_synth_preset_name(i));
@@ -25,16 +34,20 @@ static void help(void)
 
 int ui_cmd_synth(int argc, char **argv)
 {
-    enum { O_SEED = 256 };
+    enum { O_SEED = 256, O_GGUF, O_VOCAB };
     static const struct option lo[] = {
         { "quant", required_argument, 0, 'q' },
         { "seed", required_argument, 0, O_SEED },
         { "vflow", no_argument, 0, 'V' },
+        { "gguf", no_argument, 0, O_GGUF },
+        { "vocab", required_argument, 0, O_VOCAB },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
     fmt_convert_opts o;
     uint64_t seed = 1;
+    int gguf = 0, quant_set = 0;
+    const char *vocab = NULL;
     char err[512];
     int c;
 
@@ -47,6 +60,7 @@ int ui_cmd_synth(int argc, char **argv)
         switch (c) {
         case 'q':
             o.force_type = kern_type_from_name(optarg);
+            quant_set = 1;
             if (o.force_type < 0)
                 return ui_usage_error("synth", "unknown type '%s' (q4_0, q8_0, f16, f32)",
                                       optarg);
@@ -56,12 +70,24 @@ int ui_cmd_synth(int argc, char **argv)
                 return ui_usage_error("synth", "bad --seed '%s'", optarg);
             break;
         case 'V': o.vflow = 1; break;
+        case O_GGUF: gguf = 1; break;
+        case O_VOCAB: vocab = optarg; break;
         case 'h': help(); return UI_EXIT_OK;
         default: return ui_usage_error("synth", "bad option");
         }
     }
     if (argc - optind != 2)
         return ui_usage_error("synth", "expected PRESET and OUTPUT");
+    if (vocab && !gguf)
+        return ui_usage_error("synth", "--vocab needs --gguf");
+    if (gguf && (o.vflow || (quant_set && o.force_type != KERN_Q4_0)))
+        return ui_usage_error("synth", "--gguf writes Q4_0 GGUF only (no --vflow, -q)");
+    if (gguf) {
+        if (fmt_synth_write_gguf(argv[optind], argv[optind + 1], vocab, seed,
+                                 ui_progress, NULL, err, sizeof err))
+            return ui_error("%s", err);
+        return UI_EXIT_OK;
+    }
     fmt_src *src = NULL;
     if (fmt_synth_open(&src, argv[optind], seed, err, sizeof err))
         return ui_error("%s", err);
