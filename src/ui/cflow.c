@@ -6,6 +6,7 @@
  *   cflow tokenize  print token ids
  *   cflow inspect   header, geometry and tiles of a .cflow file
  *   cflow runs      the run log: list, show, compare, export
+ *   cflow bench     throughput (llama-bench's tests), membw, l1d, directio
  */
 #include "config.h"
 
@@ -27,6 +28,7 @@ static const struct {
     { "synth", ui_cmd_synth, "write a random-weight model for a preset" },
     { "ppl", ui_cmd_ppl, "perplexity and bits per byte over a text file" },
     { "runs", ui_cmd_runs, "list, show, compare and export logged runs" },
+    { "bench", ui_cmd_bench, "throughput as llama-bench measures it; membw, l1d, directio" },
 };
 
 static void usage(FILE *f)

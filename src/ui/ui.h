@@ -25,6 +25,7 @@ int ui_cmd_inspect(int argc, char **argv);
 int ui_cmd_synth(int argc, char **argv);
 int ui_cmd_ppl(int argc, char **argv);
 int ui_cmd_runs(int argc, char **argv);
+int ui_cmd_bench(int argc, char **argv);
 
 /* ---- cmd_runs.c: profiling and logging one `cflow run` ---- */
 typedef struct ui_run_cfg {

@@ -1,0 +1,839 @@
+/*
+ * cmd_bench.c — `cflow bench`: throughput in the manner of llama-bench.
+ *
+ *   cflow bench -m MODEL [-t LIST] [-p LIST] [-n LIST] [-d LIST] [-r N] ...
+ *   cflow bench membw [-t LIST] [-r N]
+ *   cflow bench l1d [-r N] [--rows-div K]
+ *   cflow bench directio -m MODEL [-m MODEL.vflow] ...
+ *
+ * The tests are llama-bench's, so that its numbers and ours sit side by side:
+ *   ppN   prefill N random tokens as one prompt (eng_prefill) and time it;
+ *   tgN   decode N random tokens one at a time (eng_decode, logits each
+ *         step) and time them;
+ *   @ dD  before each repetition, D random tokens fill the cache (not timed).
+ * Each test runs once untimed (warm-up: page faults, worker start) and then
+ * -r times; t/s is the mean of the per-repetition rates and ± its sample
+ * standard deviation, as llama-bench reports avg_ts and stddev_ts.  The
+ * cache is cleared before every repetition.  The model is loaded once per
+ * -m; threads, prefetch and expert I/O change between tests without a
+ * reload.
+ *
+ * For decode tests GB/s = weight bytes streamed per token (the engine's
+ * count: attention, dense FFN, k/E of each expert bank, output head) times
+ * t/s, and "% bw" divides it by the machine's read bandwidth (measured here
+ * by prof_measure_read_bw with the most threads asked for, unless --read-bw
+ * gives it).
+ *
+ * -o json prints one JSON array, one object per test, with llama-bench's
+ * field names where they mean the same (model_filename, model_size,
+ * model_n_params, n_threads, n_prompt, n_gen, n_depth, avg_ns, stddev_ns,
+ * avg_ts, stddev_ts, samples_ns, samples_ts) so one script reads both; our
+ * own fields follow (backend "cflow", isa, prefetch, expert_io,
+ * bytes_per_token, gb_s, read_bw_gbs, bw_pct).  -o csv has the same fields;
+ * -o md (the default) a table like llama-bench's.
+ *
+ * Results go to stdout; progress and notes to stderr.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "engine/engine.h"
+#include "kernels/kern.h"
+#include "prof/prof.h"
+#include "ui/ui.h"
+
+#define MAXL 32   /* entries per list option */
+
+/* The expert I/O and prefetch switches (eng_io.c) are being added; until
+ * every build has them, reach them through weak references so that a build
+ * without them still benches the mmap/off configuration. */
+int eng_set_prefetch(eng_session *s, int on) __attribute__((weak));
+int eng_set_expert_io(eng_session *s, int mode, char *err, size_t errlen)
+    __attribute__((weak));
+
+static int set_io(eng_session *s, int pf, int xio, char *err, size_t errlen)
+{
+    err[0] = '\0';
+    if (eng_set_prefetch ? eng_set_prefetch(s, pf) : pf != 0) {
+        if (!eng_set_prefetch)
+            snprintf(err, errlen, "this build has no prefetch thread");
+        return -1;
+    }
+    if (eng_set_expert_io ? eng_set_expert_io(s, xio, err, errlen) : xio != 0) {
+        if (!eng_set_expert_io)
+            snprintf(err, errlen, "this build has no expert I/O modes");
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct ilist {
+    long     v[MAXL];
+    unsigned n;
+} ilist;
+
+/* "a,b,c" or "a-b" (step 1) or "a-b+s"; every value within [lo, hi]. */
+static int parse_list(const char *s, long lo, long hi, ilist *out)
+{
+    out->n = 0;
+    char buf[512];
+    if (!s || !*s || strlen(s) >= sizeof buf)
+        return -1;
+    strcpy(buf, s);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *dash = strchr(tok + 1, '-');
+        if (dash) {
+            long a, b, step = 1;
+            char *plus = strchr(dash, '+');
+            if (plus) {
+                *plus = '\0';
+                if (ui_parse_int(plus + 1, 1, hi > 0 ? hi : 1, &step))
+                    return -1;
+            }
+            *dash = '\0';
+            if (ui_parse_int(tok, lo, hi, &a) || ui_parse_int(dash + 1, lo, hi, &b) ||
+                b < a)
+                return -1;
+            for (long v = a; v <= b; v += step) {
+                if (out->n == MAXL)
+                    return -1;
+                out->v[out->n++] = v;
+            }
+        } else {
+            long v;
+            if (ui_parse_int(tok, lo, hi, &v) || out->n == MAXL)
+                return -1;
+            out->v[out->n++] = v;
+        }
+    }
+    return out->n ? 0 : -1;
+}
+
+/* "on,off" style lists mapped through names[]. */
+static int parse_names(const char *s, const char *const *names, unsigned nn,
+                       ilist *out)
+{
+    out->n = 0;
+    char buf[256];
+    if (!s || !*s || strlen(s) >= sizeof buf)
+        return -1;
+    strcpy(buf, s);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        unsigned i;
+        for (i = 0; i < nn; i++)
+            if (!strcmp(tok, names[i]))
+                break;
+        if (i == nn || out->n == MAXL)
+            return -1;
+        out->v[out->n++] = (long)i;
+    }
+    return out->n ? 0 : -1;
+}
+
+static const char *const onoff[] = { "off", "on" };
+static const char *const xio_names[] = { "mmap", "sync", "staged" };
+
+/* ---- statistics --------------------------------------------------------- */
+static void mean_sd(const double *x, unsigned n, double *mean, double *sd)
+{
+    double m = 0, v = 0;
+    for (unsigned i = 0; i < n; i++)
+        m += x[i];
+    m = n ? m / n : 0;
+    for (unsigned i = 0; i < n; i++)
+        v += (x[i] - m) * (x[i] - m);
+    *mean = m;
+    *sd = n > 1 ? sqrt(v / (n - 1)) : 0;
+}
+
+/* ---- one result --------------------------------------------------------- */
+typedef struct result {
+    const char *model;
+    uint64_t    model_size, n_params;
+    const char *arch, *isa, *quant;
+    int         threads, prefetch, expert_io;
+    long        n_prompt, n_gen, n_depth;
+    unsigned    reps;
+    double     *ns, *ts;          /* [reps] */
+    double      avg_ns, sd_ns, avg_ts, sd_ts;
+    uint64_t    bytes_per_token;
+    double      gb_s, read_bw, bw_pct;
+    char        time[32];
+} result;
+
+typedef struct bench_cfg {
+    ilist    models_idx;           /* unused; models kept in argv order */
+    const char *models[MAXL];
+    unsigned n_models;
+    ilist    t, p, n, d, pf, xio;
+    int      pf_set, xio_set;
+    unsigned reps;
+    int      fmt;                  /* 0 md, 1 csv, 2 json */
+    int      warmup;
+    int      kv_f16;
+    double   read_bw;              /* GB/s; 0: measure */
+    uint64_t seed;
+} bench_cfg;
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void random_tokens(int32_t *ids, size_t n, uint32_t n_vocab, uint64_t *rng)
+{
+    for (size_t i = 0; i < n; i++)
+        ids[i] = (int32_t)(rng_next(rng) % n_vocab);
+}
+
+/* Fill the cache with depth tokens, then time the test once (seconds);
+ * negative on an engine error (message in err). */
+static double run_once(eng_session *s, long n_prompt, long n_gen, long depth,
+                       int32_t *ids, uint64_t *rng, char *err, size_t errlen)
+{
+    uint32_t nv = eng_hparams(s)->vocab_size;
+    eng_reset(s);
+    if (depth > 0) {
+        random_tokens(ids, (size_t)depth, nv, rng);
+        if (eng_prefill(s, ids, (size_t)depth, err, errlen))
+            return -1;
+    }
+    double t0 = prof_now();
+    if (n_prompt > 0) {
+        random_tokens(ids, (size_t)n_prompt, nv, rng);
+        if (eng_prefill(s, ids, (size_t)n_prompt, err, errlen))
+            return -1;
+    } else {
+        for (long i = 0; i < n_gen; i++) {
+            int32_t tkn = (int32_t)(rng_next(rng) % nv);
+            if (eng_decode(s, tkn, err, errlen))
+                return -1;
+        }
+    }
+    return prof_now() - t0;
+}
+
+static uint64_t param_count(const fmt_hparams *h)
+{
+    uint64_t d = h->dim, q = (uint64_t)h->n_heads * h->head_dim,
+             kv = (uint64_t)h->n_kv_heads * h->head_dim;
+    uint64_t per = d * (q + 2 * kv) + q * d + 3 * d * h->ffn_dim +
+                   (uint64_t)h->n_experts * (3 * d * h->expert_ffn_dim + d) + 2 * d;
+    uint64_t head = (uint64_t)h->vocab_size * d;
+    return head * ((h->flags & FMT_FLAG_TIED) ? 1 : 2) + per * h->n_layers + d;
+}
+
+/* ---- printing ----------------------------------------------------------- */
+static void fmt_size(char *buf, size_t n, double bytes)
+{
+    snprintf(buf, n, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+    if (bytes < 1024.0 * 1024 * 1024)
+        snprintf(buf, n, "%.2f MiB", bytes / (1024.0 * 1024));
+}
+
+static void fmt_params(char *buf, size_t n, double p)
+{
+    if (p >= 1e9)
+        snprintf(buf, n, "%.2f B", p / 1e9);
+    else if (p >= 1e6)
+        snprintf(buf, n, "%.2f M", p / 1e6);
+    else
+        snprintf(buf, n, "%.2f K", p / 1e3);
+}
+
+static void test_name(char *buf, size_t n, const result *r)
+{
+    int k = r->n_prompt > 0 ? snprintf(buf, n, "pp%ld", r->n_prompt)
+                            : snprintf(buf, n, "tg%ld", r->n_gen);
+    if (r->n_depth > 0 && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, " @ d%ld", r->n_depth);
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+static void print_md_head(const bench_cfg *c)
+{
+    printf("| model | size | params | backend | threads |%s%s test | t/s | GB/s | %% bw |\n",
+           c->pf_set ? " prefetch |" : "", c->xio_set ? " expert_io |" : "");
+    printf("| ----- | ---: | -----: | ------- | ------: |%s%s ---: | ---: | ---: | ---: |\n",
+           c->pf_set ? " -------- |" : "", c->xio_set ? " --------- |" : "");
+}
+
+static void print_md(const bench_cfg *c, const result *r)
+{
+    char sz[32], pr[32], tn[48], gb[32] = "-", pct[32] = "-";
+    fmt_size(sz, sizeof sz, (double)r->model_size);
+    fmt_params(pr, sizeof pr, (double)r->n_params);
+    test_name(tn, sizeof tn, r);
+    if (r->gb_s > 0)
+        snprintf(gb, sizeof gb, "%.2f", r->gb_s);
+    if (r->bw_pct > 0)
+        snprintf(pct, sizeof pct, "%.1f", r->bw_pct);
+    printf("| %s %s | %s | %s | cflow %s | %d |", base_name(r->model), r->quant, sz,
+           pr, r->isa, r->threads);
+    if (c->pf_set)
+        printf(" %s |", onoff[r->prefetch]);
+    if (c->xio_set)
+        printf(" %s |", xio_names[r->expert_io]);
+    printf(" %s | %.2f ± %.2f | %s | %s |\n", tn, r->avg_ts, r->sd_ts, gb, pct);
+    fflush(stdout);
+}
+
+static const char *const csv_fields =
+    "model_filename,model_type,model_size,model_n_params,backends,cpu_info,"
+    "n_threads,n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,"
+    "stddev_ts,isa,prefetch,expert_io,repetitions,bytes_per_token,gb_s,"
+    "read_bw_gbs,bw_pct";
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            printf("\\%c", ch);
+        else if (ch < 0x20)
+            printf("\\u%04x", ch);
+        else
+            putchar(ch);
+    }
+    putchar('"');
+}
+
+static void print_csv(const result *r, const char *cpu)
+{
+    printf("\"%s\",\"%s %s\",%llu,%llu,\"cflow\",\"%s\",%d,%ld,%ld,%ld,\"%s\","
+           "%.0f,%.0f,%.6f,%.6f,%s,%s,%s,%u,%llu,%.4f,%.3f,%.2f\n",
+           r->model, r->arch, r->quant, (unsigned long long)r->model_size,
+           (unsigned long long)r->n_params, cpu, r->threads, r->n_prompt, r->n_gen,
+           r->n_depth, r->time, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts, r->isa,
+           onoff[r->prefetch], xio_names[r->expert_io], r->reps,
+           (unsigned long long)r->bytes_per_token, r->gb_s, r->read_bw, r->bw_pct);
+    fflush(stdout);
+}
+
+static void print_json(const result *r, const char *cpu, int first)
+{
+    printf("%s  {\n    \"model_filename\": ", first ? "" : ",\n");
+    json_str(r->model);
+    printf(",\n    \"model_type\": \"%s %s\",\n", r->arch, r->quant);
+    printf("    \"model_size\": %llu,\n    \"model_n_params\": %llu,\n",
+           (unsigned long long)r->model_size, (unsigned long long)r->n_params);
+    printf("    \"backends\": \"cflow\",\n    \"cpu_info\": ");
+    json_str(cpu);
+    printf(",\n    \"n_threads\": %d,\n    \"n_prompt\": %ld,\n    \"n_gen\": %ld,\n"
+           "    \"n_depth\": %ld,\n    \"test_time\": \"%s\",\n"
+           "    \"avg_ns\": %.0f,\n    \"stddev_ns\": %.0f,\n"
+           "    \"avg_ts\": %.6f,\n    \"stddev_ts\": %.6f,\n",
+           r->threads, r->n_prompt, r->n_gen, r->n_depth, r->time, r->avg_ns,
+           r->sd_ns, r->avg_ts, r->sd_ts);
+    printf("    \"samples_ns\": [");
+    for (unsigned i = 0; i < r->reps; i++)
+        printf("%s%.0f", i ? ", " : " ", r->ns[i]);
+    printf(" ],\n    \"samples_ts\": [");
+    for (unsigned i = 0; i < r->reps; i++)
+        printf("%s%.6f", i ? ", " : " ", r->ts[i]);
+    printf(" ],\n    \"isa\": \"%s\",\n    \"prefetch\": \"%s\",\n"
+           "    \"expert_io\": \"%s\",\n    \"repetitions\": %u,\n"
+           "    \"bytes_per_token\": %llu,\n    \"gb_s\": %.4f,\n"
+           "    \"read_bw_gbs\": %.3f,\n    \"bw_pct\": %.2f\n  }",
+           r->isa, onoff[r->prefetch], xio_names[r->expert_io], r->reps,
+           (unsigned long long)r->bytes_per_token, r->gb_s, r->read_bw, r->bw_pct);
+    fflush(stdout);
+}
+
+/* ---- the main benchmark ------------------------------------------------- */
+static long list_max(const ilist *l)
+{
+    long m = 0;
+    for (unsigned i = 0; i < l->n; i++)
+        if (l->v[i] > m)
+            m = l->v[i];
+    return m;
+}
+
+static int bench_models(const bench_cfg *c)
+{
+    char err[512], cpu[128];
+    int first = 1, rc = UI_EXIT_OK;
+    prof_cpu_model(cpu, sizeof cpu);
+    double read_bw = c->read_bw;
+    if (read_bw <= 0) {
+        read_bw = prof_measure_read_bw((int)list_max(&c->t));
+        fprintf(stderr, "cflow bench: machine read bandwidth %.2f GB/s (%ld threads)\n",
+                read_bw, list_max(&c->t));
+    }
+    long ctx = list_max(&c->d) + (list_max(&c->p) > list_max(&c->n)
+                                  ? list_max(&c->p) : list_max(&c->n)) + 1;
+    size_t idcap = (size_t)(list_max(&c->d) > list_max(&c->p) ? list_max(&c->d)
+                                                              : list_max(&c->p)) + 1;
+    int32_t *ids = malloc(idcap * sizeof *ids);
+    double *ns = malloc(c->reps * sizeof *ns), *ts = malloc(c->reps * sizeof *ts);
+    if (!ids || !ns || !ts) {
+        free(ids); free(ns); free(ts);
+        return ui_error("out of memory");
+    }
+    uint64_t rng = c->seed;
+    for (unsigned mi = 0; mi < c->n_models && rc == UI_EXIT_OK; mi++) {
+        const char *model = c->models[mi];
+        eng_opts eo;
+        eng_session *s = NULL;
+        eng_opts_default(&eo);
+        eo.n_threads = (int)c->t.v[0];
+        eo.n_ctx = (uint32_t)ctx;
+        eo.kv_f16 = c->kv_f16;
+        eo.log = ui_log;
+        if (eng_open(&s, model, &eo, err, sizeof err)) {
+            rc = ui_error("%s", err);
+            break;
+        }
+        if (eng_n_ctx(s) < (uint32_t)ctx) {
+            rc = ui_error("%s: the tests need a context of %ld tokens, the model "
+                          "allows %u", model, ctx, eng_n_ctx(s));
+            eng_close(s);
+            break;
+        }
+        const fmt_hparams *hp = eng_hparams(s);
+        struct stat st;
+        result r;
+        memset(&r, 0, sizeof r);
+        r.model = model;
+        r.model_size = stat(model, &st) == 0 ? (uint64_t)st.st_size : 0;
+        r.n_params = param_count(hp);
+        r.arch = hp->arch;
+        r.quant = kern_type_name((enum kern_type)hp->quant_type);
+        r.isa = eng_isa(s);
+        r.read_bw = read_bw;
+        r.reps = c->reps;
+        r.ns = ns;
+        r.ts = ts;
+        for (unsigned xi = 0; xi < c->xio.n && rc == UI_EXIT_OK; xi++)
+        for (unsigned pi = 0; pi < c->pf.n && rc == UI_EXIT_OK; pi++)
+        for (unsigned ti = 0; ti < c->t.n && rc == UI_EXIT_OK; ti++)
+        for (unsigned di = 0; di < c->d.n && rc == UI_EXIT_OK; di++)
+        for (unsigned kind = 0; kind < 2 && rc == UI_EXIT_OK; kind++) {
+            const ilist *L = kind == 0 ? &c->p : &c->n;
+            for (unsigned li = 0; li < L->n && rc == UI_EXIT_OK; li++) {
+                if (L->v[li] <= 0)
+                    continue;
+                r.threads = (int)c->t.v[ti];
+                r.prefetch = (int)c->pf.v[pi];
+                r.expert_io = (int)c->xio.v[xi];
+                r.n_depth = c->d.v[di];
+                r.n_prompt = kind == 0 ? L->v[li] : 0;
+                r.n_gen = kind == 1 ? L->v[li] : 0;
+                err[0] = '\0';
+                if (eng_set_threads(s, r.threads) ||
+                    set_io(s, r.prefetch, r.expert_io, err, sizeof err)) {
+                    rc = ui_error("%s: cannot set threads %d, prefetch %s, "
+                                  "expert-io %s%s%s", model, r.threads,
+                                  onoff[r.prefetch], xio_names[r.expert_io],
+                                  err[0] ? ": " : "", err);
+                    break;
+                }
+                time_t now = time(NULL);
+                struct tm tmv;
+                gmtime_r(&now, &tmv);
+                strftime(r.time, sizeof r.time, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+                err[0] = '\0';
+                if (c->warmup &&
+                    run_once(s, r.n_prompt, r.n_prompt ? 0 : 1, 0, ids, &rng, err,
+                             sizeof err) < 0) {
+                    rc = ui_error("%s: %s", model, err);
+                    break;
+                }
+                for (unsigned k = 0; k < c->reps; k++) {
+                    double sec = run_once(s, r.n_prompt, r.n_gen, r.n_depth, ids,
+                                          &rng, err, sizeof err);
+                    if (sec < 0) {
+                        rc = ui_error("%s: %s", model, err);
+                        break;
+                    }
+                    if (sec < 1e-9)
+                        sec = 1e-9;
+                    ns[k] = sec * 1e9;
+                    ts[k] = (double)(r.n_prompt + r.n_gen) / sec;
+                }
+                if (rc != UI_EXIT_OK)
+                    break;
+                mean_sd(ns, c->reps, &r.avg_ns, &r.sd_ns);
+                mean_sd(ts, c->reps, &r.avg_ts, &r.sd_ts);
+                eng_stats es;
+                eng_get_stats(s, &es);
+                r.bytes_per_token = es.bytes_per_token;
+                r.gb_s = r.n_gen > 0 ? (double)es.bytes_per_token * r.avg_ts / 1e9 : 0;
+                r.bw_pct = r.gb_s > 0 && read_bw > 0 ? 100.0 * r.gb_s / read_bw : 0;
+                /* the head only once there is a row: an error before the
+                 * first result leaves stdout empty */
+                if (first && c->fmt == 0)
+                    print_md_head(c);
+                else if (first && c->fmt == 1)
+                    printf("%s\n", csv_fields);
+                else if (first)
+                    printf("[\n");
+                if (c->fmt == 0)
+                    print_md(c, &r);
+                else if (c->fmt == 1)
+                    print_csv(&r, cpu);
+                else
+                    print_json(&r, cpu, first);
+                first = 0;
+            }
+        }
+        eng_close(s);
+    }
+    if (c->fmt == 2 && !first)
+        printf("\n]\n");
+    else if (c->fmt == 2 && rc == UI_EXIT_OK)
+        printf("[]\n");
+    free(ids);
+    free(ns);
+    free(ts);
+    return rc;
+}
+
+/* ---- membw -------------------------------------------------------------- */
+static int bench_membw(const bench_cfg *c)
+{
+    double v[MAXL];
+    if (c->fmt == 0) {
+        printf("| threads | read GB/s |\n| ------: | --------: |\n");
+    } else if (c->fmt == 1)
+        printf("n_threads,avg_gb_s,stddev_gb_s,repetitions\n");
+    else
+        printf("[\n");
+    for (unsigned ti = 0; ti < c->t.n; ti++) {
+        double m, sd;
+        unsigned reps = c->reps > MAXL ? MAXL : c->reps;
+        for (unsigned k = 0; k < reps; k++)
+            v[k] = prof_measure_read_bw((int)c->t.v[ti]);
+        mean_sd(v, reps, &m, &sd);
+        if (m <= 0)
+            return ui_error("bench membw: the measurement failed (out of memory?)");
+        if (c->fmt == 0)
+            printf("| %ld | %.2f ± %.2f |\n", c->t.v[ti], m, sd);
+        else if (c->fmt == 1)
+            printf("%ld,%.3f,%.3f,%u\n", c->t.v[ti], m, sd, reps);
+        else
+            printf("%s  { \"n_threads\": %ld, \"avg_gb_s\": %.3f, \"stddev_gb_s\": %.3f,"
+                   " \"repetitions\": %u }", ti ? ",\n" : "", c->t.v[ti], m, sd, reps);
+        fflush(stdout);
+    }
+    if (c->fmt == 2)
+        printf("\n]\n");
+    return UI_EXIT_OK;
+}
+
+/* ---- l1d: tiled vs row-major mat-vec ------------------------------------ */
+/*
+ * The report's Table 5.1 shapes at d 8192 (out x in): attn-proj 8192 x 8192,
+ * expert-proj 8192 x 8192, dense-gateup 32768 x 8192, dense-down
+ * 8192 x 32768.  Both layouts hold the same f32 weights and run the same
+ * ISA's SIMD code: "tiled" is cflow's 128 x 256 tile kernel over tiles in
+ * file order (a tile's 256 activation lanes stay in L1 across its 128
+ * rows); "row-major" is one dot_f32 per output row over the whole input (the
+ * activation streams through L1 once per row).  f32 keeps the arithmetic
+ * identical between the two; it also makes both more bandwidth-bound than
+ * Q4_0 would.  --rows-div K divides the output rows (for quick runs).
+ */
+static int bench_l1d(const bench_cfg *c, unsigned rows_div)
+{
+    static const struct { const char *name; unsigned out, in; } shp[] = {
+        { "attn-proj", 8192, 8192 },   { "expert-proj", 8192, 8192 },
+        { "dense-gateup", 32768, 8192 }, { "dense-down", 8192, 32768 },
+    };
+    const kern_ops *ops = kern_init();
+    char err[256];
+    prof *p = NULL;
+    const char *miss_reason = "profiler unavailable";
+    int have_ctr = 0;
+    if (prof_new(&p, PROF_COUNTERS, 1, err, sizeof err) == 0) {
+        have_ctr = prof_ev_available(p, PROF_EV_L1D_READ_MISS);
+        miss_reason = prof_ev_reason(p, PROF_EV_L1D_READ_MISS);
+    }
+    if (!have_ctr)
+        fprintf(stderr, "cflow bench l1d: no hardware L1D miss counts: %s\n",
+                miss_reason);
+    else
+        fprintf(stderr, "cflow bench l1d: L1D miss counters are available, but "
+                "this build times only; see `cflow run` for per-run counts\n");
+    if (c->fmt == 0)
+        printf("| operation | out x in | working set / L1d | tiled ms | row-major ms | "
+               "speedup | L1D misses |\n| --- | --- | ---: | ---: | ---: | ---: | --- |\n");
+    else if (c->fmt == 1)
+        printf("operation,rows,cols,tiled_ms,tiled_sd_ms,rowmajor_ms,rowmajor_sd_ms,"
+               "speedup,isa\n");
+    else
+        printf("[\n");
+    int rc = UI_EXIT_OK;
+    for (size_t si = 0; si < sizeof shp / sizeof *shp && rc == UI_EXIT_OK; si++) {
+        unsigned R = shp[si].out / rows_div, C = shp[si].in;
+        if (R < KERN_TILE_ROWS)
+            R = KERN_TILE_ROWS;
+        unsigned nrt = R / KERN_TILE_ROWS, nct = C / KERN_TILE_COLS;
+        size_t tb = kern_tile_payload_size(KERN_F32, KERN_TILE_ROWS, KERN_TILE_COLS);
+        float *w = malloc((size_t)R * C * sizeof *w);
+        uint8_t *tiles = malloc((size_t)nrt * nct * tb);
+        float *x = malloc((size_t)C * sizeof *x), *y = malloc((size_t)R * sizeof *y);
+        kern_act act;
+        memset(&act, 0, sizeof act);
+        if (!w || !tiles || !x || !y || kern_act_init(&act, C)) {
+            free(w); free(tiles); free(x); free(y); kern_act_free(&act);
+            rc = ui_error("bench l1d: out of memory for %s", shp[si].name);
+            break;
+        }
+        uint64_t rng = 7;
+        for (size_t i = 0; i < (size_t)R * C; i++)
+            w[i] = (float)((int)(rng_next(&rng) >> 56) - 128) * (1.0f / 4096);
+        for (unsigned i = 0; i < C; i++)
+            x[i] = (float)((int)(rng_next(&rng) >> 56) - 128) * (1.0f / 128);
+        for (unsigned rt = 0; rt < nrt; rt++)
+            for (unsigned ct = 0; ct < nct; ct++)
+                kern_tile_pack(KERN_F32, KERN_TILE_ROWS, KERN_TILE_COLS, KERN_SRC_F32,
+                               w + (size_t)rt * KERN_TILE_ROWS * C + (size_t)ct * KERN_TILE_COLS,
+                               (size_t)C * sizeof(float),
+                               tiles + ((size_t)rt * nct + ct) * tb);
+        kern_act_set(&act, x, C, KERN_NEED(KERN_F32));
+        unsigned reps = c->reps > MAXL ? MAXL : c->reps;
+        double tt[MAXL], tr[MAXL], mt, sdt, mr, sdr, maxdiff = 0;
+        for (unsigned k = 0; k <= reps; k++) { /* k = 0: warm-up */
+            double t0 = prof_now();
+            for (unsigned rt = 0; rt < nrt; rt++) {
+                float *yr = y + (size_t)rt * KERN_TILE_ROWS;
+                memset(yr, 0, KERN_TILE_ROWS * sizeof *yr);
+                for (unsigned ct = 0; ct < nct; ct++)
+                    ops->tile_mv[KERN_F32](tiles + ((size_t)rt * nct + ct) * tb,
+                                           KERN_TILE_ROWS, KERN_TILE_COLS, &act,
+                                           ct * KERN_TILE_COLS, yr);
+            }
+            double t1 = prof_now();
+            for (unsigned r = 0; r < R; r++) {
+                float v = ops->dot_f32(w + (size_t)r * C, x, C);
+                double dd = fabs((double)v - y[r]);
+                if (dd > maxdiff)
+                    maxdiff = dd;
+            }
+            double t2 = prof_now();
+            if (k) {
+                tt[k - 1] = (t1 - t0) * 1e3;
+                tr[k - 1] = (t2 - t1) * 1e3;
+            }
+        }
+        mean_sd(tt, reps, &mt, &sdt);
+        mean_sd(tr, reps, &mr, &sdr);
+        if (maxdiff > 1e-2)
+            fprintf(stderr, "cflow bench l1d: %s: layouts disagree by %g\n",
+                    shp[si].name, maxdiff);
+        double ws = (double)C * 4 / 32768.0;
+        if (c->fmt == 0)
+            printf("| %s | %u x %u | %.0fx | %.2f ± %.2f | %.2f ± %.2f | %.2fx | %s |\n",
+                   shp[si].name, R, C, ws, mt, sdt, mr, sdr, mr / mt,
+                   have_ctr ? "not measured" : "unavailable");
+        else if (c->fmt == 1)
+            printf("%s,%u,%u,%.4f,%.4f,%.4f,%.4f,%.4f,%s\n", shp[si].name, R, C, mt,
+                   sdt, mr, sdr, mr / mt, ops->name);
+        else
+            printf("%s  { \"operation\": \"%s\", \"rows\": %u, \"cols\": %u, "
+                   "\"tiled_ms\": %.4f, \"rowmajor_ms\": %.4f, \"speedup\": %.4f, "
+                   "\"isa\": \"%s\" }", si ? ",\n" : "", shp[si].name, R, C, mt, mr,
+                   mr / mt, ops->name);
+        fflush(stdout);
+        free(w); free(tiles); free(x); free(y);
+        kern_act_free(&act);
+    }
+    if (c->fmt == 2)
+        printf("\n]\n");
+    prof_free(p);
+    return rc;
+}
+
+static void help(void)
+{
+    printf("usage: cflow bench [OPTIONS] -m MODEL [-m MODEL ...]\n"
+           "       cflow bench membw [-t LIST] [-r N] [-o FMT]\n"
+           "       cflow bench l1d [-r N] [--rows-div K] [-o FMT]\n"
+           "       cflow bench directio -m MODEL [-m MODEL.vflow] [OPTIONS]\n\n"
+           "Throughput in the manner of llama-bench: ppN prefills N random tokens,\n"
+           "tgN decodes N tokens one by one; each test is warmed up once and\n"
+           "repeated -r times (mean ± sd).  LIST is a,b,c or a-b or a-b+step.\n\n"
+           "  -m, --model FILE      model (.cflow/.vflow); repeat for several\n"
+           "  -t, --threads LIST    worker threads (default: all cores)\n"
+           "  -p, --n-prompt LIST   prompt lengths (default 512; 0 = no pp test)\n"
+           "  -n, --n-gen LIST      generated tokens (default 128; 0 = no tg test)\n"
+           "  -d, --depth LIST      tokens in the cache before each test (default 0)\n"
+           "  -r, --repetitions N   (default 5)\n"
+           "      --prefetch LIST   off,on (default off)\n"
+           "      --expert-io LIST  mmap,sync,staged (default mmap)\n"
+           "  -o, --output FMT      md (default), csv or json\n"
+           "      --read-bw GBS     machine read bandwidth for %% bw (default: measure)\n"
+           "      --kv-type T       f16, f32 or auto (default auto)\n"
+           "      --no-warmup       skip the untimed warm-up run of each test\n"
+           "      --seed S          random tokens seed (default 1)\n"
+           "  -h, --help            this text\n\n"
+           "membw: the machine's read bandwidth (GB/s) per thread count.\n"
+           "l1d: tiled vs row-major f32 mat-vec at the report's d 8192 shapes.\n"
+           "directio: tg tests over --prefetch off,on and --expert-io\n"
+           "mmap,sync,staged (unless given) for each model.\n");
+}
+
+int ui_cmd_bench(int argc, char **argv)
+{
+    enum { O_PF = 256, O_XIO, O_RBW, O_KV, O_NOWARM, O_SEED, O_ROWSDIV };
+    static const struct option lo[] = {
+        { "model", required_argument, 0, 'm' },
+        { "threads", required_argument, 0, 't' },
+        { "n-prompt", required_argument, 0, 'p' },
+        { "n-gen", required_argument, 0, 'n' },
+        { "depth", required_argument, 0, 'd' },
+        { "n-depth", required_argument, 0, 'd' },
+        { "repetitions", required_argument, 0, 'r' },
+        { "output", required_argument, 0, 'o' },
+        { "prefetch", required_argument, 0, O_PF },
+        { "expert-io", required_argument, 0, O_XIO },
+        { "read-bw", required_argument, 0, O_RBW },
+        { "kv-type", required_argument, 0, O_KV },
+        { "no-warmup", no_argument, 0, O_NOWARM },
+        { "seed", required_argument, 0, O_SEED },
+        { "rows-div", required_argument, 0, O_ROWSDIV },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    bench_cfg c;
+    memset(&c, 0, sizeof c);
+    c.t.n = 1;
+    c.t.v[0] = prof_cpu_cores() > 0 ? prof_cpu_cores() : 1;
+    c.p.n = c.n.n = c.d.n = c.pf.n = c.xio.n = 1;
+    c.p.v[0] = 512;
+    c.n.v[0] = 128;
+    c.reps = 5;
+    c.warmup = 1;
+    c.kv_f16 = -1;
+    c.seed = 1;
+    long rows_div = 1;
+    const char *mode = NULL;
+    int ch, p_set = 0, n_set = 0;
+
+    if (argc > 1 && argv[1][0] != '-') {
+        mode = argv[1];
+        if (strcmp(mode, "membw") && strcmp(mode, "l1d") && strcmp(mode, "directio"))
+            return ui_usage_error("bench", "unknown mode '%s' (membw, l1d, directio)",
+                                  mode);
+        argc--;
+        argv++;
+    }
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "m:t:p:n:d:r:o:h", lo, NULL)) != -1) {
+        long v;
+        switch (ch) {
+        case 'm':
+            if (c.n_models == MAXL)
+                return ui_usage_error("bench", "too many models");
+            c.models[c.n_models++] = optarg;
+            break;
+        case 't':
+            if (parse_list(optarg, 1, 1024, &c.t))
+                return ui_usage_error("bench", "bad -t '%s' (a list of 1..1024)", optarg);
+            break;
+        case 'p':
+            if (parse_list(optarg, 0, 1 << 20, &c.p))
+                return ui_usage_error("bench", "bad -p '%s'", optarg);
+            p_set = 1;
+            break;
+        case 'n':
+            if (parse_list(optarg, 0, 1 << 20, &c.n))
+                return ui_usage_error("bench", "bad -n '%s'", optarg);
+            n_set = 1;
+            break;
+        case 'd':
+            if (parse_list(optarg, 0, 1 << 20, &c.d))
+                return ui_usage_error("bench", "bad --depth '%s'", optarg);
+            break;
+        case 'r':
+            if (ui_parse_int(optarg, 1, 1000, &v))
+                return ui_usage_error("bench", "bad -r '%s' (1..1000)", optarg);
+            c.reps = (unsigned)v;
+            break;
+        case 'o':
+            if (!strcmp(optarg, "md")) c.fmt = 0;
+            else if (!strcmp(optarg, "csv")) c.fmt = 1;
+            else if (!strcmp(optarg, "json")) c.fmt = 2;
+            else return ui_usage_error("bench", "bad -o '%s' (md, csv, json)", optarg);
+            break;
+        case O_PF:
+            if (parse_names(optarg, onoff, 2, &c.pf))
+                return ui_usage_error("bench", "bad --prefetch '%s' (off,on)", optarg);
+            c.pf_set = 1;
+            break;
+        case O_XIO:
+            if (parse_names(optarg, xio_names, 3, &c.xio))
+                return ui_usage_error("bench", "bad --expert-io '%s' (mmap,sync,staged)",
+                                      optarg);
+            c.xio_set = 1;
+            break;
+        case O_RBW: {
+            double d;
+            if (ui_parse_float(optarg, 0.001, 1e6, &d))
+                return ui_usage_error("bench", "bad --read-bw '%s'", optarg);
+            c.read_bw = d;
+            break;
+        }
+        case O_KV:
+            if (!strcmp(optarg, "f16")) c.kv_f16 = 1;
+            else if (!strcmp(optarg, "f32")) c.kv_f16 = 0;
+            else if (!strcmp(optarg, "auto")) c.kv_f16 = -1;
+            else return ui_usage_error("bench", "bad --kv-type '%s' (f16, f32, auto)",
+                                       optarg);
+            break;
+        case O_NOWARM: c.warmup = 0; break;
+        case O_SEED:
+            if (ui_parse_u64(optarg, &c.seed))
+                return ui_usage_error("bench", "bad --seed '%s'", optarg);
+            break;
+        case O_ROWSDIV:
+            if (ui_parse_int(optarg, 1, 64, &rows_div))
+                return ui_usage_error("bench", "bad --rows-div '%s' (1..64)", optarg);
+            break;
+        case 'h': help(); return UI_EXIT_OK;
+        default: return ui_usage_error("bench", "bad option");
+        }
+    }
+    if (optind != argc)
+        return ui_usage_error("bench", "unexpected argument '%s'", argv[optind]);
+    if (mode && !strcmp(mode, "membw"))
+        return bench_membw(&c);
+    if (mode && !strcmp(mode, "l1d"))
+        return bench_l1d(&c, (unsigned)rows_div);
+    if (c.n_models == 0)
+        return ui_usage_error("bench", "no model (-m FILE)");
+    if (mode && !strcmp(mode, "directio")) {
+        if (!p_set)
+            c.p.v[0] = 0;
+        if (!c.pf_set) {
+            c.pf.n = 2; c.pf.v[0] = 0; c.pf.v[1] = 1;
+            c.pf_set = 1;
+        }
+        if (!c.xio_set) {
+            c.xio.n = 3; c.xio.v[0] = 0; c.xio.v[1] = 1; c.xio.v[2] = 2;
+            c.xio_set = 1;
+        }
+    }
+    (void)n_set;
+    return bench_models(&c);
+}

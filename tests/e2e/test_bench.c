@@ -1,0 +1,268 @@
+/*
+ * test_bench.c — `cflow bench` as a user runs it: argument errors, the JSON
+ * array with llama-bench's field names (parsed with json-c), md and csv
+ * shapes, membw and l1d, and `cflow synth --gguf` refusals.  Correctness
+ * only: no assertion looks at how fast anything ran.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <json-c/json.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static char model[4096];
+
+static int setup(void **state)
+{
+    (void)state;
+    tu_proc p;
+    snprintf(model, sizeof model, "%s", tu_tmp("bench-tiny.cflow"));
+    if (tu_cflow_run(&p, "synth", "tiny-mixtral", model, (char *)NULL) || p.status) {
+        fprintf(stderr, "synth: %s", p.err ? p.err : "");
+        tu_proc_free(&p);
+        return -1;
+    }
+    tu_proc_free(&p);
+    return 0;
+}
+
+static void expect_usage(int want_status, const char *want_msg, ...)
+{
+    char *argv[16];
+    va_list ap;
+    int n = 0;
+    argv[n++] = (char *)tu_cflow();
+    argv[n++] = (char *)"bench";
+    va_start(ap, want_msg);
+    for (char *a; (a = va_arg(ap, char *)) != NULL && n < 15;)
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    tu_proc p;
+    assert_int_equal(tu_run(&p, argv, NULL, 60), 0);
+    if (p.status != want_status || !strstr(p.err, want_msg))
+        fprintf(stderr, "argv[2]=%s: status %d, stderr: %s", n > 2 ? argv[2] : "",
+                p.status, p.err);
+    assert_int_equal(p.status, want_status);
+    assert_non_null(strstr(p.err, want_msg));
+    assert_int_equal(p.out_len, 0);  /* no half table on stdout */
+    tu_proc_free(&p);
+}
+
+static void test_args(void **state)
+{
+    (void)state;
+    expect_usage(2, "no model", (char *)NULL);
+    expect_usage(2, "unknown mode 'frob'", "frob", (char *)NULL);
+    expect_usage(2, "bad -t '0'", "-m", model, "-t", "0", (char *)NULL);
+    expect_usage(2, "bad -t '1,x'", "-m", model, "-t", "1,x", (char *)NULL);
+    expect_usage(2, "bad -p '-3'", "-m", model, "-p", "-3", (char *)NULL);
+    expect_usage(2, "bad -n '4-2'", "-m", model, "-n", "4-2", (char *)NULL);
+    expect_usage(2, "bad -r '0'", "-m", model, "-r", "0", (char *)NULL);
+    expect_usage(2, "bad -o 'xml'", "-m", model, "-o", "xml", (char *)NULL);
+    expect_usage(2, "bad --prefetch 'maybe'", "-m", model, "--prefetch", "maybe",
+                 (char *)NULL);
+    expect_usage(2, "bad --expert-io 'disk'", "-m", model, "--expert-io", "disk",
+                 (char *)NULL);
+    expect_usage(2, "bad --depth 'deep'", "-m", model, "--depth", "deep", (char *)NULL);
+    expect_usage(2, "unexpected argument", "-m", model, "extra", (char *)NULL);
+    /* a missing model: one line naming it, exit 1 */
+    expect_usage(1, "/nonexistent/model.cflow", "-m", "/nonexistent/model.cflow",
+                 "--read-bw", "10", (char *)NULL);
+    /* a context the model cannot hold (tiny-mixtral: 2048) */
+    expect_usage(1, "context", "-m", model, "--read-bw", "10", "-d", "4096",
+                 (char *)NULL);
+}
+
+static const char *str_of(json_object *o, const char *k)
+{
+    json_object *v = json_object_object_get(o, k);
+    assert_non_null(v);
+    return json_object_get_string(v);
+}
+
+static double num_of(json_object *o, const char *k)
+{
+    json_object *v = json_object_object_get(o, k);
+    if (!v)
+        fprintf(stderr, "missing field %s\n", k);
+    assert_non_null(v);
+    assert_true(json_object_is_type(v, json_type_int) ||
+                json_object_is_type(v, json_type_double));
+    return json_object_get_double(v);
+}
+
+/* -o json: one object per test in llama-bench's order and field names. */
+static void test_json(void **state)
+{
+    (void)state;
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "bench", "-m", model, "-t", "1,2", "-p", "8",
+                                  "-n", "4", "-d", "0,6", "-r", "3", "--read-bw", "10",
+                                  "-o", "json", (char *)NULL), 0);
+    if (p.status)
+        fprintf(stderr, "%s", p.err);
+    assert_int_equal(p.status, 0);
+    json_object *a = json_tokener_parse(p.out);
+    assert_non_null(a);
+    assert_true(json_object_is_type(a, json_type_array));
+    /* threads x depths x {pp8, tg4} */
+    assert_int_equal(json_object_array_length(a), 2 * 2 * 2);
+    for (size_t i = 0; i < json_object_array_length(a); i++) {
+        json_object *o = json_object_array_get_idx(a, i);
+        int threads = (int)num_of(o, "n_threads");
+        int depth = (int)num_of(o, "n_depth");
+        int np = (int)num_of(o, "n_prompt"), ng = (int)num_of(o, "n_gen");
+        /* loops: threads outer, then depth, then pp before tg */
+        assert_int_equal(threads, 1 + (int)(i / 4));
+        assert_int_equal(depth, (i / 2) % 2 ? 6 : 0);
+        if (i % 2 == 0) {
+            assert_int_equal(np, 8);
+            assert_int_equal(ng, 0);
+        } else {
+            assert_int_equal(np, 0);
+            assert_int_equal(ng, 4);
+        }
+        assert_string_equal(str_of(o, "model_filename"), model);
+        assert_string_equal(str_of(o, "backends"), "cflow");
+        assert_true(num_of(o, "model_size") > 1e5);
+        assert_true(num_of(o, "model_n_params") > 1e5);
+        double avg = num_of(o, "avg_ts"), sd = num_of(o, "stddev_ts");
+        assert_true(avg > 0 && isfinite(avg));
+        assert_true(sd >= 0 && isfinite(sd));
+        /* avg_ts is the mean of the samples, and each sample is the
+         * test's tokens over its nanoseconds */
+        json_object *sts = json_object_object_get(o, "samples_ts");
+        json_object *sns = json_object_object_get(o, "samples_ns");
+        assert_non_null(sts);
+        assert_non_null(sns);
+        assert_int_equal(json_object_array_length(sts), 3);
+        assert_int_equal(json_object_array_length(sns), 3);
+        double m = 0;
+        for (size_t k = 0; k < 3; k++) {
+            double ts = json_object_get_double(json_object_array_get_idx(sts, k));
+            double ns = json_object_get_double(json_object_array_get_idx(sns, k));
+            assert_true(ns > 0);
+            assert_true(fabs(ts - (np + ng) / (ns * 1e-9)) <= 1e-3 * ts + 1.0);
+            m += ts / 3;
+        }
+        assert_true(fabs(m - avg) <= 1e-6 * avg + 1e-6);
+        /* GB/s and % of the given 10 GB/s on decode tests only */
+        double gb = num_of(o, "gb_s"), pct = num_of(o, "bw_pct");
+        assert_true(num_of(o, "read_bw_gbs") == 10.0);
+        if (ng) {
+            assert_true(num_of(o, "bytes_per_token") > 0);
+            assert_true(fabs(gb - num_of(o, "bytes_per_token") * avg / 1e9) <=
+                        1e-3 * gb + 1e-4);
+            assert_true(fabs(pct - 10.0 * gb) <= 1e-2 * pct + 1e-2);
+        } else {
+            assert_true(gb == 0 && pct == 0);
+        }
+        assert_string_equal(str_of(o, "prefetch"), "off");
+        assert_string_equal(str_of(o, "expert_io"), "mmap");
+    }
+    json_object_put(a);
+    tu_proc_free(&p);
+}
+
+static void test_md_csv(void **state)
+{
+    (void)state;
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "bench", "-m", model, "-t", "1", "-p", "4,8",
+                                  "-n", "2", "-r", "2", "--read-bw", "10", (char *)NULL),
+                     0);
+    assert_int_equal(p.status, 0);
+    /* header, separator, pp4, pp8, tg2 */
+    assert_int_equal(tu_count_lines(p.out), 5);
+    assert_non_null(strstr(p.out, "| pp4 |"));
+    assert_non_null(strstr(p.out, "| pp8 |"));
+    assert_non_null(strstr(p.out, "| tg2 |"));
+    assert_non_null(strstr(p.out, " ± "));
+    tu_proc_free(&p);
+    assert_int_equal(tu_cflow_run(&p, "bench", "-m", model, "-t", "1", "-p", "0",
+                                  "-n", "2", "-r", "1", "--read-bw", "10", "-o", "csv",
+                                  (char *)NULL), 0);
+    assert_int_equal(p.status, 0);
+    assert_int_equal(tu_count_lines(p.out), 2);
+    assert_true(strncmp(p.out, "model_filename,", 15) == 0);
+    assert_non_null(strstr(p.out, ",n_threads,n_prompt,n_gen,n_depth,"));
+    assert_non_null(strstr(p.out, ",avg_ts,stddev_ts,"));
+    tu_proc_free(&p);
+}
+
+static void test_membw_l1d(void **state)
+{
+    (void)state;
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "bench", "membw", "-t", "1", "-r", "1", "-o",
+                                  "json", (char *)NULL), 0);
+    assert_int_equal(p.status, 0);
+    json_object *a = json_tokener_parse(p.out);
+    assert_non_null(a);
+    assert_int_equal(json_object_array_length(a), 1);
+    assert_true(num_of(json_object_array_get_idx(a, 0), "avg_gb_s") > 0);
+    json_object_put(a);
+    tu_proc_free(&p);
+
+    assert_int_equal(tu_cflow_run(&p, "bench", "l1d", "--rows-div", "64", "-r", "1",
+                                  "-o", "json", (char *)NULL), 0);
+    assert_int_equal(p.status, 0);
+    a = json_tokener_parse(p.out);
+    assert_non_null(a);
+    assert_int_equal(json_object_array_length(a), 4);
+    for (size_t i = 0; i < 4; i++) {
+        json_object *o = json_object_array_get_idx(a, i);
+        assert_true(num_of(o, "tiled_ms") > 0 && num_of(o, "rowmajor_ms") > 0);
+    }
+    assert_int_equal((int)num_of(json_object_array_get_idx(a, 3), "cols"), 32768);
+    /* the layouts computed the same product (checked inside), and the
+     * counters are accounted for one way or the other */
+    assert_null(strstr(p.err, "disagree"));
+    assert_non_null(strstr(p.err, "L1D"));
+    json_object_put(a);
+    tu_proc_free(&p);
+}
+
+static void test_synth_gguf_refusals(void **state)
+{
+    (void)state;
+    tu_proc p;
+    const char *out = tu_tmp("refused.gguf");
+    assert_int_equal(tu_cflow_run(&p, "synth", "--gguf", "report-arch1", out,
+                                  (char *)NULL), 0);
+    assert_int_equal(p.status, 1);
+    assert_non_null(strstr(p.err, "cannot be written as GGUF"));
+    tu_proc_free(&p);
+    assert_int_equal(tu_cflow_run(&p, "synth", "--vocab", "x.gguf", "tiny-mixtral", out,
+                                  (char *)NULL), 0);
+    assert_int_equal(p.status, 2);
+    tu_proc_free(&p);
+    assert_int_equal(tu_cflow_run(&p, "synth", "--gguf", "--vocab", "/nonexistent.gguf",
+                                  "tiny-mixtral", out, (char *)NULL), 0);
+    assert_int_equal(p.status, 1);
+    assert_non_null(strstr(p.err, "/nonexistent.gguf"));
+    tu_proc_free(&p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_args),
+        cmocka_unit_test(test_json),
+        cmocka_unit_test(test_md_csv),
+        cmocka_unit_test(test_membw_l1d),
+        cmocka_unit_test(test_synth_gguf_refusals),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
