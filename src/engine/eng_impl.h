@@ -52,4 +52,26 @@ void      eng_pool_run(eng_pool *p, eng_task_fn fn, void *ctx);
 /* Claim `step` work items: returns the first index (may be past the end). */
 size_t    eng_pool_next(eng_pool *p, size_t step);
 
+/* ---- eng_guard.c: SIGBUS from the mapped model becomes an error ---- */
+/* A guard covers the reads of one mapping [lo, hi) by the current thread:
+ *     eng_guard g = { .lo = base, .hi = base + size };
+ *     if (sigsetjmp(g.jb, 0)) { eng_guard_pop(&g); ...g.addr faulted... }
+ *     eng_guard_push(&g);  ...reads...  eng_guard_pop(&g);
+ * Guards nest (a stack per thread).  eng_pool_run hands the caller's range
+ * to its workers and re-raises their faults in the caller (eng_guard.c). */
+#include <setjmp.h>
+typedef struct eng_guard {
+    sigjmp_buf          jb;
+    const uint8_t      *lo, *hi;
+    const void *volatile addr;      /* the faulting address */
+    struct eng_guard   *prev;
+} eng_guard;
+int        eng_guard_install(void);   /* once per process; 0 or -1 */
+void       eng_guard_push(eng_guard *g);
+void       eng_guard_pop(eng_guard *g);
+eng_guard *eng_guard_current(void);   /* this thread's innermost, or NULL */
+/* Jump to g (which must be armed on this thread) as if addr had faulted. */
+void       eng_guard_raise(eng_guard *g, const void *addr)
+    __attribute__((noreturn));
+
 #endif

@@ -39,6 +39,10 @@ struct eng_pool {
     atomic_int       quit;
     eng_task_fn      fn;
     void            *ctx;
+    /* the caller's guard of the mapped model (eng_guard.c), NULL when the
+     * region reads no mapping; a thread's fault lands in fault_addr */
+    eng_guard       *outer;
+    const void *_Atomic fault_addr;
 };
 
 typedef struct worker_arg {
@@ -52,6 +56,29 @@ static inline void cpu_relax(void)
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
+}
+
+/* Run the region's function on thread id inside a guard over the
+ * caller's range: a SIGBUS there ends this thread's share of the region
+ * (the others finish theirs) and is recorded for eng_pool_run. */
+static void run_guarded(eng_pool *p, int id, int n)
+{
+    eng_guard *outer = p->outer;
+    if (!outer) {
+        p->fn(p->ctx, id, n);
+        return;
+    }
+    eng_guard g;
+    g.lo = outer->lo;
+    g.hi = outer->hi;
+    if (sigsetjmp(g.jb, 0)) {
+        eng_guard_pop(&g);
+        atomic_store(&p->fault_addr, g.addr);
+        return;
+    }
+    eng_guard_push(&g);
+    p->fn(p->ctx, id, n);
+    eng_guard_pop(&g);
 }
 
 static void *worker(void *arg)
@@ -82,7 +109,7 @@ static void *worker(void *arg)
             return NULL;
         seen = atomic_load(&p->gen);
         if (id < p->n)
-            p->fn(p->ctx, id, p->n);
+            run_guarded(p, id, p->n);
         if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
             pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->done_cv);
@@ -175,8 +202,9 @@ int eng_pool_resize(eng_pool *p, int n_threads)
     return 0;
 }
 
-void eng_pool_run(eng_pool *p, eng_task_fn fn, void *ctx)
+static void pool_region(eng_pool *p, eng_task_fn fn, void *ctx)
 {
+    /* one thread: a fault jumps straight to the caller's own guard */
     if (!p || p->n == 1) {
         if (p)
             atomic_store(&p->cursor, 0);
@@ -193,7 +221,7 @@ void eng_pool_run(eng_pool *p, eng_task_fn fn, void *ctx)
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
     }
-    fn(ctx, 0, p->n);
+    run_guarded(p, 0, p->n);
     int spins = 0;
     while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
         if (++spins < SPIN_ITERS) {
@@ -205,6 +233,21 @@ void eng_pool_run(eng_pool *p, eng_task_fn fn, void *ctx)
             pthread_cond_wait(&p->done_cv, &p->mu);
         pthread_mutex_unlock(&p->mu);
     }
+}
+
+/* A fault on any thread of the region (eng_guard.c) comes back to the
+ * caller's guard once the region is over: the jump never leaves a thread
+ * inside the pool's synchronisation. */
+void eng_pool_run(eng_pool *p, eng_task_fn fn, void *ctx)
+{
+    if (p) {
+        p->outer = eng_guard_current();
+        atomic_store(&p->fault_addr, NULL);
+    }
+    pool_region(p, fn, ctx);
+    const void *fa = p ? atomic_load(&p->fault_addr) : NULL;
+    if (fa && p->outer)
+        eng_guard_raise(p->outer, fa);
 }
 
 size_t eng_pool_next(eng_pool *p, size_t step)

@@ -52,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
@@ -119,6 +120,10 @@ struct eng_session {
     struct prof *prof;   /* profiling (eng_set_prof): NULL when off */
     uint64_t mv_bytes;   /* weight bytes matvec_stream read since the last
                             per-layer mark (prof_layer_bytes) */
+    /* the model file shrank under its mapping (eng_guard.c): the offset
+     * of the byte whose read faulted; every later token fails */
+    int      broken;
+    uint64_t fault_off;
 };
 
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -237,6 +242,7 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
     int rc, oom = 0;
 
     *out = NULL;
+    eng_guard_install();   /* a truncated model file: an error, not a crash */
     s = calloc(1, sizeof *s);
     if (!s)
         return fail(err, errlen, ENG_ENOMEM, "%s: out of memory", model_path);
@@ -440,6 +446,85 @@ const fmt_model *eng_model(const eng_session *s) { return s->model; }
 void eng_reset(eng_session *s)
 {
     s->n_past = 0;
+}
+
+/* Context shift (engine.h): the cached keys carry RoPE rotations by their
+ * positions; moving a row from position p to p - n_discard turns each pair
+ * by -n_discard * freq_i, the rotation RoPE composes with (a rotation by
+ * a then b is one by a + b).  The frequencies are those rope() used: run.c's
+ * inv_freq, or ggml's base^(-2i/d) by repeated multiplication over its
+ * Llama-3 divisors.  Values carry no position and only move. */
+static void rerope_row(const eng_session *s, float *k, const float *c,
+                       const float *sn)
+{
+    const fmt_hparams *hp = s->hp;
+    unsigned half = hp->head_dim / 2;
+    int neox = (hp->flags & FMT_FLAG_ROPE_NEOX) != 0;
+    for (unsigned h = 0; h < hp->n_kv_heads; h++) {
+        float *v = k + (size_t)h * hp->head_dim;
+        for (unsigned i = 0; i < half; i++) {
+            unsigned a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+            float x0 = v[a], x1 = v[b];
+            v[a] = x0 * c[i] - x1 * sn[i];
+            v[b] = x0 * sn[i] + x1 * c[i];
+        }
+    }
+}
+
+int eng_shift(eng_session *s, uint32_t n_keep, uint32_t n_discard, char *err,
+              size_t errlen)
+{
+    const fmt_hparams *hp = s->hp;
+    if (n_keep > s->n_past || n_discard > s->n_past - n_keep)
+        return fail(err, errlen, ENG_EARG,
+                    "cannot drop %u positions after the first %u: the cache holds %u",
+                    n_discard, n_keep, s->n_past);
+    if (n_discard == 0)
+        return 0;
+    unsigned half = hp->head_dim / 2;
+    float *c = calloc(half ? half : 1, sizeof *c), *sn = calloc(half ? half : 1, sizeof *sn);
+    if (!c || !sn) {
+        free(c);
+        free(sn);
+        return fail(err, errlen, ENG_ENOMEM, "context shift: out of memory");
+    }
+    /* cos/sin of the turn of each pair, angles in double */
+    float ts = powf(hp->rope_theta, -2.0f / (float)hp->head_dim), theta = 1.0f;
+    for (unsigned i = 0; i < half; i++) {
+        double f = s->ggml ? (double)(s->rope_ff ? theta / s->rope_ff[i] : theta)
+                           : (double)s->inv_freq[i];
+        double ang = -(double)n_discard * f;
+        c[i] = (float)cos(ang);
+        sn[i] = (float)sin(ang);
+        theta *= ts;
+    }
+    uint32_t n_move = s->n_past - n_keep - n_discard;
+    size_t row = s->kv_dim, n = (size_t)n_move * row;
+    for (unsigned l = 0; l < s->n_eff; l++) {
+        size_t dst = (size_t)l * s->n_ctx * row + (size_t)n_keep * row;
+        size_t src = dst + (size_t)n_discard * row;
+        if (s->kv_f16) {
+            memmove(s->kc16 + dst, s->kc16 + src, n * sizeof(uint16_t));
+            memmove(s->vc16 + dst, s->vc16 + src, n * sizeof(uint16_t));
+            for (uint32_t p = 0; p < n_move; p++) {
+                uint16_t *kr = s->kc16 + dst + (size_t)p * row;
+                for (size_t i = 0; i < row; i++)
+                    s->k_tmp[i] = kern_fp16_to_fp32(kr[i]);
+                rerope_row(s, s->k_tmp, c, sn);
+                for (size_t i = 0; i < row; i++)
+                    kr[i] = kern_fp32_to_fp16(s->k_tmp[i]);
+            }
+        } else {
+            memmove(s->kc + dst, s->kc + src, n * sizeof(float));
+            memmove(s->vc + dst, s->vc + src, n * sizeof(float));
+            for (uint32_t p = 0; p < n_move; p++)
+                rerope_row(s, s->kc + dst + (size_t)p * row, c, sn);
+        }
+    }
+    s->n_past -= n_discard;
+    free(c);
+    free(sn);
+    return 0;
 }
 
 int eng_default_threads(int requested)
@@ -1030,8 +1115,49 @@ static int forward(eng_session *s, int32_t token, int want_logits)
     return 0;
 }
 
+/* The error of a session whose model file shrank under the mapping. */
+static int model_fault(eng_session *s, char *err, size_t errlen)
+{
+    struct stat st;
+    const char *path = fmt_model_path(s->model);
+    if (stat(path, &st) == 0)
+        return fail(err, errlen, ENG_EIO,
+                    "%s: the model file changed while in use: reading byte %llu "
+                    "failed (the file is now %lld bytes, %llu when opened)",
+                    path, (unsigned long long)s->fault_off, (long long)st.st_size,
+                    (unsigned long long)fmt_model_file_size(s->model));
+    return fail(err, errlen, ENG_EIO,
+                "%s: the model file changed while in use: reading byte %llu "
+                "failed (%s)", path, (unsigned long long)s->fault_off, strerror(errno));
+}
+
+/* forward() with a guard over the model's mapping (eng_guard.c): a SIGBUS
+ * from a file truncated under us, on this thread or a worker, comes back
+ * as ENG_EIO and breaks the session. */
+static int guarded_forward(eng_session *s, int32_t token, int want_logits,
+                           char *err, size_t errlen)
+{
+    uint64_t size = 0;
+    const uint8_t *base = fmt_model_map(s->model, &size);
+    eng_guard g;
+    g.lo = base;
+    g.hi = base + size;
+    if (sigsetjmp(g.jb, 0)) {
+        eng_guard_pop(&g);
+        s->broken = 1;
+        s->fault_off = (uint64_t)((const uint8_t *)g.addr - base);
+        return model_fault(s, err, errlen);
+    }
+    eng_guard_push(&g);
+    forward(s, token, want_logits);
+    eng_guard_pop(&g);
+    return 0;
+}
+
 static int check_token(eng_session *s, int32_t token, char *err, size_t errlen)
 {
+    if (s->broken)
+        return model_fault(s, err, errlen);
     if (token < 0 || (uint32_t)token >= s->hp->vocab_size)
         return fail(err, errlen, ENG_EARG, "token id %d is outside the %u-token vocabulary",
                     token, s->hp->vocab_size);
@@ -1049,7 +1175,8 @@ int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
     if (s->prof)
         prof_token_begin(s->prof);
     double t0 = prof_now();
-    forward(s, token, 1);
+    if ((rc = guarded_forward(s, token, 1, err, errlen)))
+        return rc;
     s->stats.decode_s += prof_now() - t0;
     if (s->prof)
         prof_token_end(s->prof, PROF_DECODE);
@@ -1067,7 +1194,8 @@ int eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
             return rc;
         if (s->prof)
             prof_token_begin(s->prof);
-        forward(s, tokens[i], i + 1 == n);
+        if ((rc = guarded_forward(s, tokens[i], i + 1 == n, err, errlen)))
+            return rc;
         if (s->prof)
             prof_token_end(s->prof, PROF_PREFILL);
     }

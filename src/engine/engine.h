@@ -184,8 +184,21 @@ int  eng_threads(const eng_session *s);
 
 /* Forget the cache (n_past = 0). */
 void eng_reset(eng_session *s);
+/* Context shift: when the context is full, drop n_discard positions after
+ * the first n_keep (a prompt or BOS worth keeping) and slide the rest
+ * down; n_past shrinks by n_discard and decoding goes on.  The cached keys
+ * are re-roped in place to their new positions (as llama.cpp's context
+ * shift does), not recomputed by prefilling the kept tokens again: a
+ * shift costs one pass over the cache instead of a forward pass per kept
+ * token, at the price that the kept rows still hold what attention over
+ * the dropped tokens made of them.  ENG_EARG when n_keep + n_discard
+ * exceeds n_past. */
+int  eng_shift(eng_session *s, uint32_t n_keep, uint32_t n_discard, char *err,
+               size_t errlen);
 /* Feed one token at position n_past; logits of the next token become
- * available through eng_logits.  ENG_ECTX when the context is full. */
+ * available through eng_logits.  ENG_ECTX when the context is full.
+ * ENG_EIO when the model file shrank while mapped (the session then
+ * refuses every later token). */
 int  eng_decode(eng_session *s, int32_t token, char *err, size_t errlen);
 /* Feed n tokens (prompt).  Logits are those after the last one. */
 int  eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,

@@ -304,6 +304,10 @@ const fmt_hparams *fmt_model_hparams(const fmt_model *m);
 const fmt_kv      *fmt_model_kv(const fmt_model *m);
 const char        *fmt_model_path(const fmt_model *m);
 uint64_t           fmt_model_file_size(const fmt_model *m);
+/* The read-only mapping of the file: [base, base + size).  Reads of it fault
+ * (SIGBUS) once the file shrinks under the mapping; the engine catches
+ * those that fall inside this range (eng_guard.c). */
+const void        *fmt_model_map(const fmt_model *m, uint64_t *size);
 /* Streams of a layer: FMT_S_Q (the fused QKV stream), FMT_S_O,
  * FMT_S_GATE (fused gate/up), FMT_S_DOWN; globals (layer = n_layers):
  * FMT_S_TOK_EMBD, FMT_S_OUTPUT.  NULL when absent. */

@@ -716,6 +716,12 @@ const fmt_hparams *fmt_model_hparams(const fmt_model *m) { return &m->hp; }
 const fmt_kv *fmt_model_kv(const fmt_model *m) { return m->kv; }
 const char *fmt_model_path(const fmt_model *m) { return m->path; }
 uint64_t fmt_model_file_size(const fmt_model *m) { return m->size; }
+const void *fmt_model_map(const fmt_model *m, uint64_t *size)
+{
+    if (size)
+        *size = m->size;
+    return m->map;
+}
 
 const fmt_stream *fmt_model_stream(const fmt_model *m, unsigned layer, int slot)
 {

@@ -229,7 +229,11 @@ int ui_cmd_run(int argc, char **argv)
     dt.prev = ids[n_ids - 1];
     char buf[256];
     int32_t eos = eng_tok_eos(tok), eot = eng_tok_eot(tok);
-    int ctx_full = 0;
+    /* context shift: when the cache is full, keep the prompt (at most a
+     * quarter of the context) and drop half of what follows it */
+    uint32_t n_keep = n_ids < eng_n_ctx(s) / 4 ? (uint32_t)n_ids : eng_n_ctx(s) / 4;
+    long n_shift = 0;
+    uint64_t n_dropped = 0;
     long n_out = 0;      /* tokens generated (the last needs no decode) */
     for (long i = 0; i < n_predict; i++) {
         int32_t next = eng_sampler_sample(smp, eng_logits(s), ids, n_ids);
@@ -246,8 +250,12 @@ int ui_cmd_run(int argc, char **argv)
             break;
         int drc = eng_decode(s, next, err, sizeof err);
         if (drc == ENG_ECTX) {
-            ctx_full = 1;
-            break;
+            uint32_t drop = (eng_n_past(s) - n_keep + 1) / 2;
+            drc = eng_shift(s, n_keep, drop, err, sizeof err);
+            if (!drc)
+                drc = eng_decode(s, next, err, sizeof err);
+            n_shift++;
+            n_dropped += drop;
         }
         if (drc) {
             rc = ui_error("%s", err);
@@ -262,9 +270,10 @@ int ui_cmd_run(int argc, char **argv)
     }
     eng_stats st;
     eng_get_stats(s, &st);
-    if (ctx_full)
-        fprintf(stderr, "\ncflow: context full (%u tokens): generation stopped\n",
-                eng_n_ctx(s));
+    if (n_shift)
+        fprintf(stderr, "\ncflow: context full (%u tokens): shifted %ld times, keeping the "
+                        "first %u and dropping %llu in all\n",
+                eng_n_ctx(s), n_shift, n_keep, (unsigned long long)n_dropped);
     fprintf(stderr,
             "\ncflow: model %s, kernels %s\n"
             "cflow: prompt %llu tokens in %.3f s (%.2f tok/s)\n"
