@@ -150,6 +150,27 @@ typedef void (*kern_tile_mv_fn)(const void *payload, unsigned rows,
                                 unsigned cols, const kern_act *x,
                                 unsigned col0, float *y);
 
+/* The same for m inputs at once (batched prefill): for j < m,
+ * y[j*ldy + 0 .. rows) += W_tile . x[j][col0 .. col0+cols).  Each row's
+ * sum is formed exactly as tile_mv forms it, so results are bit-identical
+ * to m separate mat-vecs; the point is that a tile's weights come from
+ * memory once for all m inputs (and, where the ISA file has a native
+ * kernel, leave the registers once per panel-block). */
+typedef void (*kern_tile_mm_fn)(const void *payload, unsigned rows,
+                                unsigned cols, const kern_act *x, unsigned m,
+                                unsigned col0, float *y, size_t ldy);
+
+/* Single-query attention over a binary16 cache for heads [h0, h1) (see
+ * kern_attn_decode_f16 for the arithmetic and the arguments); scores holds
+ * at least n_pos floats, scratch at least 2*head_dim halves. */
+typedef void (*kern_attn_f16_fn)(float *out, const float *q,
+                                 const uint16_t *k, const uint16_t *v,
+                                 unsigned n_pos, unsigned h0, unsigned h1,
+                                 unsigned n_heads, unsigned n_kv_heads,
+                                 unsigned head_dim, size_t kv_stride,
+                                 float scale, float softcap, float *scores,
+                                 uint16_t *scratch);
+
 typedef struct kern_ops {
     enum kern_isa   isa;
     const char     *name;                 /* as kern_isa_name() */
@@ -160,6 +181,9 @@ typedef struct kern_ops {
     kern_tile_mv_fn tile_mv_q4_0_rp;
     float (*dot_f32)(const float *a, const float *b, unsigned n);
     void  (*axpy_f32)(float *y, float a, const float *x, unsigned n);
+    kern_tile_mm_fn tile_mm[KERN_NTYPES]; /* batched tile_mv */
+    kern_tile_mm_fn tile_mm_q4_0_rp;      /* batched tile_mv_q4_0_rp */
+    kern_attn_f16_fn attn_f16;            /* kern_attn_decode_f16, by heads */
 } kern_ops;
 
 /* Pick the best ISA this CPU runs, once.  CFLOW_ISA=scalar|avx2|avx512|

@@ -34,6 +34,8 @@
  */
 #include "config.h"
 
+#include <math.h>
+
 #include "kernels/kern.h"
 #include "kernels/kern_impl.h"
 
@@ -45,6 +47,20 @@
 #define VNNI   __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
 #define NGROUP 4   /* panels processed side by side (F32/F16) */
+
+/* Software prefetch PF_DIST bytes ahead of the weights being read.  Tiles
+ * of a stream lie back to back in the mapping, so a fixed distance runs on
+ * into the next tile (its header and scales included); measured on the
+ * DRAM-bound Q4_0 mat-vec it gains ~20% single-threaded over the hardware
+ * prefetcher alone (tools run at 2, 4, 8, 16 KiB: 4-8 KiB best).  A
+ * prefetch past the end of the mapping is harmless (it never faults). */
+#define PF_DIST 4096
+
+AVX512 static inline void pf_ahead(const uint8_t *p, unsigned lines)
+{
+    for (unsigned i = 0; i < lines; i++)
+        _mm_prefetch((const char *)p + PF_DIST + 64 * i, _MM_HINT_T0);
+}
 
 /* y[16p .. 16p+16) += acc, storing only rows < rows. */
 AVX512 static inline void add_panel(float *y, unsigned rows, unsigned p,
@@ -76,6 +92,9 @@ AVX512 static void mv_f32(const void *payload, unsigned rows, unsigned cols,
             acc[k] = _mm512_setzero_ps();
         for (unsigned c = 0; c < cols; c++) {
             __m512 xb = _mm512_set1_ps(xv[c]);
+#pragma GCC unroll 4
+            for (int k = 0; k < NGROUP; k++)
+                pf_ahead(wp + k * pstride + c * 64, 1);
 #pragma GCC unroll 4
             for (int k = 0; k < NGROUP; k++)
                 acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(
@@ -117,6 +136,9 @@ AVX512 static inline void f16_panels(const uint8_t *wp, size_t pstride,
             acc[k][l] = _mm512_setzero_ps();
     for (unsigned c = 0; c < np; c++) {
         const __m512 xb = _mm512_set1_ps(xf[c]);
+        if (!(c & 1))
+            for (unsigned k = 0; k < ng; k++)
+                pf_ahead(wp + k * pstride + c * 32, 1);
 #pragma GCC unroll 4
         for (unsigned k = 0; k < 4; k++)
             if (k < ng)
@@ -329,6 +351,7 @@ ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
             for (unsigned k = 0; k < QGROUP; k++) {                            \
                 const size_t pb = (size_t)(p + k) * g.nb + b;                  \
                 __m512i isum[8];                                               \
+                pf_ahead(qbase + pb * (BLOCK_BYTES), (BLOCK_BYTES) / 64);      \
                 LANES(qbase + pb * (BLOCK_BYTES), xq, init + 8 * b, isum);     \
                 const __m512 d = block_d(w + 2 * pb * KERN_PANEL,              \
                                          x->q8_d[xb0 + b]);                    \
@@ -350,6 +373,7 @@ ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
         for (unsigned b = 0; b < g.nb; b++) {                                  \
             const size_t pb = (size_t)p * g.nb + b;                            \
             __m512i isum[8];                                                   \
+            pf_ahead(qbase + pb * (BLOCK_BYTES), (BLOCK_BYTES) / 64);          \
             LANES(qbase + pb * (BLOCK_BYTES), x->q8 + col0 + KERN_QBLOCK * b,  \
                   init + 8 * b, isum);                                         \
             const __m512 d = block_d(w + 2 * pb * KERN_PANEL, x->q8_d[xb0 + b]);\
@@ -378,6 +402,7 @@ ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
         __m512 acc = _mm512_setzero_ps();                                      \
         for (unsigned b = 0; b < g.nb; b++) {                                  \
             const size_t pb = (size_t)p * g.nb + b;                            \
+            pf_ahead(qbase + pb * KERN_Q4_BLOCK_BYTES, KERN_Q4_BLOCK_BYTES / 64);\
             __m512i isum = ISUM(qbase + pb * KERN_Q4_BLOCK_BYTES,              \
                                 x->q8 + col0 + KERN_QBLOCK * b);               \
             isum = _mm512_sub_epi32(isum,                                      \
@@ -392,6 +417,184 @@ ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
 
 MV_Q4_RP(mv_q4_0_rp, AVX512, q4_isum)
 MV_Q4_RP(mv_q4_0_rp_vnni, VNNI, q4_isum_vnni)
+
+/* Batched repacked Q4_0: a panel-block's nibbles are unpacked into
+ * registers once and serve MM_TOKENS inputs; each input's block dot is
+ * the same integer as q4_isum's (integer sums are exact in any order) and
+ * its float steps are mv_q4_0_rp's, so every output is bit-identical to
+ * the mat-vec.  Inputs past the last full group of MM_TOKENS go through
+ * the mat-vec itself. */
+#define MM_TOKENS 8
+
+AVX512 static inline __m512i q4_dot_unpacked(const __m512i *lo,
+                                             const __m512i *hi,
+                                             const int8_t *xq)
+{
+    __m512i s = _mm512_setzero_si512();     /* int16, |s| <= 30480 */
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        s = _mm512_add_epi16(s, _mm512_maddubs_epi16(lo[g], bcast4(xq + 4 * g)));
+        s = _mm512_add_epi16(s, _mm512_maddubs_epi16(hi[g], bcast4(xq + 16 + 4 * g)));
+    }
+    return _mm512_madd_epi16(s, _mm512_set1_epi16(1));
+}
+
+VNNI static inline __m512i q4_dot_unpacked_vnni(const __m512i *lo,
+                                                const __m512i *hi,
+                                                const int8_t *xq)
+{
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        s0 = _mm512_dpbusd_epi32(s0, lo[g], bcast4(xq + 4 * g));
+        s1 = _mm512_dpbusd_epi32(s1, hi[g], bcast4(xq + 16 + 4 * g));
+    }
+    return _mm512_add_epi32(s0, s1);
+}
+
+#define MM_Q4_RP(NAME, ATTR, DOT, MV)                                          \
+ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
+                      const kern_act *x, unsigned m, unsigned col0, float *y,  \
+                      size_t ldy)                                              \
+{                                                                              \
+    kern_geom g = kern_geom_of(rows, cols);                                    \
+    const uint8_t *w = payload, *qbase = w + g.scale_bytes;                    \
+    const unsigned xb0 = col0 / KERN_QBLOCK;                                   \
+    const __m512i m4 = _mm512_set1_epi8(0x0F);                                 \
+    unsigned j0 = 0;                                                           \
+    for (; j0 + MM_TOKENS <= m; j0 += MM_TOKENS) {                             \
+        const kern_act *xj = x + j0;                                           \
+        for (unsigned p = 0; p < g.np; p++) {                                  \
+            __m512 acc[MM_TOKENS];                                             \
+            _Pragma("GCC unroll 8")                                            \
+            for (int j = 0; j < MM_TOKENS; j++)                                \
+                acc[j] = _mm512_setzero_ps();                                  \
+            for (unsigned b = 0; b < g.nb; b++) {                              \
+                const size_t pb = (size_t)p * g.nb + b;                        \
+                const uint8_t *q = qbase + pb * KERN_Q4_BLOCK_BYTES;           \
+                __m512i lo[4], hi[4];                                          \
+                _Pragma("GCC unroll 4")                                        \
+                for (int k = 0; k < 4; k++) {                                  \
+                    __m512i v = ld64(q + 64 * k);                              \
+                    lo[k] = _mm512_and_si512(v, m4);                           \
+                    hi[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);     \
+                }                                                              \
+                const __m512 dw = ld_half16(w + 2 * pb * KERN_PANEL);          \
+                _Pragma("GCC unroll 8")                                        \
+                for (int j = 0; j < MM_TOKENS; j++) {                          \
+                    __m512i isum = DOT(lo, hi,                                 \
+                                       xj[j].q8 + col0 + KERN_QBLOCK * b);     \
+                    isum = _mm512_sub_epi32(isum,                              \
+                               _mm512_set1_epi32(8 * xj[j].q8_sum[xb0 + b]));  \
+                    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),         \
+                                 _mm512_mul_ps(dw,                             \
+                                     _mm512_set1_ps(xj[j].q8_d[xb0 + b])),     \
+                                 acc[j]);                                      \
+                }                                                              \
+            }                                                                  \
+            _Pragma("GCC unroll 8")                                            \
+            for (int j = 0; j < MM_TOKENS; j++)                                \
+                add_panel(y + (j0 + j) * ldy, rows, p, acc[j]);                \
+        }                                                                      \
+    }                                                                          \
+    for (; j0 < m; j0++)                                                       \
+        MV(payload, rows, cols, x + j0, col0, y + j0 * ldy);                   \
+}
+
+MM_Q4_RP(mm_q4_0_rp, AVX512, q4_dot_unpacked, mv_q4_0_rp)
+MM_Q4_RP(mm_q4_0_rp_vnni, VNNI, q4_dot_unpacked_vnni, mv_q4_0_rp_vnni)
+
+KERN_MM_FROM_MV(mm_f32, mv_f32)
+KERN_MM_FROM_MV(mm_f16, mv_f16)
+KERN_MM_FROM_MV(mm_q8_0, mv_q8_0)
+KERN_MM_FROM_MV(mm_q4_0, mv_q4_0)
+KERN_MM_FROM_MV(mm_q8_0_vnni, mv_q8_0_vnni)
+KERN_MM_FROM_MV(mm_q4_0_vnni, mv_q4_0_vnni)
+
+/* ---- attention over an f16 cache -------------------------------------------
+ * kern_attn_f16_ref's arithmetic with head_dim in zmm lanes.  The K dot is
+ * ggml_vec_dot_f16: 4 accumulators of 16 lanes over the first hd & ~63
+ * columns (column c in lane c % 64), folded (a0 + a2) + (a1 + a3) and by
+ * _mm512_reduce_add_ps (the fold the reference spells out), the rest in
+ * double in column order.  The f16 accumulator of the values is kept
+ * widened in registers and rounded through f16 after every step
+ * (vcvtps2ph round-to-nearest-even, as kern_f2h).  expf and the scalar
+ * FMA of the softmax sum are the reference's. */
+#define ATTN_MAXV 16   /* head_dim up to 256 */
+
+AVX512 static inline __m512 round_h(__m512 v)
+{
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT |
+                                              _MM_FROUND_NO_EXC));
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c")))
+static void attn_f16(float *out, const float *q, const uint16_t *k,
+                     const uint16_t *v, unsigned n_pos, unsigned h0,
+                     unsigned h1, unsigned n_heads, unsigned n_kv_heads,
+                     unsigned hd, size_t kv_stride, float scale,
+                     float softcap, float *scores, uint16_t *scratch)
+{
+    if (hd % 16 || hd > 16 * ATTN_MAXV || !scores) {
+        kern_attn_f16_ref(out, q, k, v, n_pos, h0, h1, n_heads, n_kv_heads,
+                          hd, kv_stride, scale, softcap, scores, scratch);
+        return;
+    }
+    const unsigned kv_mul = n_kv_heads ? n_heads / n_kv_heads : 1;
+    const unsigned nv = hd / 16, np = (hd & ~63u) / 16;
+    if (softcap > 0.0f)
+        scale /= softcap;
+    for (unsigned h = h0; h < h1; h++) {
+        const size_t koff = (size_t)(kv_mul ? h / kv_mul : h) * hd;
+        __m512 qf[ATTN_MAXV], acc[ATTN_MAXV];
+        for (unsigned i = 0; i < nv; i++) {
+            qf[i] = round_h(_mm512_loadu_ps(q + (size_t)h * hd + 16 * i));
+            acc[i] = _mm512_setzero_ps();
+        }
+        for (unsigned t = 0; t < n_pos; t++) {
+            const uint8_t *kt = (const uint8_t *)(k + t * kv_stride + koff);
+            double sum = 0.0;
+            if (np) {
+                __m512 a[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(),
+                                _mm512_setzero_ps(), _mm512_setzero_ps() };
+                for (unsigned i = 0; i < np; i++)
+                    a[i % 4] = _mm512_fmadd_ps(ld_half16(kt + 32 * i), qf[i], a[i % 4]);
+                sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[2]),
+                                                         _mm512_add_ps(a[1], a[3])));
+            }
+            for (unsigned i = np; i < nv; i++) {
+                float pr[16];
+                _mm512_storeu_ps(pr, _mm512_mul_ps(ld_half16(kt + 32 * i), qf[i]));
+                for (unsigned l = 0; l < 16; l++)
+                    sum += (double)pr[l];
+            }
+            float s = (float)sum * scale;
+            scores[t] = softcap > 0.0f ? softcap * tanhf(s) : s;
+        }
+        float M = -INFINITY, S = 0.0f;
+        for (unsigned t = 0; t < n_pos; t++) {
+            const uint8_t *vt = (const uint8_t *)(v + t * kv_stride + koff);
+            const float s = scores[t];
+            float ms = 1.0f, vs = 1.0f;
+            if (s > M) {
+                ms = expf(M - s);
+                M = s;
+                const __m512 msv = _mm512_set1_ps(ms);
+                for (unsigned i = 0; i < nv; i++)
+                    acc[i] = round_h(_mm512_mul_ps(acc[i], msv));
+            } else {
+                vs = expf(s - M);
+            }
+            const __m512 vsv = _mm512_set1_ps(vs);
+            for (unsigned i = 0; i < nv; i++)
+                acc[i] = round_h(_mm512_fmadd_ps(ld_half16(vt + 32 * i), vsv, acc[i]));
+            S = fmaf(S, ms, vs);
+        }
+        const __m512 inv = _mm512_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
+        for (unsigned i = 0; i < nv; i++)
+            _mm512_storeu_ps(out + (size_t)h * hd + 16 * i, _mm512_mul_ps(acc[i], inv));
+    }
+}
 
 /* ---- vectors ------------------------------------------------------------ */
 
@@ -443,6 +646,12 @@ const kern_ops kern_ops_avx512 = {
     .tile_mv_q4_0_rp = mv_q4_0_rp,
     .dot_f32 = dot_f32,
     .axpy_f32 = axpy_f32,
+    .tile_mm = {
+        [KERN_F32] = mm_f32, [KERN_F16] = mm_f16,
+        [KERN_Q8_0] = mm_q8_0, [KERN_Q4_0] = mm_q4_0,
+    },
+    .tile_mm_q4_0_rp = mm_q4_0_rp,
+    .attn_f16 = attn_f16,
 };
 
 const kern_ops kern_ops_avx512_vnni = {
@@ -455,6 +664,12 @@ const kern_ops kern_ops_avx512_vnni = {
     .tile_mv_q4_0_rp = mv_q4_0_rp_vnni,
     .dot_f32 = dot_f32,
     .axpy_f32 = axpy_f32,
+    .tile_mm = {
+        [KERN_F32] = mm_f32, [KERN_F16] = mm_f16,
+        [KERN_Q8_0] = mm_q8_0_vnni, [KERN_Q4_0] = mm_q4_0_vnni,
+    },
+    .tile_mm_q4_0_rp = mm_q4_0_rp_vnni,
+    .attn_f16 = attn_f16,
 };
 
 #endif /* HAVE_ISA_X86 */

@@ -205,6 +205,26 @@ extern const kern_ops kern_ops_avx512;
 extern const kern_ops kern_ops_avx512_vnni;
 #endif
 
+/* kern_vec.c: the scalar attention over an f16 cache (kern_ops.attn_f16
+ * of the scalar and AVX2 tables, and the oracle of the others). */
+void kern_attn_f16_ref(float *out, const float *q, const uint16_t *k,
+                       const uint16_t *v, unsigned n_pos, unsigned h0,
+                       unsigned h1, unsigned n_heads, unsigned n_kv_heads,
+                       unsigned head_dim, size_t kv_stride, float scale,
+                       float softcap, float *scores, uint16_t *scratch);
+
+/* A batched tile kernel made of m calls of a mat-vec kernel: the tile's
+ * bytes stay in L1/L2 across the m calls, so memory sees them once.
+ * Used where an ISA file has no native batched kernel. */
+#define KERN_MM_FROM_MV(NAME, MV)                                            \
+    static void NAME(const void *payload, unsigned rows, unsigned cols,     \
+                     const kern_act *x, unsigned m, unsigned col0, float *y, \
+                     size_t ldy)                                            \
+    {                                                                       \
+        for (unsigned j = 0; j < m; j++)                                    \
+            MV(payload, rows, cols, x + j, col0, y + j * ldy);              \
+    }
+
 /* Choose an ISA: the best the CPU runs (best), lowered by a CFLOW_ISA value
  * (env may be NULL; an unknown name is ignored).  Exposed for the tests. */
 enum kern_isa kern_isa_choose(enum kern_isa best, const char *env);

@@ -171,6 +171,13 @@ static void axpy_f32(float *y, float a, const float *x, unsigned n)
         y[i] += a * x[i];
 }
 
+/* Batched: m mat-vecs, by definition (the oracle of the native kernels). */
+KERN_MM_FROM_MV(mm_f32, mv_f32)
+KERN_MM_FROM_MV(mm_f16, mv_f16)
+KERN_MM_FROM_MV(mm_q8_0, mv_q8_0)
+KERN_MM_FROM_MV(mm_q4_0, mv_q4_0)
+KERN_MM_FROM_MV(mm_q4_0_rp, mv_q4_0_rp)
+
 const kern_ops kern_ops_scalar = {
     .isa = KERN_ISA_SCALAR,
     .name = "scalar",
@@ -181,4 +188,10 @@ const kern_ops kern_ops_scalar = {
     .tile_mv_q4_0_rp = mv_q4_0_rp,
     .dot_f32 = dot_f32,
     .axpy_f32 = axpy_f32,
+    .tile_mm = {
+        [KERN_F32] = mm_f32, [KERN_F16] = mm_f16,
+        [KERN_Q8_0] = mm_q8_0, [KERN_Q4_0] = mm_q4_0,
+    },
+    .tile_mm_q4_0_rp = mm_q4_0_rp,
+    .attn_f16 = kern_attn_f16_ref,
 };

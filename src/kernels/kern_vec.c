@@ -147,23 +147,51 @@ void kern_attn_decode(float *out, const float *q, const float *k,
  * The two FMAs are what GCC makes of ggml's scalar code (built with
  * -ffp-contract=fast); the module is built with -ffp-contract=off, so they
  * are spelt out with fmaf().  Checked bit for bit against ggml's operator
- * for head_dim 8 (stories260K).  ggml sums the K dot in double only below
- * its SIMD step (head_dim < 64 with AVX-512, < 32 with AVX2); above that it
- * uses f32 vector lanes, which this scalar code does not imitate, so long
- * heads agree to the last bits of the scores only.
+ * for head_dim 8 (stories260K).  The K dot is ggml_vec_dot_f16 as its
+ * AVX-512 build runs it (dot_f16_ggml below): double below 64 columns,
+ * 64 f32 lanes folded in a fixed order above (an AVX2 build of llama.cpp
+ * folds 32 lanes for head_dim >= 32; we follow the AVX-512 build, as the
+ * tile kernels do).  Every ISA's kern_ops.attn_f16 gives these bits.
  */
-void kern_attn_decode_f16(float *out, const float *q, const uint16_t *k,
-                          const uint16_t *v, unsigned n_pos, unsigned n_heads,
-                          unsigned n_kv_heads, unsigned head_dim,
-                          size_t kv_stride, float scale, float softcap,
-                          uint16_t *scratch)
+/* ggml_vec_dot_f16 of two half vectors (x86, AVX-512 build): columns
+ * below n & ~63 feed 64 lane sums by FMA (a product of halves is exact),
+ * the lanes fold as kern_ref.c's fold64, the rest is added in double.
+ * Below 64 columns that is a plain sum in double. */
+static float dot_f16_ggml(const uint16_t *a, const uint16_t *b, unsigned n)
+{
+    const unsigned np = n & ~63u;
+    double sum = 0.0;
+    if (np) {
+        float acc[64] = { 0 }, a16[16], t8[8], t4[4];
+        for (unsigned c = 0; c < np; c++)
+            acc[c % 64] = fmaf(kern_h2f(a[c]), kern_h2f(b[c]), acc[c % 64]);
+        for (unsigned l = 0; l < 16; l++)
+            a16[l] = (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]);
+        for (unsigned l = 0; l < 8; l++)
+            t8[l] = a16[l + 8] + a16[l];
+        for (unsigned l = 0; l < 4; l++)
+            t4[l] = t8[l + 4] + t8[l];
+        sum = (t4[0] + t4[2]) + (t4[1] + t4[3]);
+    }
+    for (unsigned c = np; c < n; c++)   /* f16*f16 is exact in f32 */
+        sum += (double)(kern_h2f(a[c]) * kern_h2f(b[c]));
+    return (float)sum;
+}
+
+/* The scalar reference of kern_ops.attn_f16 (heads h0..h1); scores may be
+ * NULL (each score is then used as soon as it is made). */
+void kern_attn_f16_ref(float *out, const float *q, const uint16_t *k,
+                       const uint16_t *v, unsigned n_pos, unsigned h0,
+                       unsigned h1, unsigned n_heads, unsigned n_kv_heads,
+                       unsigned head_dim, size_t kv_stride, float scale,
+                       float softcap, float *scores, uint16_t *scratch)
 {
     const unsigned kv_mul = n_kv_heads ? n_heads / n_kv_heads : 1;
     uint16_t *qh = scratch, *acc = scratch + head_dim;
 
     if (softcap > 0.0f)
         scale /= softcap;               /* as ggml: s = c * tanh(s * scale/c) */
-    for (unsigned h = 0; h < n_heads; h++) {
+    for (unsigned h = h0; h < h1; h++) {
         const float *qp = q + (size_t)h * head_dim;
         const size_t koff = (size_t)(kv_mul ? h / kv_mul : h) * head_dim;
         float M = -INFINITY, S = 0.0f;
@@ -172,15 +200,20 @@ void kern_attn_decode_f16(float *out, const float *q, const uint16_t *k,
             qh[i] = kern_f2h(qp[i]);
             acc[i] = 0;
         }
+        for (unsigned t = 0; scores && t < n_pos; t++) {
+            float s = dot_f16_ggml(k + t * kv_stride + koff, qh, head_dim) * scale;
+            scores[t] = softcap > 0.0f ? softcap * tanhf(s) : s;
+        }
         for (unsigned t = 0; t < n_pos; t++) {
-            const uint16_t *kt = k + t * kv_stride + koff;
             const uint16_t *vt = v + t * kv_stride + koff;
-            double dot = 0.0;
-            for (unsigned i = 0; i < head_dim; i++)  /* f16*f16 is exact in f32 */
-                dot += (double)(kern_h2f(kt[i]) * kern_h2f(qh[i]));
-            float s = (float)dot * scale;
-            if (softcap > 0.0f)
-                s = softcap * tanhf(s);
+            float s;
+            if (scores) {
+                s = scores[t];
+            } else {
+                s = dot_f16_ggml(k + t * kv_stride + koff, qh, head_dim) * scale;
+                if (softcap > 0.0f)
+                    s = softcap * tanhf(s);
+            }
             float ms = 1.0f, vs = 1.0f;
             if (s > M) {
                 ms = expf(M - s);       /* 0 on the first position */
@@ -199,6 +232,16 @@ void kern_attn_decode_f16(float *out, const float *q, const uint16_t *k,
         for (unsigned i = 0; i < head_dim; i++)
             o[i] = kern_h2f(acc[i]) * s_inv;
     }
+}
+
+void kern_attn_decode_f16(float *out, const float *q, const uint16_t *k,
+                          const uint16_t *v, unsigned n_pos, unsigned n_heads,
+                          unsigned n_kv_heads, unsigned head_dim,
+                          size_t kv_stride, float scale, float softcap,
+                          uint16_t *scratch)
+{
+    kern_attn_f16_ref(out, q, k, v, n_pos, 0, n_heads, n_heads, n_kv_heads,
+                      head_dim, kv_stride, scale, softcap, NULL, scratch);
 }
 
 void kern_swiglu(float *out, const float *gate, const float *up, unsigned n)

@@ -1,0 +1,239 @@
+/*
+ * test_kern_mm.c — the batched tile kernels (kern_ops.tile_mm*) and the
+ * f16-cache attention kernel (kern_ops.attn_f16) of every ISA this CPU
+ * runs.
+ *
+ * Oracles:
+ *   - tile_mm: m separate calls of the scalar reference mat-vec (whose own
+ *     sums test_kern.c checks against doubles and llama.cpp).  kern.h
+ *     promises the batched kernels bit-identical results, so the
+ *     comparison is exact, on ragged tiles (rows and columns that are not
+ *     multiples of the 16-row panel, the 32-column block, 128 or 256) and
+ *     at every batch size class m in {1, 3, 4, 5, 8, 23, 512} (below, at
+ *     and around the native kernels' 8-input groups), with y strides wider
+ *     than the tile so that a write past a row shows;
+ *   - attn_f16: the scalar reference kern_attn_f16_ref (through
+ *     kern_attn_decode_f16 for whole head ranges; its golden outputs from
+ *     ggml are checked in test_kern.c), exactly, per head range, for head
+ *     sizes with and without the 64-lane part of ggml's f16 dot, GQA
+ *     groups and a soft cap; and an independent double-precision softmax
+ *     within f16 accuracy.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kern.h"
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+
+static uint64_t rng_u64(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static float rng_unit(void)   /* [-1, 1) */
+{
+    return (float)((double)(rng_u64() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static uint32_t fbits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* ---- tile_mm ------------------------------------------------------------ */
+
+static kern_tile_mm_fn mm_of(const kern_ops *ops, enum kern_type t, int rp)
+{
+    return rp ? ops->tile_mm_q4_0_rp : ops->tile_mm[t];
+}
+
+static kern_tile_mv_fn mv_of(const kern_ops *ops, enum kern_type t, int rp)
+{
+    return rp ? ops->tile_mv_q4_0_rp : ops->tile_mv[t];
+}
+
+static void test_tile_mm(void **state)
+{
+    (void)state;
+    static const unsigned ms[] = { 1, 3, 4, 5, 8, 23, 512 };
+    static const struct { unsigned r, c, col0; } shapes[] = {
+        { 128, 256, 0 }, { 100, 200, 32 }, { 17, 33, 64 }, { 1, 7, 0 },
+        { 127, 255, 96 }, { 48, 96, 32 }, { 16, 32, 0 }, { 5, 250, 0 },
+    };
+    enum { NMAX = 512, XN = 384, GUARD = 5 };
+    kern_act *acts = calloc(NMAX, sizeof *acts);
+    float *w = malloc(128 * 256 * sizeof(float)), *x = malloc(XN * sizeof(float));
+    uint8_t *pl = malloc(kern_tile_payload_size(KERN_F32, 128, 256));
+    const size_t ldy = 128 + GUARD;
+    float *y0 = malloc(NMAX * ldy * sizeof(float));
+    float *yr = malloc(NMAX * ldy * sizeof(float));
+    float *y = malloc(NMAX * ldy * sizeof(float));
+    assert_non_null(acts);
+    assert_non_null(y);
+    for (unsigned j = 0; j < NMAX; j++) {
+        assert_int_equal(kern_act_init(&acts[j], XN), 0);
+        for (unsigned i = 0; i < XN; i++)   /* some inputs all zero */
+            x[i] = j % 37 == 11 ? 0.0f : rng_unit() * (1.0f + (float)(j % 5));
+        kern_act_set(&acts[j], x, XN, KERN_NEED_ALL);
+    }
+    unsigned checked = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const unsigned R = shapes[si].r, C = shapes[si].c, col0 = shapes[si].col0;
+        for (unsigned i = 0; i < R * C; i++)
+            w[i] = rng_unit() * (i % 97 == 3 ? 0.0f : 1.0f);
+        for (int t = 0; t < KERN_NTYPES; t++)
+            for (int rp = 0; rp <= (t == KERN_Q4_0); rp++) {
+                assert_int_equal(kern_tile_pack((enum kern_type)t, R, C, KERN_SRC_F32,
+                                                w, C * sizeof(float), pl), 0);
+                for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+                    const unsigned m = ms[mi];
+                    for (size_t i = 0; i < m * ldy; i++)
+                        y0[i] = i % ldy < R ? rng_unit() : 777.0f;
+                    memcpy(yr, y0, m * ldy * sizeof(float));
+                    for (unsigned j = 0; j < m; j++)
+                        mv_of(kern_ops_ref(), (enum kern_type)t, rp)(
+                            pl, R, C, &acts[j], col0, yr + j * ldy);
+                    for (int isa = 0; isa < KERN_NISA; isa++) {
+                        const kern_ops *ops = kern_ops_for((enum kern_isa)isa);
+                        if (!ops)
+                            continue;
+                        memcpy(y, y0, m * ldy * sizeof(float));
+                        mm_of(ops, (enum kern_type)t, rp)(pl, R, C, acts, m, col0, y, ldy);
+                        for (size_t i = 0; i < m * ldy; i++)
+                            if (fbits(y[i]) != fbits(yr[i]))
+                                fail_msg("%s mm %s%s %ux%u col0 %u m %u: input %zu row %zu:"
+                                         " %.9g, want %.9g", ops->name,
+                                         kern_type_name((enum kern_type)t),
+                                         rp ? " (repacked)" : "", R, C, col0, m,
+                                         i / ldy, i % ldy, y[i], yr[i]);
+                        checked++;
+                    }
+                }
+            }
+    }
+    print_message("%u batched kernel runs checked\n", checked);
+    for (unsigned j = 0; j < NMAX; j++)
+        kern_act_free(&acts[j]);
+    free(acts);
+    free(w);
+    free(x);
+    free(pl);
+    free(y0);
+    free(yr);
+    free(y);
+}
+
+/* ---- attention over an f16 cache ------------------------------------------ */
+
+static void test_attn_f16(void **state)
+{
+    (void)state;
+    static const struct { unsigned hd, nh, nkv, npos; float softcap; } ac[] = {
+        { 8, 8, 4, 37, 0 }, { 16, 4, 4, 3, 0 }, { 32, 6, 2, 50, 0 },
+        { 64, 8, 2, 130, 0 }, { 64, 4, 1, 1, 0 }, { 80, 4, 2, 33, 0 },
+        { 128, 4, 4, 70, 0 }, { 128, 8, 2, 40, 30.0f }, { 48, 2, 1, 9, 0 },
+    };
+    for (size_t c = 0; c < sizeof ac / sizeof ac[0]; c++) {
+        const unsigned hd = ac[c].hd, nh = ac[c].nh, nkv = ac[c].nkv, np = ac[c].npos;
+        const size_t stride = (size_t)nkv * hd;
+        float *q = malloc(nh * hd * sizeof(float));
+        float *ref = malloc(nh * hd * sizeof(float)), *out = malloc(nh * hd * sizeof(float));
+        float *scores = malloc(np * sizeof(float));
+        uint16_t *k = malloc(np * stride * 2), *v = malloc(np * stride * 2);
+        uint16_t *scratch = malloc(2 * hd * 2);
+        for (unsigned i = 0; i < nh * hd; i++)
+            q[i] = 2.0f * rng_unit();
+        for (size_t i = 0; i < np * stride; i++) {
+            k[i] = kern_fp32_to_fp16(2.0f * rng_unit());
+            v[i] = kern_fp32_to_fp16(rng_unit());
+        }
+        const float scale = 1.0f / sqrtf((float)hd);
+        kern_attn_decode_f16(ref, q, k, v, np, nh, nkv, hd, stride, scale,
+                             ac[c].softcap, scratch);
+
+        /* an f32/double softmax agrees to f16 accuracy */
+        const unsigned kv_mul = nh / nkv;
+        for (unsigned h = 0; h < nh; h++) {
+            const unsigned kh = h / kv_mul;
+            double mx = -INFINITY, sum = 0, o[256] = { 0 };
+            double *sc = malloc(np * sizeof(double));
+            for (unsigned t = 0; t < np; t++) {
+                double d = 0;
+                for (unsigned i = 0; i < hd; i++)
+                    d += (double)kern_fp16_to_fp32(kern_fp32_to_fp16(q[h * hd + i])) *
+                         kern_fp16_to_fp32(k[t * stride + kh * hd + i]);
+                d *= scale;
+                if (ac[c].softcap > 0)
+                    d = ac[c].softcap * tanh(d / ac[c].softcap);
+                sc[t] = d;
+                mx = d > mx ? d : mx;
+            }
+            for (unsigned t = 0; t < np; t++) {
+                double e = exp(sc[t] - mx);
+                sum += e;
+                for (unsigned i = 0; i < hd; i++)
+                    o[i] += e * kern_fp16_to_fp32(v[t * stride + kh * hd + i]);
+            }
+            for (unsigned i = 0; i < hd; i++) {
+                double want = o[i] / sum;
+                if (!(fabs(ref[h * hd + i] - want) <= 4e-3 + 4e-3 * fabs(want)))
+                    fail_msg("attn_f16 ref hd %u head %u dim %u: %g, want %g", hd, h, i,
+                             ref[h * hd + i], want);
+            }
+            free(sc);
+        }
+
+        /* every table, over head ranges, gives the reference's bits */
+        for (int isa = 0; isa < KERN_NISA; isa++) {
+            const kern_ops *ops = kern_ops_for((enum kern_isa)isa);
+            if (!ops)
+                continue;
+            for (unsigned split = 1; split <= nh; split *= 2) {
+                for (unsigned i = 0; i < nh * hd; i++)
+                    out[i] = NAN;
+                for (unsigned h0 = 0; h0 < nh; h0 += split) {
+                    unsigned h1 = h0 + split < nh ? h0 + split : nh;
+                    ops->attn_f16(out, q, k, v, np, h0, h1, nh, nkv, hd, stride, scale,
+                                  ac[c].softcap, scores, scratch);
+                }
+                for (unsigned i = 0; i < nh * hd; i++)
+                    if (fbits(out[i]) != fbits(ref[i]))
+                        fail_msg("%s attn_f16 hd %u nh %u nkv %u npos %u split %u: "
+                                 "out[%u] %.9g, want %.9g", ops->name, hd, nh, nkv, np,
+                                 split, i, out[i], ref[i]);
+            }
+        }
+        free(q);
+        free(ref);
+        free(out);
+        free(scores);
+        free(k);
+        free(v);
+        free(scratch);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tile_mm),
+        cmocka_unit_test(test_attn_f16),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
