@@ -2,11 +2,16 @@
  * eng_pool.c — a persistent pool of worker threads for one session.
  *
  * Decode runs a few dozen short parallel regions per token (one per fused
- * mat-vec), so starting threads or waking them through the kernel each time
- * would cost more than the work.  Workers stay alive between regions: a
- * region is published by bumping a generation counter, which workers spin
- * on for a short while (cheap when regions come back to back) before they
- * fall asleep on a condition variable (cheap when the user is idle).
+ * mat-vec, one per attention), so starting threads or waking them through
+ * the kernel each time would cost more than the work.  Workers stay alive
+ * between regions: a region is published by bumping a generation counter
+ * (gen), which idle workers poll for a bounded time (SPIN_NS of wall clock,
+ * cheap when regions come back to back) before they sleep on a futex on
+ * gen itself (cheap when the user is idle, and on a machine shared with
+ * other processes a sleeping worker leaves its core to them instead of
+ * burning it).  The caller waits for the stragglers the same way, on the
+ * pending counter.  The bound is wall time, not a count of PAUSEs: a PAUSE
+ * lasts anything from 10 to 140 cycles depending on the core.
  *
  * Work inside a region is handed out dynamically: each thread claims the
  * next chunk through an atomic cursor (eng_pool_next), so a thread that is
@@ -15,26 +20,45 @@
  *
  * The caller is thread 0 and works too; eng_pool_run returns when every
  * thread has finished the region.  The thread count may change between
- * regions (eng_pool_resize) without touching the model.
+ * regions (eng_pool_resize) without touching the model.  CFLOW_PIN=1 pins
+ * thread i to the i-th CPU of the process's affinity mask (the caller
+ * included); by default threads float, which is kinder to a shared machine.
+ *
+ * Futex protocol (no lost wake-ups): a sleeper first announces itself
+ * (sleepers++), then re-reads the word and calls FUTEX_WAIT with the value
+ * it saw, which the kernel re-checks atomically; a publisher changes the
+ * word first and then, if anyone announced sleep, calls FUTEX_WAKE.  Both
+ * sides use sequentially consistent atomics, so either the sleeper sees
+ * the new value or the publisher sees the sleeper.
  */
 #include "config.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
 
 #include "engine/eng_impl.h"
 
-#define SPIN_ITERS 20000
+#define SPIN_NS 200000L   /* 0.2 ms: a token's regions are ~10-100 us apart */
 
 struct eng_pool {
     int              n;             /* threads including the caller */
+    int              pin;           /* CFLOW_PIN: pin threads to CPUs */
     pthread_t       *tid;
-    pthread_mutex_t  mu;
-    pthread_cond_t   wake, done_cv;
-    atomic_uint      gen;           /* bumped to publish a region */
-    atomic_int       pending;       /* workers still in the region */
-    atomic_int       sleepers;
+    atomic_uint      gen;           /* bumped to publish a region (futex word) */
+    atomic_uint      pending;       /* workers still in the region (futex word) */
+    atomic_int       sleepers;      /* workers asleep (or about to be) on gen */
+    atomic_int       waiter;        /* the caller asleep on pending */
     atomic_size_t    cursor;        /* next chunk to hand out */
     atomic_int       quit;
     eng_task_fn      fn;
@@ -57,6 +81,85 @@ static inline void cpu_relax(void)
     __builtin_ia32_pause();
 #endif
 }
+
+static long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+#if defined(__linux__)
+static void futex_wait(atomic_uint *w, unsigned val)
+{
+    syscall(SYS_futex, (unsigned *)w, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake(atomic_uint *w, int n)
+{
+    syscall(SYS_futex, (unsigned *)w, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+#else
+/* No futex: sleep in short naps instead (correct, just slower to wake). */
+static void futex_wait(atomic_uint *w, unsigned val)
+{
+    if (atomic_load(w) == val) {
+        struct timespec ts = { 0, 50000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void futex_wake(atomic_uint *w, int n)
+{
+    (void)w;
+    (void)n;
+}
+#endif
+
+/* Wait until *w != val: spin for SPIN_NS, then sleep.  *sleepers counts
+ * the threads that may be inside futex_wait on w. */
+static void wait_change(atomic_uint *w, unsigned val, atomic_int *sleepers)
+{
+    long t0 = 0;
+    for (unsigned spins = 0;; spins++) {
+        if (atomic_load_explicit(w, memory_order_acquire) != val)
+            return;
+        if ((spins & 63) == 63) {       /* read the clock now and then */
+            long t = now_ns();
+            if (!t0)
+                t0 = t;
+            else if (t - t0 > SPIN_NS)
+                break;
+        }
+        cpu_relax();
+    }
+    atomic_fetch_add(sleepers, 1);
+    while (atomic_load(w) == val)
+        futex_wait(w, val);
+    atomic_fetch_sub(sleepers, 1);
+}
+
+#if defined(__linux__)
+static void pin_self(int id)
+{
+    cpu_set_t allowed, one;
+    if (sched_getaffinity(0, sizeof allowed, &allowed))
+        return;
+    int n = CPU_COUNT(&allowed), k = id % (n > 0 ? n : 1);
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &allowed))
+            continue;
+        if (k-- == 0) {
+            CPU_ZERO(&one);
+            CPU_SET(c, &one);
+            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+            return;
+        }
+    }
+}
+#else
+static void pin_self(int id) { (void)id; }
+#endif
 
 /* Run the region's function on thread id inside a guard over the
  * caller's range: a SIGBUS there ends this thread's share of the region
@@ -90,31 +193,18 @@ static void *worker(void *arg)
      * before this thread first runs must not be mistaken for the idle state. */
     unsigned seen = wa->gen;
     free(wa);
+    if (p->pin)
+        pin_self(id);
     for (;;) {
-        int spins = 0;
-        while (atomic_load_explicit(&p->gen, memory_order_acquire) == seen) {
-            if (++spins < SPIN_ITERS) {
-                cpu_relax();
-                continue;
-            }
-            pthread_mutex_lock(&p->mu);
-            atomic_fetch_add(&p->sleepers, 1);
-            while (atomic_load(&p->gen) == seen && !atomic_load(&p->quit))
-                pthread_cond_wait(&p->wake, &p->mu);
-            atomic_fetch_sub(&p->sleepers, 1);
-            pthread_mutex_unlock(&p->mu);
-            break;
-        }
+        wait_change(&p->gen, seen, &p->sleepers);
         if (atomic_load(&p->quit))
             return NULL;
         seen = atomic_load(&p->gen);
         if (id < p->n)
             run_guarded(p, id, p->n);
-        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_signal(&p->done_cv);
-            pthread_mutex_unlock(&p->mu);
-        }
+        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1 &&
+            atomic_load(&p->waiter))
+            futex_wake(&p->pending, 1);
     }
 }
 
@@ -137,11 +227,9 @@ static int spawn(eng_pool *p, int from, int to)
 
 static void stop_all(eng_pool *p, int n_started)
 {
-    pthread_mutex_lock(&p->mu);
     atomic_store(&p->quit, 1);
     atomic_fetch_add(&p->gen, 1);
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
+    futex_wake(&p->gen, INT_MAX);
     for (int i = 1; i < n_started; i++)
         pthread_join(p->tid[i], NULL);
     atomic_store(&p->quit, 0);
@@ -154,9 +242,10 @@ eng_pool *eng_pool_new(int n_threads)
         return NULL;
     if (n_threads < 1)
         n_threads = 1;
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->wake, NULL);
-    pthread_cond_init(&p->done_cv, NULL);
+    const char *pin = getenv("CFLOW_PIN");
+    p->pin = pin && pin[0] == '1';
+    if (p->pin)
+        pin_self(0);
     p->tid = calloc((size_t)n_threads, sizeof *p->tid);
     p->n = n_threads;
     if (!p->tid || spawn(p, 1, n_threads)) {
@@ -172,9 +261,6 @@ void eng_pool_free(eng_pool *p)
         return;
     if (p->tid)
         stop_all(p, p->n);
-    pthread_mutex_destroy(&p->mu);
-    pthread_cond_destroy(&p->wake);
-    pthread_cond_destroy(&p->done_cv);
     free(p->tid);
     free(p);
 }
@@ -214,24 +300,30 @@ static void pool_region(eng_pool *p, eng_task_fn fn, void *ctx)
     p->fn = fn;
     p->ctx = ctx;
     atomic_store(&p->cursor, 0);
-    atomic_store(&p->pending, p->n - 1);
+    atomic_store(&p->pending, (unsigned)(p->n - 1));
     atomic_fetch_add(&p->gen, 1);
-    if (atomic_load(&p->sleepers) > 0) {
-        pthread_mutex_lock(&p->mu);
-        pthread_cond_broadcast(&p->wake);
-        pthread_mutex_unlock(&p->mu);
-    }
+    if (atomic_load(&p->sleepers) > 0)
+        futex_wake(&p->gen, INT_MAX);
     run_guarded(p, 0, p->n);
-    int spins = 0;
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
-        if (++spins < SPIN_ITERS) {
-            cpu_relax();
-            continue;
+    /* wait for the workers: spin a while, then sleep on pending */
+    long t0 = 0;
+    for (unsigned spins = 0;; spins++) {
+        unsigned left = atomic_load_explicit(&p->pending, memory_order_acquire);
+        if (left == 0)
+            return;
+        if ((spins & 63) == 63) {
+            long t = now_ns();
+            if (!t0) {
+                t0 = t;
+            } else if (t - t0 > SPIN_NS) {
+                atomic_store(&p->waiter, 1);
+                while ((left = atomic_load(&p->pending)) != 0)
+                    futex_wait(&p->pending, left);
+                atomic_store(&p->waiter, 0);
+                return;
+            }
         }
-        pthread_mutex_lock(&p->mu);
-        while (atomic_load(&p->pending) > 0)
-            pthread_cond_wait(&p->done_cv, &p->mu);
-        pthread_mutex_unlock(&p->mu);
+        cpu_relax();
     }
 }
 
