@@ -77,6 +77,16 @@ typedef struct eng_mv {
 typedef struct eng_layer {
     eng_mv        qkv, o, gate_up, down;
     const float  *attn_norm, *ffn_norm, *qkv_bias;
+    /* attention geometry (fmt_model_layer_geom: the header's unless the file
+     * has per-layer records, as Gemma-4-style sliding/full layers do);
+     * q_dim, kv_dim in floats; q_norm, k_norm [head_dim] per-head RMSNorm
+     * weights (FMT_FLAG_QK_NORM) or NULL; inv_freq [rope_dims/2] this
+     * layer's RoPE frequencies (s->inv_freq unless own_freq) */
+    const fmt_layer_geom *g;
+    uint32_t      q_dim, kv_dim;
+    const float  *q_norm, *k_norm;
+    float        *inv_freq;
+    int           own_freq;
     /* MoE (n_experts > 0): input norm, router [E][dim], per expert its
      * fused gate/up and down streams */
     const float  *moe_norm, *router;
@@ -97,6 +107,7 @@ struct eng_session {
     eng_pool          *pool;
     uint32_t           n_ctx, n_past;
     uint32_t           q_dim, kv_dim, embd_col_tiles;
+    uint32_t           hd_max;     /* widest head over the layers */
 
     float *x, *xb, *q, *att, *hb, *hb2, *logits, *scores, *kc, *vc, *inv_freq;
     float *k_tmp, *v_tmp;
@@ -279,6 +290,18 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
         s->n_ctx = hp->max_seq;
     s->q_dim = hp->n_heads * hp->head_dim;
     s->kv_dim = hp->n_kv_heads * hp->head_dim;
+    /* per-layer geometry: q, att, k_tmp/v_tmp and the cache row are sized
+     * for the widest layer; narrower layers use the front of each row */
+    s->hd_max = hp->head_dim;
+    for (unsigned l = 0; l < hp->n_layers; l++) {
+        const fmt_layer_geom *g = fmt_model_layer_geom(s->model, l);
+        if (g->n_heads * g->head_dim > s->q_dim)
+            s->q_dim = g->n_heads * g->head_dim;
+        if (g->n_kv_heads * g->head_dim > s->kv_dim)
+            s->kv_dim = g->n_kv_heads * g->head_dim;
+        if (g->head_dim > s->hd_max)
+            s->hd_max = g->head_dim;
+    }
 
     unsigned L = hp->n_layers;
     s->layers = xalloc(L * sizeof *s->layers, &oom);
@@ -298,12 +321,18 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
         ly->attn_norm = fmt_model_vec(s->model, l, FMT_S_ATTN_NORM, NULL);
         ly->ffn_norm = fmt_model_vec(s->model, l, FMT_S_FFN_NORM, NULL);
         ly->qkv_bias = fmt_model_vec(s->model, l, FMT_S_QKV_BIAS, NULL);
+        ly->q_norm = fmt_model_vec(s->model, l, FMT_S_Q_NORM, NULL);
+        ly->k_norm = fmt_model_vec(s->model, l, FMT_S_K_NORM, NULL);
+        ly->g = fmt_model_layer_geom(s->model, l);
+        ly->q_dim = ly->g->n_heads * ly->g->head_dim;
+        ly->kv_dim = ly->g->n_kv_heads * ly->g->head_dim;
         if (oom)
             break;
         s->bytes_per_token += ly->qkv.st->length + ly->o.st->length;
         if (hp->ffn_dim)
             s->bytes_per_token += ly->gate_up.st->length + ly->down.st->length;
-        if (hp->n_experts) {
+        /* per-layer geometry may leave a layer without experts */
+        if (hp->n_experts && !(ly->g->flags & FMT_LG_NO_EXPERTS)) {
             ly->moe_norm = fmt_model_vec(s->model, l, FMT_S_MOE_NORM, NULL);
             ly->router = fmt_model_vec(s->model, l, FMT_S_ROUTER, NULL);
             ly->exp_gu = xalloc(hp->n_experts * sizeof *ly->exp_gu, &oom);
@@ -375,7 +404,7 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
     if (s->kv_f16) {
         s->kc16 = xalloc(kv * sizeof(uint16_t), &oom);
         s->vc16 = xalloc(kv * sizeof(uint16_t), &oom);
-        s->att16 = xalloc(2 * (size_t)hp->head_dim * sizeof(uint16_t), &oom);
+        s->att16 = xalloc(2 * (size_t)s->hd_max * sizeof(uint16_t), &oom);
     } else {
         s->kc = xalloc(kv * sizeof(float), &oom);
         s->vc = xalloc(kv * sizeof(float), &oom);
@@ -389,6 +418,24 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
         goto fail;
     }
     rope_freqs(hp, s->inv_freq, hp->head_dim);
+    /* layers with their own RoPE (partial rotation, another base) */
+    for (unsigned l = 0; l < L; l++) {
+        eng_layer *ly = &s->layers[l];
+        const fmt_layer_geom *g = ly->g;
+        if (g->rope_dims == hp->head_dim && g->rope_theta == hp->rope_theta) {
+            ly->inv_freq = s->inv_freq;
+            continue;
+        }
+        ly->inv_freq = calloc(g->rope_dims / 2 + 1u, sizeof(float));
+        if (!ly->inv_freq) {
+            rc = fail(err, errlen, ENG_ENOMEM, "%s: out of memory", model_path);
+            goto fail;
+        }
+        ly->own_freq = 1;
+        for (unsigned i = 0; i < g->rope_dims / 2; i++)
+            ly->inv_freq[i] = 1.0f / powf(g->rope_theta,
+                                          (float)(2 * i) / (float)g->rope_dims);
+    }
     if (s->rope_ff)
         rope_divisors(hp, s->rope_ff, hp->head_dim);
     *out = s;
@@ -421,6 +468,8 @@ void eng_close(eng_session *s)
         }
         free(ly->exp_gu);
         free(ly->exp_down);
+        if (ly->own_freq)
+            free(ly->inv_freq);
         free(s->layers[l].qkv.unit);
         free(s->layers[l].o.unit);
         free(s->layers[l].gate_up.unit);
@@ -690,15 +739,18 @@ static void rmsnorm(const eng_session *s, float *out, const float *x,
         kern_rmsnorm(out, x, w, n, s->hp->norm_eps);
 }
 
-static void rope(const eng_session *s, float *x, unsigned n_heads, uint32_t pos)
+/* RoPE of layer ly: its head size, rotated dimensions and base. */
+static void rope(const eng_session *s, const eng_layer *ly, float *x,
+                 unsigned n_heads, uint32_t pos)
 {
     const fmt_hparams *hp = s->hp;
+    const fmt_layer_geom *g = ly->g;
     int neox = (hp->flags & FMT_FLAG_ROPE_NEOX) != 0;
     if (s->ggml)
-        kern_rope_ggml(x, n_heads, hp->head_dim, hp->head_dim, pos,
-                       hp->rope_theta, s->rope_ff, neox);
+        kern_rope_ggml(x, n_heads, g->head_dim, g->rope_dims, pos,
+                       g->rope_theta, s->rope_ff, neox);
     else
-        kern_rope(x, n_heads, hp->head_dim, hp->head_dim, pos, s->inv_freq, neox);
+        kern_rope(x, n_heads, g->head_dim, g->rope_dims, pos, ly->inv_freq, neox);
 }
 
 /* m = Attn(N_a(h)) into mout[dim]; kvl picks the KV cache (the effective
@@ -707,7 +759,9 @@ static void attn_block(eng_session *s, const eng_layer *ly, unsigned kvl,
                        const float *h, float *mout)
 {
     const fmt_hparams *hp = s->hp;
-    uint32_t dim = hp->dim, pos = s->n_past, hd = hp->head_dim;
+    const fmt_layer_geom *g = ly->g;
+    uint32_t dim = hp->dim, pos = s->n_past, hd = g->head_dim;
+    uint32_t qd = ly->q_dim, kvd = ly->kv_dim;   /* this layer's widths */
     const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
     float *out[FMT_NMATRIX] = { 0 };
     float *k, *v;                   /* this position's k and v */
@@ -720,48 +774,59 @@ static void attn_block(eng_session *s, const eng_layer *ly, unsigned kvl,
     }
     rmsnorm(s, s->xb, h, ly->attn_norm, dim);
     kern_act_set(&s->act_dim, s->xb, dim, ly->qkv.need);
-    memset(s->q, 0, s->q_dim * sizeof(float));
-    memset(k, 0, s->kv_dim * sizeof(float));
-    memset(v, 0, s->kv_dim * sizeof(float));
+    memset(s->q, 0, qd * sizeof(float));
+    memset(k, 0, kvd * sizeof(float));
+    memset(v, 0, kvd * sizeof(float));
     out[FMT_M_Q] = s->q;
     out[FMT_M_K] = k;
     out[FMT_M_V] = v;
     matvec_stream(s, &ly->qkv, &s->act_dim, out);
+    int shared = (g->flags & FMT_LG_KV_SHARED) != 0;
     if (ly->qkv_bias) {
         const float *b = ly->qkv_bias;
-        for (uint32_t i = 0; i < s->q_dim; i++) s->q[i] += b[i];
-        for (uint32_t i = 0; i < s->kv_dim; i++) k[i] += b[s->q_dim + i];
-        for (uint32_t i = 0; i < s->kv_dim; i++) v[i] += b[s->q_dim + s->kv_dim + i];
+        for (uint32_t i = 0; i < qd; i++) s->q[i] += b[i];
+        for (uint32_t i = 0; i < kvd; i++) k[i] += b[qd + i];
+        for (uint32_t i = 0; !shared && i < kvd; i++) v[i] += b[qd + kvd + i];
     }
+    if (shared)                     /* V is K's projection (K = V sharing) */
+        memcpy(v, k, kvd * sizeof(float));
+    /* Qwen3: per-head RMSNorm of q and k (one weight vector for all heads),
+     * before RoPE */
+    if (ly->q_norm)
+        for (uint32_t hh = 0; hh < g->n_heads; hh++)
+            rmsnorm(s, s->q + hh * hd, s->q + hh * hd, ly->q_norm, hd);
+    if (ly->k_norm)
+        for (uint32_t hh = 0; hh < g->n_kv_heads; hh++)
+            rmsnorm(s, k + hh * hd, k + hh * hd, ly->k_norm, hd);
     if (hp->flags & FMT_FLAG_V_NORM)
-        for (uint32_t hh = 0; hh < hp->n_kv_heads; hh++)
+        for (uint32_t hh = 0; hh < g->n_kv_heads; hh++)
             rmsnorm(s, v + hh * hd, v + hh * hd, NULL, hd);
-    rope(s, s->q, hp->n_heads, pos);
-    rope(s, k, hp->n_kv_heads, pos);
+    rope(s, ly, s->q, g->n_heads, pos);
+    rope(s, ly, k, g->n_kv_heads, pos);
     /* sliding-window layers see only the last sliding_window positions */
-    uint32_t first = 0, W = hp->sliding_window;
+    uint32_t first = 0, W = g->sliding_window;
     if (W && pos + 1 > W)
         first = pos + 1 - W;
     if (s->kv_f16) {
         uint16_t *kc = s->kc16 + lo, *vc = s->vc16 + lo;
         uint16_t *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
-        for (uint32_t i = 0; i < s->kv_dim; i++) {
+        for (uint32_t i = 0; i < kvd; i++) {
             kp[i] = kern_fp32_to_fp16(k[i]);
             vp[i] = kern_fp32_to_fp16(v[i]);
         }
         /* llama.cpp's kq_scale: a multiplication by 1/sqrt(head_dim) */
         kern_attn_decode_f16(s->att, s->q, kc + (size_t)first * s->kv_dim,
                              vc + (size_t)first * s->kv_dim, pos + 1 - first,
-                             hp->n_heads, hp->n_kv_heads, hd, s->kv_dim,
+                             g->n_heads, g->n_kv_heads, hd, s->kv_dim,
                              1.0f / sqrtf((float)hd), 0.0f, s->att16);
     } else {
         float *kc = s->kc + lo, *vc = s->vc + lo;
         kern_attn_decode(s->att, s->q, kc + (size_t)first * s->kv_dim,
                          vc + (size_t)first * s->kv_dim, pos + 1 - first,
-                         hp->n_heads, hp->n_kv_heads, hd, s->kv_dim,
+                         g->n_heads, g->n_kv_heads, hd, s->kv_dim,
                          1.0f / sqrtf((float)hd), 0.0f, s->scores);
     }
-    kern_act_set(&s->act_q, s->att, s->q_dim, ly->o.need);
+    kern_act_set(&s->act_q, s->att, qd, ly->o.need);
     memset(mout, 0, dim * sizeof(float));
     out[FMT_M_O] = mout;
     matvec_stream(s, &ly->o, &s->act_q, out);
@@ -817,6 +882,8 @@ static void moe_block(eng_session *s, const eng_layer *ly, const float *h,
     uint32_t dim = hp->dim, E = hp->n_experts, K = hp->top_k;
     int chosen[256];
     memset(eout, 0, dim * sizeof(float));
+    if (!ly->exp_gu)                 /* a layer without experts adds nothing */
+        return;
     rmsnorm(s, s->xr, h, ly->moe_norm, dim);
     float mx = -INFINITY, sum = 0.0f, wsum = 0.0f;
     for (uint32_t e = 0; e < E; e++) {
@@ -846,7 +913,9 @@ static void moe_block(eng_session *s, const eng_layer *ly, const float *h,
     kern_act_set(&s->act_dim, s->xr, dim, need);
     for (uint32_t j = 0; j < K; j++) {
         int e = chosen[j];
-        float w = s->probs[e] / wsum;
+        float w = (hp->flags & FMT_FLAG_MOE_NO_RENORM)
+                      ? s->probs[e]              /* Qwen3-MoE, norm_topk_prob off */
+                      : s->probs[e] / wsum;
         glu_ffn(s, &ly->exp_gu[e], &ly->exp_down[e], hp->expert_ffn_dim,
                 FMT_M_EXP_GATE, FMT_M_EXP_UP, FMT_M_EXP_DOWN, &s->act_dim, s->bt);
         for (uint32_t i = 0; i < dim; i++)
@@ -945,7 +1014,7 @@ static void run_layers(eng_session *s)
             MARK(l, PROF_ST_ATTN);
             ffn_block(s, ly, x, d);
             MARK(l, PROF_ST_FFN);
-            if (!has_e) {
+            if (!has_e || !ly->exp_gu) {          /* (per-layer: no experts) */
                 add_to(x, d, dim);                  /* a standard Llama layer */
                 trace_layer(s, l, x, NULL);
                 continue;

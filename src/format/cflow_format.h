@@ -169,6 +169,8 @@ enum fmt_role {
     FMT_R_ROUTER,       /* [n_experts][dim] */
     FMT_R_EXP_GATE, FMT_R_EXP_UP, FMT_R_EXP_DOWN, /* 3-D: ne[2] = expert */
     FMT_R_MOE_NORM,     /* per layer [dim]: the router/expert input norm */
+    FMT_R_Q_NORM,       /* per layer [head_dim]: per-head RMSNorm of Q (Qwen3) */
+    FMT_R_K_NORM,       /* per layer [head_dim]: per-head RMSNorm of K */
     FMT_NROLES
 };
 const char *fmt_role_name(int role);
@@ -181,8 +183,34 @@ enum {
     FMT_FLAG_ROPE_NEOX   = 1u << 3,  /* split-half RoPE; else adjacent pairs */
     FMT_FLAG_GELU        = 1u << 4,  /* GeGLU FFN; else SwiGLU */
     FMT_FLAG_QKV_BIAS    = 1u << 5,  /* Q/K/V projections carry biases */
-    FMT_FLAG_ROPE_LLAMA3 = 1u << 6   /* Llama-3 rope scaling (meta cflow.rope.*) */
+    FMT_FLAG_ROPE_LLAMA3 = 1u << 6,  /* Llama-3 rope scaling (meta cflow.rope.*) */
+    FMT_FLAG_QK_NORM     = 1u << 7,  /* per-head RMSNorm of Q and K before RoPE
+                                        (slots q_norm, k_norm) */
+    /* bits 8.. live in the header's feature_flags2 byte (offset 49) */
+    FMT_FLAG_MOE_NO_RENORM = 1u << 8,/* routing weights are the softmax over all
+                                        experts, not renormalised over the top k
+                                        (Qwen3-MoE with norm_topk_prob false) */
+    FMT_FLAG_LAYER_GEOM  = 1u << 9   /* per-layer geometry records (fmt_layer_geom) */
 };
+
+/* Per-layer geometry (FMT_FLAG_LAYER_GEOM): layers that differ from the
+ * header's attention geometry or carry no experts, as Gemma 4's sliding and
+ * full-attention layers do.  Without the flag every layer has the header's
+ * geometry (n_heads, n_kv_heads, head_dim, all dims rotated at rope_theta,
+ * sliding_window, experts when n_experts > 0). */
+enum {
+    FMT_LG_KV_SHARED = 1u << 0,   /* no V projection: V is K's projection
+                                     (before K's norm and RoPE) */
+    FMT_LG_NO_EXPERTS = 1u << 1,  /* this layer has no router and no experts */
+    FMT_LG_FLAGS_KNOWN = 0x03u
+};
+typedef struct fmt_layer_geom {
+    uint32_t n_heads, n_kv_heads, head_dim;
+    uint32_t rope_dims;        /* leading dims of each head that rotate (even) */
+    float    rope_theta;
+    uint32_t sliding_window;   /* 0: full attention */
+    uint32_t flags;            /* FMT_LG_* */
+} fmt_layer_geom;
 
 typedef struct fmt_hparams {
     char     arch[32];        /* "llama", "qwen2", ... (informational) */
@@ -257,7 +285,9 @@ enum fmt_slot {
     FMT_S_ROUTER = 9, FMT_S_EXPERT_TABLE = 10, FMT_S_EXP_GATE = 11,
     FMT_S_EXP_UP = 12, FMT_S_EXP_DOWN = 13, FMT_S_QKV_BIAS = 14,
     FMT_S_MOE_NORM = 15,
-    /* 16..19 reserved (zero) */
+    FMT_S_Q_NORM = 16, FMT_S_K_NORM = 17,   /* FMT_FLAG_QK_NORM: [head_dim] f32 */
+    FMT_S_LAYER_GEOM = 18,                  /* FMT_FLAG_LAYER_GEOM: 32-byte record */
+    /* 19 reserved (zero) */
     /* globals entry: */
     FMT_S_TOK_EMBD = 0, FMT_S_OUT_NORM = 1, FMT_S_OUTPUT = 2
 };
@@ -304,6 +334,9 @@ const fmt_hparams *fmt_model_hparams(const fmt_model *m);
 const fmt_kv      *fmt_model_kv(const fmt_model *m);
 const char        *fmt_model_path(const fmt_model *m);
 uint64_t           fmt_model_file_size(const fmt_model *m);
+/* 1 for a stage-major .vflow file (its VFlowHeader's version in *vversion
+ * when not NULL), 0 for a .cflow. */
+int                fmt_model_is_vflow(const fmt_model *m, unsigned *vversion);
 /* The read-only mapping of the file: [base, base + size).  Reads of it fault
  * (SIGBUS) once the file shrinks under the mapping; the engine catches
  * those that fall inside this range (eng_guard.c). */
@@ -318,6 +351,9 @@ const fmt_matinfo *fmt_model_matinfo(const fmt_model *m, unsigned layer,
 /* f32 vectors (norms, biases, router): n gets the element count. */
 const float *fmt_model_vec(const fmt_model *m, unsigned layer, int slot,
                            uint64_t *n);
+/* The geometry of a layer: its record when FMT_FLAG_LAYER_GEOM, else the
+ * header's (filled in either way). */
+const fmt_layer_geom *fmt_model_layer_geom(const fmt_model *m, unsigned layer);
 /* Expert e of a layer: its fused gate/up stream and its down stream. */
 int fmt_model_expert(const fmt_model *m, unsigned layer, unsigned e,
                      const fmt_stream **gate_up, const fmt_stream **down,
@@ -340,6 +376,11 @@ typedef struct fmt_cp_total {
  * streams from parameter counts instead of the file's tiles. */
 int fmt_critical_path(const fmt_model *m, double bytes_per_param,
                       fmt_cp_layer *layers, unsigned cap, fmt_cp_total *tot);
+/* The same from a geometry alone (bytes_per_param > 0 required): hp and
+ * lg [n_layers] per-layer records, or NULL for the header's everywhere. */
+int fmt_critical_path_geom(const fmt_hparams *hp, const fmt_layer_geom *lg,
+                           double bytes_per_param, fmt_cp_layer *layers,
+                           unsigned cap, fmt_cp_total *tot);
 const char *fmt_cp_stream_name(int s);
 
 /* ---- synthetic models ------------------------------------------------- */
@@ -348,6 +389,11 @@ const char *fmt_cp_stream_name(int s);
 int fmt_synth_open(fmt_src **out, const char *preset, uint64_t seed,
                    char *err, size_t errlen);
 const char *fmt_synth_preset_name(unsigned i);
+/* A preset's geometry without its weights (for analytic figures such as
+ * the critical path of presets too large to synthesise): hp, and *lg
+ * [n_layers] (malloc'd, NULL when every layer has the header's). */
+int fmt_synth_geometry(const char *preset, fmt_hparams *hp,
+                       fmt_layer_geom **lg, char *err, size_t errlen);
 /* Write a llama-architecture preset (tiny-mixtral and the benchmark
  * presets tinyllama-1.1b, llama2-7b, olmoe-1b-7b, qwen3-30b-a3b) as a GGUF
  * that llama.cpp loads: Q4_0 matrices, f32 norms and router, the tokenizer

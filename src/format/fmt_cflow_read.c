@@ -36,6 +36,7 @@ typedef struct fmt_entry {
     fmt_stream  stream[FMT_NSLOT];   /* valid at a group's first slot */
     fmt_stream *experts;             /* [n_experts][2]: gate/up, down */
     uint64_t   *exp_off, *exp_len;   /* [n_experts] from the offset table */
+    fmt_layer_geom geom;             /* the record, or the header's geometry */
 } fmt_entry;
 
 struct fmt_model {
@@ -70,7 +71,7 @@ static const char *slot_name(unsigned entry, unsigned n_layers, int s)
     static const char *layer_names[FMT_NSLOT] = {
         "attn_norm", "q", "k", "v", "o", "ffn_norm", "gate", "up", "down",
         "router", "expert_table", "exp_gate", "exp_up", "exp_down",
-        "qkv_bias", "moe_norm", "slot16", "slot17", "slot18", "slot19"
+        "qkv_bias", "moe_norm", "q_norm", "k_norm", "layer_geom", "slot19"
     };
     static const char *global_names[3] = { "token_embd", "output_norm",
                                            "output" };
@@ -163,7 +164,7 @@ static int read_header(fmt_model *m, char *err, size_t errlen)
     hp->dense_delay = h[FMT_H_DDELAY];
     hp->expert_delay = h[FMT_H_EDELAY];
     hp->combine_style = h[FMT_H_COMBINE];
-    hp->flags = h[FMT_H_FLAGS];
+    hp->flags = h[FMT_H_FLAGS] | (uint32_t)h[FMT_H_FLAGS2] << 8;
     hp->softcap = fmt_rdf32(h + FMT_H_SOFTCAP);
 
 #define REQ(cond, ...) \
@@ -208,8 +209,12 @@ static int read_header(fmt_model *m, char *err, size_t errlen)
         "bad rope theta %g", (double)hp->rope_theta);
     REQ(isfinite(hp->norm_eps) && hp->norm_eps > 0.0f && hp->norm_eps < 1.0f,
         "bad norm epsilon %g", (double)hp->norm_eps);
-    REQ(!(hp->flags & ~FMT_FLAGS_KNOWN), "unknown feature flags 0x%02x",
-        hp->flags);
+    REQ(!(h[FMT_H_FLAGS] & ~FMT_FLAGS_KNOWN), "unknown feature flags 0x%02x",
+        h[FMT_H_FLAGS]);
+    REQ(!(h[FMT_H_FLAGS2] & ~FMT_FLAGS2_KNOWN), "unknown feature_flags2 0x%02x",
+        h[FMT_H_FLAGS2]);
+    REQ(!(hp->flags & FMT_FLAG_MOE_NO_RENORM) || hp->n_experts > 0,
+        "routing flag moe_no_renorm on a model without experts");
     REQ(hp->combine_style < FMT_NCOMBINE, "unknown combine style %u",
         hp->combine_style);
     REQ(hp->combine_style == FMT_COMBINE_DELAYED_SUM ||
@@ -266,10 +271,13 @@ static int check_tile(void *ud, unsigned mi, uint32_t row0, uint32_t col0,
         fmt_rd32(h + FMT_T_ROW) != row0 || fmt_rd16(h + FMT_T_COL) != col0 ||
         fmt_rd16(h + FMT_T_ROWS) != rows || fmt_rd16(h + FMT_T_COLS) != cols ||
         fmt_rd16(h + FMT_T_QGROUP) != KERN_QBLOCK) {
+        char ex[24] = "";
+        if (c->expert != FMT_NO_EXPERT)
+            snprintf(ex, sizeof ex, " expert %u", c->expert);
         c->rc = bad(c->err, c->errlen, FMT_EFORMAT, p,
                     "tile header at offset %llu does not match the stream "
-                    "(expected layer %u matrix %u row %u col %u %ux%u)",
-                    (unsigned long long)(h - c->m->map), c->entry,
+                    "(expected layer %u%s matrix %u row %u col %u %ux%u)",
+                    (unsigned long long)(h - c->m->map), c->entry, ex,
                     c->mat[mi].matrix, row0, col0, rows, cols);
         return 1;
     }
@@ -295,11 +303,14 @@ static int check_tile(void *ud, unsigned mi, uint32_t row0, uint32_t col0,
     return 0;
 }
 
-/* Expected shape of a slot, or 0 rows when the slot must be empty. */
-static void expect(const fmt_hparams *hp, unsigned entry, int s, int *kind,
-                   uint32_t *rows, uint32_t *cols)
+/* Expected shape of a slot of a layer of geometry g, or 0 rows when the
+ * slot must be empty. */
+static void expect(const fmt_hparams *hp, const fmt_layer_geom *g,
+                   unsigned entry, int s, int *kind, uint32_t *rows,
+                   uint32_t *cols)
 {
-    uint32_t q = hp->n_heads * hp->head_dim, kv = hp->n_kv_heads * hp->head_dim;
+    uint32_t q = g->n_heads * g->head_dim, kv = g->n_kv_heads * g->head_dim;
+    int shared = (g->flags & FMT_LG_KV_SHARED) != 0;
     *kind = FMT_K_EMPTY;
     *rows = *cols = 0;
     if (entry == hp->n_layers) {
@@ -317,7 +328,10 @@ static void expect(const fmt_hparams *hp, unsigned entry, int s, int *kind,
     uint32_t E = hp->n_experts, ef = hp->expert_ffn_dim;
     if (hp->ffn_dim == 0 && s >= FMT_S_FFN_NORM && s <= FMT_S_DOWN)
         return;
-    if (E == 0 && ((s >= FMT_S_ROUTER && s <= FMT_S_EXP_DOWN) || s == FMT_S_MOE_NORM))
+    if ((E == 0 || (g->flags & FMT_LG_NO_EXPERTS)) &&
+        ((s >= FMT_S_ROUTER && s <= FMT_S_EXP_DOWN) || s == FMT_S_MOE_NORM))
+        return;
+    if (shared && s == FMT_S_V)
         return;
     switch (s) {
     case FMT_S_ATTN_NORM:
@@ -337,7 +351,18 @@ static void expect(const fmt_hparams *hp, unsigned entry, int s, int *kind,
     case FMT_S_DOWN: *kind = FMT_K_TILED; *rows = hp->dim; *cols = hp->ffn_dim; break;
     case FMT_S_QKV_BIAS:
         if (hp->flags & FMT_FLAG_QKV_BIAS) {
-            *kind = FMT_K_VEC; *rows = q + 2 * kv; *cols = 1;
+            *kind = FMT_K_VEC; *rows = q + (shared ? 1 : 2) * kv; *cols = 1;
+        }
+        break;
+    case FMT_S_Q_NORM:
+    case FMT_S_K_NORM:
+        if (hp->flags & FMT_FLAG_QK_NORM) {
+            *kind = FMT_K_VEC; *rows = g->head_dim; *cols = 1;
+        }
+        break;
+    case FMT_S_LAYER_GEOM:
+        if (hp->flags & FMT_FLAG_LAYER_GEOM) {
+            *kind = FMT_K_LGEOM; *rows = 1; *cols = FMT_LGEOM_SIZE;
         }
         break;
     }
@@ -425,6 +450,72 @@ static int read_experts(fmt_model *m, unsigned en, fmt_tile **next, char *err,
     return 0;
 }
 
+/* The geometry of entry en: the header's, or (FMT_FLAG_LAYER_GEOM) its
+ * LayerGeometry record in slot 18, checked like the header. */
+static int read_layer_geom(fmt_model *m, unsigned en, uint64_t data_start,
+                           char *err, size_t errlen)
+{
+    const fmt_hparams *hp = &m->hp;
+    fmt_layer_geom *g = &m->e[en].geom;
+    const char *p = m->path;
+    g->n_heads = hp->n_heads;
+    g->n_kv_heads = hp->n_kv_heads;
+    g->head_dim = hp->head_dim;
+    g->rope_dims = hp->head_dim;
+    g->rope_theta = hp->rope_theta;
+    g->sliding_window = hp->sliding_window;
+    g->flags = 0;
+    if (!(hp->flags & FMT_FLAG_LAYER_GEOM) || en == hp->n_layers)
+        return 0;
+    const uint8_t *sl = m->map + fmt_rd64(m->hdr + FMT_H_LTABLE) +
+                        ((uint64_t)en * FMT_NSLOT + FMT_S_LAYER_GEOM) * FMT_SLOT_SIZE;
+    uint64_t off = fmt_rd64(sl + FMT_SL_OFFSET), len = fmt_rd64(sl + FMT_SL_LENGTH);
+    if (sl[FMT_SL_KIND] != FMT_K_LGEOM || len != FMT_LGEOM_SIZE ||
+        fmt_rd32(sl + FMT_SL_ROWS) != 1 || fmt_rd32(sl + FMT_SL_COLS) != FMT_LGEOM_SIZE)
+        return bad(err, errlen, FMT_EFORMAT, p, "layer %u: layer_geom flagged but "
+                   "slot 18 holds no 32-byte geometry record", en);
+    if (off < data_start || off > m->size || m->size - off < FMT_LGEOM_SIZE)
+        return bad(err, errlen, FMT_EFORMAT, p, "layer %u geometry record (offset "
+                   "%llu) lies outside the %llu-byte file", en,
+                   (unsigned long long)off, (unsigned long long)m->size);
+    const uint8_t *r = m->map + off;
+    g->n_heads = fmt_rd16(r + FMT_LG_NHEADS);
+    g->n_kv_heads = fmt_rd16(r + FMT_LG_NKV);
+    g->head_dim = fmt_rd16(r + FMT_LG_HEADDIM);
+    g->rope_dims = fmt_rd16(r + FMT_LG_ROPEDIMS);
+    g->rope_theta = fmt_rdf32(r + FMT_LG_THETA);
+    g->sliding_window = fmt_rd32(r + FMT_LG_SWA);
+    g->flags = fmt_rd32(r + FMT_LG_FLAGS);
+    int zero = 1;
+    for (unsigned i = FMT_LG_RESERVED; i < FMT_LGEOM_SIZE; i++)
+        zero &= r[i] == 0;
+    const char *why = NULL;
+    if (g->n_heads < 1 || g->n_kv_heads < 1 || g->n_kv_heads > g->n_heads ||
+        g->n_heads % g->n_kv_heads)
+        why = "bad head counts";
+    else if (g->head_dim < 2 || g->head_dim % 2 || g->head_dim > 4096 ||
+             (uint64_t)g->n_heads * g->head_dim > 65536)
+        why = "bad head dimension";
+    else if (g->rope_dims % 2 || g->rope_dims > g->head_dim)
+        why = "rope_dims odd or wider than the head";
+    else if (!isfinite(g->rope_theta) || !(g->rope_theta > 0))
+        why = "bad rope theta";
+    else if (g->sliding_window > hp->max_seq)
+        why = "sliding window longer than the context";
+    else if (g->flags & ~FMT_LG_FLAGS_KNOWN)
+        why = "unknown layer flags";
+    else if ((g->flags & FMT_LG_NO_EXPERTS) && hp->n_experts == 0)
+        why = "no_experts on a model without experts";
+    else if (!zero)
+        why = "reserved bytes not zero";
+    if (why)
+        return bad(err, errlen, FMT_EFORMAT, p, "layer %u geometry: %s (heads %u/%u, "
+                   "head dim %u, rope dims %u, window %u, flags 0x%x)", en, why,
+                   g->n_heads, g->n_kv_heads, g->head_dim, g->rope_dims,
+                   g->sliding_window, g->flags);
+    return 0;
+}
+
 static int read_table(fmt_model *m, char *err, size_t errlen)
 {
     const fmt_hparams *hp = &m->hp;
@@ -444,6 +535,9 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
 
     for (unsigned en = 0; en < m->n_entries; en++) {
         fmt_entry *e = &m->e[en];
+        int rc = read_layer_geom(m, en, ltab + tbytes, err, errlen);
+        if (rc)
+            return rc;
         for (int s = 0; s < FMT_NSLOT; s++) {
             const uint8_t *sl = m->map + ltab +
                                 ((uint64_t)en * FMT_NSLOT + (unsigned)s) * FMT_SLOT_SIZE;
@@ -455,7 +549,7 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
             uint32_t rows = fmt_rd32(sl + FMT_SL_ROWS), cols = fmt_rd32(sl + FMT_SL_COLS);
             const char *nm = slot_name(en, hp->n_layers, s);
 
-            expect(hp, en, s, &want_kind, &want_rows, &want_cols);
+            expect(hp, &e->geom, en, s, &want_kind, &want_rows, &want_cols);
             if (kind != want_kind)
                 return bad(err, errlen, FMT_EFORMAT, p,
                            "%s %u slot %s has kind %u, expected %d",
@@ -474,7 +568,9 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
                            "the %llu-byte file", en, nm,
                            (unsigned long long)off, (unsigned long long)len,
                            (unsigned long long)m->size);
-            if (kind == FMT_K_EXPTABLE) {
+            if (kind == FMT_K_LGEOM) {
+                /* read_layer_geom checked it */
+            } else if (kind == FMT_K_EXPTABLE) {
                 if (len != (uint64_t)rows * 16)
                     return bad(err, errlen, FMT_EFORMAT, p,
                                "layer %u expert table of %llu bytes for %u experts",
@@ -535,7 +631,10 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
                 continue;
             memset(&c, 0, sizeof c);
             c.expert = FMT_NO_EXPERT;
-            for (unsigned i = 0; i < g->n; i++) {
+            /* V shares K's projection: the QKV stream holds Q and K only */
+            unsigned gn = s0 == FMT_S_Q && !global &&
+                                  (e->geom.flags & FMT_LG_KV_SHARED) ? 2 : g->n;
+            for (unsigned i = 0; i < gn; i++) {
                 int s = g->slots[i];
                 if (e->kind[s] != FMT_K_TILED || e->off[s] != e->off[s0] ||
                     e->len[s] != e->len[s0])
@@ -555,7 +654,7 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
             c.entry = en;
             c.err = err;
             c.errlen = errlen;
-            long n = fmt_plan_walk(c.mat, g->n, check_tile, &c);
+            long n = fmt_plan_walk(c.mat, gn, check_tile, &c);
             if (n < 0)
                 return c.rc;
             if (c.pos != c.end)
@@ -716,6 +815,12 @@ const fmt_hparams *fmt_model_hparams(const fmt_model *m) { return &m->hp; }
 const fmt_kv *fmt_model_kv(const fmt_model *m) { return m->kv; }
 const char *fmt_model_path(const fmt_model *m) { return m->path; }
 uint64_t fmt_model_file_size(const fmt_model *m) { return m->size; }
+int fmt_model_is_vflow(const fmt_model *m, unsigned *vversion)
+{
+    if (vversion)
+        *vversion = m->vflow ? fmt_rd16(m->map + FMT_V_VERSION) : 0;
+    return m->vflow;
+}
 const void *fmt_model_map(const fmt_model *m, uint64_t *size)
 {
     if (size)
@@ -750,6 +855,13 @@ const float *fmt_model_vec(const fmt_model *m, unsigned layer, int slot,
         *n = m->e[layer].rows[slot];
     /* read_table checked the range and the 4-byte alignment */
     return (const float *)(const void *)(m->map + m->e[layer].off[slot]);
+}
+
+const fmt_layer_geom *fmt_model_layer_geom(const fmt_model *m, unsigned layer)
+{
+    if (layer >= m->n_entries)
+        return NULL;
+    return &m->e[layer].geom;
 }
 
 int fmt_model_expert(const fmt_model *m, unsigned layer, unsigned e,

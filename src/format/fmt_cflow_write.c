@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "format/cflow_format.h"
+#include "format/fmt_impl.h"
 #include "format/fmt_layout.h"
 #include "format/fmt_plan.h"
 
@@ -317,27 +318,69 @@ static const fmt_tensor *need(writer *w, const fmt_src *src, int role,
     return t;
 }
 
-/* Attention: norm, fused QKV, optional QKV bias, O. */
+/* The 32-byte layer geometry record (fmt_layout.h). */
+static int write_layer_geom(writer *w, const fmt_src *src, unsigned l, slot *sl)
+{
+    fmt_layer_geom g;
+    uint8_t rec[FMT_LGEOM_SIZE];
+    int rc;
+    fmt_src_layer_geom(src, l, &g);
+    memset(rec, 0, sizeof rec);
+    fmt_wr16(rec + FMT_LG_NHEADS, (uint16_t)g.n_heads);
+    fmt_wr16(rec + FMT_LG_NKV, (uint16_t)g.n_kv_heads);
+    fmt_wr16(rec + FMT_LG_HEADDIM, (uint16_t)g.head_dim);
+    fmt_wr16(rec + FMT_LG_ROPEDIMS, (uint16_t)g.rope_dims);
+    fmt_wrf32(rec + FMT_LG_THETA, g.rope_theta);
+    fmt_wr32(rec + FMT_LG_SWA, g.sliding_window);
+    fmt_wr32(rec + FMT_LG_FLAGS, g.flags);
+    if ((rc = pad_to(w, FMT_ALIGN)))
+        return rc;
+    sl[FMT_S_LAYER_GEOM].offset = w->pos;
+    sl[FMT_S_LAYER_GEOM].length = FMT_LGEOM_SIZE;
+    sl[FMT_S_LAYER_GEOM].rows = 1;
+    sl[FMT_S_LAYER_GEOM].cols = FMT_LGEOM_SIZE;
+    sl[FMT_S_LAYER_GEOM].kind = FMT_K_LGEOM;
+    return put(w, rec, sizeof rec);
+}
+
+/* Attention: [layer geometry], norm, fused QKV (QK when V shares K's
+ * projection), optional QKV bias, optional Q/K norms, O. */
 static int write_attn(writer *w, const fmt_src *src, unsigned l, slot *sl)
 {
     const fmt_hparams *hp = fmt_src_hparams(src);
+    fmt_layer_geom lg;
     int rc = 0;
+    fmt_src_layer_geom(src, l, &lg);
+    int shared = (lg.flags & FMT_LG_KV_SHARED) != 0;
+    static const fmt_group qk_group = { FMT_S_Q, 2, { FMT_S_Q, FMT_S_K },
+                                        { FMT_M_Q, FMT_M_K } };
     const fmt_tensor *an = need(w, src, FMT_R_ATTN_NORM, l, &rc);
     const fmt_tensor *qkv[3] = { need(w, src, FMT_R_Q, l, &rc),
                                  need(w, src, FMT_R_K, l, &rc),
-                                 need(w, src, FMT_R_V, l, &rc) };
+                                 shared ? NULL : need(w, src, FMT_R_V, l, &rc) };
     const fmt_tensor *o = need(w, src, FMT_R_O, l, &rc);
     if (rc)
         return rc;
+    if ((hp->flags & FMT_FLAG_LAYER_GEOM) &&
+        (rc = write_layer_geom(w, src, l, sl)))
+        return rc;
     if ((rc = write_vec(w, &an, 1, &sl[FMT_S_ATTN_NORM])))
         return rc;
-    if ((rc = write_stream(w, &fmt_layer_groups[0], qkv, l, 0, sl)))
+    if ((rc = write_stream(w, shared ? &qk_group : &fmt_layer_groups[0], qkv, l, 0,
+                           sl)))
         return rc;
     if (hp->flags & FMT_FLAG_QKV_BIAS) {
         const fmt_tensor *b[3] = { need(w, src, FMT_R_Q_BIAS, l, &rc),
                                    need(w, src, FMT_R_K_BIAS, l, &rc),
-                                   need(w, src, FMT_R_V_BIAS, l, &rc) };
-        if (rc || (rc = write_vec(w, b, 3, &sl[FMT_S_QKV_BIAS])))
+                                   shared ? NULL : need(w, src, FMT_R_V_BIAS, l, &rc) };
+        if (rc || (rc = write_vec(w, b, shared ? 2 : 3, &sl[FMT_S_QKV_BIAS])))
+            return rc;
+    }
+    if (hp->flags & FMT_FLAG_QK_NORM) {
+        const fmt_tensor *qn = need(w, src, FMT_R_Q_NORM, l, &rc);
+        const fmt_tensor *kn = need(w, src, FMT_R_K_NORM, l, &rc);
+        if (rc || (rc = write_vec(w, &qn, 1, &sl[FMT_S_Q_NORM])) ||
+            (rc = write_vec(w, &kn, 1, &sl[FMT_S_K_NORM])))
             return rc;
     }
     return write_stream(w, &fmt_layer_groups[1], &o, l, 1, sl);
@@ -379,7 +422,9 @@ static int write_moe(writer *w, const fmt_src *src, unsigned l, slot *sl)
     const fmt_hparams *hp = fmt_src_hparams(src);
     unsigned E = hp->n_experts;
     int rc = 0;
-    if (E == 0)
+    fmt_layer_geom lg;
+    fmt_src_layer_geom(src, l, &lg);
+    if (E == 0 || (lg.flags & FMT_LG_NO_EXPERTS))
         return 0;
     const fmt_tensor *mn = fmt_src_tensor(src, FMT_R_MOE_NORM, l);
     if (!mn) /* Mixtral-style models route off the FFN norm */
@@ -592,6 +637,7 @@ static void header_store(uint8_t *h, const fmt_hparams *hp, uint64_t ltab,
     fmt_wr16(h + FMT_H_TOPK, (uint16_t)hp->top_k);
     fmt_wr16(h + FMT_H_SWA, (uint16_t)hp->sliding_window);
     h[FMT_H_QTYPE] = qtype;
+    h[FMT_H_FLAGS2] = (uint8_t)(hp->flags >> 8);
     fmt_wr16(h + FMT_H_TROWS, KERN_TILE_ROWS);
     fmt_wr16(h + FMT_H_TCOLS, KERN_TILE_COLS);
     fmt_wr16(h + FMT_H_QGROUP, KERN_QBLOCK);
@@ -633,7 +679,8 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
      * it would refuse */
     if (hp->max_seq > (1u << 24) || hp->vocab_size > (1u << 24) ||
         hp->dim > 65536 || hp->ffn_dim > 65536 || hp->expert_ffn_dim > 65536 ||
-        hp->n_layers > 4096 || (uint64_t)hp->n_heads * hp->head_dim > 65536)
+        hp->n_layers > 4096 || (uint64_t)hp->n_heads * hp->head_dim > 65536 ||
+        (hp->flags >> 8) & ~FMT_FLAGS2_KNOWN)
         return fail(&w, FMT_EUNSUP, "geometry outside what .cflow stores (context "
                     "%u, vocabulary %u, dim %u, ffn %u, layers %u)", hp->max_seq,
                     hp->vocab_size, hp->dim, hp->ffn_dim, hp->n_layers);

@@ -15,6 +15,12 @@
  * A FixedPoint model applies each stored block `iterations` times, and
  * every application reads the block's weights again, so it counts once per
  * application.  An analytic figure, not a timing.
+ *
+ * Layers may differ (FMT_FLAG_LAYER_GEOM, Gemma 4's sliding and full-
+ * attention layers): each layer's attention is sized from its own heads
+ * (without a V projection where V shares K's), and a layer without experts
+ * has no expert stream.  From parameter counts the figure needs only the
+ * geometry, so fmt_critical_path_geom serves presets too large to write.
  */
 #include "config.h"
 
@@ -35,16 +41,16 @@ static double max3(double a, double b, double c)
     return x > c ? x : c;
 }
 
-int fmt_critical_path(const fmt_model *m, double bytes_per_param,
+/* m may be NULL when bytes_per_param > 0; lg (or m's records) gives the
+ * per-layer geometry, NULL: the header's for every layer. */
+static int cp_compute(const fmt_model *m, const fmt_hparams *hp,
+                      const fmt_layer_geom *lg, double bytes_per_param,
                       fmt_cp_layer *layers, unsigned cap, fmt_cp_total *tot)
 {
-    const fmt_hparams *hp = fmt_model_hparams(m);
     unsigned reps = hp->combine_style == FMT_COMBINE_FIXED_POINT && hp->iterations
                         ? hp->iterations
                         : 1;
     unsigned n_eff = hp->n_layers * reps;
-    double qd = (double)hp->n_heads * hp->head_dim;
-    double kvd = (double)hp->n_kv_heads * hp->head_dim;
     double d = hp->dim;
 
     memset(tot, 0, sizeof *tot);
@@ -53,15 +59,23 @@ int fmt_critical_path(const fmt_model *m, double bytes_per_param,
     tot->expert_delay = hp->expert_delay;
     for (unsigned b = 0, i = 0; b < hp->n_layers; b++) {
         double a, dn, ex;
+        fmt_layer_geom g0 = { hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->head_dim,
+                              hp->rope_theta, hp->sliding_window, 0 };
+        const fmt_layer_geom *g = lg ? &lg[b] : m ? fmt_model_layer_geom(m, b) : &g0;
+        double qd = (double)g->n_heads * g->head_dim;
+        double kvd = (double)g->n_kv_heads * g->head_dim;
+        int n_kvp = g->flags & FMT_LG_KV_SHARED ? 1 : 2;   /* K (and V) */
+        int has_e = hp->n_experts && !(g->flags & FMT_LG_NO_EXPERTS);
         if (bytes_per_param > 0) {
-            a = (qd * d + 2 * kvd * d + d * qd) * bytes_per_param;
+            a = (qd * d + n_kvp * kvd * d + d * qd) * bytes_per_param;
             dn = 3.0 * d * hp->ffn_dim * bytes_per_param;
-            ex = (double)hp->top_k * 3.0 * d * hp->expert_ffn_dim * bytes_per_param;
+            ex = has_e ? (double)hp->top_k * 3.0 * d * hp->expert_ffn_dim * bytes_per_param
+                       : 0.0;
         } else {
             a = stream_bytes(m, b, FMT_S_Q) + stream_bytes(m, b, FMT_S_O);
             dn = stream_bytes(m, b, FMT_S_GATE) + stream_bytes(m, b, FMT_S_DOWN);
             ex = 0.0;
-            if (hp->n_experts) {
+            if (has_e) {
                 double all = 0.0;
                 /* the tile streams an expert read touches, not its space in
                  * the bank (which includes alignment padding) */
@@ -97,6 +111,22 @@ int fmt_critical_path(const fmt_model *m, double bytes_per_param,
         }
     }
     return 0;
+}
+
+int fmt_critical_path(const fmt_model *m, double bytes_per_param,
+                      fmt_cp_layer *layers, unsigned cap, fmt_cp_total *tot)
+{
+    return cp_compute(m, fmt_model_hparams(m), NULL, bytes_per_param, layers, cap,
+                      tot);
+}
+
+int fmt_critical_path_geom(const fmt_hparams *hp, const fmt_layer_geom *lg,
+                           double bytes_per_param, fmt_cp_layer *layers,
+                           unsigned cap, fmt_cp_total *tot)
+{
+    if (!(bytes_per_param > 0))
+        return FMT_EARG;
+    return cp_compute(NULL, hp, lg, bytes_per_param, layers, cap, tot);
 }
 
 const char *fmt_cp_stream_name(int s)

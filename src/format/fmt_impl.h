@@ -105,7 +105,12 @@ struct fmt_src {
     fmt_names          tidx;      /* tensor name -> index in tensors */
     const fmt_tensor **roles;     /* [(n_layers + 1) * FMT_NROLES]; the
                                    * last row holds the globals */
+    fmt_layer_geom    *lgeom;     /* [n_layers] when FMT_FLAG_LAYER_GEOM
+                                   * (synthetic Gemma-4 geometry), else NULL */
 };
+
+/* Geometry of source layer l: its own when s->lgeom, else the header's. */
+void fmt_src_layer_geom(const fmt_src *s, unsigned l, fmt_layer_geom *g);
 
 /* Tensor names of the roles, printf patterns with one %u for the layer
  * (globals have none); NULL where the container has no such tensor. */

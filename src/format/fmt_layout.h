@@ -8,7 +8,7 @@
  *
  * GlobalHeader, 88 bytes at offset 0:
  *    0  u8[8] magic "CFLOW\0\0\0"     48 u8  quant_type (dominant tile type)
- *    8  u16 version (5)                49 u8  reserved (0)
+ *    8  u16 version (5)                49 u8  feature_flags2
  *   10  u16 header_size (88)           50 u16 tile_rows (128)
  *   12  u32 n_layers                   52 u16 tile_cols (256)
  *   16  u32 dim                        54 u16 quant_group (32)
@@ -23,12 +23,34 @@
  *   44  u16 top_k                      84 f32 final_logit_softcap
  *   46  u16 sliding_window (0 = none)
  *
+ * feature_flags (83): bit 0 embed_scale, 1 v_norm, 2 tied, 3 rope_neox,
+ * 4 gelu, 5 qkv_bias, 6 rope_llama3, 7 qk_norm (slots 16/17 hold per-head
+ * RMSNorm weights of Q and K, applied before RoPE).  feature_flags2 (49,
+ * zero in files without these features): bit 0 moe_no_renorm (routing
+ * weights are the all-expert softmax, not renormalised over the top k),
+ * bit 1 layer_geom (slot 18 of every layer holds a LayerGeometry record).
+ * Unknown bits in either byte are refused.
+ *
  * Layer table: (n_layers + 1) entries of FMT_NSLOT slots, 32 bytes each:
  *    0 u64 offset    8 u64 length    16 u32 rows    20 u32 cols
  *   24 u8 kind      25 u8 type      26 u8 group    27 u8 reserved
  *   28 u32 n_tiles
  * kind: 0 empty, 1 f32 vector (rows elements), 2 tiled matrix, 3 f32
- * matrix (router, rows x cols), 4 expert offset table (rows experts).
+ * matrix (router, rows x cols), 4 expert offset table (rows experts),
+ * 5 layer geometry record (rows 1, cols 32, 32 bytes).
+ * Layer slots: 0 attn_norm, 1-3 q/k/v, 4 o, 5 ffn_norm, 6-8 gate/up/down,
+ * 9 router, 10 expert table, 11-13 expert gate/up/down (the bank), 14 QKV
+ * bias, 15 moe_norm, 16 q_norm, 17 k_norm, 18 layer geometry, 19 reserved.
+ *
+ * LayerGeometry, 32 bytes (with layer_geom; the layer's attention geometry
+ * replaces the header's for that layer):
+ *    0 u16 n_heads     2 u16 n_kv_heads   4 u16 head_dim   6 u16 rope_dims
+ *    8 f32 rope_theta 12 u32 sliding_window (0 = full attention)
+ *   16 u32 flags: bit 0 kv_shared (no V slot; V is K's projection before
+ *      its norm and RoPE), bit 1 no_experts (router/table/bank slots empty)
+ *   20 u8[12] reserved (0)
+ * rope_dims: the leading dimensions of each head that rotate (even, at most
+ * head_dim); the rest pass through (partial RoPE).
  * Tiled matrices that share a stream (Q/K/V, gate/up) carry the stream's
  * offset and length in each slot and the same group number.
  *
@@ -64,7 +86,7 @@ enum {
     FMT_H_DIM = 16, FMT_H_FFN = 20, FMT_H_EFFN = 24, FMT_H_VOCAB = 28,
     FMT_H_MAXSEQ = 32, FMT_H_NHEADS = 36, FMT_H_NKV = 38, FMT_H_HEADDIM = 40,
     FMT_H_NEXP = 42, FMT_H_TOPK = 44, FMT_H_SWA = 46, FMT_H_QTYPE = 48,
-    FMT_H_RESERVED = 49, FMT_H_TROWS = 50, FMT_H_TCOLS = 52, FMT_H_QGROUP = 54,
+    FMT_H_FLAGS2 = 49, FMT_H_TROWS = 50, FMT_H_TCOLS = 52, FMT_H_QGROUP = 54,
     FMT_H_THETA = 56, FMT_H_EPS = 60, FMT_H_LTABLE = 64, FMT_H_META = 72,
     FMT_H_DDELAY = 80, FMT_H_EDELAY = 81, FMT_H_COMBINE = 82,
     FMT_H_FLAGS = 83, FMT_H_SOFTCAP = 84
@@ -77,8 +99,14 @@ enum {
 
 enum {
     FMT_K_EMPTY = 0, FMT_K_VEC = 1, FMT_K_TILED = 2, FMT_K_F32MAT = 3,
-    FMT_K_EXPTABLE = 4
+    FMT_K_EXPTABLE = 4, FMT_K_LGEOM = 5
 };
+
+enum {
+    FMT_LG_NHEADS = 0, FMT_LG_NKV = 2, FMT_LG_HEADDIM = 4, FMT_LG_ROPEDIMS = 6,
+    FMT_LG_THETA = 8, FMT_LG_SWA = 12, FMT_LG_FLAGS = 16, FMT_LG_RESERVED = 20
+};
+#define FMT_LGEOM_SIZE 32
 
 enum {
     FMT_T_LAYER = 0, FMT_T_MATRIX = 2, FMT_T_EXPERT = 3, FMT_T_ROW = 4,
@@ -92,8 +120,10 @@ enum {
 };
 #define FMT_VGROUP_SIZE 40
 
-/* Feature-flag bits this version defines (others must be zero). */
-#define FMT_FLAGS_KNOWN 0x7Fu
+/* Feature-flag bits this version defines (others must be zero): the
+ * feature_flags byte and the feature_flags2 byte (hparams bits 8..15). */
+#define FMT_FLAGS_KNOWN 0xFFu
+#define FMT_FLAGS2_KNOWN 0x03u
 
 static inline uint16_t fmt_rd16(const uint8_t *p)
 {

@@ -49,6 +49,7 @@ static const char *const role_names[FMT_NROLES] = {
     [FMT_R_DOWN] = "ffn_down",         [FMT_R_ROUTER] = "ffn_gate_inp",
     [FMT_R_EXP_GATE] = "ffn_gate_exps", [FMT_R_EXP_UP] = "ffn_up_exps",
     [FMT_R_EXP_DOWN] = "ffn_down_exps", [FMT_R_MOE_NORM] = "moe_norm",
+    [FMT_R_Q_NORM] = "attn_q_norm",    [FMT_R_K_NORM] = "attn_k_norm",
 };
 
 const char *fmt_role_name(int role)
@@ -78,6 +79,8 @@ const fmt_role_names fmt_gguf_role_names = {
     [FMT_R_EXP_GATE] = "blk.%u.ffn_gate_exps.weight",
     [FMT_R_EXP_UP] = "blk.%u.ffn_up_exps.weight",
     [FMT_R_EXP_DOWN] = "blk.%u.ffn_down_exps.weight",
+    [FMT_R_Q_NORM] = "blk.%u.attn_q_norm.weight",
+    [FMT_R_K_NORM] = "blk.%u.attn_k_norm.weight",
 };
 
 static int role_is_global(int role)
@@ -189,11 +192,29 @@ int fmt_src_check_hparams(const fmt_src *s, char *err, size_t errlen)
     return FMT_OK;
 }
 
-/* Expected ne[] of a role (unused dimensions 1); returns its rank. */
-static unsigned role_shape(const fmt_hparams *h, int role, uint64_t ne[4])
+void fmt_src_layer_geom(const fmt_src *s, unsigned l, fmt_layer_geom *g)
 {
-    uint64_t qd = (uint64_t)h->n_heads * h->head_dim;
-    uint64_t kvd = (uint64_t)h->n_kv_heads * h->head_dim;
+    const fmt_hparams *h = &s->hp;
+    if (s->lgeom && l < h->n_layers) {
+        *g = s->lgeom[l];
+        return;
+    }
+    g->n_heads = h->n_heads;
+    g->n_kv_heads = h->n_kv_heads;
+    g->head_dim = h->head_dim;
+    g->rope_dims = h->head_dim;
+    g->rope_theta = h->rope_theta;
+    g->sliding_window = h->sliding_window;
+    g->flags = 0;
+}
+
+/* Expected ne[] of a role in a layer of geometry g (unused dimensions 1);
+ * returns its rank. */
+static unsigned role_shape(const fmt_hparams *h, const fmt_layer_geom *g,
+                           int role, uint64_t ne[4])
+{
+    uint64_t qd = (uint64_t)g->n_heads * g->head_dim;
+    uint64_t kvd = (uint64_t)g->n_kv_heads * g->head_dim;
     ne[0] = ne[1] = ne[2] = ne[3] = 1;
     switch (role) {
     case FMT_R_TOK_EMBD: case FMT_R_OUTPUT:
@@ -210,6 +231,7 @@ static unsigned role_shape(const fmt_hparams *h, int role, uint64_t ne[4])
         ne[0] = h->dim; ne[1] = h->ffn_dim; return 2;
     case FMT_R_DOWN: ne[0] = h->ffn_dim; ne[1] = h->dim; return 2;
     case FMT_R_ROUTER: ne[0] = h->dim; ne[1] = h->n_experts; return 2;
+    case FMT_R_Q_NORM: case FMT_R_K_NORM: ne[0] = g->head_dim; return 1;
     case FMT_R_EXP_GATE: case FMT_R_EXP_UP:
         ne[0] = h->dim; ne[1] = h->expert_ffn_dim; ne[2] = h->n_experts;
         return 3;
@@ -221,11 +243,13 @@ static unsigned role_shape(const fmt_hparams *h, int role, uint64_t ne[4])
 }
 
 static int check_tensor(const fmt_src *s, const fmt_tensor *t, int role,
-                        char *err, size_t errlen)
+                        unsigned layer, char *err, size_t errlen)
 {
     uint64_t ne[4];
     char nm[64];
-    (void)role_shape(&s->hp, role, ne);
+    fmt_layer_geom g;
+    fmt_src_layer_geom(s, layer, &g);
+    (void)role_shape(&s->hp, &g, role, ne);
     fmt_safe_name(nm, t->name, strlen(t->name));
     if (t->dtype < 0 || fmt_dtype_block(t->dtype) == 0) {
         fmt_err(err, errlen, "%s: tensor '%s' has a type cflow cannot read",
@@ -292,6 +316,8 @@ int fmt_src_bind(fmt_src *s, fmt_role_names names, int tie_forced,
     if (fmt_src_tensor(s, FMT_R_Q_BIAS, 0) || fmt_src_tensor(s, FMT_R_K_BIAS, 0)
         || fmt_src_tensor(s, FMT_R_V_BIAS, 0))
         h->flags |= FMT_FLAG_QKV_BIAS;
+    if (fmt_src_tensor(s, FMT_R_Q_NORM, 0) || fmt_src_tensor(s, FMT_R_K_NORM, 0))
+        h->flags |= FMT_FLAG_QK_NORM;
 
     /* required tensors */
     int need[FMT_NROLES] = { 0 };
@@ -308,12 +334,23 @@ int fmt_src_bind(fmt_src *s, fmt_role_names names, int tie_forced,
     }
     if (h->flags & FMT_FLAG_QKV_BIAS)
         need[FMT_R_Q_BIAS] = need[FMT_R_K_BIAS] = need[FMT_R_V_BIAS] = 1;
+    if (h->flags & FMT_FLAG_QK_NORM)
+        need[FMT_R_Q_NORM] = need[FMT_R_K_NORM] = 1;
     for (int r = 0; r < FMT_NROLES; r++) {
         unsigned nl = role_is_global(r) ? 1 : h->n_layers;
         for (unsigned l = 0; l < nl; l++) {
             const fmt_tensor *t = fmt_src_tensor(s, r, l);
+            fmt_layer_geom lg;
+            fmt_src_layer_geom(s, l, &lg);
+            /* per-layer geometry: a layer without experts or without a V
+             * projection has none to check */
+            int skip = ((lg.flags & FMT_LG_NO_EXPERTS) &&
+                        ((r >= FMT_R_ROUTER && r <= FMT_R_EXP_DOWN) ||
+                         r == FMT_R_MOE_NORM)) ||
+                       ((lg.flags & FMT_LG_KV_SHARED) &&
+                        (r == FMT_R_V || r == FMT_R_V_BIAS));
             if (!t) {
-                if (!need[r])
+                if (!need[r] || (skip && !role_is_global(r)))
                     continue;
                 if (!names[r]) {
                     fmt_err(err, errlen, "%s: %s tensors are not supported "
@@ -336,7 +373,9 @@ int fmt_src_bind(fmt_src *s, fmt_role_names names, int tie_forced,
                 continue;
             if (r >= FMT_R_GATE && r <= FMT_R_DOWN && h->ffn_dim == 0)
                 continue;
-            if ((rc = check_tensor(s, t, r, err, errlen)) < 0)
+            if (skip && !role_is_global(r))
+                continue;
+            if ((rc = check_tensor(s, t, r, l, err, errlen)) < 0)
                 return rc;
         }
     }
@@ -584,9 +623,12 @@ static int gguf_src_open(fmt_src *s, char *err, size_t errlen)
         return FMT_EFORMAT;
     }
     if (!((al == 5 && memcmp(arch, "llama", 5) == 0) ||
-          (al == 5 && memcmp(arch, "qwen2", 5) == 0))) {
+          (al == 5 && memcmp(arch, "qwen2", 5) == 0) ||
+          (al == 5 && memcmp(arch, "qwen3", 5) == 0) ||
+          (al == 8 && memcmp(arch, "qwen3moe", 8) == 0))) {
         fmt_err(err, errlen, "%s: architecture '%s' is not supported "
-                "(llama, qwen2)", s->path, fmt_safe_name(nm, arch, al));
+                "(llama, qwen2, qwen3, qwen3moe)", s->path,
+                fmt_safe_name(nm, arch, al));
         return FMT_EUNSUP;
     }
     memcpy(h->arch, arch, al);
@@ -640,8 +682,26 @@ static int gguf_src_open(fmt_src *s, char *err, size_t errlen)
         if (!fmt_src_find(s, "blk.0.ffn_gate.weight"))
             h->ffn_dim = 0;
     }
-    if (strcmp(a, "qwen2") == 0)
+    /* Qwen rotates split halves (llama.cpp: LLAMA_ROPE_TYPE_NEOX) */
+    if (strncmp(a, "qwen", 4) == 0)
         h->flags |= FMT_FLAG_ROPE_NEOX;
+    /* Routing.  Every MoE we read takes a softmax over all E router logits
+     * and keeps the top k; Mixtral ("llama") then softmaxes the k chosen
+     * logits, which equals renormalising the chosen probabilities, and
+     * Qwen3-MoE renormalises when norm_topk_prob (llama.cpp's converter
+     * writes it as expert_weights_norm; absent means true, as llama.cpp
+     * builds qwen3moe). */
+    if (h->n_experts > 0) {
+        char wk[128];
+        int norm = 1;
+        snprintf(wk, sizeof wk, "%s.expert_weights_norm", a);
+        if (fmt_kv_has(s->kv, wk) && fmt_kv_get_bool(s->kv, wk, &norm) < 0) {
+            fmt_err(err, errlen, "%s: metadata %s is not a boolean", s->path, wk);
+            return FMT_EFORMAT;
+        }
+        if (!norm)
+            h->flags |= FMT_FLAG_MOE_NO_RENORM;
+    }
     /* vocabulary: the embedding's rows */
     const fmt_tensor *emb = fmt_src_find(s, "token_embd.weight");
     if (!emb || emb->ndim != 2) {
@@ -755,6 +815,7 @@ void fmt_src_close(fmt_src *s)
         fmt_map_close(&s->maps[i]);
     free(s->maps);
     free(s->roles);
+    free(s->lgeom);
     free(s->path);
     free(s);
 }

@@ -1,11 +1,21 @@
 /*
  * cmd_inspect.c — `cflow inspect MODEL [--json]`: header, geometry and, per
- * matrix, its tile type, shape, tile count and bytes.
+ * matrix, its tile type, shape, tile count and bytes; per MoE layer its
+ * router and expert bank (every expert's offset and length); per layer its
+ * own geometry where the file has per-layer records.
+ *
+ * --critical-path works on a file, or, with --bytes-per-param, on a synth
+ * preset's geometry alone (MODEL names a preset, not a file): that is how
+ * the critical path of a model too large to write (gemma4-26b-a4b) is
+ * computed for its real geometry.
+ *
+ * The JSON keys are an interface: new information comes as new keys.
  */
 #include "config.h"
 
 #include <getopt.h>
 #include <json-c/json.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +26,9 @@
 static void help(void)
 {
     printf("usage: cflow inspect [--json] [--critical-path [--bytes-per-param B]] MODEL\n\n"
-           "Show a .cflow file's header, geometry and per-matrix tiles.\n\n"
+           "Show a .cflow or .vflow file's header, geometry, per-matrix tiles,\n"
+           "routers and expert banks.  With --critical-path and --bytes-per-param,\n"
+           "MODEL may also name a `cflow synth` preset (its geometry alone).\n\n"
            "  -j, --json              machine-readable output\n"
            "  -c, --critical-path     per layer: attention, dense and expert stream\n"
            "                          bytes, the delays, the binding stream; totals\n"
@@ -51,9 +63,10 @@ static void stream_stats(const fmt_stream *st, mstat *ms)
 static json_object *flags_json(uint32_t f)
 {
     static const char *names[] = { "embed_scale", "v_norm", "tied_embeddings", "rope_neox",
-                                   "gelu", "qkv_bias", "rope_llama3" };
+                                   "gelu", "qkv_bias", "rope_llama3", "qk_norm",
+                                   "moe_no_renorm", "layer_geom" };
     json_object *a = json_object_new_array();
-    for (unsigned b = 0; b < 7; b++)
+    for (unsigned b = 0; b < sizeof names / sizeof *names; b++)
         if (f & (1u << b))
             json_object_array_add(a, json_object_new_string(names[b]));
     return a;
@@ -61,18 +74,24 @@ static json_object *flags_json(uint32_t f)
 
 #define MIB (1024.0 * 1024.0)
 
-static int critical_path(const fmt_model *m, double bpp, int json)
+/* m: a file; or m NULL and hp/lg a preset's geometry named `what`. */
+static int critical_path(const fmt_model *m, const fmt_hparams *hp,
+                         const fmt_layer_geom *lg, const char *what, double bpp,
+                         int json)
 {
-    const fmt_hparams *hp = fmt_model_hparams(m);
     unsigned cap = hp->n_layers * (hp->iterations ? hp->iterations : 1);
     fmt_cp_layer *ly = calloc(cap, sizeof *ly);
     fmt_cp_total tot;
     if (!ly)
         return ui_error("out of memory");
-    fmt_critical_path(m, bpp, ly, cap, &tot);
+    if (m)
+        fmt_critical_path(m, bpp, ly, cap, &tot);
+    else
+        fmt_critical_path_geom(hp, lg, bpp, ly, cap, &tot);
     if (json) {
         json_object *root = json_object_new_object(), *arr = json_object_new_array();
-        json_object_object_add(root, "file", json_object_new_string(fmt_model_path(m)));
+        json_object_object_add(root, "file", json_object_new_string(what));
+        json_object_object_add(root, "geometry_only", json_object_new_boolean(m == NULL));
         json_object_object_add(root, "architecture", json_object_new_string(hp->arch));
         json_object_object_add(root, "combine_style",
                                json_object_new_string(fmt_combine_name(hp->combine_style)));
@@ -89,6 +108,10 @@ static int critical_path(const fmt_model *m, double bpp, int json)
             json_object_object_add(o, "naive_bytes", json_object_new_double(ly[i].naive));
             json_object_object_add(o, "critical_bytes", json_object_new_double(ly[i].critical));
             json_object_object_add(o, "binding", json_object_new_string(fmt_cp_stream_name(ly[i].binding)));
+            json_object_object_add(o, "reduction",
+                                   json_object_new_double(ly[i].critical > 0
+                                                              ? ly[i].naive / ly[i].critical
+                                                              : 0));
             json_object_array_add(arr, o);
         }
         json_object_object_add(root, "layers", arr);
@@ -102,17 +125,18 @@ static int critical_path(const fmt_model *m, double bpp, int json)
         puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(root);
     } else {
-        printf("critical path of %s (%s, %s, dense_delay %u, expert_delay %u)\n",
-               fmt_model_path(m), hp->arch[0] ? hp->arch : "?",
+        printf("critical path of %s%s (%s, %s, dense_delay %u, expert_delay %u)\n",
+               what, m ? "" : " (preset geometry)", hp->arch[0] ? hp->arch : "?",
                fmt_combine_name(hp->combine_style), hp->dense_delay, hp->expert_delay);
         printf("stream sizes: %s; MiB per token\n\n",
                bpp > 0 ? "parameters x bytes-per-param" : "tile bytes in the file");
-        printf("%5s %5s %9s %9s %9s %9s %9s  %s\n", "layer", "block", "attn", "dense",
-               "experts", "naive", "critical", "binding");
+        printf("%5s %5s %9s %9s %9s %9s %9s %6s  %s\n", "layer", "block", "attn", "dense",
+               "experts", "naive", "critical", "ratio", "binding");
         for (unsigned i = 0; i < tot.n_layers && i < cap; i++)
-            printf("%5u %5u %9.3f %9.3f %9.3f %9.3f %9.3f  %s\n", ly[i].layer, ly[i].block,
-                   ly[i].attn / MIB, ly[i].dense / MIB, ly[i].expert / MIB,
+            printf("%5u %5u %9.3f %9.3f %9.3f %9.3f %9.3f %5.2fx  %s\n", ly[i].layer,
+                   ly[i].block, ly[i].attn / MIB, ly[i].dense / MIB, ly[i].expert / MIB,
                    ly[i].naive / MIB, ly[i].critical / MIB,
+                   ly[i].critical > 0 ? ly[i].naive / ly[i].critical : 0.0,
                    fmt_cp_stream_name(ly[i].binding));
         printf("\nB_naive    %.2f MiB/token\nB_critical %.2f MiB/token\n"
                "reduction  %.2fx  (fully serial: %.2f MiB)\n",
@@ -152,13 +176,33 @@ int ui_cmd_inspect(int argc, char **argv)
     }
     if (argc - optind != 1)
         return ui_usage_error("inspect", "expected one MODEL");
+    struct stat st;
+    if (cp && stat(argv[optind], &st) != 0) {
+        /* not a file: a synth preset's geometry */
+        fmt_hparams php;
+        fmt_layer_geom *lg = NULL;
+        if (fmt_synth_geometry(argv[optind], &php, &lg, err, sizeof err) == 0) {
+            if (!(bpp > 0)) {
+                free(lg);
+                return ui_usage_error("inspect", "%s is a preset, not a file: its "
+                                      "critical path needs --bytes-per-param",
+                                      argv[optind]);
+            }
+            int rc = critical_path(NULL, &php, lg, argv[optind], bpp, json);
+            free(lg);
+            return rc;
+        }
+    }
     if (fmt_model_open(&m, argv[optind], err, sizeof err))
         return ui_error("%s", err);
     if (cp) {
-        int rc = critical_path(m, bpp, json);
+        int rc = critical_path(m, fmt_model_hparams(m), NULL, fmt_model_path(m), bpp,
+                               json);
         fmt_model_close(m);
         return rc;
     }
+    unsigned vver = 0;
+    int vflow = fmt_model_is_vflow(m, &vver);
 
     const fmt_hparams *hp = fmt_model_hparams(m);
     size_t sl = 0;
@@ -168,6 +212,9 @@ int ui_cmd_inspect(int argc, char **argv)
     json_object_object_add(root, "file", json_object_new_string(fmt_model_path(m)));
     json_object_object_add(root, "size", json_object_new_int64((int64_t)fmt_model_file_size(m)));
     json_object_object_add(root, "version", json_object_new_int(FMT_VERSION));
+    json_object_object_add(root, "container", json_object_new_string(vflow ? "vflow" : "cflow"));
+    if (vflow)
+        json_object_object_add(root, "vflow_version", json_object_new_int((int)vver));
     json_object_object_add(root, "architecture", json_object_new_string(hp->arch));
     json_object_object_add(root, "source", json_object_new_string_len(src ? src : "", (int)sl));
     json_object_object_add(root, "quant_type",
@@ -179,6 +226,7 @@ int ui_cmd_inspect(int argc, char **argv)
     G("n_experts", hp->n_experts); G("top_k", hp->top_k);
     G("expert_ffn_dim", hp->expert_ffn_dim); G("sliding_window", hp->sliding_window);
     G("dense_delay", hp->dense_delay); G("expert_delay", hp->expert_delay);
+    G("merge_interval", hp->merge_interval); G("iterations", hp->iterations);
 #undef G
     json_object_object_add(geo, "rope_theta", json_object_new_double(hp->rope_theta));
     json_object_object_add(geo, "norm_eps", json_object_new_double(hp->norm_eps));
@@ -225,6 +273,70 @@ int ui_cmd_inspect(int argc, char **argv)
         }
     }
     json_object_object_add(root, "matrices", mats);
+
+    /* per-layer geometry (only where the file records it) */
+    json_object *lgeo = json_object_new_array();
+    for (unsigned l = 0; (hp->flags & FMT_FLAG_LAYER_GEOM) && l < hp->n_layers; l++) {
+        const fmt_layer_geom *g = fmt_model_layer_geom(m, l);
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "layer", json_object_new_int((int)l));
+        json_object_object_add(o, "n_heads", json_object_new_int((int)g->n_heads));
+        json_object_object_add(o, "n_kv_heads", json_object_new_int((int)g->n_kv_heads));
+        json_object_object_add(o, "head_dim", json_object_new_int((int)g->head_dim));
+        json_object_object_add(o, "rope_dims", json_object_new_int((int)g->rope_dims));
+        json_object_object_add(o, "rope_theta", json_object_new_double(g->rope_theta));
+        json_object_object_add(o, "sliding_window", json_object_new_int((int)g->sliding_window));
+        json_object_object_add(o, "kv_shared",
+                               json_object_new_boolean(g->flags & FMT_LG_KV_SHARED));
+        json_object_object_add(o, "experts",
+                               json_object_new_boolean(hp->n_experts &&
+                                                       !(g->flags & FMT_LG_NO_EXPERTS)));
+        json_object_array_add(lgeo, o);
+    }
+    json_object_object_add(root, "layer_geometry", lgeo);
+
+    /* routers and expert banks */
+    json_object *moe = json_object_new_array();
+    for (unsigned l = 0; l < hp->n_layers; l++) {
+        uint64_t rn = 0, boff = 0, bend = 0;
+        const float *router = fmt_model_vec(m, l, FMT_S_ROUTER, &rn);
+        const fmt_matinfo *gi = fmt_model_matinfo(m, l, FMT_S_EXP_GATE);
+        const fmt_matinfo *di = fmt_model_matinfo(m, l, FMT_S_EXP_DOWN);
+        if (!router || !gi || !di)
+            continue;
+        json_object *o = json_object_new_object(), *ex = json_object_new_array();
+        json_object_object_add(o, "layer", json_object_new_int((int)l));
+        json_object_object_add(o, "router_rows", json_object_new_int64((int64_t)hp->n_experts));
+        json_object_object_add(o, "router_cols", json_object_new_int64((int64_t)hp->dim));
+        json_object_object_add(o, "router_type", json_object_new_string("f32"));
+        json_object_object_add(o, "n_experts", json_object_new_int((int)hp->n_experts));
+        json_object_object_add(o, "top_k", json_object_new_int((int)hp->top_k));
+        json_object_object_add(o, "gate_up_rows", json_object_new_int64(gi->rows));
+        json_object_object_add(o, "gate_up_cols", json_object_new_int64(gi->cols));
+        json_object_object_add(o, "down_rows", json_object_new_int64(di->rows));
+        json_object_object_add(o, "down_cols", json_object_new_int64(di->cols));
+        json_object_object_add(o, "type", json_object_new_string(
+                                              kern_type_name((enum kern_type)gi->type)));
+        for (unsigned e = 0; e < hp->n_experts; e++) {
+            uint64_t off = 0, len = 0;
+            if (fmt_model_expert(m, l, e, NULL, NULL, &off, &len))
+                continue;
+            if (e == 0 || off < boff)
+                boff = off;
+            if (off + len > bend)
+                bend = off + len;
+            json_object *x = json_object_new_object();
+            json_object_object_add(x, "expert", json_object_new_int((int)e));
+            json_object_object_add(x, "offset", json_object_new_int64((int64_t)off));
+            json_object_object_add(x, "length", json_object_new_int64((int64_t)len));
+            json_object_array_add(ex, x);
+        }
+        json_object_object_add(o, "bank_offset", json_object_new_int64((int64_t)boff));
+        json_object_object_add(o, "bank_bytes", json_object_new_int64((int64_t)(bend - boff)));
+        json_object_object_add(o, "experts", ex);
+        json_object_array_add(moe, o);
+    }
+    json_object_object_add(root, "moe_layers", moe);
     json_object_object_add(root, "total_tiles", json_object_new_int64((int64_t)tot_tiles));
     json_object_object_add(root, "total_tile_bytes", json_object_new_int64((int64_t)tot_bytes));
 
@@ -233,14 +345,21 @@ int ui_cmd_inspect(int argc, char **argv)
     } else {
         printf("file:          %s (%llu bytes)\n", fmt_model_path(m),
                (unsigned long long)fmt_model_file_size(m));
-        printf("format:        .cflow v%d, architecture %s, source %.*s\n", FMT_VERSION,
-               hp->arch[0] ? hp->arch : "?", (int)sl, src ? src : "?");
+        if (vflow)
+            printf("format:        .vflow v%u (stage-major; .cflow v%d header), architecture "
+                   "%s, source %.*s\n", vver, FMT_VERSION, hp->arch[0] ? hp->arch : "?",
+                   (int)sl, src ? src : "?");
+        else
+            printf("format:        .cflow v%d, architecture %s, source %.*s\n", FMT_VERSION,
+                   hp->arch[0] ? hp->arch : "?", (int)sl, src ? src : "?");
         printf("geometry:      %u layers, dim %u, ffn %u, heads %u/%u x %u, vocab %u, context %u\n",
                hp->n_layers, hp->dim, hp->ffn_dim, hp->n_heads, hp->n_kv_heads, hp->head_dim,
                hp->vocab_size, hp->max_seq);
         printf("experts:       %u (top-%u, ffn %u)\n", hp->n_experts, hp->top_k, hp->expert_ffn_dim);
-        printf("schedule:      dense_delay %u, expert_delay %u, combine %s, softcap %g\n",
-               hp->dense_delay, hp->expert_delay, combine_name(hp->combine_style), (double)hp->softcap);
+        printf("schedule:      dense_delay %u, expert_delay %u, combine %s, merge_interval %u, "
+               "iterations %u, softcap %g\n", hp->dense_delay, hp->expert_delay,
+               combine_name(hp->combine_style), hp->merge_interval, hp->iterations,
+               (double)hp->softcap);
         printf("rope:          theta %g, %s%s; norm eps %g\n", (double)hp->rope_theta,
                hp->flags & FMT_FLAG_ROPE_NEOX ? "split-half" : "adjacent pairs",
                hp->flags & FMT_FLAG_ROPE_LLAMA3 ? ", llama3 scaling" : "", (double)hp->norm_eps);
@@ -261,8 +380,46 @@ int ui_cmd_inspect(int argc, char **argv)
                    (long long)json_object_get_int64(json_object_object_get(o, "tiles")),
                    (long long)json_object_get_int64(json_object_object_get(o, "bytes")));
         }
-        printf("\ntotal:         %llu tiles, %llu bytes of tiles\n", (unsigned long long)tot_tiles,
-               (unsigned long long)tot_bytes);
+        printf("\ntotal:         %llu tiles, %llu bytes of tiles (without expert banks)\n",
+               (unsigned long long)tot_tiles, (unsigned long long)tot_bytes);
+        n = json_object_array_length(lgeo);
+        if (n)
+            printf("\n%-6s %6s %6s %5s %5s %10s %7s  %s\n", "layer", "heads", "kv", "hd",
+                   "rope", "theta", "window", "");
+        for (size_t i = 0; i < n; i++) {
+            json_object *o = json_object_array_get_idx(lgeo, i);
+#define GI(k) json_object_get_int(json_object_object_get(o, k))
+            printf("%-6d %6d %6d %5d %5d %10g %7d  %s%s\n", GI("layer"), GI("n_heads"),
+                   GI("n_kv_heads"), GI("head_dim"), GI("rope_dims"),
+                   json_object_get_double(json_object_object_get(o, "rope_theta")),
+                   GI("sliding_window"),
+                   json_object_get_boolean(json_object_object_get(o, "kv_shared"))
+                       ? "K=V " : "",
+                   json_object_get_boolean(json_object_object_get(o, "experts"))
+                       ? "experts" : "no experts");
+#undef GI
+        }
+        n = json_object_array_length(moe);
+        for (size_t i = 0; i < n; i++) {
+            json_object *o = json_object_array_get_idx(moe, i);
+#define GL(k) (long long)json_object_get_int64(json_object_object_get(o, k))
+            printf("%slayer %lld: router %lldx%lld f32; %lld experts (top-%lld), gate/up "
+                   "%lldx%lld + down %lldx%lld %s; bank %lld bytes at %lld\n",
+                   i == 0 ? "\nexperts:\n" : "", GL("layer"), GL("router_rows"),
+                   GL("router_cols"), GL("n_experts"), GL("top_k"), GL("gate_up_rows"),
+                   GL("gate_up_cols"), GL("down_rows"), GL("down_cols"),
+                   json_object_get_string(json_object_object_get(o, "type")),
+                   GL("bank_bytes"), GL("bank_offset"));
+#undef GL
+            json_object *ex = json_object_object_get(o, "experts");
+            for (size_t j = 0; j < json_object_array_length(ex); j++) {
+                json_object *x = json_object_array_get_idx(ex, j);
+                printf("  expert %3d: offset %lld, %lld bytes\n",
+                       json_object_get_int(json_object_object_get(x, "expert")),
+                       (long long)json_object_get_int64(json_object_object_get(x, "offset")),
+                       (long long)json_object_get_int64(json_object_object_get(x, "length")));
+            }
+        }
     }
     json_object_put(root);
     fmt_model_close(m);
