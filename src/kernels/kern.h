@@ -184,6 +184,9 @@ typedef struct kern_ops {
     kern_tile_mm_fn tile_mm[KERN_NTYPES]; /* batched tile_mv */
     kern_tile_mm_fn tile_mm_q4_0_rp;      /* batched tile_mv_q4_0_rp */
     kern_attn_f16_fn attn_f16;            /* kern_attn_decode_f16, by heads */
+    /* kern_swiglu_ggml, the same bits (AVX-512: ggml's own vector code) */
+    void (*swiglu_ggml)(float *out, const float *gate, const float *up,
+                        unsigned n);
 } kern_ops;
 
 /* Pick the best ISA this CPU runs, once.  CFLOW_ISA=scalar|avx2|avx512|

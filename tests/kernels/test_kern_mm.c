@@ -17,7 +17,10 @@
  *     ggml are checked in test_kern.c), exactly, per head range, for head
  *     sizes with and without the 64-lane part of ggml's f16 dot, GQA
  *     groups and a soft cap; and an independent double-precision softmax
- *     within f16 accuracy.
+ *     within f16 accuracy;
+ *   - swiglu_ggml: kern_swiglu_ggml (ggml's vector exp spelt out per lane,
+ *     its outputs hashed against ggml in test_kern.c), exactly, and a
+ *     double-precision silu loosely.
  */
 #include "config.h"
 
@@ -229,11 +232,53 @@ static void test_attn_f16(void **state)
     }
 }
 
+/* ---- SwiGLU with ggml's arithmetic ------------------------------------------ */
+
+static void test_swiglu_ggml(void **state)
+{
+    (void)state;
+    static const unsigned ns[] = { 1, 15, 16, 17, 172, 1000, 5632 };
+    enum { NMAX = 5632 };
+    float *g = malloc(NMAX * 4), *u = malloc(NMAX * 4);
+    float *ref = malloc(NMAX * 4), *out = malloc(NMAX * 4);
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        const unsigned n = ns[k];
+        for (unsigned i = 0; i < n; i++) {
+            /* mostly ordinary, some far out where exp over/underflows */
+            float mag = i % 53 == 7 ? 300.0f : i % 11 == 3 ? 40.0f : 6.0f;
+            g[i] = mag * rng_unit();
+            u[i] = 2.0f * rng_unit();
+        }
+        kern_swiglu_ggml(ref, g, u, n);
+        for (unsigned i = 0; i < n; i++) {     /* a plain silu, loosely */
+            double want = g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+            if (!(fabs(ref[i] - want) <= 1e-5 * fabs(want) + 1e-30))
+                fail_msg("swiglu_ggml n %u [%u]: %g, want %g", n, i, ref[i], want);
+        }
+        for (int isa = 0; isa < KERN_NISA; isa++) {
+            const kern_ops *ops = kern_ops_for((enum kern_isa)isa);
+            if (!ops)
+                continue;
+            memcpy(out, g, n * 4);              /* out may alias gate */
+            ops->swiglu_ggml(out, out, u, n);
+            for (unsigned i = 0; i < n; i++)
+                if (fbits(out[i]) != fbits(ref[i]))
+                    fail_msg("%s swiglu_ggml n %u [%u] (x %g): %.9g, want %.9g",
+                             ops->name, n, i, g[i], out[i], ref[i]);
+        }
+    }
+    free(g);
+    free(u);
+    free(ref);
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tile_mm),
         cmocka_unit_test(test_attn_f16),
+        cmocka_unit_test(test_swiglu_ggml),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
