@@ -101,4 +101,9 @@ void prof_ctr_free(prof_ctr *c);
 /* Sum of every attached thread's counters into ev (unavailable: -1). */
 void prof_ctr_read(prof_ctr *c, int64_t ev[PROF_NEV]);
 
+/* ---- prof_fault.c ---- */
+/* The fault-injecting SQLite VFS named by $CFLOW_FAULT (runlog:enospc@N,
+ * runlog:busy@N), registered on first use; NULL when none is asked for. */
+const char *prof_fault_vfs(void);
+
 #endif

@@ -83,6 +83,7 @@
 #include <sqlite3.h>
 
 #include "prof/prof.h"
+#include "prof/prof_impl.h"
 
 #define BUSY_TIMEOUT_MS 1000
 #define BUSY_RETRIES    2
@@ -250,9 +251,14 @@ static int exec_retry(sqlite3 *db, const char *sql)
 
 static int begin(prof_log *l) { return exec_retry(l->db, "BEGIN IMMEDIATE"); }
 
+/* Roll back the open transaction, if SQLite has not already done so: a
+ * failed COMMIT (a full disk, SQLITE_FULL) rolls back by itself, and a
+ * second ROLLBACK would replace the error that explains the failure with
+ * "no transaction is active". */
 static void rollback(prof_log *l)
 {
-    sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+    if (!sqlite3_get_autocommit(l->db))
+        sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
 static int commit(prof_log *l)
@@ -325,7 +331,7 @@ int prof_log_open(prof_log **out, const char *path, unsigned flags, char *err,
     rc = sqlite3_open_v2(path, &l->db,
                          SQLITE_OPEN_READWRITE |
                              ((flags & PROF_LOG_CREATE) ? SQLITE_OPEN_CREATE : 0),
-                         NULL);
+                         prof_fault_vfs());   /* NULL: the default VFS */
     if (rc != SQLITE_OK) {
         fail_db(l, err, errlen, NULL);
         goto fail;
