@@ -74,4 +74,42 @@ eng_guard *eng_guard_current(void);   /* this thread's innermost, or NULL */
 void       eng_guard_raise(eng_guard *g, const void *addr)
     __attribute__((noreturn));
 
+
+/* ---- eng_io.c: the staged expert reader (O_DIRECT into staging slots) ---- */
+#include <sys/types.h>
+typedef struct eng_xio eng_xio;
+/* Every expert read goes through this pointer (pread by default): tests
+ * replace it to inject faults. */
+extern ssize_t (*eng_io_pread)(int fd, void *buf, size_t n, off_t off);
+/* Open path for direct reads (buffered, with a notice through log, where
+ * O_DIRECT is refused); n_slots staging slots, each large enough for a
+ * range of max_bytes; n_readers reader threads (0: 2). */
+int  eng_xio_new(eng_xio **out, const char *path, uint64_t max_bytes,
+                 unsigned n_slots, unsigned n_readers, eng_log_fn log, void *ud,
+                 char *err, size_t errlen);
+void eng_xio_free(eng_xio *x);
+int  eng_xio_direct(const eng_xio *x);     /* 1 O_DIRECT, 0 buffered */
+/* Queue the read of file bytes [off, off+len) into a free slot; the slot
+ * number, or -1 when the range is too large or every slot is held. */
+int  eng_xio_issue(eng_xio *x, uint64_t off, uint64_t len);
+/* Wait for slot's read; *data gets the range's first byte, *io_s the
+ * seconds from issue to the last byte.  ENG_EIO with err on a failed or
+ * short read.  The slot stays held until eng_xio_release. */
+int  eng_xio_wait(eng_xio *x, int slot, const uint8_t **data, double *io_s,
+                  char *err, size_t errlen);
+/* The compute side is done with slot; it is reused once no read is in
+ * flight into it. */
+void eng_xio_release(eng_xio *x, int slot);
+
+/* ---- eng_prefetch.c: the PREFETCHT0 thread ---- */
+typedef struct eng_pf eng_pf;
+eng_pf *eng_pf_new(void);
+void    eng_pf_free(eng_pf *pf);
+/* Compute entered the next layer (commands two layers old are skipped). */
+void    eng_pf_layer(eng_pf *pf);
+/* Post a LinearRange (one range of an ExpertTiles list); never blocks. */
+void    eng_pf_range(eng_pf *pf, const void *p, size_t n);
+void    eng_pf_counts(const eng_pf *pf, uint64_t *lines, uint64_t *dropped);
+
+
 #endif

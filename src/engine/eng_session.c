@@ -131,6 +131,15 @@ struct eng_session {
     struct prof *prof;   /* profiling (eng_set_prof): NULL when off */
     uint64_t mv_bytes;   /* weight bytes matvec_stream read since the last
                             per-layer mark (prof_layer_bytes) */
+    /* expert fetch (eng_io.c) and prefetch (eng_prefetch.c), see moe_issue */
+    int          xio_mode;     /* enum eng_expert_io */
+    eng_xio     *xio;          /* reader pool and staging slots (sync/staged) */
+    struct eng_stage *stage;   /* [n_stage] tiles rebased into each slot */
+    unsigned     n_stage;
+    struct eng_route *route;   /* [expert_delay + 1] routed, not yet injected */
+    int          xio_failed;   /* a read of this token failed: xio_err says why */
+    char         xio_err[320];
+    eng_pf      *pf;           /* the PREFETCHT0 thread, NULL when off */
     /* the model file shrank under its mapping (eng_guard.c): the offset
      * of the byte whose read faulted; every later token fails */
     int      broken;
@@ -150,6 +159,8 @@ void eng_opts_default(eng_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->kv_f16 = -1;
+    o->expert_io = -1;   /* $CFLOW_EXPERT_IO, else mmap (eng_io_setup) */
+    o->prefetch = -1;    /* $CFLOW_PREFETCH, else off */
 }
 
 /* Whether llama.cpp is the model's peer: it was converted from GGUF. */
@@ -245,6 +256,10 @@ static void rope_divisors(const fmt_hparams *hp, float *ff, unsigned rot)
         }
     }
 }
+
+static int  eng_io_setup(eng_session *s, char *err, size_t errlen);
+static void eng_io_teardown(eng_session *s);
+static int  xio_error(eng_session *s, char *err, size_t errlen);
 
 int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
              char *err, size_t errlen)
@@ -438,6 +453,8 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
     }
     if (s->rope_ff)
         rope_divisors(hp, s->rope_ff, hp->head_dim);
+    if ((rc = eng_io_setup(s, err, errlen)))
+        goto fail;
     *out = s;
     return 0;
 fail:
@@ -449,6 +466,7 @@ void eng_close(eng_session *s)
 {
     if (!s)
         return;
+    eng_io_teardown(s);
     kern_act_free(&s->act_dim);
     kern_act_free(&s->act_q);
     kern_act_free(&s->act_ffn);
@@ -872,22 +890,162 @@ static void ffn_block(eng_session *s, const eng_layer *ly, const float *h,
             FMT_M_DOWN, &s->act_dim, dout);
 }
 
-/* e = MoE(N_m(h)) into eout: softmax router, top-k (ties: lower index),
- * weights renormalised over the chosen k.  Only the chosen experts' tiles
- * are read; their bytes are counted. */
-static void moe_block(eng_session *s, const eng_layer *ly, const float *h,
-                      float *eout)
+/* ---- routed experts: routing, fetch and the deferred compute ----------
+ *
+ * An expert's output is routed at layer l (the router reads N_m(h) there)
+ * and lands at its injection layer l + expert_delay.  Routing and compute
+ * are split so the expert's bytes can travel in between:
+ *
+ *   moe_issue   at the routing layer: the router, top-k, the weights, and
+ *               the fetch — nothing in mmap mode (a PREFETCHT0 hint when
+ *               the prefetch thread runs), a read into a staging slot per
+ *               expert otherwise; sync mode waits for it right there.
+ *   moe_inject  at the injection layer: wait for the reads (staged), then
+ *               the expert FFNs on the saved router input xr, weighted,
+ *               added into the target.
+ *
+ * A ring of expert_delay + 1 routes holds what is in between.  The compute
+ * is the same arithmetic on the same bytes in every mode and at whatever
+ * layer it runs (the saved xr is re-quantised exactly as it was), so every
+ * mode gives the same tokens.  Styles without a delay (and
+ * ParallelSqrt2's MoE beside the dense FFN) inject in their own layer;
+ * staged then overlaps the read with the dense FFN (and, for
+ * PipelineRegisters, the attention) of that layer.
+ */
+#define ENG_MAX_TOPK 256
+
+typedef struct eng_route {
+    int32_t  layer;                  /* routing layer (stored block); -1: empty */
+    int32_t  target;                 /* injection layer */
+    uint32_t k;
+    int      expert[ENG_MAX_TOPK];
+    float    w[ENG_MAX_TOPK];        /* renormalised router weights */
+    int      slot[ENG_MAX_TOPK];     /* staging slot, -1: read in place */
+    int      ready;                  /* reads waited for */
+    float   *xr;                     /* [dim] N_m(h) at the routing layer */
+} eng_route;
+
+/* A staging slot's view of an expert: its two streams with every tile's
+ * payload pointing into the slot instead of the mapping.  The units of the
+ * original eng_mv stay valid (same tiles in the same order). */
+typedef struct eng_stage {
+    fmt_tile  *t[2];                 /* [max tiles of a gate/up or down stream] */
+    fmt_stream st[2];
+    eng_mv     mv[2];
+} eng_stage;
+
+static void xio_fail(eng_session *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void xio_fail(eng_session *s, const char *fmt, ...)
+{
+    va_list ap;
+    if (s->xio_failed)
+        return;                      /* the first cause is the one to tell */
+    s->xio_failed = 1;
+    va_start(ap, fmt);
+    vsnprintf(s->xio_err, sizeof s->xio_err, fmt, ap);
+    va_end(ap);
+}
+
+/* Point stage k's copy of stream orig (part which: 0 gate/up, 1 down) at
+ * data, which holds the file bytes [off, off + len). */
+static int stage_stream(eng_session *s, unsigned k, int which, const eng_mv *orig,
+                        const uint8_t *data, uint64_t off, uint64_t len)
+{
+    const fmt_stream *st = orig->st;
+    eng_stage *sg = &s->stage[k];
+    /* the mapping's base: a stream's first tile header sits at its offset */
+    const uint8_t *base = (const uint8_t *)st->tiles[0].payload - FMT_TILE_HEADER_SIZE -
+                          st->offset;
+    for (uint32_t i = 0; i < st->n_tiles; i++) {
+        uint64_t at = (uint64_t)((const uint8_t *)st->tiles[i].payload - base);
+        if (at < off || at >= off + len)
+            return -1;
+        sg->t[which][i] = st->tiles[i];
+        sg->t[which][i].payload = data + (at - off);
+    }
+    sg->st[which] = *st;
+    sg->st[which].tiles = sg->t[which];
+    sg->mv[which] = *orig;
+    sg->mv[which].st = &sg->st[which];
+    return 0;
+}
+
+/* Wait for route r's reads; their time goes to PROF_ST_IO_WAIT of the
+ * routing layer and is taken out of the part the caller marks next (*pt). */
+static void moe_wait(eng_session *s, eng_route *r, double *pt)
+{
+    const eng_layer *ly = &s->layers[r->layer];
+    double t0 = prof_now();
+    if (r->ready)
+        return;
+    r->ready = 1;
+    for (uint32_t j = 0; j < r->k; j++) {
+        int k = r->slot[j], e = r->expert[j];
+        const uint8_t *data;
+        uint64_t off = 0, len = 0;
+        double io_s = 0.0;
+        char why[256];
+        if (k < 0)
+            continue;
+        fmt_model_expert(s->model, (unsigned)r->layer, (unsigned)e, NULL, NULL, &off, &len);
+        if (eng_xio_wait(s->xio, k, &data, &io_s, why, sizeof why)) {
+            xio_fail(s, "%s (layer %d, expert %d)", why, r->layer, e);
+            continue;
+        }
+        if (stage_stream(s, (unsigned)k, 0, &ly->exp_gu[e], data, off, len) ||
+            stage_stream(s, (unsigned)k, 1, &ly->exp_down[e], data, off, len)) {
+            xio_fail(s, "%s: layer %d expert %d: tiles outside the expert's range",
+                     fmt_model_path(s->model), r->layer, e);
+            continue;
+        }
+        s->stats.xio_bytes += len;
+        s->stats.xio_s += io_s;
+        if (s->prof)
+            prof_layer_io(s->prof, (unsigned)r->layer, io_s, len);
+    }
+    double t1 = prof_now();
+    s->stats.xio_stall_s += t1 - t0;
+    if (s->prof && r->k && r->slot[0] >= 0)
+        prof_layer_mark(s->prof, (unsigned)r->layer, PROF_ST_IO_WAIT, t0);
+    if (pt)
+        *pt += t1 - t0;
+}
+
+static void moe_release(eng_session *s, eng_route *r)
+{
+    for (uint32_t j = 0; j < r->k; j++)
+        if (r->slot[j] >= 0) {
+            eng_xio_release(s->xio, r->slot[j]);
+            r->slot[j] = -1;
+        }
+    r->layer = -1;
+}
+
+/* Route N_m(h) of layer l (softmax router, top-k with ties to the lower
+ * index, weights renormalised over the chosen k) and start the fetch of
+ * the chosen experts; the output is due at layer target. */
+static void moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
+                      double *pt)
 {
     const fmt_hparams *hp = s->hp;
+    const eng_layer *ly = &s->layers[l];
     uint32_t dim = hp->dim, E = hp->n_experts, K = hp->top_k;
-    int chosen[256];
-    memset(eout, 0, dim * sizeof(float));
-    if (!ly->exp_gu)                 /* a layer without experts adds nothing */
+    eng_route *r = &s->route[(unsigned)target % (hp->expert_delay + 1u)];
+    if (r->layer >= 0)
+        moe_release(s, r);           /* never injected (cannot happen) */
+    r->layer = (int32_t)l;
+    r->target = target;
+    r->k = K;
+    r->ready = 0;
+    if (!ly->exp_gu) {               /* a layer without experts adds nothing */
+        r->k = 0;
         return;
-    rmsnorm(s, s->xr, h, ly->moe_norm, dim);
+    }
+    rmsnorm(s, r->xr, h, ly->moe_norm, dim);
     float mx = -INFINITY, sum = 0.0f, wsum = 0.0f;
     for (uint32_t e = 0; e < E; e++) {
-        s->probs[e] = s->ops->dot_f32(ly->router + (size_t)e * dim, s->xr, dim);
+        s->probs[e] = s->ops->dot_f32(ly->router + (size_t)e * dim, r->xr, dim);
         if (s->probs[e] > mx)
             mx = s->probs[e];
     }
@@ -900,48 +1058,125 @@ static void moe_block(eng_session *s, const eng_layer *ly, const float *h,
         for (uint32_t e = 0; e < E; e++) {
             int taken = 0;
             for (uint32_t t = 0; t < j; t++)
-                taken |= chosen[t] == (int)e;
+                taken |= r->expert[t] == (int)e;
             if (!taken && (best < 0 || s->probs[e] > s->probs[best]))
                 best = (int)e;
         }
-        chosen[j] = best;
+        r->expert[j] = best;
+        r->slot[j] = -1;
         wsum += s->probs[best];
     }
-    unsigned need = 0;
     for (uint32_t j = 0; j < K; j++)
-        need |= ly->exp_gu[chosen[j]].need;
-    kern_act_set(&s->act_dim, s->xr, dim, need);
-    for (uint32_t j = 0; j < K; j++) {
-        int e = chosen[j];
-        float w = (hp->flags & FMT_FLAG_MOE_NO_RENORM)
-                      ? s->probs[e]              /* Qwen3-MoE, norm_topk_prob off */
-                      : s->probs[e] / wsum;
-        glu_ffn(s, &ly->exp_gu[e], &ly->exp_down[e], hp->expert_ffn_dim,
-                FMT_M_EXP_GATE, FMT_M_EXP_UP, FMT_M_EXP_DOWN, &s->act_dim, s->bt);
-        for (uint32_t i = 0; i < dim; i++)
-            eout[i] += w * s->bt[i];
-        s->stats.expert_bytes += ly->exp_gu[e].st->length + ly->exp_down[e].st->length;
+        r->w[j] = (hp->flags & FMT_FLAG_MOE_NO_RENORM)
+                      ? s->probs[r->expert[j]]   /* Qwen3-MoE, norm_topk_prob off */
+                      : s->probs[r->expert[j]] / wsum;
+    if (s->xio_mode != ENG_XIO_MMAP && s->xio) {
+        for (uint32_t j = 0; j < K; j++) {
+            uint64_t off = 0, len = 0;
+            fmt_model_expert(s->model, l, (unsigned)r->expert[j], NULL, NULL, &off, &len);
+            r->slot[j] = eng_xio_issue(s->xio, off, len);
+            if (r->slot[j] < 0)
+                xio_fail(s, "%s: layer %u expert %d: no staging slot for %llu bytes",
+                         fmt_model_path(s->model), l, r->expert[j],
+                         (unsigned long long)len);
+        }
+        if (s->xio_mode == ENG_XIO_SYNC)
+            moe_wait(s, r, pt);      /* the read is a dead stop here */
+    } else if (s->pf) {
+        /* ExpertTiles: exactly the routed experts' streams */
+        for (uint32_t j = 0; j < K; j++) {
+            const fmt_stream *gu = ly->exp_gu[r->expert[j]].st;
+            const fmt_stream *dn = ly->exp_down[r->expert[j]].st;
+            eng_pf_range(s->pf, (const uint8_t *)gu->tiles[0].payload - FMT_TILE_HEADER_SIZE,
+                         gu->length);
+            eng_pf_range(s->pf, (const uint8_t *)dn->tiles[0].payload - FMT_TILE_HEADER_SIZE,
+                         dn->length);
+        }
     }
 }
 
-/* Pending expert outputs: routed at layer l, they land at l + expert_delay.
- * A ring of expert_delay + 1 slots holds them, each with its target. */
-static void pend_put(eng_session *s, int32_t target, const float *e)
+/* The experts due at layer target, weighted, into eout[dim] (overwritten;
+ * zero when nothing is due).  Returns the routing layer, or -1. */
+static int moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
 {
-    unsigned i = (unsigned)target % (s->hp->expert_delay + 1u);
-    memcpy(s->pend + (size_t)i * s->hp->dim, e, s->hp->dim * sizeof(float));
-    s->pend_target[i] = target;
+    const fmt_hparams *hp = s->hp;
+    uint32_t dim = hp->dim;
+    eng_route *r = &s->route[(unsigned)target % (hp->expert_delay + 1u)];
+    memset(eout, 0, dim * sizeof(float));
+    if (r->layer < 0 || r->target != target)
+        return -1;
+    int l = r->layer;
+    const eng_layer *ly = &s->layers[l];
+    moe_wait(s, r, pt);
+    if (s->xio_failed) {
+        moe_release(s, r);
+        return l;
+    }
+    unsigned need = 0;
+    for (uint32_t j = 0; j < r->k; j++)
+        need |= ly->exp_gu[r->expert[j]].need;
+    kern_act_set(&s->act_dim, r->xr, dim, need);
+    for (uint32_t j = 0; j < r->k; j++) {
+        int e = r->expert[j], k = r->slot[j];
+        const eng_mv *gu = k >= 0 ? &s->stage[k].mv[0] : &ly->exp_gu[e];
+        const eng_mv *dn = k >= 0 ? &s->stage[k].mv[1] : &ly->exp_down[e];
+        glu_ffn(s, gu, dn, hp->expert_ffn_dim, FMT_M_EXP_GATE, FMT_M_EXP_UP,
+                FMT_M_EXP_DOWN, &s->act_dim, s->bt);
+        for (uint32_t i = 0; i < dim; i++)
+            eout[i] += r->w[j] * s->bt[i];
+        s->stats.expert_bytes += gu->st->length + dn->st->length;
+    }
+    moe_release(s, r);
+    return l;
 }
 
-static void pend_take(eng_session *s, int32_t target, float *x)
+/* e = MoE(N_m(h)) into eout, routed and injected in the same layer. */
+static void moe_block(eng_session *s, const eng_layer *ly, const float *h,
+                      float *eout, double *pt)
 {
-    unsigned i = (unsigned)target % (s->hp->expert_delay + 1u);
-    if (s->pend_target[i] != target)
-        return;
-    const float *slot = s->pend + (size_t)i * s->hp->dim;
+    unsigned l = (unsigned)(ly - s->layers);
+    moe_issue(s, l, h, (int32_t)l, pt);
+    moe_inject(s, (int32_t)l, eout, pt);
+}
+
+/* x += the experts due at layer target (a delayed injection); the
+ * routing layer, or -1 when none was due. */
+static int moe_take(eng_session *s, int32_t target, float *x, double *pt)
+{
+    /* pend [dim] is free scratch: outputs wait as routes, not as sums */
+    int lr = moe_inject(s, target, s->pend, pt);
+    if (lr < 0)
+        return -1;
     for (uint32_t k = 0; k < s->hp->dim; k++)
-        x[k] += slot[k];
-    s->pend_target[i] = -1;
+        x[k] += s->pend[k];
+    return lr;
+}
+
+/* PREFETCHT0 over the next layer's attention and dense FFN streams (the
+ * output head after the last), posted as layer l starts. */
+static void prefetch_next(eng_session *s, unsigned l)
+{
+    const eng_mv *mv[4];
+    unsigned n = 0, L = s->hp->n_layers;
+    if (!s->pf)
+        return;
+    eng_pf_layer(s->pf);
+    if (l + 1 < L) {
+        const eng_layer *nx = &s->layers[l + 1];
+        mv[n++] = &nx->qkv;
+        mv[n++] = &nx->o;
+        if (s->hp->ffn_dim) {
+            mv[n++] = &nx->gate_up;
+            mv[n++] = &nx->down;
+        }
+    } else {
+        mv[n++] = &s->output;
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (mv[i]->st && mv[i]->st->n_tiles)
+            eng_pf_range(s->pf,
+                         (const uint8_t *)mv[i]->st->tiles[0].payload - FMT_TILE_HEADER_SIZE,
+                         mv[i]->st->length);
 }
 
 static double l2(const float *x, uint32_t n)
@@ -1003,15 +1238,19 @@ static void run_layers(eng_session *s)
     s->mv_bytes = 0;
 
     for (unsigned i = 0; i <= hp->expert_delay; i++)
-        s->pend_target[i] = -1;
+        if (s->route[i].layer >= 0)
+            moe_release(s, &s->route[i]);   /* left by a failed token */
     switch (hp->combine_style) {
     case FMT_COMBINE_PARALLEL_SQRT2:
     default:
         for (unsigned l = 0; l < L; l++) {
             const eng_layer *ly = &s->layers[l];
+            prefetch_next(s, l);
             attn_block(s, ly, l, x, m);
             add_to(x, m, dim);
             MARK(l, PROF_ST_ATTN);
+            if (has_e && ly->exp_gu)                /* read beside the dense FFN */
+                moe_issue(s, l, x, (int32_t)l, &pt);
             ffn_block(s, ly, x, d);
             MARK(l, PROF_ST_FFN);
             if (!has_e || !ly->exp_gu) {          /* (per-layer: no experts) */
@@ -1019,7 +1258,7 @@ static void run_layers(eng_session *s)
                 trace_layer(s, l, x, NULL);
                 continue;
             }
-            moe_block(s, ly, x, e);
+            moe_inject(s, (int32_t)l, e, &pt);
             MARK(l, PROF_ST_EXPERTS);
             if (hp->ffn_dim) {
                 const float r2 = 0.70710678118654752f;
@@ -1035,6 +1274,7 @@ static void run_layers(eng_session *s)
         unsigned dd = hp->dense_delay, de = hp->expert_delay, R = dd + 1;
         for (unsigned l = 0; l < L; l++) {
             const eng_layer *ly = &s->layers[l];
+            prefetch_next(s, l);
             attn_block(s, ly, l, x, m);
             add_to(x, m, dim);                      /* x is x_mid */
             MARK(l, PROF_ST_ATTN);
@@ -1044,41 +1284,54 @@ static void run_layers(eng_session *s)
             ffn_block(s, ly, y, d);
             MARK(l, PROF_ST_FFN);
             if (has_e) {
-                moe_block(s, ly, x, e);             /* routed off x_mid */
-                pend_put(s, (int32_t)(l + de), e);
+                moe_issue(s, l, x, (int32_t)(l + de), &pt);  /* routed off x_mid */
                 MARK(l, PROF_ST_EXPERTS);
             }
             add_to(x, d, dim);
-            pend_take(s, (int32_t)l, x);
+            if (has_e) {
+                int lr = moe_inject(s, (int32_t)l, e, &pt);
+                if (lr >= 0) {
+                    add_to(x, e, dim);
+                    MARK((unsigned)lr, PROF_ST_EXPERTS);
+                }
+            }
             memcpy(s->hist + (size_t)(l % R) * dim, x, dim * sizeof(float));
             trace_layer(s, l, x, NULL);
         }
-        for (unsigned t = L; t < L + de; t++)      /* flush past the end */
-            pend_take(s, (int32_t)t, x);
+        for (unsigned t = L; t < L + de; t++) {    /* flush past the end */
+            int lr = moe_take(s, (int32_t)t, x, &pt);
+            if (lr >= 0)
+                MARK((unsigned)lr, PROF_ST_EXPERTS);
+        }
         break;
     }
     case FMT_COMBINE_ASYNC_EXPERTS: {
         unsigned de = hp->expert_delay;
         for (unsigned l = 0; l < L; l++) {
             const eng_layer *ly = &s->layers[l];
-            pend_take(s, (int32_t)l, x);            /* injected at the input */
+            prefetch_next(s, l);
+            int lr = moe_take(s, (int32_t)l, x, &pt); /* injected at the input */
+            if (lr >= 0)
+                MARK((unsigned)lr, PROF_ST_EXPERTS);
             attn_block(s, ly, l, x, m);
             MARK(l, PROF_ST_ATTN);
             ffn_block(s, ly, x, d);
             MARK(l, PROF_ST_FFN);
             if (has_e) {
-                moe_block(s, ly, x, e);
+                moe_issue(s, l, x, (int32_t)(l + de), &pt);
                 MARK(l, PROF_ST_EXPERTS);
-                pend_put(s, (int32_t)(l + de), e);
             }
             add_to(x, m, dim);
             add_to(x, d, dim);
             if (has_e && de == 0)
-                pend_take(s, (int32_t)l, x);
+                moe_take(s, (int32_t)l, x, &pt);
             trace_layer(s, l, x, NULL);
         }
-        for (unsigned t = L; t < L + de; t++)
-            pend_take(s, (int32_t)t, x);
+        for (unsigned t = L; t < L + de; t++) {
+            int lr = moe_take(s, (int32_t)t, x, &pt);
+            if (lr >= 0)
+                MARK((unsigned)lr, PROF_ST_EXPERTS);
+        }
         break;
     }
     case FMT_COMBINE_DECOUPLED: {
@@ -1087,13 +1340,16 @@ static void run_layers(eng_session *s)
         memcpy(a, x, dim * sizeof(float));
         for (unsigned l = 0; l < L; l++) {
             const eng_layer *ly = &s->layers[l];
+            prefetch_next(s, l);
+            if (has_e)                              /* read beside attention and FFN */
+                moe_issue(s, l, x, (int32_t)l, &pt);
             attn_block(s, ly, l, a, m);
             add_to(a, m, dim);
             MARK(l, PROF_ST_ATTN);
             ffn_block(s, ly, x, d);
             MARK(l, PROF_ST_FFN);
             if (has_e) {
-                moe_block(s, ly, x, e);
+                moe_inject(s, (int32_t)l, e, &pt);
                 MARK(l, PROF_ST_EXPERTS);
             }
             add_to(x, d, dim);
@@ -1113,10 +1369,13 @@ static void run_layers(eng_session *s)
         memcpy(a, x, dim * sizeof(float));
         for (unsigned l = 0; l < L; l++) {
             const eng_layer *ly = &s->layers[l];
+            prefetch_next(s, l);
+            if (has_e)
+                moe_issue(s, l, x, (int32_t)l, &pt);
             ffn_block(s, ly, x, d);                 /* off xfm_reg[l-1] */
             MARK(l, PROF_ST_FFN);
             if (has_e) {
-                moe_block(s, ly, x, e);
+                moe_inject(s, (int32_t)l, e, &pt);
                 MARK(l, PROF_ST_EXPERTS);
                 add_to(d, e, dim);
             }
@@ -1133,6 +1392,7 @@ static void run_layers(eng_session *s)
         unsigned T = hp->iterations ? hp->iterations : 1;
         for (unsigned b = 0; b < L; b++) {
             const eng_layer *ly = &s->layers[b];
+            prefetch_next(s, b);
             for (unsigned it = 0; it < T; it++) {
                 attn_block(s, ly, b * T + it, x, m);
                 add_to(x, m, dim);
@@ -1140,7 +1400,7 @@ static void run_layers(eng_session *s)
                 ffn_block(s, ly, x, d);
                 MARK(b, PROF_ST_FFN);
                 if (has_e) {
-                    moe_block(s, ly, x, e);
+                    moe_block(s, ly, x, e, &pt);
                     MARK(b, PROF_ST_EXPERTS);
                     add_to(d, e, dim);
                 }
@@ -1162,6 +1422,8 @@ static int forward(eng_session *s, int32_t token, int want_logits)
 
     embed(s, token, s->x);
     run_layers(s);
+    if (s->xio_failed)
+        return ENG_EIO;   /* the position is not taken: eng_decode reports */
     if (hp->n_experts)
         s->stats.expert_tokens++;
     s->n_past++;
@@ -1246,6 +1508,8 @@ int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
     double t0 = prof_now();
     if ((rc = guarded_forward(s, token, 1, err, errlen)))
         return rc;
+    if (s->xio_failed)
+        return xio_error(s, err, errlen);
     s->stats.decode_s += prof_now() - t0;
     if (s->prof)
         prof_token_end(s->prof, PROF_DECODE);
@@ -1265,6 +1529,8 @@ int eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
             prof_token_begin(s->prof);
         if ((rc = guarded_forward(s, tokens[i], i + 1 == n, err, errlen)))
             return rc;
+        if (s->xio_failed)
+            return xio_error(s, err, errlen);
         if (s->prof)
             prof_token_end(s->prof, PROF_PREFILL);
     }
@@ -1284,4 +1550,161 @@ void eng_set_trace(eng_session *s, eng_trace *t)
     s->trace = t;
     if (t)
         memset(t, 0, sizeof *t);
+}
+
+/* ---- expert I/O and prefetch: modes, switching, setup ------------------ */
+static const char *const xio_names[] = { "mmap", "sync", "staged" };
+
+const char *eng_expert_io_name(int mode)
+{
+    return mode >= 0 && mode < 3 ? xio_names[mode] : "?";
+}
+
+int eng_expert_io_from_name(const char *name)
+{
+    for (int i = 0; name && i < 3; i++)
+        if (!strcmp(name, xio_names[i]))
+            return i;
+    return -1;
+}
+
+/* Staging for sync/staged: one slot per route and chosen expert (the ring
+ * holds expert_delay + 1 routes of top_k experts), each as large as the
+ * largest expert, and the rebased tile arrays of every slot. */
+static int xio_open(eng_session *s, char *err, size_t errlen)
+{
+    const fmt_hparams *hp = s->hp;
+    uint64_t max_len = 0;
+    uint32_t max_t[2] = { 0, 0 };
+    if (s->xio || !hp->n_experts)
+        return 0;
+    for (unsigned l = 0; l < hp->n_layers; l++)
+        for (unsigned e = 0; e < hp->n_experts; e++) {
+            uint64_t off = 0, len = 0;
+            fmt_model_expert(s->model, l, e, NULL, NULL, &off, &len);
+            if (len > max_len)
+                max_len = len;
+            if (s->layers[l].exp_gu[e].st->n_tiles > max_t[0])
+                max_t[0] = s->layers[l].exp_gu[e].st->n_tiles;
+            if (s->layers[l].exp_down[e].st->n_tiles > max_t[1])
+                max_t[1] = s->layers[l].exp_down[e].st->n_tiles;
+        }
+    unsigned n = (hp->expert_delay + 1u) * hp->top_k;
+    int rc = eng_xio_new(&s->xio, fmt_model_path(s->model), max_len, n, s->opts.io_readers,
+                         s->opts.log, s->opts.log_ud, err, errlen);
+    if (rc)
+        return rc;
+    s->stage = calloc(n, sizeof *s->stage);
+    s->n_stage = n;
+    for (unsigned k = 0; s->stage && k < n; k++)
+        for (int w = 0; w < 2; w++)
+            if (!(s->stage[k].t[w] = calloc(max_t[w] ? max_t[w] : 1, sizeof(fmt_tile))))
+                goto oom;
+    if (s->stage)
+        return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory for expert staging", fmt_model_path(s->model));
+    return ENG_ENOMEM;
+}
+
+int eng_set_expert_io(eng_session *s, int mode, char *err, size_t errlen)
+{
+    if (mode < ENG_XIO_MMAP || mode > ENG_XIO_STAGED)
+        return fail(err, errlen, ENG_EARG, "expert I/O mode %d: use mmap, sync or staged", mode);
+    if (mode != ENG_XIO_MMAP) {
+        int rc = xio_open(s, err, errlen);
+        if (rc)
+            return rc;
+    }
+    s->xio_mode = mode;
+    return 0;
+}
+
+int eng_expert_io(const eng_session *s) { return s->xio_mode; }
+
+int eng_expert_io_direct(const eng_session *s)
+{
+    if (s->xio_mode == ENG_XIO_MMAP || !s->xio)
+        return -1;
+    return eng_xio_direct(s->xio);
+}
+
+int eng_set_prefetch(eng_session *s, int on)
+{
+    if (on && !s->pf) {
+        if (!(s->pf = eng_pf_new()))
+            return ENG_ENOMEM;
+    } else if (!on && s->pf) {
+        uint64_t lines, dropped;
+        eng_pf_counts(s->pf, &lines, &dropped);
+        s->stats.pf_lines += lines;
+        s->stats.pf_dropped += dropped;
+        eng_pf_free(s->pf);
+        s->pf = NULL;
+    }
+    return 0;
+}
+
+int eng_prefetch(const eng_session *s) { return s->pf != NULL; }
+
+/* The settings of eng_opts, or of the environment where they say -1. */
+static int eng_io_setup(eng_session *s, char *err, size_t errlen)
+{
+    const fmt_hparams *hp = s->hp;
+    int mode = s->opts.expert_io, pf = s->opts.prefetch;
+    const char *v;
+    s->route = calloc(hp->expert_delay + 1u, sizeof *s->route);
+    if (!s->route)
+        return fail(err, errlen, ENG_ENOMEM, "%s: out of memory", fmt_model_path(s->model));
+    for (unsigned i = 0; i <= hp->expert_delay; i++) {
+        s->route[i].layer = -1;
+        if (!(s->route[i].xr = calloc(hp->dim ? hp->dim : 1, sizeof(float))))
+            return fail(err, errlen, ENG_ENOMEM, "%s: out of memory", fmt_model_path(s->model));
+    }
+    if (mode < 0) {
+        mode = ENG_XIO_MMAP;
+        if ((v = getenv("CFLOW_EXPERT_IO")) && *v &&
+            (mode = eng_expert_io_from_name(v)) < 0)
+            return fail(err, errlen, ENG_EARG,
+                        "CFLOW_EXPERT_IO='%s': use mmap, sync or staged", v);
+    }
+    if (pf < 0) {
+        pf = 0;
+        if ((v = getenv("CFLOW_PREFETCH")) && *v) {
+            if (!strcmp(v, "on") || !strcmp(v, "1"))
+                pf = 1;
+            else if (strcmp(v, "off") && strcmp(v, "0"))
+                return fail(err, errlen, ENG_EARG, "CFLOW_PREFETCH='%s': use on or off", v);
+        }
+    }
+    int rc = eng_set_expert_io(s, mode, err, errlen);
+    if (rc)
+        return rc;
+    if (eng_set_prefetch(s, pf))
+        return fail(err, errlen, ENG_ENOMEM, "cannot start the prefetch thread");
+    return 0;
+}
+
+static void eng_io_teardown(eng_session *s)
+{
+    eng_set_prefetch(s, 0);
+    eng_xio_free(s->xio);        /* joins the readers: no read in flight */
+    s->xio = NULL;
+    for (unsigned k = 0; s->stage && k < s->n_stage; k++) {
+        free(s->stage[k].t[0]);
+        free(s->stage[k].t[1]);
+    }
+    free(s->stage);
+    s->stage = NULL;
+    for (unsigned i = 0; s->route && i <= s->hp->expert_delay; i++)
+        free(s->route[i].xr);
+    free(s->route);
+    s->route = NULL;
+}
+
+/* A failed expert read of the last token, as eng_decode's error. */
+static int xio_error(eng_session *s, char *err, size_t errlen)
+{
+    s->xio_failed = 0;
+    return fail(err, errlen, ENG_EIO, "%s", s->xio_err);
 }

@@ -161,6 +161,14 @@ typedef struct eng_opts {
      * reference is llama.cpp with its default f16 cache, else f32.
      * eng_opts_default sets -1. */
     int        kv_f16;
+    /* Expert fetch (enum eng_expert_io) and the PREFETCHT0 thread (1 on,
+     * 0 off); -1: from $CFLOW_EXPERT_IO ("mmap", "sync", "staged") and
+     * $CFLOW_PREFETCH ("on"/"1", "off"/"0"), else mmap and off.
+     * eng_opts_default sets -1.  io_readers: reader threads of sync and
+     * staged (0: 2). */
+    int        expert_io;
+    int        prefetch;
+    unsigned   io_readers;
 } eng_opts;
 
 void eng_opts_default(eng_opts *o);
@@ -214,6 +222,12 @@ typedef struct eng_stats {
     uint64_t expert_bytes;      /* expert tile bytes read, all tokens */
     uint64_t expert_bank_bytes; /* bytes of all experts of all MoE layers */
     uint64_t expert_tokens;     /* forward passes that read experts */
+    /* expert I/O of sync/staged (eng_set_expert_io): bytes read from the
+     * file, seconds the reads took (issue to last byte, summed over
+     * experts) and seconds decode waited for them (the stall) */
+    uint64_t xio_bytes;
+    double   xio_s, xio_stall_s;
+    uint64_t pf_lines, pf_dropped;  /* prefetch: lines hinted, commands dropped */
 } eng_stats;
 void eng_get_stats(const eng_session *s, eng_stats *st);
 
@@ -237,5 +251,27 @@ void eng_set_trace(eng_session *s, eng_trace *t);  /* NULL: off */
  * alive while attached. */
 struct prof;
 void eng_set_prof(eng_session *s, struct prof *p);
+
+
+/* ---- Expert I/O and prefetch (report 3.9, 5.8, 5.14; eng_io.c) ---- */
+/* mmap: expert tiles read in place from the mapping; sync: each routed
+ * expert read with O_DIRECT into a staging slot at its routing layer,
+ * waited for at once; staged: read issued at the routing layer, waited
+ * for at the injection layer (expert_delay later), overlapping the layers
+ * between.  All three give the same tokens. */
+enum eng_expert_io { ENG_XIO_MMAP = 0, ENG_XIO_SYNC = 1, ENG_XIO_STAGED = 2 };
+const char *eng_expert_io_name(int mode);        /* "mmap", "sync", "staged" */
+int         eng_expert_io_from_name(const char *name);  /* -1 if unknown */
+/* Switch between tokens.  Opening the file for direct reads may fail
+ * (ENG_EIO with err); a dense model accepts any mode and reads nothing. */
+int  eng_set_expert_io(eng_session *s, int mode, char *err, size_t errlen);
+int  eng_expert_io(const eng_session *s);
+/* 1 when sync/staged reads bypass the page cache, 0 when the file system
+ * refused O_DIRECT (buffered fallback), -1 in mmap mode. */
+int  eng_expert_io_direct(const eng_session *s);
+/* The PREFETCHT0 thread on (1) or off (0), between tokens. */
+int  eng_set_prefetch(eng_session *s, int on);
+int  eng_prefetch(const eng_session *s);
+
 
 #endif /* CFLOW_ENGINE_H */

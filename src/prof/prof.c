@@ -54,6 +54,10 @@ int prof_new(prof **out, unsigned what, unsigned n_layers, char *err, size_t err
                             sizeof *p->layer_bytes);
     p->model = calloc(n_layers ? n_layers : 1, sizeof *p->model);
     p->has_model = calloc(n_layers ? n_layers : 1, 1);
+    p->layer_io_ns = calloc(n_layers ? n_layers : 1, sizeof *p->layer_io_ns);
+    p->layer_io_bytes = calloc(n_layers ? n_layers : 1, sizeof *p->layer_io_bytes);
+    if (!p->layer_io_ns || !p->layer_io_bytes)
+        goto oom;
     p->ring_seq = calloc(PROF_RING_CAP, sizeof *p->ring_seq);
     p->ring_words = calloc((size_t)PROF_RING_CAP * PROF_TOK_WORDS, sizeof *p->ring_words);
     if (!p->layer_ns || !p->layer_bytes || !p->model || !p->has_model || !p->ring_seq ||
@@ -86,6 +90,8 @@ void prof_free(prof *p)
     free(p->layer_bytes);
     free(p->model);
     free(p->has_model);
+    free(p->layer_io_ns);
+    free(p->layer_io_bytes);
     free(p->ring_seq);
     free(p->ring_words);
     free(p);
@@ -119,6 +125,10 @@ uint64_t prof_run_begin(prof *p, uint64_t bytes_per_token, double read_bw_gbs)
     for (size_t i = 0; i < (size_t)(p->n_layers ? p->n_layers : 1) * PROF_NST; i++) {
         atomic_store_explicit(&p->layer_ns[i], 0, memory_order_relaxed);
         atomic_store_explicit(&p->layer_bytes[i], 0, memory_order_relaxed);
+    }
+    for (unsigned l = 0; l < p->n_layers; l++) {
+        atomic_store_explicit(&p->layer_io_ns[l], 0, memory_order_relaxed);
+        atomic_store_explicit(&p->layer_io_bytes[l], 0, memory_order_relaxed);
     }
     return gen;
 }
@@ -400,4 +410,53 @@ size_t prof_counters_line(const int64_t ev[PROF_NEV], const char *const reason[P
             sb_add(&b, " (%s)", why);
     }
     return b.len;
+}
+
+/* ---- expert I/O (--expert-io sync|staged) ------------------------------- */
+void prof_layer_io(prof *p, unsigned layer, double io_s, uint64_t bytes)
+{
+    if (layer >= p->n_layers || !(io_s >= 0.0))
+        return;
+    atomic_uint_least64_t *a = &p->layer_io_ns[layer], *b = &p->layer_io_bytes[layer];
+    atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) +
+                                 (uint64_t)(io_s * 1e9 + 0.5), memory_order_relaxed);
+    atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) + bytes,
+                          memory_order_relaxed);
+}
+
+void prof_io_derive(double c_s, double io_s, double stall_s, uint64_t bytes,
+                    prof_io_fig *f)
+{
+    double m = c_s > io_s ? c_s : io_s;
+    f->c_s = c_s;
+    f->io_s = io_s;
+    f->stall_s = stall_s;
+    f->bytes = bytes;
+    f->hidden = 0.0;
+    if (io_s > 0.0) {
+        f->hidden = 1.0 - stall_s / io_s;
+        if (f->hidden < 0.0)
+            f->hidden = 0.0;
+        if (f->hidden > 1.0)
+            f->hidden = 1.0;
+    }
+    f->pred = m > 0.0 ? (c_s + io_s) / m : 1.0;
+}
+
+void prof_io_get(const prof *p, unsigned layer, prof_io_fig *f)
+{
+    double c = 0.0, io = 0.0, stall = 0.0;
+    uint64_t bytes = 0;
+    for (unsigned l = 0; l < p->n_layers; l++) {
+        if (layer != PROF_IO_ALL && l != layer)
+            continue;
+        c += prof_layer_seconds(p, l, PROF_ST_ATTN) + prof_layer_seconds(p, l, PROF_ST_FFN) +
+             prof_layer_seconds(p, l, PROF_ST_EXPERTS);
+        stall += prof_layer_seconds(p, l, PROF_ST_IO_WAIT);
+        atomic_uint_least64_t *a = &((prof *)p)->layer_io_ns[l];
+        atomic_uint_least64_t *b = &((prof *)p)->layer_io_bytes[l];
+        io += (double)atomic_load_explicit(a, memory_order_relaxed) * 1e-9;
+        bytes += atomic_load_explicit(b, memory_order_relaxed);
+    }
+    prof_io_derive(c, io, stall, bytes, f);
 }

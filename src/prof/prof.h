@@ -368,4 +368,35 @@ int prof_log_layer_rows(prof_log *l, int64_t id, prof_layer_row **rows,
 int prof_log_tokens(prof_log *l, int64_t id, prof_tok **toks, size_t *n,
                     char *err, size_t errlen);
 
+/* ======================================================================= */
+/* Expert I/O (report 3.9.4, 5.14)                                          */
+/* ======================================================================= */
+/* The experts routed at layer were read (--expert-io sync or staged) in
+ * io_s seconds, from the issue of the read to its last byte, bringing
+ * bytes bytes.  The decoding thread calls it when it waits for the read;
+ * the wait itself is the layer's PROF_ST_IO_WAIT time. */
+void prof_layer_io(prof *p, unsigned layer, double io_s, uint64_t bytes);
+
+/* The figures of the report's overlap model, from raw sums (seconds over
+ * the same tokens):
+ *   c_s     compute C: attention + FFN + expert seconds
+ *   io_s    expert read time IO (issue to last byte, summed over reads)
+ *   stall_s the time decode waited for reads (PROF_ST_IO_WAIT)
+ *   hidden  1 - stall/IO: the share of the read time compute covered
+ *           (0 without reads)
+ *   pred    (C + IO) / max(C, IO_eff): the speedup of staged over sync the
+ *           model predicts, with IO_eff the IO of these same sums (in a
+ *           staged run: the reads as they ran beside compute)
+ * Every front end and the run log's readers derive them here. */
+typedef struct prof_io_fig {
+    double   c_s, io_s, stall_s, hidden, pred;
+    uint64_t bytes;
+} prof_io_fig;
+void prof_io_derive(double c_s, double io_s, double stall_s, uint64_t bytes,
+                    prof_io_fig *f);
+/* The figures of layer (PROF_IO_ALL: summed over layers) in the current
+ * run, summed over its tokens.  Any thread. */
+#define PROF_IO_ALL 0xffffffffu
+void prof_io_get(const prof *p, unsigned layer, prof_io_fig *f);
+
 #endif /* CFLOW_PROF_H */

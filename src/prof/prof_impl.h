@@ -88,6 +88,10 @@ struct prof {
     atomic_uint_least64_t *layer_bytes;
     prof_layer_model      *model;
     unsigned char         *has_model;
+    /* expert I/O per layer of the current run (prof_layer_io): read
+     * nanoseconds and bytes, relaxed atomics as layer_ns */
+    atomic_uint_least64_t *layer_io_ns;
+    atomic_uint_least64_t *layer_io_bytes;
 
     atomic_uint_least64_t  ring_head;      /* records ever written */
     atomic_uint_least64_t *ring_seq;       /* [PROF_RING_CAP] */

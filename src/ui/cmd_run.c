@@ -43,6 +43,11 @@ static void help(void)
            "      --no-profile       no per-layer timers or counters\n"
            "      --kv-type T        KV cache: f16, f32, or auto (default: f16 with\n"
            "                         llama.cpp's attention for GGUF models, f32 else)\n"
+           "      --prefetch on|off  PREFETCHT0 thread one layer ahead (default: $CFLOW_PREFETCH,\n"
+           "                         else off)\n"
+           "      --expert-io MODE   expert fetch: mmap, sync (O_DIRECT reads at the routing\n"
+           "                         layer) or staged (read at the routing layer, waited for\n"
+           "                         at the injection layer); default $CFLOW_EXPERT_IO, else mmap\n"
            "  -h, --help             this text\n",
            d.temp, d.top_k, d.top_p, d.min_p, d.rep_penalty, d.rep_last_n,
            (unsigned long long)d.seed);
@@ -51,7 +56,7 @@ static void help(void)
 int ui_cmd_run(int argc, char **argv)
 {
     enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_SEED, O_NOEOS,
-           O_DB, O_NOLOG, O_NOPROF, O_KV };
+           O_DB, O_NOLOG, O_NOPROF, O_KV, O_PREFETCH, O_XIO };
     static const struct option lo[] = {
         { "model", required_argument, 0, 'm' },
         { "prompt", required_argument, 0, 'p' },
@@ -71,6 +76,8 @@ int ui_cmd_run(int argc, char **argv)
         { "no-log", no_argument, 0, O_NOLOG },
         { "no-profile", no_argument, 0, O_NOPROF },
         { "kv-type", required_argument, 0, O_KV },
+        { "prefetch", required_argument, 0, O_PREFETCH },
+        { "expert-io", required_argument, 0, O_XIO },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -78,6 +85,7 @@ int ui_cmd_run(int argc, char **argv)
     long n_predict = 128, n_ctx = 0, threads = 0, v;
     double d;
     int ignore_eos = 0, kv_f16 = -1, c, rc = UI_EXIT_ERR;
+    int prefetch = -1, expert_io = -1;   /* -1: the environment's */
     eng_sampling sp;
     eng_opts eo;
     eng_session *s = NULL;
@@ -154,6 +162,19 @@ int ui_cmd_run(int argc, char **argv)
             else
                 return ui_usage_error("run", "bad --kv-type '%s' (auto, f16 or f32)", optarg);
             break;
+        case O_PREFETCH:
+            if (!strcmp(optarg, "on"))
+                prefetch = 1;
+            else if (!strcmp(optarg, "off"))
+                prefetch = 0;
+            else
+                return ui_usage_error("run", "bad --prefetch '%s' (on or off)", optarg);
+            break;
+        case O_XIO:
+            if ((expert_io = eng_expert_io_from_name(optarg)) < 0)
+                return ui_usage_error("run", "bad --expert-io '%s' (mmap, sync or staged)",
+                                      optarg);
+            break;
         case 'h': help(); return UI_EXIT_OK;
         default: return ui_usage_error("run", "bad option");
         }
@@ -174,6 +195,8 @@ int ui_cmd_run(int argc, char **argv)
     eo.n_threads = (int)threads;
     eo.n_ctx = (uint32_t)n_ctx;
     eo.kv_f16 = kv_f16;
+    eo.prefetch = prefetch;
+    eo.expert_io = expert_io;
     eo.log = ui_log;
     if (eng_open(&s, model, &eo, err, sizeof err)) {
         rc = ui_error("%s", err);

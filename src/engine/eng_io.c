@@ -1,0 +1,397 @@
+/*
+ * eng_io.c — the staged expert reader: direct I/O of routed experts into
+ * aligned staging slots, filled by a pool of reader threads (report 3.9.4,
+ * 5.14).
+ *
+ * With --expert-io mmap the expert tiles are read where the mapping has
+ * them, and a token's expert bytes come through the page cache.  The other
+ * two modes read each routed expert's bytes (its fused gate/up stream then
+ * its down stream: one contiguous file range, fmt_model_expert) with
+ * O_DIRECT, so every read really goes to storage, into a staging slot:
+ *
+ *   slot      an aligned buffer of slot_bytes (a multiple of ENG_IO_ALIGN)
+ *             holding one expert's range rounded out to ENG_IO_ALIGN-byte
+ *             file blocks (O_DIRECT wants offset, length and buffer
+ *             aligned); data points at the expert's first byte inside it.
+ *   chunk     a read of at most ENG_IO_CHUNK bytes of one slot; an expert
+ *             is cut into chunks so several readers fill one slot at once.
+ *   pending   per slot, the chunks queued or in flight.  A slot is handed
+ *             out again only when it is released (the compute side is done
+ *             with it) AND pending is 0 (no reader still writes into it) —
+ *             so a token abandoned after an error never lets a late read
+ *             land in a buffer that already holds another expert.
+ *
+ * The session issues an expert's read at its routing layer
+ * (eng_xio_issue) and waits for it (eng_xio_wait) at the layer that
+ * injects the expert's output: right away in "sync" mode, expert_delay
+ * layers later in "staged" mode, so the read overlaps the compute of the
+ * layers between.  Both modes read the same bytes and the tiles are the
+ * same bytes, so the tokens are the same as with mmap.
+ *
+ * Where the file system refuses O_DIRECT (tmpfs, some FUSE and network
+ * file systems: open or the first read fails with EINVAL) the reader
+ * reopens the file with ordinary buffered reads and says so once through
+ * the log callback.
+ *
+ * Faults.  Every read goes through eng_io_pread (a settable pointer, for
+ * tests) and the environment variable CFLOW_FAULT=expert-read:eio or
+ * expert-read:short (optionally "@N": only from the N-th chunk read on)
+ * makes the reader fail with EIO or see the file end in the middle of a
+ * read.  Either way the waiting token gets ENG_EIO and one line naming the
+ * file, the offset and the cause; it never waits for a read that will not
+ * come.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/eng_impl.h"
+#include "prof/prof.h"
+
+#define ENG_IO_ALIGN 4096u              /* bytes: O_DIRECT block and buffer alignment */
+#define ENG_IO_CHUNK (1u << 20)         /* bytes per reader request */
+
+ssize_t (*eng_io_pread)(int fd, void *buf, size_t n, off_t off) = pread;
+
+typedef struct xio_slot {
+    uint8_t       *buf;        /* [slot_bytes], ENG_IO_ALIGN-aligned */
+    const uint8_t *data;       /* the expert's first byte inside buf */
+    uint64_t       off, len;   /* the expert's range in the file */
+    int            held;       /* issued and not yet released */
+    atomic_int     pending;    /* chunks queued or being read */
+    int            failed;     /* a chunk failed: err holds why */
+    char           err[256];
+    double         t_issue, t_done;   /* prof_now() seconds */
+} xio_slot;
+
+typedef struct xio_req {
+    int      slot;
+    uint64_t foff;             /* aligned file offset of the chunk */
+    uint32_t flen;             /* aligned bytes to request */
+    uint32_t need;             /* bytes that must arrive (the file may end) */
+    uint8_t *dst;
+} xio_req;
+
+struct eng_xio {
+    char            *path;
+    int              fd, direct;
+    int              old_fd;   /* the O_DIRECT descriptor after a fallback */
+    eng_log_fn       log;
+    void            *log_ud;
+    size_t           slot_bytes;
+    unsigned         n_slots;
+    xio_slot        *slots;
+    /* request queue: a ring of cap entries */
+    xio_req         *q;
+    unsigned         cap, head, count;
+    pthread_mutex_t  mu;
+    pthread_cond_t   work, done;
+    pthread_t       *tid;
+    unsigned         n_readers;
+    int              quit;
+    /* fault injection (CFLOW_FAULT) */
+    int              fault;     /* 0 none, 1 eio, 2 short */
+    unsigned long    fault_from;
+    atomic_ulong     n_reads;
+};
+
+enum { FAULT_NONE = 0, FAULT_EIO = 1, FAULT_SHORT = 2 };
+
+static void parse_fault(eng_xio *x)
+{
+    const char *f = getenv("CFLOW_FAULT");
+    const char *pre = "expert-read:";
+    x->fault = FAULT_NONE;
+    x->fault_from = 0;
+    if (!f || strncmp(f, pre, strlen(pre)))
+        return;
+    f += strlen(pre);
+    if (!strncmp(f, "eio", 3))
+        x->fault = FAULT_EIO, f += 3;
+    else if (!strncmp(f, "short", 5))
+        x->fault = FAULT_SHORT, f += 5;
+    if (x->fault && *f == '@')
+        x->fault_from = strtoul(f + 1, NULL, 10);
+}
+
+/* One chunk: read until need bytes have arrived.  Returns 0, or -1 with
+ * the slot's error set.  Called without the lock. */
+static int read_chunk(eng_xio *x, const xio_req *r, char *why, size_t whylen)
+{
+    uint32_t got = 0;
+    unsigned long nth = atomic_fetch_add(&x->n_reads, 1);
+    int inject = x->fault && nth >= x->fault_from;
+    while (got < r->flen) {
+        ssize_t n;
+        if (inject && x->fault == FAULT_EIO) {
+            errno = EIO;
+            n = -1;
+        } else if (inject && x->fault == FAULT_SHORT) {
+            /* the file "ends" halfway through the chunk */
+            n = got == 0 ? (ssize_t)(r->need / 2) : 0;
+        } else {
+            n = eng_io_pread(x->fd, r->dst + got, r->flen - got, (off_t)(r->foff + got));
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EINVAL && x->direct) {
+            /* O_DIRECT refused at read time: fall back to buffered reads.
+             * The lock keeps two readers from reopening at once. */
+            pthread_mutex_lock(&x->mu);
+            if (x->direct) {
+                int fd = open(x->path, O_RDONLY | O_CLOEXEC);
+                if (fd >= 0) {
+                    /* the old descriptor stays open until eng_xio_free:
+                     * another reader may be inside pread on it */
+                    x->old_fd = x->fd;
+                    x->fd = fd;
+                    x->direct = 0;
+                    if (x->log) {
+                        char msg[512];
+                        snprintf(msg, sizeof msg,
+                                 "%s: the file system refuses O_DIRECT reads; "
+                                 "expert reads fall back to buffered I/O", x->path);
+                        x->log(x->log_ud, 1, msg);
+                    }
+                }
+            }
+            pthread_mutex_unlock(&x->mu);
+            if (!x->direct)
+                continue;
+        }
+        if (n < 0) {
+            snprintf(why, whylen, "%s", strerror(errno));
+            return -1;
+        }
+        if (n == 0)
+            break;                      /* end of file */
+        got += (uint32_t)n;
+    }
+    if (got < r->need) {
+        snprintf(why, whylen, "short read: %u of %u bytes (the file ends early)",
+                 got, r->need);
+        return -1;
+    }
+    return 0;
+}
+
+static void *reader(void *arg)
+{
+    eng_xio *x = arg;
+    pthread_mutex_lock(&x->mu);
+    for (;;) {
+        while (!x->quit && x->count == 0)
+            pthread_cond_wait(&x->work, &x->mu);
+        if (x->count == 0 && x->quit)
+            break;
+        xio_req r = x->q[x->head];
+        x->head = (x->head + 1) % x->cap;
+        x->count--;
+        pthread_mutex_unlock(&x->mu);
+
+        char why[200] = "";
+        int bad = read_chunk(x, &r, why, sizeof why);
+
+        pthread_mutex_lock(&x->mu);
+        xio_slot *sl = &x->slots[r.slot];
+        if (bad && !sl->failed) {
+            sl->failed = 1;
+            snprintf(sl->err, sizeof sl->err, "%s: expert read at offset %llu failed: %s",
+                     x->path, (unsigned long long)r.foff, why);
+        }
+        if (atomic_fetch_sub(&sl->pending, 1) == 1) {
+            sl->t_done = prof_now();
+            pthread_cond_broadcast(&x->done);
+        }
+    }
+    pthread_mutex_unlock(&x->mu);
+    return NULL;
+}
+
+int eng_xio_new(eng_xio **out, const char *path, uint64_t max_bytes,
+                unsigned n_slots, unsigned n_readers, eng_log_fn log, void *ud,
+                char *err, size_t errlen)
+{
+    eng_xio *x = calloc(1, sizeof *x);
+    *out = NULL;
+    if (!x)
+        goto oom;
+    x->fd = -1;
+    x->old_fd = -1;
+    x->log = log;
+    x->log_ud = ud;
+    parse_fault(x);
+    x->path = strdup(path);
+    /* an expert's range rounded out to whole blocks on both sides */
+    x->slot_bytes = (size_t)((max_bytes + 2 * ENG_IO_ALIGN - 1) / ENG_IO_ALIGN * ENG_IO_ALIGN);
+    x->n_slots = n_slots ? n_slots : 1;
+    x->slots = calloc(x->n_slots, sizeof *x->slots);
+    unsigned per_slot = (unsigned)((x->slot_bytes + ENG_IO_CHUNK - 1) / ENG_IO_CHUNK);
+    x->cap = x->n_slots * per_slot;
+    x->q = calloc(x->cap, sizeof *x->q);
+    if (!x->path || !x->slots || !x->q)
+        goto oom;
+    for (unsigned i = 0; i < x->n_slots; i++) {
+        void *b = NULL;
+        if (posix_memalign(&b, ENG_IO_ALIGN, x->slot_bytes))
+            goto oom;
+        x->slots[i].buf = b;
+        atomic_init(&x->slots[i].pending, 0);
+    }
+    x->fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    x->direct = x->fd >= 0;
+    if (x->fd < 0 && errno == EINVAL) {
+        x->fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (x->fd >= 0 && log) {
+            char msg[512];
+            snprintf(msg, sizeof msg,
+                     "%s: the file system refuses O_DIRECT; expert reads fall back "
+                     "to buffered I/O", path);
+            log(ud, 1, msg);
+        }
+    }
+    if (x->fd < 0) {
+        snprintf(err, errlen, "%s: cannot open for expert reads: %s", path, strerror(errno));
+        eng_xio_free(x);
+        return ENG_EIO;
+    }
+    pthread_mutex_init(&x->mu, NULL);
+    pthread_cond_init(&x->work, NULL);
+    pthread_cond_init(&x->done, NULL);
+    x->n_readers = n_readers ? n_readers : 2;
+    x->tid = calloc(x->n_readers, sizeof *x->tid);
+    if (!x->tid) {
+        x->n_readers = 0;
+        goto oom;
+    }
+    for (unsigned i = 0; i < x->n_readers; i++)
+        if (pthread_create(&x->tid[i], NULL, reader, x)) {
+            x->n_readers = i;
+            goto oom;
+        }
+    *out = x;
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory for expert staging", path);
+    eng_xio_free(x);
+    return ENG_ENOMEM;
+}
+
+void eng_xio_free(eng_xio *x)
+{
+    if (!x)
+        return;
+    if (x->tid) {
+        pthread_mutex_lock(&x->mu);
+        x->quit = 1;
+        pthread_cond_broadcast(&x->work);
+        pthread_mutex_unlock(&x->mu);
+        for (unsigned i = 0; i < x->n_readers; i++)
+            pthread_join(x->tid[i], NULL);
+        pthread_mutex_destroy(&x->mu);
+        pthread_cond_destroy(&x->work);
+        pthread_cond_destroy(&x->done);
+        free(x->tid);
+    }
+    if (x->fd >= 0)
+        close(x->fd);
+    if (x->old_fd >= 0)
+        close(x->old_fd);
+    for (unsigned i = 0; x->slots && i < x->n_slots; i++)
+        free(x->slots[i].buf);
+    free(x->slots);
+    free(x->q);
+    free(x->path);
+    free(x);
+}
+
+int eng_xio_direct(const eng_xio *x) { return x->direct; }
+
+int eng_xio_issue(eng_xio *x, uint64_t off, uint64_t len)
+{
+    uint64_t a = off / ENG_IO_ALIGN * ENG_IO_ALIGN;
+    uint64_t end = (off + len + ENG_IO_ALIGN - 1) / ENG_IO_ALIGN * ENG_IO_ALIGN;
+    int k = -1;
+    if (end - a > x->slot_bytes)
+        return -1;
+    pthread_mutex_lock(&x->mu);
+    for (;;) {
+        for (unsigned i = 0; i < x->n_slots && k < 0; i++)
+            if (!x->slots[i].held && atomic_load(&x->slots[i].pending) == 0)
+                k = (int)i;
+        if (k >= 0)
+            break;
+        /* every free slot still has a read in flight from an abandoned
+         * token: wait for one to drain (reads always finish) */
+        int any = 0;
+        for (unsigned i = 0; i < x->n_slots; i++)
+            any |= !x->slots[i].held;
+        if (!any) {
+            pthread_mutex_unlock(&x->mu);
+            return -1;                  /* the caller holds them all */
+        }
+        pthread_cond_wait(&x->done, &x->mu);
+    }
+    xio_slot *sl = &x->slots[k];
+    sl->held = 1;
+    sl->failed = 0;
+    sl->err[0] = 0;
+    sl->off = off;
+    sl->len = len;
+    sl->data = sl->buf + (off - a);
+    sl->t_issue = prof_now();
+    sl->t_done = sl->t_issue;
+    unsigned n = 0;
+    for (uint64_t p = a; p < end; p += ENG_IO_CHUNK)
+        n++;
+    atomic_store(&sl->pending, (int)n);
+    for (uint64_t p = a; p < end; p += ENG_IO_CHUNK) {
+        xio_req *r = &x->q[(x->head + x->count) % x->cap];
+        uint64_t flen = end - p < ENG_IO_CHUNK ? end - p : ENG_IO_CHUNK;
+        uint64_t need = off + len - p;
+        r->slot = k;
+        r->foff = p;
+        r->flen = (uint32_t)flen;
+        r->need = (uint32_t)(need < flen ? need : flen);
+        r->dst = sl->buf + (p - a);
+        x->count++;
+    }
+    pthread_cond_broadcast(&x->work);
+    pthread_mutex_unlock(&x->mu);
+    return k;
+}
+
+int eng_xio_wait(eng_xio *x, int slot, const uint8_t **data, double *io_s,
+                 char *err, size_t errlen)
+{
+    xio_slot *sl = &x->slots[slot];
+    int rc = 0;
+    pthread_mutex_lock(&x->mu);
+    while (atomic_load(&sl->pending) > 0)
+        pthread_cond_wait(&x->done, &x->mu);
+    if (sl->failed) {
+        snprintf(err, errlen, "%s", sl->err);
+        rc = ENG_EIO;
+    }
+    *data = sl->data;
+    if (io_s)
+        *io_s = sl->t_done - sl->t_issue;
+    pthread_mutex_unlock(&x->mu);
+    return rc;
+}
+
+void eng_xio_release(eng_xio *x, int slot)
+{
+    pthread_mutex_lock(&x->mu);
+    x->slots[slot].held = 0;
+    pthread_cond_broadcast(&x->done);
+    pthread_mutex_unlock(&x->mu);
+}

@@ -1,0 +1,387 @@
+/*
+ * test_xio.c — expert I/O and prefetch (report 3.9, 5.14; issue 4's I/O
+ * machinery, issue 7's staged-reader faults).
+ *
+ *   - every --expert-io mode, with the prefetch thread on and off, gives
+ *     the greedy tokens of mmap without prefetch, on synthetic MoE models of
+ *     every combine style (and a .vflow), switching modes between tokens
+ *     included; sync and staged really read the experts (their bytes);
+ *   - a read error or a short read in the staged reader is an error from
+ *     eng_decode and from `cflow run`, never a hang (each run has a time
+ *     limit) and never a crash; the session decodes on once reads work;
+ *   - a file system that refuses O_DIRECT reads gets buffered reads and a
+ *     notice through the log callback, and the same tokens.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "testutil.h"
+
+/* the engine's read hook (src/engine/eng_impl.h) */
+extern ssize_t (*eng_io_pread)(int fd, void *buf, size_t n, off_t off);
+
+#define N_TOK 16
+
+static void synth(const char *preset, const char *suffix, int vflow, char *out)
+{
+    tu_proc p;
+    snprintf(out, 4096, "%s%s", tu_tmp(preset), suffix);
+    if (vflow)
+        assert_int_equal(tu_cflow_run(&p, "synth", "--vflow", preset, out, (char *)NULL), 0);
+    else
+        assert_int_equal(tu_cflow_run(&p, "synth", preset, out, (char *)NULL), 0);
+    if (p.status)
+        fprintf(stderr, "synth %s: %s", preset, p.err);
+    assert_int_equal(p.status, 0);
+    tu_proc_free(&p);
+}
+
+typedef struct logcap {
+    char text[4096];
+    int  n;
+} logcap;
+
+static void cap_log(void *ud, int level, const char *msg)
+{
+    logcap *c = ud;
+    (void)level;
+    size_t at = strlen(c->text);
+    snprintf(c->text + at, sizeof c->text - at, "%s\n", msg);
+    c->n++;
+}
+
+static eng_session *open_model(const char *path, int mode, int prefetch, logcap *lc)
+{
+    eng_session *s = NULL;
+    char err[512];
+    eng_opts o;
+    eng_opts_default(&o);
+    o.n_ctx = 64;
+    o.n_threads = 2;
+    o.expert_io = mode;
+    o.prefetch = prefetch;
+    if (lc) {
+        o.log = cap_log;
+        o.log_ud = lc;
+    }
+    int rc = eng_open(&s, path, &o, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "%s\n", err);
+    assert_int_equal(rc, 0);
+    assert_int_equal(eng_expert_io(s), mode);
+    assert_int_equal(eng_prefetch(s), prefetch);
+    return s;
+}
+
+static int32_t argmax(eng_session *s)
+{
+    const float *lg = eng_logits(s);
+    int32_t best = 0;
+    for (uint32_t v = 0; v < eng_hparams(s)->vocab_size; v++)
+        if (lg[v] > lg[best])
+            best = (int32_t)v;
+    return best;
+}
+
+/* Greedy tokens from token 1; with switch_every > 0 the expert I/O mode
+ * (and the prefetch thread) change every switch_every tokens. */
+static void greedy(eng_session *s, int32_t *out, int n, int switch_every)
+{
+    char err[512];
+    int32_t tok = 1;
+    for (int i = 0; i < n; i++) {
+        if (switch_every && i % switch_every == 0) {
+            assert_int_equal(eng_set_expert_io(s, (i / switch_every) % 3, err, sizeof err), 0);
+            assert_int_equal(eng_set_prefetch(s, (i / switch_every) % 2), 0);
+        }
+        int rc = eng_decode(s, tok, err, sizeof err);
+        if (rc)
+            fprintf(stderr, "decode: %s\n", err);
+        assert_int_equal(rc, 0);
+        out[i] = tok = argmax(s);
+    }
+}
+
+/* Must show (issue 4, 2): every mode gives mmap's tokens. */
+static void test_modes_same_tokens(void **state)
+{
+    (void)state;
+    static const struct { const char *preset; int vflow; } models[] = {
+        { "tiny-moe", 0 },                  /* DelayedSum, expert_delay 2 */
+        { "tiny-moe", 1 },                  /* the same, stage-major .vflow */
+        { "tiny-mixtral", 0 },              /* ParallelSqrt2 without dense FFN */
+        { "report-arch4", 0 },              /* AsyncExperts, expert_delay 2 */
+        { "report-arch1", 0 },              /* DecoupledStreams */
+        { "report-arch3", 0 },              /* PipelineRegisters */
+        { "report-arch5", 0 },              /* FixedPoint */
+    };
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        char path[4096];
+        int32_t ref[N_TOK], got[N_TOK];
+        synth(models[i].preset, models[i].vflow ? ".vflow" : ".cflow", models[i].vflow, path);
+        eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
+        greedy(s, ref, N_TOK, 0);
+        eng_close(s);
+        for (int mode = ENG_XIO_MMAP; mode <= ENG_XIO_STAGED; mode++) {
+            for (int pf = 0; pf <= 1; pf++) {
+                if (mode == ENG_XIO_MMAP && !pf)
+                    continue;
+                s = open_model(path, mode, pf, NULL);
+                greedy(s, got, N_TOK, 0);
+                eng_stats st;
+                eng_get_stats(s, &st);
+                fprintf(stderr, "%-13s%s %-6s prefetch %-3s: tokens %s; expert bytes %llu, "
+                        "read %llu\n", models[i].preset, models[i].vflow ? " (.vflow)" : "",
+                        eng_expert_io_name(mode), pf ? "on" : "off",
+                        memcmp(ref, got, sizeof ref) ? "DIFFER" : "agree",
+                        (unsigned long long)st.expert_bytes, (unsigned long long)st.xio_bytes);
+                assert_memory_equal(ref, got, sizeof ref);
+                /* sync and staged read every routed expert from the file;
+                 * an expert's range is its two streams plus alignment */
+                if (mode == ENG_XIO_MMAP)
+                    assert_int_equal(st.xio_bytes, 0);
+                else
+                    assert_true(st.xio_bytes >= st.expert_bytes && st.expert_bytes > 0 &&
+                                st.xio_bytes < st.expert_bytes + st.expert_bytes / 4);
+                eng_close(s);
+            }
+        }
+        /* switching mode and prefetch between tokens of one session */
+        s = open_model(path, ENG_XIO_MMAP, 0, NULL);
+        greedy(s, got, N_TOK, 3);
+        assert_memory_equal(ref, got, sizeof ref);
+        eng_close(s);
+        remove(path);
+    }
+}
+
+/* Prefetch on a dense model: the same tokens as without. */
+static void test_prefetch_dense(void **state)
+{
+    (void)state;
+    const char *gguf = tu_shared("models/stories260K-q8_0.gguf");
+    tu_require(gguf);
+    char path[4096];
+    snprintf(path, sizeof path, "%s", tu_tmp("stories260K.cflow"));
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "convert", gguf, path, (char *)NULL), 0);
+    assert_int_equal(p.status, 0);
+    tu_proc_free(&p);
+    int32_t a[N_TOK], b[N_TOK];
+    eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
+    greedy(s, a, N_TOK, 0);
+    eng_close(s);
+    s = open_model(path, ENG_XIO_STAGED, 1, NULL);  /* no experts: reads nothing */
+    greedy(s, b, N_TOK, 0);
+    eng_stats st;
+    eng_get_stats(s, &st);
+    eng_close(s);
+    assert_memory_equal(a, b, sizeof a);
+    assert_int_equal(st.xio_bytes, 0);
+}
+
+/* ---- faults ---- */
+static int fail_mode;           /* 1 EIO, 2 EOF halfway, 3 EINVAL on O_DIRECT */
+static int fail_after;          /* reads that succeed first */
+
+static ssize_t faulty_pread(int fd, void *buf, size_t n, off_t off)
+{
+    if (fail_mode == 3) {
+        if (fcntl(fd, F_GETFL) & O_DIRECT) {
+            errno = EINVAL;
+            return -1;
+        }
+        return pread(fd, buf, n, off);
+    }
+    if (fail_after > 0) {
+        __atomic_fetch_sub(&fail_after, 1, __ATOMIC_SEQ_CST);
+        return pread(fd, buf, n, off);
+    }
+    if (fail_mode == 1) {
+        errno = EIO;
+        return -1;
+    }
+    /* the file ends in the middle of this read */
+    ssize_t r = pread(fd, buf, n / 2, off);
+    return r > 0 ? r : 0;
+}
+
+/* Must show (issue 4, 4; issue 7): a failed or short read is an error, and
+ * the session goes on once reads work again. */
+static void test_read_faults_api(void **state)
+{
+    (void)state;
+    char path[4096];
+    synth("tiny-moe", ".cflow", 0, path);
+    int32_t ref[N_TOK];
+    eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
+    greedy(s, ref, N_TOK, 0);
+    eng_close(s);
+    for (int mode = ENG_XIO_SYNC; mode <= ENG_XIO_STAGED; mode++) {
+        for (int f = 1; f <= 2; f++) {
+            char err[512] = "";
+            s = open_model(path, mode, 0, NULL);
+            assert_int_equal(eng_decode(s, 1, err, sizeof err), 0);
+            uint32_t past = eng_n_past(s);
+            fail_mode = f;
+            fail_after = 3;      /* the fault lands inside a token */
+            eng_io_pread = faulty_pread;
+            int rc = eng_decode(s, argmax(s), err, sizeof err);
+            eng_io_pread = pread;
+            fprintf(stderr, "%s, %s: rc %d: %s\n", eng_expert_io_name(mode),
+                    f == 1 ? "EIO" : "short read", rc, err);
+            assert_int_equal(rc, ENG_EIO);
+            assert_non_null(strstr(err, path));
+            assert_non_null(strstr(err, f == 1 ? strerror(EIO) : "short read"));
+            /* the failed token took no position; decoding goes on and
+             * gives mmap's tokens */
+            assert_int_equal(eng_n_past(s), past);
+            eng_reset(s);
+            int32_t got[N_TOK];
+            greedy(s, got, N_TOK, 0);
+            assert_memory_equal(ref, got, sizeof ref);
+            eng_close(s);
+        }
+    }
+    fail_mode = 0;
+    remove(path);
+}
+
+/* The same through `cflow run` and CFLOW_FAULT: a clear error and a
+ * non-zero exit, within the time limit, without a signal. */
+static void test_read_faults_cli(void **state)
+{
+    (void)state;
+    char path[4096];
+    synth("report-arch4", ".cflow", 0, path);
+    static const char *const faults[] = { "CFLOW_FAULT=expert-read:eio",
+                                          "CFLOW_FAULT=expert-read:short",
+                                          "CFLOW_FAULT=expert-read:eio@40",
+                                          "CFLOW_FAULT=expert-read:short@40" };
+    static const char *const modes[] = { "sync", "staged" };
+    for (size_t m = 0; m < 2; m++)
+        for (size_t i = 0; i < sizeof faults / sizeof *faults; i++) {
+            char *const argv[] = { (char *)tu_cflow(), "run", "-m", path, "-p", "the cat",
+                                   "-n", "12", "--temp", "0", "--ignore-eos", "--expert-io",
+                                   (char *)modes[m], "--no-log", NULL };
+            char *const env[] = { (char *)faults[i], NULL };
+            tu_proc p;
+            assert_int_equal(tu_run(&p, argv, env, 60), 0);
+            fprintf(stderr, "%s %s: exit %d%s, stderr: %s", modes[m], faults[i] + 12,
+                    p.status, p.signaled ? " (signal)" : "", p.err);
+            assert_false(p.signaled);
+            assert_int_not_equal(p.status, 0);
+            assert_non_null(strstr(p.err, "expert read at offset"));
+            assert_non_null(strstr(p.err, strstr(faults[i], "eio") ? strerror(EIO)
+                                                                    : "short read"));
+            tu_proc_free(&p);
+        }
+    /* without a fault the same command succeeds */
+    char *const argv[] = { (char *)tu_cflow(), "run", "-m", path, "-p", "the cat", "-n", "4",
+                           "--temp", "0", "--expert-io", "staged", "--no-log", NULL };
+    tu_proc p;
+    assert_int_equal(tu_run(&p, argv, NULL, 60), 0);
+    assert_int_equal(p.status, 0);
+    tu_proc_free(&p);
+    remove(path);
+}
+
+/* O_DIRECT refused at read time (as some file systems do): buffered reads,
+ * one notice through the log callback, the same tokens.  And a model on
+ * /dev/shm (tmpfs: refuses O_DIRECT before Linux 6.6) reads either way,
+ * with a notice exactly when it fell back. */
+static void test_direct_fallback(void **state)
+{
+    (void)state;
+    char path[4096];
+    synth("tiny-moe", ".cflow", 0, path);
+    int32_t ref[N_TOK], got[N_TOK];
+    eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
+    greedy(s, ref, N_TOK, 0);
+    eng_close(s);
+
+    logcap lc = { "", 0 };
+    s = open_model(path, ENG_XIO_STAGED, 0, &lc);
+    int direct0 = eng_expert_io_direct(s);
+    fail_mode = 3;
+    eng_io_pread = faulty_pread;
+    greedy(s, got, N_TOK, 0);
+    eng_io_pread = pread;
+    fail_mode = 0;
+    fprintf(stderr, "O_DIRECT refused: direct %d -> %d; log: %s", direct0,
+            eng_expert_io_direct(s), lc.text);
+    assert_memory_equal(ref, got, sizeof ref);
+    if (direct0 == 1) {   /* the file system took O_DIRECT at open */
+        assert_int_equal(eng_expert_io_direct(s), 0);
+        assert_int_equal(lc.n, 1);
+        assert_non_null(strstr(lc.text, "O_DIRECT"));
+        assert_non_null(strstr(lc.text, path));
+    }
+    eng_close(s);
+
+    /* tmpfs */
+    char shm[256];
+    snprintf(shm, sizeof shm, "/dev/shm/cflow-test-xio-%d.cflow", (int)getpid());
+    size_t len;
+    char *buf = tu_read_file(path, &len);
+    assert_non_null(buf);
+    assert_int_equal(tu_write_file(shm, buf, len), 0);
+    free(buf);
+    logcap lc2 = { "", 0 };
+    s = open_model(shm, ENG_XIO_SYNC, 0, &lc2);
+    greedy(s, got, N_TOK, 0);
+    int direct = eng_expert_io_direct(s);
+    eng_close(s);
+    unlink(shm);
+    fprintf(stderr, "/dev/shm: direct %d; log: %s\n", direct, lc2.text);
+    assert_memory_equal(ref, got, sizeof ref);
+    assert_true(direct == 0 || direct == 1);
+    assert_int_equal(lc2.n, direct ? 0 : 1);
+    if (!direct)
+        assert_non_null(strstr(lc2.text, "O_DIRECT"));
+    remove(path);
+}
+
+/* Bad settings are errors, not crashes. */
+static void test_bad_settings(void **state)
+{
+    (void)state;
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "run", "--expert-io", "bogus", "-n", "1", (char *)NULL), 0);
+    assert_int_not_equal(p.status, 0);
+    assert_non_null(strstr(p.err, "--expert-io"));
+    tu_proc_free(&p);
+    assert_int_equal(tu_cflow_run(&p, "run", "--prefetch", "maybe", "-n", "1", (char *)NULL), 0);
+    assert_int_not_equal(p.status, 0);
+    assert_non_null(strstr(p.err, "--prefetch"));
+    tu_proc_free(&p);
+    assert_int_equal(eng_expert_io_from_name("staged"), ENG_XIO_STAGED);
+    assert_int_equal(eng_expert_io_from_name("nope"), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_modes_same_tokens),
+        cmocka_unit_test(test_prefetch_dense),
+        cmocka_unit_test(test_read_faults_api),
+        cmocka_unit_test(test_read_faults_cli),
+        cmocka_unit_test(test_direct_fallback),
+        cmocka_unit_test(test_bad_settings),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
