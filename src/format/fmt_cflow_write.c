@@ -509,29 +509,59 @@ static int write_moe(writer *w, const fmt_src *src, unsigned l, slot *sl)
  * schedule computes next), then the experts routed at layer l.  Dense FFNs
  * of layers below dense_delay come before layer 0.
  */
-/* The .vflow order: one group (every layer of these models shares one
- * attention geometry), its attention sections, then its dense sections;
- * then the expert bank.  Offsets go to g (group ranges) and bank. */
+/* The .vflow's vertical groups (report 3.4.1): maximal runs of consecutive
+ * layers that share one attention geometry.  Uniform models are one group;
+ * Gemma 4's 5:1 pattern gives a group per 5 sliding layers and a solo
+ * group per full-attention layer.  first[g] is group g's first layer;
+ * returns the count (first[count] = n_layers). */
+static unsigned vflow_groups(const fmt_src *src, unsigned *first)
+{
+    unsigned L = fmt_src_hparams(src)->n_layers, n = 0;
+    fmt_layer_geom prev = { 0 }, g;
+    for (unsigned l = 0; l < L; l++) {
+        fmt_src_layer_geom(src, l, &g);
+        if (l == 0 || g.n_heads != prev.n_heads || g.n_kv_heads != prev.n_kv_heads ||
+            g.head_dim != prev.head_dim || g.rope_dims != prev.rope_dims ||
+            g.rope_theta != prev.rope_theta || g.sliding_window != prev.sliding_window ||
+            g.flags != prev.flags) {
+            if (first)
+                first[n] = l;
+            n++;
+        }
+        prev = g;
+    }
+    if (first)
+        first[n] = L;
+    return n;
+}
+
+/* The .vflow order: per group, the attention sections of its layers, then
+ * their dense sections; then the expert bank.  g[4 * i ..] gets group i's
+ * attention offset and length and dense offset and length; bank its
+ * range. */
 static int write_layers_vflow(writer *w, const fmt_src *src, slot *table,
-                              uint64_t g[4], uint64_t bank[2])
+                              const unsigned *first, unsigned ng, uint64_t *g,
+                              uint64_t bank[2])
 {
     const fmt_hparams *hp = fmt_src_hparams(src);
     unsigned L = hp->n_layers;
     int rc;
-    if ((rc = pad_to(w, FMT_ALIGN)))
-        return rc;
-    g[0] = w->pos;
-    for (unsigned l = 0; l < L; l++)
-        if ((rc = write_attn(w, src, l, &table[(size_t)l * FMT_NSLOT])))
+    for (unsigned gi = 0; gi < ng; gi++, g += 4) {
+        if ((rc = pad_to(w, FMT_ALIGN)))
             return rc;
-    g[1] = w->pos - g[0];
-    if ((rc = pad_to(w, FMT_ALIGN)))
-        return rc;
-    g[2] = w->pos;
-    for (unsigned l = 0; l < L; l++)
-        if ((rc = write_dense(w, src, l, &table[(size_t)l * FMT_NSLOT])))
+        g[0] = w->pos;
+        for (unsigned l = first[gi]; l < first[gi + 1]; l++)
+            if ((rc = write_attn(w, src, l, &table[(size_t)l * FMT_NSLOT])))
+                return rc;
+        g[1] = w->pos - g[0];
+        if ((rc = pad_to(w, FMT_ALIGN)))
             return rc;
-    g[3] = w->pos - g[2];
+        g[2] = w->pos;
+        for (unsigned l = first[gi]; l < first[gi + 1]; l++)
+            if ((rc = write_dense(w, src, l, &table[(size_t)l * FMT_NSLOT])))
+                return rc;
+        g[3] = w->pos - g[2];
+    }
     if ((rc = pad_to(w, FMT_ALIGN)))
         return rc;
     bank[0] = w->pos;
@@ -663,6 +693,9 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
     char *tmp = NULL;
     int fd = -1, rc = 0;
     unsigned L = hp->n_layers;
+    uint8_t *gdesc = NULL;               /* .vflow group table */
+    unsigned *gfirst = NULL, ngroups = 0;
+    uint64_t *grp = NULL;
 
     memset(&w, 0, sizeof w);
     w.expert = -1;
@@ -717,8 +750,7 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
     /* placeholders for the header(s), the layer table, the group table */
     int vflow = opts && opts->vflow;
     uint8_t hdr[FMT_HEADER_SIZE] = { 0 }, vhdr[FMT_VHEADER_SIZE] = { 0 };
-    uint8_t gdesc[FMT_VGROUP_SIZE] = { 0 };
-    uint64_t ghdr_off = 0, gtab = 0, grp[4] = { 0 }, bank[2] = { 0 }, stream_end = 0;
+    uint64_t ghdr_off = 0, gtab = 0, bank[2] = { 0 }, stream_end = 0;
     if (vflow) {
         if ((rc = put(&w, vhdr, sizeof vhdr)))
             goto out;
@@ -731,9 +763,18 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
         goto out;
     if (vflow) {
         gtab = w.pos;
-        if ((rc = put(&w, gdesc, sizeof gdesc)))
+        ngroups = vflow_groups(src, NULL);
+        gfirst = calloc(ngroups + 1u, sizeof *gfirst);
+        grp = calloc((size_t)ngroups * 4, sizeof *grp);
+        gdesc = calloc(ngroups, FMT_VGROUP_SIZE);
+        if (!gfirst || !grp || !gdesc) {
+            rc = fail(&w, FMT_ENOMEM, "out of memory");
             goto out;
-        if ((rc = write_layers_vflow(&w, src, table, grp, bank)))
+        }
+        vflow_groups(src, gfirst);
+        if ((rc = put(&w, gdesc, (size_t)ngroups * FMT_VGROUP_SIZE)))
+            goto out;
+        if ((rc = write_layers_vflow(&w, src, table, gfirst, ngroups, grp, bank)))
             goto out;
     } else if ((rc = write_layers(&w, src, table))) {
         goto out;
@@ -800,24 +841,26 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
         memcpy(vhdr + FMT_V_MAGIC, FMT_VMAGIC, 8);
         fmt_wr16(vhdr + FMT_V_VERSION, FMT_VVERSION);
         fmt_wr16(vhdr + FMT_V_HSIZE, FMT_VHEADER_SIZE);
-        fmt_wr32(vhdr + FMT_V_NGROUPS, 1);
+        const uint64_t *last = grp + 4 * (size_t)(ngroups - 1);
+        fmt_wr32(vhdr + FMT_V_NGROUPS, ngroups);
         fmt_wr64(vhdr + FMT_V_GTABLE, gtab);
         fmt_wr64(vhdr + FMT_V_GHEADER, ghdr_off);
         fmt_wr64(vhdr + FMT_V_STREAM, grp[0]);
-        fmt_wr64(vhdr + FMT_V_STREAMLEN, (grp[2] + grp[3]) - grp[0]);
+        fmt_wr64(vhdr + FMT_V_STREAMLEN, (last[2] + last[3]) - grp[0]);
         fmt_wr64(vhdr + FMT_V_BANK, bank[0]);
         fmt_wr64(vhdr + FMT_V_BANKLEN, bank[1]);
-        fmt_wr32(gdesc + 0, 0);
-        fmt_wr32(gdesc + 4, L);
-        fmt_wr64(gdesc + 8, grp[0]);
-        fmt_wr64(gdesc + 16, grp[1]);
-        fmt_wr64(gdesc + 24, grp[2]);
-        fmt_wr64(gdesc + 32, grp[3]);
+        for (unsigned gi = 0; gi < ngroups; gi++) {
+            uint8_t *d = gdesc + (size_t)gi * FMT_VGROUP_SIZE;
+            fmt_wr32(d + 0, gfirst[gi]);
+            fmt_wr32(d + 4, gfirst[gi + 1] - gfirst[gi]);
+            for (unsigned k = 0; k < 4; k++)
+                fmt_wr64(d + 8 + 8 * k, grp[4 * (size_t)gi + k]);
+        }
         (void)stream_end;
         if (fflush(w.f) || fseek(w.f, 0, SEEK_SET) ||
             fwrite(vhdr, 1, sizeof vhdr, w.f) != sizeof vhdr ||
             fseek(w.f, (long)gtab, SEEK_SET) ||
-            fwrite(gdesc, 1, sizeof gdesc, w.f) != sizeof gdesc) {
+            fwrite(gdesc, FMT_VGROUP_SIZE, ngroups, w.f) != ngroups) {
             rc = fail(&w, FMT_EIO, "write failed: %s", strerror(errno));
             goto out;
         }
@@ -850,6 +893,9 @@ out:
     for (int i = 0; i < FMT_MAX_FUSED; i++)
         free(w.stripe[i]);
     free(w.payload);
+    free(gdesc);
+    free(gfirst);
+    free(grp);
     free(table);
     free(tbuf);
     free(tmp);

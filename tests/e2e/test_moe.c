@@ -246,6 +246,24 @@ static void test_gemma4_mini_runs(void **state)
     assert_int_equal(json_object_array_length(json_object_object_get(o, "moe_layers")), 5);
     json_object_put(o);
 
+    /* .vflow vertical groups (report 3.4.1): the 5 sliding layers, then
+     * the full-attention layer alone */
+    size_t vlen;
+    uint8_t *vb = (uint8_t *)tu_read_file(vpath, &vlen);
+    assert_non_null(vb);
+    uint32_t ng, g[4];
+    uint64_t gt;
+    memcpy(&ng, vb + 12, 4);
+    memcpy(&gt, vb + 16, 8);
+    assert_int_equal(ng, 2);
+    memcpy(&g[0], vb + gt, 8);
+    memcpy(&g[2], vb + gt + 40, 8);
+    assert_int_equal(g[0], 0);
+    assert_int_equal(g[1], 5);
+    assert_int_equal(g[2], 5);
+    assert_int_equal(g[3], 1);
+    free(vb);
+
     /* it runs past the window; .vflow gives the same tokens; expert bytes
      * are k/E of the banks of the layers that have experts */
     int32_t toks[2][40];
@@ -400,9 +418,13 @@ static void test_malformed_headers(void **state)
     uint8_t *b = malloc(vlen);
     memcpy(b, v, vlen);
     uint64_t gt = rd64(v + 16);
-    uint32_t n = 5;
-    memcpy(b + gt + 4, &n, 4);
-    expect_refused(".vflow groups cover 5 of 6 layers", b, vlen, "groups cover", "bad.vflow");
+    uint32_t n = 2;     /* the full-attention group claims two layers */
+    memcpy(b + gt + 40 + 4, &n, 4);
+    expect_refused(".vflow groups cover 7 of 6 layers", b, vlen, "groups cover", "bad.vflow");
+    memcpy(b, v, vlen);
+    n = 4;              /* the second group starts inside the first */
+    memcpy(b + gt + 40, &n, 4);
+    expect_refused(".vflow groups overlap", b, vlen, "group 1 is malformed", "bad.vflow");
     free(b);
     free(c);
     free(v);
