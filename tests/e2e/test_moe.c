@@ -92,7 +92,7 @@ static void check_model(const char *name, json_object *ref)
 
     /* the .cflow carries the Q/K norms and the routing convention */
     json_object *ins = run_json("inspect", "--json", out, NULL, NULL, NULL);
-    int qwen = strncmp(name, "qwen3moe", 8) == 0;
+    int qwen = strncmp(name, "qwen3", 5) == 0;
     assert_int_equal(has_flag(ins, "qk_norm"), qwen);
     assert_int_equal(has_flag(ins, "rope_neox"), qwen);
     assert_int_equal(has_flag(ins, "moe_no_renorm"), strstr(name, "nonorm") != NULL);
@@ -143,6 +143,26 @@ static void check_model(const char *name, json_object *ref)
     assert_true(worst < 1e-4);
     assert_int_equal(same, ng);
     eng_close(s);
+
+    /* the whole prompt through eng_prefill (batched where the engine
+     * batches) ends on the same logits */
+    assert_int_equal(eng_open(&s, out, &o, err, sizeof err), 0);
+    hp = eng_hparams(s);
+    int32_t ids[64];
+    for (size_t i = 0; i < np; i++)
+        ids[i] = json_object_get_int(json_object_array_get_idx(prompt, i));
+    assert_int_equal(eng_prefill(s, ids, np, err, sizeof err), 0);
+    json_object *row = json_object_array_get_idx(logits, np - 1);
+    const float *lg = eng_logits(s);
+    double amax = 0.0, dmax = 0.0;
+    for (uint32_t v = 0; v < hp->vocab_size; v++) {
+        double r = json_object_get_double(json_object_array_get_idx(row, v));
+        amax = fmax(amax, fabs(r));
+        dmax = fmax(dmax, fabs(r - lg[v]));
+    }
+    fprintf(stderr, "%-16s prefill: last logits within %.2e\n", name, dmax / amax);
+    assert_true(dmax / amax < 1e-4);
+    eng_close(s);
 }
 
 static void test_gguf_moe_numpy(void **state)
@@ -152,7 +172,8 @@ static void test_gguf_moe_numpy(void **state)
     snprintf(path, sizeof path, "%s/tests/data/moe/reference.json", srcdir());
     json_object *ref = json_object_from_file(path);
     assert_non_null(ref);
-    static const char *const names[] = { "qwen3moe-tiny", "qwen3moe-nonorm", "mixtral-tiny" };
+    static const char *const names[] = { "qwen3moe-tiny", "qwen3moe-nonorm", "mixtral-tiny",
+                                         "qwen3-tiny" };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         json_object *r = json_object_object_get(ref, names[i]);
         assert_non_null(r);

@@ -12,6 +12,8 @@ writes, next to this script:
                        all experts, top-k, renormalised (norm_topk_prob)
   qwen3moe-nonorm.gguf the same weights, expert_weights_norm = false:
                        the top-k weights are the all-expert softmax as is
+  qwen3-tiny.gguf      arch "qwen3": the same attention (Q/K norms) with a
+                       dense SwiGLU FFN of 96 instead of experts
   mixtral-tiny.gguf    arch "llama" Mixtral-style: experts replace the FFN,
                        adjacent-pair RoPE, routing softmax over the top-k
                        logits (HF MixtralSparseMoeBlock)
@@ -40,7 +42,10 @@ PROMPT = [1, 20, 21, 5, 33, 9, 17, 26]
 N_GEN = 16
 
 
-def build(seed, qk_norm):
+DENSE_FFN = 96
+
+
+def build(seed, qk_norm, dense=False):
     rng = np.random.default_rng(seed)
     toks, scores, types = G.spm_vocab()
     V = len(toks)
@@ -67,6 +72,11 @@ def build(seed, qk_norm):
             v(p + "attn_q_norm.weight", HEAD_DIM, 1.0, 0.3)
             v(p + "attn_k_norm.weight", HEAD_DIM, 1.0, 0.3)
         v(p + "ffn_norm.weight", DIM)
+        if dense:
+            m(p + "ffn_gate.weight", DENSE_FFN, DIM, 0.1)
+            m(p + "ffn_up.weight", DENSE_FFN, DIM, 0.1)
+            m(p + "ffn_down.weight", DIM, DENSE_FFN, 0.1)
+            continue
         m(p + "ffn_gate_inp.weight", N_EXP, DIM, 0.5)
         W[p + "ffn_gate_exps.weight"] = (rng.standard_normal(
             (N_EXP, EXP_FFN, DIM)) * 0.1).astype(np.float32)
@@ -77,12 +87,14 @@ def build(seed, qk_norm):
     return W, V
 
 
-def gguf_bytes(arch, W, extra_kvs):
+def gguf_bytes(arch, W, extra_kvs, dense=False):
     tk, nv = G.spm_kvs()
-    kvs = G.llama_kvs(arch, DIM, EXP_FFN, N_LAYERS, N_HEADS, N_KV, CTX, [
+    moe = [] if dense else [
         G.kv(arch + ".expert_count", G.KV_U32, N_EXP),
         G.kv(arch + ".expert_used_count", G.KV_U32, TOP_K),
-        G.kv(arch + ".expert_feed_forward_length", G.KV_U32, EXP_FFN),
+        G.kv(arch + ".expert_feed_forward_length", G.KV_U32, EXP_FFN)]
+    kvs = G.llama_kvs(arch, DIM, DENSE_FFN if dense else EXP_FFN, N_LAYERS,
+                      N_HEADS, N_KV, CTX, moe + [
         G.kv(arch + ".attention.key_length", G.KV_U32, HEAD_DIM),
         G.kv(arch + ".attention.value_length", G.KV_U32, HEAD_DIM),
     ] + extra_kvs)
@@ -176,7 +188,12 @@ class Model:
                 att[hh] = a @ Vv[:, kv, :]
             x = x + W[p + "attn_output.weight"] @ att.reshape(-1)
             h = rmsnorm(x, W[p + "ffn_norm.weight"])
-            x = x + self.moe(p, h)
+            if self.routing == "dense":
+                g = W[p + "ffn_gate.weight"] @ h
+                u = W[p + "ffn_up.weight"] @ h
+                x = x + W[p + "ffn_down.weight"] @ (silu(g) * u)
+            else:
+                x = x + self.moe(p, h)
         x = rmsnorm(x, W["output_norm.weight"])
         return W["output.weight"] @ x
 
@@ -200,9 +217,11 @@ def main():
              [G.kv("qwen3moe.expert_weights_norm", G.KV_BOOL, 0)])]
     Wm, _ = build(47, False)
     jobs.append(("mixtral-tiny", "llama", Wm, False, False, "mixtral", []))
+    Wd, _ = build(53, True, dense=True)
+    jobs.append(("qwen3-tiny", "qwen3", Wd, True, True, "dense", []))
     for name, arch, W, qkn, neox, routing, extra in jobs:
         with open(os.path.join(HERE, name + ".gguf"), "wb") as f:
-            f.write(gguf_bytes(arch, W, extra))
+            f.write(gguf_bytes(arch, W, extra, dense=routing == "dense"))
         out[name] = reference(W, qkn, neox, routing)
         out[name]["routing"] = routing
     with open(os.path.join(HERE, "reference.json"), "w") as f:
