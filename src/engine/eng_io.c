@@ -111,7 +111,8 @@ static void parse_fault(eng_xio *x)
     const char *pre = "expert-read:";
     x->fault = FAULT_NONE;
     x->fault_from = 0;
-    if (!f || strncmp(f, pre, strlen(pre)))
+    /* other faults may share the variable (runlog:..., prof_fault.c) */
+    if (!f || !(f = strstr(f, pre)))
         return;
     f += strlen(pre);
     if (!strncmp(f, "eio", 3))

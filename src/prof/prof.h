@@ -252,7 +252,7 @@ int    prof_file_hash(const char *path, char hex[17], uint64_t *size, char *err,
 /* ======================================================================= */
 typedef struct prof_log prof_log;
 
-#define PROF_LOG_SCHEMA 3   /* PRAGMA user_version of a current database */
+#define PROF_LOG_SCHEMA 4   /* PRAGMA user_version of a current database */
 
 enum { PROF_LOG_CREATE = 1 };  /* create the file (and its folder) if absent */
 
@@ -361,6 +361,11 @@ typedef struct prof_layer_row {
     uint64_t         bytes[PROF_NST];
     int              has_model;
     prof_layer_model model;
+    /* expert I/O (schema 4; 0 without sync/staged reads): read seconds,
+     * issue to last byte, and bytes, over the n_tokens tokens; the stall
+     * is sec[PROF_ST_IO_WAIT] (figures: prof_io_derive) */
+    double           io_s;
+    uint64_t         io_bytes;
 } prof_layer_row;
 int prof_log_layer_rows(prof_log *l, int64_t id, prof_layer_row **rows,
                         unsigned *n, char *err, size_t errlen);

@@ -50,13 +50,18 @@
  *   layer_stat(run_id, layer, attn_s, ffn_s, experts_s, io_wait_s, n_tokens,
  *              attn_bytes, ffn_bytes, experts_bytes, cp_attn_bytes,
  *              cp_dense_bytes, cp_expert_bytes, cp_naive_bytes,
- *              cp_critical_bytes, cp_binding)
+ *              cp_critical_bytes, cp_binding, io_s, io_bytes)
  *       Seconds per layer and stream over the run; weight bytes streamed
  *       per stream, summed over the n_tokens tokens (the tiles the engine
  *       read: for experts only the routed ones); the analytic
  *       critical-path model of the layer in bytes per token (report eq.
  *       4.23: the three streams, naive and critical, and the binding
  *       stream "attention", "dense" or "experts"), NULL when not known.
+ *       io_s and io_bytes: the expert reads of --expert-io sync/staged
+ *       routed at the layer (seconds from issue to last byte, bytes read),
+ *       NULL without such reads; with io_wait_s (the stall) and the
+ *       compute seconds they give prof_io_derive's figures (fraction
+ *       hidden, the report's (C + IO) / max(C, IO_eff)).
  *   counter(run_id, event, value, reason)
  *       Counter totals of the run; value NULL and reason set when the event
  *       was unavailable.
@@ -65,7 +70,8 @@
  * a new database runs them all from 0, so a fresh log and a migrated one
  * are the same schema by construction.  Version 1 was the first layout
  * (no bandwidth, geometry, per-layer or counter data); version 2 added
- * them; version 3 added streamed bytes and the critical-path model.  Migrating runs inside the BEGIN IMMEDIATE transaction that reads
+ * them; version 3 added streamed bytes and the critical-path model; version 4
+ * the expert I/O per layer (io_s, io_bytes).  Migrating runs inside the BEGIN IMMEDIATE transaction that reads
  * user_version, so two processes opening an old log at once migrate it
  * once.  A log newer than this program is refused, never downgraded.
  */
@@ -183,6 +189,10 @@ static const char *const migrations[PROF_LOG_SCHEMA] = {
     "ALTER TABLE layer_stat ADD COLUMN cp_naive_bytes REAL;"
     "ALTER TABLE layer_stat ADD COLUMN cp_critical_bytes REAL;"
     "ALTER TABLE layer_stat ADD COLUMN cp_binding TEXT;",
+
+    /* 3 -> 4: expert I/O per layer (--expert-io sync|staged) */
+    "ALTER TABLE layer_stat ADD COLUMN io_s REAL;"
+    "ALTER TABLE layer_stat ADD COLUMN io_bytes INTEGER;",
 };
 
 /* Streams whose bytes are logged: attention, ffn, experts (I/O wait
@@ -623,8 +633,9 @@ static int prepare_writers(prof_log *l)
                                 " ffn_s, experts_s, io_wait_s, n_tokens, attn_bytes,"
                                 " ffn_bytes, experts_bytes, cp_attn_bytes, cp_dense_bytes,"
                                 " cp_expert_bytes, cp_naive_bytes, cp_critical_bytes,"
-                                " cp_binding) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
-                                " ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                                " cp_binding, io_s, io_bytes) VALUES(?1, ?2, ?3, ?4, ?5,"
+                                " ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,"
+                                " ?18)",
                                 -1, &l->ins_layer, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(l->db,
@@ -644,6 +655,11 @@ int prof_log_run_begin(prof_log *l, prof *p, const prof_run_cfg *c, int64_t *run
 
     if ((rc = prepare_writers(l)) != SQLITE_OK)
         return fail_db(l, err, errlen, NULL);
+    /* A writer only appends: a few B-tree pages are hot.  SQLite's default
+     * cache (2 MB) would otherwise fill with cold token pages as the log
+     * grows, and a long session's memory would creep up with it (the soak
+     * test, tests/hard/test_soak.c). */
+    sqlite3_exec(l->db, "PRAGMA cache_size=-256", NULL, NULL, NULL);
     if ((rc = begin(l)) != SQLITE_OK)
         return fail_db(l, err, errlen, NULL);
     now_iso(now);
@@ -784,6 +800,15 @@ static int write_totals(prof_log *l, prof *p, int final)
         } else {
             for (int k = 11; k <= 16; k++)
                 sqlite3_bind_null(st, k);
+        }
+        prof_io_fig io;
+        prof_io_get(p, layer, &io);
+        if (io.bytes) {
+            sqlite3_bind_double(st, 17, io.io_s);
+            sqlite3_bind_int64(st, 18, (sqlite3_int64)io.bytes);
+        } else {
+            sqlite3_bind_null(st, 17);
+            sqlite3_bind_null(st, 18);
         }
         if ((rc = step_done(st)) != SQLITE_OK)
             return rc;
@@ -1123,7 +1148,8 @@ int prof_log_layer_rows(prof_log *l, int64_t id, prof_layer_row **rows, unsigned
                             " coalesce(n_tokens, 0), coalesce(attn_bytes, 0),"
                             " coalesce(ffn_bytes, 0), coalesce(experts_bytes, 0),"
                             " cp_attn_bytes, cp_dense_bytes, cp_expert_bytes,"
-                            " cp_naive_bytes, cp_critical_bytes, cp_binding"
+                            " cp_naive_bytes, cp_critical_bytes, cp_binding,"
+                            " coalesce(io_s, 0), coalesce(io_bytes, 0)"
                             " FROM layer_stat WHERE run_id=?1 AND layer >= 0 AND"
                             " layer < 1000000 ORDER BY layer",
                             -1, &st, NULL);
@@ -1158,6 +1184,8 @@ int prof_log_layer_rows(prof_log *l, int64_t id, prof_layer_row **rows, unsigned
             r->model.critical = sqlite3_column_double(st, 13);
             r->model.binding = binding_from_name((const char *)sqlite3_column_text(st, 14));
         }
+        r->io_s = sqlite3_column_double(st, 15);
+        r->io_bytes = (uint64_t)sqlite3_column_int64(st, 16);
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {

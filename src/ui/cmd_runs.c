@@ -156,7 +156,8 @@ ui_runlog *ui_runlog_start(eng_session *s, const char *model, const ui_run_cfg *
         .dense_delay = hp->dense_delay, .expert_delay = hp->expert_delay,
     };
     prof_run_cfg rc = {
-        .threads = eng_threads(s), .prefetch = "off", .expert_io = "none",
+        .threads = eng_threads(s), .prefetch = eng_prefetch(s) ? "on" : "off",
+        .expert_io = hp->n_experts ? eng_expert_io_name(eng_expert_io(s)) : "none",
         .n_ctx = eng_n_ctx(s), .temp = f2d(c->sp->temp), .top_p = f2d(c->sp->top_p),
         .min_p = f2d(c->sp->min_p), .rep_penalty = f2d(c->sp->rep_penalty),
         .top_k = c->sp->top_k, .rep_last_n = c->sp->rep_last_n, .seed = c->sp->seed,
@@ -220,6 +221,18 @@ void ui_runlog_end(ui_runlog *rl, int print)
                 why[e] = prof_ev_reason(rl->prof, e);
             prof_counters_line(t.ev, why, line, sizeof line);
             fprintf(stderr, "cflow: counters: %s\n", line);
+        }
+        prof_io_fig io;
+        prof_io_get(rl->prof, PROF_IO_ALL, &io);
+        if (io.bytes) {
+            int direct = eng_expert_io_direct(rl->s);
+            fprintf(stderr,
+                    "cflow: expert I/O %s (%s): read %.1f MiB in %.3f s, stall %.3f s, "
+                    "compute %.3f s; %.0f%% of the read time hidden; model (C + IO) / "
+                    "max(C, IO_eff) = %.2fx\n",
+                    eng_expert_io_name(eng_expert_io(rl->s)),
+                    direct > 0 ? "O_DIRECT" : "buffered", (double)io.bytes / MIB, io.io_s,
+                    io.stall_s, io.c_s, 100.0 * io.hidden, io.pred);
         }
         if (t.read_bw_gbs > 0 && t.n_gen)
             fprintf(stderr,
@@ -528,6 +541,40 @@ static int cmd_show(prof_log *l, const char *arg)
                        byte_stream[x->model.binding < 3 ? x->model.binding : 0]);
             else
                 printf(" %12s %12s  %s\n", "-", "-", "-");
+        }
+        int any_io = 0;
+        for (unsigned i = 0; i < nr; i++)
+            any_io |= lr[i].io_bytes != 0;
+        if (any_io) {
+            printf("expert I/O (ms per token; C compute, IO read time, stall; hidden = 1 -"
+                   " stall/IO;\n  model = (C + IO) / max(C, IO_eff), the speedup of staged"
+                   " over sync it predicts)\n"
+                   "  %5s %10s %10s %10s %8s %8s %12s\n",
+                   "layer", "C", "IO", "stall", "hidden", "model", "MiB read");
+            double c = 0, io = 0, st = 0;
+            uint64_t by = 0, nt = 1;
+            for (unsigned i = 0; i < nr; i++) {
+                const prof_layer_row *x = &lr[i];
+                prof_io_fig f;
+                nt = x->n_tokens ? x->n_tokens : 1;
+                prof_io_derive(x->sec[PROF_ST_ATTN] + x->sec[PROF_ST_FFN] +
+                                   x->sec[PROF_ST_EXPERTS],
+                               x->io_s, x->sec[PROF_ST_IO_WAIT], x->io_bytes, &f);
+                c += f.c_s;
+                io += f.io_s;
+                st += f.stall_s;
+                by += f.bytes;
+                printf("  %5u %10.3f %10.3f %10.3f %7.0f%% %7.2fx %12.3f\n", x->layer,
+                       f.c_s * 1e3 / (double)nt, f.io_s * 1e3 / (double)nt,
+                       f.stall_s * 1e3 / (double)nt, 100.0 * f.hidden, f.pred,
+                       (double)f.bytes / (double)nt / MIB);
+            }
+            prof_io_fig f;
+            prof_io_derive(c, io, st, by, &f);
+            printf("  %5s %10.3f %10.3f %10.3f %7.0f%% %7.2fx %12.3f\n", "all",
+                   f.c_s * 1e3 / (double)nt, f.io_s * 1e3 / (double)nt,
+                   f.stall_s * 1e3 / (double)nt, 100.0 * f.hidden, f.pred,
+                   (double)f.bytes / (double)nt / MIB);
         }
     }
     free(lr);
@@ -862,6 +909,16 @@ static int cmd_export(prof_log *l, const char *model, int json, int tokens)
                 json_object_object_add(lo, "binding",
                                        x->has_model && x->model.binding < 3
                                            ? jstr(byte_stream[x->model.binding]) : NULL);
+                if (x->io_bytes) {   /* expert I/O (schema 4) */
+                    prof_io_fig f;
+                    prof_io_derive(x->sec[PROF_ST_ATTN] + x->sec[PROF_ST_FFN] +
+                                       x->sec[PROF_ST_EXPERTS],
+                                   x->io_s, x->sec[PROF_ST_IO_WAIT], x->io_bytes, &f);
+                    json_object_object_add(lo, "io_s", jnum(f.io_s));
+                    json_object_object_add(lo, "io_bytes", jint((int64_t)f.bytes));
+                    json_object_object_add(lo, "io_hidden", jnum(f.hidden));
+                    json_object_object_add(lo, "io_model_speedup", jnum(f.pred));
+                }
                 json_object_array_add(la, lo);
             }
             free(lr);

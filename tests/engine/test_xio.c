@@ -356,6 +356,63 @@ static void test_direct_fallback(void **state)
     remove(path);
 }
 
+/* The per-layer I/O figures reach the run log (schema 4), `cflow runs
+ * show` and `cflow runs export`, and `cflow run` prints their summary. */
+static void test_runlog_io(void **state)
+{
+    (void)state;
+    char path[4096], db[4096];
+    synth("report-arch4", ".cflow", 0, path);
+    snprintf(db, sizeof db, "%s", tu_tmp("runs.db"));
+    static const char *const modes[] = { "staged", "mmap" };
+    for (int m = 0; m < 2; m++) {
+        tu_proc p;
+        assert_int_equal(tu_cflow_run(&p, "run", "-m", path, "-p", "the cat", "-n", "6",
+                                      "--temp", "0", "--expert-io", modes[m], "--db", db,
+                                      (char *)NULL), 0);
+        assert_int_equal(p.status, 0);
+        char *line = strstr(p.err, "cflow: expert I/O");
+        fprintf(stderr, "%s: %.*s\n", modes[m], line ? (int)strcspn(line, "\n") : 4,
+                line ? line : "none");
+        if (m == 0) {
+            assert_non_null(line);
+            assert_non_null(strstr(line, "model (C + IO) / max(C, IO_eff) = "));
+        } else {
+            assert_null(line);
+        }
+        tu_proc_free(&p);
+        char id[8];
+        snprintf(id, sizeof id, "%d", m + 1);
+        assert_int_equal(tu_cflow_run(&p, "runs", "show", id, "--db", db, (char *)NULL), 0);
+        assert_int_equal(p.status, 0);
+        assert_non_null(strstr(p.out, modes[m]));
+        if (m == 0) {
+            char *t = strstr(p.out, "expert I/O (ms per token");
+            assert_non_null(t);
+            /* a row per layer and the sum */
+            for (int l = 0; l < 6; l++) {
+                char row[16];
+                snprintf(row, sizeof row, "\n  %5d ", l);
+                assert_non_null(strstr(t, row));
+            }
+            assert_non_null(strstr(t, "\n    all "));
+        } else {
+            assert_null(strstr(p.out, "expert I/O (ms per token"));
+        }
+        tu_proc_free(&p);
+    }
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "runs", "export", "--json", "--db", db, (char *)NULL), 0);
+    assert_int_equal(p.status, 0);
+    /* the staged run's six layers carry the figures, the mmap run's none */
+    int n = 0;
+    for (const char *q = p.out; (q = strstr(q, "\"io_model_speedup\"")); q++)
+        n++;
+    assert_int_equal(n, 6);
+    tu_proc_free(&p);
+    remove(path);
+}
+
 /* Bad settings are errors, not crashes. */
 static void test_bad_settings(void **state)
 {
@@ -381,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_read_faults_api),
         cmocka_unit_test(test_read_faults_cli),
         cmocka_unit_test(test_direct_fallback),
+        cmocka_unit_test(test_runlog_io),
         cmocka_unit_test(test_bad_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

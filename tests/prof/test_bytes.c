@@ -375,7 +375,7 @@ static void test_migrate_v2(void **state)
     cflow(&p, "runs", "list", "--json", "--db", db, NULL);
     expect_ok(&p, "list a v2 log");
     assert_int_equal(q_int(db, "PRAGMA user_version"), PROF_LOG_SCHEMA);
-    assert_int_equal(PROF_LOG_SCHEMA, 3);
+    assert_int_equal(PROF_LOG_SCHEMA, 4);
     json_object *a = json_tokener_parse(p.out);
     assert_non_null(a);
     assert_int_equal(json_object_array_length(a), 1);
@@ -390,6 +390,9 @@ static void test_migrate_v2(void **state)
     assert_int_equal(q_int(db, "SELECT count(*) FROM counter WHERE run_id=1"), PROF_NEV);
     assert_int_equal(q_int(db, "SELECT count(*) FROM layer_stat WHERE cp_critical_bytes"
                                " IS NOT NULL"), 0);
+    /* schema 4: no expert I/O then (NULL) */
+    assert_int_equal(q_int(db, "SELECT count(*) FROM layer_stat WHERE io_s IS NOT NULL"
+                               " OR io_bytes IS NOT NULL"), 0);
 
     cflow(&p, "runs", "show", "1", "--db", db, NULL);
     expect_ok(&p, "show a migrated run");
