@@ -1579,8 +1579,8 @@ static int xio_open(eng_session *s, char *err, size_t errlen)
     if (s->xio || !hp->n_experts)
         return 0;
     for (unsigned l = 0; l < hp->n_layers; l++)
-        for (unsigned e = 0; e < hp->n_experts; e++) {
-            uint64_t off = 0, len = 0;
+        for (unsigned e = 0; s->layers[l].exp_gu && e < hp->n_experts; e++) {
+            uint64_t off = 0, len = 0;   /* (per-layer geometry: no experts) */
             fmt_model_expert(s->model, l, e, NULL, NULL, &off, &len);
             if (len > max_len)
                 max_len = len;
