@@ -144,6 +144,18 @@ struct eng_session {
      * of the byte whose read faulted; every later token fails */
     int      broken;
     uint64_t fault_off;
+    /* parallel attention (attention()): per head, scores [n_ctx] floats
+     * and 2*hd_max halves of scratch, for par_heads heads */
+    float    *par_sc;
+    uint16_t *par_h16;
+    uint32_t  par_heads;
+    /* batched prefill (prefill_batch()), allocated on first use for
+     * ENG_BATCH positions: residuals bx [B][dim], normalised bxb [B][dim],
+     * branch outputs bo [B][dim], bq/batt [B][q_dim], bk/bv [B][kv_dim],
+     * bh/bh2 [B][hmax]; one prepared input per position for each width */
+    float    *bx, *bxb, *bo, *bq, *batt, *bk, *bv, *bh, *bh2;
+    kern_act *bact_dim, *bact_q, *bact_ffn;
+    int       batch_ready;
 };
 
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -462,6 +474,8 @@ fail:
     return rc;
 }
 
+static void batch_free(eng_session *s);
+
 void eng_close(eng_session *s)
 {
     if (!s)
@@ -474,6 +488,8 @@ void eng_close(eng_session *s)
     free(s->hb2); free(s->logits); free(s->scores); free(s->kc); free(s->vc);
     free(s->k_tmp); free(s->v_tmp); free(s->inv_freq);
     free(s->kc16); free(s->vc16); free(s->att16); free(s->rope_ff);
+    free(s->par_sc); free(s->par_h16);
+    batch_free(s);
     free(s->bm); free(s->bd); free(s->be); free(s->bt); free(s->ba); free(s->xr);
     free(s->hist); free(s->pend); free(s->pend_target); free(s->probs);
     for (unsigned l = 0; s->layers && l < s->hp->n_layers; l++) {
@@ -771,14 +787,159 @@ static void rope(const eng_session *s, const eng_layer *ly, float *x,
         kern_rope(x, n_heads, g->head_dim, g->rope_dims, pos, ly->inv_freq, neox);
 }
 
+/* What happens to one position's q, k, v between the QKV projection and
+ * the cache: bias, K = V sharing, QK-norm, V-norm, RoPE.  Shared by
+ * decode (attn_block) and batched prefill (prefill_batch). */
+static void attn_qkv_post(eng_session *s, const eng_layer *ly, uint32_t pos,
+                          float *q, float *k, float *v)
+{
+    const fmt_hparams *hp = s->hp;
+    const fmt_layer_geom *g = ly->g;
+    uint32_t hd = g->head_dim;
+    uint32_t qd = ly->q_dim, kvd = ly->kv_dim;   /* this layer's widths */
+    int shared = (g->flags & FMT_LG_KV_SHARED) != 0;
+    if (ly->qkv_bias) {
+        const float *b = ly->qkv_bias;
+        for (uint32_t i = 0; i < qd; i++) q[i] += b[i];
+        for (uint32_t i = 0; i < kvd; i++) k[i] += b[qd + i];
+        for (uint32_t i = 0; !shared && i < kvd; i++) v[i] += b[qd + kvd + i];
+    }
+    if (shared)                     /* V is K's projection (K = V sharing) */
+        memcpy(v, k, kvd * sizeof(float));
+    /* Qwen3: per-head RMSNorm of q and k (one weight vector for all heads),
+     * before RoPE */
+    if (ly->q_norm)
+        for (uint32_t hh = 0; hh < g->n_heads; hh++)
+            rmsnorm(s, q + hh * hd, q + hh * hd, ly->q_norm, hd);
+    if (ly->k_norm)
+        for (uint32_t hh = 0; hh < g->n_kv_heads; hh++)
+            rmsnorm(s, k + hh * hd, k + hh * hd, ly->k_norm, hd);
+    if (hp->flags & FMT_FLAG_V_NORM)
+        for (uint32_t hh = 0; hh < g->n_kv_heads; hh++)
+            rmsnorm(s, v + hh * hd, v + hh * hd, NULL, hd);
+    rope(s, ly, q, g->n_heads, pos);
+    rope(s, ly, k, g->n_kv_heads, pos);
+}
+
+typedef struct attn_task {
+    eng_session *s;
+    const float *q;
+    float       *att;
+    const void  *k, *v;      /* first visible position of this layer's cache */
+    uint32_t     n_pos, n_heads, n_kv_heads, hd;
+} attn_task;
+
+/* Heads [h0, h1) of an attention task, each with its own scratch. */
+static void attn_heads(const attn_task *t, unsigned h0, unsigned h1)
+{
+    eng_session *s = t->s;
+    const unsigned G = t->n_kv_heads ? t->n_heads / t->n_kv_heads : 1;
+    for (unsigned h = h0; h < h1; h++) {
+        float *sc = s->par_sc + (size_t)h * s->n_ctx;
+        if (s->kv_f16) {
+            s->ops->attn_f16(t->att, t->q, t->k, t->v, t->n_pos, h, h + 1,
+                             t->n_heads, t->n_kv_heads, t->hd, s->kv_dim,
+                             1.0f / sqrtf((float)t->hd), 0.0f, sc,
+                             s->par_h16 + (size_t)h * 2 * s->hd_max);
+        } else {
+            const float *k = t->k, *v = t->v;
+            const size_t ko = (size_t)(G ? h / G : h) * t->hd;
+            kern_attn_decode(t->att + (size_t)h * t->hd, t->q + (size_t)h * t->hd,
+                             k + ko, v + ko, t->n_pos, 1, 1, t->hd, s->kv_dim,
+                             1.0f / sqrtf((float)t->hd), 0.0f, sc);
+        }
+    }
+}
+
+/* Heads are independent: each thread claims kv-head groups (the query
+ * heads that share one kv head read the same K and V rows, so they stay on
+ * one core).  The arithmetic of a head does not depend on who runs it. */
+static void attn_run(void *ctx, int tid, int n_threads)
+{
+    const attn_task *t = ctx;
+    const unsigned G = t->n_kv_heads ? t->n_heads / t->n_kv_heads : 1;
+    const unsigned n_groups = G ? t->n_heads / G : t->n_heads;
+    (void)tid;
+    (void)n_threads;
+    for (;;) {
+        size_t grp = eng_pool_next(t->s->pool, 1);
+        if (grp >= n_groups)
+            break;
+        attn_heads(t, (unsigned)grp * G, (unsigned)grp * G + G);
+    }
+}
+
+/* Store this position's k, v into the cache of effective layer kvl and
+ * attend over the visible positions: att[n_heads*hd] from q. */
+static void attn_store_attend(eng_session *s, const eng_layer *ly, unsigned kvl,
+                              uint32_t pos, const float *q, const float *k,
+                              const float *v, float *att)
+{
+    const fmt_layer_geom *g = ly->g;
+    uint32_t hd = g->head_dim, kvd = ly->kv_dim;
+    const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
+    /* sliding-window layers see only the last sliding_window positions */
+    uint32_t first = 0, W = g->sliding_window;
+    if (W && pos + 1 > W)
+        first = pos + 1 - W;
+    attn_task t = { s, q, att, NULL, NULL, pos + 1 - first, g->n_heads,
+                    g->n_kv_heads, hd };
+    if (s->kv_f16) {
+        uint16_t *kc = s->kc16 + lo, *vc = s->vc16 + lo;
+        uint16_t *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
+        for (uint32_t i = 0; i < kvd; i++) {
+            kp[i] = kern_fp32_to_fp16(k[i]);
+            vp[i] = kern_fp32_to_fp16(v[i]);
+        }
+        t.k = kc + (size_t)first * s->kv_dim;
+        t.v = vc + (size_t)first * s->kv_dim;
+    } else {
+        float *kc = s->kc + lo, *vc = s->vc + lo;
+        float *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
+        if (kp != k)
+            memcpy(kp, k, kvd * sizeof(float));
+        if (vp != v)
+            memcpy(vp, v, kvd * sizeof(float));
+        t.k = kc + (size_t)first * s->kv_dim;
+        t.v = vc + (size_t)first * s->kv_dim;
+    }
+    /* per-head scratch for the parallel path (grown on demand) */
+    if (s->par_heads < g->n_heads) {
+        float *sc = realloc(s->par_sc, (size_t)g->n_heads * s->n_ctx * sizeof(float));
+        if (sc)
+            s->par_sc = sc;
+        uint16_t *h16 = realloc(s->par_h16, (size_t)g->n_heads * 2 * s->hd_max *
+                                            sizeof(uint16_t));
+        if (h16)
+            s->par_h16 = h16;
+        if (sc && h16)
+            s->par_heads = g->n_heads;
+    }
+    /* The work is about n_pos * n_heads * hd multiply-adds: small caches
+     * stay on the caller; without scratch, the scalar kernels as before. */
+    if (s->par_heads >= g->n_heads && eng_pool_size(s->pool) >= 2 &&
+        (uint64_t)t.n_pos * g->n_heads * hd >= 16384u) {
+        eng_pool_run(s->pool, attn_run, &t);
+    } else if (s->par_heads >= g->n_heads) {
+        attn_heads(&t, 0, g->n_heads);
+    } else {
+        if (s->kv_f16)
+            kern_attn_decode_f16(att, q, t.k, t.v, t.n_pos, g->n_heads,
+                                 g->n_kv_heads, hd, s->kv_dim,
+                                 1.0f / sqrtf((float)hd), 0.0f, s->att16);
+        else
+            kern_attn_decode(att, q, t.k, t.v, t.n_pos, g->n_heads, g->n_kv_heads,
+                             hd, s->kv_dim, 1.0f / sqrtf((float)hd), 0.0f, s->scores);
+    }
+}
+
 /* m = Attn(N_a(h)) into mout[dim]; kvl picks the KV cache (the effective
  * layer).  h and mout may not alias. */
 static void attn_block(eng_session *s, const eng_layer *ly, unsigned kvl,
                        const float *h, float *mout)
 {
     const fmt_hparams *hp = s->hp;
-    const fmt_layer_geom *g = ly->g;
-    uint32_t dim = hp->dim, pos = s->n_past, hd = g->head_dim;
+    uint32_t dim = hp->dim, pos = s->n_past;
     uint32_t qd = ly->q_dim, kvd = ly->kv_dim;   /* this layer's widths */
     const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
     float *out[FMT_NMATRIX] = { 0 };
@@ -799,51 +960,8 @@ static void attn_block(eng_session *s, const eng_layer *ly, unsigned kvl,
     out[FMT_M_K] = k;
     out[FMT_M_V] = v;
     matvec_stream(s, &ly->qkv, &s->act_dim, out);
-    int shared = (g->flags & FMT_LG_KV_SHARED) != 0;
-    if (ly->qkv_bias) {
-        const float *b = ly->qkv_bias;
-        for (uint32_t i = 0; i < qd; i++) s->q[i] += b[i];
-        for (uint32_t i = 0; i < kvd; i++) k[i] += b[qd + i];
-        for (uint32_t i = 0; !shared && i < kvd; i++) v[i] += b[qd + kvd + i];
-    }
-    if (shared)                     /* V is K's projection (K = V sharing) */
-        memcpy(v, k, kvd * sizeof(float));
-    /* Qwen3: per-head RMSNorm of q and k (one weight vector for all heads),
-     * before RoPE */
-    if (ly->q_norm)
-        for (uint32_t hh = 0; hh < g->n_heads; hh++)
-            rmsnorm(s, s->q + hh * hd, s->q + hh * hd, ly->q_norm, hd);
-    if (ly->k_norm)
-        for (uint32_t hh = 0; hh < g->n_kv_heads; hh++)
-            rmsnorm(s, k + hh * hd, k + hh * hd, ly->k_norm, hd);
-    if (hp->flags & FMT_FLAG_V_NORM)
-        for (uint32_t hh = 0; hh < g->n_kv_heads; hh++)
-            rmsnorm(s, v + hh * hd, v + hh * hd, NULL, hd);
-    rope(s, ly, s->q, g->n_heads, pos);
-    rope(s, ly, k, g->n_kv_heads, pos);
-    /* sliding-window layers see only the last sliding_window positions */
-    uint32_t first = 0, W = g->sliding_window;
-    if (W && pos + 1 > W)
-        first = pos + 1 - W;
-    if (s->kv_f16) {
-        uint16_t *kc = s->kc16 + lo, *vc = s->vc16 + lo;
-        uint16_t *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
-        for (uint32_t i = 0; i < kvd; i++) {
-            kp[i] = kern_fp32_to_fp16(k[i]);
-            vp[i] = kern_fp32_to_fp16(v[i]);
-        }
-        /* llama.cpp's kq_scale: a multiplication by 1/sqrt(head_dim) */
-        kern_attn_decode_f16(s->att, s->q, kc + (size_t)first * s->kv_dim,
-                             vc + (size_t)first * s->kv_dim, pos + 1 - first,
-                             g->n_heads, g->n_kv_heads, hd, s->kv_dim,
-                             1.0f / sqrtf((float)hd), 0.0f, s->att16);
-    } else {
-        float *kc = s->kc + lo, *vc = s->vc + lo;
-        kern_attn_decode(s->att, s->q, kc + (size_t)first * s->kv_dim,
-                         vc + (size_t)first * s->kv_dim, pos + 1 - first,
-                         g->n_heads, g->n_kv_heads, hd, s->kv_dim,
-                         1.0f / sqrtf((float)hd), 0.0f, s->scores);
-    }
+    attn_qkv_post(s, ly, pos, s->q, k, v);
+    attn_store_attend(s, ly, kvl, pos, s->q, k, v, s->att);
     kern_act_set(&s->act_q, s->att, qd, ly->o.need);
     memset(mout, 0, dim * sizeof(float));
     out[FMT_M_O] = mout;
@@ -865,7 +983,7 @@ static void glu_ffn(eng_session *s, const eng_mv *gu, const eng_mv *down,
     if (s->hp->flags & FMT_FLAG_GELU)
         kern_geglu(s->hb, s->hb, s->hb2, hidden);
     else if (s->ggml)
-        kern_swiglu_ggml(s->hb, s->hb, s->hb2, hidden);
+        s->ops->swiglu_ggml(s->hb, s->hb, s->hb2, hidden);
     else
         kern_swiglu(s->hb, s->hb, s->hb2, hidden);
     kern_act_set(&s->act_ffn, s->hb, hidden, down->need);
@@ -1517,10 +1635,311 @@ int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
     return 0;
 }
 
+/* ---- batched prefill ---------------------------------------------------
+ *
+ * A prompt goes through the layers ENG_BATCH positions at a time: each
+ * fused tile stream is read once per chunk and multiplied into every
+ * position's input (kern_ops.tile_mm: a tile's bytes come from memory once
+ * and stay in L1/L2 for the chunk), while the per-position steps (norms,
+ * RoPE, the cache store and attention, which must see the chunk's earlier
+ * positions) run position by position in order.  The batched kernels give
+ * each position exactly the sums of its own mat-vec and everything else is
+ * the decode path's code, so the logits are bit-identical to feeding the
+ * tokens one by one; only the last position of the prompt goes through the
+ * LM head.  Plain Llama layers only (combine style ParallelSqrt2 without
+ * experts, a dense FFN, no trace): every other schedule prefills token by
+ * token. */
+#define ENG_BATCH 32
+
+static void batch_free(eng_session *s)
+{
+    for (unsigned j = 0; j < ENG_BATCH; j++) {
+        if (s->bact_dim)
+            kern_act_free(&s->bact_dim[j]);
+        if (s->bact_q)
+            kern_act_free(&s->bact_q[j]);
+        if (s->bact_ffn)
+            kern_act_free(&s->bact_ffn[j]);
+    }
+    free(s->bact_dim); free(s->bact_q); free(s->bact_ffn);
+    free(s->bx); free(s->bxb); free(s->bo); free(s->bq); free(s->batt);
+    free(s->bk); free(s->bv); free(s->bh); free(s->bh2);
+    s->bact_dim = s->bact_q = s->bact_ffn = NULL;
+    s->bx = s->bxb = s->bo = s->bq = s->batt = s->bk = s->bv = s->bh = s->bh2 = NULL;
+    s->batch_ready = 0;
+}
+
+static int batch_init(eng_session *s)
+{
+    const size_t B = ENG_BATCH, dim = s->hp->dim;
+    int oom = 0;
+    if (s->batch_ready)
+        return 0;
+    s->bx = xalloc(B * dim * sizeof(float), &oom);
+    s->bxb = xalloc(B * dim * sizeof(float), &oom);
+    s->bo = xalloc(B * dim * sizeof(float), &oom);
+    s->bq = xalloc(B * s->q_dim * sizeof(float), &oom);
+    s->batt = xalloc(B * s->q_dim * sizeof(float), &oom);
+    s->bk = xalloc(B * s->kv_dim * sizeof(float), &oom);
+    s->bv = xalloc(B * s->kv_dim * sizeof(float), &oom);
+    s->bh = xalloc(B * s->hmax * sizeof(float), &oom);
+    s->bh2 = xalloc(B * s->hmax * sizeof(float), &oom);
+    s->bact_dim = xalloc(B * sizeof(kern_act), &oom);
+    s->bact_q = xalloc(B * sizeof(kern_act), &oom);
+    s->bact_ffn = xalloc(B * sizeof(kern_act), &oom);
+    for (unsigned j = 0; !oom && j < B; j++)
+        if (kern_act_init(&s->bact_dim[j], s->hp->dim) ||
+            kern_act_init(&s->bact_q[j], s->q_dim) ||
+            kern_act_init(&s->bact_ffn[j], s->hmax))
+            oom = 1;
+    if (oom) {
+        batch_free(s);
+        return -1;
+    }
+    s->batch_ready = 1;
+    return 0;
+}
+
+static int batch_eligible(const eng_session *s)
+{
+    const fmt_hparams *hp = s->hp;
+    return hp->combine_style == FMT_COMBINE_PARALLEL_SQRT2 && !hp->n_experts &&
+           hp->ffn_dim && !s->trace && s->n_eff == hp->n_layers;
+}
+
+typedef struct mm_task {
+    const kern_ops *ops;
+    const eng_mv   *mv;
+    const kern_act *x;       /* [m] */
+    unsigned        m;
+    float *const   *out;     /* per matrix: position 0's output */
+    const size_t   *ld;      /* per matrix: floats between positions */
+    eng_pool       *pool;
+} mm_task;
+
+static kern_tile_mm_fn tile_mm_fn(const kern_ops *ops, const eng_mv *mv,
+                                  const fmt_tile *ti)
+{
+    if (ti->type == KERN_Q4_0 && (mv->rp >> ti->matrix & 1))
+        return ops->tile_mm_q4_0_rp;
+    return ops->tile_mm[ti->type];
+}
+
+static void mm_unit(const mm_task *t, size_t u)
+{
+    const eng_mv *mv = t->mv;
+    for (uint32_t i = mv->unit[u]; i < mv->unit[u + 1]; i++) {
+        const fmt_tile *ti = &mv->st->tiles[i];
+        tile_mm_fn(t->ops, mv, ti)(ti->payload, ti->rows, ti->cols, t->x, t->m,
+                                   ti->col0, t->out[ti->matrix] + ti->row0,
+                                   t->ld[ti->matrix]);
+    }
+}
+
+static void mm_run(void *ctx, int tid, int n_threads)
+{
+    const mm_task *t = ctx;
+    (void)tid;
+    (void)n_threads;
+    for (;;) {
+        size_t u = eng_pool_next(t->pool, 1);
+        if (u >= t->mv->n_units)
+            break;
+        mm_unit(t, u);
+    }
+}
+
+/* matvec_stream for m positions: out[matrix] + j*ld[matrix] receives
+ * position j's sums.  Outputs must be zeroed by the caller. */
+static void matmat_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
+                          unsigned m, float *const *out, const size_t *ld)
+{
+    mm_task t = { s->ops, mv, x, m, out, ld, s->pool };
+    s->mv_bytes += mv->st->length;
+    if (mv->n_units < 2) {
+        for (size_t u = 0; u < mv->n_units; u++)
+            mm_unit(&t, u);
+        return;
+    }
+    eng_pool_run(s->pool, mm_run, &t);
+}
+
+/* m (<= ENG_BATCH) prompt tokens at positions n_past.. through every
+ * layer; with want_logits, the logits of the last one. */
+static void forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
+                          int want_logits)
+{
+    const fmt_hparams *hp = s->hp;
+    const uint32_t dim = hp->dim, L = hp->n_layers, hid = hp->ffn_dim;
+    const uint32_t pos0 = s->n_past;
+    float *out[FMT_NMATRIX] = { 0 };
+    size_t ld[FMT_NMATRIX] = { 0 };
+    double pt = s->prof ? prof_now() : 0.0;
+#define BMARK(l, st)                                                      \
+    do {                                                                  \
+        if (s->prof) {                                                    \
+            pt = prof_layer_mark(s->prof, (l), (st), pt);                 \
+            prof_layer_bytes(s->prof, (l), (st), s->mv_bytes);            \
+        }                                                                 \
+        s->mv_bytes = 0;                                                  \
+    } while (0)
+    s->mv_bytes = 0;
+
+    for (unsigned j = 0; j < m; j++)
+        embed(s, tokens[j], s->bx + (size_t)j * dim);
+    for (uint32_t l = 0; l < L; l++) {
+        const eng_layer *ly = &s->layers[l];
+        const uint32_t qd = ly->q_dim, kvd = ly->kv_dim;
+        prefetch_next(s, l);
+        /* attention */
+        for (unsigned j = 0; j < m; j++) {
+            float *xb = s->bxb + (size_t)j * dim;
+            rmsnorm(s, xb, s->bx + (size_t)j * dim, ly->attn_norm, dim);
+            kern_act_set(&s->bact_dim[j], xb, dim, ly->qkv.need);
+        }
+        memset(s->bq, 0, (size_t)m * qd * sizeof(float));
+        memset(s->bk, 0, (size_t)m * kvd * sizeof(float));
+        memset(s->bv, 0, (size_t)m * kvd * sizeof(float));
+        memset(out, 0, sizeof out);
+        out[FMT_M_Q] = s->bq;
+        out[FMT_M_K] = s->bk;
+        out[FMT_M_V] = s->bv;
+        ld[FMT_M_Q] = qd;
+        ld[FMT_M_K] = ld[FMT_M_V] = kvd;
+        matmat_stream(s, &ly->qkv, s->bact_dim, m, out, ld);
+        for (unsigned j = 0; j < m; j++) {
+            float *q = s->bq + (size_t)j * qd, *att = s->batt + (size_t)j * qd;
+            float *k = s->bk + (size_t)j * kvd, *v = s->bv + (size_t)j * kvd;
+            attn_qkv_post(s, ly, pos0 + j, q, k, v);
+            attn_store_attend(s, ly, l, pos0 + j, q, k, v, att);
+            kern_act_set(&s->bact_q[j], att, qd, ly->o.need);
+        }
+        memset(s->bo, 0, (size_t)m * dim * sizeof(float));
+        memset(out, 0, sizeof out);
+        out[FMT_M_O] = s->bo;
+        ld[FMT_M_O] = dim;
+        matmat_stream(s, &ly->o, s->bact_q, m, out, ld);
+        for (unsigned j = 0; j < m; j++)
+            add_to(s->bx + (size_t)j * dim, s->bo + (size_t)j * dim, dim);
+        BMARK(l, PROF_ST_ATTN);
+        /* FFN */
+        for (unsigned j = 0; j < m; j++) {
+            float *xb = s->bxb + (size_t)j * dim;
+            rmsnorm(s, xb, s->bx + (size_t)j * dim, ly->ffn_norm, dim);
+            kern_act_set(&s->bact_dim[j], xb, dim, ly->gate_up.need);
+        }
+        memset(s->bh, 0, (size_t)m * s->hmax * sizeof(float));
+        memset(s->bh2, 0, (size_t)m * s->hmax * sizeof(float));
+        memset(out, 0, sizeof out);
+        out[FMT_M_GATE] = s->bh;
+        out[FMT_M_UP] = s->bh2;
+        ld[FMT_M_GATE] = ld[FMT_M_UP] = s->hmax;
+        matmat_stream(s, &ly->gate_up, s->bact_dim, m, out, ld);
+        for (unsigned j = 0; j < m; j++) {
+            float *g = s->bh + (size_t)j * s->hmax, *u = s->bh2 + (size_t)j * s->hmax;
+            if (hp->flags & FMT_FLAG_GELU)
+                kern_geglu(g, g, u, hid);
+            else if (s->ggml)
+                s->ops->swiglu_ggml(g, g, u, hid);
+            else
+                kern_swiglu(g, g, u, hid);
+            kern_act_set(&s->bact_ffn[j], g, hid, ly->down.need);
+        }
+        memset(s->bo, 0, (size_t)m * dim * sizeof(float));
+        memset(out, 0, sizeof out);
+        out[FMT_M_DOWN] = s->bo;
+        ld[FMT_M_DOWN] = dim;
+        matmat_stream(s, &ly->down, s->bact_ffn, m, out, ld);
+        for (unsigned j = 0; j < m; j++)
+            add_to(s->bx + (size_t)j * dim, s->bo + (size_t)j * dim, dim);
+        BMARK(l, PROF_ST_FFN);
+    }
+#undef BMARK
+    s->n_past += m;
+    if (!want_logits)
+        return;
+    /* the LM head, for the last position only (forward()'s tail) */
+    memcpy(s->x, s->bx + (size_t)(m - 1) * dim, dim * sizeof(float));
+    rmsnorm(s, s->x, s->x, s->out_norm, dim);
+    kern_act_set(&s->act_dim, s->x, dim, s->output.need);
+    memset(s->logits, 0, hp->vocab_size * sizeof(float));
+    memset(out, 0, sizeof out);
+    out[FMT_M_OUTPUT] = s->logits;
+    out[FMT_M_TOK_EMBD] = s->logits;
+    matvec_stream(s, &s->output, &s->act_dim, out);
+    if (hp->softcap > 0.0f)
+        for (uint32_t i = 0; i < hp->vocab_size; i++)
+            s->logits[i] = tanhf(s->logits[i] / hp->softcap) * hp->softcap;
+}
+
+/* forward_batch() under the mapping guard (see guarded_forward). */
+static int guarded_forward_batch(eng_session *s, const int32_t *tokens,
+                                 unsigned m, int want_logits, char *err,
+                                 size_t errlen)
+{
+    uint64_t size = 0;
+    const uint8_t *base = fmt_model_map(s->model, &size);
+    eng_guard g;
+    g.lo = base;
+    g.hi = base + size;
+    if (sigsetjmp(g.jb, 0)) {
+        eng_guard_pop(&g);
+        s->broken = 1;
+        s->fault_off = (uint64_t)((const uint8_t *)g.addr - base);
+        return model_fault(s, err, errlen);
+    }
+    eng_guard_push(&g);
+    forward_batch(s, tokens, m, want_logits);
+    eng_guard_pop(&g);
+    return 0;
+}
+
+/* Batched prefill of tokens[0..n), or 1 when the model's schedule (or
+ * memory) does not allow it and the caller should go token by token.
+ * Every token is checked before any is run. */
+static int prefill_batched(eng_session *s, const int32_t *tokens, size_t n,
+                           char *err, size_t errlen)
+{
+    if (n < 2 || !batch_eligible(s) || getenv("CFLOW_NO_BATCH") || batch_init(s))
+        return 1;
+    if (s->broken)
+        return model_fault(s, err, errlen);
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->hp->vocab_size)
+            return fail(err, errlen, ENG_EARG,
+                        "token id %d is outside the %u-token vocabulary", tokens[i],
+                        s->hp->vocab_size);
+    for (size_t i = 0; i < n;) {
+        if (s->n_past >= s->n_ctx)
+            return fail(err, errlen, ENG_ECTX,
+                        "context full: all %u positions are used", s->n_ctx);
+        size_t m = n - i < ENG_BATCH ? n - i : ENG_BATCH;
+        if (m > s->n_ctx - s->n_past)
+            m = s->n_ctx - s->n_past;
+        if (s->prof)
+            prof_token_begin(s->prof);
+        int rc = guarded_forward_batch(s, tokens + i, (unsigned)m, i + m == n, err, errlen);
+        if (rc)
+            return rc;
+        if (s->prof)
+            prof_token_end(s->prof, PROF_PREFILL);
+        i += m;
+    }
+    return 0;
+}
+
 int eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
                 size_t errlen)
 {
     double t0 = prof_now();
+    int brc = prefill_batched(s, tokens, n, err, errlen);
+    if (brc <= 0) {
+        if (brc < 0)
+            return brc;
+        s->stats.prefill_s += prof_now() - t0;
+        s->stats.n_prompt += n;
+        return 0;
+    }
     for (size_t i = 0; i < n; i++) {
         int rc = check_token(s, tokens[i], err, errlen);
         if (rc)

@@ -50,16 +50,23 @@
 
 /* Software prefetch PF_DIST bytes ahead of the weights being read.  Tiles
  * of a stream lie back to back in the mapping, so a fixed distance runs on
- * into the next tile (its header and scales included); measured on the
- * DRAM-bound Q4_0 mat-vec it gains ~20% single-threaded over the hardware
- * prefetcher alone (tools run at 2, 4, 8, 16 KiB: 4-8 KiB best).  A
- * prefetch past the end of the mapping is harmless (it never faults). */
-#define PF_DIST 4096
+ * into the next tile (its header and scales included) and across 4 KiB
+ * pages, where the hardware prefetchers stop.  On the DRAM-bound Q4_0
+ * mat-vec (256 MiB of tiles, one thread, CPU-time GB/s on a shared EPYC)
+ * 4 KiB ahead gained ~20% over none, 8 KiB a few % more; 12-16 KiB, a
+ * second T1 stream further out, or NTA were no better.  A prefetch past
+ * the end of the mapping is harmless (it never faults). */
+#ifndef PF_DIST
+#define PF_DIST 8192
+#endif
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T0
+#endif
 
 AVX512 static inline void pf_ahead(const uint8_t *p, unsigned lines)
 {
     for (unsigned i = 0; i < lines; i++)
-        _mm_prefetch((const char *)p + PF_DIST + 64 * i, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + PF_DIST + 64 * i, PF_HINT);
 }
 
 /* y[16p .. 16p+16) += acc, storing only rows < rows. */

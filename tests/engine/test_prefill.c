@@ -1,0 +1,238 @@
+/*
+ * test_prefill.c — batched prefill and the thread count (issue 4, "must
+ * show" 1 and 2).
+ *
+ *   - eng_prefill of a prompt (batched: chunks of positions through tiled
+ *     mat-mats, the LM head for the last position only) gives the logits of
+ *     feeding the same tokens one by one with eng_decode, within 1e-4
+ *     relative, on every shared stories260K flavour: llama2.c F32 (run.c
+ *     arithmetic, f32 cache) and the GGUF F32/F16/Q8_0/Q4_0 files (ggml
+ *     arithmetic, the repacked Q4_0 kernel, f16 cache); prompts longer than
+ *     one chunk and a second prefill after some decoding (positions that do
+ *     not start at 0) included;
+ *   - 1 and 2 threads give the same greedy tokens on stories260K F32, long
+ *     enough for the attention to run in parallel over heads, with the
+ *     thread count changed between tokens of one session too; and
+ *     `cflow run -t 1` and `-t 2` print the same text.
+ * The models are converted by the real `cflow convert`.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "testutil.h"
+
+static const char *convert(const char *src, const char *name, int llama2c)
+{
+    static char paths[6][4096];
+    static int next;
+    char *out = paths[next++ % 6];
+    tu_proc p;
+    snprintf(out, 4096, "%s", tu_tmp(name));
+    tu_require(tu_shared(src));
+    if (llama2c) {
+        char tok[4096];
+        snprintf(tok, sizeof tok, "%s", tu_shared("models/tok512.bin"));
+        assert_int_equal(tu_cflow_run(&p, "convert", "--tokenizer", tok,
+                                      tu_shared(src), out, (char *)NULL), 0);
+    } else {
+        assert_int_equal(tu_cflow_run(&p, "convert", tu_shared(src), out,
+                                      (char *)NULL), 0);
+    }
+    if (p.status)
+        fprintf(stderr, "convert %s: %s", src, p.err);
+    assert_int_equal(p.status, 0);
+    tu_proc_free(&p);
+    return out;
+}
+
+static eng_session *open_model(const char *path, int threads)
+{
+    eng_session *s = NULL;
+    eng_opts o;
+    char err[512];
+    eng_opts_default(&o);
+    o.n_threads = threads;
+    if (eng_open(&s, path, &o, err, sizeof err))
+        fail_msg("%s", err);
+    return s;
+}
+
+/* ids of text (with BOS), at most cap */
+static size_t encode(eng_session *s, const char *text, int32_t *ids, size_t cap)
+{
+    size_t n = 0;
+    assert_int_equal(eng_tok_encode(eng_tokenizer(s), text, strlen(text), 1, 0,
+                                    ids, cap, &n), 0);
+    assert_true(n > 0 && n <= cap);
+    return n;
+}
+
+static int32_t argmax(const float *x, uint32_t n)
+{
+    int32_t best = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = (int32_t)i;
+    return best;
+}
+
+static void same_logits(const char *what, const float *a, const float *b, uint32_t n)
+{
+    double amax = 0;
+    for (uint32_t i = 0; i < n; i++)
+        amax = fmax(amax, fabs(b[i]));
+    for (uint32_t i = 0; i < n; i++)
+        if (!(fabs((double)a[i] - b[i]) <= 1e-4 * amax))
+            fail_msg("%s: logit %u: batched %.9g, token by token %.9g", what, i,
+                     a[i], b[i]);
+}
+
+static const char *const prompt =
+    "Once upon a time, there was a little girl named Lily. She loved to play "
+    "outside in the park with her friends. One day, she saw a big red ball "
+    "under a tree and she wanted to play with it.";
+
+/* prefill (batched) vs decode one by one, twice in a row */
+static void check_model(const char *path, int threads)
+{
+    char err[512];
+    int32_t ids[256];
+    eng_session *a = open_model(path, threads), *b = open_model(path, threads);
+    const uint32_t nv = eng_hparams(a)->vocab_size;
+    size_t n = encode(a, prompt, ids, 256);
+    assert_true(n > 40);                 /* more than one chunk of 32 */
+    float *la = malloc(nv * sizeof(float));
+
+    assert_int_equal(eng_prefill(a, ids, n, err, sizeof err), 0);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(eng_decode(b, ids[i], err, sizeof err), 0);
+    assert_int_equal(eng_n_past(a), n);
+    assert_int_equal(eng_n_past(b), n);
+    memcpy(la, eng_logits(a), nv * sizeof(float));
+    same_logits(path, la, eng_logits(b), nv);
+
+    /* a few greedy steps, then a second prompt piece at a later position */
+    for (int k = 0; k < 5; k++) {
+        int32_t t = argmax(eng_logits(a), nv);
+        assert_int_equal(t, argmax(eng_logits(b), nv));
+        assert_int_equal(eng_decode(a, t, err, sizeof err), 0);
+        assert_int_equal(eng_decode(b, t, err, sizeof err), 0);
+    }
+    size_t m = encode(a, " The sun was shining and the birds sang in the trees.",
+                      ids, 256) - 1;
+    assert_int_equal(eng_prefill(a, ids + 1, m, err, sizeof err), 0);
+    for (size_t i = 1; i <= m; i++)
+        assert_int_equal(eng_decode(b, ids[i], err, sizeof err), 0);
+    memcpy(la, eng_logits(a), nv * sizeof(float));
+    same_logits(path, la, eng_logits(b), nv);
+    free(la);
+    eng_close(a);
+    eng_close(b);
+}
+
+static void test_prefill_logits(void **state)
+{
+    (void)state;
+    static const char *const gguf[] = {
+        "models/stories260K-f32.gguf", "models/stories260K-f16.gguf",
+        "models/stories260K-q8_0.gguf", "models/stories260K-q4_0.gguf",
+    };
+    check_model(convert("models/stories260K.bin", "s260.cflow", 1), 1);
+    check_model(convert("models/stories260K.bin", "s260b.cflow", 1), 2);
+    for (size_t i = 0; i < sizeof gguf / sizeof gguf[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "g%zu.cflow", i);
+        const char *path = convert(gguf[i], name, 0);
+        check_model(path, 1);
+        check_model(path, 2);
+    }
+}
+
+/* greedy tokens from BOS; threads[k] is the thread count from token k on
+ * (-1: unchanged) */
+static void greedy(const char *path, int n_threads0, const int *switch_at,
+                   int32_t *out, int n)
+{
+    char err[512];
+    eng_session *s = open_model(path, n_threads0);
+    const uint32_t nv = eng_hparams(s)->vocab_size;
+    int32_t ids[8];
+    size_t nb = encode(s, "", ids, 8);
+    assert_int_equal(eng_prefill(s, ids, nb, err, sizeof err), 0);
+    for (int k = 0; k < n; k++) {
+        if (switch_at && switch_at[k] > 0) {
+            assert_int_equal(eng_set_threads(s, switch_at[k]), 0);
+            assert_int_equal(eng_threads(s), switch_at[k]);
+        }
+        out[k] = argmax(eng_logits(s), nv);
+        int rc = eng_decode(s, out[k], err, sizeof err);
+        if (rc)
+            fail_msg("token %d: %s", k, err);
+    }
+    eng_close(s);
+}
+
+static void test_threads_same_tokens(void **state)
+{
+    (void)state;
+    enum { N = 400 };    /* past 256 positions: attention runs over heads */
+    const char *path = convert("models/stories260K.bin", "s260t.cflow", 1);
+    int32_t *t1 = malloc(N * sizeof *t1), *t2 = malloc(N * sizeof *t2);
+    int32_t *tx = malloc(N * sizeof *tx);
+    int *sw = calloc(N, sizeof *sw);
+    greedy(path, 1, NULL, t1, N);
+    greedy(path, 2, NULL, t2, N);
+    for (int k = 0; k < N; k++)
+        if (t1[k] != t2[k])
+            fail_msg("token %d: 1 thread %d, 2 threads %d", k, t1[k], t2[k]);
+    /* switched live, back and forth */
+    for (int k = 0; k < N; k += 37)
+        sw[k] = 1 + (k / 37) % 2;
+    greedy(path, 2, sw, tx, N);
+    for (int k = 0; k < N; k++)
+        if (t1[k] != tx[k])
+            fail_msg("token %d: 1 thread %d, switching %d", k, t1[k], tx[k]);
+    int distinct = 0;
+    for (int k = 1; k < N; k++)
+        distinct += t1[k] != t1[k - 1];
+    assert_true(distinct > N / 4);       /* real text, not one token */
+
+    /* the binary, as a user runs it */
+    tu_proc p1, p2;
+    assert_int_equal(tu_cflow_run(&p1, "run", "-m", path, "-p", "Once upon a time",
+                                  "-n", "200", "--temp", "0", "-t", "1", "--no-log",
+                                  (char *)NULL), 0);
+    assert_int_equal(tu_cflow_run(&p2, "run", "-m", path, "-p", "Once upon a time",
+                                  "-n", "200", "--temp", "0", "-t", "2", "--no-log",
+                                  (char *)NULL), 0);
+    assert_int_equal(p1.status, 0);
+    assert_int_equal(p2.status, 0);
+    assert_true(p1.out_len > 100);
+    assert_string_equal(p1.out, p2.out);
+    tu_proc_free(&p1);
+    tu_proc_free(&p2);
+    free(t1);
+    free(t2);
+    free(tx);
+    free(sw);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prefill_logits),
+        cmocka_unit_test(test_threads_same_tokens),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
