@@ -2,8 +2,10 @@
  * fmt_hf.c — Hugging Face model directories: config.json + safetensors.
  *
  * config.json (read with json-c) gives the architecture and geometry:
- *   architectures[0]   LlamaForCausalLM, MistralForCausalLM (arch "llama")
- *                      or Qwen2ForCausalLM (arch "qwen2")
+ *   architectures[0]   LlamaForCausalLM, MistralForCausalLM (arch "llama"),
+ *                      Qwen2ForCausalLM (arch "qwen2") or Qwen3ForCausalLM
+ *                      (arch "qwen3": per-head q_norm/k_norm, read as
+ *                      FMT_FLAG_QK_NORM when present)
  *   hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
  *   num_key_value_heads (default: heads), head_dim (default hidden/heads),
  *   max_position_embeddings, vocab_size, rope_theta (10000), rms_norm_eps
@@ -71,6 +73,8 @@ static const fmt_role_names hf_role_names = {
     [FMT_R_EXP_GATE] = "model.layers.%u.moe.experts.gate_proj.weight",
     [FMT_R_EXP_UP] = "model.layers.%u.moe.experts.up_proj.weight",
     [FMT_R_EXP_DOWN] = "model.layers.%u.moe.experts.down_proj.weight",
+    [FMT_R_Q_NORM] = "model.layers.%u.self_attn.q_norm.weight",
+    [FMT_R_K_NORM] = "model.layers.%u.self_attn.k_norm.weight",
 };
 
 /* Our own pipeline-native checkpoints (scripts/train): names of the
@@ -478,16 +482,21 @@ static int read_config(fmt_src *s, cfgctx *c, int *tied)
     } else if (arch ? strcmp(arch, "Qwen2ForCausalLM") == 0
                     : (mt && strcmp(mt, "qwen2") == 0)) {
         qwen = 1;
+    } else if (arch ? strcmp(arch, "Qwen3ForCausalLM") == 0
+                    : (mt && strcmp(mt, "qwen3") == 0)) {
+        qwen = 3;
     } else {
         char nm[64];
         const char *what = arch ? arch : mt ? mt : "(none)";
         fmt_err(c->err, c->errlen, "%s: architecture %s is not supported "
-                "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)",
+                "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                "Qwen3ForCausalLM)",
                 c->path, fmt_safe_name(nm, what, strlen(what)));
         return FMT_EUNSUP;
     }
     snprintf(h->arch, sizeof h->arch, "%s",
-             pipeline ? cfg_str(o, "cflow_arch") : qwen ? "qwen2" : "llama");
+             pipeline ? cfg_str(o, "cflow_arch")
+             : qwen == 3 ? "qwen3" : qwen ? "qwen2" : "llama");
     int mistral = (arch && strcmp(arch, "MistralForCausalLM") == 0) ||
                   (!arch && mt && strcmp(mt, "mistral") == 0);
 

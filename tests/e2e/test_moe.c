@@ -2,8 +2,9 @@
  * test_moe.c — MoE imports, per-layer geometry and malformed MoE headers.
  *
  *   - GGUF qwen3moe (per-head Q/K RMSNorm, softmax-all/top-k/renormalised
- *     routing, and the same weights without renormalisation) and a
- *     Mixtral-style llama MoE (softmax over the top-k logits), converted by
+ *     routing, and the same weights without renormalisation), a
+ *     Mixtral-style llama MoE (softmax over the top-k logits), a dense
+ *     GGUF qwen3 and a Hugging Face Qwen3ForCausalLM directory, converted by
  *     `cflow convert` and decoded by the engine, against a float64 numpy
  *     forward pass of the same weights (tests/data/moe/make_moe.py wrote
  *     the GGUF files and reference.json).
@@ -80,7 +81,9 @@ static int has_flag(json_object *root, const char *flag)
 static void check_model(const char *name, json_object *ref)
 {
     char gguf[4096], out[4096], err[512];
-    snprintf(gguf, sizeof gguf, "%s/tests/data/moe/%s.gguf", srcdir(), name);
+    size_t nl = strlen(name);   /* "-hf": a Hugging Face directory */
+    int hf = nl > 3 && !strcmp(name + nl - 3, "-hf");
+    snprintf(gguf, sizeof gguf, "%s/tests/data/moe/%s%s", srcdir(), name, hf ? "" : ".gguf");
     snprintf(out, sizeof out, "%s", tu_tmp(name));
     strncat(out, ".cflow", sizeof out - strlen(out) - 1);
     tu_proc p;
@@ -173,7 +176,7 @@ static void test_gguf_moe_numpy(void **state)
     json_object *ref = json_object_from_file(path);
     assert_non_null(ref);
     static const char *const names[] = { "qwen3moe-tiny", "qwen3moe-nonorm", "mixtral-tiny",
-                                         "qwen3-tiny" };
+                                         "qwen3-tiny", "qwen3-tiny-hf" };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         json_object *r = json_object_object_get(ref, names[i]);
         assert_non_null(r);

@@ -14,6 +14,10 @@ writes, next to this script:
                        the top-k weights are the all-expert softmax as is
   qwen3-tiny.gguf      arch "qwen3": the same attention (Q/K norms) with a
                        dense SwiGLU FFN of 96 instead of experts
+  qwen3-tiny-hf/       a Hugging Face Qwen3ForCausalLM directory (config.json,
+                       model.safetensors, tokenizer.json; self_attn.q_norm /
+                       k_norm), its own weights over the fuzz seeds' byte-
+                       level BPE vocabulary
   mixtral-tiny.gguf    arch "llama" Mixtral-style: experts replace the FFN,
                        adjacent-pair RoPE, routing softmax over the top-k
                        logits (HF MixtralSparseMoeBlock)
@@ -45,10 +49,10 @@ N_GEN = 16
 DENSE_FFN = 96
 
 
-def build(seed, qk_norm, dense=False):
+def build(seed, qk_norm, dense=False, vocab=None):
     rng = np.random.default_rng(seed)
     toks, scores, types = G.spm_vocab()
-    V = len(toks)
+    V = vocab or len(toks)
     qd, kvd = N_HEADS * HEAD_DIM, N_KV * HEAD_DIM
     W = {}
 
@@ -106,6 +110,51 @@ def gguf_bytes(arch, W, extra_kvs, dense=False):
         ne = list(reversed(a.shape))
         tensors.append((name, ne, G.DT_F32, a.astype("<f4").tobytes()))
     return G.gguf(kvs + tk, tensors)
+
+
+HF_NAMES = [("token_embd.weight", "model.embed_tokens.weight"),
+            ("output_norm.weight", "model.norm.weight"),
+            ("output.weight", "lm_head.weight"),
+            ("attn_norm.weight", "input_layernorm.weight"),
+            ("attn_q.weight", "self_attn.q_proj.weight"),
+            ("attn_k.weight", "self_attn.k_proj.weight"),
+            ("attn_v.weight", "self_attn.v_proj.weight"),
+            ("attn_output.weight", "self_attn.o_proj.weight"),
+            ("attn_q_norm.weight", "self_attn.q_norm.weight"),
+            ("attn_k_norm.weight", "self_attn.k_norm.weight"),
+            ("ffn_norm.weight", "post_attention_layernorm.weight"),
+            ("ffn_gate.weight", "mlp.gate_proj.weight"),
+            ("ffn_up.weight", "mlp.up_proj.weight"),
+            ("ffn_down.weight", "mlp.down_proj.weight")]
+
+
+def write_hf(dirname, W, V):
+    """A Qwen3ForCausalLM directory holding W (GGUF names) under HF names."""
+    os.makedirs(dirname, exist_ok=True)
+    T = []
+    for name, a in W.items():
+        hf = None
+        for g, h in HF_NAMES:
+            if name == g:
+                hf = h
+            elif name.startswith("blk.") and name.split(".", 2)[2] == g:
+                hf = "model.layers.%s.%s" % (name.split(".")[1], h)
+        assert hf, name
+        T.append((hf, list(a.shape), "F32", a.astype("<f4").tobytes()))
+    cfg = json.loads(G.hf_config("Qwen3ForCausalLM", DIM, DENSE_FFN, N_LAYERS,
+                                 N_HEADS, N_KV, V, head_dim=HEAD_DIM,
+                                 rms_norm_eps=EPS, rope_theta=THETA,
+                                 max_position_embeddings=CTX,
+                                 tie_word_embeddings=False,
+                                 attention_bias=False,
+                                 use_sliding_window=False))
+    with open(os.path.join(dirname, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+        f.write("\n")
+    with open(os.path.join(dirname, "model.safetensors"), "wb") as f:
+        f.write(G.safetensors(T, {"format": "pt"}))
+    with open(os.path.join(dirname, "tokenizer.json"), "wb") as f:
+        f.write(G.tokenizer_json_bpe())
 
 
 def rmsnorm(x, w):
@@ -219,6 +268,11 @@ def main():
     jobs.append(("mixtral-tiny", "llama", Wm, False, False, "mixtral", []))
     Wd, _ = build(53, True, dense=True)
     jobs.append(("qwen3-tiny", "qwen3", Wd, True, True, "dense", []))
+    toks, merges, specials = G.bpe_vocab()
+    Wh, Vh = build(59, True, dense=True, vocab=len(toks) + len(specials))
+    write_hf(os.path.join(HERE, "qwen3-tiny-hf"), Wh, Vh)
+    out["qwen3-tiny-hf"] = reference(Wh, True, True, "dense")
+    out["qwen3-tiny-hf"]["routing"] = "dense"
     for name, arch, W, qkn, neox, routing, extra in jobs:
         with open(os.path.join(HERE, name + ".gguf"), "wb") as f:
             f.write(gguf_bytes(arch, W, extra, dense=routing == "dense"))
