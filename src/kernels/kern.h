@@ -187,6 +187,11 @@ typedef struct kern_ops {
     /* kern_swiglu_ggml, the same bits (AVX-512: ggml's own vector code) */
     void (*swiglu_ggml)(float *out, const float *gate, const float *up,
                         unsigned n);
+    /* kern_act_set's conversions, the same bits on every ISA: nb blocks of
+     * 32 floats x to Q8_0 (q[32*nb], d[nb], sum[nb]); n floats to f16 */
+    void (*act_q8)(const float *x, unsigned nb, int8_t *q, float *d,
+                   int32_t *sum);
+    void (*act_f16)(const float *x, unsigned n, uint16_t *h);
 } kern_ops;
 
 /* Pick the best ISA this CPU runs, once.  CFLOW_ISA=scalar|avx2|avx512|

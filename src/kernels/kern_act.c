@@ -106,6 +106,21 @@ static void quant_q8_block(const float *x, int8_t *q, float *d_out,
     *sum_out = sum;
 }
 
+/* The scalar conversions (kern_ops.act_q8 / act_f16 of the scalar and
+ * AVX2 tables; the oracle of the others). */
+void kern_act_q8_ref(const float *x, unsigned nb, int8_t *q, float *d,
+                     int32_t *sum)
+{
+    for (unsigned b = 0; b < nb; b++)
+        quant_q8_block(x + KERN_QBLOCK * b, q + KERN_QBLOCK * b, &d[b], &sum[b]);
+}
+
+void kern_act_f16_ref(const float *x, unsigned n, uint16_t *h)
+{
+    for (unsigned i = 0; i < n; i++)
+        h[i] = kern_f2h(x[i]);
+}
+
 void kern_act_set(kern_act *a, const float *x, unsigned n, unsigned need)
 {
     if (n > a->cap)
@@ -117,15 +132,12 @@ void kern_act_set(kern_act *a, const float *x, unsigned n, unsigned need)
     memmove(a->f32, x, (size_t)n * sizeof(float));  /* x may be a->f32 */
     memset(a->f32 + n, 0, (size_t)(n_pad - n) * sizeof(float));
 
+    const kern_ops *ops = kern_init();  /* its conversions give these bits */
     if (need & KERN_NEED(KERN_F16)) {
-        for (unsigned i = 0; i < n; i++)
-            a->f16[i] = kern_f2h(a->f32[i]);
+        ops->act_f16(a->f32, n, a->f16);
         memset(a->f16 + n, 0, (size_t)(n_pad - n) * sizeof(uint16_t));
     }
-    if (need & (KERN_NEED(KERN_Q8_0) | KERN_NEED(KERN_Q4_0))) {
+    if (need & (KERN_NEED(KERN_Q8_0) | KERN_NEED(KERN_Q4_0)))
         /* blocks read the zero-padded f32 copy */
-        for (unsigned b = 0; b < n_pad / KERN_QBLOCK; b++)
-            quant_q8_block(a->f32 + KERN_QBLOCK * b, a->q8 + KERN_QBLOCK * b,
-                           &a->q8_d[b], &a->q8_sum[b]);
-    }
+        ops->act_q8(a->f32, n_pad / KERN_QBLOCK, a->q8, a->q8_d, a->q8_sum);
 }

@@ -413,6 +413,8 @@ const kern_ops kern_ops_avx2 = {
     .tile_mm_q4_0_rp = mm_q4_0_rp,
     .attn_f16 = kern_attn_f16_ref,
     .swiglu_ggml = kern_swiglu_ggml,
+    .act_q8 = kern_act_q8_ref,
+    .act_f16 = kern_act_f16_ref,
 };
 
 #endif /* HAVE_ISA_X86 */

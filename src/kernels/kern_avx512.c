@@ -649,6 +649,54 @@ AVX512 static void swiglu_ggml(float *out, const float *gate, const float *up,
         kern_swiglu_ggml(out + i, gate + i, up + i, n - i);   /* < 16: libm */
 }
 
+/* ---- activation conversions -------------------------------------------------
+ * llama.cpp's x86 quantize_row_q8_0 per block of 32: amax = max |x| (taken
+ * here as the largest absolute value's bit pattern, which orders like the
+ * value for non-NaN floats, so any order gives ggml's max), d = amax/127
+ * kept through f16, id = 127/amax, q = round-half-even(x * id), and the sum
+ * of q.  A block holding an inf or NaN, or whose amax is so small that
+ * 127/amax overflows, goes through the scalar code, which defines what
+ * comes out. */
+AVX512 static void act_q8(const float *x, unsigned nb, int8_t *q, float *d,
+                          int32_t *sum)
+{
+    const __m512i absm = _mm512_set1_epi32(0x7FFFFFFF);
+    for (unsigned b = 0; b < nb; b++) {
+        const float *xb = x + KERN_QBLOCK * b;
+        const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+        const __m512i a = _mm512_max_epu32(
+            _mm512_and_si512(_mm512_castps_si512(v0), absm),
+            _mm512_and_si512(_mm512_castps_si512(v1), absm));
+        const uint32_t amax_bits = (uint32_t)_mm512_reduce_max_epu32(a);
+        /* inf/NaN, or so tiny (below 2^-119) that 127/amax overflows */
+        if (amax_bits >= 0x7F800000u || (amax_bits && amax_bits < 0x04000000u)) {
+            kern_act_q8_ref(xb, 1, q + KERN_QBLOCK * b, &d[b], &sum[b]);
+            continue;
+        }
+        const float amax = kern_bits_f32(amax_bits);
+        const float dd = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        const __m512 m = _mm512_set1_ps(id);
+        const __m512i i0 = _mm512_cvtps_epi32(_mm512_roundscale_ps(
+            _mm512_mul_ps(v0, m), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        const __m512i i1 = _mm512_cvtps_epi32(_mm512_roundscale_ps(
+            _mm512_mul_ps(v1, m), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        _mm_storeu_si128((__m128i *)(q + KERN_QBLOCK * b), _mm512_cvtepi32_epi8(i0));
+        _mm_storeu_si128((__m128i *)(q + KERN_QBLOCK * b + 16), _mm512_cvtepi32_epi8(i1));
+        sum[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+        d[b] = kern_h2f(kern_f2h(dd));
+    }
+}
+
+AVX512 static void act_f16(const float *x, unsigned n, uint16_t *h)
+{
+    unsigned i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(h + i), _mm512_cvtps_ph(
+            _mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    kern_act_f16_ref(x + i, n - i, h + i);
+}
+
 /* ---- vectors ------------------------------------------------------------ */
 
 AVX512 static float dot_f32(const float *a, const float *b, unsigned n)
@@ -706,6 +754,8 @@ const kern_ops kern_ops_avx512 = {
     .tile_mm_q4_0_rp = mm_q4_0_rp,
     .attn_f16 = attn_f16,
     .swiglu_ggml = swiglu_ggml,
+    .act_q8 = act_q8,
+    .act_f16 = act_f16,
 };
 
 const kern_ops kern_ops_avx512_vnni = {
@@ -725,6 +775,8 @@ const kern_ops kern_ops_avx512_vnni = {
     .tile_mm_q4_0_rp = mm_q4_0_rp_vnni,
     .attn_f16 = attn_f16,
     .swiglu_ggml = swiglu_ggml,
+    .act_q8 = act_q8,
+    .act_f16 = act_f16,
 };
 
 #endif /* HAVE_ISA_X86 */

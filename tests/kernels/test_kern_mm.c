@@ -20,7 +20,10 @@
  *     within f16 accuracy;
  *   - swiglu_ggml: kern_swiglu_ggml (ggml's vector exp spelt out per lane,
  *     its outputs hashed against ggml in test_kern.c), exactly, and a
- *     double-precision silu loosely.
+ *     double-precision silu loosely;
+ *   - act_q8 / act_f16 (kern_act_set's conversions): the scalar code
+ *     (llama.cpp's quantize_row_q8_0, checked in test_kern.c), exactly, on
+ *     blocks from huge to subnormal, all-zero, exact halves, inf and NaN.
  */
 #include "config.h"
 
@@ -273,12 +276,66 @@ static void test_swiglu_ggml(void **state)
     free(out);
 }
 
+/* ---- activation conversions ---------------------------------------------------- */
+
+static void test_act_convert(void **state)
+{
+    (void)state;
+    enum { NB = 64, N = NB * 32 };
+    float *x = malloc(N * 4);
+    int8_t q0[N], q1[N];
+    float d0[NB], d1[NB];
+    int32_t s0[NB], s1[NB];
+    uint16_t h0[N], h1[N];
+    for (int iter = 0; iter < 40; iter++) {
+        for (unsigned b = 0; b < NB; b++) {
+            /* block scales from huge to subnormal; some special blocks */
+            float mag = ldexpf(1.0f, (int)(b % 9) * 8 - 40 + iter % 7);
+            for (unsigned i = 0; i < 32; i++)
+                x[b * 32 + i] = mag * rng_unit();
+            if (b % 13 == 1)
+                for (unsigned i = 0; i < 32; i++)
+                    x[b * 32 + i] = 0.0f;
+            if (b % 13 == 2)
+                x[b * 32 + 5] = iter % 2 ? INFINITY : NAN;
+            if (b % 13 == 3)
+                for (unsigned i = 0; i < 32; i++)
+                    x[b * 32 + i] = ldexpf(rng_unit(), -130 + iter % 12);
+            if (b % 13 == 4)         /* exact halves after scaling */
+                for (unsigned i = 0; i < 32; i++)
+                    x[b * 32 + i] = i == 0 ? 127.0f : (float)(int)(rng_unit() * 200) / 2.0f;
+        }
+        const unsigned n = N - (unsigned)(iter * 37 % 31);
+        kern_ops_ref()->act_q8(x, NB, q0, d0, s0);
+        kern_ops_ref()->act_f16(x, n, h0);
+        for (int isa = 0; isa < KERN_NISA; isa++) {
+            const kern_ops *ops = kern_ops_for((enum kern_isa)isa);
+            if (!ops)
+                continue;
+            memset(q1, 0x55, sizeof q1);
+            ops->act_q8(x, NB, q1, d1, s1);
+            for (unsigned b = 0; b < NB; b++) {
+                if (fbits(d1[b]) != fbits(d0[b]) || s1[b] != s0[b] ||
+                    memcmp(q1 + 32 * b, q0 + 32 * b, 32))
+                    fail_msg("%s act_q8 iter %d block %u: d %g/%g sum %d/%d", ops->name,
+                             iter, b, d1[b], d0[b], s1[b], s0[b]);
+            }
+            memset(h1, 0x55, sizeof h1);
+            ops->act_f16(x, n, h1);
+            if (memcmp(h0, h1, n * 2))
+                fail_msg("%s act_f16 iter %d differs", ops->name, iter);
+        }
+    }
+    free(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tile_mm),
         cmocka_unit_test(test_attn_f16),
         cmocka_unit_test(test_swiglu_ggml),
+        cmocka_unit_test(test_act_convert),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
