@@ -370,8 +370,8 @@ int eng_xio_issue(eng_xio *x, uint64_t off, uint64_t len)
     return k;
 }
 
-int eng_xio_wait(eng_xio *x, int slot, const uint8_t **data, double *io_s,
-                 char *err, size_t errlen)
+int eng_xio_wait(eng_xio *x, int slot, const uint8_t **data, double *t_issue,
+                 double *t_done, char *err, size_t errlen)
 {
     xio_slot *sl = &x->slots[slot];
     int rc = 0;
@@ -383,8 +383,8 @@ int eng_xio_wait(eng_xio *x, int slot, const uint8_t **data, double *io_s,
         rc = ENG_EIO;
     }
     *data = sl->data;
-    if (io_s)
-        *io_s = sl->t_done - sl->t_issue;
+    *t_issue = sl->t_issue;
+    *t_done = sl->t_done;
     pthread_mutex_unlock(&x->mu);
     return rc;
 }

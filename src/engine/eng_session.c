@@ -1090,11 +1090,15 @@ static int stage_stream(eng_session *s, unsigned k, int which, const eng_mv *ori
 }
 
 /* Wait for route r's reads; their time goes to PROF_ST_IO_WAIT of the
- * routing layer and is taken out of the part the caller marks next (*pt). */
+ * routing layer and is taken out of the part the caller marks next (*pt).
+ * The route's read time IO is the wall time its reads were in flight
+ * together (first issue to last byte): the top-k reads overlap, so their
+ * own durations do not add up. */
 static void moe_wait(eng_session *s, eng_route *r, double *pt)
 {
     const eng_layer *ly = &s->layers[r->layer];
-    double t0 = prof_now();
+    double t0 = prof_now(), first = 0.0, last = 0.0;
+    uint64_t bytes = 0;
     if (r->ready)
         return;
     r->ready = 1;
@@ -1102,12 +1106,12 @@ static void moe_wait(eng_session *s, eng_route *r, double *pt)
         int k = r->slot[j], e = r->expert[j];
         const uint8_t *data;
         uint64_t off = 0, len = 0;
-        double io_s = 0.0;
+        double ti = 0.0, td = 0.0;
         char why[256];
         if (k < 0)
             continue;
         fmt_model_expert(s->model, (unsigned)r->layer, (unsigned)e, NULL, NULL, &off, &len);
-        if (eng_xio_wait(s->xio, k, &data, &io_s, why, sizeof why)) {
+        if (eng_xio_wait(s->xio, k, &data, &ti, &td, why, sizeof why)) {
             xio_fail(s, "%s (layer %d, expert %d)", why, r->layer, e);
             continue;
         }
@@ -1117,10 +1121,17 @@ static void moe_wait(eng_session *s, eng_route *r, double *pt)
                      fmt_model_path(s->model), r->layer, e);
             continue;
         }
-        s->stats.xio_bytes += len;
-        s->stats.xio_s += io_s;
+        if (!bytes || ti < first)
+            first = ti;
+        if (!bytes || td > last)
+            last = td;
+        bytes += len;
+    }
+    if (bytes) {
+        s->stats.xio_bytes += bytes;
+        s->stats.xio_s += last - first;
         if (s->prof)
-            prof_layer_io(s->prof, (unsigned)r->layer, io_s, len);
+            prof_layer_io(s->prof, (unsigned)r->layer, last - first, bytes);
     }
     double t1 = prof_now();
     s->stats.xio_stall_s += t1 - t0;

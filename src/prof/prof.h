@@ -377,8 +377,8 @@ int prof_log_tokens(prof_log *l, int64_t id, prof_tok **toks, size_t *n,
 /* Expert I/O (report 3.9.4, 5.14)                                          */
 /* ======================================================================= */
 /* The experts routed at layer were read (--expert-io sync or staged) in
- * io_s seconds, from the issue of the read to its last byte, bringing
- * bytes bytes.  The decoding thread calls it when it waits for the read;
+ * io_s seconds, from the issue of the first read to the last byte of the
+ * last (the top-k reads run together), bringing bytes bytes.  The decoding thread calls it when it waits for the read;
  * the wait itself is the layer's PROF_ST_IO_WAIT time. */
 void prof_layer_io(prof *p, unsigned layer, double io_s, uint64_t bytes);
 
