@@ -191,6 +191,86 @@ static void test_gguf_moe_numpy(void **state)
     json_object_put(ref);
 }
 
+/* ---- llama.cpp's greedy tokens on the same GGUF files --------------------- */
+static size_t parse_ids(const char *line, int32_t *ids, size_t cap)
+{
+    size_t n = 0;
+    const char *p = strchr(line, ':');
+    char *end;
+    for (p = p ? p + 1 : line; n < cap; p = end) {
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        ids[n++] = (int32_t)v;
+    }
+    return n;
+}
+
+static void test_gguf_moe_llamacpp(void **state)
+{
+    (void)state;
+    char path[4096], err[512];
+    snprintf(path, sizeof path, "%s/tests/data/moe/llamacpp.txt", srcdir());
+    size_t len;
+    char *txt = tu_read_file(path, &len);
+    assert_non_null(txt);
+    char model[64] = "", prompt[256] = "";
+    int32_t pids[64], gids[64];
+    size_t np = 0, ng = 0, compared = 0;
+    for (char *line = strtok(txt, "\n"); line; line = strtok(NULL, "\n")) {
+        if (!strncmp(line, "model ", 6))
+            snprintf(model, sizeof model, "%s", line + 6);
+        else if (!strncmp(line, "prompt ", 7))
+            snprintf(prompt, sizeof prompt, "%s", line + 7);
+        else if (!strncmp(line, "prompt_ids:", 11))
+            np = parse_ids(line, pids, 64);
+        else if (!strncmp(line, "generated_ids:", 14))
+            ng = parse_ids(line, gids, 64);
+        if (strncmp(line, "generated_ids:", 14) || !strcmp(model, "qwen3moe-nonorm"))
+            continue;
+        char gguf[4096], out[4096];
+        snprintf(gguf, sizeof gguf, "%s/tests/data/moe/%s.gguf", srcdir(), model);
+        snprintf(out, sizeof out, "%s", tu_tmp(model));
+        strncat(out, "-lc.cflow", sizeof out - strlen(out) - 1);
+        tu_proc p;
+        assert_int_equal(tu_cflow_run(&p, "convert", gguf, out, (char *)NULL), 0);
+        assert_int_equal(p.status, 0);
+        tu_proc_free(&p);
+        /* llama.cpp's defaults: an f16 cache, which GGUF models get here */
+        eng_session *s = NULL;
+        eng_opts o;
+        eng_opts_default(&o);
+        o.n_threads = 2;
+        assert_int_equal(eng_open(&s, out, &o, err, sizeof err), 0);
+        int32_t ids[64];
+        size_t n = 0;
+        assert_int_equal(eng_tok_encode(eng_tokenizer(s), prompt, strlen(prompt), 1, 1, ids,
+                                        64, &n), 0);
+        assert_int_equal(n, np);
+        assert_memory_equal(ids, pids, n * sizeof *ids);
+        assert_int_equal(eng_prefill(s, ids, n, err, sizeof err), 0);
+        uint32_t nv = eng_hparams(s)->vocab_size;
+        size_t agree = 0;
+        for (size_t k = 0; k < ng; k++) {
+            const float *lg = eng_logits(s);
+            int32_t best = 0;
+            for (uint32_t v = 1; v < nv; v++)
+                if (lg[v] > lg[best])
+                    best = (int32_t)v;
+            if (best != gids[k])
+                break;
+            agree++;
+            assert_int_equal(eng_decode(s, best, err, sizeof err), 0);
+        }
+        eng_close(s);
+        fprintf(stderr, "%-16s llama.cpp greedy: %zu/%zu tokens equal\n", model, agree, ng);
+        assert_int_equal(agree, ng);
+        compared++;
+    }
+    assert_int_equal(compared, 3);
+    free(txt);
+}
+
 /* ---- Gemma-4 geometry ----------------------------------------------------- */
 static void test_gemma4_critical_path(void **state)
 {
@@ -539,6 +619,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gguf_moe_numpy),
+        cmocka_unit_test(test_gguf_moe_llamacpp),
         cmocka_unit_test(test_gemma4_critical_path),
         cmocka_unit_test(test_gemma4_mini_runs),
         cmocka_unit_test(test_malformed_headers),

@@ -27,7 +27,24 @@ writes, next to this script:
 
 Weights come from a fixed-seed generator; all tensors are F32 so the
 reference and cflow read the same numbers.  The GGUF writer is the fuzz
-seed generator's (tests/fuzz/gen_seeds.py).
+seed generator's (tests/fuzz/gen_seeds.py); the vocabulary is its small
+SentencePiece one with byte tokens (llama.cpp's tokenizer needs them).
+
+llamacpp.txt holds llama.cpp's greedy ids on these very files (test_moe
+compares them; llama.cpp is not built in CI).  They were made with the
+llama.cpp build and greedy_ids program of tests/data/llamacpp/README.md
+(unslothai/llama.cpp d32676d77, CPU Release build; llama.cpp's
+examples/simple with the ids printed: f16 KV cache, greedy sampler):
+
+    for m in qwen3moe-tiny qwen3-tiny mixtral-tiny qwen3moe-nonorm; do
+        greedy_ids -m tests/data/moe/$m.gguf -n 24 "once upon a time"
+    done
+
+sha256 of the files llama.cpp ran: qwen3moe-tiny 1652a96c..., qwen3-tiny
+621ec731..., mixtral-tiny 6332c881..., qwen3moe-nonorm 96c50658....
+llama.cpp builds qwen3moe with renormalised routing whatever
+expert_weights_norm says, so on qwen3moe-nonorm it prints qwen3moe-tiny's
+ids; cflow follows the flag (the numpy reference checks it).
 """
 import json
 import os
@@ -51,7 +68,8 @@ DENSE_FFN = 96
 
 def build(seed, qk_norm, dense=False, vocab=None):
     rng = np.random.default_rng(seed)
-    toks, scores, types = G.spm_vocab()
+    # byte tokens too: llama.cpp's SentencePiece tokenizer needs them
+    toks, scores, types = G.spm_vocab(True)
     V = vocab or len(toks)
     qd, kvd = N_HEADS * HEAD_DIM, N_KV * HEAD_DIM
     W = {}
@@ -92,7 +110,7 @@ def build(seed, qk_norm, dense=False, vocab=None):
 
 
 def gguf_bytes(arch, W, extra_kvs, dense=False):
-    tk, nv = G.spm_kvs()
+    tk, nv = G.spm_kvs(True)
     moe = [] if dense else [
         G.kv(arch + ".expert_count", G.KV_U32, N_EXP),
         G.kv(arch + ".expert_used_count", G.KV_U32, TOP_K),
