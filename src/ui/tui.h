@@ -1,0 +1,203 @@
+/*
+ * tui.h — private to cflow-tui: the pieces of the interactive front end
+ * and the few structures they share.
+ *
+ * Threads.  Two: the UI thread (ncurses, readline, panes, the run
+ * browser) and the generation thread (tui_gen.c), which alone touches the
+ * engine session, its profiler and the run log's writer.  They meet in
+ * three places, each with its own lock held for microseconds:
+ *
+ *   tui_chat     the transcript.  The generation thread appends the tokens
+ *                it decodes to the last entry; the UI lays the entries out.
+ *   tui_snap     a copy of what the status line and panes show that only the
+ *                generation thread can read safely (prof_totals_get, the
+ *                session's n_past, the applied settings), refreshed after
+ *                every token.
+ *   prof lock    a read-write lock around the profiler pointer: the UI reads
+ *                the prof ring and per-layer atomics under the read lock
+ *                (prof.c makes those reads safe while the decoder writes);
+ *                the generation thread takes the write lock only to swap
+ *                models.  Decoding itself never waits for the UI.
+ *
+ * The UI never blocks on the engine: requests (a prompt, a model path, new
+ * settings, Ctrl-C) are posted and the generation thread picks them up
+ * between tokens.
+ */
+#ifndef CFLOW_TUI_H
+#define CFLOW_TUI_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "prof/prof.h"
+
+#define TUI_NAME "cflow-tui"
+
+/* ---- settings the user tunes live ------------------------------------ */
+typedef struct tui_settings {
+    int          threads;        /* requested worker threads, 0: all cores */
+    int          prefetch;       /* 1 on, 0 off */
+    char         expert_io[16];  /* "mmap", "sync", "staged" */
+    eng_sampling sp;
+    long         n_predict;      /* most tokens per reply, 0: no limit */
+    int          ignore_eos;     /* keep going past end-of-sequence */
+    char        *system;         /* system prompt (malloc'd) or NULL */
+} tui_settings;
+
+/* ---- the transcript (tui_chat.c) -------------------------------------- */
+enum tui_role { TUI_USER = 0, TUI_ASSISTANT, TUI_NOTE, TUI_ERROR };
+
+typedef struct tui_entry {
+    int    role;        /* enum tui_role */
+    char  *text;        /* UTF-8 bytes, NUL-terminated (malloc'd) */
+    size_t len, cap;
+    size_t model_skip;  /* leading bytes the model no longer sees (an
+                           overlong reply cut at a context shift) */
+    int    dropped;     /* 1 when the turn was dropped from the context */
+} tui_entry;
+
+typedef struct tui_chat {
+    pthread_mutex_t mu;
+    tui_entry      *e;
+    size_t          n, cap;
+    uint64_t        version;   /* bumped on every change (redraw hint) */
+} tui_chat;
+
+void   tui_chat_init(tui_chat *c);
+void   tui_chat_free(tui_chat *c);
+/* Append a new entry (text may be NULL); returns its index or -1. */
+long   tui_chat_add(tui_chat *c, int role, const char *text);
+long   tui_chat_addf(tui_chat *c, int role, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Append bytes to entry i. */
+void   tui_chat_append(tui_chat *c, size_t i, const char *s, size_t n);
+void   tui_chat_clear(tui_chat *c);
+/* The transcript as Markdown into path; 0 or -1 (errno set). */
+int    tui_chat_save(tui_chat *c, const char *path, const char *model,
+                     const char *system);
+
+/* ---- the generation thread (tui_gen.c) -------------------------------- */
+typedef struct tui_gen tui_gen;
+
+enum tui_state { TUI_IDLE = 0, TUI_LOADING, TUI_PREFILL, TUI_DECODE };
+
+/* What the UI shows that only the generation thread may read. */
+typedef struct tui_snap {
+    int          state;           /* enum tui_state */
+    int          loaded;          /* a model is open */
+    char         model[1024];     /* its path */
+    char         arch[32], isa[32], quant[16], chat[16];
+    fmt_hparams  hp;
+    uint32_t     n_ctx, n_past;
+    int          threads;         /* resolved worker threads */
+    int          prefetch;
+    char         expert_io[16];
+    eng_sampling sp;
+    long         n_predict;
+    int          ignore_eos;
+    prof_totals  tot;             /* the current run */
+    int          have_tot;
+    int64_t      run_id;          /* in the run log, 0 none */
+    char         log_path[1024];  /* "" when not logging */
+    uint64_t     version;         /* bumped on every refresh */
+} tui_snap;
+
+enum tui_job { TUI_JOB_NONE = 0, TUI_JOB_CHAT, TUI_JOB_REGEN, TUI_JOB_LOAD,
+               TUI_JOB_CLEAR };
+
+typedef struct tui_gen_cfg {
+    const char   *db;          /* run log path, NULL: default */
+    int           no_log;
+    uint32_t      n_ctx;       /* 0: the model's */
+    tui_chat     *chat;
+    int           wake_fd;     /* written (one byte) on state changes */
+} tui_gen_cfg;
+
+int  tui_gen_start(tui_gen **out, const tui_gen_cfg *cfg, const tui_settings *st);
+/* Stop generating, finish the run log and join the thread. */
+void tui_gen_quit(tui_gen *g);
+/* Post a job; -1 when one is still running (the caller says so). */
+int  tui_gen_post(tui_gen *g, int job, const char *arg);
+/* Stop the reply being generated (between tokens). */
+void tui_gen_interrupt(tui_gen *g);
+/* New settings, applied between tokens; the next tokens start a new run.
+ * The strings are copied. */
+void tui_gen_settings(tui_gen *g, const tui_settings *st);
+void tui_gen_get_settings(tui_gen *g, tui_settings *st);  /* st->system: copy */
+void tui_gen_snap(tui_gen *g, tui_snap *out);
+int  tui_gen_busy(tui_gen *g);
+/* The profiler under the read lock (NULL when no model); always unlock. */
+prof *tui_gen_prof_lock(tui_gen *g);
+void  tui_gen_prof_unlock(tui_gen *g);
+/* The run log's path ("" when none). */
+void tui_gen_log_path(tui_gen *g, char *buf, size_t n);
+
+void tui_settings_free(tui_settings *s);
+void tui_settings_copy(tui_settings *dst, const tui_settings *src);
+
+/* ---- the UI (tui_main.c) and its panes (tui_panes.c, tui_runs.c) ------ */
+#ifndef NCURSES_WIDECHAR
+#define NCURSES_WIDECHAR 1
+#endif
+#include <curses.h>
+
+typedef struct tui_app tui_app;
+
+/* A live pane: a small table of functions.  update reads the profiler (p
+ * may be NULL: no model) under the generation thread's read lock, at most
+ * 10 times a second, and keeps what draw needs in st; draw paints the
+ * inside of its box (h x w cells) from st and the snapshot; key gets the
+ * keys typed while the pane has the focus (1: used). */
+typedef struct tui_pane {
+    const char *name;        /* "layers", "overlap", "counters", "speed" */
+    const char *title;
+    int  (*init)(struct tui_pane *pn, tui_app *a);
+    void (*update)(struct tui_pane *pn, tui_app *a, prof *p);
+    void (*draw)(struct tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd);
+    int  (*key)(struct tui_pane *pn, tui_app *a, int key);
+    void (*fini)(struct tui_pane *pn);
+    void *st;
+    int   hidden, scroll;
+} tui_pane;
+
+#define TUI_NPANE 4
+extern const tui_pane tui_pane_layers, tui_pane_overlap, tui_pane_counters,
+    tui_pane_speed;
+
+/* Colour pairs (attributes only when colour is off). */
+enum tui_color { TUI_C_NORMAL = 0, TUI_C_STATUS, TUI_C_USER, TUI_C_NOTE, TUI_C_ERROR,
+                 TUI_C_BAR, TUI_C_BAR2, TUI_C_MARK, TUI_C_TITLE, TUI_C_DIM, TUI_NC };
+
+typedef struct tui_runs tui_runs;
+
+struct tui_app {
+    tui_gen  *gen;
+    tui_chat  chat;
+    tui_snap  snap;
+    int       color, utf8;
+    tui_pane  panes[TUI_NPANE];
+    tui_runs *runs;          /* the run browser (tui_runs.c) */
+    const char *db;          /* --db, or NULL */
+};
+
+/* The attribute of a colour role (A_BOLD/A_REVERSE/... without colour). */
+attr_t tui_attr(const tui_app *a, int role);
+/* Draw at most w display cells of UTF-8 s (n bytes) at (y, x). */
+void   tui_put(WINDOW *win, int y, int x, int w, const char *s);
+/* Display cells of the UTF-8 string s. */
+int    tui_width(const char *s, size_t n);
+/* A horizontal bar of frac * w cells (block characters in UTF-8 locales). */
+void   tui_bar(tui_app *a, WINDOW *win, int y, int x, int w, double frac, int role);
+/* "12.3K", "1.20M" (bytes, 1024-based). */
+void   tui_human(double v, char *buf, size_t n);
+
+/* The run browser: open (reading the log), draw, keys (0: it closed). */
+int  tui_runs_open(tui_app *a, const char *filter, char *err, size_t errlen);
+void tui_runs_close(tui_app *a);
+void tui_runs_draw(tui_app *a, WINDOW *w, int h, int wd);
+int  tui_runs_key(tui_app *a, int key);
+
+#endif

@@ -1,0 +1,143 @@
+/*
+ * tui_chat.c — the transcript shared by the UI and the generation thread.
+ *
+ * An array of entries (user turns, replies, notes, errors), each a growing
+ * UTF-8 string.  The generation thread appends decoded text to the last
+ * reply; the UI lays entries out on every frame.  One mutex guards it; both
+ * sides hold it only to copy or append bytes.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ui/tui.h"
+
+void tui_chat_init(tui_chat *c)
+{
+    memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+}
+
+void tui_chat_free(tui_chat *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        free(c->e[i].text);
+    free(c->e);
+    pthread_mutex_destroy(&c->mu);
+}
+
+static int entry_reserve(tui_entry *e, size_t extra)
+{
+    if (e->len + extra + 1 <= e->cap)
+        return 0;
+    size_t cap = e->cap ? e->cap : 64;
+    while (cap < e->len + extra + 1)
+        cap *= 2;
+    char *p = realloc(e->text, cap);
+    if (!p)
+        return -1;
+    e->text = p;
+    e->cap = cap;
+    return 0;
+}
+
+long tui_chat_add(tui_chat *c, int role, const char *text)
+{
+    long idx = -1;
+    pthread_mutex_lock(&c->mu);
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 32;
+        tui_entry *p = realloc(c->e, cap * sizeof *p);
+        if (!p)
+            goto out;
+        c->e = p;
+        c->cap = cap;
+    }
+    tui_entry *e = &c->e[c->n];
+    memset(e, 0, sizeof *e);
+    e->role = role;
+    size_t n = text ? strlen(text) : 0;
+    if (entry_reserve(e, n))
+        goto out;
+    if (n)
+        memcpy(e->text, text, n);
+    e->len = n;
+    e->text[n] = 0;
+    idx = (long)c->n++;
+    c->version++;
+out:
+    pthread_mutex_unlock(&c->mu);
+    return idx;
+}
+
+long tui_chat_addf(tui_chat *c, int role, const char *fmt, ...)
+{
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return tui_chat_add(c, role, buf);
+}
+
+void tui_chat_append(tui_chat *c, size_t i, const char *s, size_t n)
+{
+    if (!n)
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (i < c->n && !entry_reserve(&c->e[i], n)) {
+        tui_entry *e = &c->e[i];
+        memcpy(e->text + e->len, s, n);
+        e->len += n;
+        e->text[e->len] = 0;
+        c->version++;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void tui_chat_clear(tui_chat *c)
+{
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n; i++)
+        free(c->e[i].text);
+    c->n = 0;
+    c->version++;
+    pthread_mutex_unlock(&c->mu);
+}
+
+int tui_chat_save(tui_chat *c, const char *path, const char *model, const char *system)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    char when[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&now, &tm));
+    fprintf(f, "# cflow-tui transcript\n\n- model: `%s`\n- saved: %s\n\n", model, when);
+    if (system && *system)
+        fprintf(f, "## System\n\n%s\n\n", system);
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n; i++) {
+        const tui_entry *e = &c->e[i];
+        switch (e->role) {
+        case TUI_USER: fprintf(f, "## User\n\n%s\n\n", e->text); break;
+        case TUI_ASSISTANT: fprintf(f, "## Assistant\n\n%s\n\n", e->text); break;
+        case TUI_NOTE: fprintf(f, "> %s\n\n", e->text); break;
+        default: fprintf(f, "> **error:** %s\n\n", e->text); break;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    int bad = ferror(f);
+    if (fclose(f) || bad) {
+        if (!errno)
+            errno = EIO;
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,877 @@
+/*
+ * tui_gen.c — the generation thread of cflow-tui.
+ *
+ * It owns the engine session, its sampler, the profiler attached to it and
+ * the run log's writer; nothing else touches them (the UI reads the
+ * profiler's ring and per-layer atomics, which prof.c makes safe, under
+ * the read side of plock; models are swapped under the write side).
+ *
+ * Jobs.  The UI posts one job at a time (a prompt, regenerate, load a model,
+ * clear) and is told through wake_fd when it is done.  Settings (threads,
+ * sampling, ...) are posted separately and applied between tokens; a
+ * change marks the run "dirty" and the next token opens a new run in the
+ * run log, so every run has one configuration.
+ *
+ * The conversation.  The transcript (tui_chat) holds every turn; entries
+ * from conv_first on are what the model sees, rendered through the model's
+ * chat template (completion mode, plain concatenation, for base models).
+ * kv[0..n_kv) mirrors the tokens in the session's KV cache: a new prompt
+ * is rendered in full, and when the cache holds a prefix of it only the
+ * rest is prefilled.  When the context fills, the oldest turns are dropped
+ * (conv_first moves on, the system prompt stays), the pane is told, and the
+ * rest is prefilled again from position 0; a single reply longer than the
+ * context keeps its second half.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "format/cflow_format.h"
+#include "kernels/kern.h"
+#include "ui/tui.h"
+#include "ui/ui.h"
+
+struct tui_gen {
+    tui_gen_cfg     cfg;
+    pthread_t       th;
+    pthread_mutex_t mu;          /* job, want, quit */
+    pthread_cond_t  cv;
+    int             job, quit;
+    char           *job_arg;
+    tui_settings    want;
+    uint64_t        want_gen;
+    atomic_int      stop;        /* Ctrl-C: stop the reply */
+    atomic_int      busy;        /* a job is posted or running */
+
+    /* generation thread only */
+    tui_settings    cur;
+    uint64_t        cur_gen;
+    eng_session    *s;
+    prof           *p;
+    prof_log       *log;
+    eng_sampler    *smp;
+    enum eng_chat   tmpl;
+    int32_t        *kv;          /* tokens in the KV cache [n_kv] */
+    size_t          n_kv, kv_cap;
+    size_t          conv_first;  /* first transcript entry in the context */
+    int             run_open, run_dirty, log_session;
+    int64_t         run_id;
+    double          bw;          /* the machine's read bandwidth, GB/s */
+    size_t         *tok_end;     /* bytes of the reply after each token [tok_n] */
+    size_t          tok_n, tok_cap;
+
+    pthread_rwlock_t plock;      /* around p (and s) for the UI's readers */
+    pthread_mutex_t  snap_mu;
+    tui_snap         snap;
+};
+
+/* ---- settings ---------------------------------------------------------- */
+void tui_settings_free(tui_settings *s)
+{
+    free(s->system);
+    s->system = NULL;
+}
+
+void tui_settings_copy(tui_settings *dst, const tui_settings *src)
+{
+    char *sys = src->system ? strdup(src->system) : NULL;
+    free(dst->system);
+    *dst = *src;
+    dst->system = sys;
+}
+
+static void wake(tui_gen *g)
+{
+    char b = 1;
+    if (g->cfg.wake_fd >= 0 && write(g->cfg.wake_fd, &b, 1) < 0) {
+        /* a full pipe already wakes the UI */
+    }
+}
+
+static void note(tui_gen *g, int role, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(tui_gen *g, int role, const char *fmt, ...)
+{
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    tui_chat_add(g->cfg.chat, role, buf);
+    wake(g);
+}
+
+static void eng_log_cb(void *ud, int level, const char *msg)
+{
+    tui_gen *g = ud;
+    if (level >= 1)
+        note(g, level >= 2 ? TUI_ERROR : TUI_NOTE, "%s", msg);
+}
+
+/* ---- the snapshot ------------------------------------------------------ */
+static void snap_refresh(tui_gen *g, int state)
+{
+    pthread_mutex_lock(&g->snap_mu);
+    tui_snap *sn = &g->snap;
+    sn->state = state;
+    sn->loaded = g->s != NULL;
+    if (g->s) {
+        sn->n_ctx = eng_n_ctx(g->s);
+        sn->n_past = eng_n_past(g->s);
+        sn->threads = eng_threads(g->s);
+    }
+    if (g->p) {
+        prof_totals_get(g->p, &sn->tot);
+        sn->have_tot = 1;
+    }
+    sn->prefetch = g->cur.prefetch;
+    snprintf(sn->expert_io, sizeof sn->expert_io, "%s", g->cur.expert_io);
+    sn->sp = g->cur.sp;
+    sn->n_predict = g->cur.n_predict;
+    sn->ignore_eos = g->cur.ignore_eos;
+    sn->run_id = g->run_id;
+    sn->version++;
+    pthread_mutex_unlock(&g->snap_mu);
+}
+
+void tui_gen_snap(tui_gen *g, tui_snap *out)
+{
+    pthread_mutex_lock(&g->snap_mu);
+    *out = g->snap;
+    pthread_mutex_unlock(&g->snap_mu);
+}
+
+prof *tui_gen_prof_lock(tui_gen *g)
+{
+    pthread_rwlock_rdlock(&g->plock);
+    return g->p;
+}
+
+void tui_gen_prof_unlock(tui_gen *g) { pthread_rwlock_unlock(&g->plock); }
+
+void tui_gen_log_path(tui_gen *g, char *buf, size_t n)
+{
+    pthread_mutex_lock(&g->snap_mu);
+    snprintf(buf, n, "%s", g->snap.log_path);
+    pthread_mutex_unlock(&g->snap_mu);
+}
+
+/* ---- the run log ------------------------------------------------------- */
+static double f2d(float f)   /* 0.95, not 0.949999988 */
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.7g", (double)f);
+    return strtod(buf, NULL);
+}
+
+static void log_fail(tui_gen *g, const char *err)
+{
+    note(g, TUI_ERROR, "run log: %s; continuing without logging", err);
+    prof_log_close(g->log);
+    g->log = NULL;
+    pthread_mutex_lock(&g->snap_mu);
+    g->snap.log_path[0] = 0;
+    pthread_mutex_unlock(&g->snap_mu);
+}
+
+static void run_end(tui_gen *g)
+{
+    char err[1024];
+    if (g->run_open && g->log && g->log_session &&
+        prof_log_flush(g->log, g->p, 1, err, sizeof err))
+        log_fail(g, err);
+    g->run_open = 0;
+}
+
+/* A new run under the current settings (the previous one is finished). */
+static void run_begin(tui_gen *g)
+{
+    char err[1024];
+    eng_stats es;
+    run_end(g);
+    if (!g->s || !g->p)
+        return;
+    eng_get_stats(g->s, &es);
+    prof_run_begin(g->p, es.bytes_per_token, g->bw);
+    g->run_open = 1;
+    g->run_dirty = 0;
+    g->run_id = 0;
+    if (g->log && g->log_session) {
+        const eng_sampling *sp = &g->cur.sp;
+        prof_run_cfg rc = {
+            .threads = eng_threads(g->s), .prefetch = g->cur.prefetch ? "on" : "off",
+            .expert_io = g->cur.expert_io, .n_ctx = eng_n_ctx(g->s),
+            .temp = f2d(sp->temp), .top_p = f2d(sp->top_p), .min_p = f2d(sp->min_p),
+            .rep_penalty = f2d(sp->rep_penalty), .top_k = sp->top_k,
+            .rep_last_n = sp->rep_last_n, .seed = sp->seed,
+        };
+        if (prof_log_run_begin(g->log, g->p, &rc, &g->run_id, err, sizeof err))
+            log_fail(g, err);
+    }
+}
+
+static void run_token(tui_gen *g)
+{
+    char err[1024];
+    if (g->log && g->log_session && g->run_open && prof_log_due(g->log, g->p) &&
+        prof_log_flush(g->log, g->p, 0, err, sizeof err))
+        log_fail(g, err);
+}
+
+/* Open the log (once) and start a session for the model just loaded. */
+static void log_session(tui_gen *g, const char *model)
+{
+    char err[1024], path[PATH_MAX];
+    const fmt_hparams *hp = eng_hparams(g->s);
+
+    g->log_session = 0;
+    if (g->cfg.no_log)
+        return;
+    if (!g->log) {
+        if (g->cfg.db)
+            snprintf(path, sizeof path, "%s", g->cfg.db);
+        else if (prof_log_default_path(path, sizeof path)) {
+            note(g, TUI_NOTE, "run log: no $HOME, $XDG_DATA_HOME or $CFLOW_DB; not logging");
+            return;
+        }
+        if (prof_log_open(&g->log, path, PROF_LOG_CREATE, err, sizeof err)) {
+            g->log = NULL;
+            note(g, TUI_ERROR, "run log %s; continuing without logging", err);
+            return;
+        }
+        pthread_mutex_lock(&g->snap_mu);
+        snprintf(g->snap.log_path, sizeof g->snap.log_path, "%s", prof_log_path(g->log));
+        pthread_mutex_unlock(&g->snap_mu);
+    }
+    char host[256] = "", cpu[256];
+    gethostname(host, sizeof host - 1);
+    prof_cpu_model(cpu, sizeof cpu);
+    prof_machine m = { host, cpu, eng_isa(g->s), prof_cpu_cores(), 0.0 };
+    const char *bw_env = getenv("CFLOW_READ_BW_GBS");
+    double bw = 0.0;
+    if (bw_env && *bw_env && ui_parse_float(bw_env, 0.001, 1e6, &bw))
+        bw = 0.0;
+    if (bw <= 0.0)
+        bw = prof_log_machine_bw(g->log, &m);
+    if (bw <= 0.0)
+        bw = prof_measure_read_bw(m.cores);
+    m.read_bw_gbs = g->bw = bw;
+
+    char hash[17] = "", real[PATH_MAX];
+    uint64_t size = 0;
+    if (!realpath(model, real))
+        snprintf(real, sizeof real, "%s", model);
+    if (prof_file_hash(real, hash, &size, err, sizeof err)) {
+        log_fail(g, err);
+        return;
+    }
+    prof_model_info mi = {
+        .path = real, .hash = hash, .arch = hp->arch,
+        .quant = kern_type_name((enum kern_type)hp->quant_type), .size = size,
+        .n_layers = hp->n_layers, .dim = hp->dim, .ffn_dim = hp->ffn_dim,
+        .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
+        .vocab_size = hp->vocab_size, .n_experts = hp->n_experts, .top_k = hp->top_k,
+        .dense_delay = hp->dense_delay, .expert_delay = hp->expert_delay,
+    };
+    if (prof_log_session(g->log, &m, &mi, TUI_NAME, err, sizeof err)) {
+        log_fail(g, err);
+        return;
+    }
+    g->log_session = 1;
+}
+
+/* ---- jobs -------------------------------------------------------------- */
+static void apply_settings(tui_gen *g)
+{
+    pthread_mutex_lock(&g->mu);
+    if (g->want_gen == g->cur_gen) {
+        pthread_mutex_unlock(&g->mu);
+        return;
+    }
+    tui_settings_copy(&g->cur, &g->want);
+    g->cur_gen = g->want_gen;
+    pthread_mutex_unlock(&g->mu);
+    if (g->s) {
+        char err[256];
+        if (eng_threads(g->s) != g->cur.threads || g->cur.threads == 0)
+            if (eng_set_threads(g->s, g->cur.threads))
+                snprintf(err, sizeof err, "cannot set %d threads", g->cur.threads),
+                    note(g, TUI_ERROR, "%s", err);
+        if (g->smp)
+            eng_sampler_set(g->smp, &g->cur.sp);
+    }
+    g->run_dirty = 1;
+    snap_refresh(g, g->snap.state);
+}
+
+static void job_load(tui_gen *g, const char *path)
+{
+    char err[1024];
+    eng_opts eo;
+    eng_session *ns = NULL;
+    prof *np = NULL;
+
+    snap_refresh(g, TUI_LOADING);
+    eng_opts_default(&eo);
+    eo.n_threads = g->cur.threads;
+    eo.n_ctx = g->cfg.n_ctx;
+    eo.log = eng_log_cb;
+    eo.log_ud = g;
+    if (eng_open(&ns, path, &eo, err, sizeof err)) {
+        note(g, TUI_ERROR, "cannot load model: %s%s", err,
+             g->s ? " (the previous model stays loaded)" : " (no model loaded: /model PATH)");
+        return;
+    }
+    const fmt_hparams *hp = eng_hparams(ns);
+    if (prof_new(&np, PROF_ALL, hp->n_layers, err, sizeof err)) {
+        note(g, TUI_ERROR, "%s", err);
+        eng_close(ns);
+        return;
+    }
+    eng_sampler *nsmp = eng_sampler_new(&g->cur.sp, hp->vocab_size);
+    if (!nsmp) {
+        note(g, TUI_ERROR, "out of memory");
+        prof_free(np);
+        eng_close(ns);
+        return;
+    }
+    /* the chat template, from the model's metadata */
+    enum eng_chat tmpl = ENG_CHAT_NONE;
+    fmt_model *fm = NULL;
+    if (!fmt_model_open(&fm, path, err, sizeof err)) {
+        size_t jl = 0;
+        const char *j = fmt_kv_get_str(fmt_model_kv(fm), "tokenizer.chat_template", &jl);
+        if (j)
+            tmpl = eng_chat_detect(j, jl);
+        fmt_model_close(fm);
+    }
+
+    run_end(g);
+    pthread_rwlock_wrlock(&g->plock);
+    if (g->s)
+        eng_set_prof(g->s, NULL);
+    eng_close(g->s);
+    prof_free(g->p);
+    eng_sampler_free(g->smp);
+    g->s = ns;
+    g->p = np;
+    g->smp = nsmp;
+    eng_set_prof(g->s, g->p);
+    pthread_rwlock_unlock(&g->plock);
+    g->tmpl = tmpl;
+    g->n_kv = 0;
+    g->run_id = 0;
+    g->run_dirty = 1;
+    pthread_mutex_lock(&g->cfg.chat->mu);
+    g->conv_first = g->cfg.chat->n;   /* a new model starts a new conversation */
+    pthread_mutex_unlock(&g->cfg.chat->mu);
+
+    pthread_mutex_lock(&g->snap_mu);
+    tui_snap *sn = &g->snap;
+    snprintf(sn->model, sizeof sn->model, "%s", path);
+    sn->hp = *hp;
+    snprintf(sn->arch, sizeof sn->arch, "%s", hp->arch);
+    snprintf(sn->isa, sizeof sn->isa, "%s", eng_isa(g->s));
+    snprintf(sn->quant, sizeof sn->quant, "%s",
+             kern_type_name((enum kern_type)hp->quant_type));
+    snprintf(sn->chat, sizeof sn->chat, "%s",
+             tmpl == ENG_CHAT_NONE ? "completion" : eng_chat_name(tmpl));
+    memset(&sn->tot, 0, sizeof sn->tot);
+    sn->have_tot = 0;
+    pthread_mutex_unlock(&g->snap_mu);
+
+    log_session(g, path);
+    note(g, TUI_NOTE, "loaded %s: %s, %u layers, dim %u, %u experts (top-%u), delays %u/%u, "
+         "context %u, %s, %s mode", path, hp->arch, hp->n_layers, hp->dim, hp->n_experts,
+         hp->top_k, hp->dense_delay, hp->expert_delay, eng_n_ctx(g->s),
+         eng_isa(g->s), tmpl == ENG_CHAT_NONE ? "completion" : eng_chat_name(tmpl));
+}
+
+static int kv_reserve(tui_gen *g, size_t n)
+{
+    if (n <= g->kv_cap)
+        return 0;
+    size_t cap = g->kv_cap ? g->kv_cap : 256;
+    while (cap < n)
+        cap *= 2;
+    int32_t *p = realloc(g->kv, cap * sizeof *p);
+    if (!p)
+        return -1;
+    g->kv = p;
+    g->kv_cap = cap;
+    return 0;
+}
+
+/* Render the context: the system prompt, the turns from conv_first up to
+ * and including the user turn u, the assistant turn opened, then the reply
+ * so far (entry a, or none when a < 0).  Tokens into *ids (malloc'd). */
+static int render_ids(tui_gen *g, size_t u, long a, int32_t **ids, size_t *n)
+{
+    tui_chat *c = g->cfg.chat;
+    const eng_tok *tok = eng_tokenizer(g->s);
+    eng_msg *msgs = NULL;
+    char *text = NULL;
+    size_t nm = 0;
+    int rc = -1;
+
+    pthread_mutex_lock(&c->mu);
+    msgs = calloc(c->n + 2, sizeof *msgs);
+    if (!msgs)
+        goto unlock;
+    if (g->cur.system && *g->cur.system)
+        msgs[nm++] = (eng_msg){ "system", g->cur.system };
+    for (size_t i = g->conv_first; i <= u && i < c->n; i++) {
+        const tui_entry *e = &c->e[i];
+        if (e->role == TUI_USER)
+            msgs[nm++] = (eng_msg){ "user", e->text + e->model_skip };
+        else if (e->role == TUI_ASSISTANT)
+            msgs[nm++] = (eng_msg){ "assistant", e->text + e->model_skip };
+    }
+    if (eng_chat_render(g->tmpl, msgs, nm, 1, &text))
+        goto unlock;
+    if (a >= 0 && (size_t)a < c->n) {
+        const tui_entry *e = &c->e[a];
+        size_t tl = strlen(text), rl = e->len - e->model_skip;
+        char *t2 = realloc(text, tl + rl + 1);
+        if (!t2)
+            goto unlock;
+        text = t2;
+        memcpy(text + tl, e->text + e->model_skip, rl);
+        text[tl + rl] = 0;
+    }
+    rc = 0;
+unlock:
+    pthread_mutex_unlock(&c->mu);
+    free(msgs);
+    if (rc) {
+        free(text);
+        return -1;
+    }
+    size_t len = strlen(text), cap = len + 16;
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v || eng_tok_encode(tok, text, len, 1, g->tmpl != ENG_CHAT_NONE, v, cap, n)) {
+        free(v);
+        free(text);
+        return -1;
+    }
+    if (*n > cap) {
+        int32_t *v2 = realloc(v, *n * sizeof *v);
+        size_t cap2 = *n;
+        if (!v2 || eng_tok_encode(tok, text, len, 1, g->tmpl != ENG_CHAT_NONE, v2, cap2, n)) {
+            free(v2 ? v2 : v);
+            free(text);
+            return -1;
+        }
+        v = v2;
+    }
+    free(text);
+    if (*n == 0) {   /* an empty context starts from BOS */
+        int32_t bos = eng_tok_bos(tok);
+        if (bos < 0) {
+            free(v);
+            return -1;
+        }
+        v[(*n)++] = bos;
+    }
+    *ids = v;
+    return 0;
+}
+
+/* Drop the oldest turn before entry u from the context; 0 when there was
+ * none to drop. */
+static int drop_turn(tui_gen *g, size_t u)
+{
+    tui_chat *c = g->cfg.chat;
+    int dropped = 0;
+    pthread_mutex_lock(&c->mu);
+    size_t i = g->conv_first;
+    while (i < u && c->e[i].role != TUI_USER)
+        i++;
+    if (i < u) {
+        size_t j = i + 1;
+        while (j < u && c->e[j].role != TUI_USER)
+            j++;
+        for (size_t k = g->conv_first; k < j; k++)
+            c->e[k].dropped = 1;
+        g->conv_first = j;
+        dropped = 1;
+        c->version++;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return dropped;
+}
+
+/* Feed ids into the cache: only the part after what it already holds when
+ * that is a prefix, else everything from position 0. */
+static int feed(tui_gen *g, const int32_t *ids, size_t n, char *err, size_t errlen)
+{
+    size_t k = 0;
+    while (k < n && k < g->n_kv && ids[k] == g->kv[k])
+        k++;
+    if (k == 0 || k < g->n_kv || k == n) {
+        eng_reset(g->s);
+        g->n_kv = 0;
+        k = 0;
+    }
+    if (kv_reserve(g, n)) {
+        snprintf(err, errlen, "out of memory");
+        return ENG_ENOMEM;
+    }
+    snap_refresh(g, TUI_PREFILL);
+    int rc = eng_prefill(g->s, ids + k, n - k, err, errlen);
+    if (rc) {
+        eng_reset(g->s);
+        g->n_kv = 0;
+        return rc;
+    }
+    memcpy(g->kv + k, ids + k, (n - k) * sizeof *ids);
+    g->n_kv = n;
+    run_token(g);
+    return 0;
+}
+
+/* Make the context (turns up to u, reply a so far) fit in limit tokens by
+ * dropping the oldest turns, then, for a reply, its first half.  Returns
+ * the ids or NULL (error noted). */
+static int32_t *fit(tui_gen *g, size_t u, long a, size_t limit, size_t *n, int *n_dropped,
+                    int *cut)
+{
+    int32_t *ids = NULL;
+    for (;;) {
+        if (render_ids(g, u, a, &ids, n)) {
+            note(g, TUI_ERROR, "cannot render or tokenize the conversation");
+            return NULL;
+        }
+        if (*n <= limit)
+            return ids;
+        free(ids);
+        ids = NULL;
+        if (drop_turn(g, u)) {
+            (*n_dropped)++;
+            continue;
+        }
+        if (a >= 0 && !*cut) {   /* a reply longer than the context */
+            tui_chat *c = g->cfg.chat;
+            pthread_mutex_lock(&c->mu);
+            tui_entry *e = &c->e[a];
+            size_t half = e->len - e->model_skip;
+            for (size_t t = 0; t < g->tok_n; t++)
+                if (g->tok_end[t] >= e->model_skip + half / 2) {
+                    half = g->tok_end[t] - e->model_skip;
+                    break;
+                }
+            e->model_skip += half;
+            pthread_mutex_unlock(&c->mu);
+            *cut = 1;
+            continue;
+        }
+        note(g, TUI_ERROR, "the conversation is %zu tokens but the context holds %zu: "
+             "shorten the prompt or /clear", *n, limit);
+        return NULL;
+    }
+}
+
+static void say_dropped(tui_gen *g, int n_dropped, int cut)
+{
+    if (n_dropped)
+        note(g, TUI_NOTE, "context full (%u tokens): dropped the %d oldest turn%s%s",
+             eng_n_ctx(g->s), n_dropped, n_dropped > 1 ? "s" : "",
+             g->cur.system && *g->cur.system ? "; the system prompt is kept" : "");
+    if (cut)
+        note(g, TUI_NOTE, "context full (%u tokens): the model now sees the second half"
+             " of this reply", eng_n_ctx(g->s));
+}
+
+/* Generate the reply to user turn u. */
+static void generate(tui_gen *g, size_t u)
+{
+    char err[1024] = "", buf[512];
+    const eng_tok *tok = eng_tokenizer(g->s);
+    uint32_t n_ctx = eng_n_ctx(g->s);
+    size_t n = 0, reserve = n_ctx / 4 < 64 ? n_ctx / 4 : 64;
+    int n_dropped = 0, cut = 0;
+
+    if (g->run_dirty || !g->run_open)
+        run_begin(g);
+    int32_t *ids = fit(g, u, -1, n_ctx - reserve > 0 ? n_ctx - reserve : 1, &n, &n_dropped,
+                       &cut);
+    if (!ids) {
+        /* too long even alone: take whatever fits of the prompt's start */
+        return;
+    }
+    say_dropped(g, n_dropped, 0);
+    int rc = feed(g, ids, n, err, sizeof err);
+    free(ids);
+    if (rc) {
+        note(g, TUI_ERROR, "%s", err);
+        return;
+    }
+    long a = tui_chat_add(g->cfg.chat, TUI_ASSISTANT, "");
+    if (a < 0) {
+        note(g, TUI_ERROR, "out of memory");
+        return;
+    }
+    snap_refresh(g, TUI_DECODE);
+    wake(g);
+
+    eng_detok dt;
+    eng_detok_init(&dt);
+    dt.prev = g->n_kv ? g->kv[g->n_kv - 1] : -1;
+    int32_t eos = eng_tok_eos(tok), eot = eng_tok_eot(tok);
+    size_t reply_len = 0, n_tok = 0;
+    g->tok_n = 0;
+    const char *why = NULL;
+    double last_snap = 0;
+
+    for (;;) {
+        if (atomic_load(&g->stop)) {
+            why = "stopped (Ctrl-C)";
+            break;
+        }
+        apply_settings(g);
+        if (g->run_dirty)
+            run_begin(g);
+        int32_t next = eng_sampler_sample(g->smp, eng_logits(g->s), g->kv, g->n_kv);
+        if (!g->cur.ignore_eos && (next == eos || next == eot))
+            break;
+        if (!eng_tok_is_control(tok, next)) {
+            size_t k = eng_detok_push(&dt, tok, next, buf, sizeof buf);
+            tui_chat_append(g->cfg.chat, (size_t)a, buf, k);
+            reply_len += k;
+        }
+        if (n_tok >= g->tok_cap) {
+            size_t cap = g->tok_cap ? g->tok_cap * 2 : 256;
+            size_t *p = realloc(g->tok_end, cap * sizeof *p);
+            if (p) {
+                g->tok_end = p;
+                g->tok_cap = cap;
+            }
+        }
+        if (n_tok < g->tok_cap) {
+            g->tok_end[n_tok] = reply_len;
+            g->tok_n = n_tok + 1;
+        }
+        n_tok++;
+        if (g->cur.n_predict > 0 && (long)n_tok >= g->cur.n_predict) {
+            why = "token limit reached (/n)";
+            break;
+        }
+        if (g->n_kv >= n_ctx) {
+            /* the cache is full: drop the oldest turns and prefill again */
+            int nd = 0, ct = 0;
+            size_t m = 0;
+            ids = fit(g, u, a, n_ctx - reserve, &m, &nd, &ct);
+            if (!ids)
+                break;
+            say_dropped(g, nd, ct);
+            g->n_kv = 0;   /* a new context: prefill it all */
+            rc = feed(g, ids, m, err, sizeof err);
+            free(ids);
+            if (rc) {
+                note(g, TUI_ERROR, "%s", err);
+                break;
+            }
+            dt.prev = g->kv[g->n_kv - 1];
+        } else {
+            rc = kv_reserve(g, g->n_kv + 1) ? ENG_ENOMEM : eng_decode(g->s, next, err, sizeof err);
+            if (rc) {
+                if (rc == ENG_ENOMEM && !err[0])
+                    snprintf(err, sizeof err, "out of memory");
+                note(g, TUI_ERROR, "%s", err);
+                break;
+            }
+            g->kv[g->n_kv++] = next;
+            run_token(g);
+        }
+        /* the panes read the snapshot at 10 Hz: refreshing it more often
+         * than every 20 ms would only cost the decoder */
+        double now = prof_now();
+        if (now - last_snap > 0.02) {
+            snap_refresh(g, TUI_DECODE);
+            last_snap = now;
+        }
+    }
+    size_t k = eng_detok_flush(&dt, buf, sizeof buf);
+    tui_chat_append(g->cfg.chat, (size_t)a, buf, k);
+    if (why)
+        note(g, TUI_NOTE, "%s after %zu tokens", why, n_tok);
+    if (g->log && g->log_session && g->run_open &&
+        prof_log_flush(g->log, g->p, 0, err, sizeof err))
+        log_fail(g, err);
+}
+
+static void job_chat(tui_gen *g, const char *text)
+{
+    if (!g->s) {
+        note(g, TUI_ERROR, "no model loaded: /model PATH");
+        return;
+    }
+    long u = tui_chat_add(g->cfg.chat, TUI_USER, text);
+    if (u < 0) {
+        note(g, TUI_ERROR, "out of memory");
+        return;
+    }
+    wake(g);
+    generate(g, (size_t)u);
+}
+
+static void job_regen(tui_gen *g)
+{
+    tui_chat *c = g->cfg.chat;
+    if (!g->s) {
+        note(g, TUI_ERROR, "no model loaded: /model PATH");
+        return;
+    }
+    long u = -1;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = c->n; i-- > g->conv_first;)
+        if (c->e[i].role == TUI_USER) {
+            u = (long)i;
+            break;
+        }
+    if (u >= 0) {   /* forget the old reply (and notes after the prompt) */
+        for (size_t i = (size_t)u + 1; i < c->n; i++)
+            free(c->e[i].text);
+        c->n = (size_t)u + 1;
+        c->version++;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (u < 0) {
+        note(g, TUI_ERROR, "/regen: no prompt to answer again");
+        return;
+    }
+    generate(g, (size_t)u);
+}
+
+static void *gen_main(void *arg)
+{
+    tui_gen *g = arg;
+    for (;;) {
+        pthread_mutex_lock(&g->mu);
+        while (!g->job && !g->quit && g->want_gen == g->cur_gen)
+            pthread_cond_wait(&g->cv, &g->mu);
+        int job = g->job, quit = g->quit;
+        char *jarg = g->job_arg;
+        g->job = 0;
+        g->job_arg = NULL;
+        pthread_mutex_unlock(&g->mu);
+        if (quit) {
+            free(jarg);
+            break;
+        }
+        apply_settings(g);
+        if (job) {
+            atomic_store(&g->stop, 0);
+            switch (job) {
+            case TUI_JOB_CHAT: job_chat(g, jarg); break;
+            case TUI_JOB_REGEN: job_regen(g); break;
+            case TUI_JOB_LOAD: job_load(g, jarg); break;
+            case TUI_JOB_CLEAR:
+                tui_chat_clear(g->cfg.chat);
+                g->conv_first = 0;
+                g->n_kv = 0;
+                if (g->s)
+                    eng_reset(g->s);
+                break;
+            }
+            free(jarg);
+            snap_refresh(g, TUI_IDLE);
+            atomic_store(&g->busy, 0);
+            wake(g);
+        }
+    }
+    run_end(g);
+    return NULL;
+}
+
+/* ---- the UI's side ----------------------------------------------------- */
+int tui_gen_start(tui_gen **out, const tui_gen_cfg *cfg, const tui_settings *st)
+{
+    tui_gen *g = calloc(1, sizeof *g);
+    if (!g)
+        return -1;
+    g->cfg = *cfg;
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    pthread_rwlock_init(&g->plock, NULL);
+    pthread_mutex_init(&g->snap_mu, NULL);
+    tui_settings_copy(&g->want, st);
+    tui_settings_copy(&g->cur, st);
+    snap_refresh(g, TUI_IDLE);
+    if (pthread_create(&g->th, NULL, gen_main, g)) {
+        tui_settings_free(&g->want);
+        tui_settings_free(&g->cur);
+        free(g);
+        return -1;
+    }
+    *out = g;
+    return 0;
+}
+
+void tui_gen_quit(tui_gen *g)
+{
+    if (!g)
+        return;
+    atomic_store(&g->stop, 1);
+    pthread_mutex_lock(&g->mu);
+    g->quit = 1;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    pthread_join(g->th, NULL);
+    free(g->job_arg);
+    prof_log_close(g->log);
+    if (g->s)
+        eng_set_prof(g->s, NULL);
+    eng_close(g->s);
+    prof_free(g->p);
+    eng_sampler_free(g->smp);
+    free(g->kv);
+    free(g->tok_end);
+    tui_settings_free(&g->want);
+    tui_settings_free(&g->cur);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    pthread_rwlock_destroy(&g->plock);
+    pthread_mutex_destroy(&g->snap_mu);
+    free(g);
+}
+
+int tui_gen_post(tui_gen *g, int job, const char *arg)
+{
+    int expect = 0;
+    if (!atomic_compare_exchange_strong(&g->busy, &expect, 1))
+        return -1;
+    pthread_mutex_lock(&g->mu);
+    g->job = job;
+    free(g->job_arg);
+    g->job_arg = arg ? strdup(arg) : NULL;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    return 0;
+}
+
+void tui_gen_interrupt(tui_gen *g) { atomic_store(&g->stop, 1); }
+
+int tui_gen_busy(tui_gen *g) { return atomic_load(&g->busy); }
+
+void tui_gen_settings(tui_gen *g, const tui_settings *st)
+{
+    pthread_mutex_lock(&g->mu);
+    tui_settings_copy(&g->want, st);
+    g->want_gen++;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+void tui_gen_get_settings(tui_gen *g, tui_settings *st)
+{
+    pthread_mutex_lock(&g->mu);
+    st->system = NULL;
+    tui_settings_copy(st, &g->want);
+    pthread_mutex_unlock(&g->mu);
+}

@@ -1,0 +1,383 @@
+/*
+ * test_tui.c — cflow-tui driven like a user: the real binary in a tmux
+ * session on a private socket (-L), keys sent with send-keys, the screen
+ * read back with capture-pane.
+ *
+ * Every wait polls the screen with a generous limit (a loaded two-core
+ * machine, the sanitizer build): nothing here measures time.  Each test
+ * gets its own HOME, XDG_DATA_HOME (readline history) and run log (--db).
+ * cflow-tui runs inside an interactive sh, so after /quit the test can
+ * check that the shell is back with a sane terminal and exit status 0.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "testutil.h"
+
+#define WAIT_S 180        /* per wait: the sanitizer build on a busy machine */
+#define PROMPT "tuitest$ "
+#define PROMPT_SEEN "tuitest$"   /* capture-pane drops trailing blanks */
+
+static char sock[64];
+static char home[2048], db[2100];
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* tmux -L sock -f /dev/null ARGS...; returns its stdout (malloc'd). */
+static char *tmux(const char *first, ...)
+{
+    const char *argv[40] = { "/usr/bin/env", "tmux", "-L", sock, "-f", "/dev/null" };
+    int n = 6;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && n < 39; a = va_arg(ap, const char *))
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    tu_proc p;
+    if (tu_run(&p, (char *const *)argv, NULL, 60)) {
+        fail_msg("cannot run tmux");
+    }
+    char *out = p.out;
+    p.out = NULL;
+    tu_proc_free(&p);
+    return out;
+}
+
+static char *screen(void)
+{
+    return tmux("capture-pane", "-p", "-t", "t", NULL);
+}
+
+static void keys(const char *k)
+{
+    free(tmux("send-keys", "-t", "t", k, NULL));
+}
+
+/* Type text literally, then Enter. */
+static void type_line(const char *text)
+{
+    free(tmux("send-keys", "-t", "t", "-l", text, NULL));
+    keys("Enter");
+}
+
+/* Wait until the screen contains s; returns the screen (malloc'd). */
+static char *wait_for(const char *s)
+{
+    time_t end = time(NULL) + WAIT_S;
+    char *scr = NULL;
+    for (;;) {
+        free(scr);
+        scr = screen();
+        if (scr && strstr(scr, s))
+            return scr;
+        if (time(NULL) > end)
+            break;
+        sleep_ms(200);
+    }
+    print_error("screen while waiting for '%s':\n%s\n", s, scr ? scr : "(none)");
+    free(scr);
+    fail_msg("'%s' never appeared", s);
+    return NULL;
+}
+
+/* Wait until the status line says idle and the reply count grew. */
+static char *wait_idle(void)
+{
+    time_t end = time(NULL) + WAIT_S;
+    char *scr = NULL;
+    for (;;) {
+        free(scr);
+        scr = screen();
+        char *nl = scr ? strchr(scr, '\n') : NULL;
+        if (nl && memmem(scr, (size_t)(nl - scr), "| idle |", 8))
+            return scr;
+        if (time(NULL) > end)
+            break;
+        sleep_ms(200);
+    }
+    print_error("screen while waiting for idle:\n%s\n", scr ? scr : "(none)");
+    free(scr);
+    fail_msg("the status line never said idle");
+    return NULL;
+}
+
+/* The number after label on the screen must be positive. */
+static void expect_positive(const char *scr, const char *label)
+{
+    const char *p = strstr(scr, label);
+    double v = -1;
+    if (p) {
+        p += strlen(label);
+        while (*p == ' ')
+            p++;
+        if (isdigit((unsigned char)*p))
+            v = strtod(p, NULL);
+    }
+    if (!(v > 0)) {
+        print_error("screen:\n%s\n", scr);
+        fail_msg("no positive number after '%s'", label);
+    }
+}
+
+/* Start an interactive sh in a fresh tmux session of w x h cells, then
+ * cflow-tui in it with extra arguments. */
+static void start(int w, int h, const char *args)
+{
+    static int n;
+    char cmd[16384], ws[16], hs[16];
+    snprintf(sock, sizeof sock, "cflow-tui-test-%d-%d", (int)getpid(), n++);
+    snprintf(home, sizeof home, "%s", tu_tmp(sock));
+    mkdir(home, 0700);
+    snprintf(db, sizeof db, "%s/runs.db", home);
+    snprintf(ws, sizeof ws, "%d", w);
+    snprintf(hs, sizeof hs, "%d", h);
+    snprintf(cmd, sizeof cmd, "env -u CFLOW_MODEL HOME=%s XDG_DATA_HOME=%s/data LANG=C.UTF-8 "
+             "LC_ALL=C.UTF-8 PS1='%s' sh", home, home, PROMPT);
+    free(tmux("new-session", "-d", "-x", ws, "-y", hs, "-s", "t", cmd, NULL));
+    free(wait_for(PROMPT_SEEN));
+    const char *bd = getenv("CFLOW_BUILDDIR"), *sd = getenv("CFLOW_SRCDIR");
+    snprintf(cmd, sizeof cmd,
+             "LSAN_OPTIONS=suppressions=%s/tests/ui/lsan.supp:print_suppressions=0 "
+             "%s/cflow-tui --db %s %s", sd ? sd : "..", bd ? bd : ".", db, args);
+    type_line(cmd);
+}
+
+static void stop(void)
+{
+    free(tmux("kill-server", NULL));
+}
+
+/* /quit, then the shell must be back, exit status 0, terminal sane. */
+static void quit_clean(void)
+{
+    type_line("/quit");
+    free(wait_for("\n" PROMPT_SEEN));
+    type_line("echo rc=$?");
+    free(wait_for("rc=0"));
+    type_line("stty -a | tr ' ;' '\\n\\n' | grep -x -e echo -e icanon | sort | tr '\\n' ' '; echo");
+    free(wait_for("echo icanon"));
+}
+
+static json_object *runs_json(void)
+{
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "runs", "list", "--json", "--db", db, NULL), 0);
+    assert_int_equal(p.status, 0);
+    json_object *o = json_tokener_parse(p.out);
+    tu_proc_free(&p);
+    assert_non_null(o);
+    assert_true(json_object_is_type(o, json_type_array));
+    return o;
+}
+
+/* 1. No arguments: the shipped model; a prompt streams the same text as
+ * `cflow run` with the same (default) settings; all four panes show
+ * numbers; the layout survives a resize down to 80x24. */
+static void test_chat_and_panes(void **state)
+{
+    (void)state;
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "run", "-p", "Once upon a time", "-n", "24", "--no-log",
+                                  NULL), 0);
+    assert_int_equal(p.status, 0);
+    /* the first three words of the continuation */
+    char words[256] = "";
+    int nw = 0;
+    for (char *t = strtok(p.out, " \n"); t && nw < 3; t = strtok(NULL, " \n"), nw++) {
+        if (nw)
+            strcat(words, " ");
+        strncat(words, t, 60);
+    }
+    tu_proc_free(&p);
+    assert_int_equal(nw, 3);
+
+    start(130, 40, "");
+    free(wait_for("default.cflow |"));
+    free(wait_for("completion mode"));
+    type_line("/n 24");
+    free(wait_for("n 24 ("));
+    type_line("Once upon a time");
+    free(wait_for("> Once upon a time"));
+    char *scr = wait_idle();
+    assert_non_null(strstr(scr, words));
+    /* the panes and their numbers */
+    assert_non_null(strstr(scr, "1 layers"));
+    assert_non_null(strstr(scr, "2 expert fetch"));
+    assert_non_null(strstr(scr, "3 counters"));
+    assert_non_null(strstr(scr, "4 speed"));
+    expect_positive(scr, "decode ");
+    expect_positive(scr, "prefill ");
+    expect_positive(scr, "task-clock");
+    expect_positive(scr, "expert compute ");
+    assert_non_null(strstr(scr, "GB/s of weights"));
+    assert_non_null(strstr(scr, "L0 "));
+    free(scr);
+    /* 80x24: the chat above, the four panes in a grid below */
+    free(tmux("resize-window", "-t", "t", "-x", "80", "-y", "24", NULL));
+    scr = wait_for("4 speed");
+    assert_non_null(strstr(scr, "1 layers"));
+    assert_non_null(strstr(scr, "2 expert"));
+    assert_non_null(strstr(scr, "3 counters"));
+    free(scr);
+    quit_clean();
+    stop();
+}
+
+/* 2. /threads 1: the status line says so and the next reply is a new run
+ * in the log with one thread. */
+static void test_threads_new_run(void **state)
+{
+    (void)state;
+    start(130, 40, "-n 24");
+    free(wait_for("completion mode"));
+    type_line("Once upon a time");
+    free(wait_for("> Once upon a time"));
+    free(wait_idle());
+    type_line("/threads 1");
+    free(wait_for("threads 1 |"));
+    type_line("The dog");
+    free(wait_for("> The dog"));
+    char *scr = wait_idle();
+    assert_non_null(strstr(scr, "threads 1 |"));
+    free(scr);
+    quit_clean();
+    stop();
+    json_object *o = runs_json();
+    size_t n = json_object_array_length(o);
+    assert_int_equal(n, 2);
+    json_object *last = json_object_array_get_idx(o, 1), *v;
+    assert_true(json_object_object_get_ex(last, "threads", &v));
+    assert_int_equal(json_object_get_int(v), 1);
+    assert_true(json_object_object_get_ex(last, "program", &v));
+    assert_string_equal(json_object_get_string(v), "cflow-tui");
+    json_object_put(o);
+}
+
+/* 3. The run browser: two runs listed, marked, compared, left. */
+static void test_run_browser(void **state)
+{
+    (void)state;
+    start(130, 40, "-n 24");
+    free(wait_for("completion mode"));
+    type_line("Once upon a time");
+    free(wait_for("> Once upon a time"));
+    free(wait_idle());
+    type_line("/temp 0.5");
+    free(wait_for("temp 0.50"));
+    type_line("The cat");
+    free(wait_for("> The cat"));
+    free(wait_idle());
+    keys("F2");
+    free(wait_for("run log: 2 runs"));
+    keys("Space");
+    keys("Up");
+    keys("Space");
+    keys("c");
+    char *scr = wait_for("compare  A = run");
+    assert_non_null(strstr(scr, "decode tok/s"));
+    assert_non_null(strstr(scr, "B/A"));
+    assert_non_null(strstr(scr, "temperature"));
+    free(scr);
+    keys("q");
+    free(wait_for("run log: 2 runs"));
+    keys("Enter");   /* one run's per-layer picture */
+    scr = wait_for("streamed/tok");
+    assert_non_null(strstr(scr, "L0 "));
+    free(scr);
+    keys("q");
+    free(wait_for("run log: 2 runs"));
+    keys("q");
+    free(wait_for("> The cat"));
+    quit_clean();
+    stop();
+}
+
+/* 4. Ctrl-C stops a long generation; the UI keeps working; /quit leaves a
+ * clean shell. */
+static void test_ctrl_c(void **state)
+{
+    (void)state;
+    start(130, 40, "-n 24");
+    free(wait_for("completion mode"));
+    type_line("/n 0");
+    type_line("/ignore-eos on");
+    free(wait_for("ignore-eos on ("));
+    type_line("Once upon a time");
+    free(wait_for("| decoding"));
+    keys("C-c");
+    char *scr = wait_for("stopped (Ctrl-C)");
+    free(scr);
+    free(wait_idle());
+    type_line("/ignore-eos off");
+    type_line("/n 8");
+    free(wait_for("n 8 ("));
+    type_line("Tom had a ball");
+    free(wait_for("> Tom had a ball"));
+    free(wait_for("token limit reached"));
+    free(wait_idle());
+    quit_clean();
+    stop();
+}
+
+/* 5. A model that does not exist: an error in the UI, which stays usable
+ * (the loaded model stays). */
+static void test_bad_model(void **state)
+{
+    (void)state;
+    start(130, 40, "-n 24");
+    free(wait_for("completion mode"));
+    type_line("/model /nonexistent/model.cflow");
+    char *scr = wait_for("cannot load model");
+    assert_non_null(strstr(scr, "/nonexistent/model.cflow"));
+    free(scr);
+    free(wait_idle());
+    type_line("Once upon a time");
+    free(wait_for("> Once upon a time"));
+    free(wait_for("token limit reached"));
+    scr = wait_idle();
+    assert_non_null(strstr(scr, "default.cflow |"));
+    free(scr);
+    quit_clean();
+    stop();
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    stop();   /* also after a failed wait: no tmux server left behind */
+    return 0;
+}
+
+int main(void)
+{
+    if (system("tmux -V >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "test_tui: tmux is required (scripts/bootstrap installs it)\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_chat_and_panes, teardown),
+        cmocka_unit_test_teardown(test_threads_new_run, teardown),
+        cmocka_unit_test_teardown(test_run_browser, teardown),
+        cmocka_unit_test_teardown(test_ctrl_c, teardown),
+        cmocka_unit_test_teardown(test_bad_model, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
