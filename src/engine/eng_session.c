@@ -144,12 +144,12 @@ struct eng_session {
      * of the byte whose read faulted; every later token fails */
     int      broken;
     uint64_t fault_off;
-    /* parallel attention (attention()): per head, scores [n_ctx] floats
+    /* parallel attention (attn_store_attend): per head, scores [n_ctx] floats
      * and 2*hd_max halves of scratch, for par_heads heads */
     float    *par_sc;
     uint16_t *par_h16;
     uint32_t  par_heads;
-    /* batched prefill (prefill_batch()), allocated on first use for
+    /* batched prefill (forward_batch), allocated on first use for
      * ENG_BATCH positions: residuals bx [B][dim], normalised bxb [B][dim],
      * branch outputs bo [B][dim], bq/batt [B][q_dim], bk/bv [B][kv_dim],
      * bh/bh2 [B][hmax]; one prepared input per position for each width */
@@ -537,14 +537,16 @@ void eng_reset(eng_session *s)
  * a then b is one by a + b).  The frequencies are those rope() used: run.c's
  * inv_freq, or ggml's base^(-2i/d) by repeated multiplication over its
  * Llama-3 divisors.  Values carry no position and only move. */
-static void rerope_row(const eng_session *s, float *k, const float *c,
-                       const float *sn)
+/* Each layer turns its own rotated dimensions (per-layer geometry: head
+ * size, rope_dims, base). */
+static void rerope_row(const eng_session *s, const fmt_layer_geom *g, float *k,
+                       const float *c, const float *sn)
 {
     const fmt_hparams *hp = s->hp;
-    unsigned half = hp->head_dim / 2;
+    unsigned half = g->rope_dims / 2;
     int neox = (hp->flags & FMT_FLAG_ROPE_NEOX) != 0;
-    for (unsigned h = 0; h < hp->n_kv_heads; h++) {
-        float *v = k + (size_t)h * hp->head_dim;
+    for (unsigned h = 0; h < g->n_kv_heads; h++) {
+        float *v = k + (size_t)h * g->head_dim;
         for (unsigned i = 0; i < half; i++) {
             unsigned a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
             float x0 = v[a], x1 = v[b];
@@ -564,26 +566,30 @@ int eng_shift(eng_session *s, uint32_t n_keep, uint32_t n_discard, char *err,
                     n_discard, n_keep, s->n_past);
     if (n_discard == 0)
         return 0;
-    unsigned half = hp->head_dim / 2;
+    unsigned half = s->hd_max / 2;
     float *c = calloc(half ? half : 1, sizeof *c), *sn = calloc(half ? half : 1, sizeof *sn);
     if (!c || !sn) {
         free(c);
         free(sn);
         return fail(err, errlen, ENG_ENOMEM, "context shift: out of memory");
     }
-    /* cos/sin of the turn of each pair, angles in double */
-    float ts = powf(hp->rope_theta, -2.0f / (float)hp->head_dim), theta = 1.0f;
-    for (unsigned i = 0; i < half; i++) {
-        double f = s->ggml ? (double)(s->rope_ff ? theta / s->rope_ff[i] : theta)
-                           : (double)s->inv_freq[i];
-        double ang = -(double)n_discard * f;
-        c[i] = (float)cos(ang);
-        sn[i] = (float)sin(ang);
-        theta *= ts;
-    }
     uint32_t n_move = s->n_past - n_keep - n_discard;
     size_t row = s->kv_dim, n = (size_t)n_move * row;
+    unsigned reps = s->n_eff / hp->n_layers;     /* FixedPoint applications */
     for (unsigned l = 0; l < s->n_eff; l++) {
+        /* cos/sin of the turn of each pair of this layer, angles in double
+         * (layers differ only with per-layer geometry) */
+        const eng_layer *ly = &s->layers[l / reps];
+        const fmt_layer_geom *g = ly->g;
+        float ts = powf(g->rope_theta, -2.0f / (float)g->rope_dims), theta = 1.0f;
+        for (unsigned i = 0; i < g->rope_dims / 2; i++) {
+            double f = s->ggml ? (double)(s->rope_ff ? theta / s->rope_ff[i] : theta)
+                               : (double)ly->inv_freq[i];
+            double ang = -(double)n_discard * f;
+            c[i] = (float)cos(ang);
+            sn[i] = (float)sin(ang);
+            theta *= ts;
+        }
         size_t dst = (size_t)l * s->n_ctx * row + (size_t)n_keep * row;
         size_t src = dst + (size_t)n_discard * row;
         if (s->kv_f16) {
@@ -593,7 +599,7 @@ int eng_shift(eng_session *s, uint32_t n_keep, uint32_t n_discard, char *err,
                 uint16_t *kr = s->kc16 + dst + (size_t)p * row;
                 for (size_t i = 0; i < row; i++)
                     s->k_tmp[i] = kern_fp16_to_fp32(kr[i]);
-                rerope_row(s, s->k_tmp, c, sn);
+                rerope_row(s, g, s->k_tmp, c, sn);
                 for (size_t i = 0; i < row; i++)
                     kr[i] = kern_fp32_to_fp16(s->k_tmp[i]);
             }
@@ -601,7 +607,7 @@ int eng_shift(eng_session *s, uint32_t n_keep, uint32_t n_discard, char *err,
             memmove(s->kc + dst, s->kc + src, n * sizeof(float));
             memmove(s->vc + dst, s->vc + src, n * sizeof(float));
             for (uint32_t p = 0; p < n_move; p++)
-                rerope_row(s, s->kc + dst + (size_t)p * row, c, sn);
+                rerope_row(s, g, s->kc + dst + (size_t)p * row, c, sn);
         }
     }
     s->n_past -= n_discard;
@@ -789,7 +795,7 @@ static void rope(const eng_session *s, const eng_layer *ly, float *x,
 
 /* What happens to one position's q, k, v between the QKV projection and
  * the cache: bias, K = V sharing, QK-norm, V-norm, RoPE.  Shared by
- * decode (attn_block) and batched prefill (prefill_batch). */
+ * decode (attn_block) and batched prefill (forward_batch). */
 static void attn_qkv_post(eng_session *s, const eng_layer *ly, uint32_t pos,
                           float *q, float *k, float *v)
 {
