@@ -65,6 +65,10 @@ static const preset presets[] = {
      * attention bytes as at full scale */
     { "gemma4-mini", "gemma4", 6, 256, 4, 4, 192, 16, 4, 128, 512, 1, 2,
       FMT_COMBINE_DELAYED_SUM, 0, 0 },
+    /* one full-attention layer of gemma4-mini alone (tests: with one layer
+     * a position's cache depends only on its token and position) */
+    { "gemma4-mini-full1", "gemma4", 1, 256, 4, 4, 192, 16, 4, 128, 512, 0, 0,
+      FMT_COMBINE_DELAYED_SUM, 0, 0 },
 };
 
 /* The Gemma-4 layer pattern of a preset: every `every`-th layer is a full-
@@ -77,6 +81,7 @@ static const struct gemma_geom {
 } gemma_geoms[] = {
     { "gemma4-26b-a4b", 6, 1024, 11, 11, 512, 128, 1e6f },
     { "gemma4-mini", 6, 16, 4, 4, 128, 32, 1e6f },
+    { "gemma4-mini-full1", 1, 16, 4, 4, 128, 32, 1e6f },
 };
 
 static const struct gemma_geom *gemma_of(const char *name)
