@@ -252,7 +252,7 @@ int    prof_file_hash(const char *path, char hex[17], uint64_t *size, char *err,
 /* ======================================================================= */
 typedef struct prof_log prof_log;
 
-#define PROF_LOG_SCHEMA 4   /* PRAGMA user_version of a current database */
+#define PROF_LOG_SCHEMA 5   /* PRAGMA user_version of a current database */
 
 enum { PROF_LOG_CREATE = 1 };  /* create the file (and its folder) if absent */
 
@@ -403,5 +403,21 @@ void prof_io_derive(double c_s, double io_s, double stall_s, uint64_t bytes,
  * run, summed over its tokens.  Any thread. */
 #define PROF_IO_ALL 0xffffffffu
 void prof_io_get(const prof *p, unsigned layer, prof_io_fig *f);
+
+/* ======================================================================= */
+/* `cflow bench` results in the run log (schema 5, table bench)             */
+/* ======================================================================= */
+typedef struct prof_bench_row {
+    const char *test_time;          /* ISO 8601 UTC */
+    int         n_threads;
+    int64_t     n_prompt, n_gen, n_depth;
+    const char *prefetch, *expert_io;  /* "off"/"on", "mmap"/"sync"/"staged" */
+    unsigned    repetitions;
+    double      avg_ns, stddev_ns, avg_ts, stddev_ts;
+    uint64_t    bytes_per_token;
+    double      gb_s, read_bw_gbs, bw_pct;  /* 0: not applicable / unknown */
+} prof_bench_row;
+/* One test's result in the current session (prof_log_session first). */
+int prof_log_bench(prof_log *l, const prof_bench_row *r, char *err, size_t errlen);
 
 #endif /* CFLOW_PROF_H */

@@ -65,6 +65,12 @@
  *   counter(run_id, event, value, reason)
  *       Counter totals of the run; value NULL and reason set when the event
  *       was unavailable.
+ *   bench(id, session_id, test_time, n_threads, n_prompt, n_gen, n_depth,
+ *         prefetch, expert_io, repetitions, avg_ns, stddev_ns, avg_ts,
+ *         stddev_ts, bytes_per_token, gb_s, read_bw_gbs, bw_pct)
+ *       One `cflow bench` test (version 5): llama-bench's names and
+ *       meanings (avg_ts the mean of the repetitions' tokens per second);
+ *       gb_s and bw_pct for decode tests only (NULL otherwise).
  *
  * Migrations.  migrations[v] takes a database from user_version v to v+1;
  * a new database runs them all from 0, so a fresh log and a migrated one
@@ -193,6 +199,16 @@ static const char *const migrations[PROF_LOG_SCHEMA] = {
     /* 3 -> 4: expert I/O per layer (--expert-io sync|staged) */
     "ALTER TABLE layer_stat ADD COLUMN io_s REAL;"
     "ALTER TABLE layer_stat ADD COLUMN io_bytes INTEGER;",
+
+    /* 4 -> 5: `cflow bench` results, one row per test */
+    "CREATE TABLE bench(id INTEGER PRIMARY KEY,"
+    " session_id INTEGER NOT NULL REFERENCES session(id),"
+    " test_time TEXT NOT NULL, n_threads INTEGER, n_prompt INTEGER,"
+    " n_gen INTEGER, n_depth INTEGER, prefetch TEXT, expert_io TEXT,"
+    " repetitions INTEGER, avg_ns REAL, stddev_ns REAL, avg_ts REAL,"
+    " stddev_ts REAL, bytes_per_token INTEGER, gb_s REAL, read_bw_gbs REAL,"
+    " bw_pct REAL);"
+    "CREATE INDEX bench_session ON bench(session_id);",
 };
 
 /* Streams whose bytes are logged: attention, ffn, experts (I/O wait
@@ -1194,5 +1210,54 @@ int prof_log_layer_rows(prof_log *l, int64_t id, prof_layer_row **rows, unsigned
     }
     *rows = v;
     *n = cnt;
+    return 0;
+}
+
+/* ---- cflow bench ------------------------------------------------------- */
+int prof_log_bench(prof_log *l, const prof_bench_row *r, char *err, size_t errlen)
+{
+    sqlite3_stmt *st = NULL;
+    if (!l || !r || l->session_id <= 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "run log: no session for the bench result");
+        return -1;
+    }
+    if (begin(l) != SQLITE_OK)
+        return fail_db(l, err, errlen, NULL);
+    int rc = sqlite3_prepare_v2(
+        l->db,
+        "INSERT INTO bench(session_id, test_time, n_threads, n_prompt, n_gen, n_depth,"
+        " prefetch, expert_io, repetitions, avg_ns, stddev_ns, avg_ts, stddev_ts,"
+        " bytes_per_token, gb_s, read_bw_gbs, bw_pct) VALUES(?1, ?2, ?3, ?4, ?5, ?6,"
+        " ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+        -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, l->session_id);
+        bind_text(st, 2, r->test_time);
+        sqlite3_bind_int(st, 3, r->n_threads);
+        sqlite3_bind_int64(st, 4, r->n_prompt);
+        sqlite3_bind_int64(st, 5, r->n_gen);
+        sqlite3_bind_int64(st, 6, r->n_depth);
+        bind_text(st, 7, r->prefetch);
+        bind_text(st, 8, r->expert_io);
+        sqlite3_bind_int(st, 9, (int)r->repetitions);
+        sqlite3_bind_double(st, 10, r->avg_ns);
+        sqlite3_bind_double(st, 11, r->stddev_ns);
+        sqlite3_bind_double(st, 12, r->avg_ts);
+        sqlite3_bind_double(st, 13, r->stddev_ts);
+        sqlite3_bind_int64(st, 14, (sqlite3_int64)r->bytes_per_token);
+        bind_pos_real(st, 15, r->gb_s);
+        bind_pos_real(st, 16, r->read_bw_gbs);
+        bind_pos_real(st, 17, r->bw_pct);
+        rc = step_done(st);
+        sqlite3_finalize(st);
+    }
+    if (rc != SQLITE_OK) {
+        fail_db(l, err, errlen, NULL);
+        rollback(l);
+        return -1;
+    }
+    if (commit(l) != SQLITE_OK)
+        return fail_db(l, err, errlen, NULL);
     return 0;
 }

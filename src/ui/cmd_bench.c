@@ -32,7 +32,9 @@
  * bytes_per_token, gb_s, read_bw_gbs, bw_pct).  -o csv has the same fields;
  * -o md (the default) a table like llama-bench's.
  *
- * Results go to stdout; progress and notes to stderr.
+ * Results go to stdout; progress and notes to stderr.  Each test's result
+ * is also a row of the run log's bench table (schema 5; --db, --no-log),
+ * under a session "cflow bench" per model.
  */
 #include "config.h"
 
@@ -43,7 +45,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <limits.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/engine.h"
 #include "kernels/kern.h"
@@ -52,33 +56,20 @@
 
 #define MAXL 32   /* entries per list option */
 
-/* The expert I/O and prefetch switches (eng_io.c) are being added; until
- * every build has them, reach them through weak references so that a build
- * without them still benches the mmap/off configuration. */
-int eng_set_prefetch(eng_session *s, int on) __attribute__((weak));
-int eng_set_expert_io(eng_session *s, int mode, char *err, size_t errlen)
-    __attribute__((weak));
-
-static int set_io(eng_session *s, int pf, int xio, char *err, size_t errlen)
-{
-    err[0] = '\0';
-    if (eng_set_prefetch ? eng_set_prefetch(s, pf) : pf != 0) {
-        if (!eng_set_prefetch)
-            snprintf(err, errlen, "this build has no prefetch thread");
-        return -1;
-    }
-    if (eng_set_expert_io ? eng_set_expert_io(s, xio, err, errlen) : xio != 0) {
-        if (!eng_set_expert_io)
-            snprintf(err, errlen, "this build has no expert I/O modes");
-        return -1;
-    }
-    return 0;
-}
-
 typedef struct ilist {
     long     v[MAXL];
     unsigned n;
 } ilist;
+
+static int set_io(eng_session *s, int pf, int xio, char *err, size_t errlen)
+{
+    err[0] = '\0';
+    if (eng_set_prefetch(s, pf)) {
+        snprintf(err, errlen, "cannot switch the prefetch thread %s", pf ? "on" : "off");
+        return -1;
+    }
+    return eng_set_expert_io(s, xio, err, errlen) ? -1 : 0;
+}
 
 /* "a,b,c" or "a-b" (step 1) or "a-b+s"; every value within [lo, hi]. */
 static int parse_list(const char *s, long lo, long hi, ilist *out)
@@ -183,7 +174,61 @@ typedef struct bench_cfg {
     int      kv_f16;
     double   read_bw;              /* GB/s; 0: measure */
     uint64_t seed;
+    const char *db;                /* --db PATH, NULL: the default log */
+    int      no_log;
 } bench_cfg;
+
+/* ---- the run log: one session per model, one bench row per test ---------
+ * Logging is a side effect: a log that cannot be opened or written is one
+ * warning on stderr and the benchmark goes on without it. */
+static prof_log *log_open(const bench_cfg *c)
+{
+    char path[PATH_MAX], err[512];
+    prof_log *l = NULL;
+    if (c->no_log)
+        return NULL;
+    if (c->db)
+        snprintf(path, sizeof path, "%s", c->db);
+    else if (prof_log_default_path(path, sizeof path)) {
+        fprintf(stderr, "cflow bench: warning: run log: no $HOME, $XDG_DATA_HOME or "
+                        "$CFLOW_DB; not logging\n");
+        return NULL;
+    }
+    if (prof_log_open(&l, path, PROF_LOG_CREATE, err, sizeof err)) {
+        fprintf(stderr, "cflow bench: warning: run log %s; not logging\n", err);
+        return NULL;
+    }
+    return l;
+}
+
+static int log_session(prof_log *l, eng_session *s, const char *model, double bw)
+{
+    char err[512], host[256] = "", cpu[256], hash[17] = "", real[PATH_MAX];
+    uint64_t size = 0;
+    const fmt_hparams *hp = eng_hparams(s);
+    gethostname(host, sizeof host - 1);
+    prof_cpu_model(cpu, sizeof cpu);
+    prof_machine m = { host, cpu, eng_isa(s), prof_cpu_cores(), bw };
+    if (!realpath(model, real))
+        snprintf(real, sizeof real, "%s", model);
+    if (prof_file_hash(real, hash, &size, err, sizeof err)) {
+        fprintf(stderr, "cflow bench: warning: run log: %s\n", err);
+        return -1;
+    }
+    prof_model_info mi = {
+        .path = real, .hash = hash, .arch = hp->arch,
+        .quant = kern_type_name((enum kern_type)hp->quant_type), .size = size,
+        .n_layers = hp->n_layers, .dim = hp->dim, .ffn_dim = hp->ffn_dim,
+        .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
+        .vocab_size = hp->vocab_size, .n_experts = hp->n_experts, .top_k = hp->top_k,
+        .dense_delay = hp->dense_delay, .expert_delay = hp->expert_delay,
+    };
+    if (prof_log_session(l, &m, &mi, "cflow bench", err, sizeof err)) {
+        fprintf(stderr, "cflow bench: warning: run log: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -391,6 +436,7 @@ static int bench_models(const bench_cfg *c)
         return ui_error("out of memory");
     }
     uint64_t rng = c->seed;
+    prof_log *lg = log_open(c);
     for (unsigned mi = 0; mi < c->n_models && rc == UI_EXIT_OK; mi++) {
         const char *model = c->models[mi];
         eng_opts eo;
@@ -424,6 +470,7 @@ static int bench_models(const bench_cfg *c)
         r.reps = c->reps;
         r.ns = ns;
         r.ts = ts;
+        int logging = lg && log_session(lg, s, model, read_bw) == 0;
         for (unsigned xi = 0; xi < c->xio.n && rc == UI_EXIT_OK; xi++)
         for (unsigned pi = 0; pi < c->pf.n && rc == UI_EXIT_OK; pi++)
         for (unsigned ti = 0; ti < c->t.n && rc == UI_EXIT_OK; ti++)
@@ -495,9 +542,30 @@ static int bench_models(const bench_cfg *c)
                 else
                     print_json(&r, cpu, first);
                 first = 0;
+                if (logging) {
+                    prof_bench_row br = {
+                        .test_time = r.time, .n_threads = r.threads,
+                        .n_prompt = r.n_prompt, .n_gen = r.n_gen, .n_depth = r.n_depth,
+                        .prefetch = onoff[r.prefetch], .expert_io = xio_names[r.expert_io],
+                        .repetitions = r.reps, .avg_ns = r.avg_ns, .stddev_ns = r.sd_ns,
+                        .avg_ts = r.avg_ts, .stddev_ts = r.sd_ts,
+                        .bytes_per_token = r.bytes_per_token, .gb_s = r.gb_s,
+                        .read_bw_gbs = r.read_bw, .bw_pct = r.bw_pct,
+                    };
+                    if (prof_log_bench(lg, &br, err, sizeof err)) {
+                        fprintf(stderr, "cflow bench: warning: run log: %s; not "
+                                        "logging\n", err);
+                        logging = 0;
+                    }
+                }
             }
         }
         eng_close(s);
+    }
+    if (lg) {
+        if (!first && !c->no_log)
+            fprintf(stderr, "cflow bench: results logged in %s\n", prof_log_path(lg));
+        prof_log_close(lg);
     }
     if (c->fmt == 2 && !first)
         printf("\n]\n");
@@ -686,6 +754,9 @@ static void help(void)
            "      --kv-type T       f16, f32 or auto (default auto)\n"
            "      --no-warmup       skip the untimed warm-up run of each test\n"
            "      --seed S          random tokens seed (default 1)\n"
+           "      --db PATH         run log (default: $CFLOW_DB, then\n"
+           "                        ~/.local/share/cflow/runs.db); one row per test\n"
+           "      --no-log          do not record the results in the run log\n"
            "  -h, --help            this text\n\n"
            "membw: the machine's read bandwidth (GB/s) per thread count.\n"
            "l1d: tiled vs row-major f32 mat-vec at the report's d 8192 shapes.\n"
@@ -695,7 +766,7 @@ static void help(void)
 
 int ui_cmd_bench(int argc, char **argv)
 {
-    enum { O_PF = 256, O_XIO, O_RBW, O_KV, O_NOWARM, O_SEED, O_ROWSDIV };
+    enum { O_PF = 256, O_XIO, O_RBW, O_KV, O_NOWARM, O_SEED, O_ROWSDIV, O_DB, O_NOLOG };
     static const struct option lo[] = {
         { "model", required_argument, 0, 'm' },
         { "threads", required_argument, 0, 't' },
@@ -712,6 +783,8 @@ int ui_cmd_bench(int argc, char **argv)
         { "no-warmup", no_argument, 0, O_NOWARM },
         { "seed", required_argument, 0, O_SEED },
         { "rows-div", required_argument, 0, O_ROWSDIV },
+        { "db", required_argument, 0, O_DB },
+        { "no-log", no_argument, 0, O_NOLOG },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -810,6 +883,8 @@ int ui_cmd_bench(int argc, char **argv)
             if (ui_parse_int(optarg, 1, 64, &rows_div))
                 return ui_usage_error("bench", "bad --rows-div '%s' (1..64)", optarg);
             break;
+        case O_DB: c.db = optarg; break;
+        case O_NOLOG: c.no_log = 1; break;
         case 'h': help(); return UI_EXIT_OK;
         default: return ui_usage_error("bench", "bad option");
         }

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include <json-c/json.h>
+#include <sqlite3.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,6 +235,56 @@ static void test_membw_l1d(void **state)
     tu_proc_free(&p);
 }
 
+/* Each test is a row of the run log's bench table, with the JSON's values. */
+static void test_log(void **state)
+{
+    (void)state;
+    tu_proc p;
+    const char *db = tu_tmp("bench-runs.db");
+    assert_int_equal(tu_cflow_run(&p, "bench", "-m", model, "-t", "1", "-p", "4",
+                                  "-n", "3", "-r", "2", "--read-bw", "10", "-o", "json",
+                                  "--db", db, (char *)NULL), 0);
+    assert_int_equal(p.status, 0);
+    json_object *a = json_tokener_parse(p.out);
+    assert_non_null(a);
+    assert_int_equal(json_object_array_length(a), 2);
+    sqlite3 *d = NULL;
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_open_v2(db, &d, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(d,
+        "SELECT b.n_threads, b.n_prompt, b.n_gen, b.n_depth, b.avg_ts, b.stddev_ts,"
+        " b.repetitions, s.program, m.path FROM bench b JOIN session s ON"
+        " s.id = b.session_id JOIN model m ON m.id = s.model_id ORDER BY b.id",
+        -1, &st, NULL), SQLITE_OK);
+    size_t i = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        assert_true(i < 2);
+        json_object *o = json_object_array_get_idx(a, i++);
+        assert_int_equal(sqlite3_column_int(st, 0), (int)num_of(o, "n_threads"));
+        assert_int_equal(sqlite3_column_int(st, 1), (int)num_of(o, "n_prompt"));
+        assert_int_equal(sqlite3_column_int(st, 2), (int)num_of(o, "n_gen"));
+        assert_int_equal(sqlite3_column_int(st, 3), (int)num_of(o, "n_depth"));
+        double avg = num_of(o, "avg_ts");
+        assert_true(fabs(sqlite3_column_double(st, 4) - avg) <= 1e-5 * avg);
+        assert_int_equal(sqlite3_column_int(st, 6), 2);
+        assert_string_equal((const char *)sqlite3_column_text(st, 7), "cflow bench");
+        assert_non_null(strstr((const char *)sqlite3_column_text(st, 8), "bench-tiny.cflow"));
+    }
+    assert_int_equal(i, 2);
+    sqlite3_finalize(st);
+    sqlite3_close(d);
+    json_object_put(a);
+    tu_proc_free(&p);
+    /* --no-log leaves a log alone */
+    const char *db2 = tu_tmp("bench-nolog.db");
+    assert_int_equal(tu_cflow_run(&p, "bench", "-m", model, "-t", "1", "-p", "0",
+                                  "-n", "1", "-r", "1", "--read-bw", "10", "--no-log",
+                                  "--db", db2, (char *)NULL), 0);
+    assert_int_equal(p.status, 0);
+    assert_null(tu_read_file(db2, NULL));
+    tu_proc_free(&p);
+}
+
 static void test_synth_gguf_refusals(void **state)
 {
     (void)state;
@@ -262,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_md_csv),
         cmocka_unit_test(test_membw_l1d),
+        cmocka_unit_test(test_log),
         cmocka_unit_test(test_synth_gguf_refusals),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
