@@ -227,8 +227,8 @@ def bpe_vocab(specials=("<|endoftext|>", "<|im_start|>", "<|im_end|>")):
 # ---- models --------------------------------------------------------------
 def model_tensors(dim, ffn, n_layers, n_heads, n_kv, vocab, dt_mat,
                   tied=True, bias=False, experts=0, exp_ffn=0, dt_vec=DT_F32,
-                  dt_emb=None, dense=True):
-    """GGUF-named tensors of a tiny llama/qwen2 model."""
+                  dt_emb=None, dense=True, qk_norm=False):
+    """GGUF-named tensors of a tiny llama/qwen2/qwen3(moe) model."""
     hd = dim // n_heads
     kvd = n_kv * hd
     dt_emb = dt_mat if dt_emb is None else dt_emb
@@ -256,6 +256,9 @@ def model_tensors(dim, ffn, n_layers, n_heads, n_kv, vocab, dt_mat,
             vec(p + "attn_q.bias", dim, 0.0)
             vec(p + "attn_k.bias", kvd, 0.0)
             vec(p + "attn_v.bias", kvd, 0.0)
+        if qk_norm:
+            vec(p + "attn_q_norm.weight", hd)
+            vec(p + "attn_k_norm.weight", hd)
         vec(p + "ffn_norm.weight", dim)
         if dense:
             mat(p + "ffn_gate.weight", ffn, dim, dt_mat)
@@ -363,6 +366,20 @@ def gguf_seeds():
     out["kv-types.gguf"] = gguf(kv_type_blobs(),
                                 [("t", [32], DT_Q4_0,
                                   q4_0(rand_f32(32)))])
+    # qwen3moe: per-head Q/K norms, experts only, routing without
+    # renormalisation; from its own generator state so that adding it
+    # left every other seed as it was
+    state = rng.getstate()
+    rng.seed(3)
+    out["qwen3moe-q8_0.gguf"] = gguf(
+        llama_kvs("qwen3moe", 32, 32, 1, 2, 1, 64, [
+            kv("qwen3moe.expert_count", KV_U32, 4),
+            kv("qwen3moe.expert_used_count", KV_U32, 2),
+            kv("qwen3moe.expert_feed_forward_length", KV_U32, 32),
+            kv("qwen3moe.expert_weights_norm", KV_BOOL, 0)]) + tk,
+        model_tensors(32, 32, 1, 2, 1, nv, DT_Q8_0, experts=4, exp_ffn=32,
+                      dense=False, qk_norm=True))
+    rng.setstate(state)
     return out
 
 
@@ -708,7 +725,8 @@ def cflow_seeds(cflow, ggufs, l2c):
             ("moe-q8_0.gguf", None, "moe-q8_0.cflow", None),
             ("l2c", None, "llama2c-q8_0.cflow", "q8_0"),
             ("llama-q4_0.gguf", None, "llama-q4_0.vflow", None),
-            ("moe-q8_0.gguf", None, "moe-q4_0.vflow", "q4_0")]
+            ("moe-q8_0.gguf", None, "moe-q4_0.vflow", "q4_0"),
+            ("qwen3moe-q8_0.gguf", None, "qwen3moe-q8_0.cflow", None)]
     for src, _, name, q in jobs:
         if src == "l2c":
             mp = os.path.join(tmp, "model.bin")
