@@ -1979,6 +1979,12 @@ void eng_get_stats(const eng_session *s, eng_stats *st)
 {
     *st = s->stats;
     st->bytes_per_token = s->bytes_per_token;
+    if (s->pf) {                 /* the running prefetch thread's counts too */
+        uint64_t lines, dropped;
+        eng_pf_counts(s->pf, &lines, &dropped);
+        st->pf_lines += lines;
+        st->pf_dropped += dropped;
+    }
 }
 
 void eng_set_trace(eng_session *s, eng_trace *t)
