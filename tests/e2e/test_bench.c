@@ -235,6 +235,34 @@ static void test_membw_l1d(void **state)
     tu_proc_free(&p);
 }
 
+/* directio: every prefetch x expert-io combination, switched between tests
+ * on one loaded model, in that order. */
+static void test_directio(void **state)
+{
+    (void)state;
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "bench", "directio", "-m", model, "-t", "1", "-n",
+                                  "2", "-r", "1", "--read-bw", "10", "-o", "json",
+                                  "--no-log", (char *)NULL), 0);
+    if (p.status)
+        fprintf(stderr, "%s", p.err);
+    assert_int_equal(p.status, 0);
+    json_object *a = json_tokener_parse(p.out);
+    assert_non_null(a);
+    assert_int_equal(json_object_array_length(a), 6);
+    static const char *const xio[] = { "mmap", "sync", "staged" };
+    for (size_t i = 0; i < 6; i++) {
+        json_object *o = json_object_array_get_idx(a, i);
+        assert_string_equal(str_of(o, "expert_io"), xio[i / 2]);
+        assert_string_equal(str_of(o, "prefetch"), i % 2 ? "on" : "off");
+        assert_int_equal((int)num_of(o, "n_prompt"), 0);
+        assert_int_equal((int)num_of(o, "n_gen"), 2);
+        assert_true(num_of(o, "avg_ts") > 0);
+    }
+    json_object_put(a);
+    tu_proc_free(&p);
+}
+
 /* Each test is a row of the run log's bench table, with the JSON's values. */
 static void test_log(void **state)
 {
@@ -313,6 +341,7 @@ int main(void)
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_md_csv),
         cmocka_unit_test(test_membw_l1d),
+        cmocka_unit_test(test_directio),
         cmocka_unit_test(test_log),
         cmocka_unit_test(test_synth_gguf_refusals),
     };
