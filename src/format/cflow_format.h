@@ -141,6 +141,10 @@ typedef struct fmt_tensor {
     uint64_t    ne[4];    /* GGML order: ne[0] = columns (innermost) */
     const void *data;     /* into the mapping */
     uint64_t    nbytes;
+    /* A 3-D expert tensor assembled from one 2-D tensor per expert (HF
+     * Qwen3-MoE): parts[e] is expert e's data; NULL when the experts are
+     * contiguous from data on, as in GGUF. */
+    const void *const *parts;
 } fmt_tensor;
 
 typedef struct fmt_gguf fmt_gguf;

@@ -410,7 +410,8 @@ static fmt_tensor expert_view(const fmt_tensor *t, unsigned e)
     uint64_t bytes = fmt_dtype_size(t->dtype, t->ne[0]) * t->ne[1];
     v.ndim = 2;
     v.ne[2] = 1;
-    v.data = (const uint8_t *)t->data + bytes * e;
+    v.data = t->parts ? t->parts[e] : (const uint8_t *)t->data + bytes * e;
+    v.parts = NULL;
     v.nbytes = bytes;
     return v;
 }

@@ -3,9 +3,12 @@
  *
  * config.json (read with json-c) gives the architecture and geometry:
  *   architectures[0]   LlamaForCausalLM, MistralForCausalLM (arch "llama"),
- *                      Qwen2ForCausalLM (arch "qwen2") or Qwen3ForCausalLM
+ *                      Qwen2ForCausalLM (arch "qwen2"), Qwen3ForCausalLM
  *                      (arch "qwen3": per-head q_norm/k_norm, read as
- *                      FMT_FLAG_QK_NORM when present)
+ *                      FMT_FLAG_QK_NORM when present) or
+ *                      Qwen3MoeForCausalLM (arch "qwen3moe": num_experts,
+ *                      num_experts_per_tok, moe_intermediate_size,
+ *                      norm_topk_prob; every layer sparse)
  *   hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
  *   num_key_value_heads (default: heads), head_dim (default hidden/heads),
  *   max_position_embeddings, vocab_size, rope_theta (10000), rms_norm_eps
@@ -76,6 +79,84 @@ static const fmt_role_names hf_role_names = {
     [FMT_R_Q_NORM] = "model.layers.%u.self_attn.q_norm.weight",
     [FMT_R_K_NORM] = "model.layers.%u.self_attn.k_norm.weight",
 };
+
+/* Qwen3-MoE: the router is mlp.gate; the experts are one tensor per expert
+ * (mlp.experts.E.gate_proj ...), which qwen3moe_stack assembles into the
+ * 3-D tensors named here (no such names exist in the file). */
+#define HF_QMOE_STACK "model.layers.%u.mlp.experts.%s.weight"
+static const fmt_role_names hf_qwen3moe_names = {
+    [FMT_R_TOK_EMBD] = "model.embed_tokens.weight",
+    [FMT_R_OUT_NORM] = "model.norm.weight",
+    [FMT_R_OUTPUT] = "lm_head.weight",
+    [FMT_R_ATTN_NORM] = "model.layers.%u.input_layernorm.weight",
+    [FMT_R_Q] = "model.layers.%u.self_attn.q_proj.weight",
+    [FMT_R_K] = "model.layers.%u.self_attn.k_proj.weight",
+    [FMT_R_V] = "model.layers.%u.self_attn.v_proj.weight",
+    [FMT_R_O] = "model.layers.%u.self_attn.o_proj.weight",
+    [FMT_R_Q_BIAS] = "model.layers.%u.self_attn.q_proj.bias",
+    [FMT_R_K_BIAS] = "model.layers.%u.self_attn.k_proj.bias",
+    [FMT_R_V_BIAS] = "model.layers.%u.self_attn.v_proj.bias",
+    [FMT_R_FFN_NORM] = "model.layers.%u.post_attention_layernorm.weight",
+    [FMT_R_ROUTER] = "model.layers.%u.mlp.gate.weight",
+    [FMT_R_EXP_GATE] = "model.layers.%u.mlp.experts.gate_proj.weight",
+    [FMT_R_EXP_UP] = "model.layers.%u.mlp.experts.up_proj.weight",
+    [FMT_R_EXP_DOWN] = "model.layers.%u.mlp.experts.down_proj.weight",
+    [FMT_R_Q_NORM] = "model.layers.%u.self_attn.q_norm.weight",
+    [FMT_R_K_NORM] = "model.layers.%u.self_attn.k_norm.weight",
+};
+
+/* Assemble each layer's per-expert gate/up/down tensors into one 3-D
+ * tensor whose parts[] point at the experts' data (nothing is copied).
+ * Every expert must be present, readable, 2-D, and of one type and shape. */
+static int qwen3moe_stack(fmt_src *s, char *err, size_t errlen)
+{
+    static const char *const mats[3] = { "gate_proj", "up_proj", "down_proj" };
+    const fmt_hparams *h = &s->hp;
+    unsigned E = h->n_experts;
+    size_t n = (size_t)h->n_layers * 3 * E;
+    char name[256], nm[64];
+    /* each part is a tensor of the file: bound the table by them */
+    if (n > s->n_tensors) {
+        fmt_err(err, errlen, "%s: %u layers of %u experts but only %zu tensors",
+                s->path, h->n_layers, E, s->n_tensors);
+        return FMT_EFORMAT;
+    }
+    if (!(s->parts = calloc(n ? n : 1, sizeof *s->parts))) {
+        fmt_err(err, errlen, "%s: out of memory", s->path);
+        return FMT_ENOMEM;
+    }
+    for (unsigned l = 0; l < h->n_layers; l++)
+        for (unsigned m = 0; m < 3; m++) {
+            const void **parts = s->parts + ((size_t)l * 3 + m) * E;
+            const fmt_tensor *t0 = NULL;
+            for (unsigned e = 0; e < E; e++) {
+                snprintf(name, sizeof name, "model.layers.%u.mlp.experts.%u.%s.weight", l,
+                         e, mats[m]);
+                const fmt_tensor *t = fmt_src_find(s, name);
+                if (!t) {
+                    fmt_err(err, errlen, "%s: tensor '%s' is missing", s->path, name);
+                    return FMT_EFORMAT;
+                }
+                if (t->ndim != 2 || (t0 && (t->dtype != t0->dtype || t->ne[0] != t0->ne[0] ||
+                                            t->ne[1] != t0->ne[1]))) {
+                    fmt_err(err, errlen, "%s: tensor '%s' differs from expert 0's type "
+                            "or shape", s->path, fmt_safe_name(nm, name, strlen(name)));
+                    return FMT_EFORMAT;
+                }
+                if (!t0)
+                    t0 = t;
+                parts[e] = t->data;
+            }
+            uint64_t ne[4] = { t0->ne[0], t0->ne[1], E, 1 };
+            snprintf(name, sizeof name, HF_QMOE_STACK, l, mats[m]);
+            int rc = fmt_src_add_tensor(s, name, t0->dtype, 3, ne, t0->data,
+                                        t0->nbytes * E, err, errlen);
+            if (rc < 0)
+                return rc;
+            s->tensors[s->n_tensors - 1].parts = parts;
+        }
+    return FMT_OK;
+}
 
 /* Our own pipeline-native checkpoints (scripts/train): names of the
  * architectures and the extra config keys they carry. */
@@ -485,18 +566,21 @@ static int read_config(fmt_src *s, cfgctx *c, int *tied)
     } else if (arch ? strcmp(arch, "Qwen3ForCausalLM") == 0
                     : (mt && strcmp(mt, "qwen3") == 0)) {
         qwen = 3;
+    } else if (arch ? strcmp(arch, "Qwen3MoeForCausalLM") == 0
+                    : (mt && strcmp(mt, "qwen3_moe") == 0)) {
+        qwen = 4;
     } else {
         char nm[64];
         const char *what = arch ? arch : mt ? mt : "(none)";
         fmt_err(c->err, c->errlen, "%s: architecture %s is not supported "
                 "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                "Qwen3ForCausalLM)",
+                "Qwen3ForCausalLM, Qwen3MoeForCausalLM)",
                 c->path, fmt_safe_name(nm, what, strlen(what)));
         return FMT_EUNSUP;
     }
     snprintf(h->arch, sizeof h->arch, "%s",
              pipeline ? cfg_str(o, "cflow_arch")
-             : qwen == 3 ? "qwen3" : qwen ? "qwen2" : "llama");
+             : qwen == 4 ? "qwen3moe" : qwen == 3 ? "qwen3" : qwen ? "qwen2" : "llama");
     int mistral = (arch && strcmp(arch, "MistralForCausalLM") == 0) ||
                   (!arch && mt && strcmp(mt, "mistral") == 0);
 
@@ -537,6 +621,28 @@ static int read_config(fmt_src *s, cfgctx *c, int *tied)
             return FMT_EFORMAT;
         }
         h->head_dim = h->dim / h->n_heads;
+    }
+    if (qwen == 4) {
+        /* every layer sparse: the experts replace the dense FFN */
+        uint32_t step = 1;
+        json_object *mo;
+        if (cfg_u32(c, "num_experts", &h->n_experts) < 0 ||
+            cfg_u32(c, "num_experts_per_tok", &h->top_k) < 0 ||
+            cfg_u32(c, "moe_intermediate_size", &h->expert_ffn_dim) < 0 ||
+            cfg_u32(c, "decoder_sparse_step", &step) < 0)
+            return FMT_EFORMAT;
+        if (step != 1 || (json_object_object_get_ex(o, "mlp_only_layers", &mo) &&
+                          json_object_is_type(mo, json_type_array) &&
+                          json_object_array_length(mo) > 0)) {
+            fmt_err(c->err, c->errlen, "%s: Qwen3-MoE with dense layers "
+                    "(decoder_sparse_step %u, mlp_only_layers) is not supported",
+                    c->path, step);
+            return FMT_EUNSUP;
+        }
+        h->ffn_dim = 0;
+        /* HF's default is false; Qwen3-30B-A3B sets it */
+        if (!cfg_bool(o, "norm_topk_prob", 0))
+            h->flags |= FMT_FLAG_MOE_NO_RENORM;
     }
     if (pipeline) {
         uint32_t dd = 0, ed = 0, cs = 0;
@@ -672,7 +778,13 @@ int fmt_hf_open(fmt_src *s, const char *dir, const char *tokenizer,
         rc = FMT_ENOMEM;
         goto out;
     }
-    rc = fmt_src_bind(s, hf_role_names, tied, err, errlen);
+    if (strcmp(s->hp.arch, "qwen3moe") == 0) {
+        if ((rc = qwen3moe_stack(s, err, errlen)) < 0)
+            goto out;
+        rc = fmt_src_bind(s, hf_qwen3moe_names, tied, err, errlen);
+    } else {
+        rc = fmt_src_bind(s, hf_role_names, tied, err, errlen);
+    }
 out:
     json_object_put(cfg);
     free(cpath);

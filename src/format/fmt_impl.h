@@ -105,6 +105,8 @@ struct fmt_src {
     fmt_names          tidx;      /* tensor name -> index in tensors */
     const fmt_tensor **roles;     /* [(n_layers + 1) * FMT_NROLES]; the
                                    * last row holds the globals */
+    const void       **parts;     /* HF Qwen3-MoE: per-expert data pointers
+                                   * of the assembled 3-D tensors, owned */
     fmt_layer_geom    *lgeom;     /* [n_layers] when FMT_FLAG_LAYER_GEOM
                                    * (synthetic Gemma-4 geometry), else NULL */
 };

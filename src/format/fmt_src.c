@@ -816,6 +816,7 @@ void fmt_src_close(fmt_src *s)
     free(s->maps);
     free(s->roles);
     free(s->lgeom);
+    free(s->parts);
     free(s->path);
     free(s);
 }

@@ -4,7 +4,8 @@
  *   - GGUF qwen3moe (per-head Q/K RMSNorm, softmax-all/top-k/renormalised
  *     routing, and the same weights without renormalisation), a
  *     Mixtral-style llama MoE (softmax over the top-k logits), a dense
- *     GGUF qwen3 and a Hugging Face Qwen3ForCausalLM directory, converted by
+ *     GGUF qwen3 and Hugging Face Qwen3ForCausalLM and Qwen3MoeForCausalLM
+ *     (one tensor per expert) directories, converted by
  *     `cflow convert` and decoded by the engine, against a float64 numpy
  *     forward pass of the same weights (tests/data/moe/make_moe.py wrote
  *     the GGUF files and reference.json).
@@ -29,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "engine/engine.h"
 #include "format/cflow_format.h"
@@ -99,6 +101,8 @@ static void check_model(const char *name, json_object *ref)
     assert_int_equal(has_flag(ins, "qk_norm"), qwen);
     assert_int_equal(has_flag(ins, "rope_neox"), qwen);
     assert_int_equal(has_flag(ins, "moe_no_renorm"), strstr(name, "nonorm") != NULL);
+    assert_string_equal(json_object_get_string(json_object_object_get(ins, "architecture")),
+                        !qwen ? "llama" : strstr(name, "moe") ? "qwen3moe" : "qwen3");
     json_object_put(ins);
 
     eng_session *s = NULL;
@@ -176,9 +180,15 @@ static void test_gguf_moe_numpy(void **state)
     json_object *ref = json_object_from_file(path);
     assert_non_null(ref);
     static const char *const names[] = { "qwen3moe-tiny", "qwen3moe-nonorm", "mixtral-tiny",
-                                         "qwen3-tiny", "qwen3-tiny-hf" };
+                                         "qwen3-tiny", "qwen3-tiny-hf", "qwen3moe-tiny-hf" };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         json_object *r = json_object_object_get(ref, names[i]);
+        if (!r && strstr(names[i], "-hf")) {
+            /* the same weights as the GGUF of that name (make_moe.py) */
+            char base[64];
+            snprintf(base, sizeof base, "%.*s", (int)(strlen(names[i]) - 3), names[i]);
+            r = json_object_object_get(ref, base);
+        }
         assert_non_null(r);
         check_model(names[i], r);
     }
@@ -189,6 +199,44 @@ static void test_gguf_moe_numpy(void **state)
                     json_object_get_double(json_object_array_get_idx(json_object_array_get_idx(b, 3), 0)));
     assert_true(d > 1e-6);
     json_object_put(ref);
+}
+
+/* A Qwen3-MoE directory with dense layers, or an expert missing, is refused
+ * with one line. */
+static void test_hf_qwen3moe_refused(void **state)
+{
+    (void)state;
+    static const char *const files[] = { "config.json", "model.safetensors", "tokenizer.json" };
+    static const struct { const char *from, *to, *needle; } cases[] = {
+        { "\"decoder_sparse_step\": 1", "\"decoder_sparse_step\": 2", "decoder_sparse_step" },
+        { "\"num_experts\": 8", "\"num_experts\": 9", "experts.8.gate_proj.weight' is missing" },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char dir[2048], src[4096], dst[4096];
+        snprintf(dir, sizeof dir, "%s", tu_tmp("bad-qwen3moe-hf"));
+        mkdir(dir, 0755);
+        for (size_t i = 0; i < 3; i++) {
+            size_t len;
+            snprintf(src, sizeof src, "%s/tests/data/moe/qwen3moe-tiny-hf/%s", srcdir(), files[i]);
+            snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
+            char *b = tu_read_file(src, &len);
+            assert_non_null(b);
+            if (i == 0) {
+                char *at = strstr(b, cases[k].from);
+                assert_non_null(at);
+                memcpy(at, cases[k].to, strlen(cases[k].to));
+            }
+            assert_int_equal(tu_write_file(dst, b, len), 0);
+            free(b);
+        }
+        tu_proc p;
+        assert_int_equal(tu_cflow_run(&p, "convert", dir, tu_tmp("bad.cflow"), (char *)NULL), 0);
+        fprintf(stderr, "%-40s -> exit %d: %s", cases[k].to, p.status, p.err);
+        assert_int_equal(p.status, 1);
+        assert_int_equal(tu_count_lines(p.err), 1);
+        assert_non_null(strstr(p.err, cases[k].needle));
+        tu_proc_free(&p);
+    }
 }
 
 /* ---- llama.cpp's greedy tokens on the same GGUF files --------------------- */
@@ -663,6 +711,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gguf_moe_numpy),
         cmocka_unit_test(test_gguf_moe_llamacpp),
+        cmocka_unit_test(test_hf_qwen3moe_refused),
         cmocka_unit_test(test_gemma4_critical_path),
         cmocka_unit_test(test_gemma4_mini_runs),
         cmocka_unit_test(test_gemma4_shift),

@@ -18,6 +18,11 @@ writes, next to this script:
                        model.safetensors, tokenizer.json; self_attn.q_norm /
                        k_norm), its own weights over the fuzz seeds' byte-
                        level BPE vocabulary
+  qwen3moe-tiny-hf/    qwen3moe-tiny's weights as a Hugging Face
+                       Qwen3MoeForCausalLM directory (mlp.gate router, one
+                       tensor per expert, norm_topk_prob true) with the
+                       same vocabulary as tokenizer.json: its reference is
+                       qwen3moe-tiny's
   mixtral-tiny.gguf    arch "llama" Mixtral-style: experts replace the FFN,
                        adjacent-pair RoPE, routing softmax over the top-k
                        logits (HF MixtralSparseMoeBlock)
@@ -146,11 +151,22 @@ HF_NAMES = [("token_embd.weight", "model.embed_tokens.weight"),
             ("ffn_down.weight", "mlp.down_proj.weight")]
 
 
-def write_hf(dirname, W, V):
-    """A Qwen3ForCausalLM directory holding W (GGUF names) under HF names."""
+def write_hf(dirname, W, V, moe=False):
+    """A Qwen3ForCausalLM (Qwen3MoeForCausalLM) directory holding W (GGUF
+    names) under HF names."""
     os.makedirs(dirname, exist_ok=True)
     T = []
     for name, a in W.items():
+        if moe and name.endswith("_exps.weight"):
+            l, kind = name.split(".")[1], name.split(".")[2][4:-5]
+            for e in range(a.shape[0]):
+                T.append(("model.layers.%s.mlp.experts.%d.%s_proj.weight" % (l, e, kind),
+                          list(a[e].shape), "F32", a[e].astype("<f4").tobytes()))
+            continue
+        if moe and name.endswith("ffn_gate_inp.weight"):
+            T.append(("model.layers.%s.mlp.gate.weight" % name.split(".")[1],
+                      list(a.shape), "F32", a.astype("<f4").tobytes()))
+            continue
         hf = None
         for g, h in HF_NAMES:
             if name == g:
@@ -159,8 +175,12 @@ def write_hf(dirname, W, V):
                 hf = "model.layers.%s.%s" % (name.split(".")[1], h)
         assert hf, name
         T.append((hf, list(a.shape), "F32", a.astype("<f4").tobytes()))
-    cfg = json.loads(G.hf_config("Qwen3ForCausalLM", DIM, DENSE_FFN, N_LAYERS,
-                                 N_HEADS, N_KV, V, head_dim=HEAD_DIM,
+    extra = dict(num_experts=N_EXP, num_experts_per_tok=TOP_K,
+                 moe_intermediate_size=EXP_FFN, norm_topk_prob=True,
+                 decoder_sparse_step=1, mlp_only_layers=[]) if moe else {}
+    cfg = json.loads(G.hf_config("Qwen3MoeForCausalLM" if moe else "Qwen3ForCausalLM",
+                                 DIM, DENSE_FFN, N_LAYERS,
+                                 N_HEADS, N_KV, V, head_dim=HEAD_DIM, **extra,
                                  rms_norm_eps=EPS, rope_theta=THETA,
                                  max_position_embeddings=CTX,
                                  tie_word_embeddings=False,
@@ -172,7 +192,7 @@ def write_hf(dirname, W, V):
     with open(os.path.join(dirname, "model.safetensors"), "wb") as f:
         f.write(G.safetensors(T, {"format": "pt"}))
     with open(os.path.join(dirname, "tokenizer.json"), "wb") as f:
-        f.write(G.tokenizer_json_bpe())
+        f.write(G.tokenizer_json_spm() if moe else G.tokenizer_json_bpe())
 
 
 def rmsnorm(x, w):
@@ -291,6 +311,8 @@ def main():
     write_hf(os.path.join(HERE, "qwen3-tiny-hf"), Wh, Vh)
     out["qwen3-tiny-hf"] = reference(Wh, True, True, "dense")
     out["qwen3-tiny-hf"]["routing"] = "dense"
+    write_hf(os.path.join(HERE, "qwen3moe-tiny-hf"), Wq, len(G.spm_vocab(True)[0]),
+             moe=True)
     for name, arch, W, qkn, neox, routing, extra in jobs:
         with open(os.path.join(HERE, name + ".gguf"), "wb") as f:
             f.write(gguf_bytes(arch, W, extra, dense=routing == "dense"))
