@@ -45,6 +45,16 @@
 
 #define NGROUP 4   /* panels processed side by side */
 
+/* Software prefetch 8 KiB ahead of the quantised weights being read (see
+ * kern_avx512.c: the hardware prefetchers stop at 4 KiB pages). */
+#define PF_DIST 8192
+
+AVX2 static inline void pf_ahead(const uint8_t *p, unsigned lines)
+{
+    for (unsigned i = 0; i < lines; i++)
+        _mm_prefetch((const char *)p + PF_DIST + 64 * i, _MM_HINT_T0);
+}
+
 /* y[16p .. 16p+16) += (lo, hi), storing only rows < rows. */
 AVX2 static inline void add_panel(float *y, unsigned rows, unsigned p,
                                   __m256 lo, __m256 hi)
@@ -292,6 +302,8 @@ AVX2 static void NAME(const void *payload, unsigned rows, unsigned cols,       \
             for (unsigned b = 0; b < g.nb; b++) {                              \
                 const size_t pb = (size_t)p * g.nb + b;                        \
                 __m256i isum[8];                                               \
+                if (!h)                                                        \
+                    pf_ahead(qbase + pb * (BLOCK_BYTES), (BLOCK_BYTES) / 64);  \
                 LANES(qbase + pb * (BLOCK_BYTES) + 32 * h,                     \
                       x->q8 + col0 + KERN_QBLOCK * b, init + 8 * b, isum);     \
                 const __m256 d = block_d(w + 2 * pb * KERN_PANEL + 16 * h,     \
@@ -328,6 +340,7 @@ AVX2 static void mv_q4_0_rp(const void *payload, unsigned rows, unsigned cols,
             const size_t pb = (size_t)p * g.nb + b;
             const uint8_t *q = qbase + pb * KERN_Q4_BLOCK_BYTES;
             const int8_t *xq = x->q8 + col0 + KERN_QBLOCK * b;
+            pf_ahead(q, KERN_Q4_BLOCK_BYTES / 64);
             __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
 #pragma GCC unroll 4
             for (int g4 = 0; g4 < 4; g4++) {

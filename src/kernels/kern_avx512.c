@@ -525,7 +525,7 @@ KERN_MM_FROM_MV(mm_q4_0_vnni, mv_q4_0_vnni)
  * kern_attn_f16_ref's arithmetic with head_dim in zmm lanes.  The K dot is
  * ggml_vec_dot_f16: 4 accumulators of 16 lanes over the first hd & ~63
  * columns (column c in lane c % 64), folded (a0 + a2) + (a1 + a3) and by
- * _mm512_reduce_add_ps (the fold the reference spells out), the rest in
+ * fold16 (the fold the reference spells out), the rest in
  * double in column order.  The f16 accumulator of the values is kept
  * widened in registers and rounded through f16 after every step
  * (vcvtps2ph round-to-nearest-even, as kern_f2h).  expf and the scalar
@@ -536,6 +536,20 @@ AVX512 static inline __m512 round_h(__m512 v)
 {
     return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT |
                                               _MM_FROUND_NO_EXC));
+}
+
+/* The 16 lanes of v summed as GCC's _mm512_reduce_add_ps sums them (and
+ * kern_ref.c's fold64 after its first step): halves of 8, of 4, then
+ * (t0 + t2) + (t1 + t3).  Spelt out, so that another compiler's reduction
+ * order cannot change the bits. */
+AVX512 static inline float fold16(__m512 v)
+{
+    __m256 t8 = _mm256_add_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                  _mm512_castps_pd(v), 1)),
+                              _mm512_castps512_ps256(v));
+    __m128 t4 = _mm_add_ps(_mm256_extractf128_ps(t8, 1), _mm256_castps256_ps128(t8));
+    __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));   /* t0+t2, t1+t3 */
+    return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c")))
@@ -569,8 +583,8 @@ static void attn_f16(float *out, const float *q, const uint16_t *k,
                                 _mm512_setzero_ps(), _mm512_setzero_ps() };
                 for (unsigned i = 0; i < np; i++)
                     a[i % 4] = _mm512_fmadd_ps(ld_half16(kt + 32 * i), qf[i], a[i % 4]);
-                sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[2]),
-                                                         _mm512_add_ps(a[1], a[3])));
+                sum = fold16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]),
+                                           _mm512_add_ps(a[1], a[3])));
             }
             for (unsigned i = np; i < nv; i++) {
                 float pr[16];
