@@ -761,7 +761,18 @@ int fmt_hf_open(fmt_src *s, const char *dir, const char *tokenizer,
                                                                 : dir,
                              err, errlen)) < 0)
         goto out;
-    /* HF vocab_size often exceeds the tokenizer (padded embeddings) */
+    /* HF vocab_size often exceeds the tokenizer (padded embeddings).  It
+     * sizes the padded vocabulary built below, so it must first be the
+     * embedding's row count: a config.json claiming 2^31 tokens beside a
+     * 30 KB checkpoint is refused here, not by a failed allocation. */
+    const fmt_tensor *emb = fmt_src_find(s, "model.embed_tokens.weight");
+    if (!emb || emb->ndim != 2 || emb->ne[1] != s->hp.vocab_size) {
+        fmt_err(err, errlen, "%s: vocab_size %u but model.embed_tokens.weight %s%llu rows",
+                cpath, s->hp.vocab_size, emb ? "has " : "is missing: ",
+                emb && emb->ndim == 2 ? (unsigned long long)emb->ne[1] : 0ull);
+        rc = FMT_EFORMAT;
+        goto out;
+    }
     if ((rc = fmt_src_fit_vocab(s, s->hp.vocab_size, 1, 0, err, errlen)) < 0)
         goto out;
     size_t dl = strlen(dir);

@@ -63,6 +63,14 @@ int prof_new(prof **out, unsigned what, unsigned n_layers, char *err, size_t err
     if (!p->layer_ns || !p->layer_bytes || !p->model || !p->has_model || !p->ring_seq ||
         !p->ring_words)
         goto oom;
+    /* Commit the ring's pages now (800 KB): calloc leaves them unmapped
+     * until the first lap writes them, and a long session's memory is to
+     * be flat from its first tokens on, not grow for PROF_RING_CAP tokens
+     * (the soak test, tests/hard/test_soak.c). */
+    for (size_t i = 0; i < (size_t)PROF_RING_CAP * PROF_TOK_WORDS; i += 512)
+        atomic_store_explicit(&p->ring_words[i], 0, memory_order_relaxed);
+    for (size_t i = 0; i < PROF_RING_CAP; i += 512)
+        atomic_store_explicit(&p->ring_seq[i], 0, memory_order_relaxed);
     prof_ctr_init(&p->ctr, (p->what & PROF_COUNTERS) != 0);
     prof_run_begin(p, 0, 0.0);
     *out = p;

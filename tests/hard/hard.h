@@ -21,6 +21,9 @@ typedef int (*hard_watch_fn)(void *ctx, pid_t pid, size_t out_len);
 int hard_run(tu_proc *p, char *const argv[], char *const env[], int timeout_s,
              hard_watch_fn watch, void *ctx, int period_ms);
 
+/* Peak resident set of the last hard_run child, KiB (wait4's ru_maxrss). */
+extern long hard_maxrss_kb;
+
 /* Resident set size of a process in bytes (/proc/PID/statm), 0 if gone. */
 size_t hard_rss(pid_t pid);
 

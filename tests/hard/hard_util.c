@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +38,8 @@ static int slurp(int fd, char **buf, size_t *len, size_t *cap)
         *len += (size_t)r;
     return (int)r;
 }
+
+long hard_maxrss_kb;
 
 int hard_run(tu_proc *p, char *const argv[], char *const env[], int timeout_s,
              hard_watch_fn watch, void *ctx, int period_ms)
@@ -89,7 +92,10 @@ int hard_run(tu_proc *p, char *const argv[], char *const env[], int timeout_s,
     close(o[0]);
     close(e[0]);
     int st;
-    waitpid(pid, &st, 0);
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    wait4(pid, &st, 0, &ru);
+    hard_maxrss_kb = ru.ru_maxrss;
     if (WIFSIGNALED(st)) {
         p->signaled = 1;
         p->status = 128 + WTERMSIG(st);
