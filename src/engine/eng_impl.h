@@ -92,12 +92,12 @@ int  eng_xio_direct(const eng_xio *x);     /* 1 O_DIRECT, 0 buffered */
 /* Queue the read of file bytes [off, off+len) into a free slot; the slot
  * number, or -1 when the range is too large or every slot is held. */
 int  eng_xio_issue(eng_xio *x, uint64_t off, uint64_t len);
-/* Wait for slot's read; *data gets the range's first byte, *t_issue and
- * *t_done (prof_now seconds) when it was issued and when its last byte
- * arrived.  ENG_EIO with err on a failed or short read.  The slot stays
- * held until eng_xio_release. */
-int  eng_xio_wait(eng_xio *x, int slot, const uint8_t **data, double *t_issue,
-                  double *t_done, char *err, size_t errlen);
+/* Wait for slot's read; *data gets the range's first byte, *busy_done
+ * the pool's busy seconds (the union of the times any read was queued or
+ * in flight, eng_io.c) when its last byte arrived.  ENG_EIO with err on a
+ * failed or short read.  The slot stays held until eng_xio_release. */
+int  eng_xio_wait(eng_xio *x, int slot, const uint8_t **data, double *busy_done,
+                  char *err, size_t errlen);
 /* The compute side is done with slot; it is reused once no read is in
  * flight into it. */
 void eng_xio_release(eng_xio *x, int slot);

@@ -33,6 +33,15 @@
  * reopens the file with ordinary buffered reads and says so once through
  * the log callback.
  *
+ * Time.  The reads of one token overlap (top-k experts at once, and in
+ * staged mode the reads of up to expert_delay + 1 routings), so their
+ * latencies do not add up to the time the storage was busy.  The reader
+ * keeps the union instead: busy, the seconds during which at least one
+ * chunk was queued or being read, and stamps each slot with the value it
+ * had when the slot's last chunk arrived.  The session charges each
+ * routing the growth of that stamp since the previous routing finished,
+ * so the per-layer times sum to the union: IO_eff of the report's model.
+ *
  * Faults.  Every read goes through eng_io_pread (a settable pointer, for
  * tests) and the environment variable CFLOW_FAULT=expert-read:eio or
  * expert-read:short (optionally "@N": only from the N-th chunk read on)
@@ -69,7 +78,7 @@ typedef struct xio_slot {
     atomic_int     pending;    /* chunks queued or being read */
     int            failed;     /* a chunk failed: err holds why */
     char           err[256];
-    double         t_issue, t_done;   /* prof_now() seconds */
+    double         busy_done;  /* the pool's busy seconds when it completed */
 } xio_slot;
 
 typedef struct xio_req {
@@ -97,6 +106,11 @@ struct eng_xio {
     pthread_t       *tid;
     unsigned         n_readers;
     int              quit;
+    /* busy time: chunks queued or in flight (outstanding), the union of
+     * the intervals with outstanding > 0 so far (busy_s), and the start of
+     * the current one (busy_t0); under mu */
+    unsigned         outstanding;
+    double           busy_s, busy_t0;
     /* fault injection (CFLOW_FAULT) */
     int              fault;     /* 0 none, 1 eio, 2 short */
     unsigned long    fault_from;
@@ -203,13 +217,15 @@ static void *reader(void *arg)
 
         pthread_mutex_lock(&x->mu);
         xio_slot *sl = &x->slots[r.slot];
+        if (--x->outstanding == 0)
+            x->busy_s += prof_now() - x->busy_t0;
         if (bad && !sl->failed) {
             sl->failed = 1;
             snprintf(sl->err, sizeof sl->err, "%s: expert read at offset %llu failed: %s",
                      x->path, (unsigned long long)r.foff, why);
         }
         if (atomic_fetch_sub(&sl->pending, 1) == 1) {
-            sl->t_done = prof_now();
+            sl->busy_done = x->busy_s + (x->outstanding ? prof_now() - x->busy_t0 : 0.0);
             pthread_cond_broadcast(&x->done);
         }
     }
@@ -348,12 +364,13 @@ int eng_xio_issue(eng_xio *x, uint64_t off, uint64_t len)
     sl->off = off;
     sl->len = len;
     sl->data = sl->buf + (off - a);
-    sl->t_issue = prof_now();
-    sl->t_done = sl->t_issue;
     unsigned n = 0;
     for (uint64_t p = a; p < end; p += ENG_IO_CHUNK)
         n++;
     atomic_store(&sl->pending, (int)n);
+    if (x->outstanding == 0)
+        x->busy_t0 = prof_now();
+    x->outstanding += n;
     for (uint64_t p = a; p < end; p += ENG_IO_CHUNK) {
         xio_req *r = &x->q[(x->head + x->count) % x->cap];
         uint64_t flen = end - p < ENG_IO_CHUNK ? end - p : ENG_IO_CHUNK;
@@ -370,8 +387,8 @@ int eng_xio_issue(eng_xio *x, uint64_t off, uint64_t len)
     return k;
 }
 
-int eng_xio_wait(eng_xio *x, int slot, const uint8_t **data, double *t_issue,
-                 double *t_done, char *err, size_t errlen)
+int eng_xio_wait(eng_xio *x, int slot, const uint8_t **data, double *busy_done,
+                 char *err, size_t errlen)
 {
     xio_slot *sl = &x->slots[slot];
     int rc = 0;
@@ -383,8 +400,7 @@ int eng_xio_wait(eng_xio *x, int slot, const uint8_t **data, double *t_issue,
         rc = ENG_EIO;
     }
     *data = sl->data;
-    *t_issue = sl->t_issue;
-    *t_done = sl->t_done;
+    *busy_done = sl->busy_done;
     pthread_mutex_unlock(&x->mu);
     return rc;
 }

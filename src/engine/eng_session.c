@@ -138,6 +138,7 @@ struct eng_session {
     unsigned     n_stage;
     struct eng_route *route;   /* [expert_delay + 1] routed, not yet injected */
     int          xio_failed;   /* a read of this token failed: xio_err says why */
+    double       xio_busy;     /* the reader pool's busy seconds charged so far */
     char         xio_err[320];
     eng_pf      *pf;           /* the PREFETCHT0 thread, NULL when off */
     /* the model file shrank under its mapping (eng_guard.c): the offset
@@ -1097,13 +1098,14 @@ static int stage_stream(eng_session *s, unsigned k, int which, const eng_mv *ori
 
 /* Wait for route r's reads; their time goes to PROF_ST_IO_WAIT of the
  * routing layer and is taken out of the part the caller marks next (*pt).
- * The route's read time IO is the wall time its reads were in flight
- * together (first issue to last byte): the top-k reads overlap, so their
- * own durations do not add up. */
+ * The route's read time IO is the growth of the reader pool's busy time
+ * (the union of the intervals with a read queued or in flight) since the
+ * previous route's reads completed: overlapping reads are not counted
+ * twice, and the routes' times sum to the time storage was busy. */
 static void moe_wait(eng_session *s, eng_route *r, double *pt)
 {
     const eng_layer *ly = &s->layers[r->layer];
-    double t0 = prof_now(), first = 0.0, last = 0.0;
+    double t0 = prof_now(), busy = 0.0;
     uint64_t bytes = 0;
     if (r->ready)
         return;
@@ -1112,12 +1114,12 @@ static void moe_wait(eng_session *s, eng_route *r, double *pt)
         int k = r->slot[j], e = r->expert[j];
         const uint8_t *data;
         uint64_t off = 0, len = 0;
-        double ti = 0.0, td = 0.0;
+        double bd = 0.0;
         char why[256];
         if (k < 0)
             continue;
         fmt_model_expert(s->model, (unsigned)r->layer, (unsigned)e, NULL, NULL, &off, &len);
-        if (eng_xio_wait(s->xio, k, &data, &ti, &td, why, sizeof why)) {
+        if (eng_xio_wait(s->xio, k, &data, &bd, why, sizeof why)) {
             xio_fail(s, "%s (layer %d, expert %d)", why, r->layer, e);
             continue;
         }
@@ -1127,17 +1129,18 @@ static void moe_wait(eng_session *s, eng_route *r, double *pt)
                      fmt_model_path(s->model), r->layer, e);
             continue;
         }
-        if (!bytes || ti < first)
-            first = ti;
-        if (!bytes || td > last)
-            last = td;
+        if (bd > busy)
+            busy = bd;
         bytes += len;
     }
     if (bytes) {
+        double io = busy > s->xio_busy ? busy - s->xio_busy : 0.0;
+        if (busy > s->xio_busy)
+            s->xio_busy = busy;
         s->stats.xio_bytes += bytes;
-        s->stats.xio_s += last - first;
+        s->stats.xio_s += io;
         if (s->prof)
-            prof_layer_io(s->prof, (unsigned)r->layer, last - first, bytes);
+            prof_layer_io(s->prof, (unsigned)r->layer, io, bytes);
     }
     double t1 = prof_now();
     s->stats.xio_stall_s += t1 - t0;

@@ -223,9 +223,9 @@ typedef struct eng_stats {
     uint64_t expert_bank_bytes; /* bytes of all experts of all MoE layers */
     uint64_t expert_tokens;     /* forward passes that read experts */
     /* expert I/O of sync/staged (eng_set_expert_io): bytes read from the
-     * file, seconds the reads took (per routing: first issue to last byte
-     * of its top-k reads, summed over routings) and seconds decode waited
-     * for them (the stall) */
+     * file, seconds the reader pool was busy (some read queued or in
+     * flight: overlapping reads count once) and seconds decode waited for
+     * them (the stall) */
     uint64_t xio_bytes;
     double   xio_s, xio_stall_s;
     uint64_t pf_lines, pf_dropped;  /* prefetch: lines hinted, commands dropped */

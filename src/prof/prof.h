@@ -376,16 +376,17 @@ int prof_log_tokens(prof_log *l, int64_t id, prof_tok **toks, size_t *n,
 /* ======================================================================= */
 /* Expert I/O (report 3.9.4, 5.14)                                          */
 /* ======================================================================= */
-/* The experts routed at layer were read (--expert-io sync or staged) in
- * io_s seconds, from the issue of the first read to the last byte of the
- * last (the top-k reads run together), bringing bytes bytes.  The decoding thread calls it when it waits for the read;
+/* The experts routed at layer were read (--expert-io sync or staged),
+ * bringing bytes bytes; io_s is the reader pool's busy time charged to
+ * them (overlapping reads count once: the layers' io_s sum to the time
+ * storage was busy, eng_io.c).  The decoding thread calls it when it waits for the read;
  * the wait itself is the layer's PROF_ST_IO_WAIT time. */
 void prof_layer_io(prof *p, unsigned layer, double io_s, uint64_t bytes);
 
 /* The figures of the report's overlap model, from raw sums (seconds over
  * the same tokens):
  *   c_s     compute C: attention + FFN + expert seconds
- *   io_s    expert read time IO (issue to last byte, summed over reads)
+ *   io_s    expert read time IO (the reader pool's busy time)
  *   stall_s the time decode waited for reads (PROF_ST_IO_WAIT)
  *   hidden  1 - stall/IO: the share of the read time compute covered
  *           (0 without reads)
