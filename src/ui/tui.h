@@ -39,8 +39,8 @@
 /* ---- settings the user tunes live ------------------------------------ */
 typedef struct tui_settings {
     int          threads;        /* requested worker threads, 0: all cores */
-    int          prefetch;       /* 1 on, 0 off */
-    char         expert_io[16];  /* "mmap", "sync", "staged" */
+    int          prefetch;       /* 1 on, 0 off, -1 the engine's default */
+    char         expert_io[16];  /* "mmap", "sync", "staged"; "" the default */
     eng_sampling sp;
     long         n_predict;      /* most tokens per reply, 0: no limit */
     int          ignore_eos;     /* keep going past end-of-sequence */
@@ -93,8 +93,9 @@ typedef struct tui_snap {
     fmt_hparams  hp;
     uint32_t     n_ctx, n_past;
     int          threads;         /* resolved worker threads */
-    int          prefetch;
+    int          prefetch;        /* as the engine runs it */
     char         expert_io[16];
+    int          expert_direct;   /* eng_expert_io_direct */
     eng_sampling sp;
     long         n_predict;
     int          ignore_eos;
@@ -119,7 +120,8 @@ typedef struct tui_gen_cfg {
 int  tui_gen_start(tui_gen **out, const tui_gen_cfg *cfg, const tui_settings *st);
 /* Stop generating, finish the run log and join the thread. */
 void tui_gen_quit(tui_gen *g);
-/* Post a job; -1 when one is still running (the caller says so). */
+/* Post a job; it waits behind a model load or a clear.  -1 while a reply
+ * is being generated or waits to be (the caller says so). */
 int  tui_gen_post(tui_gen *g, int job, const char *arg);
 /* Stop the reply being generated (between tokens). */
 void tui_gen_interrupt(tui_gen *g);

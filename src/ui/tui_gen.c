@@ -6,8 +6,11 @@
  * profiler's ring and per-layer atomics, which prof.c makes safe, under
  * the read side of plock; models are swapped under the write side).
  *
- * Jobs.  The UI posts one job at a time (a prompt, regenerate, load a model,
- * clear) and is told through wake_fd when it is done.  Settings (threads,
+ * Jobs.  The UI posts jobs (a prompt, regenerate, load a model, clear) and
+ * is told through wake_fd when each is done.  They queue behind a model
+ * being loaded or a clear (a prompt typed while the model loads is
+ * answered once it is there), but not behind a reply: a prompt posted while
+ * one is being generated is refused, and the UI says so.  Settings (threads,
  * sampling, ...) are posted separately and applied between tokens; a
  * change marks the run "dirty" and the next token opens a new run in the
  * run log, so every run has one configuration.
@@ -42,8 +45,11 @@ struct tui_gen {
     pthread_t       th;
     pthread_mutex_t mu;          /* job, want, quit */
     pthread_cond_t  cv;
-    int             job, quit;
-    char           *job_arg;
+    int             quit;
+    int             q_job[8];    /* queued jobs, oldest first */
+    char           *q_arg[8];
+    int             q_n;
+    int             running;     /* the job being run, 0 none */
     tui_settings    want;
     uint64_t        want_gen;
     atomic_int      stop;        /* Ctrl-C: stop the reply */
@@ -129,8 +135,16 @@ static void snap_refresh(tui_gen *g, int state)
         prof_totals_get(g->p, &sn->tot);
         sn->have_tot = 1;
     }
-    sn->prefetch = g->cur.prefetch;
-    snprintf(sn->expert_io, sizeof sn->expert_io, "%s", g->cur.expert_io);
+    if (g->s) {   /* what the engine runs, not what was asked */
+        sn->prefetch = eng_prefetch(g->s);
+        snprintf(sn->expert_io, sizeof sn->expert_io, "%s",
+                 eng_expert_io_name(eng_expert_io(g->s)));
+        sn->expert_direct = eng_expert_io_direct(g->s);
+    } else {
+        sn->prefetch = g->cur.prefetch > 0;
+        snprintf(sn->expert_io, sizeof sn->expert_io, "%s",
+                 g->cur.expert_io[0] ? g->cur.expert_io : "mmap");
+    }
     sn->sp = g->cur.sp;
     sn->n_predict = g->cur.n_predict;
     sn->ignore_eos = g->cur.ignore_eos;
@@ -203,9 +217,11 @@ static void run_begin(tui_gen *g)
     g->run_id = 0;
     if (g->log && g->log_session) {
         const eng_sampling *sp = &g->cur.sp;
-        prof_run_cfg rc = {
-            .threads = eng_threads(g->s), .prefetch = g->cur.prefetch ? "on" : "off",
-            .expert_io = g->cur.expert_io, .n_ctx = eng_n_ctx(g->s),
+        prof_run_cfg rc = {   /* as `cflow run` logs them */
+            .threads = eng_threads(g->s), .prefetch = eng_prefetch(g->s) ? "on" : "off",
+            .expert_io = eng_hparams(g->s)->n_experts
+                             ? eng_expert_io_name(eng_expert_io(g->s)) : "none",
+            .n_ctx = eng_n_ctx(g->s),
             .temp = f2d(sp->temp), .top_p = f2d(sp->top_p), .min_p = f2d(sp->min_p),
             .rep_penalty = f2d(sp->rep_penalty), .top_k = sp->top_k,
             .rep_last_n = sp->rep_last_n, .seed = sp->seed,
@@ -304,6 +320,14 @@ static void apply_settings(tui_gen *g)
                     note(g, TUI_ERROR, "%s", err);
         if (g->smp)
             eng_sampler_set(g->smp, &g->cur.sp);
+        if (g->cur.prefetch >= 0 && g->cur.prefetch != eng_prefetch(g->s) &&
+            eng_set_prefetch(g->s, g->cur.prefetch))
+            note(g, TUI_ERROR, "cannot turn prefetch %s", g->cur.prefetch ? "on" : "off");
+        int mode = g->cur.expert_io[0] ? eng_expert_io_from_name(g->cur.expert_io) : -1;
+        if (mode >= 0 && mode != eng_expert_io(g->s) &&
+            eng_set_expert_io(g->s, mode, err, sizeof err))
+            note(g, TUI_ERROR, "expert I/O %s: %s (it stays %s)", g->cur.expert_io, err,
+                 eng_expert_io_name(eng_expert_io(g->s)));
     }
     g->run_dirty = 1;
     snap_refresh(g, g->snap.state);
@@ -322,6 +346,8 @@ static void job_load(tui_gen *g, const char *path)
     eo.n_ctx = g->cfg.n_ctx;
     eo.log = eng_log_cb;
     eo.log_ud = g;
+    eo.prefetch = g->cur.prefetch;   /* -1: $CFLOW_PREFETCH, else off */
+    eo.expert_io = g->cur.expert_io[0] ? eng_expert_io_from_name(g->cur.expert_io) : -1;
     if (eng_open(&ns, path, &eo, err, sizeof err)) {
         note(g, TUI_ERROR, "cannot load model: %s%s", err,
              g->s ? " (the previous model stays loaded)" : " (no model loaded: /model PATH)");
@@ -753,12 +779,18 @@ static void *gen_main(void *arg)
     tui_gen *g = arg;
     for (;;) {
         pthread_mutex_lock(&g->mu);
-        while (!g->job && !g->quit && g->want_gen == g->cur_gen)
+        while (!g->q_n && !g->quit && g->want_gen == g->cur_gen)
             pthread_cond_wait(&g->cv, &g->mu);
-        int job = g->job, quit = g->quit;
-        char *jarg = g->job_arg;
-        g->job = 0;
-        g->job_arg = NULL;
+        int job = 0, quit = g->quit;
+        char *jarg = NULL;
+        if (g->q_n && !quit) {
+            job = g->q_job[0];
+            jarg = g->q_arg[0];
+            g->q_n--;
+            memmove(g->q_job, g->q_job + 1, (size_t)g->q_n * sizeof *g->q_job);
+            memmove(g->q_arg, g->q_arg + 1, (size_t)g->q_n * sizeof *g->q_arg);
+            g->running = job;
+        }
         pthread_mutex_unlock(&g->mu);
         if (quit) {
             free(jarg);
@@ -781,7 +813,10 @@ static void *gen_main(void *arg)
             }
             free(jarg);
             snap_refresh(g, TUI_IDLE);
-            atomic_store(&g->busy, 0);
+            pthread_mutex_lock(&g->mu);
+            g->running = 0;
+            atomic_store(&g->busy, g->q_n > 0);
+            pthread_mutex_unlock(&g->mu);
             wake(g);
         }
     }
@@ -823,7 +858,8 @@ void tui_gen_quit(tui_gen *g)
     pthread_cond_signal(&g->cv);
     pthread_mutex_unlock(&g->mu);
     pthread_join(g->th, NULL);
-    free(g->job_arg);
+    for (int i = 0; i < g->q_n; i++)
+        free(g->q_arg[i]);
     prof_log_close(g->log);
     if (g->s)
         eng_set_prof(g->s, NULL);
@@ -843,16 +879,20 @@ void tui_gen_quit(tui_gen *g)
 
 int tui_gen_post(tui_gen *g, int job, const char *arg)
 {
-    int expect = 0;
-    if (!atomic_compare_exchange_strong(&g->busy, &expect, 1))
-        return -1;
+    int rc = -1;
     pthread_mutex_lock(&g->mu);
-    g->job = job;
-    free(g->job_arg);
-    g->job_arg = arg ? strdup(arg) : NULL;
-    pthread_cond_signal(&g->cv);
+    int generating = g->running == TUI_JOB_CHAT || g->running == TUI_JOB_REGEN;
+    for (int i = 0; i < g->q_n; i++)
+        generating |= g->q_job[i] == TUI_JOB_CHAT || g->q_job[i] == TUI_JOB_REGEN;
+    if (!generating && g->q_n < 8) {
+        g->q_job[g->q_n] = job;
+        g->q_arg[g->q_n++] = arg ? strdup(arg) : NULL;
+        atomic_store(&g->busy, 1);
+        pthread_cond_signal(&g->cv);
+        rc = 0;
+    }
     pthread_mutex_unlock(&g->mu);
-    return 0;
+    return rc;
 }
 
 void tui_gen_interrupt(tui_gen *g) { atomic_store(&g->stop, 1); }

@@ -810,18 +810,13 @@ static void show_settings(void)
         "settings: threads %d (%d running), prefetch %s, expert-io %s, temp %.2f, "
         "top-k %d, top-p %.2f, min-p %.2f, repeat-penalty %.2f (last %d), seed %llu, "
         "n %ld, ignore-eos %s, system %s%s%s",
-        st.threads, app.snap.threads, st.prefetch ? "on" : "off", st.expert_io,
+        st.threads, app.snap.threads, app.snap.prefetch ? "on" : "off", app.snap.expert_io,
         (double)st.sp.temp, st.sp.top_k, (double)st.sp.top_p, (double)st.sp.min_p,
         (double)st.sp.rep_penalty, st.sp.rep_last_n, (unsigned long long)st.sp.seed,
         st.n_predict, st.ignore_eos ? "on" : "off", st.system ? "\"" : "(none)",
         st.system ? st.system : "", st.system ? "\"" : "");
     tui_settings_free(&st);
 }
-
-/* The engine has no prefetch or expert-I/O switches yet: the modes are
- * shown and logged as they are ("off", "mmap"); changing them is refused
- * with a note rather than pretending. */
-static int engine_has_prefetch(void) { return 0; }
 
 static void change_threads(int delta, long abs_val)
 {
@@ -856,23 +851,56 @@ static void change_temp(double delta, double abs_val)
     tui_settings_free(&st);
 }
 
+/* Expert I/O: to the named mode, or (NULL) the next of mmap, sync, staged.
+ * The engine switches between tokens; a mode it cannot open (O_DIRECT
+ * refused, ...) comes back as an error note and the status line keeps the
+ * mode it runs. */
 static void cycle_expert_io(const char *to)
 {
-    if (!engine_has_prefetch()) {
-        say(TUI_ERROR, "expert I/O: this engine reads experts through mmap only (no sync or "
-            "staged mode yet); the mode stays mmap");
-        return;
+    int mode;
+    if (to && *to) {
+        if ((mode = eng_expert_io_from_name(to)) < 0) {
+            say(TUI_ERROR, "/expert-io MODE: mmap, sync or staged");
+            return;
+        }
+    } else {
+        int cur = eng_expert_io_from_name(app.snap.expert_io);
+        mode = ((cur < 0 ? 0 : cur) + 1) % 3;
     }
-    (void)to;
+    tui_settings st;
+    tui_gen_get_settings(app.gen, &st);
+    snprintf(st.expert_io, sizeof st.expert_io, "%s", eng_expert_io_name(mode));
+    char what[96];
+    snprintf(what, sizeof what, "expert-io %s -> %s%s", app.snap.expert_io,
+             eng_expert_io_name(mode), app.snap.hp.n_experts ? "" : " (a dense model reads no experts)");
+    set_and_say(&st, what);
+    tui_settings_free(&st);
 }
 
+/* Prefetch on/off ("on", "off"), or (NULL) the other state. */
 static void toggle_prefetch(const char *to)
 {
-    (void)to;
-    if (!engine_has_prefetch()) {
-        say(TUI_ERROR, "prefetch: this engine has no expert prefetch yet; it stays off");
-        return;
+    int on;
+    if (to && *to) {
+        if (!strcmp(to, "on") || !strcmp(to, "1"))
+            on = 1;
+        else if (!strcmp(to, "off") || !strcmp(to, "0"))
+            on = 0;
+        else {
+            say(TUI_ERROR, "/prefetch on|off");
+            return;
+        }
+    } else {
+        on = !app.snap.prefetch;
     }
+    tui_settings st;
+    tui_gen_get_settings(app.gen, &st);
+    st.prefetch = on;
+    char what[64];
+    snprintf(what, sizeof what, "prefetch %s -> %s", app.snap.prefetch ? "on" : "off",
+             on ? "on" : "off");
+    set_and_say(&st, what);
+    tui_settings_free(&st);
 }
 
 static void open_runs(const char *filter)
@@ -1227,6 +1255,9 @@ static void usage(FILE *f)
             "  -c, --ctx N            context size (default: the model's)\n"
             "  -s, --system TEXT      system prompt\n"
             "  -n, --n-predict N      most tokens per reply (default 0: until end of text)\n"
+            "      --prefetch on|off  the PREFETCHT0 thread (default: $CFLOW_PREFETCH, else off)\n"
+            "      --expert-io MODE   expert reads: mmap, sync or staged (default:\n"
+            "                         $CFLOW_EXPERT_IO, else mmap)\n"
             "      --temp T           temperature, 0 = greedy (default %.2f)\n"
             "      --seed S           sampling seed (default %llu)\n"
             "      --db PATH          run log (default: $CFLOW_DB, then\n"
@@ -1248,7 +1279,7 @@ static int usage_error(const char *fmt, const char *arg)
 
 int main(int argc, char **argv)
 {
-    enum { O_DB = 256, O_NOLOG, O_TEMP, O_SEED };
+    enum { O_DB = 256, O_NOLOG, O_TEMP, O_SEED, O_PREFETCH, O_XIO };
     static const struct option lo[] = {
         { "model", required_argument, 0, 'm' },
         { "threads", required_argument, 0, 't' },
@@ -1258,6 +1289,8 @@ int main(int argc, char **argv)
         { "temp", required_argument, 0, O_TEMP },
         { "seed", required_argument, 0, O_SEED },
         { "db", required_argument, 0, O_DB },
+        { "prefetch", required_argument, 0, O_PREFETCH },
+        { "expert-io", required_argument, 0, O_XIO },
         { "no-log", no_argument, 0, O_NOLOG },
         { "help", no_argument, 0, 'h' },
         { "version", no_argument, 0, 'V' },
@@ -1271,7 +1304,7 @@ int main(int argc, char **argv)
 
     memset(&st, 0, sizeof st);
     eng_sampling_default(&st.sp);
-    snprintf(st.expert_io, sizeof st.expert_io, "mmap");
+    st.prefetch = -1;   /* the engine's defaults ($CFLOW_PREFETCH, $CFLOW_EXPERT_IO) */
     setlocale(LC_ALL, "");
     while ((c = getopt_long(argc, argv, "m:t:c:s:n:hV", lo, NULL)) != -1) {
         switch (c) {
@@ -1304,6 +1337,19 @@ int main(int argc, char **argv)
                 return usage_error("bad --seed '%s'", optarg);
             break;
         case O_DB: app.db = optarg; break;
+        case O_PREFETCH:
+            if (!strcmp(optarg, "on"))
+                st.prefetch = 1;
+            else if (!strcmp(optarg, "off"))
+                st.prefetch = 0;
+            else
+                return usage_error("bad --prefetch '%s' (on or off)", optarg);
+            break;
+        case O_XIO:
+            if (eng_expert_io_from_name(optarg) < 0)
+                return usage_error("bad --expert-io '%s' (mmap, sync or staged)", optarg);
+            snprintf(st.expert_io, sizeof st.expert_io, "%s", optarg);
+            break;
         case O_NOLOG: no_log = 1; break;
         case 'h': usage(stdout); return UI_EXIT_OK;
         case 'V': {

@@ -12,8 +12,10 @@
  *   layers    per layer: weight bytes streamed per token (measured, bar)
  *             against the analytic critical-path bytes (tick), and the
  *             stream that binds the critical path
- *   overlap   expert compute vs time waiting for expert tiles, the share of
- *             expert I/O hidden behind compute, the expert I/O mode
+ *   overlap   the report's overlap model as prof_io_get derives it: compute
+ *             C, expert read time IO, the stall, the share of the read time
+ *             hidden behind compute and the predicted staged speedup; the
+ *             expert I/O mode and prefetch
  *   counters  hardware counters or why they are unavailable; software
  *             counters, per token
  *   speed     a sparkline of decode tok/s per token, prefill and decode
@@ -168,8 +170,8 @@ const tui_pane tui_pane_layers = {
 /* overlap                                                                  */
 /* ======================================================================= */
 typedef struct overlap_st {
-    unsigned n;
-    double   exp_s[MAX_LAYERS], wait_s[MAX_LAYERS];
+    unsigned    n;
+    prof_io_fig all, l[MAX_LAYERS];
 } overlap_st;
 
 static int overlap_init(tui_pane *pn, tui_app *a)
@@ -187,10 +189,9 @@ static void overlap_update(tui_pane *pn, tui_app *a, prof *p)
     if (!p)
         return;
     s->n = prof_n_layers(p) < MAX_LAYERS ? prof_n_layers(p) : MAX_LAYERS;
-    for (unsigned l = 0; l < s->n; l++) {
-        s->exp_s[l] = prof_layer_seconds(p, l, PROF_ST_EXPERTS);
-        s->wait_s[l] = prof_layer_seconds(p, l, PROF_ST_IO_WAIT);
-    }
+    prof_io_get(p, PROF_IO_ALL, &s->all);
+    for (unsigned l = 0; l < s->n; l++)
+        prof_io_get(p, l, &s->l[l]);
 }
 
 static void overlap_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
@@ -198,46 +199,54 @@ static void overlap_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
     overlap_st *s = pn->st;
     const tui_snap *sn = &a->snap;
     const prof_totals *t = &sn->tot;
+    const prof_io_fig *f = &s->all;
     uint64_t ntok = t->n_prompt + t->n_gen;
+    double per = ntok ? 1e3 / (double)ntok : 0;   /* seconds -> ms per token */
     char line[256], b[32];
-    double tok_ms = ntok ? (t->prefill_s + t->decode_s) / (double)ntok * 1e3 : 0;
-    double ex = ntok ? t->st[PROF_ST_EXPERTS] / (double)ntok * 1e3 : 0;
-    double wt = ntok ? t->st[PROF_ST_IO_WAIT] / (double)ntok * 1e3 : 0;
     int y = 0;
-    snprintf(line, sizeof line, "mode %s, prefetch %s, %u experts top-%u",
-             sn->expert_io, sn->prefetch ? "on" : "off", sn->hp.n_experts, sn->hp.top_k);
+    snprintf(line, sizeof line, "mode %s%s, prefetch %s, %u experts top-%u", sn->expert_io,
+             sn->expert_direct > 0 ? " (O_DIRECT)" : sn->expert_direct == 0 ? " (buffered)" : "",
+             sn->prefetch ? "on" : "off", sn->hp.n_experts, sn->hp.top_k);
     tui_put(w, y++, 0, wd, line);
     if (y >= h)
         return;
-    tui_human(ntok ? (double)t->bytes[PROF_ST_EXPERTS] / (double)ntok : 0, b, sizeof b);
-    snprintf(line, sizeof line, "expert compute %.3f ms/tok, I/O wait %.3f ms/tok", ex, wt);
+    snprintf(line, sizeof line, "compute %.3f ms/tok, expert compute %.3f ms/tok", f->c_s * per,
+             t->st[PROF_ST_EXPERTS] * per);
     tui_put(w, y++, 0, wd, line);
     if (y >= h)
         return;
-    /* hidden: the share of expert time not spent waiting for tiles */
-    if (ex + wt > 0)
-        snprintf(line, sizeof line, "read %s/tok, I/O hidden %.1f%%, wait %.1f%% of %.3f ms/tok",
-                 b, 100.0 * ex / (ex + wt), tok_ms > 0 ? 100.0 * wt / tok_ms : 0.0, tok_ms);
+    tui_human(ntok ? (double)f->bytes / (double)ntok : 0, b, sizeof b);
+    snprintf(line, sizeof line, "I/O %.3f ms/tok, stall %.3f ms/tok, read %s/tok", f->io_s * per,
+             f->stall_s * per, b);
+    tui_put(w, y++, 0, wd, line);
+    if (y >= h)
+        return;
+    if (f->bytes)
+        snprintf(line, sizeof line, "hidden %.1f%% of the I/O; staged model %.2fx",
+                 100.0 * f->hidden, f->pred);
     else
-        snprintf(line, sizeof line, "read %s/tok, I/O hidden n/a (no expert time yet)", b);
+        snprintf(line, sizeof line, "hidden: no expert reads (%s reads in place)",
+                 sn->hp.n_experts ? "mmap" : "a dense model");
+    wattron(w, tui_attr(a, TUI_C_MARK));
     tui_put(w, y++, 0, wd, line);
-    /* per layer: compute (bar) and wait (second colour) */
+    wattroff(w, tui_attr(a, TUI_C_MARK));
+    /* per layer: compute (bar), then I/O time in the second colour; the
+     * numbers are I/O and stall in ms per token */
     double max = 1e-12;
     for (unsigned l = 0; l < s->n; l++)
-        if (s->exp_s[l] + s->wait_s[l] > max)
-            max = s->exp_s[l] + s->wait_s[l];
+        if (s->l[l].c_s + s->l[l].io_s > max)
+            max = s->l[l].c_s + s->l[l].io_s;
     for (unsigned l = 0; l < s->n && y < h; l++, y++) {
         int bw = wd - 24;
         snprintf(line, sizeof line, "L%-2u", l);
         tui_put(w, y, 0, 4, line);
         if (bw > 2) {
-            tui_bar(a, w, y, 4, bw, s->exp_s[l] / max, TUI_C_BAR);
-            int cx = (int)(s->exp_s[l] / max * bw + 0.5), ww = bw - cx;
-            if (ww > 0)   /* the wait continues the compute bar */
-                tui_bar(a, w, y, 4 + cx, ww, s->wait_s[l] / max * bw / ww, TUI_C_BAR2);
+            tui_bar(a, w, y, 4, bw, s->l[l].c_s / max, TUI_C_BAR);
+            int cx = (int)(s->l[l].c_s / max * bw + 0.5), ww = bw - cx;
+            if (ww > 0)   /* the I/O continues the compute bar */
+                tui_bar(a, w, y, 4 + cx, ww, s->l[l].io_s / max * bw / ww, TUI_C_BAR2);
         }
-        snprintf(line, sizeof line, "%.3f/%.3f ms", ntok ? s->exp_s[l] / (double)ntok * 1e3 : 0,
-                 ntok ? s->wait_s[l] / (double)ntok * 1e3 : 0);
+        snprintf(line, sizeof line, "io %.3f st %.3f", s->l[l].io_s * per, s->l[l].stall_s * per);
         tui_put(w, y, wd - 19 > 4 ? wd - 19 : 4, 19, line);
     }
 }
