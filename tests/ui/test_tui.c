@@ -98,6 +98,26 @@ static char *wait_for(const char *s)
     return NULL;
 }
 
+/* Wait until the screen no longer contains s. */
+static void wait_gone(const char *s)
+{
+    time_t end = time(NULL) + WAIT_S;
+    char *scr = NULL;
+    for (;;) {
+        free(scr);
+        scr = screen();
+        if (scr && !strstr(scr, s))
+            break;
+        if (time(NULL) > end) {
+            print_error("screen while waiting for '%s' to go:\n%s\n", s, scr ? scr : "");
+            free(scr);
+            fail_msg("'%s' never went away", s);
+        }
+        sleep_ms(200);
+    }
+    free(scr);
+}
+
 /* Wait until the status line says idle and the reply count grew. */
 static char *wait_idle(void)
 {
@@ -149,14 +169,15 @@ static void start(int w, int h, const char *args)
     snprintf(db, sizeof db, "%s/runs.db", home);
     snprintf(ws, sizeof ws, "%d", w);
     snprintf(hs, sizeof hs, "%d", h);
+    const char *bd = getenv("CFLOW_BUILDDIR"), *sd = getenv("CFLOW_SRCDIR");
     snprintf(cmd, sizeof cmd, "env -u CFLOW_MODEL HOME=%s XDG_DATA_HOME=%s/data LANG=C.UTF-8 "
-             "LC_ALL=C.UTF-8 PS1='%s' sh", home, home, PROMPT);
+             "LC_ALL=C.UTF-8 PS1='%s' CFLOW_TUI=%s/cflow-tui CFLOW_TUI_DB=%s "
+             "CFLOW_LSAN_SUPP=%s/tests/ui/lsan.supp sh", home, home, PROMPT, bd ? bd : ".", db,
+             sd ? sd : "..");
     free(tmux("new-session", "-d", "-x", ws, "-y", hs, "-s", "t", cmd, NULL));
     free(wait_for(PROMPT_SEEN));
-    const char *bd = getenv("CFLOW_BUILDDIR"), *sd = getenv("CFLOW_SRCDIR");
-    snprintf(cmd, sizeof cmd,
-             "LSAN_OPTIONS=suppressions=%s/tests/ui/lsan.supp:print_suppressions=0 "
-             "%s/cflow-tui --db %s %s", sd ? sd : "..", bd ? bd : ".", db, args);
+    snprintf(cmd, sizeof cmd, "LSAN_OPTIONS=suppressions=$CFLOW_LSAN_SUPP:print_suppressions=0 "
+             "$CFLOW_TUI --db $CFLOW_TUI_DB %s", args);
     type_line(cmd);
 }
 
@@ -359,6 +380,99 @@ static void test_bad_model(void **state)
     stop();
 }
 
+/* The rest of what a user does: multi-line input, a context that fills
+ * (the oldest turn dropped and said so), /system, /save as Markdown,
+ * hiding and zooming panes, NO_COLOR, and the history kept for the next
+ * session. */
+static void test_context_and_commands(void **state)
+{
+    (void)state;
+    start(130, 40, "-c 64 -n 16");
+    free(wait_for("completion mode"));
+    /* colour by default: SGR colour codes on the screen */
+    char *scr = tmux("capture-pane", "-p", "-e", "-t", "t", NULL);
+    assert_non_null(strstr(scr, "\033[30m") ? scr : strstr(scr, "\033[46m"));
+    free(scr);
+    type_line("/system Tom and Ann");
+    free(wait_for("system prompt set"));
+    free(tmux("send-keys", "-t", "t", "-l", "Once upon", NULL));
+    keys("M-Enter");
+    type_line("a time");
+    scr = wait_for("> Once upon");
+    assert_non_null(strstr(scr, "  a time"));
+    free(scr);
+    free(wait_for("token limit reached"));
+    free(wait_idle());
+    /* two more turns cannot all fit in 64 positions */
+    type_line("The dog ran");
+    free(wait_for("> The dog ran"));
+    free(wait_idle());
+    type_line("The cat sat");
+    free(wait_for("> The cat sat"));
+    scr = wait_for("oldest turn");
+    assert_non_null(strstr(scr, "context full (64 tokens)"));
+    free(scr);
+    free(wait_idle());
+    /* the transcript */
+    char md[2200], cmd[2300];
+    snprintf(md, sizeof md, "%s/chat.md", home);
+    snprintf(cmd, sizeof cmd, "/save %s", md);
+    type_line(cmd);
+    free(wait_for("saved the transcript"));
+    char *t = tu_read_file(md, NULL);
+    assert_non_null(t);
+    assert_non_null(strstr(t, "## System\n\nTom and Ann"));
+    assert_non_null(strstr(t, "## User\n\nOnce upon\na time"));
+    assert_non_null(strstr(t, "## Assistant\n\n"));
+    assert_non_null(strstr(t, "## User\n\nThe cat sat"));
+    assert_non_null(strstr(t, "oldest turn; the system prompt is kept"));
+    free(t);
+    /* panes: hide one, zoom one, back */
+    type_line("/hide counters");
+    wait_gone("3 counters");
+    free(wait_for("4 speed"));
+    type_line("/zoom speed");
+    scr = wait_for("[zoomed]");
+    assert_null(strstr(scr, "1 layers"));
+    free(scr);
+    type_line("/zoom");
+    free(wait_for("1 layers"));
+    type_line("/show counters");
+    free(wait_for("3 counters"));
+    quit_clean();
+    /* the history is kept for the next session */
+    char hist[2200];
+    snprintf(hist, sizeof hist, "%s/data/cflow/history", home);
+    t = tu_read_file(hist, NULL);
+    assert_non_null(t);
+    assert_non_null(strstr(t, "The cat sat"));
+    assert_non_null(strstr(t, "/save "));
+    free(t);
+    /* monochrome: NO_COLOR leaves only attributes */
+    type_line("NO_COLOR=1 LSAN_OPTIONS=suppressions=$CFLOW_LSAN_SUPP "
+              "$CFLOW_TUI --db $CFLOW_TUI_DB -n 4");
+    free(wait_for("completion mode"));
+    keys("Up");   /* the previous session's history is there: Up recalls it */
+    scr = wait_for("> /quit");
+    free(scr);
+    scr = tmux("capture-pane", "-p", "-e", "-t", "t", NULL);
+    for (const char *c = "01234567"; *c; c++) {
+        char fg[8], bg[8];
+        snprintf(fg, sizeof fg, "\033[3%cm", *c);
+        snprintf(bg, sizeof bg, "\033[4%cm", *c);
+        assert_null(strstr(scr, fg));
+        assert_null(strstr(scr, bg));
+    }
+    assert_null(strstr(scr, "38;5;"));
+    free(scr);
+    keys("C-c");   /* idle: Ctrl-C clears the input line */
+    scr = wait_idle();
+    assert_null(strstr(scr, "> /quit"));
+    free(scr);
+    quit_clean();
+    stop();
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -378,6 +492,7 @@ int main(void)
         cmocka_unit_test_teardown(test_run_browser, teardown),
         cmocka_unit_test_teardown(test_ctrl_c, teardown),
         cmocka_unit_test_teardown(test_bad_model, teardown),
+        cmocka_unit_test_teardown(test_context_and_commands, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
