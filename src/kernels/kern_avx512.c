@@ -48,19 +48,22 @@
 
 #define NGROUP 4   /* panels processed side by side (F32/F16) */
 
-/* Software prefetch PF_DIST bytes ahead of the weights being read.  Tiles
- * of a stream lie back to back in the mapping, so a fixed distance runs on
- * into the next tile (its header and scales included) and across 4 KiB
- * pages, where the hardware prefetchers stop.  On the DRAM-bound Q4_0
- * mat-vec (256 MiB of tiles, one thread, CPU-time GB/s on a shared EPYC)
- * 4 KiB ahead gained ~20% over none, 8 KiB a few % more; 12-16 KiB, a
- * second T1 stream further out, or NTA were no better.  A prefetch past
- * the end of the mapping is harmless (it never faults). */
+/* Software prefetch PF_DIST bytes ahead of the weights being read, into
+ * L2 (T1).  Tiles of a stream lie back to back in the mapping, so a fixed
+ * distance runs on into the next tile (its header and scales included) and
+ * across 4 KiB pages, where the hardware prefetchers stop.  Measured on
+ * the DRAM-bound mat-vecs (256 MiB of tiles, one thread, CPU-time GB/s,
+ * paired runs on the shared 2-core EPYC, tools in the issue-4 report):
+ * none -> 4 KiB T0 gained ~20%; 8 KiB T0 a few % more; T1 instead of T0
+ * another ~20-50% (Q4_0 repacked ~13.5 -> ~16.5 GB/s, Q8_0 ~10.6 -> ~16,
+ * the level of a plain read loop on this machine), 8-16 KiB alike; NTA no
+ * better.  T1 leaves the L1 miss buffers to the demand loads.  A prefetch
+ * past the end of the mapping is harmless (it never faults). */
 #ifndef PF_DIST
-#define PF_DIST 8192
+#define PF_DIST 16384
 #endif
 #ifndef PF_HINT
-#define PF_HINT _MM_HINT_T0
+#define PF_HINT _MM_HINT_T1
 #endif
 
 AVX512 static inline void pf_ahead(const uint8_t *p, unsigned lines)
@@ -146,7 +149,7 @@ AVX512 static inline __m512 f16_panel(const uint8_t *wp, unsigned np,
     __m512 lane[64];
     for (unsigned c = 0; c < cols; c += 2)
         _mm_prefetch((const char *)wp + 32 * c, _MM_HINT_T0);
-    pf_ahead(wp, (cols * 32 + 63) / 64);    /* the next panel, 8 KiB on */
+    pf_ahead(wp, (cols * 32 + 63) / 64);    /* a panel PF_DIST on */
     for (unsigned q = 0; q < 4; q++) {
         __m512 acc[16];
 #pragma GCC unroll 16
