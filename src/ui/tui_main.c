@@ -1127,7 +1127,11 @@ static void key_chat(int is_key, wint_t ch)
         case KEY_LEFT: rl_feed_str("\033[D"); return;
         case KEY_HOME: rl_feed(1); return;      /* C-a */
         case KEY_END: rl_feed(5); return;       /* C-e */
-        case KEY_DC: rl_feed(4 /* C-d: delete-char on a non-empty line */); return;
+        case KEY_DC:   /* C-d deletes the character under the cursor; on an
+                        * empty line it would quit, which Delete must not */
+            if (rl_line_buffer && rl_line_buffer[0])
+                rl_feed(4);
+            return;
         case KEY_BACKSPACE: rl_feed(127); return;
         case KEY_ENTER: rl_feed('\r'); return;
         default: return;
@@ -1472,8 +1476,11 @@ int main(int argc, char **argv)
         }
         if (quit_now)
             break;
-        if (app.chat.version != seen_chat) {
-            seen_chat = app.chat.version;
+        pthread_mutex_lock(&app.chat.mu);
+        uint64_t cv = app.chat.version;
+        pthread_mutex_unlock(&app.chat.mu);
+        if (cv != seen_chat) {
+            seen_chat = cv;
             need_draw = 1;
         }
         now = prof_now();
