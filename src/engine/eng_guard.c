@@ -23,8 +23,8 @@
  *   - The handler jumps only when the faulting address lies inside the
  *     current thread's guarded range.  Any other SIGBUS goes to the
  *     handler installed before ours, or gets the default action (the
- *     handler restores SIG_DFL and returns, the access faults again and
- *     the process dies as it would have without us).
+ *     handler restores SIG_DFL and raises it again: the process dies as
+ *     it would have without us).
  *
  * What is jumped over is the forward pass only: tile kernels, norms and
  * attention hold no locks and allocate nothing, so abandoning them leaves
@@ -55,7 +55,8 @@ static void bus_handler(int sig, siginfo_t *si, void *uc)
 {
     eng_guard *g = tls_guard;
     const uint8_t *a = si ? (const uint8_t *)si->si_addr : NULL;
-    if (g && a && a >= g->lo && a < g->hi) {
+    /* si_code > 0: raised by the kernel for this access, not kill(2) */
+    if (g && si && si->si_code > 0 && a >= g->lo && a < g->hi) {
         g->addr = a;
         siglongjmp(g->jb, 1);
     }
@@ -69,8 +70,10 @@ static void bus_handler(int sig, siginfo_t *si, void *uc)
         old_bus.sa_handler(sig);
         return;
     }
-    /* default action: the faulting access runs again and kills us */
+    /* the default action: terminate (with a core), as without us; raise
+     * also covers a SIGBUS sent by kill(2), which no access repeats */
     signal(SIGBUS, SIG_DFL);
+    raise(SIGBUS);
 }
 
 int eng_guard_install(void)
