@@ -16,6 +16,8 @@
 #include <cmocka.h>
 
 #include <ctype.h>
+#include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,6 +327,15 @@ static void test_run_browser(void **state)
     free(scr);
     keys("q");
     free(wait_for("run log: 2 runs"));
+    /* filter by model: nothing matches, then the shipped model */
+    keys("f");
+    free(tmux("send-keys", "-t", "t", "-l", "no-such-model", NULL));
+    keys("Enter");
+    free(wait_for("run log: 0 runs"));
+    keys("f");
+    free(tmux("send-keys", "-t", "t", "-l", "default", NULL));
+    keys("Enter");
+    free(wait_for("run log: 2 runs, model filter: default"));
     keys("q");
     free(wait_for("> The cat"));
     quit_clean();
@@ -473,6 +484,62 @@ static void test_context_and_commands(void **state)
     stop();
 }
 
+/* The pid of cflow-tui: the child of the session's shell. */
+static pid_t tui_pid(void)
+{
+    char *o = tmux("list-panes", "-t", "t", "-F", "#{pane_pid}", NULL);
+    long sh = o ? strtol(o, NULL, 10) : 0;
+    free(o);
+    assert_true(sh > 0);
+    /* the process whose parent is the shell (/proc/PID/stat field 4) */
+    long pid = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    while (d && !pid && (de = readdir(d))) {
+        char path[300], buf[512];
+        if (!isdigit((unsigned char)de->d_name[0]))
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        const char *rp = strrchr(buf, ')');
+        long ppid = 0;
+        if (rp && sscanf(rp + 1, " %*c %ld", &ppid) == 1 && ppid == sh)
+            pid = strtol(de->d_name, NULL, 10);
+    }
+    if (d)
+        closedir(d);
+    assert_true(pid > 0);
+    return (pid_t)pid;
+}
+
+/* Signals: SIGTERM is a clean quit (status 0); a fatal signal restores the
+ * terminal before the program dies of it. */
+static void test_signals(void **state)
+{
+    (void)state;
+    start(100, 30, "-n 8");
+    free(wait_for("completion mode"));
+    assert_int_equal(kill(tui_pid(), SIGTERM), 0);
+    free(wait_for("\n" PROMPT_SEEN));
+    type_line("echo rc=$?");
+    free(wait_for("rc=0"));
+    type_line("clear");
+    type_line("$CFLOW_TUI --db $CFLOW_TUI_DB -n 8");
+    free(wait_for("completion mode"));
+    assert_int_equal(kill(tui_pid(), SIGABRT), 0);
+    free(wait_for("\n" PROMPT_SEEN));
+    type_line("echo rc=$?");
+    free(wait_for("rc=134"));
+    type_line("stty -a | tr ' ;' '\\n\\n' | grep -x -e echo -e icanon | sort | tr '\\n' ' '; echo");
+    free(wait_for("echo icanon"));
+    stop();
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -493,6 +560,7 @@ int main(void)
         cmocka_unit_test_teardown(test_ctrl_c, teardown),
         cmocka_unit_test_teardown(test_bad_model, teardown),
         cmocka_unit_test_teardown(test_context_and_commands, teardown),
+        cmocka_unit_test_teardown(test_signals, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
