@@ -44,7 +44,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bpe import EOT, Tokenizer  # noqa: E402
-from export import export  # noqa: E402
+from export import export, load  # noqa: E402
 from model import VARIANTS, CflowModel, make_config  # noqa: E402
 
 SHARED = os.environ.get("CFLOW_SHARED", os.path.join(HERE, "..", "..", "..", "shared"))
@@ -97,12 +97,16 @@ def lr_at(step, steps, peak, warmup):
 
 
 def train_one(arch, args, stream, starts, tok):
+    out = os.path.join(args.out, arch + args.suffix)
     torch.manual_seed(args.seed)
     c = make_config(arch, len(tok.vocab), d=args.d, eff_layers=args.layers,
                     n_heads=args.heads, n_kv=args.kv_heads, ffn=args.ffn,
                     n_experts=args.experts, topk=args.topk, moe_ffn=args.moe_ffn,
                     max_pos=args.max_pos)
     m = CflowModel(c)
+    if args.init:
+        # continue training an exported model (the shipped model's longer run)
+        m.load_state_dict(load(args.init).state_dict())
     nparams = sum(p.numel() for p in m.parameters())
     decay = [p for n, p in m.named_parameters() if p.dim() >= 2]
     nodecay = [p for n, p in m.named_parameters() if p.dim() < 2]
@@ -129,12 +133,17 @@ def train_one(arch, args, stream, starts, tok):
             el = time.time() - t0
             print(f"[{arch}] step {step}/{args.steps} ce {ce.item():.3f} ema {ema:.3f} "
                   f"lr {opt.param_groups[0]['lr']:.2e} {el:.0f}s", flush=True)
+        if args.save_every and step and step % args.save_every == 0:
+            # a fallback copy for long runs; the final export replaces it
+            m.eval()
+            export(m, args.tok, out + f"-step{step}")
+            m.train()
     el = time.time() - t0
     info = {"train_seconds": round(el, 1), "train_steps": args.steps,
             "train_tokens": args.steps * args.batch * args.seq,
             "final_train_ce_ema": round(ema, 4), "params": nparams,
-            "seed": args.seed}
-    out = os.path.join(args.out, arch)
+            "seed": args.seed, "init": args.init, "lr": args.lr, "batch": args.batch, "seq": args.seq,
+            "data": [os.path.basename(p) for p in [args.train] + args.extra]}
     m.eval()
     export(m, args.tok, out)
     with open(os.path.join(out, "train_info.json"), "w") as f:
@@ -149,6 +158,12 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--variants", nargs="+", default=VARIANTS)
     ap.add_argument("--train", default=os.path.join(SHARED, "corpus", "tinystories-train-a.txt"))
+    ap.add_argument("--extra", nargs="*", default=[],
+                    help="more training text in train-a's format (truecase.py output)")
+    ap.add_argument("--suffix", default="", help="output dir = OUT/<variant><suffix>")
+    ap.add_argument("--save-every", type=int, default=0)
+    ap.add_argument("--init", default=None,
+                    help="start from this exported model instead of a random init")
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=512)
@@ -167,13 +182,18 @@ def main():
     ap.add_argument("--moe-ffn", type=int, default=128)
     ap.add_argument("--max-pos", type=int, default=512)
     args = ap.parse_args()
-    if "valid" in os.path.basename(args.train):
-        sys.exit("train.py: refusing to train on the held-out file")
+    for p in [args.train] + args.extra:
+        if "valid" in os.path.basename(p):
+            sys.exit("train.py: refusing to train on the held-out file")
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(args.threads)
     tok = Tokenizer(args.tok)
     stories = train_stories(args.train)
-    stream, starts = token_stream(tok, stories, os.path.join(args.out, "train-a-tokens.npz"))
+    cache = "train-a-tokens.npz"
+    for p in args.extra:
+        stories += train_stories(p)
+        cache = cache[:-4] + "+" + os.path.splitext(os.path.basename(p))[0] + ".npz"
+    stream, starts = token_stream(tok, stories, os.path.join(args.out, cache))
     print(f"train: {len(stories)} stories, {len(stream)} tokens", flush=True)
     for arch in args.variants:
         train_one(arch, args, stream, starts, tok)
