@@ -45,8 +45,8 @@ static void sleep_ms(int ms)
 /* tmux -L sock -f /dev/null ARGS...; returns its stdout (malloc'd). */
 static char *tmux(const char *first, ...)
 {
-    const char *argv[40] = { "/usr/bin/env", "tmux", "-L", sock, "-f", "/dev/null" };
-    int n = 6;
+    const char *argv[40] = { "/usr/bin/env", "tmux", "-u", "-L", sock, "-f", "/dev/null" };
+    int n = 7;
     va_list ap;
     va_start(ap, first);
     for (const char *a = first; a && n < 39; a = va_arg(ap, const char *))
@@ -381,8 +381,14 @@ static void test_bad_model(void **state)
     assert_non_null(strstr(scr, "/nonexistent/model.cflow"));
     free(scr);
     free(wait_idle());
-    type_line("Once upon a time");
-    free(wait_for("> Once upon a time"));
+    /* wide characters in and out; editing keys on the way */
+    free(tmux("send-keys", "-t", "t", "-l", "Lily sagte: grüß dich ✓ x", NULL));
+    keys("BSpace");
+    keys("Left");
+    keys("Left");
+    free(tmux("send-keys", "-t", "t", "-l", "≈", NULL));
+    keys("Enter");
+    free(wait_for("> Lily sagte: grüß dich ≈✓"));
     free(wait_for("token limit reached"));
     scr = wait_idle();
     assert_non_null(strstr(scr, "default.cflow |"));
