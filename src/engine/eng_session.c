@@ -1941,8 +1941,16 @@ static int prefill_batched(eng_session *s, const int32_t *tokens, size_t n,
         int rc = guarded_forward_batch(s, tokens + i, (unsigned)m, i + m == n, err, errlen);
         if (rc)
             return rc;
-        if (s->prof)
+        /* The profiler counts tokens: the chunk's time, bytes and counters
+         * go on the record of its first position, the others get empty
+         * records, so run totals and per-layer sums stay right. */
+        if (s->prof) {
             prof_token_end(s->prof, PROF_PREFILL);
+            for (size_t k = 1; k < m; k++) {
+                prof_token_begin(s->prof);
+                prof_token_end(s->prof, PROF_PREFILL);
+            }
+        }
         i += m;
     }
     return 0;
