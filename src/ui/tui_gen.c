@@ -458,7 +458,28 @@ static int render_ids(tui_gen *g, size_t u, long a, int32_t **ids, size_t *n)
         else if (e->role == TUI_ASSISTANT)
             msgs[nm++] = (eng_msg){ "assistant", e->text + e->model_skip };
     }
-    if (eng_chat_render(g->tmpl, msgs, nm, 1, &text))
+    /* Completion mode concatenates: a turn typed after text that ends in
+     * a word ("...friend." + "The dog") gets the space a writer would
+     * type, so SentencePiece sees "▁The" as in running text. */
+    char **spaced = calloc(nm + 1, sizeof *spaced);
+    if (!spaced)
+        goto unlock;
+    if (g->tmpl == ENG_CHAT_NONE)
+        for (size_t k = 1; k < nm; k++) {
+            const char *prev = msgs[k - 1].content, *cur = msgs[k].content;
+            size_t pl = strlen(prev);
+            if (pl && !strchr(" \n\t", prev[pl - 1]) && *cur && !strchr(" \n\t", *cur) &&
+                (spaced[k] = malloc(strlen(cur) + 2))) {
+                spaced[k][0] = ' ';
+                strcpy(spaced[k] + 1, cur);
+                msgs[k].content = spaced[k];
+            }
+        }
+    int rrc = eng_chat_render(g->tmpl, msgs, nm, 1, &text);
+    for (size_t k = 0; k < nm; k++)
+        free(spaced[k]);
+    free(spaced);
+    if (rrc)
         goto unlock;
     if (a >= 0 && (size_t)a < c->n) {
         const tui_entry *e = &c->e[a];
