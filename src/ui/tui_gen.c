@@ -715,7 +715,8 @@ static void generate(tui_gen *g, size_t u)
             ids = fit(g, u, a, n_ctx - reserve, &m, &nd, &ct);
             if (!ids)
                 break;
-            say_dropped(g, nd, ct);
+            say_dropped(g, nd, ct && !cut);   /* a reply is cut: said once */
+            cut |= ct;
             g->n_kv = 0;   /* a new context: prefill it all */
             rc = feed(g, ids, m, err, sizeof err);
             free(ids);

@@ -391,26 +391,59 @@ static void draw_chat(void)
     }
     tui_chat *c = &app.chat;
     pthread_mutex_lock(&c->mu);
-    size_t total = 0;
     static const char *const tag[] = { "> ", "", "-- ", "error: " };
-    for (size_t i = 0; i < c->n; i++) {
+    /* Lay out only the tail the pane shows: entries, and inside an entry
+     * its paragraphs ('\n'-separated, wrapped independently), from the end
+     * back until the lines fill the pane and the scroll-back.  A long
+     * conversation costs a frame no more than a short one. */
+    size_t need = (size_t)ih + (size_t)(chat_scroll > 0 ? chat_scroll : 0) + 1;
+    size_t cap = need + 64, nr = 0;
+    cline *rev = malloc(cap * sizeof *rev);   /* the lines, last first */
+    for (size_t i = c->n; rev && nr < need && i-- > 0;) {
         const tui_entry *e = &c->e[i];
-        size_t tl = strlen(tag[e->role & 3]);
-        total += wrap(e->text, e->len, iw - (int)tl, NULL, 0, i, e->role) + 1;
-    }
-    cline *lines = calloc(total + 1, sizeof *lines);
-    size_t nl = 0;
-    if (lines)
-        for (size_t i = 0; i < c->n; i++) {
-            const tui_entry *e = &c->e[i];
-            size_t tl = strlen(tag[e->role & 3]);
-            nl += wrap(e->text, e->len, iw - (int)tl, lines + nl, total - nl, i, e->role);
-            if (nl < total)
-                lines[nl++] = (cline){ i, 0, 0, -1, 0 };   /* a blank line */
+        int tl = (int)strlen(tag[e->role & 3]);
+        if (nr)
+            rev[nr++] = (cline){ i, 0, 0, -1, 0 };   /* a blank line between entries */
+        size_t end = e->len;
+        for (;;) {
+            size_t start = end;
+            while (start > 0 && e->text[start - 1] != '\n')
+                start--;
+            size_t k = wrap(e->text + start, end - start, iw - tl, NULL, 0, i, e->role);
+            if (nr + k + 1 > cap) {
+                size_t nc = (nr + k + 1) * 2;
+                cline *p = realloc(rev, nc * sizeof *p);
+                if (!p)
+                    break;
+                rev = p;
+                cap = nc;
+            }
+            wrap(e->text + start, end - start, iw - tl, rev + nr, k, i, e->role);
+            for (size_t j = 0; j < k; j++) {
+                rev[nr + j].off += start;
+                rev[nr + j].first = start == 0 && j == 0;
+            }
+            for (size_t j = 0; j < k / 2; j++) {   /* last first */
+                cline t = rev[nr + j];
+                rev[nr + j] = rev[nr + k - 1 - j];
+                rev[nr + k - 1 - j] = t;
+            }
+            nr += k;
+            if (start == 0 || nr >= need)
+                break;
+            end = start - 1;   /* before the '\n' */
         }
-    if (nl && lines[nl - 1].role == -1)
-        nl--;
-    int max_scroll = (int)nl > ih ? (int)nl - ih : 0;
+    }
+    size_t nl = nr;
+    cline *lines = calloc(nl + 1, sizeof *lines);
+    if (lines && rev)
+        for (size_t j = 0; j < nl; j++)
+            lines[j] = rev[nl - 1 - j];
+    else
+        nl = 0;
+    free(rev);
+    /* fewer lines than asked for: the whole transcript is laid out */
+    int max_scroll = nr < need ? ((int)nl > ih ? (int)nl - ih : 0) : chat_scroll;
     if (chat_scroll > max_scroll)
         chat_scroll = max_scroll;
     if (chat_scroll < 0)
@@ -431,18 +464,8 @@ static void draw_chat(void)
         wattron(w_chat, tui_attr(&app, role));
         if (l->first)
             mvwaddstr(w_chat, y0 + r, x, t);
-        else
-            wmove(w_chat, y0 + r, x + tl);
         wmove(w_chat, y0 + r, x + tl);
-        for (size_t b = 0; b < l->len; b++) {   /* tabs and controls as spaces */
-            unsigned char ch = (unsigned char)e->text[l->off + b];
-            if (ch < 32) {
-                if (b > 0) {
-                    /* flush is per char below */
-                }
-            }
-        }
-        size_t b = 0;
+        size_t b = 0;   /* runs of text; tabs and other controls as spaces */
         while (b < l->len) {
             size_t run = b;
             while (run < l->len && (unsigned char)e->text[l->off + run] >= 32)
