@@ -1110,7 +1110,9 @@ static void moe_wait(eng_session *s, eng_route *r, double *pt)
     if (r->ready)
         return;
     r->ready = 1;
-    for (uint32_t j = 0; j < r->k; j++) {
+    /* After a failed read the token is lost: its other reads are left to
+     * land on their own (their slots wait for them, eng_io.c). */
+    for (uint32_t j = 0; j < r->k && !s->xio_failed; j++) {
         int k = r->slot[j], e = r->expert[j];
         const uint8_t *data;
         uint64_t off = 0, len = 0;

@@ -265,6 +265,45 @@ static void test_read_faults_api(void **state)
     remove(path);
 }
 
+/* ---- slots are not recycled while a read is in flight ---- */
+static int slow_fail_once;
+
+/* The first read fails at once; every read sleeps 20 ms before it lands,
+ * so when the failed token is abandoned its other reads are still in
+ * flight.  Were their slots handed out again, those late reads would
+ * overwrite the next token's experts and change its tokens. */
+static ssize_t slow_pread(int fd, void *buf, size_t n, off_t off)
+{
+    if (__atomic_exchange_n(&slow_fail_once, 0, __ATOMIC_SEQ_CST)) {
+        errno = EIO;
+        return -1;
+    }
+    usleep(20000);
+    return pread(fd, buf, n, off);
+}
+
+static void test_no_recycle_in_flight(void **state)
+{
+    (void)state;
+    char path[4096], err[512];
+    synth("tiny-moe", ".cflow", 0, path);   /* expert_delay 2: 6 slots */
+    int32_t ref[N_TOK], got[N_TOK];
+    eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
+    greedy(s, ref, N_TOK, 0);
+    eng_close(s);
+    s = open_model(path, ENG_XIO_STAGED, 0, NULL);
+    eng_io_pread = slow_pread;
+    slow_fail_once = 1;
+    int rc = eng_decode(s, 1, err, sizeof err);
+    assert_int_equal(rc, ENG_EIO);
+    /* decode again at once, reads of the failed token still landing */
+    greedy(s, got, N_TOK, 0);
+    eng_io_pread = pread;
+    eng_close(s);
+    assert_memory_equal(ref, got, sizeof ref);
+    remove(path);
+}
+
 /* The same through `cflow run` and CFLOW_FAULT: a clear error and a
  * non-zero exit, within the time limit, without a signal. */
 static void test_read_faults_cli(void **state)
@@ -440,6 +479,7 @@ int main(void)
         cmocka_unit_test(test_modes_same_tokens),
         cmocka_unit_test(test_prefetch_dense),
         cmocka_unit_test(test_read_faults_api),
+        cmocka_unit_test(test_no_recycle_in_flight),
         cmocka_unit_test(test_read_faults_cli),
         cmocka_unit_test(test_direct_fallback),
         cmocka_unit_test(test_runlog_io),
