@@ -821,6 +821,9 @@ static void *gen_main(void *arg)
         apply_settings(g);
         if (job) {
             atomic_store(&g->stop, 0);
+            /* busy on the status line before the job shows anything */
+            snap_refresh(g, job == TUI_JOB_LOAD ? TUI_LOADING : job == TUI_JOB_CLEAR
+                                                                   ? TUI_IDLE : TUI_PREFILL);
             switch (job) {
             case TUI_JOB_CHAT: job_chat(g, jarg); break;
             case TUI_JOB_REGEN: job_regen(g); break;

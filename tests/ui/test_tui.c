@@ -238,7 +238,7 @@ static void test_chat_and_panes(void **state)
     type_line("/n 24");
     free(wait_for("n 24 ("));
     type_line("Once upon a time");
-    free(wait_for("> Once upon a time"));
+    free(wait_for("│> Once upon a time"));
     char *scr = wait_idle();
     assert_non_null(strstr(scr, words));
     /* the panes and their numbers */
@@ -272,12 +272,12 @@ static void test_threads_new_run(void **state)
     start(130, 40, "-n 24");
     free(wait_for("completion mode"));
     type_line("Once upon a time");
-    free(wait_for("> Once upon a time"));
+    free(wait_for("│> Once upon a time"));
     free(wait_idle());
     type_line("/threads 1");
     free(wait_for("threads 1 |"));
     type_line("The dog");
-    free(wait_for("> The dog"));
+    free(wait_for("│> The dog"));
     char *scr = wait_idle();
     assert_non_null(strstr(scr, "threads 1 |"));
     free(scr);
@@ -301,12 +301,12 @@ static void test_run_browser(void **state)
     start(130, 40, "-n 24");
     free(wait_for("completion mode"));
     type_line("Once upon a time");
-    free(wait_for("> Once upon a time"));
+    free(wait_for("│> Once upon a time"));
     free(wait_idle());
     type_line("/temp 0.5");
     free(wait_for("temp 0.50"));
     type_line("The cat");
-    free(wait_for("> The cat"));
+    free(wait_for("│> The cat"));
     free(wait_idle());
     keys("F2");
     free(wait_for("run log: 2 runs"));
@@ -337,7 +337,7 @@ static void test_run_browser(void **state)
     keys("Enter");
     free(wait_for("run log: 2 runs, model filter: default"));
     keys("q");
-    free(wait_for("> The cat"));
+    free(wait_for("│> The cat"));
     quit_clean();
     stop();
 }
@@ -362,7 +362,7 @@ static void test_ctrl_c(void **state)
     type_line("/n 8");
     free(wait_for("n 8 ("));
     type_line("Tom had a ball");
-    free(wait_for("> Tom had a ball"));
+    free(wait_for("│> Tom had a ball"));
     free(wait_for("token limit reached"));
     free(wait_idle());
     quit_clean();
@@ -388,7 +388,7 @@ static void test_bad_model(void **state)
     keys("Left");
     free(tmux("send-keys", "-t", "t", "-l", "≈", NULL));
     keys("Enter");
-    free(wait_for("> Lily sagte: grüß dich ≈✓"));
+    free(wait_for("│> Lily sagte: grüß dich ≈✓"));
     free(wait_for("token limit reached"));
     scr = wait_idle();
     assert_non_null(strstr(scr, "default.cflow |"));
@@ -415,17 +415,17 @@ static void test_context_and_commands(void **state)
     free(tmux("send-keys", "-t", "t", "-l", "Once upon", NULL));
     keys("M-Enter");
     type_line("a time");
-    scr = wait_for("> Once upon");
-    assert_non_null(strstr(scr, "  a time"));
+    scr = wait_for("│  a time");   /* the chat's entry, not the input line */
+    assert_non_null(strstr(scr, "│> Once upon"));
     free(scr);
     free(wait_for("token limit reached"));
     free(wait_idle());
     /* two more turns cannot all fit in 64 positions */
     type_line("The dog ran");
-    free(wait_for("> The dog ran"));
+    free(wait_for("│> The dog ran"));
     free(wait_idle());
     type_line("The cat sat");
-    free(wait_for("> The cat sat"));
+    free(wait_for("│> The cat sat"));
     scr = wait_for("oldest turn");
     assert_non_null(strstr(scr, "context full (64 tokens)"));
     free(scr);
