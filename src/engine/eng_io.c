@@ -91,7 +91,9 @@ typedef struct xio_req {
 
 struct eng_xio {
     char            *path;
-    int              fd, direct;
+    /* the descriptor and whether it is O_DIRECT: readers load them
+     * without the lock, the fallback switches them under it */
+    atomic_int       fd, direct;
     int              old_fd;   /* the O_DIRECT descriptor after a fallback */
     eng_log_fn       log;
     void            *log_ud;
@@ -153,11 +155,11 @@ static int read_chunk(eng_xio *x, const xio_req *r, char *why, size_t whylen)
             /* the file "ends" halfway through the chunk */
             n = got == 0 ? (ssize_t)(r->need / 2) : 0;
         } else {
-            n = eng_io_pread(x->fd, r->dst + got, r->flen - got, (off_t)(r->foff + got));
+            n = eng_io_pread(atomic_load(&x->fd), r->dst + got, r->flen - got, (off_t)(r->foff + got));
         }
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && errno == EINVAL && x->direct) {
+        if (n < 0 && errno == EINVAL && atomic_load(&x->direct)) {
             /* O_DIRECT refused at read time: fall back to buffered reads.
              * The lock keeps two readers from reopening at once. */
             pthread_mutex_lock(&x->mu);
@@ -166,9 +168,9 @@ static int read_chunk(eng_xio *x, const xio_req *r, char *why, size_t whylen)
                 if (fd >= 0) {
                     /* the old descriptor stays open until eng_xio_free:
                      * another reader may be inside pread on it */
-                    x->old_fd = x->fd;
-                    x->fd = fd;
-                    x->direct = 0;
+                    x->old_fd = atomic_load(&x->fd);
+                    atomic_store(&x->fd, fd);
+                    atomic_store(&x->direct, 0);
                     if (x->log) {
                         char msg[512];
                         snprintf(msg, sizeof msg,
@@ -179,7 +181,7 @@ static int read_chunk(eng_xio *x, const xio_req *r, char *why, size_t whylen)
                 }
             }
             pthread_mutex_unlock(&x->mu);
-            if (!x->direct)
+            if (!atomic_load(&x->direct))
                 continue;
         }
         if (n < 0) {
@@ -330,7 +332,7 @@ void eng_xio_free(eng_xio *x)
     free(x);
 }
 
-int eng_xio_direct(const eng_xio *x) { return x->direct; }
+int eng_xio_direct(const eng_xio *x) { return atomic_load(&((eng_xio *)x)->direct); }
 
 int eng_xio_issue(eng_xio *x, uint64_t off, uint64_t len)
 {
