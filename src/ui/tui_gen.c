@@ -66,6 +66,7 @@ struct tui_gen {
     int32_t        *kv;          /* tokens in the KV cache [n_kv] */
     size_t          n_kv, kv_cap;
     size_t          conv_first;  /* first transcript entry in the context */
+    int             threads_req; /* the thread count last asked of the engine */
     int             run_open, run_dirty, log_session;
     int64_t         run_id;
     double          bw;          /* the machine's read bandwidth, GB/s */
@@ -314,10 +315,12 @@ static void apply_settings(tui_gen *g)
     pthread_mutex_unlock(&g->mu);
     if (g->s) {
         char err[256];
-        if (eng_threads(g->s) != g->cur.threads || g->cur.threads == 0)
+        /* only a changed request: eng_set_threads restarts the workers */
+        if (g->cur.threads != g->threads_req) {
             if (eng_set_threads(g->s, g->cur.threads))
-                snprintf(err, sizeof err, "cannot set %d threads", g->cur.threads),
-                    note(g, TUI_ERROR, "%s", err);
+                note(g, TUI_ERROR, "cannot set %d threads", g->cur.threads);
+            g->threads_req = g->cur.threads;
+        }
         if (g->smp)
             eng_sampler_set(g->smp, &g->cur.sp);
         if (g->cur.prefetch >= 0 && g->cur.prefetch != eng_prefetch(g->s) &&
@@ -385,6 +388,7 @@ static void job_load(tui_gen *g, const char *path)
     prof_free(g->p);
     eng_sampler_free(g->smp);
     g->s = ns;
+    g->threads_req = g->cur.threads;
     g->p = np;
     g->smp = nsmp;
     eng_set_prof(g->s, g->p);
