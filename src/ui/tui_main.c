@@ -674,7 +674,9 @@ static void rl_redisplay_cb(void)
         col += c;
         i += k;
     }
-    int want = row + 1 > 5 ? 5 : row + 1;
+    int want = row + 1 > 5 ? 5 : row + 1, maxh = LINES / 3 > 0 ? LINES / 3 : 1;
+    if (want > maxh)   /* layout() allows no more: asking again would loop */
+        want = maxh;
     if (want != input_h) {
         input_h = want;
         need_layout = 1;
@@ -697,7 +699,7 @@ static void rl_redisplay_cb(void)
             col = 0;
             if (row >= top && row - top < input_h) {
                 wattron(w_input, tui_attr(&app, TUI_C_DIM));
-                mvwaddstr(w_input, row - top, 0, "… " + (app.utf8 ? 0 : 0));
+                mvwaddstr(w_input, row - top, 0, app.utf8 ? "… " : ": ");
                 wattroff(w_input, tui_attr(&app, TUI_C_DIM));
             }
             col = 2;
@@ -1256,9 +1258,12 @@ static void frame(void)
             wnoutrefresh(w_input);
         }
     }
-    if (need_layout) {   /* the input grew or shrank: once more */
+    static int again;
+    if (need_layout && !again) {   /* the input grew or shrank: once more */
+        again = 1;
         layout();
         frame();
+        again = 0;
         return;
     }
     doupdate();
