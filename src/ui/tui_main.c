@@ -35,7 +35,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <wchar.h>
 
@@ -1423,6 +1425,14 @@ int main(int argc, char **argv)
     if (tui_gen_start(&app.gen, &gc, &st)) {
         fprintf(stderr, "cflow-tui: cannot start the generation thread\n");
         return UI_EXIT_ERR;
+    }
+    /* The UI thread yields to the decoder: nice +5 for this thread only
+     * (Linux applies nice per thread; the generation thread and the
+     * engine's workers it starts keep the process's priority).  Drawing at
+     * 10 Hz then never takes a core from a decode worker on a busy
+     * machine. */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 5)) {
+        /* not fatal: the UI just runs at the normal priority */
     }
     if (model)
         tui_gen_post(app.gen, TUI_JOB_LOAD, model);

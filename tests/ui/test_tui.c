@@ -389,9 +389,9 @@ static void test_bad_model(void **state)
     free(tmux("send-keys", "-t", "t", "-l", "≈", NULL));
     keys("Enter");
     free(wait_for("│> Lily sagte: grüß dich ≈✓"));
-    free(wait_for("token limit reached"));
-    scr = wait_idle();
+    scr = wait_idle();   /* the reply may end early (end of text) or at -n */
     assert_non_null(strstr(scr, "default.cflow |"));
+    expect_positive(scr, "prefill ");
     free(scr);
     quit_clean();
     stop();
