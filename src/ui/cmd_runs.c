@@ -119,42 +119,17 @@ ui_runlog *ui_runlog_start(eng_session *s, const char *model, const ui_run_cfg *
     }
 
     /* the machine: its read bandwidth is measured once and kept in the log */
-    char host[256] = "", cpu[256];
-    gethostname(host, sizeof host - 1);
-    prof_cpu_model(cpu, sizeof cpu);
-    prof_machine m = { host, cpu, eng_isa(s), prof_cpu_cores(), 0.0 };
-    const char *bw_env = getenv("CFLOW_READ_BW_GBS");
-    double bw = 0.0;
-    if (bw_env && *bw_env && ui_parse_float(bw_env, 0.001, 1e6, &bw))
-        bw = 0.0;
-    if (bw <= 0.0 && rl->log) {
-        bw = prof_log_machine_bw(rl->log, &m);
-        if (bw <= 0.0)
-            bw = prof_measure_read_bw(m.cores);
-    }
-    m.read_bw_gbs = bw;
+    ui_logsess ls;
+    ui_logsess_machine(&ls, s, rl->log);
     eng_get_stats(s, &es);
     if (rl->prof)
-        prof_run_begin(rl->prof, es.bytes_per_token, bw);
+        prof_run_begin(rl->prof, es.bytes_per_token, ls.m.read_bw_gbs);
     if (!rl->log)
         return rl;
-
-    char hash[17] = "", real[PATH_MAX];
-    uint64_t size = 0;
-    if (!realpath(model, real))
-        snprintf(real, sizeof real, "%s", model);
-    if (prof_file_hash(real, hash, &size, err, sizeof err)) {
+    if (ui_logsess_model(&ls, model, hp, err, sizeof err)) {
         runlog_warn(rl, err);
         return rl;
     }
-    prof_model_info mi = {
-        .path = real, .hash = hash, .arch = hp->arch,
-        .quant = kern_type_name((enum kern_type)hp->quant_type), .size = size,
-        .n_layers = hp->n_layers, .dim = hp->dim, .ffn_dim = hp->ffn_dim,
-        .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
-        .vocab_size = hp->vocab_size, .n_experts = hp->n_experts, .top_k = hp->top_k,
-        .dense_delay = hp->dense_delay, .expert_delay = hp->expert_delay,
-    };
     prof_run_cfg rc = {
         .threads = eng_threads(s), .prefetch = eng_prefetch(s) ? "on" : "off",
         .expert_io = hp->n_experts ? eng_expert_io_name(eng_expert_io(s)) : "none",
@@ -162,7 +137,7 @@ ui_runlog *ui_runlog_start(eng_session *s, const char *model, const ui_run_cfg *
         .min_p = f2d(c->sp->min_p), .rep_penalty = f2d(c->sp->rep_penalty),
         .top_k = c->sp->top_k, .rep_last_n = c->sp->rep_last_n, .seed = c->sp->seed,
     };
-    if (prof_log_session(rl->log, &m, &mi, "cflow run", err, sizeof err) ||
+    if (prof_log_session(rl->log, &ls.m, &ls.mi, "cflow run", err, sizeof err) ||
         prof_log_run_begin(rl->log, rl->prof, &rc, &rl->run_id, err, sizeof err))
         runlog_warn(rl, err);
     return rl;

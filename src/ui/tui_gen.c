@@ -265,37 +265,14 @@ static void log_session(tui_gen *g, const char *model)
         snprintf(g->snap.log_path, sizeof g->snap.log_path, "%s", prof_log_path(g->log));
         pthread_mutex_unlock(&g->snap_mu);
     }
-    char host[256] = "", cpu[256];
-    gethostname(host, sizeof host - 1);
-    prof_cpu_model(cpu, sizeof cpu);
-    prof_machine m = { host, cpu, eng_isa(g->s), prof_cpu_cores(), 0.0 };
-    const char *bw_env = getenv("CFLOW_READ_BW_GBS");
-    double bw = 0.0;
-    if (bw_env && *bw_env && ui_parse_float(bw_env, 0.001, 1e6, &bw))
-        bw = 0.0;
-    if (bw <= 0.0)
-        bw = prof_log_machine_bw(g->log, &m);
-    if (bw <= 0.0)
-        bw = prof_measure_read_bw(m.cores);
-    m.read_bw_gbs = g->bw = bw;
-
-    char hash[17] = "", real[PATH_MAX];
-    uint64_t size = 0;
-    if (!realpath(model, real))
-        snprintf(real, sizeof real, "%s", model);
-    if (prof_file_hash(real, hash, &size, err, sizeof err)) {
+    ui_logsess ls;
+    ui_logsess_machine(&ls, g->s, g->log);
+    g->bw = ls.m.read_bw_gbs;
+    if (ui_logsess_model(&ls, model, hp, err, sizeof err)) {
         log_fail(g, err);
         return;
     }
-    prof_model_info mi = {
-        .path = real, .hash = hash, .arch = hp->arch,
-        .quant = kern_type_name((enum kern_type)hp->quant_type), .size = size,
-        .n_layers = hp->n_layers, .dim = hp->dim, .ffn_dim = hp->ffn_dim,
-        .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
-        .vocab_size = hp->vocab_size, .n_experts = hp->n_experts, .top_k = hp->top_k,
-        .dense_delay = hp->dense_delay, .expert_delay = hp->expert_delay,
-    };
-    if (prof_log_session(g->log, &m, &mi, TUI_NAME, err, sizeof err)) {
+    if (prof_log_session(g->log, &ls.m, &ls.mi, TUI_NAME, err, sizeof err)) {
         log_fail(g, err);
         return;
     }

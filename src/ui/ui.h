@@ -9,10 +9,12 @@
 #ifndef CFLOW_UI_H
 #define CFLOW_UI_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "engine/engine.h"
+#include "prof/prof.h"
 
 #define UI_EXIT_OK    0
 #define UI_EXIT_ERR   1
@@ -69,5 +71,22 @@ char *ui_read_file(const char *path, size_t *len);
 /* The model used when no -m is given ($CFLOW_MODEL, else the shipped one),
  * or NULL when there is none. */
 const char *ui_default_model(void);
+
+/* What the run log records of a session, as `cflow run`, `cflow bench` and
+ * cflow-tui all describe it: the machine and the model.  The structures'
+ * strings point into the buffers beside them. */
+typedef struct ui_logsess {
+    char            host[256], cpu[256], hash[17], real[PATH_MAX];
+    prof_machine    m;
+    prof_model_info mi;
+} ui_logsess;
+/* This machine; its read bandwidth (GB/s) is $CFLOW_READ_BW_GBS, else the
+ * figure the log keeps for it, else measured now.  Without a log (NULL)
+ * nothing is looked up or measured unless the environment gives it. */
+void ui_logsess_machine(ui_logsess *ls, const eng_session *s, prof_log *log);
+/* The model: resolved path, content hash, size and geometry.  -1 with
+ * err filled when the file cannot be hashed. */
+int  ui_logsess_model(ui_logsess *ls, const char *model, const fmt_hparams *hp,
+                      char *err, size_t errlen);
 
 #endif

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "format/cflow_format.h"
+#include "kernels/kern.h"
 #include "prof/prof.h"
 #include "ui/ui.h"
 
@@ -158,3 +161,45 @@ char *ui_read_file(const char *path, size_t *n)
     return buf;
 }
 
+
+/* ---- the run log's description of a session --------------------------- */
+void ui_logsess_machine(ui_logsess *ls, const eng_session *s, prof_log *log)
+{
+    ls->host[0] = '\0';
+    gethostname(ls->host, sizeof ls->host - 1);
+    ls->host[sizeof ls->host - 1] = '\0';
+    prof_cpu_model(ls->cpu, sizeof ls->cpu);
+    prof_machine m = { ls->host, ls->cpu, eng_isa(s), prof_cpu_cores(), 0.0 };
+    const char *bw_env = getenv("CFLOW_READ_BW_GBS");
+    double bw = 0.0;
+    if (bw_env && *bw_env && ui_parse_float(bw_env, 0.001, 1e6, &bw))
+        bw = 0.0;
+    if (bw <= 0.0 && log) {
+        bw = prof_log_machine_bw(log, &m);
+        if (bw <= 0.0)
+            bw = prof_measure_read_bw(m.cores);
+    }
+    m.read_bw_gbs = bw;
+    ls->m = m;
+}
+
+int ui_logsess_model(ui_logsess *ls, const char *model, const fmt_hparams *hp,
+                     char *err, size_t errlen)
+{
+    uint64_t size = 0;
+    ls->hash[0] = '\0';
+    if (!realpath(model, ls->real))
+        snprintf(ls->real, sizeof ls->real, "%s", model);
+    if (prof_file_hash(ls->real, ls->hash, &size, err, errlen))
+        return -1;
+    prof_model_info mi = {
+        .path = ls->real, .hash = ls->hash, .arch = hp->arch,
+        .quant = kern_type_name((enum kern_type)hp->quant_type), .size = size,
+        .n_layers = hp->n_layers, .dim = hp->dim, .ffn_dim = hp->ffn_dim,
+        .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
+        .vocab_size = hp->vocab_size, .n_experts = hp->n_experts, .top_k = hp->top_k,
+        .dense_delay = hp->dense_delay, .expert_delay = hp->expert_delay,
+    };
+    ls->mi = mi;
+    return 0;
+}
