@@ -1605,8 +1605,11 @@ static int model_fault(eng_session *s, char *err, size_t errlen)
 /* forward() with a guard over the model's mapping (eng_guard.c): a SIGBUS
  * from a file truncated under us, on this thread or a worker, comes back
  * as ENG_EIO and breaks the session. */
-static int guarded_forward(eng_session *s, int32_t token, int want_logits,
-                           char *err, size_t errlen)
+static void forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
+                          int want_logits);
+/* tokens[0..m) through forward() (batch 0: one token) or forward_batch(). */
+static int guarded_run(eng_session *s, const int32_t *tokens, unsigned m,
+                       int batch, int want_logits, char *err, size_t errlen)
 {
     uint64_t size = 0;
     const uint8_t *base = fmt_model_map(s->model, &size);
@@ -1620,9 +1623,18 @@ static int guarded_forward(eng_session *s, int32_t token, int want_logits,
         return model_fault(s, err, errlen);
     }
     eng_guard_push(&g);
-    forward(s, token, want_logits);
+    if (batch)
+        forward_batch(s, tokens, m, want_logits);
+    else
+        forward(s, tokens[0], want_logits);
     eng_guard_pop(&g);
     return 0;
+}
+
+static int guarded_forward(eng_session *s, int32_t token, int want_logits,
+                           char *err, size_t errlen)
+{
+    return guarded_run(s, &token, 1, 0, want_logits, err, errlen);
 }
 
 static int check_token(eng_session *s, int32_t token, char *err, size_t errlen)
@@ -1894,27 +1906,6 @@ static void forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
             s->logits[i] = tanhf(s->logits[i] / hp->softcap) * hp->softcap;
 }
 
-/* forward_batch() under the mapping guard (see guarded_forward). */
-static int guarded_forward_batch(eng_session *s, const int32_t *tokens,
-                                 unsigned m, int want_logits, char *err,
-                                 size_t errlen)
-{
-    uint64_t size = 0;
-    const uint8_t *base = fmt_model_map(s->model, &size);
-    eng_guard g;
-    g.lo = base;
-    g.hi = base + size;
-    if (sigsetjmp(g.jb, 0)) {
-        eng_guard_pop(&g);
-        s->broken = 1;
-        s->fault_off = (uint64_t)((const uint8_t *)g.addr - base);
-        return model_fault(s, err, errlen);
-    }
-    eng_guard_push(&g);
-    forward_batch(s, tokens, m, want_logits);
-    eng_guard_pop(&g);
-    return 0;
-}
 
 /* Batched prefill of tokens[0..n), or 1 when the model's schedule (or
  * memory) does not allow it and the caller should go token by token.
@@ -1940,7 +1931,7 @@ static int prefill_batched(eng_session *s, const int32_t *tokens, size_t n,
             m = s->n_ctx - s->n_past;
         if (s->prof)
             prof_token_begin(s->prof);
-        int rc = guarded_forward_batch(s, tokens + i, (unsigned)m, i + m == n, err, errlen);
+        int rc = guarded_run(s, tokens + i, (unsigned)m, 1, i + m == n, err, errlen);
         if (rc)
             return rc;
         /* The profiler counts tokens: the chunk's time, bytes and counters
