@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,23 +86,33 @@ const char *tu_cflow(void)
     return b && *b ? b : "./cflow";
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 static int grow_read(int fd, char **buf, size_t *len, size_t *cap)
 {
-    if (*len + 4097 > *cap) {
-        size_t nc = (*cap + 4097) * 2;
+    if (*len + 65537 > *cap) {
+        size_t nc = (*cap + 65537) * 2;
         char *p = realloc(*buf, nc);
         if (!p)
             return -1;
         *buf = p;
         *cap = nc;
     }
-    ssize_t r = read(fd, *buf + *len, 4096);
+    ssize_t r = read(fd, *buf + *len, 65536);
     if (r > 0)
         *len += (size_t)r;
     return (int)r;
 }
 
-int tu_run(tu_proc *p, char *const argv[], char *const env[], int timeout_s)
+long tu_maxrss_kb;
+
+int tu_run_watch(tu_proc *p, char *const argv[], char *const env[], int timeout_s,
+                 tu_watch_fn watch, void *ctx, int period_ms)
 {
     int o[2], e[2];
     memset(p, 0, sizeof *p);
@@ -125,28 +136,36 @@ int tu_run(tu_proc *p, char *const argv[], char *const env[], int timeout_s)
     close(o[1]);
     close(e[1]);
     size_t ocap = 0, ecap = 0;
-    int open_o = 1, open_e = 1;
-    time_t deadline = time(NULL) + timeout_s;
+    int open_o = 1, open_e = 1, watching = watch != NULL;
+    double deadline = now_ms() + timeout_s * 1e3, next = now_ms();
     while (open_o || open_e) {
         struct pollfd fds[2] = { { o[0], POLLIN, 0 }, { e[0], POLLIN, 0 } };
-        int n = poll(fds, 2, 200);
-        if (time(NULL) > deadline) {
+        int n = poll(fds, 2, period_ms);
+        if (now_ms() > deadline) {
             kill(pid, SIGKILL);
             break;
         }
-        if (n <= 0)
-            continue;
-        if (open_o && (fds[0].revents & (POLLIN | POLLHUP)))
-            if (grow_read(o[0], &p->out, &p->out_len, &ocap) <= 0)
-                open_o = 0;
-        if (open_e && (fds[1].revents & (POLLIN | POLLHUP)))
-            if (grow_read(e[0], &p->err, &p->err_len, &ecap) <= 0)
-                open_e = 0;
+        if (n > 0) {
+            if (open_o && (fds[0].revents & (POLLIN | POLLHUP)))
+                if (grow_read(o[0], &p->out, &p->out_len, &ocap) <= 0)
+                    open_o = 0;
+            if (open_e && (fds[1].revents & (POLLIN | POLLHUP)))
+                if (grow_read(e[0], &p->err, &p->err_len, &ecap) <= 0)
+                    open_e = 0;
+        }
+        if (watching && now_ms() >= next) {
+            next = now_ms() + period_ms;
+            if (watch(ctx, pid, p->out_len))
+                watching = 0;
+        }
     }
     close(o[0]);
     close(e[0]);
     int st;
-    waitpid(pid, &st, 0);
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    wait4(pid, &st, 0, &ru);
+    tu_maxrss_kb = ru.ru_maxrss;
     if (WIFSIGNALED(st)) {
         p->signaled = 1;
         p->status = 128 + WTERMSIG(st);
@@ -158,6 +177,11 @@ int tu_run(tu_proc *p, char *const argv[], char *const env[], int timeout_s)
     if (p->out) p->out[p->out_len] = 0;
     if (p->err) p->err[p->err_len] = 0;
     return 0;
+}
+
+int tu_run(tu_proc *p, char *const argv[], char *const env[], int timeout_s)
+{
+    return tu_run_watch(p, argv, env, timeout_s, NULL, NULL, 200);
 }
 
 void tu_proc_free(tu_proc *p)

@@ -7,6 +7,7 @@
 #define CFLOW_TESTUTIL_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* $CFLOW_SHARED/rel (default ../shared beside the source tree).  The
  * result lives in one of 8 rotating static buffers (as does tu_tmp's). */
@@ -28,6 +29,15 @@ typedef struct tu_proc {
  * ("NAME=value" strings, NULL-terminated, may be NULL) and a time limit in
  * seconds.  Returns 0 when it ran (whatever its exit status). */
 int  tu_run(tu_proc *p, char *const argv[], char *const env[], int timeout_s);
+/* Called about every period_ms while the child runs, and whenever output
+ * arrives: pid, the bytes of stdout read so far.  Return non-zero to stop
+ * calling. */
+typedef int (*tu_watch_fn)(void *ctx, pid_t pid, size_t out_len);
+/* tu_run with a watcher (NULL: none), polling every period_ms. */
+int  tu_run_watch(tu_proc *p, char *const argv[], char *const env[], int timeout_s,
+                  tu_watch_fn watch, void *ctx, int period_ms);
+/* Peak resident set of the last child run, KiB (wait4's ru_maxrss). */
+extern long tu_maxrss_kb;
 void tu_proc_free(tu_proc *p);
 /* Run the cflow binary: tu_cflow_run(&p, "run", "-m", model, ..., NULL),
  * ten minutes at most. */

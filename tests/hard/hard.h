@@ -11,19 +11,6 @@
 
 #include "testutil.h"
 
-/* Called about every period_ms while the child runs, and whenever output
- * arrives: pid, the bytes of stdout read so far.  Return non-zero to stop
- * calling. */
-typedef int (*hard_watch_fn)(void *ctx, pid_t pid, size_t out_len);
-
-/* tu_run with a watcher (argv[0] a path; env "NAME=value" strings added to
- * the environment, NULL-terminated, may be NULL). */
-int hard_run(tu_proc *p, char *const argv[], char *const env[], int timeout_s,
-             hard_watch_fn watch, void *ctx, int period_ms);
-
-/* Peak resident set of the last hard_run child, KiB (wait4's ru_maxrss). */
-extern long hard_maxrss_kb;
-
 /* Resident set size of a process in bytes (/proc/PID/statm), 0 if gone. */
 size_t hard_rss(pid_t pid);
 

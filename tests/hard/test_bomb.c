@@ -127,7 +127,7 @@ static void expect_refused(const char *file, const char *const *args)
     char *env[] = { "ASAN_OPTIONS=max_allocation_size_mb=256:allocator_may_return_null=1",
                     NULL };
     tu_proc p;
-    assert_int_equal(hard_run(&p, argv, env, 120, NULL, NULL, 100), 0);
+    assert_int_equal(tu_run_watch(&p, argv, env, 120, NULL, NULL, 100), 0);
     print_message("  %-34s -> %.*s", strrchr(file, '/') + 1,
                   (int)strcspn(p.err, "\n") + 1, p.err);
     assert_false(p.signaled);
@@ -136,8 +136,8 @@ static void expect_refused(const char *file, const char *const *args)
     assert_null(strstr(p.err, "out of memory"));
     assert_null(strstr(p.err, "Sanitizer"));
     assert_null(strstr(p.err, "runtime error"));
-    assert_true(hard_maxrss_kb > 0);
-    assert_true(hard_maxrss_kb < RSS_LIMIT_MB * 1024L);
+    assert_true(tu_maxrss_kb > 0);
+    assert_true(tu_maxrss_kb < RSS_LIMIT_MB * 1024L);
     tu_proc_free(&p);
 }
 

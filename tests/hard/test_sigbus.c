@@ -113,7 +113,7 @@ static void test_foreign_sigbus(void **state)
                      "--ignore-eos", "--temp", "0.8", "-t", "2", "--no-log", NULL };
     kill_ctx k = { 0 };
     tu_proc p;
-    assert_int_equal(hard_run(&p, argv, NULL, 300, kill_when_running, &k, 5), 0);
+    assert_int_equal(tu_run_watch(&p, argv, NULL, 300, kill_when_running, &k, 5), 0);
     assert_true(k.sent);
     if (hard_sanitizers()) {
         /* the handler before ours is AddressSanitizer's: it reports the
@@ -156,7 +156,7 @@ static void run_truncated(const char *threads)
     char *argv[] = { cflow, "run", "-m", path, "-n", "1000000", "--ignore-eos",
                      "--temp", "0.8", "-t", (char *)threads, "--no-log", NULL };
     tu_proc p;
-    assert_int_equal(hard_run(&p, argv, NULL, 300, truncate_when_running, &t, 5), 0);
+    assert_int_equal(tu_run_watch(&p, argv, NULL, 300, truncate_when_running, &t, 5), 0);
     assert_true(t.done);
     assert_false(p.signaled);
     assert_int_equal(p.status, 1);

@@ -226,7 +226,7 @@ static void test_soak(void **state)
                     "thread_local_quarantine_size_kb=0", NULL };
     soak_ctx c = { 0 };
     tu_proc p;
-    assert_int_equal(hard_run(&p, argv, env, 1200, take_sample, &c, 20), 0);
+    assert_int_equal(tu_run_watch(&p, argv, env, 1200, take_sample, &c, 20), 0);
     if (p.status != 0)
         fprintf(stderr, "%s\n", p.err);
     assert_false(p.signaled);
