@@ -568,6 +568,12 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
                            "the %llu-byte file", en, nm,
                            (unsigned long long)off, (unsigned long long)len,
                            (unsigned long long)m->size);
+            /* every slot's type names a tile type, tables included: what
+             * the reader returns as present is sound (fuzz regression
+             * cflow-table-slot-type) */
+            if (type >= KERN_NTYPES)
+                return bad(err, errlen, FMT_EFORMAT, p,
+                           "layer %u %s: unknown type %u", en, nm, type);
             if (kind == FMT_K_LGEOM) {
                 /* read_layer_geom checked it */
             } else if (kind == FMT_K_EXPTABLE) {
