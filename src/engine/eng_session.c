@@ -977,6 +977,18 @@ static void attn_block(eng_session *s, const eng_layer *ly, unsigned kvl,
 
 /* One SwiGLU/GeGLU FFN over the prepared input act, from a fused gate/up
  * stream and a down stream, into dout[dim] (overwritten). */
+/* g[0..n) = act(g) * u: GeGLU where the header says so, else SwiGLU in
+ * llama.cpp's arithmetic for GGUF-sourced models or run.c's otherwise. */
+static void glu_act(eng_session *s, float *g, const float *u, uint32_t n)
+{
+    if (s->hp->flags & FMT_FLAG_GELU)
+        kern_geglu(g, g, u, n);
+    else if (s->ggml)
+        s->ops->swiglu_ggml(g, g, u, n);
+    else
+        kern_swiglu(g, g, u, n);
+}
+
 static void glu_ffn(eng_session *s, const eng_mv *gu, const eng_mv *down,
                     uint32_t hidden, uint8_t mg, uint8_t mu, uint8_t md,
                     const kern_act *act, float *dout)
@@ -987,12 +999,7 @@ static void glu_ffn(eng_session *s, const eng_mv *gu, const eng_mv *down,
     out[mg] = s->hb;
     out[mu] = s->hb2;
     matvec_stream(s, gu, act, out);
-    if (s->hp->flags & FMT_FLAG_GELU)
-        kern_geglu(s->hb, s->hb, s->hb2, hidden);
-    else if (s->ggml)
-        s->ops->swiglu_ggml(s->hb, s->hb, s->hb2, hidden);
-    else
-        kern_swiglu(s->hb, s->hb, s->hb2, hidden);
+    glu_act(s, s->hb, s->hb2, hidden);
     kern_act_set(&s->act_ffn, s->hb, hidden, down->need);
     memset(dout, 0, s->hp->dim * sizeof(float));
     out[md] = dout;
@@ -1798,6 +1805,22 @@ static void matmat_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
     eng_pool_run(s->pool, mm_run, &t);
 }
 
+/* bx[j] += mv x[j] for the m positions (mv has one matrix, `matrix`, whose
+ * output is dim wide): the attention output and FFN down projections. */
+static void matmat_residual(eng_session *s, const eng_mv *mv, uint8_t matrix,
+                            const kern_act *x, unsigned m)
+{
+    uint32_t dim = s->hp->dim;
+    float *out[FMT_NMATRIX] = { 0 };
+    size_t ld[FMT_NMATRIX] = { 0 };
+    memset(s->bo, 0, (size_t)m * dim * sizeof(float));
+    out[matrix] = s->bo;
+    ld[matrix] = dim;
+    matmat_stream(s, mv, x, m, out, ld);
+    for (unsigned j = 0; j < m; j++)
+        add_to(s->bx + (size_t)j * dim, s->bo + (size_t)j * dim, dim);
+}
+
 /* m (<= ENG_BATCH) prompt tokens at positions n_past.. through every
  * layer; with want_logits, the logits of the last one. */
 static void forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
@@ -1848,13 +1871,7 @@ static void forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
             attn_store_attend(s, ly, l, pos0 + j, q, k, v, att);
             kern_act_set(&s->bact_q[j], att, qd, ly->o.need);
         }
-        memset(s->bo, 0, (size_t)m * dim * sizeof(float));
-        memset(out, 0, sizeof out);
-        out[FMT_M_O] = s->bo;
-        ld[FMT_M_O] = dim;
-        matmat_stream(s, &ly->o, s->bact_q, m, out, ld);
-        for (unsigned j = 0; j < m; j++)
-            add_to(s->bx + (size_t)j * dim, s->bo + (size_t)j * dim, dim);
+        matmat_residual(s, &ly->o, FMT_M_O, s->bact_q, m);
         BMARK(l, PROF_ST_ATTN);
         /* FFN */
         for (unsigned j = 0; j < m; j++) {
@@ -1871,21 +1888,10 @@ static void forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
         matmat_stream(s, &ly->gate_up, s->bact_dim, m, out, ld);
         for (unsigned j = 0; j < m; j++) {
             float *g = s->bh + (size_t)j * s->hmax, *u = s->bh2 + (size_t)j * s->hmax;
-            if (hp->flags & FMT_FLAG_GELU)
-                kern_geglu(g, g, u, hid);
-            else if (s->ggml)
-                s->ops->swiglu_ggml(g, g, u, hid);
-            else
-                kern_swiglu(g, g, u, hid);
+            glu_act(s, g, u, hid);
             kern_act_set(&s->bact_ffn[j], g, hid, ly->down.need);
         }
-        memset(s->bo, 0, (size_t)m * dim * sizeof(float));
-        memset(out, 0, sizeof out);
-        out[FMT_M_DOWN] = s->bo;
-        ld[FMT_M_DOWN] = dim;
-        matmat_stream(s, &ly->down, s->bact_ffn, m, out, ld);
-        for (unsigned j = 0; j < m; j++)
-            add_to(s->bx + (size_t)j * dim, s->bo + (size_t)j * dim, dim);
+        matmat_residual(s, &ly->down, FMT_M_DOWN, s->bact_ffn, m);
         BMARK(l, PROF_ST_FFN);
     }
 #undef BMARK
