@@ -232,15 +232,39 @@ int tu_count_lines(const char *s)
     return n;
 }
 
+static int cflow_runv(tu_proc *p, char *const env[], va_list ap)
+{
+    const char *argv[64] = { tu_cflow() };
+    int n = 1;
+    while (n < 63 && (argv[n] = va_arg(ap, const char *)) != NULL)
+        n++;
+    argv[n] = NULL;
+    return tu_run(p, (char *const *)argv, env, 600);
+}
+
 int tu_cflow_run(tu_proc *p, ...)
 {
-    const char *argv[32] = { tu_cflow() };
     va_list ap;
-    int n = 1;
     va_start(ap, p);
-    while (n < 31 && (argv[n] = va_arg(ap, const char *)) != NULL)
-        n++;
+    int rc = cflow_runv(p, NULL, ap);
     va_end(ap);
-    argv[n] = NULL;
-    return tu_run(p, (char *const *)argv, NULL, 600);
+    return rc;
+}
+
+int tu_cflow_env(tu_proc *p, char *const env[], ...)
+{
+    va_list ap;
+    va_start(ap, env);
+    int rc = cflow_runv(p, env, ap);
+    va_end(ap);
+    return rc;
+}
+
+int tu_ok(const tu_proc *p, const char *what)
+{
+    if (p->status == 0 && !p->signaled)
+        return 1;
+    fprintf(stderr, "%s: exit %d%s\nstdout: %s\nstderr: %s\n", what, p->status,
+            p->signaled ? " (signal)" : "", p->out, p->err);
+    return 0;
 }

@@ -42,6 +42,12 @@ void tu_proc_free(tu_proc *p);
 /* Run the cflow binary: tu_cflow_run(&p, "run", "-m", model, ..., NULL),
  * ten minutes at most. */
 int  tu_cflow_run(tu_proc *p, ...);
+/* The same with environment overrides ("NAME=value", NULL-terminated, may
+ * be NULL). */
+int  tu_cflow_env(tu_proc *p, char *const env[], ...);
+/* 1 when the process exited 0 (not by a signal); else its status and
+ * output on stderr, named by what, and 0.  Use as assert_true(tu_ok(...)). */
+int  tu_ok(const tu_proc *p, const char *what);
 
 /* Read a whole file (malloc'd, NUL-terminated); NULL on error. */
 char *tu_read_file(const char *path, size_t *len);

@@ -54,27 +54,9 @@ static const char *prompt = "Once upon a time";
 /* ------------------------------------------------------------ helpers */
 
 /* Run cflow with args (NULL-terminated) and env overrides (may be NULL). */
-static void cflow(tu_proc *p, char *const env[], ...)
-{
-    char *argv[64];
-    int n = 0;
-    va_list ap;
-    argv[n++] = (char *)tu_cflow();
-    va_start(ap, env);
-    for (char *a; (a = va_arg(ap, char *)) != NULL && n < 63;)
-        argv[n++] = a;
-    va_end(ap);
-    argv[n] = NULL;
-    assert_int_equal(tu_run(p, argv, env, 300), 0);
-}
+#define cflow(p, env, ...) assert_int_equal(tu_cflow_env(p, env, __VA_ARGS__), 0)
 
-static void expect_ok(const tu_proc *p, const char *what)
-{
-    if (p->status != 0 || p->signaled)
-        fprintf(stderr, "%s: exit %d\nstdout: %s\nstderr: %s\n", what, p->status, p->out, p->err);
-    assert_int_equal(p->status, 0);
-    assert_false(p->signaled);
-}
+#define expect_ok(p, what) assert_true(tu_ok(p, what))
 
 /* Lines of s that contain needle. */
 static int count_lines_with(const char *s, const char *needle)
