@@ -13,7 +13,9 @@
 #
 # usage: tests/ui/bench-tui.sh [BUILDDIR [ROUNDS [TOKENS [THREADS [MODEL]]]]]
 #   BUILDDIR holds cflow and cflow-tui; ROUNDS default 7, TOKENS 256,
-#   THREADS 1, MODEL the shipped data/default.cflow.
+#   THREADS 1, MODEL the shipped data/default.cflow.  TUI_ENV="VAR=value ..."
+#   puts variables in cflow-tui's environment only (to test a hunch about
+#   what differs between the two programs, e.g. MALLOC_ARENA_MAX=1).
 set -eu
 B=${1:-.}
 R=${2:-7}
@@ -44,7 +46,7 @@ run_cli() {
 }
 run_tui() {
     tmux -L "$SOCK" -f /dev/null new-session -d -x 160 -y 45 -s b \
-        "env HOME=$T XDG_DATA_HOME=$T LANG=C.UTF-8 $B/cflow-tui -m $M -t $TH -n $N --temp 0 --db $DB"
+        "env HOME=$T XDG_DATA_HOME=$T LANG=C.UTF-8 ${TUI_ENV:-} $B/cflow-tui -m $M -t $TH -n $N --temp 0 --db $DB"
     wait_for "completion mode"   # the model is loaded
     tmux -L "$SOCK" send-keys -t b -l "/ignore-eos on"
     tmux -L "$SOCK" send-keys -t b Enter
