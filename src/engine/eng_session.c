@@ -299,7 +299,8 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
         s->opts = *o;
     else
         eng_opts_default(&s->opts);
-    rc = fmt_model_open(&s->model, model_path, err, errlen);
+    rc = fmt_model_open_ex(&s->model, model_path,
+                           s->opts.no_mmap ? FMT_OPEN_READ : 0, err, errlen);
     if (rc)
         goto fail;
     s->hp = fmt_model_hparams(s->model);

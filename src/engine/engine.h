@@ -169,6 +169,10 @@ typedef struct eng_opts {
     int        expert_io;
     int        prefetch;
     unsigned   io_readers;
+    /* 1: read the model into anonymous memory with huge pages advised
+     * (llama.cpp's --no-mmap; decode streams it faster on some machines,
+     * at the cost of the copy), 0: map the file (default). */
+    int        no_mmap;
 } eng_opts;
 
 void eng_opts_default(eng_opts *o);

@@ -333,6 +333,11 @@ typedef struct fmt_model fmt_model;
 
 int  fmt_model_open(fmt_model **out, const char *path, char *err,
                     size_t errlen);
+/* FMT_OPEN_READ: read the whole file into anonymous memory (transparent
+ * huge pages advised) instead of mapping it; errors on a short read. */
+#define FMT_OPEN_READ 1u
+int  fmt_model_open_ex(fmt_model **out, const char *path, unsigned flags,
+                       char *err, size_t errlen);
 void fmt_model_close(fmt_model *m);
 const fmt_hparams *fmt_model_hparams(const fmt_model *m);
 const fmt_kv      *fmt_model_kv(const fmt_model *m);

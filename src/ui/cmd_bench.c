@@ -152,7 +152,7 @@ typedef struct result {
     const char *model;
     uint64_t    model_size, n_params;
     const char *arch, *isa, *quant;
-    int         threads, prefetch, expert_io;
+    int         threads, prefetch, expert_io, use_mmap;
     long        n_prompt, n_gen, n_depth;
     unsigned    reps;
     double     *ns, *ts;          /* [reps] */
@@ -176,6 +176,7 @@ typedef struct bench_cfg {
     uint64_t seed;
     const char *db;                /* --db PATH, NULL: the default log */
     int      no_log;
+    int      no_mmap;              /* --no-mmap: eng_opts.no_mmap */
 } bench_cfg;
 
 /* ---- the run log: one session per model, one bench row per test ---------
@@ -383,6 +384,7 @@ static void print_json(const result *r, const char *cpu, int first)
            (unsigned long long)r->model_size, (unsigned long long)r->n_params);
     printf("    \"backends\": \"cflow\",\n    \"cpu_info\": ");
     json_str(cpu);
+    printf(",\n    \"use_mmap\": %s", r->use_mmap ? "true" : "false");
     printf(",\n    \"n_threads\": %d,\n    \"n_prompt\": %ld,\n    \"n_gen\": %ld,\n"
            "    \"n_depth\": %ld,\n    \"test_time\": \"%s\",\n"
            "    \"avg_ns\": %.0f,\n    \"stddev_ns\": %.0f,\n"
@@ -445,6 +447,7 @@ static int bench_models(const bench_cfg *c)
         eo.n_threads = (int)c->t.v[0];
         eo.n_ctx = (uint32_t)ctx;
         eo.kv_f16 = c->kv_f16;
+        eo.no_mmap = c->no_mmap;
         eo.log = ui_log;
         if (eng_open(&s, model, &eo, err, sizeof err)) {
             rc = ui_error("%s", err);
@@ -483,6 +486,7 @@ static int bench_models(const bench_cfg *c)
                 r.threads = (int)c->t.v[ti];
                 r.prefetch = (int)c->pf.v[pi];
                 r.expert_io = (int)c->xio.v[xi];
+                r.use_mmap = !c->no_mmap;
                 r.n_depth = c->d.v[di];
                 r.n_prompt = kind == 0 ? L->v[li] : 0;
                 r.n_gen = kind == 1 ? L->v[li] : 0;
@@ -752,6 +756,7 @@ static void help(void)
            "  -o, --output FMT      md (default), csv or json\n"
            "      --read-bw GBS     machine read bandwidth for %% bw (default: measure)\n"
            "      --kv-type T       f16, f32 or auto (default auto)\n"
+           "      --no-mmap         read each model into memory instead of mapping it\n"
            "      --no-warmup       skip the untimed warm-up run of each test\n"
            "      --seed S          random tokens seed (default 1)\n"
            "      --db PATH         run log (default: $CFLOW_DB, then\n"
@@ -766,7 +771,8 @@ static void help(void)
 
 int ui_cmd_bench(int argc, char **argv)
 {
-    enum { O_PF = 256, O_XIO, O_RBW, O_KV, O_NOWARM, O_SEED, O_ROWSDIV, O_DB, O_NOLOG };
+    enum { O_PF = 256, O_XIO, O_RBW, O_KV, O_NOWARM, O_SEED, O_ROWSDIV, O_DB, O_NOLOG,
+           O_NOMMAP };
     static const struct option lo[] = {
         { "model", required_argument, 0, 'm' },
         { "threads", required_argument, 0, 't' },
@@ -781,6 +787,7 @@ int ui_cmd_bench(int argc, char **argv)
         { "read-bw", required_argument, 0, O_RBW },
         { "kv-type", required_argument, 0, O_KV },
         { "no-warmup", no_argument, 0, O_NOWARM },
+        { "no-mmap", no_argument, 0, O_NOMMAP },
         { "seed", required_argument, 0, O_SEED },
         { "rows-div", required_argument, 0, O_ROWSDIV },
         { "db", required_argument, 0, O_DB },
@@ -875,6 +882,7 @@ int ui_cmd_bench(int argc, char **argv)
                                        optarg);
             break;
         case O_NOWARM: c.warmup = 0; break;
+        case O_NOMMAP: c.no_mmap = 1; break;
         case O_SEED:
             if (ui_parse_u64(optarg, &c.seed))
                 return ui_usage_error("bench", "bad --seed '%s'", optarg);

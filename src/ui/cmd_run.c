@@ -48,6 +48,7 @@ static void help(void)
            "      --expert-io MODE   expert fetch: mmap, sync (O_DIRECT reads at the routing\n"
            "                         layer) or staged (read at the routing layer, waited for\n"
            "                         at the injection layer); default $CFLOW_EXPERT_IO, else mmap\n"
+           "      --no-mmap          read the model into memory instead of mapping it\n"
            "  -h, --help             this text\n",
            d.temp, d.top_k, d.top_p, d.min_p, d.rep_penalty, d.rep_last_n,
            (unsigned long long)d.seed);
@@ -56,7 +57,7 @@ static void help(void)
 int ui_cmd_run(int argc, char **argv)
 {
     enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_SEED, O_NOEOS,
-           O_DB, O_NOLOG, O_NOPROF, O_KV, O_PREFETCH, O_XIO };
+           O_DB, O_NOLOG, O_NOPROF, O_KV, O_PREFETCH, O_XIO, O_NOMMAP };
     static const struct option lo[] = {
         { "model", required_argument, 0, 'm' },
         { "prompt", required_argument, 0, 'p' },
@@ -78,6 +79,7 @@ int ui_cmd_run(int argc, char **argv)
         { "kv-type", required_argument, 0, O_KV },
         { "prefetch", required_argument, 0, O_PREFETCH },
         { "expert-io", required_argument, 0, O_XIO },
+        { "no-mmap", no_argument, 0, O_NOMMAP },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -86,6 +88,7 @@ int ui_cmd_run(int argc, char **argv)
     double d;
     int ignore_eos = 0, kv_f16 = -1, c, rc = UI_EXIT_ERR;
     int prefetch = -1, expert_io = -1;   /* -1: the environment's */
+    int no_mmap = 0;
     eng_sampling sp;
     eng_opts eo;
     eng_session *s = NULL;
@@ -175,6 +178,7 @@ int ui_cmd_run(int argc, char **argv)
                 return ui_usage_error("run", "bad --expert-io '%s' (mmap, sync or staged)",
                                       optarg);
             break;
+        case O_NOMMAP: no_mmap = 1; break;
         case 'h': help(); return UI_EXIT_OK;
         default: return ui_usage_error("run", "bad option");
         }
@@ -197,6 +201,7 @@ int ui_cmd_run(int argc, char **argv)
     eo.kv_f16 = kv_f16;
     eo.prefetch = prefetch;
     eo.expert_io = expert_io;
+    eo.no_mmap = no_mmap;
     eo.log = ui_log;
     if (eng_open(&s, model, &eo, err, sizeof err)) {
         rc = ui_error("%s", err);

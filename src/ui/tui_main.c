@@ -1292,6 +1292,7 @@ static void usage(FILE *f)
             "      --prefetch on|off  the PREFETCHT0 thread (default: $CFLOW_PREFETCH, else off)\n"
             "      --expert-io MODE   expert reads: mmap, sync or staged (default:\n"
             "                         $CFLOW_EXPERT_IO, else mmap)\n"
+            "      --no-mmap          read models into memory instead of mapping them\n"
             "      --temp T           temperature, 0 = greedy (default %.2f)\n"
             "      --seed S           sampling seed (default %llu)\n"
             "      --db PATH          run log (default: $CFLOW_DB, then\n"
@@ -1313,7 +1314,7 @@ static int usage_error(const char *fmt, const char *arg)
 
 int main(int argc, char **argv)
 {
-    enum { O_DB = 256, O_NOLOG, O_TEMP, O_SEED, O_PREFETCH, O_XIO };
+    enum { O_DB = 256, O_NOLOG, O_TEMP, O_SEED, O_PREFETCH, O_XIO, O_NOMMAP };
     static const struct option lo[] = {
         { "model", required_argument, 0, 'm' },
         { "threads", required_argument, 0, 't' },
@@ -1326,6 +1327,7 @@ int main(int argc, char **argv)
         { "prefetch", required_argument, 0, O_PREFETCH },
         { "expert-io", required_argument, 0, O_XIO },
         { "no-log", no_argument, 0, O_NOLOG },
+        { "no-mmap", no_argument, 0, O_NOMMAP },
         { "help", no_argument, 0, 'h' },
         { "version", no_argument, 0, 'V' },
         { 0, 0, 0, 0 }
@@ -1385,6 +1387,7 @@ int main(int argc, char **argv)
             snprintf(st.expert_io, sizeof st.expert_io, "%s", optarg);
             break;
         case O_NOLOG: no_log = 1; break;
+        case O_NOMMAP: st.no_mmap = 1; break;
         case 'h': usage(stdout); return UI_EXIT_OK;
         case 'V': {
             const kern_ops *ops = kern_init();

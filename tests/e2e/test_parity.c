@@ -98,7 +98,9 @@ static int total_words(const char *s)
     return n;
 }
 
-static void gguf_parity(const char *variant, int need_words)
+/* extra: NULL, or one more option for cflow run (the --no-mmap load must
+ * change nothing). */
+static void gguf_parity(const char *variant, int need_words, const char *extra)
 {
     char name[128], cpath[64];
     snprintf(name, sizeof name, "models/stories260K-%s.gguf", variant);
@@ -127,7 +129,8 @@ static void gguf_parity(const char *variant, int need_words)
         char nbuf[16];
         snprintf(nbuf, sizeof nbuf, "%d", n_predict);
         tu_proc p;
-        assert_int_equal(tu_cflow_run(&p, "run", "-m", outp, "-p", prompt, "--temp", "0", "-n", nbuf, NULL), 0);
+        assert_int_equal(tu_cflow_run(&p, "run", "-m", outp, "-p", prompt, "--temp", "0", "-n", nbuf,
+                                      extra, NULL), 0);
         assert_int_equal(p.status, 0);
         strip_nl(want);
         strip_nl(p.out);
@@ -158,10 +161,15 @@ static void gguf_parity(const char *variant, int need_words)
  * (f16 KV cache with its flash attention, its x86 Q8_0 activation
  * quantiser and dot products, ggml's RMSNorm/RoPE/SwiGLU): with run.c's
  * arithmetic Q4_0 "Lily and Ben" parted after 18 words. */
-static void test_gguf_f32(void **s) { (void)s; gguf_parity("f32", -1); }
-static void test_gguf_f16(void **s) { (void)s; gguf_parity("f16", -1); }
-static void test_gguf_q8_0(void **s) { (void)s; gguf_parity("q8_0", -1); }
-static void test_gguf_q4_0(void **s) { (void)s; gguf_parity("q4_0", -1); }
+static void test_gguf_f32(void **s) { (void)s; gguf_parity("f32", -1, NULL); }
+static void test_gguf_f16(void **s) { (void)s; gguf_parity("f16", -1, NULL); }
+static void test_gguf_q8_0(void **s) { (void)s; gguf_parity("q8_0", -1, NULL); }
+static void test_gguf_q4_0(void **s)
+{
+    (void)s;
+    gguf_parity("q4_0", -1, NULL);
+    gguf_parity("q4_0", -1, "--no-mmap");
+}
 
 /* The KV precision follows the model's peer: f16 (llama.cpp's default) for
  * a model converted from GGUF, f32 (run.c) for a llama2.c checkpoint, and

@@ -27,11 +27,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_check_err("fmt_model_open", rc, FMT_EARG, err, sizeof err);
     if (rc < 0) {
         FUZZ_ASSERT(m == NULL);
+        char err2[512] = "";
+        fmt_model *m2 = NULL;
+        FUZZ_ASSERT(fmt_model_open_ex(&m2, path, FMT_OPEN_READ, err2, sizeof err2) == rc);
+        FUZZ_ASSERT(m2 == NULL && !strcmp(err, err2));
         return 0;
     }
     FUZZ_ASSERT(fmt_model_file_size(m) == size);
     fuzz_walk_model(m);
     fmt_model_close(m);
+
+    /* --no-mmap reads the same bytes into anonymous memory: the same
+     * verdict, the same message (checked above for a refusal too). */
+    char err2[512] = "";
+    fmt_model *m2 = NULL;
+    FUZZ_ASSERT(fmt_model_open_ex(&m2, path, FMT_OPEN_READ, err2, sizeof err2) == 0);
+    FUZZ_ASSERT(fmt_model_file_size(m2) == size);
+    fmt_model_close(m2);
 
     eng_opts o;
     eng_opts_default(&o);
