@@ -732,10 +732,8 @@ static void mv_run(void *ctx, int tid, int n_threads)
     const mv_task *t = ctx;
     const eng_mv *mv = t->mv;
     const fmt_tile *tiles = mv->st->tiles;
-    (void)tid;
-    (void)n_threads;
     for (;;) {
-        size_t u = eng_pool_next(t->pool, 1);
+        size_t u = eng_pool_claim(t->pool, tid, n_threads, mv->n_units);
         if (u >= mv->n_units)
             break;
         for (uint32_t i = mv->unit[u]; i < mv->unit[u + 1]; i++) {
