@@ -850,38 +850,45 @@ static void attn_heads(const attn_task *t, unsigned h0, unsigned h1)
 {
     eng_session *s = t->s;
     const unsigned G = t->n_kv_heads ? t->n_heads / t->n_kv_heads : 1;
+    if (s->kv_f16) {
+        /* the heads' score rows are contiguous: (h1 - h0) * n_ctx floats */
+        s->ops->attn_f16(t->att, t->q, t->k, t->v, t->n_pos, h0, h1,
+                         t->n_heads, t->n_kv_heads, t->hd, s->kv_dim,
+                         1.0f / sqrtf((float)t->hd), 0.0f,
+                         s->par_sc + (size_t)h0 * s->n_ctx,
+                         s->par_h16 + (size_t)h0 * 2 * s->hd_max);
+        return;
+    }
     for (unsigned h = h0; h < h1; h++) {
-        float *sc = s->par_sc + (size_t)h * s->n_ctx;
-        if (s->kv_f16) {
-            s->ops->attn_f16(t->att, t->q, t->k, t->v, t->n_pos, h, h + 1,
-                             t->n_heads, t->n_kv_heads, t->hd, s->kv_dim,
-                             1.0f / sqrtf((float)t->hd), 0.0f, sc,
-                             s->par_h16 + (size_t)h * 2 * s->hd_max);
-        } else {
-            const float *k = t->k, *v = t->v;
-            const size_t ko = (size_t)(G ? h / G : h) * t->hd;
-            kern_attn_decode(t->att + (size_t)h * t->hd, t->q + (size_t)h * t->hd,
-                             k + ko, v + ko, t->n_pos, 1, 1, t->hd, s->kv_dim,
-                             1.0f / sqrtf((float)t->hd), 0.0f, sc);
-        }
+        const float *k = t->k, *v = t->v;
+        const size_t ko = (size_t)(G ? h / G : h) * t->hd;
+        kern_attn_decode(t->att + (size_t)h * t->hd, t->q + (size_t)h * t->hd,
+                         k + ko, v + ko, t->n_pos, 1, 1, t->hd, s->kv_dim,
+                         1.0f / sqrtf((float)t->hd), 0.0f,
+                         s->par_sc + (size_t)h * s->n_ctx);
     }
 }
 
-/* Heads are independent: each thread claims kv-head groups (the query
- * heads that share one kv head read the same K and V rows, so they stay on
- * one core).  The arithmetic of a head does not depend on who runs it. */
+/* Heads are independent: each thread claims whole kv-head groups (the
+ * query heads that share one kv head read the same K and V rows, so they
+ * stay on one core), at least 4 heads a claim so that the kernels that run
+ * several heads side by side get them even without GQA.  The arithmetic
+ * of a head does not depend on who runs it. */
 static void attn_run(void *ctx, int tid, int n_threads)
 {
     const attn_task *t = ctx;
-    const unsigned G = t->n_kv_heads ? t->n_heads / t->n_kv_heads : 1;
-    const unsigned n_groups = G ? t->n_heads / G : t->n_heads;
+    unsigned G = t->n_kv_heads ? t->n_heads / t->n_kv_heads : 1;
+    if (!G)
+        G = 1;
+    const unsigned chunk = G * ((4 + G - 1) / G);
     (void)tid;
     (void)n_threads;
     for (;;) {
-        size_t grp = eng_pool_next(t->s->pool, 1);
-        if (grp >= n_groups)
+        size_t c = eng_pool_next(t->s->pool, 1);
+        if (c * chunk >= t->n_heads)
             break;
-        attn_heads(t, (unsigned)grp * G, (unsigned)grp * G + G);
+        unsigned h0 = (unsigned)c * chunk;
+        attn_heads(t, h0, h0 + chunk < t->n_heads ? h0 + chunk : t->n_heads);
     }
 }
 

@@ -162,7 +162,8 @@ typedef void (*kern_tile_mm_fn)(const void *payload, unsigned rows,
 
 /* Single-query attention over a binary16 cache for heads [h0, h1) (see
  * kern_attn_decode_f16 for the arithmetic and the arguments); scores holds
- * at least n_pos floats, scratch at least 2*head_dim halves. */
+ * at least (h1 - h0) * n_pos floats (a variant may work on several heads at
+ * once, each with its own n_pos), scratch at least 2*head_dim halves. */
 typedef void (*kern_attn_f16_fn)(float *out, const float *q,
                                  const uint16_t *k, const uint16_t *v,
                                  unsigned n_pos, unsigned h0, unsigned h1,

@@ -623,6 +623,115 @@ AVX512 static inline float fold16(__m512 v)
     return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
 }
 
+/* Heads side by side.  A head's value accumulator is a chain through
+ * every position (an FMA, then the round through f16: ~18 cycles of
+ * latency a step), so one head at a time leaves the core waiting; HG heads
+ * at once run HG chains in parallel.  Each head does exactly the one-head
+ * code's operations in the same order, so the bits are the same.  Scores
+ * of head h0 + j go to scores + j * n_pos.  NV: 16-lane vectors per head
+ * (head_dim 64 or 128, no columns past the last 64). */
+#define ATTN_GROUP(NAME, NV, HG)                                               \
+__attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c")))                  \
+static void NAME(float *out, const float *q, const uint16_t *k,                \
+                 const uint16_t *v, unsigned n_pos, unsigned h,                \
+                 unsigned kv_mul, size_t kv_stride, float scale,               \
+                 float softcap, float *scores)                                 \
+{                                                                              \
+    const unsigned hd = 16 * (NV);                                             \
+    size_t koff[HG];                                                           \
+    float qr[HG][16 * (NV)] __attribute__((aligned(64)));                      \
+    for (int j = 0; j < (HG); j++) {                                           \
+        koff[j] = (size_t)(kv_mul ? (h + j) / kv_mul : h + j) * hd;            \
+        for (int i = 0; i < (NV); i++)                                         \
+            _mm512_store_ps(qr[j] + 16 * i, round_h(_mm512_loadu_ps(          \
+                                q + (size_t)(h + j) * hd + 16 * i)));          \
+    }                                                                          \
+    /* GQA: the heads share one K row, converted once */                     \
+    const int shared = koff[0] == koff[(HG) - 1];                              \
+    for (unsigned t = 0; t < n_pos; t++) {                                     \
+        __m512 kf[NV];                                                         \
+        if (shared) {                                                          \
+            const uint8_t *kt = (const uint8_t *)(k + t * kv_stride + koff[0]);\
+            _Pragma("GCC unroll 16")                                           \
+            for (int i = 0; i < (NV); i++)                                     \
+                kf[i] = ld_half16(kt + 32 * i);                                \
+        }                                                                      \
+        _Pragma("GCC unroll 8")                                                \
+        for (int j = 0; j < (HG); j++) {                                       \
+            const uint8_t *kt = (const uint8_t *)(k + t * kv_stride + koff[j]);\
+            __m512 a[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(),          \
+                            _mm512_setzero_ps(), _mm512_setzero_ps() };        \
+            _Pragma("GCC unroll 16")                                           \
+            for (int i = 0; i < (NV); i++)                                     \
+                a[i % 4] = _mm512_fmadd_ps(shared ? kf[i] : ld_half16(kt + 32 * i),\
+                                           _mm512_load_ps(qr[j] + 16 * i),     \
+                                           a[i % 4]);                          \
+            double sum = fold16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]),       \
+                                              _mm512_add_ps(a[1], a[3])));     \
+            float sc = (float)sum * scale;                                     \
+            scores[(size_t)j * n_pos + t] = softcap > 0.0f ? softcap * tanhf(sc) : sc;\
+        }                                                                      \
+    }                                                                          \
+    __m512 acc[HG][NV];                                                        \
+    float M[HG], S[HG];                                                        \
+    for (int j = 0; j < (HG); j++) {                                           \
+        M[j] = -INFINITY;                                                      \
+        S[j] = 0.0f;                                                           \
+        for (int i = 0; i < (NV); i++)                                         \
+            acc[j][i] = _mm512_setzero_ps();                                   \
+    }                                                                          \
+    /* The softmax's scalars first, so that no call to expf (which takes   \
+     * every vector register with it) sits in the accumulator loop: per    \
+     * position either a new maximum (the accumulator scaled by ms, vs 1)  \
+     * or not (ms 1, vs): the score's slot keeps -ms or vs.                \
+     * (expf's value lies in [0, 1], or is NaN, which is kept as it is.) */\
+    for (int j = 0; j < (HG); j++) {                                           \
+        float *e = scores + (size_t)j * n_pos;                                 \
+        for (unsigned t = 0; t < n_pos; t++) {                                 \
+            const float sc = e[t];                                             \
+            float ms = 1.0f, vs = 1.0f;                                        \
+            if (sc > M[j]) {                                                   \
+                ms = expf(M[j] - sc);                                          \
+                M[j] = sc;                                                     \
+                e[t] = -ms;                                                    \
+            } else {                                                           \
+                vs = expf(sc - M[j]);                                          \
+                e[t] = vs;                                                     \
+            }                                                                  \
+            S[j] = fmaf(S[j], ms, vs);                                         \
+        }                                                                      \
+    }                                                                          \
+    for (unsigned t = 0; t < n_pos; t++) {                                     \
+        _Pragma("GCC unroll 8")                                                \
+        for (int j = 0; j < (HG); j++) {                                       \
+            const uint8_t *vt = (const uint8_t *)(v + t * kv_stride + koff[j]);\
+            const float e = scores[(size_t)j * n_pos + t];                     \
+            float vs = e;                                                      \
+            if (e < 0.0f || (e == 0.0f && signbit(e))) {                       \
+                const __m512 msv = _mm512_set1_ps(-e);                         \
+                vs = 1.0f;                                                     \
+                _Pragma("GCC unroll 16")                                       \
+                for (int i = 0; i < (NV); i++)                                 \
+                    acc[j][i] = round_h(_mm512_mul_ps(acc[j][i], msv));        \
+            }                                                                  \
+            const __m512 vsv = _mm512_set1_ps(vs);                             \
+            _Pragma("GCC unroll 16")                                           \
+            for (int i = 0; i < (NV); i++)                                     \
+                acc[j][i] = round_h(_mm512_fmadd_ps(ld_half16(vt + 32 * i),    \
+                                                    vsv, acc[j][i]));          \
+        }                                                                      \
+    }                                                                          \
+    for (int j = 0; j < (HG); j++) {                                           \
+        const __m512 inv = _mm512_set1_ps(S[j] == 0.0f ? 0.0f : 1.0f / S[j]);  \
+        for (int i = 0; i < (NV); i++)                                         \
+            _mm512_storeu_ps(out + (size_t)(h + j) * hd + 16 * i,              \
+                             _mm512_mul_ps(acc[j][i], inv));                   \
+    }                                                                          \
+}
+
+ATTN_GROUP(attn_grp64, 4, 4)
+ATTN_GROUP(attn_grp128, 8, 2)
+
 __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c")))
 static void attn_f16(float *out, const float *q, const uint16_t *k,
                      const uint16_t *v, unsigned n_pos, unsigned h0,
@@ -639,6 +748,12 @@ static void attn_f16(float *out, const float *q, const uint16_t *k,
     const unsigned nv = hd / 16, np = (hd & ~63u) / 16;
     if (softcap > 0.0f)
         scale /= softcap;
+    if (hd == 64)
+        for (; h0 + 4 <= h1; h0 += 4, scores += 4 * (size_t)n_pos)
+            attn_grp64(out, q, k, v, n_pos, h0, kv_mul, kv_stride, scale, softcap, scores);
+    else if (hd == 128)
+        for (; h0 + 2 <= h1; h0 += 2, scores += 2 * (size_t)n_pos)
+            attn_grp128(out, q, k, v, n_pos, h0, kv_mul, kv_stride, scale, softcap, scores);
     for (unsigned h = h0; h < h1; h++) {
         const size_t koff = (size_t)(kv_mul ? h / kv_mul : h) * hd;
         __m512 qf[ATTN_MAXV], acc[ATTN_MAXV];

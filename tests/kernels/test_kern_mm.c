@@ -154,13 +154,17 @@ static void test_attn_f16(void **state)
         { 8, 8, 4, 37, 0 }, { 16, 4, 4, 3, 0 }, { 32, 6, 2, 50, 0 },
         { 64, 8, 2, 130, 0 }, { 64, 4, 1, 1, 0 }, { 80, 4, 2, 33, 0 },
         { 128, 4, 4, 70, 0 }, { 128, 8, 2, 40, 30.0f }, { 48, 2, 1, 9, 0 },
+        /* the shapes of the grouped AVX-512 paths: tinyllama (64, 32/4),
+         * olmoe (128, 16/16), softcapped, a group's remainder heads */
+        { 64, 32, 4, 300, 0 }, { 128, 16, 16, 77, 0 }, { 64, 6, 3, 65, 50.0f },
+        { 128, 3, 1, 1, 0 },
     };
     for (size_t c = 0; c < sizeof ac / sizeof ac[0]; c++) {
         const unsigned hd = ac[c].hd, nh = ac[c].nh, nkv = ac[c].nkv, np = ac[c].npos;
         const size_t stride = (size_t)nkv * hd;
         float *q = malloc(nh * hd * sizeof(float));
         float *ref = malloc(nh * hd * sizeof(float)), *out = malloc(nh * hd * sizeof(float));
-        float *scores = malloc(np * sizeof(float));
+        float *scores = malloc((size_t)nh * np * sizeof(float));   /* (h1-h0) rows */
         uint16_t *k = malloc(np * stride * 2), *v = malloc(np * stride * 2);
         uint16_t *scratch = malloc(2 * hd * 2);
         for (unsigned i = 0; i < nh * hd; i++)
