@@ -54,7 +54,6 @@ size_t    eng_pool_next(eng_pool *p, size_t step);
 /* The next of n units for thread tid of n_threads (the region's own
  * arguments): first its own contiguous slice in order, then the fronts of
  * the others'; n when all are taken. */
-typedef struct eng_pool_slot eng_pool_slot;
 size_t    eng_pool_claim(eng_pool *p, int tid, int n_threads, size_t n);
 
 /* ---- eng_guard.c: SIGBUS from the mapped model becomes an error ---- */

@@ -62,6 +62,13 @@
 
 #define SPIN_NS 200000L   /* 0.2 ms: a token's regions are ~10-100 us apart */
 
+/* A counter on its own cache line, so that two threads taking units from
+ * their own slices never share a line. */
+struct slot {
+    atomic_size_t taken;
+    char          pad[64 - sizeof(atomic_size_t)];
+};
+
 struct eng_pool {
     int              n;             /* threads including the caller */
     int              pin;           /* CFLOW_PIN: pin threads to CPUs */
@@ -71,7 +78,7 @@ struct eng_pool {
     atomic_int       sleepers;      /* workers asleep (or about to be) on gen */
     atomic_int       waiter;        /* the caller asleep on pending */
     atomic_size_t    cursor;        /* next chunk to hand out */
-    eng_pool_slot   *slice;         /* [n] units taken from slice i (claim) */
+    struct slot     *slice;         /* [n] units taken from slice i (claim) */
     atomic_int       quit;
     eng_task_fn      fn;
     void            *ctx;
@@ -79,13 +86,6 @@ struct eng_pool {
      * region reads no mapping; a thread's fault lands in fault_addr */
     eng_guard       *outer;
     const void *_Atomic fault_addr;
-};
-
-/* A counter on its own cache line, so that two threads taking units from
- * their own slices never share a line. */
-struct eng_pool_slot {
-    atomic_size_t taken;
-    char          pad[64 - sizeof(atomic_size_t)];
 };
 
 typedef struct worker_arg {
@@ -295,7 +295,7 @@ int eng_pool_resize(eng_pool *p, int n_threads)
     if (n_threads == p->n)
         return 0;
     stop_all(p, p->n);
-    eng_pool_slot *sl = aligned_alloc(64, (size_t)n_threads * sizeof *sl);
+    struct slot *sl = aligned_alloc(64, (size_t)n_threads * sizeof *sl);
     pthread_t *t = sl ? realloc(p->tid, (size_t)n_threads * sizeof *t) : NULL;
     if (!t) {
         free(sl);   /* the old slices still serve the caller alone */

@@ -305,18 +305,36 @@ AVX512 static inline __m512i q4_isum(const uint8_t *q, const int8_t *xq)
     return _mm512_madd_epi16(s, _mm512_set1_epi16(1));
 }
 
-VNNI static inline __m512i q4_isum_vnni(const uint8_t *q, const int8_t *xq)
+/* The block's activation broadcast: xl[g] = columns 4g..4g+3, xh[g] =
+ * 16+4g..19+4g, each 4 bytes in every lane. */
+VNNI static inline void q4_bcast(const int8_t *xq, __m512i *xl, __m512i *xh)
+{
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        xl[g] = bcast4(xq + 4 * g);
+        xh[g] = bcast4(xq + 16 + 4 * g);
+    }
+}
+
+VNNI static inline __m512i q4_isum_vnni_bx(const uint8_t *q, const __m512i *xl,
+                                           const __m512i *xh)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
         __m512i v = ld64(q + 64 * g);
-        s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(v, m4), bcast4(xq + 4 * g));
-        s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                                 bcast4(xq + 16 + 4 * g));
+        s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(v, m4), xl[g]);
+        s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), xh[g]);
     }
     return _mm512_add_epi32(s0, s1);
+}
+
+VNNI static inline __m512i q4_isum_vnni(const uint8_t *q, const int8_t *xq)
+{
+    __m512i xl[4], xh[4];
+    q4_bcast(xq, xl, xh);
+    return q4_isum_vnni_bx(q, xl, xh);
 }
 
 /* d_w[16] * d_x for one panel-block. */
@@ -403,32 +421,40 @@ MV_LANES(mv_q4_0, AVX512, KERN_Q4_BLOCK_BYTES, q4_lanes, 8)
 MV_LANES(mv_q8_0_vnni, VNNI, KERN_Q8_BLOCK_BYTES, q8_lanes_vnni, 128)
 MV_LANES(mv_q4_0_vnni, VNNI, KERN_Q4_BLOCK_BYTES, q4_lanes_vnni, 8)
 
-/* Repacked Q4_0: sum = fma((float)isum_block, d_w * d_x, sum). */
-#define MV_Q4_RP(NAME, ATTR, ISUM)                                             \
-ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
-                      const kern_act *x, unsigned col0, float *y)              \
+/* Repacked Q4_0: sum = fma((float)isum_block, d_w * d_x, sum).  PANEL
+ * makes panel p of a tile and adds it to y. */
+#define Q4_RP_PANEL(NAME, ATTR, ISUM)                                          \
+ATTR static inline void NAME(const uint8_t *w, kern_geom g, unsigned rows,     \
+                             const kern_act *x, unsigned col0, unsigned p,     \
+                             float *y)                                         \
 {                                                                              \
-    kern_geom g = kern_geom_of(rows, cols);                                    \
-    const uint8_t *w = payload, *qbase = w + g.scale_bytes;                    \
+    const uint8_t *qbase = w + g.scale_bytes;                                  \
     const unsigned xb0 = col0 / KERN_QBLOCK;                                   \
-    for (unsigned p = 0; p < g.np; p++) {                                      \
-        __m512 acc = _mm512_setzero_ps();                                      \
-        for (unsigned b = 0; b < g.nb; b++) {                                  \
-            const size_t pb = (size_t)p * g.nb + b;                            \
-            pf_ahead(qbase + pb * KERN_Q4_BLOCK_BYTES, KERN_Q4_BLOCK_BYTES / 64);\
-            __m512i isum = ISUM(qbase + pb * KERN_Q4_BLOCK_BYTES,              \
-                                x->q8 + col0 + KERN_QBLOCK * b);               \
-            isum = _mm512_sub_epi32(isum,                                      \
-                       _mm512_set1_epi32(8 * x->q8_sum[xb0 + b]));             \
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),                    \
-                                  block_d(w + 2 * pb * KERN_PANEL,             \
-                                          x->q8_d[xb0 + b]), acc);             \
-        }                                                                      \
-        add_panel(y, rows, p, acc);                                            \
+    __m512 acc = _mm512_setzero_ps();                                          \
+    for (unsigned b = 0; b < g.nb; b++) {                                      \
+        const size_t pb = (size_t)p * g.nb + b;                                \
+        pf_ahead(qbase + pb * KERN_Q4_BLOCK_BYTES, KERN_Q4_BLOCK_BYTES / 64);  \
+        __m512i isum = ISUM(qbase + pb * KERN_Q4_BLOCK_BYTES,                  \
+                            x->q8 + col0 + KERN_QBLOCK * b);                   \
+        isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(8 * x->q8_sum[xb0 + b]));\
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),                        \
+                              block_d(w + 2 * pb * KERN_PANEL, x->q8_d[xb0 + b]),\
+                              acc);                                            \
     }                                                                          \
+    add_panel(y, rows, p, acc);                                                \
 }
 
-MV_Q4_RP(mv_q4_0_rp, AVX512, q4_isum)
+Q4_RP_PANEL(q4_rp_panel, AVX512, q4_isum)
+Q4_RP_PANEL(q4_rp_panel_vnni, VNNI, q4_isum_vnni)
+
+AVX512 static void mv_q4_0_rp(const void *payload, unsigned rows, unsigned cols,
+                              const kern_act *x, unsigned col0, float *y)
+{
+    kern_geom g = kern_geom_of(rows, cols);
+    for (unsigned p = 0; p < g.np; p++)
+        q4_rp_panel(payload, g, rows, x, col0, p, y);
+}
+
 /* VNNI: panels G at a time, blocks outside, so each block's activation
  * broadcasts (and offset) are made once for G panels and the G panels'
  * block runs are read side by side, G streams 2 KiB apart (llama.cpp's
@@ -436,16 +462,13 @@ MV_Q4_RP(mv_q4_0_rp, AVX512, q4_isum)
  * VM of the README: 1-2% faster than one panel at a time in each of 5
  * alternating pairs (1 and 2 threads).  The sums per panel are the same
  * operations in the same order, so the bits are. */
-#ifndef RP_G
 #define RP_G 4
-#endif
 VNNI static void mv_q4_0_rp_vnni(const void *payload, unsigned rows, unsigned cols,
                                  const kern_act *x, unsigned col0, float *y)
 {
     kern_geom g = kern_geom_of(rows, cols);
     const uint8_t *w = payload, *qbase = w + g.scale_bytes;
     const unsigned xb0 = col0 / KERN_QBLOCK;
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
     unsigned p = 0;
     for (; p + RP_G <= g.np; p += RP_G) {
         __m512 acc[RP_G];
@@ -453,13 +476,8 @@ VNNI static void mv_q4_0_rp_vnni(const void *payload, unsigned rows, unsigned co
         for (int k = 0; k < RP_G; k++)
             acc[k] = _mm512_setzero_ps();
         for (unsigned b = 0; b < g.nb; b++) {
-            const int8_t *xq = x->q8 + col0 + KERN_QBLOCK * b;
             __m512i xl[4], xh[4];
-            _Pragma("GCC unroll 4")
-            for (int j = 0; j < 4; j++) {
-                xl[j] = bcast4(xq + 4 * j);
-                xh[j] = bcast4(xq + 16 + 4 * j);
-            }
+            q4_bcast(x->q8 + col0 + KERN_QBLOCK * b, xl, xh);
             const __m512i off = _mm512_set1_epi32(8 * x->q8_sum[xb0 + b]);
             const float dx = x->q8_d[xb0 + b];
             _Pragma("GCC unroll 8")
@@ -467,15 +485,7 @@ VNNI static void mv_q4_0_rp_vnni(const void *payload, unsigned rows, unsigned co
                 const size_t pb = (size_t)(p + k) * g.nb + b;
                 const uint8_t *q = qbase + pb * KERN_Q4_BLOCK_BYTES;
                 pf_ahead(q, KERN_Q4_BLOCK_BYTES / 64);
-                __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-                _Pragma("GCC unroll 4")
-                for (int j = 0; j < 4; j++) {
-                    __m512i v = ld64(q + 64 * j);
-                    s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(v, m4), xl[j]);
-                    s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                                             xh[j]);
-                }
-                __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), off);
+                __m512i isum = _mm512_sub_epi32(q4_isum_vnni_bx(q, xl, xh), off);
                 acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
                                          block_d(w + 2 * pb * KERN_PANEL, dx), acc[k]);
             }
@@ -484,19 +494,8 @@ VNNI static void mv_q4_0_rp_vnni(const void *payload, unsigned rows, unsigned co
         for (int k = 0; k < RP_G; k++)
             add_panel(y, rows, p + k, acc[k]);
     }
-    for (; p < g.np; p++) {
-        __m512 acc = _mm512_setzero_ps();
-        for (unsigned b = 0; b < g.nb; b++) {
-            const size_t pb = (size_t)p * g.nb + b;
-            pf_ahead(qbase + pb * KERN_Q4_BLOCK_BYTES, KERN_Q4_BLOCK_BYTES / 64);
-            __m512i isum = q4_isum_vnni(qbase + pb * KERN_Q4_BLOCK_BYTES,
-                                        x->q8 + col0 + KERN_QBLOCK * b);
-            isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(8 * x->q8_sum[xb0 + b]));
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
-                                  block_d(w + 2 * pb * KERN_PANEL, x->q8_d[xb0 + b]), acc);
-        }
-        add_panel(y, rows, p, acc);
-    }
+    for (; p < g.np; p++)   /* a ragged tile's last panels */
+        q4_rp_panel_vnni(w, g, rows, x, col0, p, y);
 }
 
 /* Batched repacked Q4_0: a panel-block's nibbles are unpacked into
@@ -626,58 +625,72 @@ AVX512 static inline float fold16(__m512 v)
 /* Heads side by side.  A head's value accumulator is a chain through
  * every position (an FMA, then the round through f16: ~18 cycles of
  * latency a step), so one head at a time leaves the core waiting; HG heads
- * at once run HG chains in parallel.  Each head does exactly the one-head
- * code's operations in the same order, so the bits are the same.  Scores
- * of head h0 + j go to scores + j * n_pos.  NV: 16-lane vectors per head
- * (head_dim 64 or 128, no columns past the last 64). */
-#define ATTN_GROUP(NAME, NV, HG)                                               \
+ * at once run HG chains in parallel.  Every head does the same operations
+ * in the same order however many run beside it, so the bits do not depend
+ * on HG.  Scores of head h + j go to scores + j * n_pos.  NV is the
+ * 16-lane vectors per head: a constant for the grouped kernels (head_dim
+ * 64 and 128), the argument nvr for the one-head kernel that serves every
+ * other head_dim up to 16 * ATTN_MAXV; CAP bounds it. */
+#define ATTN_GROUP(NAME, NV, HG, CAP)                                          \
 __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c")))                  \
 static void NAME(float *out, const float *q, const uint16_t *k,                \
-                 const uint16_t *v, unsigned n_pos, unsigned h,                \
+                 const uint16_t *v, unsigned n_pos, unsigned h, unsigned nvr,  \
                  unsigned kv_mul, size_t kv_stride, float scale,               \
                  float softcap, float *scores)                                 \
 {                                                                              \
-    const unsigned hd = 16 * (NV);                                             \
+    const unsigned nv = (NV), np = nv & ~3u, hd = 16 * nv;                     \
     size_t koff[HG];                                                           \
-    float qr[HG][16 * (NV)] __attribute__((aligned(64)));                      \
+    float qr[HG][16 * (CAP)] __attribute__((aligned(64)));                     \
+    (void)nvr;                                                                 \
     for (int j = 0; j < (HG); j++) {                                           \
         koff[j] = (size_t)(kv_mul ? (h + j) / kv_mul : h + j) * hd;            \
-        for (int i = 0; i < (NV); i++)                                         \
+        for (unsigned i = 0; i < nv; i++)                                      \
             _mm512_store_ps(qr[j] + 16 * i, round_h(_mm512_loadu_ps(          \
                                 q + (size_t)(h + j) * hd + 16 * i)));          \
     }                                                                          \
     /* GQA: the heads share one K row, converted once */                     \
     const int shared = koff[0] == koff[(HG) - 1];                              \
     for (unsigned t = 0; t < n_pos; t++) {                                     \
-        __m512 kf[NV];                                                         \
+        __m512 kf[CAP];                                                        \
         if (shared) {                                                          \
             const uint8_t *kt = (const uint8_t *)(k + t * kv_stride + koff[0]);\
             _Pragma("GCC unroll 16")                                           \
-            for (int i = 0; i < (NV); i++)                                     \
+            for (unsigned i = 0; i < nv; i++)                                  \
                 kf[i] = ld_half16(kt + 32 * i);                                \
         }                                                                      \
         _Pragma("GCC unroll 8")                                                \
         for (int j = 0; j < (HG); j++) {                                       \
             const uint8_t *kt = (const uint8_t *)(k + t * kv_stride + koff[j]);\
-            __m512 a[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(),          \
-                            _mm512_setzero_ps(), _mm512_setzero_ps() };        \
-            _Pragma("GCC unroll 16")                                           \
-            for (int i = 0; i < (NV); i++)                                     \
-                a[i % 4] = _mm512_fmadd_ps(shared ? kf[i] : ld_half16(kt + 32 * i),\
-                                           _mm512_load_ps(qr[j] + 16 * i),     \
-                                           a[i % 4]);                          \
-            double sum = fold16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]),       \
-                                              _mm512_add_ps(a[1], a[3])));     \
+            double sum = 0.0;                                                  \
+            if (np) {                                                          \
+                __m512 a[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(),      \
+                                _mm512_setzero_ps(), _mm512_setzero_ps() };    \
+                _Pragma("GCC unroll 16")                                       \
+                for (unsigned i = 0; i < np; i++)                              \
+                    a[i % 4] = _mm512_fmadd_ps(                                \
+                        shared ? kf[i] : ld_half16(kt + 32 * i),               \
+                        _mm512_load_ps(qr[j] + 16 * i), a[i % 4]);             \
+                sum = fold16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]),          \
+                                           _mm512_add_ps(a[1], a[3])));        \
+            }                                                                  \
+            for (unsigned i = np; i < nv; i++) {   /* past the last 64 */     \
+                float pr[16];                                                  \
+                _mm512_storeu_ps(pr, _mm512_mul_ps(                            \
+                    shared ? kf[i] : ld_half16(kt + 32 * i),                   \
+                    _mm512_load_ps(qr[j] + 16 * i)));                          \
+                for (unsigned l = 0; l < 16; l++)                              \
+                    sum += (double)pr[l];                                      \
+            }                                                                  \
             float sc = (float)sum * scale;                                     \
             scores[(size_t)j * n_pos + t] = softcap > 0.0f ? softcap * tanhf(sc) : sc;\
         }                                                                      \
     }                                                                          \
-    __m512 acc[HG][NV];                                                        \
+    __m512 acc[HG][CAP];                                                       \
     float M[HG], S[HG];                                                        \
     for (int j = 0; j < (HG); j++) {                                           \
         M[j] = -INFINITY;                                                      \
         S[j] = 0.0f;                                                           \
-        for (int i = 0; i < (NV); i++)                                         \
+        for (unsigned i = 0; i < nv; i++)                                      \
             acc[j][i] = _mm512_setzero_ps();                                   \
     }                                                                          \
     /* The softmax's scalars first, so that no call to expf (which takes   \
@@ -711,26 +724,27 @@ static void NAME(float *out, const float *q, const uint16_t *k,                \
                 const __m512 msv = _mm512_set1_ps(-e);                         \
                 vs = 1.0f;                                                     \
                 _Pragma("GCC unroll 16")                                       \
-                for (int i = 0; i < (NV); i++)                                 \
+                for (unsigned i = 0; i < nv; i++)                              \
                     acc[j][i] = round_h(_mm512_mul_ps(acc[j][i], msv));        \
             }                                                                  \
             const __m512 vsv = _mm512_set1_ps(vs);                             \
             _Pragma("GCC unroll 16")                                           \
-            for (int i = 0; i < (NV); i++)                                     \
+            for (unsigned i = 0; i < nv; i++)                                  \
                 acc[j][i] = round_h(_mm512_fmadd_ps(ld_half16(vt + 32 * i),    \
                                                     vsv, acc[j][i]));          \
         }                                                                      \
     }                                                                          \
     for (int j = 0; j < (HG); j++) {                                           \
         const __m512 inv = _mm512_set1_ps(S[j] == 0.0f ? 0.0f : 1.0f / S[j]);  \
-        for (int i = 0; i < (NV); i++)                                         \
+        for (unsigned i = 0; i < nv; i++)                                      \
             _mm512_storeu_ps(out + (size_t)(h + j) * hd + 16 * i,              \
                              _mm512_mul_ps(acc[j][i], inv));                   \
     }                                                                          \
 }
 
-ATTN_GROUP(attn_grp64, 4, 4)
-ATTN_GROUP(attn_grp128, 8, 2)
+ATTN_GROUP(attn_grp64, 4, 4, 4)
+ATTN_GROUP(attn_grp128, 8, 2, 8)
+ATTN_GROUP(attn_one, nvr, 1, ATTN_MAXV)
 
 __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c")))
 static void attn_f16(float *out, const float *q, const uint16_t *k,
@@ -745,65 +759,16 @@ static void attn_f16(float *out, const float *q, const uint16_t *k,
         return;
     }
     const unsigned kv_mul = n_kv_heads ? n_heads / n_kv_heads : 1;
-    const unsigned nv = hd / 16, np = (hd & ~63u) / 16;
     if (softcap > 0.0f)
         scale /= softcap;
     if (hd == 64)
         for (; h0 + 4 <= h1; h0 += 4, scores += 4 * (size_t)n_pos)
-            attn_grp64(out, q, k, v, n_pos, h0, kv_mul, kv_stride, scale, softcap, scores);
+            attn_grp64(out, q, k, v, n_pos, h0, 4, kv_mul, kv_stride, scale, softcap, scores);
     else if (hd == 128)
         for (; h0 + 2 <= h1; h0 += 2, scores += 2 * (size_t)n_pos)
-            attn_grp128(out, q, k, v, n_pos, h0, kv_mul, kv_stride, scale, softcap, scores);
-    for (unsigned h = h0; h < h1; h++) {
-        const size_t koff = (size_t)(kv_mul ? h / kv_mul : h) * hd;
-        __m512 qf[ATTN_MAXV], acc[ATTN_MAXV];
-        for (unsigned i = 0; i < nv; i++) {
-            qf[i] = round_h(_mm512_loadu_ps(q + (size_t)h * hd + 16 * i));
-            acc[i] = _mm512_setzero_ps();
-        }
-        for (unsigned t = 0; t < n_pos; t++) {
-            const uint8_t *kt = (const uint8_t *)(k + t * kv_stride + koff);
-            double sum = 0.0;
-            if (np) {
-                __m512 a[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(),
-                                _mm512_setzero_ps(), _mm512_setzero_ps() };
-                for (unsigned i = 0; i < np; i++)
-                    a[i % 4] = _mm512_fmadd_ps(ld_half16(kt + 32 * i), qf[i], a[i % 4]);
-                sum = fold16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]),
-                                           _mm512_add_ps(a[1], a[3])));
-            }
-            for (unsigned i = np; i < nv; i++) {
-                float pr[16];
-                _mm512_storeu_ps(pr, _mm512_mul_ps(ld_half16(kt + 32 * i), qf[i]));
-                for (unsigned l = 0; l < 16; l++)
-                    sum += (double)pr[l];
-            }
-            float s = (float)sum * scale;
-            scores[t] = softcap > 0.0f ? softcap * tanhf(s) : s;
-        }
-        float M = -INFINITY, S = 0.0f;
-        for (unsigned t = 0; t < n_pos; t++) {
-            const uint8_t *vt = (const uint8_t *)(v + t * kv_stride + koff);
-            const float s = scores[t];
-            float ms = 1.0f, vs = 1.0f;
-            if (s > M) {
-                ms = expf(M - s);
-                M = s;
-                const __m512 msv = _mm512_set1_ps(ms);
-                for (unsigned i = 0; i < nv; i++)
-                    acc[i] = round_h(_mm512_mul_ps(acc[i], msv));
-            } else {
-                vs = expf(s - M);
-            }
-            const __m512 vsv = _mm512_set1_ps(vs);
-            for (unsigned i = 0; i < nv; i++)
-                acc[i] = round_h(_mm512_fmadd_ps(ld_half16(vt + 32 * i), vsv, acc[i]));
-            S = fmaf(S, ms, vs);
-        }
-        const __m512 inv = _mm512_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
-        for (unsigned i = 0; i < nv; i++)
-            _mm512_storeu_ps(out + (size_t)h * hd + 16 * i, _mm512_mul_ps(acc[i], inv));
-    }
+            attn_grp128(out, q, k, v, n_pos, h0, 8, kv_mul, kv_stride, scale, softcap, scores);
+    for (; h0 < h1; h0++)
+        attn_one(out, q, k, v, n_pos, h0, hd / 16, kv_mul, kv_stride, scale, softcap, scores);
 }
 
 /* ---- SwiGLU as ggml computes it ---------------------------------------------
