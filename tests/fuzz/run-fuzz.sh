@@ -13,6 +13,7 @@ build=$1 src=$2 secs=$3 flags=$4
 shift 4
 status=0
 summary=""
+tail=""
 # UBSan aborts on the first report (-fno-sanitize-recover), with a stack;
 # leaks found by LeakSanitizer count as failures (libFuzzer's default).
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -50,6 +51,16 @@ for t in "$@"; do
             echo "fuzz: $t: reproduce with: $bin $a"
             echo "      (or in any build: tests/fuzz/replay_$t $a;"
             echo "       then keep it as tests/fuzz/regressions/$t/NAME)"
+            # A CI machine's build folder is gone with the run: its log is
+            # all there is, so what failed and the input itself go there,
+            # at the end, where a log's tail still shows them.
+            why=$(grep -m3 -E '^fuzz: |ERROR: |runtime error: |^SUMMARY: ' "$log")
+            size=$(wc -c <"$a")
+            tail="$tail
+fuzz: $t: $(basename "$a") ($size bytes): ${why:-see $log}"
+            [ "$size" -le 8192 ] && tail="$tail
+fuzz: $t: the input, base64 (base64 -d >FILE to replay it):
+$(base64 -w 990 "$a")"
         done
         summary="$summary
   $t: FAILED, ${runs:-?} runs, $cov"
@@ -59,4 +70,7 @@ for t in "$@"; do
     fi
 done
 echo "fuzz summary (${secs}s per target):$summary"
+# the same, in a file of its own for .ci/run to print last
+printf '%s' "$tail" >"$build/fuzz-failures.txt"
+[ -n "$tail" ] && printf '%s\n' "$tail"
 exit $status
