@@ -31,6 +31,12 @@
  * the F16 kernel keeps its 64 sums per half panel in memory and, like F32,
  * runs four panels side by side so that one broadcast of x serves them
  * (each lane's own additions stay in order).
+ *
+ * Attention over the f16 cache (attn_f16) is kern_avx512.c's, one head at
+ * a time in 8-lane vectors, to the same bits as the reference: without it
+ * an AVX2 machine ran the scalar reference, whose per-element fmaf calls
+ * made tinyllama decode at depth 1024 seven times slower (see the
+ * README's Performance section).
  */
 #include "config.h"
 
@@ -40,6 +46,7 @@
 #if HAVE_ISA_X86
 
 #include <immintrin.h>
+#include <math.h>
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -373,6 +380,151 @@ AVX2 static void mv_q4_0_rp(const void *payload, unsigned rows, unsigned cols,
     }
 }
 
+/* ---- attention over an f16 cache -------------------------------------------
+ * kern_attn_f16_ref's arithmetic with head_dim in ymm lanes, as
+ * kern_avx512.c's ATTN_GROUP does it in zmm lanes.  The K dot is ggml's
+ * AVX-512 ggml_vec_dot_f16: over the first hd & ~63 columns, column c in
+ * lane sum c % 64 (eight ymm accumulators, column c in accumulator
+ * (c % 64) / 8), folded as kern_ref.c's fold64 (the fold f16_panels
+ * spells out); the columns past the last 64 in double in column order.
+ * The f16 value accumulator is kept widened in registers and rounded
+ * through f16 after every step (vcvtps2ph round-to-nearest-even, as
+ * kern_f2h).  expf and the scalar FMA of the softmax sum are the
+ * reference's.  head_dim a multiple of 8 up to 8 * ATTN2_MAXV; others go
+ * to the reference. */
+#define ATTN2_MAXV 32   /* head_dim up to 256 */
+
+AVX2 static inline __m256 round_h8(__m256 v)
+{
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT |
+                                              _MM_FROUND_NO_EXC));
+}
+
+/* fold64 of 64 lane sums held as a[0..7] (lane l of a[m]: sum 8m + l). */
+AVX2 static inline float fold64_ymm(const __m256 *a)
+{
+    /* a16[l] = (s[l] + s[32+l]) + (s[16+l] + s[48+l]), l < 8 then l >= 8 */
+    __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+    __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+    __m256 t8 = _mm256_add_ps(hi, lo);
+    __m128 t4 = _mm_add_ps(_mm256_extractf128_ps(t8, 1), _mm256_castps256_ps128(t8));
+    __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));   /* t0+t2, t1+t3 */
+    return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
+}
+
+/* One head (h): NV 8-lane vectors of head_dim, a constant for head_dim 64
+ * and 128, the argument nvr otherwise; CAP bounds it.  Scores of the head
+ * go to scores[0 .. n_pos). */
+#define ATTN2_HEAD(NAME, NV, CAP)                                              \
+AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
+                      const uint16_t *v, unsigned n_pos, unsigned h,           \
+                      unsigned nvr, unsigned kv_mul, size_t kv_stride,         \
+                      float scale, float softcap, float *scores)               \
+{                                                                              \
+    const unsigned nv = (NV), np = nv & ~7u, hd = 8 * nv;                      \
+    const size_t koff = (size_t)(kv_mul ? h / kv_mul : h) * hd;                \
+    float qr[8 * (CAP)] __attribute__((aligned(32)));                          \
+    (void)nvr;                                                                 \
+    for (unsigned i = 0; i < nv; i++)                                          \
+        _mm256_store_ps(qr + 8 * i, round_h8(_mm256_loadu_ps(                  \
+                                        q + (size_t)h * hd + 8 * i)));         \
+    for (unsigned t = 0; t < n_pos; t++) {                                     \
+        const uint8_t *kt = (const uint8_t *)(k + t * kv_stride + koff);       \
+        double sum = 0.0;                                                      \
+        if (np) {                                                              \
+            __m256 a[8];                                                       \
+            _Pragma("GCC unroll 8")                                            \
+            for (unsigned i = 0; i < 8; i++)                                   \
+                a[i] = _mm256_setzero_ps();                                    \
+            for (unsigned c0 = 0; c0 < np; c0 += 8) {   /* 64 columns */      \
+                _Pragma("GCC unroll 8")                                        \
+                for (unsigned i = 0; i < 8; i++)                               \
+                    a[i] = _mm256_fmadd_ps(ld_half8(kt + 16 * (c0 + i)),       \
+                                           _mm256_load_ps(qr + 8 * (c0 + i)),  \
+                                           a[i]);                              \
+            }                                                                  \
+            sum = fold64_ymm(a);                                               \
+        }                                                                      \
+        for (unsigned i = np; i < nv; i++) {   /* past the last 64 */         \
+            float pr[8];                                                       \
+            _mm256_storeu_ps(pr, _mm256_mul_ps(ld_half8(kt + 16 * i),          \
+                                               _mm256_load_ps(qr + 8 * i)));   \
+            for (unsigned l = 0; l < 8; l++)                                   \
+                sum += (double)pr[l];                                          \
+        }                                                                      \
+        float sc = (float)sum * scale;                                         \
+        scores[t] = softcap > 0.0f ? softcap * tanhf(sc) : sc;                 \
+    }                                                                          \
+    /* the softmax's scalars first, as kern_avx512.c's ATTN_GROUP: the     \
+     * score's slot keeps -ms (a new maximum) or vs */                        \
+    float M = -INFINITY, S = 0.0f;                                             \
+    for (unsigned t = 0; t < n_pos; t++) {                                     \
+        const float sc = scores[t];                                            \
+        float ms = 1.0f, vs = 1.0f;                                            \
+        if (sc > M) {                                                          \
+            ms = expf(M - sc);                                                 \
+            M = sc;                                                            \
+            scores[t] = -ms;                                                   \
+        } else {                                                               \
+            vs = expf(sc - M);                                                 \
+            scores[t] = vs;                                                    \
+        }                                                                      \
+        S = fmaf(S, ms, vs);                                                   \
+    }                                                                          \
+    __m256 acc[CAP];                                                           \
+    for (unsigned i = 0; i < nv; i++)                                          \
+        acc[i] = _mm256_setzero_ps();                                          \
+    for (unsigned t = 0; t < n_pos; t++) {                                     \
+        const uint8_t *vt = (const uint8_t *)(v + t * kv_stride + koff);       \
+        const float e = scores[t];                                             \
+        float vs = e;                                                          \
+        if (e < 0.0f || (e == 0.0f && signbit(e))) {                           \
+            const __m256 msv = _mm256_set1_ps(-e);                             \
+            vs = 1.0f;                                                         \
+            _Pragma("GCC unroll 16")                                           \
+            for (unsigned i = 0; i < nv; i++)                                  \
+                acc[i] = round_h8(_mm256_mul_ps(acc[i], msv));                 \
+        }                                                                      \
+        const __m256 vsv = _mm256_set1_ps(vs);                                 \
+        _Pragma("GCC unroll 16")                                               \
+        for (unsigned i = 0; i < nv; i++)                                      \
+            acc[i] = round_h8(_mm256_fmadd_ps(ld_half8(vt + 16 * i), vsv,      \
+                                              acc[i]));                        \
+    }                                                                          \
+    const __m256 inv = _mm256_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);            \
+    for (unsigned i = 0; i < nv; i++)                                          \
+        _mm256_storeu_ps(out + (size_t)h * hd + 8 * i,                         \
+                         _mm256_mul_ps(acc[i], inv));                          \
+}
+
+ATTN2_HEAD(attn2_hd64, 8, 8)
+ATTN2_HEAD(attn2_hd128, 16, 16)
+ATTN2_HEAD(attn2_one, nvr, ATTN2_MAXV)
+
+AVX2 static void attn_f16(float *out, const float *q, const uint16_t *k,
+                          const uint16_t *v, unsigned n_pos, unsigned h0,
+                          unsigned h1, unsigned n_heads, unsigned n_kv_heads,
+                          unsigned hd, size_t kv_stride, float scale,
+                          float softcap, float *scores, uint16_t *scratch)
+{
+    if (hd % 8 || hd > 8 * ATTN2_MAXV || !scores) {
+        kern_attn_f16_ref(out, q, k, v, n_pos, h0, h1, n_heads, n_kv_heads,
+                          hd, kv_stride, scale, softcap, scores, scratch);
+        return;
+    }
+    const unsigned kv_mul = n_kv_heads ? n_heads / n_kv_heads : 1;
+    if (softcap > 0.0f)
+        scale /= softcap;
+    for (; h0 < h1; h0++, scores += n_pos) {
+        if (hd == 64)
+            attn2_hd64(out, q, k, v, n_pos, h0, 8, kv_mul, kv_stride, scale, softcap, scores);
+        else if (hd == 128)
+            attn2_hd128(out, q, k, v, n_pos, h0, 16, kv_mul, kv_stride, scale, softcap, scores);
+        else
+            attn2_one(out, q, k, v, n_pos, h0, hd / 8, kv_mul, kv_stride, scale, softcap, scores);
+    }
+}
+
 /* ---- vectors ------------------------------------------------------------ */
 
 AVX2 static float dot_f32(const float *a, const float *b, unsigned n)
@@ -431,7 +583,7 @@ const kern_ops kern_ops_avx2 = {
         [KERN_Q8_0] = mm_q8_0, [KERN_Q4_0] = mm_q4_0,
     },
     .tile_mm_q4_0_rp = mm_q4_0_rp,
-    .attn_f16 = kern_attn_f16_ref,
+    .attn_f16 = attn_f16,
     .swiglu_ggml = kern_swiglu_ggml,
     .act_q8 = kern_act_q8_ref,
     .act_f16 = kern_act_f16_ref,
