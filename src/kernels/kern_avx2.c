@@ -525,6 +525,117 @@ AVX2 static void attn_f16(float *out, const float *q, const uint16_t *k,
     }
 }
 
+/* ---- SwiGLU and the activation conversions ----------------------------------
+ * The bits of kern_swiglu_ggml and of the scalar conversions, as
+ * kern_avx512.c's versions give them.  SwiGLU: ggml's AVX-512
+ * ggml_v_expf per lane (kern_ggml_v_expf1), whose final _mm512_scalef_ps
+ * is here a product with 2^n built from its bits, the same correctly
+ * rounded value while 2^n is a normal float (|n| <= 126); a vector with a
+ * lane outside that (|x| > ~87, or NaN) takes the scalar lane function.
+ * The columns past the last multiple of 16 go through libm expf, as the
+ * reference's. */
+AVX2 static void swiglu_ggml(float *out, const float *gate, const float *up,
+                             unsigned n)
+{
+    const unsigned nv = n & ~15u;
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    const __m256 r = _mm256_set1_ps(0x1.8p23f), lim = _mm256_set1_ps(126.0f);
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    unsigned i = 0;
+    for (; i < nv; i += 8) {
+        const __m256 x = _mm256_loadu_ps(gate + i);
+        const __m256 nx = _mm256_sub_ps(zero, x);
+        const __m256 z = _mm256_fmadd_ps(nx, _mm256_set1_ps(0x1.715476p+0f), r);
+        const __m256 nn = _mm256_sub_ps(z, r);
+        const __m256 b = _mm256_fnmadd_ps(nn, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                             _mm256_fnmadd_ps(nn, _mm256_set1_ps(0x1.62e4p-1f), nx));
+        const __m256 u = _mm256_mul_ps(b, b);
+        const __m256 j = _mm256_fmadd_ps(
+            _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b,
+                                            _mm256_set1_ps(0x1.573e2ep-5f)),
+                            u,
+                            _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b,
+                                            _mm256_set1_ps(0x1.fffdb6p-2f))),
+            u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, one));
+        __m256 e;
+        /* all |n| <= 126 (false for NaN) */
+        if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(nn, absm), lim,
+                                             _CMP_LE_OQ)) == 0xFF) {
+            const __m256i p2 = _mm256_slli_epi32(
+                _mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
+            e = _mm256_mul_ps(j, _mm256_castsi256_ps(p2));
+        } else {
+            float ex[8], xs[8];
+            _mm256_storeu_ps(xs, nx);
+            for (int l = 0; l < 8; l++)
+                ex[l] = kern_ggml_v_expf1(xs[l]);
+            e = _mm256_loadu_ps(ex);
+        }
+        const __m256 silu = _mm256_div_ps(x, _mm256_add_ps(one, e));
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+    }
+    if (i < n)
+        kern_swiglu_ggml(out + i, gate + i, up + i, n - i);   /* < 16: libm */
+}
+
+/* quantize_row_q8_0 per block, as kern_avx512.c's act_q8 (see there):
+ * amax from the absolute values' bit patterns, blocks with inf/NaN or a
+ * tiny amax through the scalar code. */
+AVX2 static void act_q8(const float *x, unsigned nb, int8_t *q, float *d,
+                        int32_t *sum)
+{
+    const __m256i absm = _mm256_set1_epi32(0x7FFFFFFF);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (unsigned b = 0; b < nb; b++) {
+        const float *xb = x + KERN_QBLOCK * b;
+        __m256 v[4];
+        __m256i a = _mm256_setzero_si256();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(xb + 8 * k);
+            a = _mm256_max_epu32(a, _mm256_and_si256(_mm256_castps_si256(v[k]), absm));
+        }
+        __m128i a4 = _mm_max_epu32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+        a4 = _mm_max_epu32(a4, _mm_shuffle_epi32(a4, _MM_SHUFFLE(1, 0, 3, 2)));
+        a4 = _mm_max_epu32(a4, _mm_shuffle_epi32(a4, _MM_SHUFFLE(2, 3, 0, 1)));
+        const uint32_t amax_bits = (uint32_t)_mm_cvtsi128_si32(a4);
+        if (amax_bits >= 0x7F800000u || (amax_bits && amax_bits < 0x04000000u)) {
+            kern_act_q8_ref(xb, 1, q + KERN_QBLOCK * b, &d[b], &sum[b]);
+            continue;
+        }
+        const float amax = kern_bits_f32(amax_bits);
+        const float dd = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        const __m256 m = _mm256_set1_ps(id);
+        __m256i iq[4];
+        for (int k = 0; k < 4; k++)
+            iq[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], m),
+                                                       _MM_FROUND_TO_NEAREST_INT |
+                                                       _MM_FROUND_NO_EXC));
+        /* |q| <= 127: the saturating packs are exact; then dwords back in
+         * column order */
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(iq[0], iq[1]),
+                                             _mm256_packs_epi32(iq[2], iq[3]));
+        _mm256_storeu_si256((__m256i *)(q + KERN_QBLOCK * b),
+                            _mm256_permutevar8x32_epi32(p, order));
+        __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(iq[0], iq[1]),
+                                      _mm256_add_epi32(iq[2], iq[3]));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+        sum[b] = _mm_cvtsi128_si32(s4);
+        d[b] = kern_h2f(kern_f2h(dd));
+    }
+}
+
+AVX2 static void act_f16(const float *x, unsigned n, uint16_t *h)
+{
+    unsigned i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(
+            _mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    kern_act_f16_ref(x + i, n - i, h + i);
+}
+
 /* ---- vectors ------------------------------------------------------------ */
 
 AVX2 static float dot_f32(const float *a, const float *b, unsigned n)
@@ -584,9 +695,9 @@ const kern_ops kern_ops_avx2 = {
     },
     .tile_mm_q4_0_rp = mm_q4_0_rp,
     .attn_f16 = attn_f16,
-    .swiglu_ggml = kern_swiglu_ggml,
-    .act_q8 = kern_act_q8_ref,
-    .act_f16 = kern_act_f16_ref,
+    .swiglu_ggml = swiglu_ggml,
+    .act_q8 = act_q8,
+    .act_f16 = act_f16,
 };
 
 #endif /* HAVE_ISA_X86 */

@@ -217,6 +217,10 @@ void kern_attn_f16_ref(float *out, const float *q, const uint16_t *k,
 void kern_act_q8_ref(const float *x, unsigned nb, int8_t *q, float *d,
                      int32_t *sum);
 void kern_act_f16_ref(const float *x, unsigned n, uint16_t *h);
+/* kern_vec.c: one lane of ggml's AVX-512 ggml_v_expf (kern_swiglu_ggml's
+ * vector part; the AVX2 kernel's way out for lanes whose 2^n is not a
+ * normal float). */
+float kern_ggml_v_expf1(float x);
 
 /* A batched tile kernel made of m calls of a mat-vec kernel: the tile's
  * bytes stay in L1/L2 across the m calls, so memory sees them once.

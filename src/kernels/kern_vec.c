@@ -314,7 +314,7 @@ void kern_rope_ggml(float *x, unsigned n_heads, unsigned head_dim,
  * with n = round(x / ln 2) (the 0x1.8p23 trick), b = x - n ln2 in two
  * parts, and the polynomial's FMAs in ggml's order; _mm512_scalef_ps is
  * ldexpf for the integral n here.  |n| > 192 gives 0 or inf, as ggml. */
-static float ggml_v_expf1(float x)
+float kern_ggml_v_expf1(float x)
 {
     const float r = 0x1.8p23f;
     const float z = fmaf(x, 0x1.715476p+0f, r);
@@ -337,7 +337,7 @@ void kern_swiglu_ggml(float *out, const float *gate, const float *up,
     const unsigned nv = n & ~15u;
     for (unsigned i = 0; i < n; i++) {
         const float x = gate[i];
-        const float e = i < nv ? ggml_v_expf1(0.0f - x) : expf(-x);
+        const float e = i < nv ? kern_ggml_v_expf1(0.0f - x) : expf(-x);
         out[i] = (x / (1.0f + e)) * up[i];
     }
 }
