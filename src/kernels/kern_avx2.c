@@ -32,8 +32,9 @@
  * runs four panels side by side so that one broadcast of x serves them
  * (each lane's own additions stay in order).
  *
- * Attention over the f16 cache (attn_f16) is kern_avx512.c's, one head at
- * a time in 8-lane vectors, to the same bits as the reference: without it
+ * Attention over the f16 cache (attn_f16) is kern_avx512.c's, in 8-lane
+ * vectors, 4 heads side by side for head_dim 64, to the same bits as the
+ * reference: without it
  * an AVX2 machine ran the scalar reference, whose per-element fmaf calls
  * made tinyllama decode at depth 1024 seven times slower (see the
  * README's Performance section).
@@ -412,94 +413,118 @@ AVX2 static inline float fold64_ymm(const __m256 *a)
     return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
 }
 
-/* One head (h): NV 8-lane vectors of head_dim, a constant for head_dim 64
- * and 128, the argument nvr otherwise; CAP bounds it.  Scores of the head
- * go to scores[0 .. n_pos). */
-#define ATTN2_HEAD(NAME, NV, CAP)                                              \
+/* HG heads side by side from head h (see kern_avx512.c's ATTN_GROUP: a
+ * head's value accumulator is a chain through every position, an FMA and
+ * a round trip through f16, so heads in parallel hide its latency; every
+ * head does the same operations in the same order however many run beside
+ * it).  NV 8-lane vectors per head: a constant for head_dim 64 and 128,
+ * the argument nvr otherwise; CAP bounds it.  Scores of head h + j go to
+ * scores + j * n_pos. */
+#define ATTN2_GROUP(NAME, NV, HG, CAP)                                         \
 AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
                       const uint16_t *v, unsigned n_pos, unsigned h,           \
                       unsigned nvr, unsigned kv_mul, size_t kv_stride,         \
                       float scale, float softcap, float *scores)               \
 {                                                                              \
     const unsigned nv = (NV), np = nv & ~7u, hd = 8 * nv;                      \
-    const size_t koff = (size_t)(kv_mul ? h / kv_mul : h) * hd;                \
-    float qr[8 * (CAP)] __attribute__((aligned(32)));                          \
+    size_t koff[HG];                                                           \
+    float qr[HG][8 * (CAP)] __attribute__((aligned(32)));                      \
     (void)nvr;                                                                 \
-    for (unsigned i = 0; i < nv; i++)                                          \
-        _mm256_store_ps(qr + 8 * i, round_h8(_mm256_loadu_ps(                  \
-                                        q + (size_t)h * hd + 8 * i)));         \
+    for (int j = 0; j < (HG); j++) {                                           \
+        koff[j] = (size_t)(kv_mul ? (h + j) / kv_mul : h + j) * hd;            \
+        for (unsigned i = 0; i < nv; i++)                                      \
+            _mm256_store_ps(qr[j] + 8 * i, round_h8(_mm256_loadu_ps(          \
+                                q + (size_t)(h + j) * hd + 8 * i)));           \
+    }                                                                          \
     for (unsigned t = 0; t < n_pos; t++) {                                     \
-        const uint8_t *kt = (const uint8_t *)(k + t * kv_stride + koff);       \
-        double sum = 0.0;                                                      \
-        if (np) {                                                              \
-            __m256 a[8];                                                       \
-            _Pragma("GCC unroll 8")                                            \
-            for (unsigned i = 0; i < 8; i++)                                   \
-                a[i] = _mm256_setzero_ps();                                    \
-            for (unsigned c0 = 0; c0 < np; c0 += 8) {   /* 64 columns */      \
+        _Pragma("GCC unroll 4")                                                \
+        for (int j = 0; j < (HG); j++) {                                       \
+            const uint8_t *kt = (const uint8_t *)(k + t * kv_stride + koff[j]);\
+            double sum = 0.0;                                                  \
+            if (np) {                                                          \
+                __m256 a[8];                                                   \
                 _Pragma("GCC unroll 8")                                        \
                 for (unsigned i = 0; i < 8; i++)                               \
-                    a[i] = _mm256_fmadd_ps(ld_half8(kt + 16 * (c0 + i)),       \
-                                           _mm256_load_ps(qr + 8 * (c0 + i)),  \
-                                           a[i]);                              \
+                    a[i] = _mm256_setzero_ps();                                \
+                for (unsigned c0 = 0; c0 < np; c0 += 8) {   /* 64 columns */  \
+                    _Pragma("GCC unroll 8")                                    \
+                    for (unsigned i = 0; i < 8; i++)                           \
+                        a[i] = _mm256_fmadd_ps(ld_half8(kt + 16 * (c0 + i)),   \
+                                               _mm256_load_ps(qr[j] + 8 * (c0 + i)),\
+                                               a[i]);                          \
+                }                                                              \
+                sum = fold64_ymm(a);                                           \
             }                                                                  \
-            sum = fold64_ymm(a);                                               \
+            for (unsigned i = np; i < nv; i++) {   /* past the last 64 */     \
+                float pr[8];                                                   \
+                _mm256_storeu_ps(pr, _mm256_mul_ps(ld_half8(kt + 16 * i),      \
+                                                   _mm256_load_ps(qr[j] + 8 * i)));\
+                for (unsigned l = 0; l < 8; l++)                               \
+                    sum += (double)pr[l];                                      \
+            }                                                                  \
+            float sc = (float)sum * scale;                                     \
+            scores[(size_t)j * n_pos + t] =                                    \
+                softcap > 0.0f ? softcap * tanhf(sc) : sc;                     \
         }                                                                      \
-        for (unsigned i = np; i < nv; i++) {   /* past the last 64 */         \
-            float pr[8];                                                       \
-            _mm256_storeu_ps(pr, _mm256_mul_ps(ld_half8(kt + 16 * i),          \
-                                               _mm256_load_ps(qr + 8 * i)));   \
-            for (unsigned l = 0; l < 8; l++)                                   \
-                sum += (double)pr[l];                                          \
-        }                                                                      \
-        float sc = (float)sum * scale;                                         \
-        scores[t] = softcap > 0.0f ? softcap * tanhf(sc) : sc;                 \
     }                                                                          \
     /* the softmax's scalars first, as kern_avx512.c's ATTN_GROUP: the     \
      * score's slot keeps -ms (a new maximum) or vs */                        \
-    float M = -INFINITY, S = 0.0f;                                             \
-    for (unsigned t = 0; t < n_pos; t++) {                                     \
-        const float sc = scores[t];                                            \
-        float ms = 1.0f, vs = 1.0f;                                            \
-        if (sc > M) {                                                          \
-            ms = expf(M - sc);                                                 \
-            M = sc;                                                            \
-            scores[t] = -ms;                                                   \
-        } else {                                                               \
-            vs = expf(sc - M);                                                 \
-            scores[t] = vs;                                                    \
+    float S[HG];                                                               \
+    for (int j = 0; j < (HG); j++) {                                           \
+        float *e = scores + (size_t)j * n_pos, M = -INFINITY;                  \
+        S[j] = 0.0f;                                                           \
+        for (unsigned t = 0; t < n_pos; t++) {                                 \
+            const float sc = e[t];                                             \
+            float ms = 1.0f, vs = 1.0f;                                        \
+            if (sc > M) {                                                      \
+                ms = expf(M - sc);                                             \
+                M = sc;                                                        \
+                e[t] = -ms;                                                    \
+            } else {                                                           \
+                vs = expf(sc - M);                                             \
+                e[t] = vs;                                                     \
+            }                                                                  \
+            S[j] = fmaf(S[j], ms, vs);                                         \
         }                                                                      \
-        S = fmaf(S, ms, vs);                                                   \
     }                                                                          \
-    __m256 acc[CAP];                                                           \
-    for (unsigned i = 0; i < nv; i++)                                          \
-        acc[i] = _mm256_setzero_ps();                                          \
+    __m256 acc[HG][CAP];                                                       \
+    for (int j = 0; j < (HG); j++)                                             \
+        for (unsigned i = 0; i < nv; i++)                                      \
+            acc[j][i] = _mm256_setzero_ps();                                   \
     for (unsigned t = 0; t < n_pos; t++) {                                     \
-        const uint8_t *vt = (const uint8_t *)(v + t * kv_stride + koff);       \
-        const float e = scores[t];                                             \
-        float vs = e;                                                          \
-        if (e < 0.0f || (e == 0.0f && signbit(e))) {                           \
-            const __m256 msv = _mm256_set1_ps(-e);                             \
-            vs = 1.0f;                                                         \
+        _Pragma("GCC unroll 4")                                                \
+        for (int j = 0; j < (HG); j++) {                                       \
+            const uint8_t *vt = (const uint8_t *)(v + t * kv_stride + koff[j]);\
+            const float e = scores[(size_t)j * n_pos + t];                     \
+            float vs = e;                                                      \
+            if (e < 0.0f || (e == 0.0f && signbit(e))) {                       \
+                const __m256 msv = _mm256_set1_ps(-e);                         \
+                vs = 1.0f;                                                     \
+                _Pragma("GCC unroll 16")                                       \
+                for (unsigned i = 0; i < nv; i++)                              \
+                    acc[j][i] = round_h8(_mm256_mul_ps(acc[j][i], msv));       \
+            }                                                                  \
+            const __m256 vsv = _mm256_set1_ps(vs);                             \
             _Pragma("GCC unroll 16")                                           \
             for (unsigned i = 0; i < nv; i++)                                  \
-                acc[i] = round_h8(_mm256_mul_ps(acc[i], msv));                 \
+                acc[j][i] = round_h8(_mm256_fmadd_ps(ld_half8(vt + 16 * i),    \
+                                                     vsv, acc[j][i]));         \
         }                                                                      \
-        const __m256 vsv = _mm256_set1_ps(vs);                                 \
-        _Pragma("GCC unroll 16")                                               \
-        for (unsigned i = 0; i < nv; i++)                                      \
-            acc[i] = round_h8(_mm256_fmadd_ps(ld_half8(vt + 16 * i), vsv,      \
-                                              acc[i]));                        \
     }                                                                          \
-    const __m256 inv = _mm256_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);            \
-    for (unsigned i = 0; i < nv; i++)                                          \
-        _mm256_storeu_ps(out + (size_t)h * hd + 8 * i,                         \
-                         _mm256_mul_ps(acc[i], inv));                          \
+    for (int j = 0; j < (HG); j++) {                                           \
+        const __m256 inv = _mm256_set1_ps(S[j] == 0.0f ? 0.0f : 1.0f / S[j]);  \
+        for (unsigned i = 0; i < nv; i++)                                      \
+            _mm256_storeu_ps(out + (size_t)(h + j) * hd + 8 * i,               \
+                             _mm256_mul_ps(acc[j][i], inv));                   \
+    }                                                                          \
 }
 
-ATTN2_HEAD(attn2_hd64, 8, 8)
-ATTN2_HEAD(attn2_hd128, 16, 16)
-ATTN2_HEAD(attn2_one, nvr, ATTN2_MAXV)
+#ifndef ATTN2_HG64
+#define ATTN2_HG64 4   /* tinyllama d1024, 2 threads: 20.2 (1), 20.5 (2), 21.3 (4) tok/s */
+#endif
+ATTN2_GROUP(attn2_grp64, 8, ATTN2_HG64, 8)
+ATTN2_GROUP(attn2_hd128, 16, 1, 16)
+ATTN2_GROUP(attn2_one, nvr, 1, ATTN2_MAXV)
 
 AVX2 static void attn_f16(float *out, const float *q, const uint16_t *k,
                           const uint16_t *v, unsigned n_pos, unsigned h0,
@@ -515,10 +540,11 @@ AVX2 static void attn_f16(float *out, const float *q, const uint16_t *k,
     const unsigned kv_mul = n_kv_heads ? n_heads / n_kv_heads : 1;
     if (softcap > 0.0f)
         scale /= softcap;
+    if (hd == 64)
+        for (; h0 + ATTN2_HG64 <= h1; h0 += ATTN2_HG64, scores += ATTN2_HG64 * (size_t)n_pos)
+            attn2_grp64(out, q, k, v, n_pos, h0, 8, kv_mul, kv_stride, scale, softcap, scores);
     for (; h0 < h1; h0++, scores += n_pos) {
-        if (hd == 64)
-            attn2_hd64(out, q, k, v, n_pos, h0, 8, kv_mul, kv_stride, scale, softcap, scores);
-        else if (hd == 128)
+        if (hd == 128)
             attn2_hd128(out, q, k, v, n_pos, h0, 16, kv_mul, kv_stride, scale, softcap, scores);
         else
             attn2_one(out, q, k, v, n_pos, h0, hd / 8, kv_mul, kv_stride, scale, softcap, scores);
