@@ -467,26 +467,9 @@ AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
                 softcap > 0.0f ? softcap * tanhf(sc) : sc;                     \
         }                                                                      \
     }                                                                          \
-    /* the softmax's scalars first, as kern_avx512.c's ATTN_GROUP: the     \
-     * score's slot keeps -ms (a new maximum) or vs */                        \
-    float S[HG];                                                               \
-    for (int j = 0; j < (HG); j++) {                                           \
-        float *e = scores + (size_t)j * n_pos, M = -INFINITY;                  \
-        S[j] = 0.0f;                                                           \
-        for (unsigned t = 0; t < n_pos; t++) {                                 \
-            const float sc = e[t];                                             \
-            float ms = 1.0f, vs = 1.0f;                                        \
-            if (sc > M) {                                                      \
-                ms = expf(M - sc);                                             \
-                M = sc;                                                        \
-                e[t] = -ms;                                                    \
-            } else {                                                           \
-                vs = expf(sc - M);                                             \
-                e[t] = vs;                                                     \
-            }                                                                  \
-            S[j] = fmaf(S[j], ms, vs);                                         \
-        }                                                                      \
-    }                                                                          \
+    float S[HG];   /* the softmax's scalars first (kern_impl.h) */         \
+    for (int j = 0; j < (HG); j++)                                             \
+        S[j] = kern_attn_softmax_scalars(scores + (size_t)j * n_pos, n_pos);   \
     __m256 acc[HG][CAP];                                                       \
     for (int j = 0; j < (HG); j++)                                             \
         for (unsigned i = 0; i < nv; i++)                                      \

@@ -686,33 +686,12 @@ static void NAME(float *out, const float *q, const uint16_t *k,                \
         }                                                                      \
     }                                                                          \
     __m512 acc[HG][CAP];                                                       \
-    float M[HG], S[HG];                                                        \
+    float S[HG];                                                               \
     for (int j = 0; j < (HG); j++) {                                           \
-        M[j] = -INFINITY;                                                      \
-        S[j] = 0.0f;                                                           \
         for (unsigned i = 0; i < nv; i++)                                      \
             acc[j][i] = _mm512_setzero_ps();                                   \
-    }                                                                          \
-    /* The softmax's scalars first, so that no call to expf (which takes   \
-     * every vector register with it) sits in the accumulator loop: per    \
-     * position either a new maximum (the accumulator scaled by ms, vs 1)  \
-     * or not (ms 1, vs): the score's slot keeps -ms or vs.                \
-     * (expf's value lies in [0, 1], or is NaN, which is kept as it is.) */\
-    for (int j = 0; j < (HG); j++) {                                           \
-        float *e = scores + (size_t)j * n_pos;                                 \
-        for (unsigned t = 0; t < n_pos; t++) {                                 \
-            const float sc = e[t];                                             \
-            float ms = 1.0f, vs = 1.0f;                                        \
-            if (sc > M[j]) {                                                   \
-                ms = expf(M[j] - sc);                                          \
-                M[j] = sc;                                                     \
-                e[t] = -ms;                                                    \
-            } else {                                                           \
-                vs = expf(sc - M[j]);                                          \
-                e[t] = vs;                                                     \
-            }                                                                  \
-            S[j] = fmaf(S[j], ms, vs);                                         \
-        }                                                                      \
+        /* the softmax's scalars first (kern_impl.h) */                       \
+        S[j] = kern_attn_softmax_scalars(scores + (size_t)j * n_pos, n_pos);   \
     }                                                                          \
     for (unsigned t = 0; t < n_pos; t++) {                                     \
         _Pragma("GCC unroll 8")                                                \

@@ -29,6 +29,7 @@
 #ifndef CFLOW_KERN_IMPL_H
 #define CFLOW_KERN_IMPL_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -217,6 +218,34 @@ void kern_attn_f16_ref(float *out, const float *q, const uint16_t *k,
 void kern_act_q8_ref(const float *x, unsigned nb, int8_t *q, float *d,
                      int32_t *sum);
 void kern_act_f16_ref(const float *x, unsigned n, uint16_t *h);
+/* The softmax's scalars of one head of the vector attention kernels
+ * (kern_avx512.c's ATTN_GROUP, kern_avx2.c's ATTN2_GROUP), before their
+ * pass over the values, so that no call to expf (which takes every vector
+ * register with it) sits in that loop: kern_attn_f16_ref's M, ms, vs and S
+ * in its order.  Per position either a new maximum (the accumulator is
+ * to be scaled by ms, and vs is 1) or not (ms 1, vs): the score's slot
+ * e[t] is replaced by -ms or vs (expf's value lies in [0, 1], or is NaN,
+ * which is kept as it is).  Returns S.  Inline, so that fmaf becomes the
+ * caller's FMA instruction. */
+static inline float kern_attn_softmax_scalars(float *e, unsigned n_pos)
+{
+    float M = -INFINITY, S = 0.0f;
+    for (unsigned t = 0; t < n_pos; t++) {
+        const float sc = e[t];
+        float ms = 1.0f, vs = 1.0f;
+        if (sc > M) {
+            ms = expf(M - sc);
+            M = sc;
+            e[t] = -ms;
+        } else {
+            vs = expf(sc - M);
+            e[t] = vs;
+        }
+        S = fmaf(S, ms, vs);
+    }
+    return S;
+}
+
 /* kern_vec.c: one lane of ggml's AVX-512 ggml_v_expf (kern_swiglu_ggml's
  * vector part; the AVX2 kernel's way out for lanes whose 2^n is not a
  * normal float). */
