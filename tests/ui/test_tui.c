@@ -80,6 +80,12 @@ static void type_line(const char *text)
     keys("Enter");
 }
 
+/* The model is loaded: the last word of the chat pane's "-- loaded PATH:
+ * ..., completion mode" note.  One word, because the pane wraps that note
+ * where the checkout's path and the ISA's name put it ("completion" and
+ * "mode" were on two lines in a checkout under /tmp/ci on an AVX2 CPU). */
+#define LOADED "completion"
+
 /* Wait until the screen contains s; returns the screen (malloc'd). */
 static char *wait_for(const char *s)
 {
@@ -234,7 +240,7 @@ static void test_chat_and_panes(void **state)
 
     start(130, 40, "");
     free(wait_for("default.cflow |"));
-    free(wait_for("completion mode"));
+    free(wait_for(LOADED));
     type_line("/n 24");
     free(wait_for("n 24 ("));
     type_line("Once upon a time");
@@ -270,7 +276,7 @@ static void test_threads_new_run(void **state)
 {
     (void)state;
     start(130, 40, "-n 24");
-    free(wait_for("completion mode"));
+    free(wait_for(LOADED));
     type_line("Once upon a time");
     free(wait_for("│> Once upon a time"));
     free(wait_idle());
@@ -299,7 +305,7 @@ static void test_run_browser(void **state)
 {
     (void)state;
     start(130, 40, "-n 24");
-    free(wait_for("completion mode"));
+    free(wait_for(LOADED));
     type_line("Once upon a time");
     free(wait_for("│> Once upon a time"));
     free(wait_idle());
@@ -348,7 +354,7 @@ static void test_ctrl_c(void **state)
 {
     (void)state;
     start(130, 40, "-n 24");
-    free(wait_for("completion mode"));
+    free(wait_for(LOADED));
     type_line("/n 0");
     type_line("/ignore-eos on");
     free(wait_for("ignore-eos on ("));
@@ -375,7 +381,7 @@ static void test_bad_model(void **state)
 {
     (void)state;
     start(130, 40, "-n 24");
-    free(wait_for("completion mode"));
+    free(wait_for(LOADED));
     type_line("/model /nonexistent/model.cflow");
     char *scr = wait_for("cannot load model");
     assert_non_null(strstr(scr, "/nonexistent/model.cflow"));
@@ -405,7 +411,7 @@ static void test_context_and_commands(void **state)
 {
     (void)state;
     start(130, 40, "-c 64 -n 16");
-    free(wait_for("completion mode"));
+    free(wait_for(LOADED));
     /* colour by default: SGR colour codes on the screen */
     char *scr = tmux("capture-pane", "-p", "-e", "-t", "t", NULL);
     assert_non_null(strstr(scr, "\033[30m") ? scr : strstr(scr, "\033[46m"));
@@ -468,7 +474,7 @@ static void test_context_and_commands(void **state)
     /* monochrome: NO_COLOR leaves only attributes */
     type_line("NO_COLOR=1 LSAN_OPTIONS=suppressions=$CFLOW_LSAN_SUPP "
               "$CFLOW_TUI --db $CFLOW_TUI_DB -n 4");
-    free(wait_for("completion mode"));
+    free(wait_for(LOADED));
     keys("Up");   /* the previous session's history is there: Up recalls it */
     scr = wait_for("> /quit");
     free(scr);
@@ -529,14 +535,14 @@ static void test_signals(void **state)
 {
     (void)state;
     start(100, 30, "-n 8");
-    free(wait_for("completion mode"));
+    free(wait_for(LOADED));
     assert_int_equal(kill(tui_pid(), SIGTERM), 0);
     free(wait_for("\n" PROMPT_SEEN));
     type_line("echo rc=$?");
     free(wait_for("rc=0"));
     type_line("clear");
     type_line("$CFLOW_TUI --db $CFLOW_TUI_DB -n 8");
-    free(wait_for("completion mode"));
+    free(wait_for(LOADED));
     assert_int_equal(kill(tui_pid(), SIGABRT), 0);
     free(wait_for("\n" PROMPT_SEEN));
     type_line("echo rc=$?");
