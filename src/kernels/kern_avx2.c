@@ -34,10 +34,9 @@
  *
  * Attention over the f16 cache (attn_f16) is kern_avx512.c's, in 8-lane
  * vectors, 4 heads side by side for head_dim 64, to the same bits as the
- * reference: without it
- * an AVX2 machine ran the scalar reference, whose per-element fmaf calls
- * made tinyllama decode at depth 1024 seven times slower (see the
- * README's Performance section).
+ * reference: without it an AVX2 machine ran the scalar reference, whose
+ * per-element fmaf calls made tinyllama decode at depth 1024 seven times
+ * slower (see the README's Performance section).
  */
 #include "config.h"
 
@@ -502,9 +501,9 @@ AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
     }                                                                          \
 }
 
-#ifndef ATTN2_HG64
-#define ATTN2_HG64 4   /* tinyllama d1024, 2 threads: 20.2 (1), 20.5 (2), 21.3 (4) tok/s */
-#endif
+/* heads side by side at head_dim 64 (tinyllama tg @ d1024, 2 threads,
+ * Zen 1: 20.2 tok/s with 1, 20.5 with 2, 21.3 with 4) */
+#define ATTN2_HG64 4
 ATTN2_GROUP(attn2_grp64, 8, ATTN2_HG64, 8)
 ATTN2_GROUP(attn2_hd128, 16, 1, 16)
 ATTN2_GROUP(attn2_one, nvr, 1, ATTN2_MAXV)
