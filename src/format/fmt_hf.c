@@ -29,7 +29,13 @@
  *
  * Each shard is mapped; every header entry is validated (dtype, shape,
  * offsets inside the data, end - begin == elements * element size) before
- * a view is made.  Shapes are row-major with the last dimension innermost,
+ * a view is made.  Then, as the format's specification asks and its own
+ * loader enforces, the tensors' byte ranges must tile the data exactly:
+ * sorted by start, each begins where the one before ends, the first at 0
+ * and the last at the end of the file.  Without that, two tensors could
+ * share bytes, or a file could hide a second payload in a hole (a
+ * polyglot), and a checkpoint that the reference loader refuses would load
+ * here.  Shapes are row-major with the last dimension innermost,
  * so ne[] is the shape reversed.  F32, F16 and BF16 map to FMT_DT_*; other
  * dtypes are kept as unreadable views (an error only if a role needs one).
  *
@@ -273,6 +279,48 @@ static int json_u64(json_object *o, uint64_t *out)
     return 0;
 }
 
+/* One tensor's bytes in a shard's data: [b, e), for the tiling check. */
+typedef struct st_range {
+    uint64_t    b, e;
+    const char *name;   /* the header's key: lives as long as the JSON */
+} st_range;
+
+static int st_range_cmp(const void *x, const void *y)
+{
+    const st_range *a = x, *c = y;
+    if (a->b != c->b)
+        return a->b < c->b ? -1 : 1;
+    return a->e < c->e ? -1 : a->e > c->e;
+}
+
+/* The ranges, sorted, must cover [0, dn) with neither a gap nor an
+ * overlap.  Empty tensors (b == e) may sit anywhere on a boundary. */
+static int st_check_tiling(const char *file, st_range *r, size_t n,
+                           uint64_t dn, char *err, size_t errlen)
+{
+    char nm[64];
+    uint64_t end = 0;
+    qsort(r, n, sizeof *r, st_range_cmp);
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].b != end) {
+            fmt_safe_name(nm, r[i].name, strlen(r[i].name));
+            fmt_err(err, errlen, "%s: tensor '%s': data_offsets start at %llu "
+                    "but the tensors before it end at %llu (the data must be "
+                    "one tensor after another, no gap, no overlap)", file, nm,
+                    (unsigned long long)r[i].b, (unsigned long long)end);
+            return FMT_EFORMAT;
+        }
+        end = r[i].e;
+    }
+    if (end != dn) {
+        fmt_err(err, errlen, "%s: the tensors cover %llu of the %llu data "
+                "bytes (the rest is indexed by no tensor)", file,
+                (unsigned long long)end, (unsigned long long)dn);
+        return FMT_EFORMAT;
+    }
+    return FMT_OK;
+}
+
 static int load_shard(fmt_src *s, const char *file, char *err, size_t errlen)
 {
     char nm[64];
@@ -308,10 +356,19 @@ static int load_shard(fmt_src *s, const char *file, char *err, size_t errlen)
     if (!root)
         return FMT_EFORMAT;
     rc = FMT_OK;
+    st_range *rg = NULL;
+    size_t n_rg = 0;
     if (!json_object_is_type(root, json_type_object)) {
         fmt_err(err, errlen, "%s: safetensors header is not a JSON object",
                 file);
         rc = FMT_EFORMAT;
+        goto out;
+    }
+    /* at most one range per key: the header's size bounds the array */
+    rg = malloc(((size_t)json_object_object_length(root) + 1) * sizeof *rg);
+    if (!rg) {
+        fmt_err(err, errlen, "%s: out of memory", file);
+        rc = FMT_ENOMEM;
         goto out;
     }
     json_object_object_foreach(root, key, val) {
@@ -366,6 +423,7 @@ static int load_shard(fmt_src *s, const char *file, char *err, size_t errlen)
             rc = FMT_EFORMAT;
             goto out;
         }
+        rg[n_rg++] = (st_range){ b, e, key };
         uint64_t ne[4] = { 1, 1, 1, 1 };
         unsigned ndim = nd ? (unsigned)nd : 1;
         if (nd > 4 || es == 0) {
@@ -379,7 +437,9 @@ static int load_shard(fmt_src *s, const char *file, char *err, size_t errlen)
                                      err, errlen)) < 0)
             goto out;
     }
+    rc = st_check_tiling(file, rg, n_rg, dn, err, errlen);
 out:
+    free(rg);
     json_object_put(root);
     return rc;
 }

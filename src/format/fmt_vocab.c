@@ -72,6 +72,7 @@ typedef struct vb {
     int32_t     *type;
     float       *score;
     uint32_t     n, cap;
+    uint32_t     lim;     /* ids must lie below it (0: VOCAB_MAX_TOKENS) */
     char       **pool;    /* strings we own */
     size_t       n_pool, cap_pool;
     const char **mer;     /* merges "a b" */
@@ -151,8 +152,23 @@ static int vb_grow(vb *v, uint32_t n)
     return 0;
 }
 
+/* Ids from JSON files name their own slots, and every slot below the
+ * highest becomes a token (holes are padded, vb_fill_holes).  So one entry
+ * with id 15000000 in a 30 KB file would make 15 M tokens: an allocation,
+ * a run time and an output out of all proportion to the input.  A file
+ * holding n entries may use ids below 2n + 65536 (real vocabularies are
+ * dense; a few thousand unused ids is already much). */
+static void vb_bound(vb *v, size_t n_entries)
+{
+    uint64_t lim = 2 * (uint64_t)n_entries + 65536;
+    v->lim = lim < VOCAB_MAX_TOKENS ? (uint32_t)lim : VOCAB_MAX_TOKENS;
+}
+
+/* 0, -1 out of memory, -2 an id at or past v->lim */
 static int vb_set(vb *v, uint32_t id, const char *s, size_t n, int32_t type)
 {
+    if (id >= (v->lim ? v->lim : VOCAB_MAX_TOKENS))
+        return -2;
     if (vb_grow(v, id + 1) < 0)
         return -1;
     v->tok[id] = s;
@@ -573,6 +589,20 @@ static int64_t jid(json_object *o)
     return (errno || v < 0 || v >= VOCAB_MAX_TOKENS) ? -1 : v;
 }
 
+/* vb_set's failure as an error code and message. */
+static int vb_set_err(const vb *v, int r, int64_t id, const char *path,
+                      char *err, size_t errlen)
+{
+    if (r == -2) {
+        fmt_err(err, errlen, "%s: token id %lld is far past the ids this "
+                "tokenizer's entries can fill (limit %u): a vocabulary of "
+                "mostly holes", path, (long long)id, v->lim);
+        return FMT_EFORMAT;
+    }
+    fmt_err(err, errlen, "%s: out of memory", path);
+    return FMT_ENOMEM;
+}
+
 /* Add one added/special token at id. */
 static int add_special(vb *v, int64_t id, const char *s, size_t n,
                        int special, const char *path, char *err,
@@ -582,11 +612,8 @@ static int add_special(vb *v, int64_t id, const char *s, size_t n,
         fmt_err(err, errlen, "%s: an added token has no id or no text", path);
         return FMT_EFORMAT;
     }
-    if (vb_set(v, (uint32_t)id, s, n, special ? TT_CONTROL : TT_USER) < 0) {
-        fmt_err(err, errlen, "%s: out of memory", path);
-        return FMT_ENOMEM;
-    }
-    return FMT_OK;
+    int r = vb_set(v, (uint32_t)id, s, n, special ? TT_CONTROL : TT_USER);
+    return r < 0 ? vb_set_err(v, r, id, path, err, errlen) : FMT_OK;
 }
 
 /* vocab object {text: id} into v (ids checked, duplicates refused). */
@@ -610,10 +637,9 @@ static int read_vocab_obj(vb *v, json_object *vo, const char *path,
                     (long long)id);
             return FMT_EFORMAT;
         }
-        if (vb_set(v, (uint32_t)id, key, strlen(key), TT_NORMAL) < 0) {
-            fmt_err(err, errlen, "%s: out of memory", path);
-            return FMT_ENOMEM;
-        }
+        int r = vb_set(v, (uint32_t)id, key, strlen(key), TT_NORMAL);
+        if (r < 0)
+            return vb_set_err(v, r, id, path, err, errlen);
     }
     if (v->n == 0) {
         fmt_err(err, errlen, "%s: the vocabulary is empty", path);
@@ -906,6 +932,16 @@ static int load_tokenizer_json(fmt_kv *kv, const char *path, char *err,
         rc = FMT_EUNSUP;
         goto out;
     }
+    {
+        json_object *vo = jget(model, "vocab"), *ad = jget(root, "added_tokens"),
+                    *cd = jget(c.root, "added_tokens_decoder");
+        vb_bound(&v, (vo && json_object_is_type(vo, json_type_object)
+                          ? (size_t)json_object_object_length(vo) : 0) +
+                     (ad && json_object_is_type(ad, json_type_array)
+                          ? json_object_array_length(ad) : 0) +
+                     (cd && json_object_is_type(cd, json_type_object)
+                          ? (size_t)json_object_object_length(cd) : 0));
+    }
     if ((rc = read_vocab_obj(&v, jget(model, "vocab"), path, err, errlen)) <
         0)
         goto out;
@@ -1043,6 +1079,13 @@ static int load_vocab_merges(fmt_kv *kv, const char *vpath,
     dir_of(vpath, dir, sizeof dir);
     if ((rc = cfg_load(&c, dir, err, errlen)) < 0)
         goto out;
+    {
+        json_object *cd = jget(c.root, "added_tokens_decoder");
+        vb_bound(&v, (json_object_is_type(root, json_type_object)
+                          ? (size_t)json_object_object_length(root) : 0) +
+                     (cd && json_object_is_type(cd, json_type_object)
+                          ? (size_t)json_object_object_length(cd) : 0) + 3);
+    }
     if ((rc = read_vocab_obj(&v, root, vpath, err, errlen)) < 0)
         goto out;
     if ((rc = fmt_map_open(&m, mpath, err, errlen)) < 0)
@@ -1079,9 +1122,13 @@ static int load_vocab_merges(fmt_kv *kv, const char *vpath,
         static const char *const q[] = {"<|endoftext|>", "<|im_start|>",
                                         "<|im_end|>"};
         uint32_t base = v.n;
-        for (uint32_t i = 0; i < 3; i++)
-            if (vb_set(&v, base + i, q[i], strlen(q[i]), TT_CONTROL) < 0)
-                goto nomem;
+        for (uint32_t i = 0; i < 3; i++) {
+            int r = vb_set(&v, base + i, q[i], strlen(q[i]), TT_CONTROL);
+            if (r < 0) {
+                rc = vb_set_err(&v, r, base + i, vpath, err, errlen);
+                goto out;
+            }
+        }
     }
     rc = write_vocab(kv, &v, 0, pre, NULL, 0, &c, vpath, err, errlen);
     if (rc == 0 && add_qwen && !fmt_kv_has(kv, "tokenizer.ggml.add_bos_token")

@@ -1170,6 +1170,19 @@ static void test_hf(void **state)
     free(tok);
 }
 
+/* A safetensors file from a header text and DATA_N data bytes (zeros). */
+static void spit_st(const char *path, const char *hdr, size_t data_n)
+{
+    size_t hl = strlen(hdr), n = 8 + hl + data_n;
+    uint8_t *b = calloc(1, n);
+    assert_non_null(b);
+    uint64_t h64 = hl;
+    memcpy(b, &h64, 8);
+    memcpy(b + 8, hdr, hl);
+    spit(path, b, n);
+    free(b);
+}
+
 /* Damaged safetensors headers and indexes. */
 static void test_hf_damage(void **state)
 {
@@ -1237,6 +1250,47 @@ static void test_hf_damage(void **state)
     }
     spit(st, orig, n);
     fmt_src_close(open_ok(tmp("hf-base"), tok));
+
+    /* The tensors must tile the data (the specification; its reference
+     * loader refuses the rest): bytes after the last tensor, ... */
+    memcpy(b, orig, n);
+    uint8_t *b2 = malloc(n + 4);
+    memcpy(b2, orig, n);
+    memset(b2 + n, 0, 4);
+    spit(st, b2, n + 4);
+    free(b2);
+    open_fails(tmp("hf-base"), tok, FMT_EFORMAT, "cover");
+    /* ... two tensors on the same bytes, a hole between two, one that
+     * starts after 0 ... */
+    const char *bad[] = {
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+        "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+        "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+        "{\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+        "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+    };
+    for (int i = 0; i < 4; i++) {
+        spit_st(st, bad[i], 12);
+        open_fails(tmp("hf-base"), tok, FMT_EFORMAT, "data_offsets start at");
+    }
+    /* ... while an exact tiling in any key order, with an empty tensor on
+     * a boundary, passes the check (and fails later, for the missing
+     * weights the config asks for) */
+    spit_st(st, "{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]},"
+                "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]},"
+                "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 12);
+    {
+        fmt_src *s = NULL;
+        char err[512] = "";
+        int rc = fmt_src_open(&s, tmp("hf-base"), tok, err, sizeof err);
+        if (rc == FMT_OK)
+            fmt_src_close(s);
+        else if (strstr(err, "data_offsets") || strstr(err, "cover"))
+            fail_msg("an exact tiling was refused: %s", err);
+    }
+    spit(st, orig, n);
 
     /* config.json damage */
     spit(cfg, corig, cn / 2);

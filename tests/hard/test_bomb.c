@@ -4,7 +4,7 @@
  * Every file here is small (a few KB at most) and claims a huge count or
  * size in one field: a tensor or key count of 2^40, a string or array
  * length past the end of the file, a geometry of 2^30, a token id of
- * 2^31 - 1.  The real binary reads each one (`cflow inspect`, `convert`,
+ * 2^31 - 1 (or of 15 M in a vocabulary of three).  The real binary reads each one (`cflow inspect`, `convert`,
  * `run`, `tokenize`) and must refuse it with one line naming the file,
  * exit status 1, no signal, and without allocating out of proportion:
  *
@@ -486,6 +486,23 @@ static void test_tokenizers(void **state)
     save(path, tj2, sizeof tj2 - 1);
     expect_refused(path, ARGS("tokenize", "-m", path, "hello"));
 
+    /* ... and ids under the format's 2^24 cap, far past what the file's
+     * entries can fill: each hole below would become a padding token (the
+     * fuzzer's 34 KB tokenizer.json with one id of 15000001 made 15 M of
+     * them and ran out of time and memory) */
+    static const char tj3[] =
+        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":15000001},"
+        "\"merges\":[\"a b\"]},\"added_tokens\":[]}";
+    path = tu_tmp("id-sparse-tokenizer.json");
+    save(path, tj3, sizeof tj3 - 1);
+    expect_refused(path, ARGS("tokenize", "-m", path, "hello"));
+    static const char tj4[] =
+        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[]},"
+        "\"added_tokens\":[{\"id\":16777215,\"content\":\"<s>\",\"special\":true}]}";
+    path = tu_tmp("added-id-sparse-tokenizer.json");
+    save(path, tj4, sizeof tj4 - 1);
+    expect_refused(path, ARGS("tokenize", "-m", path, "hello"));
+
     const char *dir = tu_tmp("vocab-json");
     mkdir(dir, 0700);
     char p[4096];
@@ -493,6 +510,9 @@ static void test_tokenizers(void **state)
     save(p, "{\"a\":0,\"b\":2147483647}", 22);
     snprintf(p, sizeof p, "%s/merges.txt", dir);
     save(p, "#version: 0.2\na b\n", 18);
+    expect_refused(dir, ARGS("tokenize", "-m", dir, "hello"));
+    snprintf(p, sizeof p, "%s/vocab.json", dir);
+    save(p, "{\"a\":0,\"b\":15000001}", 20);
     expect_refused(dir, ARGS("tokenize", "-m", dir, "hello"));
 }
 

@@ -55,12 +55,17 @@ run_cli() {
 run_tui() {
     tmux -L "$SOCK" -f /dev/null new-session -d -x 160 -y 45 -s b \
         "env HOME=$T XDG_DATA_HOME=$T LANG=C.UTF-8 ${TUI_ENV:-} $B/cflow-tui -m $M -t $TH -n $N --temp 0 --db $DB"
-    wait_for "completion mode"   # the model is loaded
+    wait_for "completion"   # the model is loaded
     tmux -L "$SOCK" send-keys -t b -l "/ignore-eos on"
     tmux -L "$SOCK" send-keys -t b Enter
     wait_for "ignore-eos on ("
     tmux -L "$SOCK" send-keys -t b -l "Once upon a time"
     tmux -L "$SOCK" send-keys -t b Enter
+    # the first look comes after the decode has had its 2 s alone (at a
+    # shipped model's ~1500 tok/s the decode of 400 tokens is over in
+    # 0.3 s, and one poll's fork, exec and capture in that window cost it
+    # a few percent)
+    sleep 2
     wait_for "token limit reached" 2
     tmux -L "$SOCK" send-keys -t b -l "/quit"
     tmux -L "$SOCK" send-keys -t b Enter
