@@ -158,6 +158,9 @@ static void test_attn_f16(void **state)
          * olmoe (128, 16/16), softcapped, a group's remainder heads */
         { 64, 32, 4, 300, 0 }, { 128, 16, 16, 77, 0 }, { 64, 6, 3, 65, 50.0f },
         { 128, 3, 1, 1, 0 },
+        /* AVX2's four heads on one KV head at head_dim 64: softcapped, a
+         * tail of 3 past the last 8 positions, 4 blocks of the value pass */
+        { 64, 8, 1, 203, 30.0f },
     };
     for (size_t c = 0; c < sizeof ac / sizeof ac[0]; c++) {
         const unsigned hd = ac[c].hd, nh = ac[c].nh, nkv = ac[c].nkv, np = ac[c].npos;
