@@ -849,9 +849,8 @@ typedef struct attn_task {
 static void attn_heads(const attn_task *t, unsigned h0, unsigned h1)
 {
     eng_session *s = t->s;
-    const unsigned G = t->n_kv_heads ? t->n_heads / t->n_kv_heads : 1;
+    /* the heads' score rows are contiguous: (h1 - h0) * n_ctx floats */
     if (s->kv_f16) {
-        /* the heads' score rows are contiguous: (h1 - h0) * n_ctx floats */
         s->ops->attn_f16(t->att, t->q, t->k, t->v, t->n_pos, h0, h1,
                          t->n_heads, t->n_kv_heads, t->hd, s->kv_dim,
                          1.0f / sqrtf((float)t->hd), 0.0f,
@@ -859,14 +858,9 @@ static void attn_heads(const attn_task *t, unsigned h0, unsigned h1)
                          s->par_h16 + (size_t)h0 * 2 * s->hd_max);
         return;
     }
-    for (unsigned h = h0; h < h1; h++) {
-        const float *k = t->k, *v = t->v;
-        const size_t ko = (size_t)(G ? h / G : h) * t->hd;
-        kern_attn_decode(t->att + (size_t)h * t->hd, t->q + (size_t)h * t->hd,
-                         k + ko, v + ko, t->n_pos, 1, 1, t->hd, s->kv_dim,
-                         1.0f / sqrtf((float)t->hd), 0.0f,
-                         s->par_sc + (size_t)h * s->n_ctx);
-    }
+    s->ops->attn_f32(t->att, t->q, t->k, t->v, t->n_pos, h0, h1, t->n_heads,
+                     t->n_kv_heads, t->hd, s->kv_dim, 1.0f / sqrtf((float)t->hd),
+                     0.0f, s->par_sc + (size_t)h0 * s->n_ctx);
 }
 
 /* Heads are independent: each thread claims whole kv-head groups (the

@@ -172,6 +172,18 @@ typedef void (*kern_attn_f16_fn)(float *out, const float *q,
                                  float scale, float softcap, float *scores,
                                  uint16_t *scratch);
 
+/* Single-query attention over an f32 cache for heads [h0, h1), with
+ * kern_attn_decode's arithmetic (run.c's: each score summed in order of
+ * the head's dims, the softmax of kern_softmax, the values summed in order
+ * of position); scores holds at least (h1 - h0) * n_pos floats, head h's
+ * row at scores + (h - h0) * n_pos. */
+typedef void (*kern_attn_f32_fn)(float *out, const float *q, const float *k,
+                                 const float *v, unsigned n_pos, unsigned h0,
+                                 unsigned h1, unsigned n_heads,
+                                 unsigned n_kv_heads, unsigned head_dim,
+                                 size_t kv_stride, float scale, float softcap,
+                                 float *scores);
+
 typedef struct kern_ops {
     enum kern_isa   isa;
     const char     *name;                 /* as kern_isa_name() */
@@ -185,6 +197,7 @@ typedef struct kern_ops {
     kern_tile_mm_fn tile_mm[KERN_NTYPES]; /* batched tile_mv */
     kern_tile_mm_fn tile_mm_q4_0_rp;      /* batched tile_mv_q4_0_rp */
     kern_attn_f16_fn attn_f16;            /* kern_attn_decode_f16, by heads */
+    kern_attn_f32_fn attn_f32;            /* kern_attn_decode, by heads */
     /* kern_swiglu_ggml, the same bits (AVX-512: ggml's own vector code) */
     void (*swiglu_ggml)(float *out, const float *gate, const float *up,
                         unsigned n);

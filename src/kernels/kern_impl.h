@@ -206,6 +206,23 @@ extern const kern_ops kern_ops_avx512;
 extern const kern_ops kern_ops_avx512_vnni;
 #endif
 
+/* kern_vec.c: kern_attn_decode head by head (kern_ops.attn_f32 of the
+ * scalar table, the oracle of the others). */
+void kern_attn_f32_ref(float *out, const float *q, const float *k,
+                       const float *v, unsigned n_pos, unsigned h0,
+                       unsigned h1, unsigned n_heads, unsigned n_kv_heads,
+                       unsigned head_dim, size_t kv_stride, float scale,
+                       float softcap, float *scores);
+#if HAVE_ISA_X86
+/* kern_avx2.c: its attn_f32, which the AVX-512 tables share (8 positions
+ * per vector are as many as a head's short rows keep busy). */
+void kern_attn_f32_avx2(float *out, const float *q, const float *k,
+                        const float *v, unsigned n_pos, unsigned h0,
+                        unsigned h1, unsigned n_heads, unsigned n_kv_heads,
+                        unsigned head_dim, size_t kv_stride, float scale,
+                        float softcap, float *scores);
+#endif
+
 /* kern_vec.c: the scalar attention over an f16 cache (kern_ops.attn_f16
  * of the scalar and AVX2 tables, and the oracle of the others). */
 void kern_attn_f16_ref(float *out, const float *q, const uint16_t *k,

@@ -121,6 +121,21 @@ void kern_attn_decode(float *out, const float *q, const float *k,
     }
 }
 
+void kern_attn_f32_ref(float *out, const float *q, const float *k,
+                       const float *v, unsigned n_pos, unsigned h0,
+                       unsigned h1, unsigned n_heads, unsigned n_kv_heads,
+                       unsigned head_dim, size_t kv_stride, float scale,
+                       float softcap, float *scores)
+{
+    const unsigned kv_mul = n_kv_heads ? n_heads / n_kv_heads : 1;
+    for (unsigned h = h0; h < h1; h++) {
+        const size_t ko = (size_t)(kv_mul ? h / kv_mul : h) * head_dim;
+        kern_attn_decode(out + (size_t)h * head_dim, q + (size_t)h * head_dim,
+                         k + ko, v + ko, n_pos, 1, 1, head_dim, kv_stride, scale,
+                         softcap, scores + (size_t)(h - h0) * n_pos);
+    }
+}
+
 /*
  * Attention over a binary16 KV cache, as llama.cpp's CPU backend does it
  * for a GGUF model with its default f16 cache and flash attention

@@ -147,6 +147,63 @@ static void test_tile_mm(void **state)
 
 /* ---- attention over an f16 cache ------------------------------------------ */
 
+/* f32-cache attention: every table gives kern_attn_decode's bits, head by
+ * head, over ragged head_dims and position counts (a multiple of 8 and
+ * not: the vector kernels take 8 positions at a time), GQA and MHA, the
+ * division by sqrt(head_dim) and a plain scale, softcap, head splits. */
+static void test_attn_f32(void **state)
+{
+    (void)state;
+    static const struct { unsigned hd, nh, nkv, npos; int plain; float softcap; } ac[] = {
+        { 32, 4, 2, 37, 0, 0 }, { 32, 4, 2, 256, 0, 0 }, { 8, 8, 4, 9, 0, 0 },
+        { 12, 6, 2, 23, 0, 0 }, { 64, 8, 1, 130, 0, 0 }, { 80, 5, 5, 8, 1, 0 },
+        { 128, 4, 4, 1, 0, 0 }, { 96, 6, 2, 65, 0, 40.0f }, { 4, 2, 1, 3, 1, 0 },
+        { 48, 12, 4, 512, 0, 0 }, { 256, 2, 1, 17, 1, 0 },
+    };
+    for (size_t c = 0; c < sizeof ac / sizeof ac[0]; c++) {
+        const unsigned hd = ac[c].hd, nh = ac[c].nh, nkv = ac[c].nkv, np = ac[c].npos;
+        const size_t stride = (size_t)nkv * hd + 3;   /* rows not 32-byte aligned */
+        float *q = malloc(nh * hd * sizeof(float));
+        float *ref = malloc(nh * hd * sizeof(float)), *out = malloc(nh * hd * sizeof(float));
+        float *scores = malloc((size_t)nh * np * sizeof(float));
+        float *k = malloc(np * stride * sizeof(float)), *v = malloc(np * stride * sizeof(float));
+        for (unsigned i = 0; i < nh * hd; i++)
+            q[i] = 2.0f * rng_unit();
+        for (size_t i = 0; i < np * stride; i++) {
+            k[i] = 2.0f * rng_unit();
+            v[i] = rng_unit();
+        }
+        const float scale = ac[c].plain ? 0.3f : 1.0f / sqrtf((float)hd);
+        kern_attn_decode(ref, q, k, v, np, nh, nkv, hd, stride, scale, ac[c].softcap,
+                         scores);
+        for (int isa = 0; isa < KERN_NISA; isa++) {
+            const kern_ops *ops = kern_ops_for((enum kern_isa)isa);
+            if (!ops)
+                continue;
+            for (unsigned split = 1; split <= nh; split *= 2) {
+                for (unsigned i = 0; i < nh * hd; i++)
+                    out[i] = NAN;
+                for (unsigned h0 = 0; h0 < nh; h0 += split) {
+                    unsigned h1 = h0 + split < nh ? h0 + split : nh;
+                    ops->attn_f32(out, q, k, v, np, h0, h1, nh, nkv, hd, stride, scale,
+                                  ac[c].softcap, scores);
+                }
+                for (unsigned i = 0; i < nh * hd; i++)
+                    if (fbits(out[i]) != fbits(ref[i]))
+                        fail_msg("%s attn_f32 hd %u nh %u nkv %u npos %u split %u: "
+                                 "out[%u] %.9g, want %.9g", ops->name, hd, nh, nkv, np,
+                                 split, i, out[i], ref[i]);
+            }
+        }
+        free(q);
+        free(ref);
+        free(out);
+        free(scores);
+        free(k);
+        free(v);
+    }
+}
+
 static void test_attn_f16(void **state)
 {
     (void)state;
@@ -341,6 +398,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tile_mm),
         cmocka_unit_test(test_attn_f16),
+        cmocka_unit_test(test_attn_f32),
         cmocka_unit_test(test_swiglu_ggml),
         cmocka_unit_test(test_act_convert),
     };
