@@ -875,17 +875,8 @@ AVX2 void kern_attn_f32_avx2(float *out, const float *q, const float *k,
         for (unsigned j = 0; j < g; j++) {
             const float *qj = qh + (size_t)j * hd;
             float *sj = sc + (size_t)j * n_pos, *o = out + (size_t)(h + j) * hd;
-            for (unsigned t = n8; t < n_pos; t++) {   /* kern_attn_decode's loop */
-                const float *kt = kk + t * kv_stride;
-                float score = 0.0f;
-                for (unsigned i = 0; i < hd; i++)
-                    score += qj[i] * kt[i];
-                if (divide)
-                    score /= sqrt_hd;
-                else
-                    score *= scale;
-                sj[t] = score;
-            }
+            for (unsigned t = n8; t < n_pos; t++)
+                sj[t] = kern_attn_score_f32(qj, kk + t * kv_stride, hd, divide, sqrt_hd, scale);
             if (softcap > 0.0f)
                 for (unsigned t = 0; t < n_pos; t++)
                     sj[t] = tanhf(sj[t] / softcap) * softcap;

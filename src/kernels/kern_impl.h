@@ -206,6 +206,20 @@ extern const kern_ops kern_ops_avx512;
 extern const kern_ops kern_ops_avx512_vnni;
 #endif
 
+/* One score of kern_attn_decode: q . k summed in order of the dims, then
+ * divided by sqrt(head_dim) (divide: run.c's way with the usual scale) or
+ * multiplied by scale.  Shared by the vector kernels for the positions
+ * they do not take 8 at a time. */
+static inline float kern_attn_score_f32(const float *q, const float *k,
+                                        unsigned head_dim, int divide,
+                                        float sqrt_hd, float scale)
+{
+    float score = 0.0f;
+    for (unsigned i = 0; i < head_dim; i++)
+        score += q[i] * k[i];
+    return divide ? score / sqrt_hd : score * scale;
+}
+
 /* kern_vec.c: kern_attn_decode head by head (kern_ops.attn_f32 of the
  * scalar table, the oracle of the others). */
 void kern_attn_f32_ref(float *out, const float *q, const float *k,

@@ -97,14 +97,8 @@ void kern_attn_decode(float *out, const float *q, const float *k,
         float *xb = out + (size_t)h * head_dim;
 
         for (unsigned t = 0; t < n_pos; t++) {
-            const float *kt = k + t * kv_stride + koff;
-            float score = 0.0f;
-            for (unsigned i = 0; i < head_dim; i++)
-                score += qh[i] * kt[i];
-            if (divide)
-                score /= sqrt_hd;
-            else
-                score *= scale;
+            float score = kern_attn_score_f32(qh, k + t * kv_stride + koff, head_dim,
+                                              divide, sqrt_hd, scale);
             if (softcap > 0.0f)
                 score = tanhf(score / softcap) * softcap;
             scratch[t] = score;

@@ -472,36 +472,26 @@ static void test_tokenizers(void **state)
     free(c);
     free(t);
 
-    /* tokenizer.json and vocab.json: a token id of 2^31 - 1 */
-    static const char tj[] =
-        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2147483647},"
-        "\"merges\":[\"a b\"]},\"added_tokens\":[]}";
-    path = tu_tmp("id-max-tokenizer.json");
-    save(path, tj, sizeof tj - 1);
-    expect_refused(path, ARGS("tokenize", "-m", path, "hello"));
-    static const char tj2[] =
-        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[]},"
-        "\"added_tokens\":[{\"id\":2147483647,\"content\":\"<s>\",\"special\":true}]}";
-    path = tu_tmp("added-id-max-tokenizer.json");
-    save(path, tj2, sizeof tj2 - 1);
-    expect_refused(path, ARGS("tokenize", "-m", path, "hello"));
-
-    /* ... and ids under the format's 2^24 cap, far past what the file's
-     * entries can fill: each hole below would become a padding token (the
-     * fuzzer's 34 KB tokenizer.json with one id of 15000001 made 15 M of
-     * them and ran out of time and memory) */
-    static const char tj3[] =
-        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":15000001},"
-        "\"merges\":[\"a b\"]},\"added_tokens\":[]}";
-    path = tu_tmp("id-sparse-tokenizer.json");
-    save(path, tj3, sizeof tj3 - 1);
-    expect_refused(path, ARGS("tokenize", "-m", path, "hello"));
-    static const char tj4[] =
-        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[]},"
-        "\"added_tokens\":[{\"id\":16777215,\"content\":\"<s>\",\"special\":true}]}";
-    path = tu_tmp("added-id-sparse-tokenizer.json");
-    save(path, tj4, sizeof tj4 - 1);
-    expect_refused(path, ARGS("tokenize", "-m", path, "hello"));
+    /* tokenizer.json: a token id of 2^31 - 1, in the vocabulary and in the
+     * added tokens; then ids under the format's 2^24 cap, far past what
+     * the file's entries can fill: each hole below would become a padding
+     * token (the fuzzer's 34 KB tokenizer.json with one id of 15000001 made
+     * 15 M of them and ran out of time and memory) */
+#define TJ_VOCAB(ID) "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":" ID \
+                     "},\"merges\":[\"a b\"]},\"added_tokens\":[]}"
+#define TJ_ADDED(ID) "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[]}," \
+                     "\"added_tokens\":[{\"id\":" ID ",\"content\":\"<s>\",\"special\":true}]}"
+    static const struct { const char *name, *text; } tjs[] = {
+        { "id-max-tokenizer.json", TJ_VOCAB("2147483647") },
+        { "added-id-max-tokenizer.json", TJ_ADDED("2147483647") },
+        { "id-sparse-tokenizer.json", TJ_VOCAB("15000001") },
+        { "added-id-sparse-tokenizer.json", TJ_ADDED("16777215") },
+    };
+    for (size_t i = 0; i < sizeof tjs / sizeof tjs[0]; i++) {
+        path = tu_tmp(tjs[i].name);
+        save(path, tjs[i].text, strlen(tjs[i].text));
+        expect_refused(path, ARGS("tokenize", "-m", path, "hello"));
+    }
 
     const char *dir = tu_tmp("vocab-json");
     mkdir(dir, 0700);

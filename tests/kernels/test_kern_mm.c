@@ -147,6 +147,49 @@ static void test_tile_mm(void **state)
 
 /* ---- attention over an f16 cache ------------------------------------------ */
 
+/* One attention call's arguments, for an f32 (f16 0) or f16 cache. */
+typedef struct attn_case {
+    int          f16;
+    const float *q;
+    const void  *k, *v;
+    unsigned     np, nh, nkv, hd;
+    size_t       stride;
+    float        scale, softcap;
+    float       *scores;
+    uint16_t    *scratch;
+} attn_case;
+
+/* Every table this CPU runs, over head ranges of every power-of-two
+ * split, gives ref's bits, or the test fails naming the kernel, the shape
+ * and the first differing output. */
+static void attn_all_tables(const attn_case *a, const float *ref, float *out)
+{
+    const unsigned nh = a->nh, hd = a->hd;
+    for (int isa = 0; isa < KERN_NISA; isa++) {
+        const kern_ops *ops = kern_ops_for((enum kern_isa)isa);
+        if (!ops)
+            continue;
+        for (unsigned split = 1; split <= nh; split *= 2) {
+            for (unsigned i = 0; i < nh * hd; i++)
+                out[i] = NAN;
+            for (unsigned h0 = 0; h0 < nh; h0 += split) {
+                unsigned h1 = h0 + split < nh ? h0 + split : nh;
+                if (a->f16)
+                    ops->attn_f16(out, a->q, a->k, a->v, a->np, h0, h1, nh, a->nkv, hd,
+                                  a->stride, a->scale, a->softcap, a->scores, a->scratch);
+                else
+                    ops->attn_f32(out, a->q, a->k, a->v, a->np, h0, h1, nh, a->nkv, hd,
+                                  a->stride, a->scale, a->softcap, a->scores);
+            }
+            for (unsigned i = 0; i < nh * hd; i++)
+                if (fbits(out[i]) != fbits(ref[i]))
+                    fail_msg("%s %s hd %u nh %u nkv %u npos %u split %u: out[%u] %.9g, "
+                             "want %.9g", ops->name, a->f16 ? "attn_f16" : "attn_f32", hd,
+                             nh, a->nkv, a->np, split, i, out[i], ref[i]);
+        }
+    }
+}
+
 /* f32-cache attention: every table gives kern_attn_decode's bits, head by
  * head, over ragged head_dims and position counts (a multiple of 8 and
  * not: the vector kernels take 8 positions at a time), GQA and MHA, the
@@ -176,25 +219,9 @@ static void test_attn_f32(void **state)
         const float scale = ac[c].plain ? 0.3f : 1.0f / sqrtf((float)hd);
         kern_attn_decode(ref, q, k, v, np, nh, nkv, hd, stride, scale, ac[c].softcap,
                          scores);
-        for (int isa = 0; isa < KERN_NISA; isa++) {
-            const kern_ops *ops = kern_ops_for((enum kern_isa)isa);
-            if (!ops)
-                continue;
-            for (unsigned split = 1; split <= nh; split *= 2) {
-                for (unsigned i = 0; i < nh * hd; i++)
-                    out[i] = NAN;
-                for (unsigned h0 = 0; h0 < nh; h0 += split) {
-                    unsigned h1 = h0 + split < nh ? h0 + split : nh;
-                    ops->attn_f32(out, q, k, v, np, h0, h1, nh, nkv, hd, stride, scale,
-                                  ac[c].softcap, scores);
-                }
-                for (unsigned i = 0; i < nh * hd; i++)
-                    if (fbits(out[i]) != fbits(ref[i]))
-                        fail_msg("%s attn_f32 hd %u nh %u nkv %u npos %u split %u: "
-                                 "out[%u] %.9g, want %.9g", ops->name, hd, nh, nkv, np,
-                                 split, i, out[i], ref[i]);
-            }
-        }
+        const attn_case ca = { 0, q, k, v, np, nh, nkv, hd, stride, scale, ac[c].softcap,
+                               scores, NULL };
+        attn_all_tables(&ca, ref, out);
         free(q);
         free(ref);
         free(out);
@@ -270,25 +297,9 @@ static void test_attn_f16(void **state)
         }
 
         /* every table, over head ranges, gives the reference's bits */
-        for (int isa = 0; isa < KERN_NISA; isa++) {
-            const kern_ops *ops = kern_ops_for((enum kern_isa)isa);
-            if (!ops)
-                continue;
-            for (unsigned split = 1; split <= nh; split *= 2) {
-                for (unsigned i = 0; i < nh * hd; i++)
-                    out[i] = NAN;
-                for (unsigned h0 = 0; h0 < nh; h0 += split) {
-                    unsigned h1 = h0 + split < nh ? h0 + split : nh;
-                    ops->attn_f16(out, q, k, v, np, h0, h1, nh, nkv, hd, stride, scale,
-                                  ac[c].softcap, scores, scratch);
-                }
-                for (unsigned i = 0; i < nh * hd; i++)
-                    if (fbits(out[i]) != fbits(ref[i]))
-                        fail_msg("%s attn_f16 hd %u nh %u nkv %u npos %u split %u: "
-                                 "out[%u] %.9g, want %.9g", ops->name, hd, nh, nkv, np,
-                                 split, i, out[i], ref[i]);
-            }
-        }
+        const attn_case ca = { 1, q, k, v, np, nh, nkv, hd, stride, scale, ac[c].softcap,
+                               scores, scratch };
+        attn_all_tables(&ca, ref, out);
         free(q);
         free(ref);
         free(out);
