@@ -1532,10 +1532,7 @@ int main(int argc, char **argv)
             need_draw = 1;
         }
         if (need_layout || need_draw || (busy && now - last_frame >= 0.1)) {
-            if (!(busy && getenv("TUI_NODRAW")))
-                frame();
-            else
-                need_draw = 0;
+            frame();
             last_frame = now;
         }
     }
