@@ -322,6 +322,16 @@ static json_object *json_load(const char *path, char *err, size_t errlen)
     return o;
 }
 
+/* The entries of a JSON object or array (0 for anything else or NULL). */
+static size_t jcount(json_object *o)
+{
+    if (o && json_object_is_type(o, json_type_object))
+        return (size_t)json_object_object_length(o);
+    if (o && json_object_is_type(o, json_type_array))
+        return json_object_array_length(o);
+    return 0;
+}
+
 static json_object *jget(json_object *o, const char *key)
 {
     json_object *v = NULL;
@@ -932,16 +942,8 @@ static int load_tokenizer_json(fmt_kv *kv, const char *path, char *err,
         rc = FMT_EUNSUP;
         goto out;
     }
-    {
-        json_object *vo = jget(model, "vocab"), *ad = jget(root, "added_tokens"),
-                    *cd = jget(c.root, "added_tokens_decoder");
-        vb_bound(&v, (vo && json_object_is_type(vo, json_type_object)
-                          ? (size_t)json_object_object_length(vo) : 0) +
-                     (ad && json_object_is_type(ad, json_type_array)
-                          ? json_object_array_length(ad) : 0) +
-                     (cd && json_object_is_type(cd, json_type_object)
-                          ? (size_t)json_object_object_length(cd) : 0));
-    }
+    vb_bound(&v, jcount(jget(model, "vocab")) + jcount(jget(root, "added_tokens")) +
+                     jcount(jget(c.root, "added_tokens_decoder")));
     if ((rc = read_vocab_obj(&v, jget(model, "vocab"), path, err, errlen)) <
         0)
         goto out;
@@ -1079,13 +1081,7 @@ static int load_vocab_merges(fmt_kv *kv, const char *vpath,
     dir_of(vpath, dir, sizeof dir);
     if ((rc = cfg_load(&c, dir, err, errlen)) < 0)
         goto out;
-    {
-        json_object *cd = jget(c.root, "added_tokens_decoder");
-        vb_bound(&v, (json_object_is_type(root, json_type_object)
-                          ? (size_t)json_object_object_length(root) : 0) +
-                     (cd && json_object_is_type(cd, json_type_object)
-                          ? (size_t)json_object_object_length(cd) : 0) + 3);
-    }
+    vb_bound(&v, jcount(root) + jcount(jget(c.root, "added_tokens_decoder")) + 3);
     if ((rc = read_vocab_obj(&v, root, vpath, err, errlen)) < 0)
         goto out;
     if ((rc = fmt_map_open(&m, mpath, err, errlen)) < 0)

@@ -632,7 +632,9 @@ AVX2 static void attn2_kvg64(float *out, const float *q, const uint16_t *k,
     for (unsigned tb = 0; tb < n_pos; tb += A2_TB) {
         const unsigned te = tb + A2_TB < n_pos ? tb + A2_TB : n_pos;
         /* which 8-position chunks hold a rescale (a new maximum) for any
-         * of the heads: the slot is -ms, negative or -0 and not NaN */
+         * of the heads: the slot is -ms, negative or -0 and not NaN.  The
+         * others run without the per-head test (29.0-29.9 against
+         * 30.5-32.4 ns per head and position, 5 alternating pairs) */
         unsigned char resc[A2_TB / 8];
         for (unsigned c = 0; c < (te - tb) / 8; c++) {
             int m = 0;
@@ -882,14 +884,7 @@ AVX2 void kern_attn_f32_avx2(float *out, const float *q, const float *k,
                     sj[t] = tanhf(sj[t] / softcap) * softcap;
             /* kern_softmax, its division in vectors */
             if (n_pos) {
-                float mx = sj[0], sum = 0.0f;
-                for (unsigned t = 1; t < n_pos; t++)
-                    if (sj[t] > mx)
-                        mx = sj[t];
-                for (unsigned t = 0; t < n_pos; t++) {
-                    sj[t] = expf(sj[t] - mx);
-                    sum += sj[t];
-                }
+                const float sum = kern_softmax_exps(sj, n_pos);
                 const __m256 sv = _mm256_set1_ps(sum);
                 unsigned t = 0;
                 for (; t < n8; t += 8)

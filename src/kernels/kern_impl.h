@@ -220,6 +220,22 @@ static inline float kern_attn_score_f32(const float *q, const float *k,
     return divide ? score / sqrt_hd : score * scale;
 }
 
+/* kern_softmax's first two passes: x[i] = expf(x[i] - max) in place,
+ * returning their sum taken in order; the caller divides by it (a vector
+ * kernel in vectors: the quotients are the same). */
+static inline float kern_softmax_exps(float *x, unsigned n)
+{
+    float max_val = x[0], sum = 0.0f;
+    for (unsigned i = 1; i < n; i++)
+        if (x[i] > max_val)
+            max_val = x[i];
+    for (unsigned i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max_val);
+        sum += x[i];
+    }
+    return sum;
+}
+
 /* kern_vec.c: kern_attn_decode head by head (kern_ops.attn_f32 of the
  * scalar table, the oracle of the others). */
 void kern_attn_f32_ref(float *out, const float *q, const float *k,

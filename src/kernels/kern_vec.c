@@ -61,15 +61,7 @@ void kern_softmax(float *x, unsigned n)
 {
     if (n == 0)
         return;
-    float max_val = x[0];
-    for (unsigned i = 1; i < n; i++)
-        if (x[i] > max_val)
-            max_val = x[i];
-    float sum = 0.0f;
-    for (unsigned i = 0; i < n; i++) {
-        x[i] = expf(x[i] - max_val);
-        sum += x[i];
-    }
+    const float sum = kern_softmax_exps(x, n);
     for (unsigned i = 0; i < n; i++)
         x[i] /= sum;
 }
