@@ -406,17 +406,26 @@ AVX2 static inline __m256 round_h8(__m256 v)
                                               _MM_FROUND_NO_EXC));
 }
 
-/* fold64 of 64 lane sums held as a[0..7] (lane l of a[m]: sum 8m + l). */
-AVX2 static inline float fold64_ymm(const __m256 *a)
+/* fold64's first levels: 64 lane sums held as a[0..7] (lane l of a[m]:
+ * sum 8m + l) down to 8. */
+AVX2 static inline __m256 fold64_t8(const __m256 *a)
 {
     /* a16[l] = (s[l] + s[32+l]) + (s[16+l] + s[48+l]), l < 8 then l >= 8 */
     __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
     __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
-    __m256 t8 = _mm256_add_ps(hi, lo);
+    return _mm256_add_ps(hi, lo);
+}
+
+/* fold64's last levels: 8 lane sums to one. */
+AVX2 static inline float fold64_h(__m256 t8)
+{
     __m128 t4 = _mm_add_ps(_mm256_extractf128_ps(t8, 1), _mm256_castps256_ps128(t8));
     __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));   /* t0+t2, t1+t3 */
     return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
 }
+
+/* fold64 of 64 lane sums held as a[0..7]. */
+AVX2 static inline float fold64_ymm(const __m256 *a) { return fold64_h(fold64_t8(a)); }
 
 /* HG heads side by side from head h (see kern_avx512.c's ATTN_GROUP: a
  * head's value accumulator is a chain through every position, an FMA and
@@ -556,16 +565,14 @@ AVX2 static inline __m256 fold8x8(const __m256 *x)
     return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-/* fold64_ymm's vertical part: 8 products to 8 lane sums. */
+/* A head's 64 products with the K row kk, folded to 8 lane sums. */
 AVX2 static inline __m256 t8_of(const __m256 *kk, const float *qj)
 {
     __m256 a[8];
     _Pragma("GCC unroll 8")
     for (int i = 0; i < 8; i++)
         a[i] = _mm256_mul_ps(kk[i], _mm256_load_ps(qj + 8 * i));
-    __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
-    __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
-    return _mm256_add_ps(hi, lo);
+    return fold64_t8(a);
 }
 
 AVX2 static void attn2_kvg64(float *out, const float *q, const uint16_t *k,
@@ -607,13 +614,8 @@ AVX2 static void attn2_kvg64(float *out, const float *q, const uint16_t *k,
         for (int i = 0; i < 8; i++)
             kk[i] = ld_half8(kt + 16 * i);
         _Pragma("GCC unroll 8")
-        for (int j = 0; j < 4; j++) {
-            __m256 a[8];
-            _Pragma("GCC unroll 8")
-            for (int i = 0; i < 8; i++)
-                a[i] = _mm256_mul_ps(kk[i], _mm256_load_ps(qr[j] + 8 * i));
-            scores[(size_t)j * n_pos + t] = fold64_ymm(a) * scale;
-        }
+        for (int j = 0; j < 4; j++)
+            scores[(size_t)j * n_pos + t] = fold64_h(t8_of(kk, qr[j])) * scale;
     }
     if (softcap > 0.0f)
         for (size_t i = 0; i < 4 * (size_t)n_pos; i++)
