@@ -1452,6 +1452,20 @@ int main(int argc, char **argv)
         return UI_EXIT_ERR;
     }
     curses_on = 1;
+    /* One write(2) per frame, not one per cursor movement.  ncurses flushes
+     * its output buffer after every internal cursor move while the screen
+     * is in its "initial" state (lib_mvcur.c: _endwin == ewInitial, meant
+     * for low-level terminfo callers), and initscr leaves it there until
+     * the first endwin/refresh pair.  A frame of the live panes went out
+     * as ~50 writes of 10-150 bytes (strace), each a pty wake-up of the
+     * terminal and a kernel worker: on two busy cores that pile of
+     * switches ran beside the decode for milliseconds a frame.  The pair
+     * here moves the screen to "running" before anything is drawn.
+     * typeahead(-1): no poll of the keyboard in the middle of an update;
+     * the loop reads every pending key before it draws anyway. */
+    endwin();
+    refresh();
+    typeahead(-1);
     cbreak();
     noecho();
     nonl();
