@@ -75,6 +75,9 @@ long   tui_chat_addf(tui_chat *c, int role, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Append bytes to entry i. */
 void   tui_chat_append(tui_chat *c, size_t i, const char *s, size_t n);
+/* The same unless another thread holds the chat (the UI laying out the
+ * chat pane): then nothing is appended and 1 comes back at once. */
+int    tui_chat_append_try(tui_chat *c, size_t i, const char *s, size_t n);
 void   tui_chat_clear(tui_chat *c);
 /* The transcript as Markdown into path; 0 or -1 (errno set). */
 int    tui_chat_save(tui_chat *c, const char *path, const char *model,

@@ -85,11 +85,8 @@ long tui_chat_addf(tui_chat *c, int role, const char *fmt, ...)
     return tui_chat_add(c, role, buf);
 }
 
-void tui_chat_append(tui_chat *c, size_t i, const char *s, size_t n)
+static void append_locked(tui_chat *c, size_t i, const char *s, size_t n)
 {
-    if (!n)
-        return;
-    pthread_mutex_lock(&c->mu);
     if (i < c->n && !entry_reserve(&c->e[i], n)) {
         tui_entry *e = &c->e[i];
         memcpy(e->text + e->len, s, n);
@@ -97,7 +94,26 @@ void tui_chat_append(tui_chat *c, size_t i, const char *s, size_t n)
         e->text[e->len] = 0;
         c->version++;
     }
+}
+
+void tui_chat_append(tui_chat *c, size_t i, const char *s, size_t n)
+{
+    if (!n)
+        return;
+    pthread_mutex_lock(&c->mu);
+    append_locked(c, i, s, n);
     pthread_mutex_unlock(&c->mu);
+}
+
+int tui_chat_append_try(tui_chat *c, size_t i, const char *s, size_t n)
+{
+    if (!n)
+        return 0;
+    if (pthread_mutex_trylock(&c->mu))
+        return 1;
+    append_locked(c, i, s, n);
+    pthread_mutex_unlock(&c->mu);
+    return 0;
 }
 
 void tui_chat_clear(tui_chat *c)

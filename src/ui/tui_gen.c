@@ -616,6 +616,40 @@ static void say_dropped(tui_gen *g, int n_dropped, int cut)
              " of this reply", eng_n_ctx(g->s));
 }
 
+/* Reply text decoded but not yet in the chat.  The UI holds the chat's
+ * lock while it lays out the chat pane; the decoder never waits for it
+ * (a wait there stops every worker of the token), it keeps the text here
+ * and hands it over at a later token, or at the reply's end (wait 1). */
+typedef struct pending {
+    char  *s;
+    size_t n, cap;
+} pending;
+
+static void reply_text(tui_gen *g, size_t a, pending *p, const char *s, size_t n, int wait)
+{
+    tui_chat *c = g->cfg.chat;
+    if (n && p->n + n > p->cap) {
+        size_t cap = (p->n + n) * 2 + 256;
+        char *q = realloc(p->s, cap);
+        if (!q) {   /* no room to keep it: hand it over now */
+            tui_chat_append(c, a, p->s, p->n);
+            tui_chat_append(c, a, s, n);
+            p->n = 0;
+            return;
+        }
+        p->s = q;
+        p->cap = cap;
+    }
+    if (n)
+        memcpy(p->s + p->n, s, n);
+    p->n += n;
+    if (wait)
+        tui_chat_append(c, a, p->s, p->n);
+    else if (tui_chat_append_try(c, a, p->s, p->n))
+        return;
+    p->n = 0;
+}
+
 /* Generate the reply to user turn u. */
 static void generate(tui_gen *g, size_t u)
 {
@@ -656,6 +690,7 @@ static void generate(tui_gen *g, size_t u)
     g->tok_n = 0;
     const char *why = NULL;
     double last_snap = 0;
+    pending pend = { NULL, 0, 0 };
 
     for (;;) {
         if (atomic_load(&g->stop)) {
@@ -670,7 +705,7 @@ static void generate(tui_gen *g, size_t u)
             break;
         if (!eng_tok_is_control(tok, next)) {
             size_t k = eng_detok_push(&dt, tok, next, buf, sizeof buf);
-            tui_chat_append(g->cfg.chat, (size_t)a, buf, k);
+            reply_text(g, (size_t)a, &pend, buf, k, 0);
             reply_len += k;
         }
         if (n_tok >= g->tok_cap) {
@@ -694,6 +729,7 @@ static void generate(tui_gen *g, size_t u)
             /* the cache is full: drop the oldest turns and prefill again */
             int nd = 0, ct = 0;
             size_t m = 0;
+            reply_text(g, (size_t)a, &pend, NULL, 0, 1);   /* fit reads the reply */
             ids = fit(g, u, a, n_ctx - reserve, &m, &nd, &ct);
             if (!ids)
                 break;
@@ -727,7 +763,8 @@ static void generate(tui_gen *g, size_t u)
         }
     }
     size_t k = eng_detok_flush(&dt, buf, sizeof buf);
-    tui_chat_append(g->cfg.chat, (size_t)a, buf, k);
+    reply_text(g, (size_t)a, &pend, buf, k, 1);
+    free(pend.s);
     if (why)
         note(g, TUI_NOTE, "%s after %zu tokens", why, n_tok);
     if (g->log && g->log_session && g->run_open &&
