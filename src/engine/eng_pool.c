@@ -60,7 +60,17 @@
 
 #include "engine/eng_impl.h"
 
-#define SPIN_NS 200000L   /* 0.2 ms: a token's regions are ~10-100 us apart */
+/* How long an idle thread polls before it sleeps: 1 ms, longer than the
+ * serial stretch between two parallel regions of a decode (a small
+ * model's first ~100 positions run their attention and most mat-vecs on
+ * the caller alone, 0.3-0.5 ms a token, with one parallel region, the LM
+ * head).  With 0.2 ms the worker slept in every such stretch and each
+ * token paid a futex wake-up, 50-250 us on the 2-vCPU VM of the README
+ * when the vCPU had gone idle: cflow-tui's first 100 tokens after the
+ * user's pause ran at 350-420 us instead of ~310 (8 pairs against `cflow
+ * run`, tests/ui/bench-tui.sh); with 1 ms, 330.  A decode that stops
+ * leaves its workers spinning 1 ms more, then asleep. */
+#define SPIN_NS 1000000L
 #define YIELD_NS 20000L   /* spin_over: yield the CPU after 20 us of spinning */
 
 /* A counter on its own cache line, so that two threads taking units from
@@ -146,7 +156,7 @@ static void futex_wake(atomic_uint *w, int n)
  * pair runs one after the other on one core while the other core idles.
  * Traced in cflow-tui on two threads of two cores (perf sched_switch): the
  * caller and the worker took turns on CPU 1 every ~0.3 ms for the first
- * 20-60 ms of a reply, each turn the worker's 0.2 ms spin.  A yield hands
+ * 20-60 ms of a reply, each turn the worker's whole spin.  A yield hands
  * the CPU over within YIELD_NS instead, and a spinner that stays runnable
  * is what the load balancer moves to the idle CPU.  Regions of one token
  * are ~10-100 us apart, so a spin shorter than YIELD_NS (most of them)
