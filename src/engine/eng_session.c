@@ -1470,14 +1470,20 @@ static void run_layers(eng_session *s)
             int lr = moe_take(s, (int32_t)l, x, &pt); /* injected at the input */
             if (lr >= 0)
                 MARK((unsigned)lr, PROF_ST_EXPERTS);
-            attn_block(s, ly, l, x, m);
-            MARK(l, PROF_ST_ATTN);
-            ffn_block(s, ly, x, d);
-            MARK(l, PROF_ST_FFN);
+            /* The router reads the layer's input, which attention and the
+             * FFN leave as it is (their outputs are added below), so the
+             * routing comes first: the read then overlaps this layer's
+             * compute too, not only the next expert_delay layers'.  The
+             * last layer's routing (injected after the stack, nothing left
+             * to hide behind before) gains the most. */
             if (has_e) {
                 moe_issue(s, l, x, (int32_t)(l + de), &pt);
                 MARK(l, PROF_ST_EXPERTS);
             }
+            attn_block(s, ly, l, x, m);
+            MARK(l, PROF_ST_ATTN);
+            ffn_block(s, ly, x, d);
+            MARK(l, PROF_ST_FFN);
             add_to(x, m, dim);
             add_to(x, d, dim);
             if (has_e && de == 0)
