@@ -451,6 +451,17 @@ void prof_io_derive(double c_s, double io_s, double stall_s, uint64_t bytes,
     f->pred = m > 0.0 ? (c_s + io_s) / m : 1.0;
 }
 
+void prof_io_compare(double t_sync, const prof_io_fig *sync, double t_staged,
+                     const prof_io_fig *staged, prof_io_ab *out)
+{
+    double c = sync->c_s, ct = staged->c_s, eff = staged->io_s;
+    double m = c > eff ? c : eff, mt = ct > eff ? ct : eff;
+    out->net = t_sync > 0.0 && t_staged > 0.0 ? t_sync / t_staged : 0.0;
+    out->model = m > 0.0 ? (c + sync->io_s) / m : 0.0;
+    out->tau = c > 0.0 ? ct / c - 1.0 : 0.0;
+    out->refined = c > 0.0 && mt > 0.0 ? (c + sync->stall_s) / mt : 0.0;
+}
+
 void prof_io_get(const prof *p, unsigned layer, prof_io_fig *f)
 {
     double c = 0.0, io = 0.0, stall = 0.0;

@@ -400,6 +400,25 @@ typedef struct prof_io_fig {
 } prof_io_fig;
 void prof_io_derive(double c_s, double io_s, double stall_s, uint64_t bytes,
                     prof_io_fig *f);
+/* Staged over sync, from two runs of one model (report 5.14): t_* the
+ * seconds per token of each run, the figures per token too.
+ *   net      t_sync / t_staged, the speedup measured
+ *   model    (C + IO) / max(C, IO_eff): C and IO of the sync run, IO_eff
+ *            the staged run's read time (the reads as they ran beside
+ *            compute)
+ *   tau      the interference tax: staged compute / sync compute - 1 (the
+ *            same arithmetic, slowed by the reads running beneath it)
+ *   refined  (C + IO_sync) / max((1 + tau) C, IO_eff), the report's model
+ *            with its two empirical terms; IO_sync is the sync run's stall,
+ *            what its dead stop cost (the reader's busy time also covers
+ *            the issue of the read, which the decoding thread spends in
+ *            compute: C + busy counts it twice)
+ * Ratios are 0 when a run has no time or no compute. */
+typedef struct prof_io_ab {
+    double net, model, tau, refined;
+} prof_io_ab;
+void prof_io_compare(double t_sync, const prof_io_fig *sync, double t_staged,
+                     const prof_io_fig *staged, prof_io_ab *out);
 /* The figures of layer (PROF_IO_ALL: summed over layers) in the current
  * run, summed over its tokens.  Any thread. */
 #define PROF_IO_ALL 0xffffffffu

@@ -424,6 +424,25 @@ static int get_run(prof_log *l, const char *arg, prof_run_row *r)
     return 0;
 }
 
+/* The expert-I/O figures of layers lr[0..n) summed; returns the tokens
+ * they cover (at least 1). */
+static uint64_t io_sum(const prof_layer_row *lr, unsigned n, prof_io_fig *f)
+{
+    double c = 0, io = 0, st = 0;
+    uint64_t by = 0, nt = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const prof_layer_row *x = &lr[i];
+        c += x->sec[PROF_ST_ATTN] + x->sec[PROF_ST_FFN] + x->sec[PROF_ST_EXPERTS];
+        io += x->io_s;
+        st += x->sec[PROF_ST_IO_WAIT];
+        by += x->io_bytes;
+        if (x->n_tokens > nt)
+            nt = x->n_tokens;
+    }
+    prof_io_derive(c, io, st, by, f);
+    return nt ? nt : 1;
+}
+
 static int cmd_show(prof_log *l, const char *arg)
 {
     prof_run_row r;
@@ -526,26 +545,18 @@ static int cmd_show(prof_log *l, const char *arg)
                    " over sync it predicts)\n"
                    "  %5s %10s %10s %10s %8s %8s %12s\n",
                    "layer", "C", "IO", "stall", "hidden", "model", "MiB read");
-            double c = 0, io = 0, st = 0;
-            uint64_t by = 0, nt = 1;
+            uint64_t nt = 1;
             for (unsigned i = 0; i < nr; i++) {
                 const prof_layer_row *x = &lr[i];
                 prof_io_fig f;
-                nt = x->n_tokens ? x->n_tokens : 1;
-                prof_io_derive(x->sec[PROF_ST_ATTN] + x->sec[PROF_ST_FFN] +
-                                   x->sec[PROF_ST_EXPERTS],
-                               x->io_s, x->sec[PROF_ST_IO_WAIT], x->io_bytes, &f);
-                c += f.c_s;
-                io += f.io_s;
-                st += f.stall_s;
-                by += f.bytes;
+                nt = io_sum(x, 1, &f);
                 printf("  %5u %10.3f %10.3f %10.3f %7.0f%% %7.2fx %12.3f\n", x->layer,
                        f.c_s * 1e3 / (double)nt, f.io_s * 1e3 / (double)nt,
                        f.stall_s * 1e3 / (double)nt, 100.0 * f.hidden, f.pred,
                        (double)f.bytes / (double)nt / MIB);
             }
             prof_io_fig f;
-            prof_io_derive(c, io, st, by, &f);
+            nt = io_sum(lr, nr, &f);
             printf("  %5s %10.3f %10.3f %10.3f %7.0f%% %7.2fx %12.3f\n", "all",
                    f.c_s * 1e3 / (double)nt, f.io_s * 1e3 / (double)nt,
                    f.stall_s * 1e3 / (double)nt, 100.0 * f.hidden, f.pred,
@@ -571,6 +582,38 @@ static void cmp_row(const char *what, double a, double b, const char *fmt)
 static void cmp_text(const char *what, const char *a, const char *b)
 {
     printf("%-20s %16s %16s %10s\n", what, a, b, strcmp(a, b) ? "differs" : "");
+}
+
+/* Staged over sync (report 5.14): the speedup measured and what the
+ * model and its refined form predict, per token of each run. */
+static void cmp_staged(const prof_run_row *y, const prof_layer_row *ly, unsigned ny,
+                       const prof_run_row *g, const prof_layer_row *lg, unsigned ng)
+{
+    prof_io_fig fy, fg;
+    uint64_t ty = io_sum(ly, ny, &fy), tg = io_sum(lg, ng, &fg);
+    if (!fy.bytes || !fg.bytes || !(y->n_prompt + y->n_gen) || !(g->n_prompt + g->n_gen))
+        return;
+    /* per token: the runs may differ in length */
+    prof_io_derive(fy.c_s / (double)ty, fy.io_s / (double)ty, fy.stall_s / (double)ty,
+                   fy.bytes / ty, &fy);
+    prof_io_derive(fg.c_s / (double)tg, fg.io_s / (double)tg, fg.stall_s / (double)tg,
+                   fg.bytes / tg, &fg);
+    double t_y = (y->prefill_s + y->decode_s) / (double)(y->n_prompt + y->n_gen);
+    double t_g = (g->prefill_s + g->decode_s) / (double)(g->n_prompt + g->n_gen);
+    prof_io_ab r;
+    prof_io_compare(t_y, &fy, t_g, &fg, &r);
+    printf("\nexpert I/O, staged (run %lld) over sync (run %lld), ms per token\n"
+           "  %-8s %10s %10s %10s %10s\n", (long long)g->id, (long long)y->id,
+           "", "time", "C", "IO", "stall");
+    printf("  %-8s %10.3f %10.3f %10.3f %10.3f\n", "sync", t_y * 1e3, fy.c_s * 1e3,
+           fy.io_s * 1e3, fy.stall_s * 1e3);
+    printf("  %-8s %10.3f %10.3f %10.3f %10.3f\n", "staged", t_g * 1e3, fg.c_s * 1e3,
+           fg.io_s * 1e3, fg.stall_s * 1e3);
+    printf("  net %.2fx; model (C + IO) / max(C, IO_eff) %.2fx (net/model %.2f);\n"
+           "  interference tax tau %+.2f; refined (C + stall_sync) / max((1 + tau) C,"
+           " IO_eff) %.2fx (net/refined %.2f)\n",
+           r.net, r.model, r.model > 0 ? r.net / r.model : 0.0, r.tau, r.refined,
+           r.refined > 0 ? r.net / r.refined : 0.0);
 }
 
 static int cmd_compare(prof_log *l, const char *aa, const char *bb)
@@ -676,6 +719,11 @@ static int cmd_compare(prof_log *l, const char *aa, const char *bb)
             printf(" %11.3f %11.3f %+8.3f\n", ca, cb, cb - ca);
         }
     }
+    int ab = !strcmp(a.expert_io, "sync") && !strcmp(b.expert_io, "staged");
+    int ba = !strcmp(a.expert_io, "staged") && !strcmp(b.expert_io, "sync");
+    if ((ab || ba) && !strcmp(a.model_hash, b.model_hash))
+        cmp_staged(ab ? &a : &b, ab ? la : lb, ab ? nla : nlb,
+                   ab ? &b : &a, ab ? lb : la, ab ? nlb : nla);
     free(la);
     free(lb);
     return UI_EXIT_OK;

@@ -400,15 +400,18 @@ static void test_direct_fallback(void **state)
 }
 
 /* The per-layer I/O figures reach the run log (schema 4), `cflow runs
- * show` and `cflow runs export`, and `cflow run` prints their summary. */
+ * show` and `cflow runs export`, and `cflow run` prints their summary;
+ * `cflow runs compare` of a sync and a staged run adds staged over sync
+ * with the report's model and its refined form. */
 static void test_runlog_io(void **state)
 {
     (void)state;
     char path[4096], db[4096];
     synth("report-arch4", ".cflow", 0, path);
     snprintf(db, sizeof db, "%s", tu_tmp("runs.db"));
-    static const char *const modes[] = { "staged", "mmap" };
-    for (int m = 0; m < 2; m++) {
+    static const char *const modes[] = { "staged", "mmap", "sync" };
+    for (int m = 0; m < 3; m++) {
+        int io = m != 1;
         tu_proc p;
         assert_int_equal(tu_cflow_run(&p, "run", "-m", path, "-p", "the cat", "-n", "6",
                                       "--temp", "0", "--expert-io", modes[m], "--db", db,
@@ -417,7 +420,7 @@ static void test_runlog_io(void **state)
         char *line = strstr(p.err, "cflow: expert I/O");
         fprintf(stderr, "%s: %.*s\n", modes[m], line ? (int)strcspn(line, "\n") : 4,
                 line ? line : "none");
-        if (m == 0) {
+        if (io) {
             assert_non_null(line);
             assert_non_null(strstr(line, "model (C + IO) / max(C, IO_eff) = "));
         } else {
@@ -429,7 +432,7 @@ static void test_runlog_io(void **state)
         assert_int_equal(tu_cflow_run(&p, "runs", "show", id, "--db", db, (char *)NULL), 0);
         assert_int_equal(p.status, 0);
         assert_non_null(strstr(p.out, modes[m]));
-        if (m == 0) {
+        if (io) {
             char *t = strstr(p.out, "expert I/O (ms per token");
             assert_non_null(t);
             /* a row per layer and the sum */
@@ -447,11 +450,39 @@ static void test_runlog_io(void **state)
     tu_proc p;
     assert_int_equal(tu_cflow_run(&p, "runs", "export", "--json", "--db", db, (char *)NULL), 0);
     assert_int_equal(p.status, 0);
-    /* the staged run's six layers carry the figures, the mmap run's none */
+    /* the staged and sync runs' six layers carry the figures, mmap's none */
     int n = 0;
     for (const char *q = p.out; (q = strstr(q, "\"io_model_speedup\"")); q++)
         n++;
-    assert_int_equal(n, 6);
+    assert_int_equal(n, 12);
+    tu_proc_free(&p);
+    /* sync against staged, either way round: the pair's figures */
+    static const char *const pairs[][2] = { { "3", "1" }, { "1", "3" } };
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(tu_cflow_run(&p, "runs", "compare", pairs[k][0], pairs[k][1],
+                                      "--db", db, (char *)NULL), 0);
+        assert_int_equal(p.status, 0);
+        char *t = strstr(p.out, "expert I/O, staged (run 1) over sync (run 3)");
+        assert_non_null(t);
+        double net = 0, model = 0, tau = -9, refined = 0;
+        char *q = strstr(t, "  net ");
+        assert_non_null(q);
+        assert_int_equal(sscanf(q, "  net %lfx; model (C + IO) / max(C, IO_eff) %lfx", &net,
+                                &model), 2);
+        q = strstr(t, "interference tax tau ");
+        assert_non_null(q);
+        assert_int_equal(sscanf(q, "interference tax tau %lf; refined (C + stall_sync) / "
+                                   "max((1 + tau) C, IO_eff) %lfx", &tau, &refined), 2);
+        fprintf(stderr, "compare %s %s: net %.2f model %.2f tau %+.2f refined %.2f\n",
+                pairs[k][0], pairs[k][1], net, model, tau, refined);
+        assert_true(net > 0 && model > 0 && refined > 0 && tau > -1);
+        tu_proc_free(&p);
+    }
+    /* staged against mmap: no such section */
+    assert_int_equal(tu_cflow_run(&p, "runs", "compare", "1", "2", "--db", db, (char *)NULL),
+                     0);
+    assert_int_equal(p.status, 0);
+    assert_null(strstr(p.out, "over sync"));
     tu_proc_free(&p);
     remove(path);
 }

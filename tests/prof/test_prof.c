@@ -351,6 +351,34 @@ static void test_ring_concurrent(void **state)
 
 /* ------------------------------------------------------------ totals */
 
+/* Staged over sync: the measured speedup, the report's model and its
+ * refined form (interference tax, the sync arm's stall as its read). */
+static void test_io_compare(void **state)
+{
+    (void)state;
+    prof_io_fig y, g;
+    prof_io_ab r;
+    /* sync: C 2, IO 3 (busy), stall 2.5; staged: C 2.5, IO_eff 2 */
+    prof_io_derive(2.0, 3.0, 2.5, 100, &y);
+    prof_io_derive(2.5, 2.0, 0.5, 100, &g);
+    prof_io_compare(5.0, &y, 3.0, &g, &r);
+    assert_float_equal(r.net, 5.0 / 3.0, 1e-12);
+    assert_float_equal(r.model, 5.0 / 2.0, 1e-12);     /* (2 + 3) / max(2, 2) */
+    assert_float_equal(r.tau, 0.25, 1e-12);
+    assert_float_equal(r.refined, 4.5 / 2.5, 1e-12);   /* (2 + 2.5) / max(2.5, 2) */
+    /* I/O-bound staged run: IO_eff sets both denominators */
+    prof_io_derive(2.2, 4.0, 1.8, 100, &g);
+    prof_io_compare(5.0, &y, 4.5, &g, &r);
+    assert_float_equal(r.model, 5.0 / 4.0, 1e-12);
+    assert_float_equal(r.tau, 0.1, 1e-12);
+    assert_float_equal(r.refined, 4.5 / 4.0, 1e-12);
+    /* nothing measured: ratios are 0, never a division by zero */
+    prof_io_derive(0.0, 0.0, 0.0, 0, &y);
+    prof_io_derive(0.0, 0.0, 0.0, 0, &g);
+    prof_io_compare(0.0, &y, 0.0, &g, &r);
+    assert_true(r.net == 0.0 && r.model == 0.0 && r.tau == 0.0 && r.refined == 0.0);
+}
+
 static void test_totals(void **state)
 {
     (void)state;
@@ -825,6 +853,7 @@ int main(void)
         cmocka_unit_test(test_ring_overflow),
         cmocka_unit_test(test_ring_concurrent),
         cmocka_unit_test(test_totals),
+        cmocka_unit_test(test_io_compare),
         cmocka_unit_test(test_layer_bytes),
         cmocka_unit_test(test_file_hash),
         cmocka_unit_test(test_machine),
