@@ -74,10 +74,12 @@
 #define YIELD_NS 20000L   /* spin_over: yield the CPU after 20 us of spinning */
 
 /* A counter on its own cache line, so that two threads taking units from
- * their own slices never share a line. */
+ * their own slices never share a line; beside it the CPU its thread was
+ * last seen on (-1: not yet), for spin_over. */
 struct slot {
     atomic_size_t taken;
-    char          pad[64 - sizeof(atomic_size_t)];
+    atomic_int    cpu;
+    char          pad[64 - sizeof(atomic_size_t) - sizeof(atomic_int)];
 };
 
 struct eng_pool {
@@ -146,22 +148,64 @@ static void futex_wake(atomic_uint *w, int n)
 }
 #endif
 
+#if defined(__linux__)
+/* Move worker id off the CPU it shares with the caller, to an allowed CPU
+ * on which no thread of the pool was last seen; the affinity mask is put
+ * back at once, so this is one migration, not a pin.  Nothing happens
+ * when every allowed CPU has a thread of the pool (more threads than
+ * CPUs: sharing is then unavoidable). */
+static void move_off(eng_pool *p, int id)
+{
+    cpu_set_t allowed, free_cpus, one;
+    if (sched_getaffinity(0, sizeof allowed, &allowed))
+        return;
+    free_cpus = allowed;
+    for (int i = 0; i < p->n; i++) {
+        int c = atomic_load_explicit(&p->slice[i].cpu, memory_order_relaxed);
+        if (i != id && c >= 0 && c < CPU_SETSIZE)
+            CPU_CLR(c, &free_cpus);
+    }
+    int me = sched_getcpu();
+    if (me >= 0 && me < CPU_SETSIZE)
+        CPU_CLR(me, &free_cpus);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &free_cpus)) {
+            CPU_ZERO(&one);
+            CPU_SET(c, &one);
+            if (!sched_setaffinity(0, sizeof one, &one))
+                sched_setaffinity(0, sizeof allowed, &allowed);
+            atomic_store_explicit(&p->slice[id].cpu, sched_getcpu(), memory_order_relaxed);
+            return;
+        }
+}
+
+static int cpu_now(void) { return sched_getcpu(); }
+#else
+static void move_off(eng_pool *p, int id) { (void)p; (void)id; }
+static int cpu_now(void) { return -1; }
+#endif
+
 /* Called every 64 spins with the spin's start time (0 before the first
  * call): 1 once the spin has lasted SPIN_NS and the caller should sleep.
- * Past YIELD_NS the spinner also yields at each call.  A waker's thread
- * and the thread it wakes can land on one CPU (the scheduler's wake-affine
- * placement, most often right after another task ran on the other CPU);
- * the spinner then holds the very CPU that the thread it waits for needs,
- * for all of SPIN_NS, sleeps, is woken onto the same CPU again, and the
- * pair runs one after the other on one core while the other core idles.
- * Traced in cflow-tui on two threads of two cores (perf sched_switch): the
- * caller and the worker took turns on CPU 1 every ~0.3 ms for the first
- * 20-60 ms of a reply, each turn the worker's whole spin.  A yield hands
- * the CPU over within YIELD_NS instead, and a spinner that stays runnable
- * is what the load balancer moves to the idle CPU.  Regions of one token
- * are ~10-100 us apart, so a spin shorter than YIELD_NS (most of them)
- * never pays for a system call. */
-static int spin_over(long *t0)
+ *
+ * A waker's thread and the thread it wakes can land on one CPU while the
+ * other CPU idles: the scheduler's wake-affine placement, when the other
+ * CPU is busy at the moment of the wake-up (in cflow-tui, the UI thread
+ * and tmux drawing the screen the Enter key brought, just as the reply's
+ * decode wakes its worker).  Once both threads run, neither is moved for
+ * tens of ms (each is "cache hot"), and they take turns on one core.
+ * Traced with perf sched_switch on the 2-vCPU VM of the README, and seen
+ * in the run log as a process CPU time equal to, not twice, the wall time
+ * of the reply's first 50 tokens: 9 of 16 cflow-tui replies on two
+ * threads, 1 of 16 `cflow run`s.  Two remedies, both only on spins longer
+ * than YIELD_NS (the regions of one token are ~10-100 us apart, so most
+ * spins never pay for a system call):
+ *  - the spinner yields at each call, so the thread it waits for gets the
+ *    core within YIELD_NS instead of after the whole spin (the first 100
+ *    tokens of a reply 510 -> 350 us each, 8 pairs);
+ *  - a worker that finds itself on the caller's CPU moves once to a CPU
+ *    none of the pool's threads is on (move_off): 0 of 16 replies then. */
+static int spin_over(long *t0, eng_pool *p, int id, int *moved)
 {
     long t = now_ns();
     if (!*t0) {
@@ -170,20 +214,29 @@ static int spin_over(long *t0)
     }
     if (t - *t0 > SPIN_NS)
         return 1;
-    if (t - *t0 > YIELD_NS)
+    if (t - *t0 > YIELD_NS) {
+        if (p && !*moved && !p->pin) {
+            *moved = 1;
+            int me = cpu_now();
+            if (me >= 0 && me == atomic_load_explicit(&p->slice[0].cpu, memory_order_relaxed))
+                move_off(p, id);
+        }
         sched_yield();
+    }
     return 0;
 }
 
-/* Wait until *w != val: spin for SPIN_NS, then sleep.  *sleepers counts
- * the threads that may be inside futex_wait on w. */
-static void wait_change(atomic_uint *w, unsigned val, atomic_int *sleepers)
+/* Worker id waits until *w != val: spin for SPIN_NS, then sleep.
+ * *sleepers counts the threads that may be inside futex_wait on w. */
+static void wait_change(eng_pool *p, int id, atomic_uint *w, unsigned val,
+                        atomic_int *sleepers)
 {
     long t0 = 0;
+    int moved = 0;
     for (unsigned spins = 0;; spins++) {
         if (atomic_load_explicit(w, memory_order_acquire) != val)
             return;
-        if ((spins & 63) == 63 && spin_over(&t0))
+        if ((spins & 63) == 63 && spin_over(&t0, p, id, &moved))
             break;
         cpu_relax();
     }
@@ -250,16 +303,27 @@ static void *worker(void *arg)
     if (p->pin)
         pin_self(id);
     for (;;) {
-        wait_change(&p->gen, seen, &p->sleepers);
+        wait_change(p, id, &p->gen, seen, &p->sleepers);
         if (atomic_load(&p->quit))
             return NULL;
         seen = atomic_load(&p->gen);
+        atomic_store_explicit(&p->slice[id].cpu, cpu_now(), memory_order_relaxed);
         if (id < p->n)
             run_guarded(p, id, p->n);
         if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1 &&
             atomic_load(&p->waiter))
             futex_wake(&p->pending, 1);
     }
+}
+
+static struct slot *slots_new(int n)
+{
+    struct slot *sl = aligned_alloc(64, (size_t)n * sizeof *sl);
+    for (int i = 0; sl && i < n; i++) {
+        atomic_init(&sl[i].taken, 0);
+        atomic_init(&sl[i].cpu, -1);
+    }
+    return sl;
 }
 
 static int spawn(eng_pool *p, int from, int to)
@@ -301,7 +365,7 @@ eng_pool *eng_pool_new(int n_threads)
     if (p->pin)
         pin_self(0);
     p->tid = calloc((size_t)n_threads, sizeof *p->tid);
-    p->slice = aligned_alloc(64, (size_t)n_threads * sizeof *p->slice);
+    p->slice = slots_new(n_threads);
     p->n = n_threads;
     if (!p->tid || !p->slice || spawn(p, 1, n_threads)) {
         eng_pool_free(p);
@@ -330,7 +394,7 @@ int eng_pool_resize(eng_pool *p, int n_threads)
     if (n_threads == p->n)
         return 0;
     stop_all(p, p->n);
-    struct slot *sl = aligned_alloc(64, (size_t)n_threads * sizeof *sl);
+    struct slot *sl = slots_new(n_threads);
     pthread_t *t = sl ? realloc(p->tid, (size_t)n_threads * sizeof *t) : NULL;
     if (!t) {
         free(sl);   /* the old slices still serve the caller alone */
@@ -364,6 +428,7 @@ static void pool_region(eng_pool *p, eng_task_fn fn, void *ctx)
     atomic_store(&p->cursor, 0);
     for (int i = 0; i < p->n; i++)
         atomic_store(&p->slice[i].taken, 0);
+    atomic_store_explicit(&p->slice[0].cpu, cpu_now(), memory_order_relaxed);
     atomic_store(&p->pending, (unsigned)(p->n - 1));
     atomic_fetch_add(&p->gen, 1);
     if (atomic_load(&p->sleepers) > 0)
@@ -375,7 +440,7 @@ static void pool_region(eng_pool *p, eng_task_fn fn, void *ctx)
         unsigned left = atomic_load_explicit(&p->pending, memory_order_acquire);
         if (left == 0)
             return;
-        if ((spins & 63) == 63 && spin_over(&t0)) {
+        if ((spins & 63) == 63 && spin_over(&t0, NULL, 0, NULL)) {
             atomic_store(&p->waiter, 1);
             while ((left = atomic_load(&p->pending)) != 0)
                 futex_wait(&p->pending, left);
