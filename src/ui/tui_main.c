@@ -1230,15 +1230,20 @@ static void frame(void)
 {
     if (need_layout)
         layout();
+    /* The transcript first, then the snapshot: the generation thread moves
+     * the state to prefill before it adds the prompt, so the status line
+     * is never older than the chat pane (an "idle" beside a prompt that is
+     * being answered would stand until the next frame). */
+    if (mode == MODE_CHAT && w_body) {   /* a blank body under the panes' gaps */
+        werase(w_body);
+        wnoutrefresh(w_body);
+    }
+    if (mode == MODE_CHAT)
+        draw_chat();
     tui_gen_snap(app.gen, &app.snap);
     update_panes();
     draw_status();
     if (mode == MODE_CHAT) {
-        if (w_body) {   /* a blank body under the panes' gaps */
-            werase(w_body);
-            wnoutrefresh(w_body);
-        }
-        draw_chat();
         draw_panes();
         curs_set(1);
     } else if (w_body) {

@@ -16,6 +16,12 @@
 #   THREADS 1, MODEL the shipped data/default.cflow.  TUI_ENV="VAR=value ..."
 #   puts variables in cflow-tui's environment only (to test a hunch about
 #   what differs between the two programs, e.g. MALLOC_ARENA_MAX=1).
+#   WARM=1 keeps every CPU busy for 150 ms right before each timed decode
+#   of either program (before `cflow run` starts, before the TUI's Enter):
+#   on a VM whose vCPUs have idled for a second the first ~50 tokens run
+#   slower, and the TUI's decode always starts after such a pause (the
+#   script's 2 s waits, a user's typing) while `cflow run`'s starts after
+#   its own start-up work.
 set -eu
 B=${1:-.}
 R=${2:-7}
@@ -48,7 +54,19 @@ wait_for() {
     done
 }
 
+# WARM=1: every CPU busy for 150 ms (a shell loop each), then return.
+warm() {
+    [ -n "${WARM:-}" ] || return 0
+    n=$(nproc 2>/dev/null || echo 2)
+    while [ "$n" -gt 0 ]; do
+        timeout 0.15 sh -c 'while :; do :; done' &
+        n=$((n - 1))
+    done
+    wait
+}
+
 run_cli() {
+    warm
     "$B/cflow" run -m "$M" -p "Once upon a time" -n "$N" --temp 0 --ignore-eos \
         -t "$TH" --db "$DB" >/dev/null 2>&1
 }
@@ -59,11 +77,16 @@ run_tui() {
     tmux -L "$SOCK" send-keys -t b -l "/ignore-eos on"
     tmux -L "$SOCK" send-keys -t b Enter
     wait_for "ignore-eos on ("
+    # The prompt, a pause for the TUI to echo it, then Enter.  (The Enter's
+    # tmux client does its fork, exec and connect before the key reaches
+    # the TUI; little of it overlaps the decode.)
     tmux -L "$SOCK" send-keys -t b -l "Once upon a time"
+    sleep 0.3
+    warm
     tmux -L "$SOCK" send-keys -t b Enter
     # the first look comes after the decode has had its 2 s alone (at a
-    # shipped model's ~1500 tok/s the decode of 400 tokens is over in
-    # 0.3 s, and one poll's fork, exec and capture in that window cost it
+    # shipped model's ~2500 tok/s the decode of 400 tokens is over in
+    # 0.2 s, and one poll's fork, exec and capture in that window cost it
     # a few percent)
     sleep 2
     wait_for "token limit reached" 2
