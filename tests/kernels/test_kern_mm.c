@@ -190,6 +190,31 @@ static void attn_all_tables(const attn_case *a, const float *ref, float *out)
     }
 }
 
+/* The float buffers of one attention shape: the query (nh rows of hd,
+ * filled first from the generator), the reference's and a kernel's
+ * outputs, and nh rows of np scores. */
+typedef struct attn_bufs {
+    float *q, *ref, *out, *scores;
+} attn_bufs;
+
+static attn_bufs attn_bufs_new(unsigned nh, unsigned hd, unsigned np)
+{
+    attn_bufs b = { malloc(nh * hd * sizeof(float)), malloc(nh * hd * sizeof(float)),
+                    malloc(nh * hd * sizeof(float)), malloc((size_t)nh * np * sizeof(float)) };
+    assert_true(b.q && b.ref && b.out && b.scores);
+    for (unsigned i = 0; i < nh * hd; i++)
+        b.q[i] = 2.0f * rng_unit();
+    return b;
+}
+
+static void attn_bufs_free(attn_bufs *b)
+{
+    free(b->q);
+    free(b->ref);
+    free(b->out);
+    free(b->scores);
+}
+
 /* f32-cache attention: every table gives kern_attn_decode's bits, head by
  * head, over ragged head_dims and position counts (a multiple of 8 and
  * not: the vector kernels take 8 positions at a time), GQA and MHA, the
@@ -206,26 +231,19 @@ static void test_attn_f32(void **state)
     for (size_t c = 0; c < sizeof ac / sizeof ac[0]; c++) {
         const unsigned hd = ac[c].hd, nh = ac[c].nh, nkv = ac[c].nkv, np = ac[c].npos;
         const size_t stride = (size_t)nkv * hd + 3;   /* rows not 32-byte aligned */
-        float *q = malloc(nh * hd * sizeof(float));
-        float *ref = malloc(nh * hd * sizeof(float)), *out = malloc(nh * hd * sizeof(float));
-        float *scores = malloc((size_t)nh * np * sizeof(float));
+        attn_bufs b = attn_bufs_new(nh, hd, np);
         float *k = malloc(np * stride * sizeof(float)), *v = malloc(np * stride * sizeof(float));
-        for (unsigned i = 0; i < nh * hd; i++)
-            q[i] = 2.0f * rng_unit();
         for (size_t i = 0; i < np * stride; i++) {
             k[i] = 2.0f * rng_unit();
             v[i] = rng_unit();
         }
         const float scale = ac[c].plain ? 0.3f : 1.0f / sqrtf((float)hd);
-        kern_attn_decode(ref, q, k, v, np, nh, nkv, hd, stride, scale, ac[c].softcap,
-                         scores);
-        const attn_case ca = { 0, q, k, v, np, nh, nkv, hd, stride, scale, ac[c].softcap,
-                               scores, NULL };
-        attn_all_tables(&ca, ref, out);
-        free(q);
-        free(ref);
-        free(out);
-        free(scores);
+        kern_attn_decode(b.ref, b.q, k, v, np, nh, nkv, hd, stride, scale, ac[c].softcap,
+                         b.scores);
+        const attn_case ca = { 0, b.q, k, v, np, nh, nkv, hd, stride, scale, ac[c].softcap,
+                               b.scores, NULL };
+        attn_all_tables(&ca, b.ref, b.out);
+        attn_bufs_free(&b);
         free(k);
         free(v);
     }
@@ -249,19 +267,16 @@ static void test_attn_f16(void **state)
     for (size_t c = 0; c < sizeof ac / sizeof ac[0]; c++) {
         const unsigned hd = ac[c].hd, nh = ac[c].nh, nkv = ac[c].nkv, np = ac[c].npos;
         const size_t stride = (size_t)nkv * hd;
-        float *q = malloc(nh * hd * sizeof(float));
-        float *ref = malloc(nh * hd * sizeof(float)), *out = malloc(nh * hd * sizeof(float));
-        float *scores = malloc((size_t)nh * np * sizeof(float));   /* (h1-h0) rows */
+        attn_bufs b = attn_bufs_new(nh, hd, np);
+        const float *q = b.q, *ref = b.ref;
         uint16_t *k = malloc(np * stride * 2), *v = malloc(np * stride * 2);
         uint16_t *scratch = malloc(2 * hd * 2);
-        for (unsigned i = 0; i < nh * hd; i++)
-            q[i] = 2.0f * rng_unit();
         for (size_t i = 0; i < np * stride; i++) {
             k[i] = kern_fp32_to_fp16(2.0f * rng_unit());
             v[i] = kern_fp32_to_fp16(rng_unit());
         }
         const float scale = 1.0f / sqrtf((float)hd);
-        kern_attn_decode_f16(ref, q, k, v, np, nh, nkv, hd, stride, scale,
+        kern_attn_decode_f16(b.ref, q, k, v, np, nh, nkv, hd, stride, scale,
                              ac[c].softcap, scratch);
 
         /* an f32/double softmax agrees to f16 accuracy */
@@ -298,12 +313,9 @@ static void test_attn_f16(void **state)
 
         /* every table, over head ranges, gives the reference's bits */
         const attn_case ca = { 1, q, k, v, np, nh, nkv, hd, stride, scale, ac[c].softcap,
-                               scores, scratch };
-        attn_all_tables(&ca, ref, out);
-        free(q);
-        free(ref);
-        free(out);
-        free(scores);
+                               b.scores, scratch };
+        attn_all_tables(&ca, ref, b.out);
+        attn_bufs_free(&b);
         free(k);
         free(v);
         free(scratch);
