@@ -424,9 +424,9 @@ static int get_run(prof_log *l, const char *arg, prof_run_row *r)
     return 0;
 }
 
-/* The expert-I/O figures of layers lr[0..n) summed; returns the tokens
- * they cover (at least 1). */
-static uint64_t io_sum(const prof_layer_row *lr, unsigned n, prof_io_fig *f)
+/* The expert-I/O figures of layers lr[0..n), summed over the layers and
+ * per token (runs and layers of different lengths stay comparable). */
+static void io_per_token(const prof_layer_row *lr, unsigned n, prof_io_fig *f)
 {
     double c = 0, io = 0, st = 0;
     uint64_t by = 0, nt = 0;
@@ -439,8 +439,8 @@ static uint64_t io_sum(const prof_layer_row *lr, unsigned n, prof_io_fig *f)
         if (x->n_tokens > nt)
             nt = x->n_tokens;
     }
-    prof_io_derive(c, io, st, by, f);
-    return nt ? nt : 1;
+    const double d = nt ? (double)nt : 1.0;
+    prof_io_derive(c / d, io / d, st / d, (uint64_t)((double)by / d + 0.5), f);
 }
 
 static int cmd_show(prof_log *l, const char *arg)
@@ -545,22 +545,18 @@ static int cmd_show(prof_log *l, const char *arg)
                    " over sync it predicts)\n"
                    "  %5s %10s %10s %10s %8s %8s %12s\n",
                    "layer", "C", "IO", "stall", "hidden", "model", "MiB read");
-            uint64_t nt = 1;
-            for (unsigned i = 0; i < nr; i++) {
-                const prof_layer_row *x = &lr[i];
+            for (unsigned i = 0; i <= nr; i++) {   /* the layers, then "all" */
                 prof_io_fig f;
-                nt = io_sum(x, 1, &f);
-                printf("  %5u %10.3f %10.3f %10.3f %7.0f%% %7.2fx %12.3f\n", x->layer,
-                       f.c_s * 1e3 / (double)nt, f.io_s * 1e3 / (double)nt,
-                       f.stall_s * 1e3 / (double)nt, 100.0 * f.hidden, f.pred,
-                       (double)f.bytes / (double)nt / MIB);
+                char name[16];
+                io_per_token(i < nr ? &lr[i] : lr, i < nr ? 1 : nr, &f);
+                if (i < nr)
+                    snprintf(name, sizeof name, "%u", lr[i].layer);
+                else
+                    snprintf(name, sizeof name, "all");
+                printf("  %5s %10.3f %10.3f %10.3f %7.0f%% %7.2fx %12.3f\n", name,
+                       f.c_s * 1e3, f.io_s * 1e3, f.stall_s * 1e3, 100.0 * f.hidden, f.pred,
+                       (double)f.bytes / MIB);
             }
-            prof_io_fig f;
-            nt = io_sum(lr, nr, &f);
-            printf("  %5s %10.3f %10.3f %10.3f %7.0f%% %7.2fx %12.3f\n", "all",
-                   f.c_s * 1e3 / (double)nt, f.io_s * 1e3 / (double)nt,
-                   f.stall_s * 1e3 / (double)nt, 100.0 * f.hidden, f.pred,
-                   (double)f.bytes / (double)nt / MIB);
         }
     }
     free(lr);
@@ -590,14 +586,10 @@ static void cmp_staged(const prof_run_row *y, const prof_layer_row *ly, unsigned
                        const prof_run_row *g, const prof_layer_row *lg, unsigned ng)
 {
     prof_io_fig fy, fg;
-    uint64_t ty = io_sum(ly, ny, &fy), tg = io_sum(lg, ng, &fg);
+    io_per_token(ly, ny, &fy);
+    io_per_token(lg, ng, &fg);
     if (!fy.bytes || !fg.bytes || !(y->n_prompt + y->n_gen) || !(g->n_prompt + g->n_gen))
         return;
-    /* per token: the runs may differ in length */
-    prof_io_derive(fy.c_s / (double)ty, fy.io_s / (double)ty, fy.stall_s / (double)ty,
-                   fy.bytes / ty, &fy);
-    prof_io_derive(fg.c_s / (double)tg, fg.io_s / (double)tg, fg.stall_s / (double)tg,
-                   fg.bytes / tg, &fg);
     double t_y = (y->prefill_s + y->decode_s) / (double)(y->n_prompt + y->n_gen);
     double t_g = (g->prefill_s + g->decode_s) / (double)(g->n_prompt + g->n_gen);
     prof_io_ab r;
