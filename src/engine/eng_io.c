@@ -148,6 +148,7 @@ static int read_chunk(eng_xio *x, const xio_req *r, char *why, size_t whylen)
     int inject = x->fault && nth >= x->fault_from;
     while (got < r->flen) {
         ssize_t n;
+        int fd = atomic_load(&x->fd);
         if (inject && x->fault == FAULT_EIO) {
             errno = EIO;
             n = -1;
@@ -155,21 +156,24 @@ static int read_chunk(eng_xio *x, const xio_req *r, char *why, size_t whylen)
             /* the file "ends" halfway through the chunk */
             n = got == 0 ? (ssize_t)(r->need / 2) : 0;
         } else {
-            n = eng_io_pread(atomic_load(&x->fd), r->dst + got, r->flen - got, (off_t)(r->foff + got));
+            n = eng_io_pread(fd, r->dst + got, r->flen - got, (off_t)(r->foff + got));
         }
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && errno == EINVAL && atomic_load(&x->direct)) {
+        if (n < 0 && errno == EINVAL) {
             /* O_DIRECT refused at read time: fall back to buffered reads.
-             * The lock keeps two readers from reopening at once. */
+             * Several readers can be refused at once; the lock lets the
+             * first reopen, and every one of them retries on the new
+             * descriptor (comparing descriptors, not the flag: a reader
+             * that lost the race sees direct already cleared). */
             pthread_mutex_lock(&x->mu);
-            if (x->direct) {
-                int fd = open(x->path, O_RDONLY | O_CLOEXEC);
-                if (fd >= 0) {
+            if (x->direct && atomic_load(&x->fd) == fd) {
+                int nfd = open(x->path, O_RDONLY | O_CLOEXEC);
+                if (nfd >= 0) {
                     /* the old descriptor stays open until eng_xio_free:
                      * another reader may be inside pread on it */
-                    x->old_fd = atomic_load(&x->fd);
-                    atomic_store(&x->fd, fd);
+                    x->old_fd = fd;
+                    atomic_store(&x->fd, nfd);
                     atomic_store(&x->direct, 0);
                     if (x->log) {
                         char msg[512];
@@ -180,9 +184,11 @@ static int read_chunk(eng_xio *x, const xio_req *r, char *why, size_t whylen)
                     }
                 }
             }
+            int retry = atomic_load(&x->fd) != fd;
             pthread_mutex_unlock(&x->mu);
-            if (!atomic_load(&x->direct))
+            if (retry)
                 continue;
+            errno = EINVAL;             /* open() may have changed it */
         }
         if (n < 0) {
             snprintf(why, whylen, "%s", strerror(errno));
