@@ -138,6 +138,12 @@ int  tui_gen_busy(tui_gen *g);
 /* The profiler under the read lock (NULL when no model); always unlock. */
 prof *tui_gen_prof_lock(tui_gen *g);
 void  tui_gen_prof_unlock(tui_gen *g);
+/* Around each frame: what the generation thread asked to be shown by the
+ * time the frame began, then that the frame is on the screen (the thread
+ * waits, briefly, for its prompt and its new reply to be drawn before it
+ * takes the cores: tui_gen.c). */
+uint64_t tui_gen_frame_begin(tui_gen *g);
+void     tui_gen_frame_done(tui_gen *g, uint64_t seen);
 /* The run log's path ("" when none). */
 void tui_gen_log_path(tui_gen *g, char *buf, size_t n);
 
@@ -191,6 +197,9 @@ struct tui_app {
 
 /* The attribute of a colour role (A_BOLD/A_REVERSE/... without colour). */
 attr_t tui_attr(const tui_app *a, int role);
+/* Add n bytes of UTF-8 s at the cursor, clipped at the window's edge
+ * (printable ASCII as cells straight away: the fast path of every pane). */
+void   tui_addn(WINDOW *win, const char *s, size_t n);
 /* Draw at most w display cells of UTF-8 s (n bytes) at (y, x). */
 void   tui_put(WINDOW *win, int y, int x, int w, const char *s);
 /* Display cells of the UTF-8 string s. */

@@ -24,6 +24,16 @@
  * (conv_first moves on, the system prompt stays), the pane is told, and the
  * rest is prefilled again from position 0; a single reply longer than the
  * context keeps its second half.
+ *
+ * The screen before the cores.  When a prompt is sent, the UI has the
+ * most to draw (the prompt, the new reply, the reset panes: ~2 frames) at
+ * the moment the engine starts to take every core.  On a machine with no
+ * idle core that drawing ran beside the first tokens and slowed them, so
+ * the thread shows its change (show_wait: wake the UI, wait for a frame
+ * begun after it) before the prefill and before the first token.  The
+ * wait is bounded (SHOW_WAIT_S): a stalled terminal delays a reply by at
+ * most that, and the engine never waits on the UI for anything else.
+ * While the reply streams the UI draws at its 10 Hz cadence as before.
  */
 #include "config.h"
 
@@ -33,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "format/cflow_format.h"
@@ -73,6 +84,11 @@ struct tui_gen {
     size_t         *tok_end;     /* bytes of the reply after each token [tok_n] */
     size_t          tok_n, tok_cap;
 
+    pthread_mutex_t  draw_mu;    /* draw_req, drawn */
+    pthread_cond_t   draw_cv;
+    uint64_t         draw_req;   /* changes the thread asked to be shown */
+    uint64_t         drawn;      /* the last of them a finished frame saw */
+
     pthread_rwlock_t plock;      /* around p (and s) for the UI's readers */
     pthread_mutex_t  snap_mu;
     tui_snap         snap;
@@ -99,6 +115,47 @@ static void wake(tui_gen *g)
     if (g->cfg.wake_fd >= 0 && write(g->cfg.wake_fd, &b, 1) < 0) {
         /* a full pipe already wakes the UI */
     }
+}
+
+enum { SHOW_WAIT_MS = 50 };
+
+/* Wake the UI and wait (at most SHOW_WAIT_MS) for a frame that began after
+ * this call, so the screen has the change before the decode takes the
+ * cores (see the top of the file). */
+static void show_wait(tui_gen *g)
+{
+    pthread_mutex_lock(&g->draw_mu);
+    uint64_t want = ++g->draw_req;
+    pthread_mutex_unlock(&g->draw_mu);
+    wake(g);
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_nsec += SHOW_WAIT_MS * 1000000L;
+    dl.tv_sec += dl.tv_nsec / 1000000000L;
+    dl.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&g->draw_mu);
+    while (g->drawn < want)
+        if (pthread_cond_timedwait(&g->draw_cv, &g->draw_mu, &dl) == ETIMEDOUT)
+            break;
+    pthread_mutex_unlock(&g->draw_mu);
+}
+
+uint64_t tui_gen_frame_begin(tui_gen *g)
+{
+    pthread_mutex_lock(&g->draw_mu);
+    uint64_t r = g->draw_req;
+    pthread_mutex_unlock(&g->draw_mu);
+    return r;
+}
+
+void tui_gen_frame_done(tui_gen *g, uint64_t seen)
+{
+    pthread_mutex_lock(&g->draw_mu);
+    if (seen > g->drawn) {
+        g->drawn = seen;
+        pthread_cond_broadcast(&g->draw_cv);
+    }
+    pthread_mutex_unlock(&g->draw_mu);
 }
 
 static void note(tui_gen *g, int role, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -680,7 +737,7 @@ static void generate(tui_gen *g, size_t u)
         return;
     }
     snap_refresh(g, TUI_DECODE);
-    wake(g);
+    show_wait(g);
 
     eng_detok dt;
     eng_detok_init(&dt);
@@ -783,7 +840,7 @@ static void job_chat(tui_gen *g, const char *text)
         note(g, TUI_ERROR, "out of memory");
         return;
     }
-    wake(g);
+    show_wait(g);
     generate(g, (size_t)u);
 }
 
@@ -877,6 +934,12 @@ int tui_gen_start(tui_gen **out, const tui_gen_cfg *cfg, const tui_settings *st)
     g->cfg = *cfg;
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
+    pthread_mutex_init(&g->draw_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g->draw_cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_rwlock_init(&g->plock, NULL);
     pthread_mutex_init(&g->snap_mu, NULL);
     tui_settings_copy(&g->want, st);
@@ -916,6 +979,8 @@ void tui_gen_quit(tui_gen *g)
     tui_settings_free(&g->cur);
     pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->draw_mu);
+    pthread_cond_destroy(&g->draw_cv);
     pthread_rwlock_destroy(&g->plock);
     pthread_mutex_destroy(&g->snap_mu);
     free(g);

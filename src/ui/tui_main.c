@@ -52,6 +52,11 @@ enum { MODE_CHAT = 0, MODE_RUNS, MODE_HELP };
 
 static tui_app app;
 static int mode = MODE_CHAT;
+/* The body window lies under the chat and the panes and shows only in
+ * their gaps: it is blanked once after each layout, not every frame
+ * (werase marks every line of it changed, and the frame then copied and
+ * compared the whole screen once more). */
+static int body_fresh;
 static int focus;            /* 0 chat, 1..4 panes */
 static int zoom;
 static int chat_scroll;      /* lines up from the bottom */
@@ -150,6 +155,10 @@ attr_t tui_attr(const tui_app *a, int role)
 /* Bytes and cells of the next character of s[0..n). */
 static size_t next_char(const char *s, size_t n, int *cells)
 {
+    if ((unsigned char)*s < 0x80) {   /* what mbrtowc and wcwidth would say */
+        *cells = 1;
+        return 1;
+    }
     mbstate_t ms;
     wchar_t wc;
     memset(&ms, 0, sizeof ms);
@@ -173,6 +182,59 @@ int tui_width(const char *s, size_t n)
     return w;
 }
 
+/* Printable ASCII goes into the window as cells (waddchnstr), the rest
+ * through waddnstr.  waddnstr decodes every byte with mbrtowc and wcwidth
+ * and renders each character on its own: mbrtowc, wcwidth, the UTF-8
+ * converter and waddnstr were a quarter of the UI thread's samples while
+ * a reply streamed (perf), time taken from the decode workers whenever the
+ * machine has no idle core.  waddchnstr applies neither the window's
+ * attributes nor its background, so the cells get them here as waddch
+ * would give them (the background's colour only where the window has
+ * none).  It neither wraps nor moves the cursor: the text is clipped at
+ * the right edge, and the cursor is put after it. */
+static int ascii_cell(char c)
+{
+    return (unsigned char)c >= 0x20 && (unsigned char)c < 0x7f;
+}
+
+void tui_addn(WINDOW *win, const char *s, size_t n)
+{
+    int maxx = getmaxx(win);
+    chtype at = (chtype)getattrs(win), bk = getbkgd(win) & A_ATTRIBUTES;
+    if (!(at & A_COLOR))
+        at |= bk & A_COLOR;
+    at |= bk & ~A_COLOR;
+    for (size_t i = 0; i < n;) {
+        int y, x;
+        getyx(win, y, x);
+        if (x >= maxx)
+            return;
+        size_t j = i;
+        while (j < n && ascii_cell(s[j]))
+            j++;
+        if (j == i) {   /* UTF-8 (or a control) up to the next ASCII */
+            while (j < n && !ascii_cell(s[j]))
+                j++;
+            waddnstr(win, s + i, (int)(j - i));
+            i = j;
+            continue;
+        }
+        chtype cell[256];
+        size_t k = j - i;
+        if (k > sizeof cell / sizeof cell[0])
+            k = sizeof cell / sizeof cell[0];
+        if (k > (size_t)(maxx - x))
+            k = (size_t)(maxx - x);
+        for (size_t m = 0; m < k; m++)
+            cell[m] = (chtype)(unsigned char)s[i + m] | at;
+        waddchnstr(win, cell, (int)k);
+        if (x + (int)k >= maxx)
+            return;
+        wmove(win, y, x + (int)k);
+        i += k;
+    }
+}
+
 void tui_put(WINDOW *win, int y, int x, int w, const char *s)
 {
     size_t n = strlen(s), i = 0;
@@ -184,7 +246,8 @@ void tui_put(WINDOW *win, int y, int x, int w, const char *s)
         used += c;
         i += k;
     }
-    mvwaddnstr(win, y, x, s, (int)i);
+    if (wmove(win, y, x) == OK)
+        tui_addn(win, s, i);
 }
 
 void tui_bar(tui_app *a, WINDOW *win, int y, int x, int w, double frac, int role)
@@ -196,13 +259,17 @@ void tui_bar(tui_app *a, WINDOW *win, int y, int x, int w, double frac, int role
     if (frac > 1)
         frac = 1;
     int eighths = (int)(frac * w * 8 + 0.5), full = eighths / 8, part = eighths % 8;
-    static const char *const parts[8] = { "", "▏", "▎", "▍", "▌", "▋", "▊", "▉" };
+    /* wide characters: no UTF-8 decoding per cell */
+    static const wchar_t parts[8] = { 0, 0x258F, 0x258E, 0x258D, 0x258C, 0x258B, 0x258A, 0x2589 };
+    wchar_t cell[512];
+    int n = 0;
+    for (; n < full && n < w && n < 511; n++)
+        cell[n] = a->utf8 ? 0x2588 : L'#';
+    if (full < w && part && a->utf8 && n < 511)
+        cell[n++] = parts[part];
     wattron(win, tui_attr(a, role));
-    wmove(win, y, x);
-    for (int i = 0; i < full && i < w; i++)
-        waddstr(win, a->utf8 ? "█" : "#");
-    if (full < w && part && a->utf8)
-        waddstr(win, parts[part]);
+    if (n)
+        mvwaddnwstr(win, y, x, cell, n);
     wattroff(win, tui_attr(a, role));
 }
 
@@ -248,6 +315,7 @@ static void layout(void)
     w_status = newwin(1, cols, 0, 0);
     w_input = newwin(input_h, cols, rows - input_h, 0);
     w_body = newwin(body_h, cols, body_y, 0);
+    body_fresh = 1;
     int vis[TUI_NPANE], nv = 0;
     for (int i = 0; i < TUI_NPANE; i++)
         if (!app.panes[i].hidden)
@@ -473,7 +541,7 @@ static void draw_chat(void)
             while (run < l->len && (unsigned char)e->text[l->off + run] >= 32)
                 run++;
             if (run > b)
-                waddnstr(w_chat, e->text + l->off + b, (int)(run - b));
+                tui_addn(w_chat, e->text + l->off + b, run - b);
             if (run < l->len) {
                 waddch(w_chat, ' ');
                 run++;
@@ -1228,15 +1296,17 @@ static void handle_key(int is_key, wint_t ch)
 /* ======================================================================= */
 static void frame(void)
 {
+    uint64_t asked = tui_gen_frame_begin(app.gen);   /* before reading any state */
     if (need_layout)
         layout();
     /* The transcript first, then the snapshot: the generation thread moves
      * the state to prefill before it adds the prompt, so the status line
      * is never older than the chat pane (an "idle" beside a prompt that is
      * being answered would stand until the next frame). */
-    if (mode == MODE_CHAT && w_body) {   /* a blank body under the panes' gaps */
+    if (mode == MODE_CHAT && w_body && body_fresh) {   /* the panes' gaps */
         werase(w_body);
         wnoutrefresh(w_body);
+        body_fresh = 0;
     }
     if (mode == MODE_CHAT)
         draw_chat();
@@ -1275,6 +1345,7 @@ static void frame(void)
     }
     doupdate();
     need_draw = 0;
+    tui_gen_frame_done(app.gen, asked);
 }
 
 /* ======================================================================= */

@@ -120,7 +120,7 @@ static void layers_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
             continue;
         }
         int y = 1 + r;
-        mvwaddnstr(w, y, 0, line, 4);
+        tui_put(w, y, 0, 4, line);
         tui_bar(a, w, y, 4, bw, meas / max, TUI_C_BAR);
         if (s->has[l]) {
             int x = 4 + (int)(s->m[l].critical / max * bw + 0.5);
@@ -130,7 +130,7 @@ static void layers_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
             mvwaddstr(w, y, x, "|");
             wattroff(w, tui_attr(a, TUI_C_MARK));
         }
-        mvwaddstr(w, y, 4 + bw + 1, line + 4);
+        tui_put(w, y, 4 + bw + 1, wd - (4 + bw + 1), line + 4);
         if (s->has[l]) {
             wattron(w, tui_attr(a, TUI_C_MARK));
             mvwaddch(w, y, 4 + bw + 1 + tw - 5, (chtype)bind);
@@ -302,7 +302,8 @@ static void counters_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
         PROF_EV_CTX_SWITCHES, PROF_EV_CPU_MIGRATIONS, PROF_EV_CYCLES, PROF_EV_INSTRUCTIONS,
         PROF_EV_L1D_READ_MISS, PROF_EV_LLC_READ_MISS, PROF_EV_DTLB_READ_MISS
     };
-    int half = wd >= 60;
+    /* two columns where a line (31 cells) and a gap fit twice */
+    int half = wd >= 64;
     int col = 0;
     for (int k = 0; k < PROF_NEV && y < h; k++) {
         int e = order[k];
@@ -310,7 +311,7 @@ static void counters_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
             continue;
         double per = ntok ? (double)t->ev[e] / (double)ntok : 0;
         if (e == PROF_EV_TASK_CLOCK)
-            snprintf(line, sizeof line, "%-16s %9.3f ms/tok", prof_ev_name(e), per / 1e6);
+            snprintf(line, sizeof line, "%-16s %7.3f ms/tok", prof_ev_name(e), per / 1e6);
         else
             snprintf(line, sizeof line, "%-16s %9.2f /tok", prof_ev_name(e), per);
         tui_put(w, y, col, half ? wd / 2 : wd, line);
@@ -350,7 +351,8 @@ static void counters_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
         size_t n = strlen(line), i = 0;
         while (i < n && y < h) {
             size_t take = n - i > (size_t)wd ? (size_t)wd : n - i;
-            mvwaddnstr(w, y++, 0, line + i, (int)take);
+            wmove(w, y++, 0);
+            tui_addn(w, line + i, take);
             i += take;
         }
         wattroff(w, tui_attr(a, TUI_C_DIM));
@@ -438,23 +440,25 @@ static void speed_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
     int rows = h - y - 1 > 0 ? h - y - 1 : 1;
     if (rows > 4)
         rows = 4;
-    static const char *const blocks[9] = { " ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█" };
-    static const char ascii[9] = { ' ', '.', '.', ':', ':', '|', '|', '#', '#' };
+    /* one wide string per row (U+2581..U+2588), not a UTF-8 decode per cell */
+    static const wchar_t blocks[9] = { L' ', 0x2581, 0x2582, 0x2583, 0x2584,
+                                       0x2585, 0x2586, 0x2587, 0x2588 };
+    static const wchar_t ascii[9] = { L' ', L'.', L'.', L':', L':', L'|', L'|', L'#', L'#' };
+    wchar_t row[SPARK];
     wattron(w, tui_attr(a, TUI_C_BAR));
-    for (int i = 0; i < nshow; i++) {
-        float v = s->tps[(s->head + SPARK - nshow + i) % SPARK];
-        int lv = mx > 0 ? (int)(v / mx * (float)(rows * 8) + 0.5f) : 0;
-        for (int r = 0; r < rows; r++) {
+    for (int r = 0; r < rows; r++) {
+        for (int i = 0; i < nshow; i++) {
+            float v = s->tps[(s->head + SPARK - nshow + i) % SPARK];
+            int lv = mx > 0 ? (int)(v / mx * (float)(rows * 8) + 0.5f) : 0;
             int cell = lv - (rows - 1 - r) * 8;
             if (cell < 0)
                 cell = 0;
             if (cell > 8)
                 cell = 8;
-            if (a->utf8)
-                mvwaddstr(w, y + r, i, blocks[cell]);
-            else
-                mvwaddch(w, y + r, i, (chtype)ascii[cell]);
+            row[i] = a->utf8 ? blocks[cell] : ascii[cell];
         }
+        if (nshow)
+            mvwaddnwstr(w, y + r, 0, row, nshow);
     }
     wattroff(w, tui_attr(a, TUI_C_BAR));
     y += rows;

@@ -259,6 +259,10 @@ static void test_chat_and_panes(void **state)
     assert_non_null(strstr(scr, "GB/s of weights"));
     assert_non_null(strstr(scr, "L0 "));
     free(scr);
+    /* 160x45: the counters in two columns, each line whole (the first
+     * column's "ms/tok" was cut to "ms/to" at this width) */
+    free(tmux("resize-window", "-t", "t", "-x", "160", "-y", "45", NULL));
+    free(wait_for("ms/tok page-faults"));
     /* 80x24: the chat above, the four panes in a grid below */
     free(tmux("resize-window", "-t", "t", "-x", "80", "-y", "24", NULL));
     scr = wait_for("4 speed");
