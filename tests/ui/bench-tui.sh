@@ -16,6 +16,8 @@
 #   THREADS 1, MODEL the shipped data/default.cflow.  TUI_ENV="VAR=value ..."
 #   puts variables in cflow-tui's environment only (to test a hunch about
 #   what differs between the two programs, e.g. MALLOC_ARENA_MAX=1).
+#   KEEPDB=FILE keeps the run log there (runs are appended), for per-token
+#   analysis of its token table.
 #   WARM=1 keeps every CPU busy for 150 ms right before each timed decode
 #   of either program (before `cflow run` starts, before the TUI's Enter):
 #   on a VM whose vCPUs have idled for a second the first ~50 tokens run
@@ -34,7 +36,7 @@ command -v tmux >/dev/null || { echo "bench-tui: tmux missing" >&2; exit 1; }
 T=$(mktemp -d)
 SOCK=cflow-bench-$$
 trap 'tmux -L $SOCK kill-server 2>/dev/null || true; rm -rf "$T"' EXIT
-DB=$T/runs.db
+DB=${KEEPDB:-$T/runs.db}
 
 screen() { tmux -L "$SOCK" capture-pane -p -t b; }
 # wait_for TEXT [SECONDS]: poll the screen every SECONDS (0.2), 300 s at most.
