@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "format/cflow_format.h"
+#include "format/fmt_impl.h"
 #include "format/fmt_layout.h"
 #include "format/fmt_plan.h"
 
@@ -215,19 +216,8 @@ static int read_header(fmt_model *m, char *err, size_t errlen)
         h[FMT_H_FLAGS2]);
     REQ(!(hp->flags & FMT_FLAG_MOE_NO_RENORM) || hp->n_experts > 0,
         "routing flag moe_no_renorm on a model without experts");
-    REQ(hp->combine_style < FMT_NCOMBINE, "unknown combine style %u",
-        hp->combine_style);
-    REQ(hp->combine_style == FMT_COMBINE_DELAYED_SUM ||
-            hp->combine_style == FMT_COMBINE_ASYNC_EXPERTS ||
-            (hp->dense_delay == 0 && hp->expert_delay == 0),
-        "combine style %s takes no delays (dense %u, expert %u)",
-        fmt_combine_name(hp->combine_style), hp->dense_delay, hp->expert_delay);
-    REQ(hp->combine_style != FMT_COMBINE_ASYNC_EXPERTS || hp->dense_delay == 0,
-        "AsyncExperts takes no dense delay (%u)", hp->dense_delay);
-    REQ(hp->dense_delay < hp->n_layers, "dense_delay %u exceeds the %u layers",
-        hp->dense_delay, hp->n_layers);
-    REQ(hp->expert_delay < hp->n_layers,
-        "expert_delay %u exceeds the %u layers", hp->expert_delay, hp->n_layers);
+    char why[160];
+    REQ(fmt_pipeline_check(hp, why, sizeof why) == 0, "%s", why);
     REQ(isfinite(hp->softcap) && hp->softcap >= 0.0f, "bad softcap %g",
         (double)hp->softcap);
     REQ(hp->top_k <= hp->n_experts, "top-k %u exceeds the %u experts",
@@ -235,6 +225,32 @@ static int read_header(fmt_model *m, char *err, size_t errlen)
     REQ(hp->n_experts == 0 || hp->top_k >= 1, "MoE model with top-k 0");
 #undef REQ
     return 0;
+}
+
+/* The pipeline fields' rules, shared by this reader and every converter's
+ * source check (fmt_src_check_hparams), so a converter never writes a
+ * header this reader refuses (fuzz regression
+ * hf/convert-delays-on-parallel-sqrt2.a). */
+int fmt_pipeline_check(const fmt_hparams *hp, char *why, size_t whylen)
+{
+    if (hp->combine_style >= FMT_NCOMBINE)
+        snprintf(why, whylen, "unknown combine style %u", hp->combine_style);
+    else if (hp->combine_style != FMT_COMBINE_DELAYED_SUM &&
+             hp->combine_style != FMT_COMBINE_ASYNC_EXPERTS &&
+             (hp->dense_delay != 0 || hp->expert_delay != 0))
+        snprintf(why, whylen, "combine style %s takes no delays (dense %u, expert %u)",
+                 fmt_combine_name(hp->combine_style), hp->dense_delay, hp->expert_delay);
+    else if (hp->combine_style == FMT_COMBINE_ASYNC_EXPERTS && hp->dense_delay != 0)
+        snprintf(why, whylen, "AsyncExperts takes no dense delay (%u)", hp->dense_delay);
+    else if (hp->dense_delay >= hp->n_layers)
+        snprintf(why, whylen, "dense_delay %u exceeds the %u layers", hp->dense_delay,
+                 hp->n_layers);
+    else if (hp->expert_delay >= hp->n_layers)
+        snprintf(why, whylen, "expert_delay %u exceeds the %u layers", hp->expert_delay,
+                 hp->n_layers);
+    else
+        return 0;
+    return -1;
 }
 
 typedef struct walk_ctx {

@@ -133,6 +133,9 @@ int fmt_src_bind(fmt_src *s, fmt_role_names names, int tie_forced,
                  char *err, size_t errlen);
 /* Sanity of s->hp before binding (zero or absurd values are refused). */
 int fmt_src_check_hparams(const fmt_src *s, char *err, size_t errlen);
+/* The combine style and delays together (fmt_cflow_read.c): 0, or -1 with
+ * the reason in why. */
+int fmt_pipeline_check(const fmt_hparams *hp, char *why, size_t whylen);
 /* Make the kv's token arrays exactly vocab long: pad with "[PADn]" unused
  * tokens (as llama.cpp's converter does) or refuse when there are more
  * tokens than embedding rows. */

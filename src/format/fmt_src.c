@@ -182,6 +182,11 @@ int fmt_src_check_hparams(const fmt_src *s, char *err, size_t errlen)
               !(h->rope_high_freq > h->rope_low_freq) ||
               !isfinite(h->rope_high_freq) || h->rope_orig_ctx == 0))
         bad = "Llama-3 RoPE scaling";
+    char why[160];
+    if (!bad && fmt_pipeline_check(h, why, sizeof why)) {
+        fmt_err(err, errlen, "%s: %s", s->path, why);
+        return FMT_EFORMAT;
+    }
     if (bad) {
         fmt_err(err, errlen, "%s: implausible %s (layers %u, dim %u, heads "
                 "%u/%u, head dim %u, ffn %u, context %u)", s->path, bad,

@@ -1330,6 +1330,29 @@ static void test_hf_damage(void **state)
     open_fails(tmp("hf-idx"), tok, FMT_EFORMAT, "weight_map");
     spit(ix, iorig, in);
     fmt_src_close(open_ok(tmp("hf-idx"), tok));
+
+    /* a pipeline config whose delays its combine style cannot take, or
+     * that reach past the last layer: refused at open, as the .cflow
+     * reader would refuse the converted file (fuzz regression
+     * hf/convert-delays-on-parallel-sqrt2.a) */
+#define PIPE "\"cflow_arch\": \"arch2_4_combined\", \"num_experts\": 0, "
+    static const struct { const char *extra, *why; } pipe[] = {
+        { PIPE "\"dense_delay\": 1, \"combine_style\": 0", "takes no delays" },
+        { PIPE "\"expert_delay\": 1, \"combine_style\": 3", "takes no delays" },
+        { PIPE "\"dense_delay\": 1, \"combine_style\": 2", "AsyncExperts takes no dense delay" },
+        { PIPE "\"dense_delay\": 9, \"combine_style\": 1", "dense_delay 9 exceeds" },
+        { PIPE "\"expert_delay\": 200, \"combine_style\": 1", "expert_delay 200 exceeds" },
+    };
+    for (size_t i = 0; i < sizeof pipe / sizeof pipe[0]; i++) {
+        hfopt op = { .arch = "CflowPipelineForCausalLM", .cfg_extra = pipe[i].extra };
+        make_hf(tmp("hf-pipe"), l2c, &op);
+        open_fails(tmp("hf-pipe"), tok, FMT_EFORMAT, pipe[i].why);
+    }
+    hfopt okp = { .arch = "CflowPipelineForCausalLM",
+                  .cfg_extra = PIPE "\"dense_delay\": 1, \"combine_style\": 1" };
+#undef PIPE
+    make_hf(tmp("hf-pipe"), l2c, &okp);
+    fmt_src_close(open_ok(tmp("hf-pipe"), tok));
     free(t);
     free(iorig);
     free(b);
