@@ -31,7 +31,7 @@
  * idle core that drawing ran beside the first tokens and slowed them, so
  * the thread shows its change (show_wait: wake the UI, wait for a frame
  * begun after it) before the prefill and before the first token.  The
- * wait is bounded (SHOW_WAIT_S): a stalled terminal delays a reply by at
+ * wait is bounded (SHOW_WAIT_MS): a stalled terminal delays a reply by at
  * most that, and the engine never waits on the UI for anything else.
  * While the reply streams the UI draws at its 10 Hz cadence as before.
  */
@@ -124,16 +124,14 @@ enum { SHOW_WAIT_MS = 50 };
  * cores (see the top of the file). */
 static void show_wait(tui_gen *g)
 {
-    pthread_mutex_lock(&g->draw_mu);
-    uint64_t want = ++g->draw_req;
-    pthread_mutex_unlock(&g->draw_mu);
-    wake(g);
     struct timespec dl;
     clock_gettime(CLOCK_MONOTONIC, &dl);
     dl.tv_nsec += SHOW_WAIT_MS * 1000000L;
     dl.tv_sec += dl.tv_nsec / 1000000000L;
     dl.tv_nsec %= 1000000000L;
     pthread_mutex_lock(&g->draw_mu);
+    uint64_t want = ++g->draw_req;
+    wake(g);   /* a non-blocking pipe: never waits under the lock */
     while (g->drawn < want)
         if (pthread_cond_timedwait(&g->draw_cv, &g->draw_mu, &dl) == ETIMEDOUT)
             break;

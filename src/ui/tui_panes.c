@@ -445,12 +445,15 @@ static void speed_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
                                        0x2585, 0x2586, 0x2587, 0x2588 };
     static const wchar_t ascii[9] = { L' ', L'.', L'.', L':', L':', L'|', L'|', L'#', L'#' };
     wchar_t row[SPARK];
+    int lv[SPARK];   /* each column's height in eighths of a cell */
+    for (int i = 0; i < nshow; i++) {
+        float v = s->tps[(s->head + SPARK - nshow + i) % SPARK];
+        lv[i] = mx > 0 ? (int)(v / mx * (float)(rows * 8) + 0.5f) : 0;
+    }
     wattron(w, tui_attr(a, TUI_C_BAR));
     for (int r = 0; r < rows; r++) {
         for (int i = 0; i < nshow; i++) {
-            float v = s->tps[(s->head + SPARK - nshow + i) % SPARK];
-            int lv = mx > 0 ? (int)(v / mx * (float)(rows * 8) + 0.5f) : 0;
-            int cell = lv - (rows - 1 - r) * 8;
+            int cell = lv[i] - (rows - 1 - r) * 8;
             if (cell < 0)
                 cell = 0;
             if (cell > 8)
