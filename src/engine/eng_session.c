@@ -280,6 +280,7 @@ static void rope_divisors(const fmt_hparams *hp, float *ff, unsigned rot)
     }
 }
 
+static int  opts_from_env(eng_opts *o, char *err, size_t errlen);
 static int  eng_io_setup(eng_session *s, char *err, size_t errlen);
 static void eng_io_teardown(eng_session *s);
 static int  xio_error(eng_session *s, char *err, size_t errlen);
@@ -299,8 +300,15 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
         s->opts = *o;
     else
         eng_opts_default(&s->opts);
+    if ((rc = opts_from_env(&s->opts, err, errlen)))
+        goto fail;
+    /* --no-mmap copies the weights; the expert banks stay mapped when
+     * sync or staged I/O reads them from the file (switching to mmap
+     * later still finds them in place) */
     rc = fmt_model_open_ex(&s->model, model_path,
-                           s->opts.no_mmap ? FMT_OPEN_READ : 0, err, errlen);
+                           !s->opts.no_mmap ? 0
+                           : s->opts.expert_io == ENG_XIO_MMAP ? FMT_OPEN_READ
+                           : FMT_OPEN_READ | FMT_OPEN_MAP_EXPERTS, err, errlen);
     if (rc)
         goto fail;
     s->hp = fmt_model_hparams(s->model);
@@ -2115,12 +2123,34 @@ int eng_set_prefetch(eng_session *s, int on)
 
 int eng_prefetch(const eng_session *s) { return s->pf != NULL; }
 
-/* The settings of eng_opts, or of the environment where they say -1. */
+/* eng_opts' expert I/O and prefetch, from the environment where they say
+ * -1 (before the model is opened: --no-mmap leaves the expert banks
+ * mapped when sync or staged I/O will read them). */
+static int opts_from_env(eng_opts *o, char *err, size_t errlen)
+{
+    const char *v;
+    if (o->expert_io < 0) {
+        o->expert_io = ENG_XIO_MMAP;
+        if ((v = getenv("CFLOW_EXPERT_IO")) && *v &&
+            (o->expert_io = eng_expert_io_from_name(v)) < 0)
+            return fail(err, errlen, ENG_EARG,
+                        "CFLOW_EXPERT_IO='%s': use mmap, sync or staged", v);
+    }
+    if (o->prefetch < 0) {
+        o->prefetch = 0;
+        if ((v = getenv("CFLOW_PREFETCH")) && *v) {
+            if (!strcmp(v, "on") || !strcmp(v, "1"))
+                o->prefetch = 1;
+            else if (strcmp(v, "off") && strcmp(v, "0"))
+                return fail(err, errlen, ENG_EARG, "CFLOW_PREFETCH='%s': use on or off", v);
+        }
+    }
+    return 0;
+}
+
 static int eng_io_setup(eng_session *s, char *err, size_t errlen)
 {
     const fmt_hparams *hp = s->hp;
-    int mode = s->opts.expert_io, pf = s->opts.prefetch;
-    const char *v;
     s->route = calloc(hp->expert_delay + 1u, sizeof *s->route);
     if (!s->route)
         return fail(err, errlen, ENG_ENOMEM, "%s: out of memory", fmt_model_path(s->model));
@@ -2129,26 +2159,10 @@ static int eng_io_setup(eng_session *s, char *err, size_t errlen)
         if (!(s->route[i].xr = calloc(hp->dim ? hp->dim : 1, sizeof(float))))
             return fail(err, errlen, ENG_ENOMEM, "%s: out of memory", fmt_model_path(s->model));
     }
-    if (mode < 0) {
-        mode = ENG_XIO_MMAP;
-        if ((v = getenv("CFLOW_EXPERT_IO")) && *v &&
-            (mode = eng_expert_io_from_name(v)) < 0)
-            return fail(err, errlen, ENG_EARG,
-                        "CFLOW_EXPERT_IO='%s': use mmap, sync or staged", v);
-    }
-    if (pf < 0) {
-        pf = 0;
-        if ((v = getenv("CFLOW_PREFETCH")) && *v) {
-            if (!strcmp(v, "on") || !strcmp(v, "1"))
-                pf = 1;
-            else if (strcmp(v, "off") && strcmp(v, "0"))
-                return fail(err, errlen, ENG_EARG, "CFLOW_PREFETCH='%s': use on or off", v);
-        }
-    }
-    int rc = eng_set_expert_io(s, mode, err, errlen);
+    int rc = eng_set_expert_io(s, s->opts.expert_io, err, errlen);
     if (rc)
         return rc;
-    if (eng_set_prefetch(s, pf))
+    if (eng_set_prefetch(s, s->opts.prefetch))
         return fail(err, errlen, ENG_ENOMEM, "cannot start the prefetch thread");
     return 0;
 }

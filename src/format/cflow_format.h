@@ -334,8 +334,12 @@ typedef struct fmt_model fmt_model;
 int  fmt_model_open(fmt_model **out, const char *path, char *err,
                     size_t errlen);
 /* FMT_OPEN_READ: read the whole file into anonymous memory (transparent
- * huge pages advised) instead of mapping it; errors on a short read. */
-#define FMT_OPEN_READ 1u
+ * huge pages advised) instead of mapping it; errors on a short read.
+ * FMT_OPEN_MAP_EXPERTS, with it: the expert banks' whole pages stay mapped
+ * from the file in their place (for an engine whose expert I/O reads them
+ * from the file: a copy would only hold memory). */
+#define FMT_OPEN_READ        1u
+#define FMT_OPEN_MAP_EXPERTS 2u
 int  fmt_model_open_ex(fmt_model **out, const char *path, unsigned flags,
                        char *err, size_t errlen);
 void fmt_model_close(fmt_model *m);
@@ -343,6 +347,8 @@ const fmt_hparams *fmt_model_hparams(const fmt_model *m);
 const fmt_kv      *fmt_model_kv(const fmt_model *m);
 const char        *fmt_model_path(const fmt_model *m);
 uint64_t           fmt_model_file_size(const fmt_model *m);
+/* Bytes of the file read into anonymous memory (0 when mapped). */
+uint64_t           fmt_model_copied_bytes(const fmt_model *m);
 /* 1 for a stage-major .vflow file (its VFlowHeader's version in *vversion
  * when not NULL), 0 for a .cflow. */
 int                fmt_model_is_vflow(const fmt_model *m, unsigned *vversion);

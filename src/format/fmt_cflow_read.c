@@ -47,6 +47,7 @@ struct fmt_model {
     int            vflow;
     uint32_t       vgroups_layers;   /* .vflow: layers its groups cover */
     uint64_t       size;
+    uint64_t       copied;           /* bytes read into anonymous memory */
     fmt_hparams    hp;
     fmt_kv        *kv;
     unsigned       n_entries;        /* n_layers + 1 */
@@ -761,12 +762,40 @@ static int read_meta(fmt_model *m, char *err, size_t errlen)
  * 4 KiB pages (fewer TLB walks; llama.cpp's repacked weights live in such
  * memory too).  The price: the bytes are copied at open and held twice
  * while the page cache keeps them.  The mapping stays PROT_READ as a file
- * mapping would, so the engine cannot scribble on the weights. */
-static void *read_whole(int fd, uint64_t size, const char *path, int *rc,
-                        char *err, size_t errlen)
+ * mapping would, so the engine cannot scribble on the weights.
+ *
+ * keep[0 .. n_keep): byte ranges of the file, sorted and disjoint, whose
+ * whole pages are mapped from the file at their place in the block instead
+ * of copied (FMT_OPEN_MAP_EXPERTS: the expert banks, which sync and staged
+ * expert I/O read from the file themselves).  Either way every byte of the
+ * block is the file's byte at the same offset, so the rest of the reader
+ * and the engine cannot tell the two apart.  *copied gets the bytes read
+ * into anonymous memory. */
+typedef struct frange { uint64_t off, end; } frange;
+
+static int read_span(int fd, uint8_t *map, uint64_t off, uint64_t end,
+                     uint64_t size, const char *path, char *err, size_t errlen)
 {
-    void *map = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    while (off < end) {
+        size_t want = end - off > ((size_t)1 << 30) ? (size_t)1 << 30 : (size_t)(end - off);
+        ssize_t r = pread(fd, map + off, want, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return bad(err, errlen, FMT_EIO, path, "read failed at byte %llu of %llu: %s",
+                       (unsigned long long)off, (unsigned long long)size,
+                       r < 0 ? strerror(errno) : "the file shrank while being read");
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+static void *read_whole(int fd, uint64_t size, const frange *keep, unsigned n_keep,
+                        uint64_t *copied, const char *path, int *rc, char *err,
+                        size_t errlen)
+{
+    uint8_t *map = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (map == MAP_FAILED) {
         *rc = bad(err, errlen, FMT_ENOMEM, path, "no memory for %llu bytes: %s",
                   (unsigned long long)size, strerror(errno));
@@ -775,22 +804,81 @@ static void *read_whole(int fd, uint64_t size, const char *path, int *rc,
 #ifdef MADV_HUGEPAGE
     madvise(map, (size_t)size, MADV_HUGEPAGE);
 #endif
-    for (uint64_t off = 0; off < size;) {
-        size_t want = size - off > ((size_t)1 << 30) ? (size_t)1 << 30 : (size_t)(size - off);
-        ssize_t r = pread(fd, (char *)map + off, want, (off_t)off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            *rc = bad(err, errlen, FMT_EIO, path, "read failed at byte %llu of %llu: %s",
-                      (unsigned long long)off, (unsigned long long)size,
-                      r < 0 ? strerror(errno) : "the file shrank while being read");
-            munmap(map, (size_t)size);
-            return NULL;
+    const uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t pos = 0;
+    *copied = 0;
+    for (unsigned i = 0; i <= n_keep; i++) {
+        /* the whole pages inside keep[i]; a part page is copied */
+        uint64_t a = size, b = size;
+        if (i < n_keep) {
+            a = (keep[i].off + pg - 1) / pg * pg;
+            b = keep[i].end < size ? keep[i].end / pg * pg : size;
+            if (a < pos || b <= a)
+                continue;
         }
-        off += (uint64_t)r;
+        if ((*rc = read_span(fd, map, pos, a, size, path, err, errlen)))
+            goto fail;
+        *copied += a - pos;
+        if (b > a && mmap(map + a, (size_t)(b - a), PROT_READ, MAP_PRIVATE | MAP_FIXED,
+                          fd, (off_t)a) == MAP_FAILED) {
+            *rc = bad(err, errlen, FMT_EIO, path, "cannot map bytes %llu-%llu: %s",
+                      (unsigned long long)a, (unsigned long long)b, strerror(errno));
+            goto fail;
+        }
+        pos = b;
     }
     mprotect(map, (size_t)size, PROT_READ);
     return map;
+fail:
+    munmap(map, (size_t)size);
+    return NULL;
+}
+
+static int frange_cmp(const void *x, const void *y)
+{
+    const frange *a = x, *b = y;
+    return a->off < b->off ? -1 : a->off > b->off;
+}
+
+/* The expert banks of the model at path, sorted and merged, from a first
+ * open that maps the file (its tables are validated before they are used,
+ * and the copy that follows is validated again: what the engine runs is
+ * what was checked). */
+static int bank_ranges(const char *path, frange **out, unsigned *n, char *err,
+                       size_t errlen)
+{
+    fmt_model *p;
+    *out = NULL;
+    *n = 0;
+    int rc = fmt_model_open_ex(&p, path, 0, err, errlen);
+    if (rc)
+        return rc;
+    frange *r = calloc(p->n_entries, sizeof *r);
+    if (!r) {
+        fmt_model_close(p);
+        return bad(err, errlen, FMT_ENOMEM, path, "out of memory");
+    }
+    unsigned k = 0;
+    for (unsigned i = 0; i < p->n_entries; i++)
+        if (p->e[i].experts && p->e[i].len[FMT_S_EXP_GATE]) {
+            r[k].off = p->e[i].off[FMT_S_EXP_GATE];
+            r[k].end = r[k].off + p->e[i].len[FMT_S_EXP_GATE];
+            k++;
+        }
+    fmt_model_close(p);
+    qsort(r, k, sizeof *r, frange_cmp);
+    unsigned w = 0;
+    for (unsigned i = 0; i < k; i++) {
+        if (w && r[i].off <= r[w - 1].end) {
+            if (r[i].end > r[w - 1].end)
+                r[w - 1].end = r[i].end;
+        } else {
+            r[w++] = r[i];
+        }
+    }
+    *out = r;
+    *n = w;
+    return 0;
 }
 
 int fmt_model_open(fmt_model **out, const char *path, char *err, size_t errlen)
@@ -831,7 +919,15 @@ int fmt_model_open_ex(fmt_model **out, const char *path, unsigned flags,
     }
     void *map;
     if (flags & FMT_OPEN_READ) {
-        map = read_whole(fd, m->size, path, &rc, err, errlen);
+        frange *keep = NULL;
+        unsigned n_keep = 0;
+        if ((flags & FMT_OPEN_MAP_EXPERTS) &&
+            (rc = bank_ranges(path, &keep, &n_keep, err, errlen))) {
+            close(fd);
+            goto fail;
+        }
+        map = read_whole(fd, m->size, keep, n_keep, &m->copied, path, &rc, err, errlen);
+        free(keep);
         close(fd);
         if (!map)
             goto fail;
@@ -890,6 +986,7 @@ const fmt_hparams *fmt_model_hparams(const fmt_model *m) { return &m->hp; }
 const fmt_kv *fmt_model_kv(const fmt_model *m) { return m->kv; }
 const char *fmt_model_path(const fmt_model *m) { return m->path; }
 uint64_t fmt_model_file_size(const fmt_model *m) { return m->size; }
+uint64_t fmt_model_copied_bytes(const fmt_model *m) { return m->copied; }
 int fmt_model_is_vflow(const fmt_model *m, unsigned *vversion)
 {
     if (vversion)

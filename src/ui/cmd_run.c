@@ -48,7 +48,8 @@ static void help(void)
            "      --expert-io MODE   expert fetch: mmap, sync (O_DIRECT reads at the routing\n"
            "                         layer) or staged (read at the routing layer, waited for\n"
            "                         at the injection layer); default $CFLOW_EXPERT_IO, else mmap\n"
-           "      --no-mmap          read the model into memory instead of mapping it\n"
+           "      --no-mmap          read the model into memory instead of mapping it (the\n"
+           "                         expert banks stay mapped for sync and staged I/O)\n"
            "  -h, --help             this text\n",
            d.temp, d.top_k, d.top_p, d.min_p, d.rep_penalty, d.rep_last_n,
            (unsigned long long)d.seed);

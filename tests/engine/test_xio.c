@@ -10,7 +10,9 @@
  *     eng_decode and from `cflow run`, never a hang (each run has a time
  *     limit) and never a crash; the session decodes on once reads work;
  *   - a file system that refuses O_DIRECT reads gets buffered reads and a
- *     notice through the log callback, and the same tokens.
+ *     notice through the log callback, and the same tokens;
+ *   - --no-mmap leaves the expert banks mapped for sync and staged I/O
+ *     and copies the rest, with the same bytes and the same tokens.
  */
 #include "config.h"
 
@@ -29,6 +31,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "format/cflow_format.h"
 #include "testutil.h"
 
 /* the engine's read hook (src/engine/eng_impl.h) */
@@ -499,6 +502,82 @@ static void test_runlog_io(void **state)
     remove(path);
 }
 
+/* --no-mmap with sync or staged expert I/O: the expert banks' whole pages
+ * stay mapped from the file (that I/O reads them itself; a copy would only
+ * hold memory), every other byte is copied, the block reads as the file
+ * does, and each mode gives mmap's tokens, switching modes included. */
+static void test_no_mmap_banks(void **state)
+{
+    (void)state;
+    static const struct { const char *preset; int vflow; } models[] = {
+        { "tiny-moe", 0 }, { "tiny-moe", 1 }, { "report-arch4", 0 },
+    };
+    const uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        char path[4096], err[512];
+        synth(models[i].preset, models[i].vflow ? ".vflow" : ".cflow", models[i].vflow, path);
+        fmt_model *m0 = NULL, *m1 = NULL, *m2 = NULL;
+        assert_int_equal(fmt_model_open_ex(&m0, path, 0, err, sizeof err), 0);
+        assert_int_equal(fmt_model_open_ex(&m1, path, FMT_OPEN_READ, err, sizeof err), 0);
+        assert_int_equal(fmt_model_open_ex(&m2, path, FMT_OPEN_READ | FMT_OPEN_MAP_EXPERTS,
+                                           err, sizeof err), 0);
+        uint64_t size = fmt_model_file_size(m0), n0, n2;
+        const void *b0 = fmt_model_map(m0, &n0), *b2 = fmt_model_map(m2, &n2);
+        assert_int_equal(n0, size);
+        assert_int_equal(n2, size);
+        assert_int_equal(fmt_model_copied_bytes(m0), 0);
+        assert_int_equal(fmt_model_copied_bytes(m1), size);
+        /* what stays mapped is the banks' whole pages: at least the
+         * experts' bytes less a part page at each end of each bank, at
+         * most the span from a layer's first expert to its last */
+        const fmt_hparams *hp = fmt_model_hparams(m0);
+        uint64_t ex = 0, span = 0;
+        for (unsigned l = 0; l < hp->n_layers; l++) {
+            uint64_t lo = UINT64_MAX, hi = 0, off, len;
+            for (unsigned e = 0; e < hp->n_experts; e++) {
+                if (fmt_model_expert(m0, l, e, NULL, NULL, &off, &len))
+                    continue;
+                ex += len;
+                lo = off < lo ? off : lo;
+                hi = off + len > hi ? off + len : hi;
+            }
+            if (hi > lo)
+                span += hi - lo + 2 * pg;
+        }
+        const uint64_t kept = size - fmt_model_copied_bytes(m2);
+        fprintf(stderr, "%s%s: %llu bytes, %llu of experts, %llu left mapped\n",
+                models[i].preset, models[i].vflow ? " (.vflow)" : "",
+                (unsigned long long)size, (unsigned long long)ex, (unsigned long long)kept);
+        assert_true(ex > 0 && kept % pg == 0);
+        assert_true(kept + 2 * pg * hp->n_layers >= ex);
+        assert_true(kept <= span);
+        assert_memory_equal(b0, b2, size);
+        fmt_model_close(m0);
+        fmt_model_close(m1);
+        fmt_model_close(m2);
+
+        int32_t ref[N_TOK], got[N_TOK];
+        eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
+        greedy(s, ref, N_TOK, 0);
+        eng_close(s);
+        for (int mode = ENG_XIO_MMAP; mode <= ENG_XIO_STAGED + 1; mode++) {
+            eng_opts o;
+            eng_opts_default(&o);
+            o.n_ctx = 64;
+            o.n_threads = 2;
+            o.no_mmap = 1;
+            o.prefetch = 0;
+            o.expert_io = mode > ENG_XIO_STAGED ? ENG_XIO_STAGED : mode;
+            assert_int_equal(eng_open(&s, path, &o, err, sizeof err), 0);
+            /* the last round starts staged and switches every 3 tokens */
+            greedy(s, got, N_TOK, mode > ENG_XIO_STAGED ? 3 : 0);
+            assert_memory_equal(ref, got, sizeof ref);
+            eng_close(s);
+        }
+        remove(path);
+    }
+}
+
 /* Bad settings are errors, not crashes. */
 static void test_bad_settings(void **state)
 {
@@ -526,6 +605,7 @@ int main(void)
         cmocka_unit_test(test_read_faults_cli),
         cmocka_unit_test(test_direct_fallback),
         cmocka_unit_test(test_runlog_io),
+        cmocka_unit_test(test_no_mmap_banks),
         cmocka_unit_test(test_bad_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

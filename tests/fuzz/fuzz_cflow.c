@@ -31,19 +31,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fmt_model *m2 = NULL;
         FUZZ_ASSERT(fmt_model_open_ex(&m2, path, FMT_OPEN_READ, err2, sizeof err2) == rc);
         FUZZ_ASSERT(m2 == NULL && !strcmp(err, err2));
+        FUZZ_ASSERT(fmt_model_open_ex(&m2, path, FMT_OPEN_READ | FMT_OPEN_MAP_EXPERTS,
+                                      err2, sizeof err2) == rc);
+        FUZZ_ASSERT(m2 == NULL && !strcmp(err, err2));
         return 0;
     }
     FUZZ_ASSERT(fmt_model_file_size(m) == size);
     fuzz_walk_model(m);
     fmt_model_close(m);
 
-    /* --no-mmap reads the same bytes into anonymous memory: the same
-     * verdict, the same message (checked above for a refusal too). */
-    char err2[512] = "";
-    fmt_model *m2 = NULL;
-    FUZZ_ASSERT(fmt_model_open_ex(&m2, path, FMT_OPEN_READ, err2, sizeof err2) == 0);
-    FUZZ_ASSERT(fmt_model_file_size(m2) == size);
-    fmt_model_close(m2);
+    /* --no-mmap reads the same bytes into anonymous memory, whole or with
+     * the expert banks left mapped: the same verdict, the same message
+     * (checked above for a refusal too), the same bytes. */
+    static const unsigned how[2] = { FMT_OPEN_READ, FMT_OPEN_READ | FMT_OPEN_MAP_EXPERTS };
+    for (int i = 0; i < 2; i++) {
+        char err2[512] = "";
+        fmt_model *m2 = NULL;
+        uint64_t n2 = 0;
+        FUZZ_ASSERT(fmt_model_open_ex(&m2, path, how[i], err2, sizeof err2) == 0);
+        FUZZ_ASSERT(fmt_model_file_size(m2) == size);
+        const void *b2 = fmt_model_map(m2, &n2);
+        FUZZ_ASSERT(n2 == size && !memcmp(b2, data, size));
+        FUZZ_ASSERT(fmt_model_copied_bytes(m2) <= size);
+        fmt_model_close(m2);
+    }
 
     eng_opts o;
     eng_opts_default(&o);
