@@ -56,7 +56,10 @@ int prof_new(prof **out, unsigned what, unsigned n_layers, char *err, size_t err
     p->has_model = calloc(n_layers ? n_layers : 1, 1);
     p->layer_io_ns = calloc(n_layers ? n_layers : 1, sizeof *p->layer_io_ns);
     p->layer_io_bytes = calloc(n_layers ? n_layers : 1, sizeof *p->layer_io_bytes);
-    if (!p->layer_io_ns || !p->layer_io_bytes)
+    p->cur.lns = calloc((size_t)(n_layers ? n_layers : 1) * PROF_NST, sizeof *p->cur.lns);
+    p->cur.lbytes = calloc((size_t)(n_layers ? n_layers : 1) * PROF_NST, sizeof *p->cur.lbytes);
+    p->cur.lio = calloc((size_t)(n_layers ? n_layers : 1) * 2, sizeof *p->cur.lio);
+    if (!p->layer_io_ns || !p->layer_io_bytes || !p->cur.lns || !p->cur.lbytes || !p->cur.lio)
         goto oom;
     p->ring_seq = calloc(PROF_RING_CAP, sizeof *p->ring_seq);
     p->ring_words = calloc((size_t)PROF_RING_CAP * PROF_TOK_WORDS, sizeof *p->ring_words);
@@ -79,6 +82,11 @@ oom:
     if (p) {
         free(p->layer_ns);
         free(p->layer_bytes);
+        free(p->layer_io_ns);
+        free(p->layer_io_bytes);
+        free(p->cur.lns);
+        free(p->cur.lbytes);
+        free(p->cur.lio);
         free(p->model);
         free(p->has_model);
         free(p->ring_seq);
@@ -100,6 +108,9 @@ void prof_free(prof *p)
     free(p->has_model);
     free(p->layer_io_ns);
     free(p->layer_io_bytes);
+    free(p->cur.lns);
+    free(p->cur.lbytes);
+    free(p->cur.lio);
     free(p->ring_seq);
     free(p->ring_words);
     free(p);
@@ -145,6 +156,10 @@ void prof_token_begin(prof *p)
 {
     memset(p->cur.st, 0, sizeof p->cur.st);
     memset(p->cur.bytes, 0, sizeof p->cur.bytes);
+    const size_t nl = (size_t)(p->n_layers ? p->n_layers : 1) * PROF_NST;
+    memset(p->cur.lns, 0, nl * sizeof *p->cur.lns);
+    memset(p->cur.lbytes, 0, nl * sizeof *p->cur.lbytes);
+    memset(p->cur.lio, 0, (size_t)(p->n_layers ? p->n_layers : 1) * 2 * sizeof *p->cur.lio);
     if (p->ctr.on)
         prof_ctr_read(&p->ctr, p->cur.ev0);
     /* the clock after the counters: their reading is not the token's time */
@@ -157,11 +172,7 @@ double prof_layer_mark(prof *p, unsigned layer, enum prof_stream st, double sinc
     if ((p->what & PROF_LAYERS) && layer < p->n_layers && (unsigned)st < PROF_NST) {
         double d = now - since;
         p->cur.st[st] += d;
-        atomic_uint_least64_t *a = &p->layer_ns[(size_t)layer * PROF_NST + st];
-        /* one writer: load + store is enough, and cheaper than fetch_add */
-        uint64_t ns = d > 0 ? (uint64_t)(d * 1e9) : 0;
-        atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) + ns,
-                              memory_order_relaxed);
+        p->cur.lns[(size_t)layer * PROF_NST + st] += d > 0 ? (uint64_t)(d * 1e9) : 0;
     }
     return now;
 }
@@ -171,9 +182,35 @@ void prof_layer_bytes(prof *p, unsigned layer, enum prof_stream st, uint64_t byt
     if (layer >= p->n_layers || (unsigned)st >= PROF_NST)
         return;
     p->cur.bytes[st] += bytes;
-    atomic_uint_least64_t *a = &p->layer_bytes[(size_t)layer * PROF_NST + st];
-    atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) + bytes,
-                          memory_order_relaxed);
+    p->cur.lbytes[(size_t)layer * PROF_NST + st] += bytes;
+}
+
+/* A decode token's per-layer figures into the run's (one writer: load +
+ * store is enough, and cheaper than fetch_add). */
+static void layers_publish(prof *p)
+{
+    const size_t nl = (size_t)p->n_layers * PROF_NST;
+    for (size_t i = 0; i < nl; i++) {
+        if (p->cur.lns[i]) {
+            atomic_uint_least64_t *a = &p->layer_ns[i];
+            atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) +
+                                         p->cur.lns[i], memory_order_relaxed);
+        }
+        if (p->cur.lbytes[i]) {
+            atomic_uint_least64_t *a = &p->layer_bytes[i];
+            atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) +
+                                         p->cur.lbytes[i], memory_order_relaxed);
+        }
+    }
+    for (unsigned l = 0; l < p->n_layers; l++) {
+        if (!p->cur.lio[2 * l] && !p->cur.lio[2 * l + 1])
+            continue;
+        atomic_uint_least64_t *a = &p->layer_io_ns[l], *b = &p->layer_io_bytes[l];
+        atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) +
+                                     p->cur.lio[2 * l], memory_order_relaxed);
+        atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) +
+                                     p->cur.lio[2 * l + 1], memory_order_relaxed);
+    }
 }
 
 void prof_set_layer_model(prof *p, unsigned layer, const prof_layer_model *m)
@@ -255,7 +292,11 @@ void prof_token_end(prof *p, enum prof_phase phase)
     for (int i = 0; i < PROF_NST; i++) {
         p->run.st[i] += rec.st[i];
         p->run.bytes[i] += rec.bytes[i];
+        if (ph == PROF_DECODE)
+            p->run.dec_bytes[i] += rec.bytes[i];
     }
+    if (ph == PROF_DECODE)
+        layers_publish(p);
     for (int i = 0; i < PROF_NEV; i++)
         if (rec.ev[i] >= 0 && p->run.ev[i] >= 0)
             p->run.ev[i] = rec.ev[i] > INT64_MAX - p->run.ev[i] ? INT64_MAX
@@ -331,6 +372,7 @@ void prof_totals_get(const prof *p, prof_totals *t)
     memcpy(t->st, p->run.st, sizeof t->st);
     memcpy(t->ev, p->run.ev, sizeof t->ev);
     memcpy(t->bytes, p->run.bytes, sizeof t->bytes);
+    memcpy(t->dec_bytes, p->run.dec_bytes, sizeof t->dec_bytes);
     for (unsigned l = 0; l < p->n_layers; l++) {
         if (!p->has_model[l])
             continue;
@@ -425,11 +467,9 @@ void prof_layer_io(prof *p, unsigned layer, double io_s, uint64_t bytes)
 {
     if (layer >= p->n_layers || !(io_s >= 0.0))
         return;
-    atomic_uint_least64_t *a = &p->layer_io_ns[layer], *b = &p->layer_io_bytes[layer];
-    atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) +
-                                 (uint64_t)(io_s * 1e9 + 0.5), memory_order_relaxed);
-    atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) + bytes,
-                          memory_order_relaxed);
+    /* published with the token's other figures, if it is a decode token */
+    p->cur.lio[2 * layer] += (uint64_t)(io_s * 1e9 + 0.5);
+    p->cur.lio[2 * layer + 1] += bytes;
 }
 
 void prof_io_derive(double c_s, double io_s, double stall_s, uint64_t bytes,

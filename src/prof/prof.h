@@ -202,8 +202,11 @@ typedef struct prof_totals {
     uint64_t bytes_per_token;
     double   st[PROF_NST];             /* seconds per stream, all layers */
     int64_t  ev[PROF_NEV];             /* counter totals; -1 unavailable */
-    /* weight bytes streamed per stream, summed over the run's tokens */
+    /* weight bytes streamed per stream, summed over the run's tokens, and
+     * over its decode tokens only (what the critical path predicts per
+     * token: a batched prefill streams the weights once for many tokens) */
     uint64_t bytes[PROF_NST];
+    uint64_t dec_bytes[PROF_NST];
     /* the critical-path model summed over layers (bytes per token; 0 when
      * none was set), and per stream the number of layers it binds */
     double   cp_naive, cp_critical;
@@ -211,9 +214,11 @@ typedef struct prof_totals {
 } prof_totals;
 /* The current run's totals (decoding thread). */
 void   prof_totals_get(const prof *p, prof_totals *t);
-/* Seconds layer spent in stream st during the current run (any thread). */
+/* Seconds layer spent in stream st during the current run's decode tokens
+ * (any thread; a token's figures arrive at its end). */
 double prof_layer_seconds(const prof *p, unsigned layer, enum prof_stream st);
-/* Weight bytes layer streamed in st during the current run (any thread). */
+/* Weight bytes layer streamed in st during the current run's decode tokens
+ * (any thread, as prof_layer_seconds). */
 uint64_t prof_layer_streamed(const prof *p, unsigned layer, enum prof_stream st);
 
 /* One line, no newline, the events in enum order:

@@ -70,6 +70,13 @@ struct prof {
         int64_t ev0[PROF_NEV];
         double  st[PROF_NST];
         uint64_t bytes[PROF_NST];
+        /* [n_layers][PROF_NST] this token's nanoseconds and weight bytes
+         * per layer and stream, added to layer_ns/layer_bytes at its end
+         * if it is a decode token: a batched prefill streams the weights
+         * once for many tokens, and per-token figures that mixed the two
+         * would not be what the critical path predicts */
+        uint64_t *lns, *lbytes;
+        uint64_t *lio;   /* [n_layers][2]: expert read ns, bytes (prof_layer_io) */
     } cur;
 
     struct {
@@ -80,16 +87,19 @@ struct prof {
         double   st[PROF_NST];
         int64_t  ev[PROF_NEV];
         uint64_t bytes[PROF_NST];
+        uint64_t dec_bytes[PROF_NST];
         uint64_t bytes_per_token;
         double   read_bw_gbs;
     } run;
 
+    /* [n_layers][PROF_NST] over the run's decode tokens (see cur) */
     atomic_uint_least64_t *layer_ns;
     atomic_uint_least64_t *layer_bytes;
     prof_layer_model      *model;
     unsigned char         *has_model;
-    /* expert I/O per layer of the current run (prof_layer_io): read
-     * nanoseconds and bytes, relaxed atomics as layer_ns */
+    /* expert I/O per layer of the current run's decode tokens
+     * (prof_layer_io): read nanoseconds and bytes, relaxed atomics as
+     * layer_ns */
     atomic_uint_least64_t *layer_io_ns;
     atomic_uint_least64_t *layer_io_bytes;
 

@@ -51,9 +51,12 @@
  *              attn_bytes, ffn_bytes, experts_bytes, cp_attn_bytes,
  *              cp_dense_bytes, cp_expert_bytes, cp_naive_bytes,
  *              cp_critical_bytes, cp_binding, io_s, io_bytes)
- *       Seconds per layer and stream over the run; weight bytes streamed
- *       per stream, summed over the n_tokens tokens (the tiles the engine
- *       read: for experts only the routed ones); the analytic
+ *       Seconds per layer and stream over the run's decode tokens; weight
+ *       bytes streamed per stream, summed over the same n_tokens tokens
+ *       (the tiles the engine read: for experts only the routed ones).
+ *       Runs logged before 2026-12-02 counted prefill tokens too (n_tokens
+ *       = n_prompt + n_gen): each row's sums and n_tokens still agree, but
+ *       a batched prefill's tokens lowered its per-token figures; the analytic
  *       critical-path model of the layer in bytes per token (report eq.
  *       4.23: the three streams, naive and critical, and the binding
  *       stream "attention", "dense" or "experts"), NULL when not known.
@@ -802,7 +805,7 @@ static int write_totals(prof_log *l, prof *p, int final)
         sqlite3_bind_int(st, 2, (int)layer);
         for (int k = 0; k < PROF_NST; k++)
             sqlite3_bind_double(st, 3 + k, prof_layer_seconds(p, layer, k));
-        sqlite3_bind_int64(st, 7, (sqlite3_int64)(t.n_prompt + t.n_gen));
+        sqlite3_bind_int64(st, 7, (sqlite3_int64)t.n_gen);   /* decode tokens */
         for (int k = 0; k < NBST; k++)
             sqlite3_bind_int64(st, 8 + k, (sqlite3_int64)prof_layer_streamed(p, layer, k));
         prof_layer_model lm;

@@ -172,11 +172,13 @@ void ui_runlog_end(ui_runlog *rl, int print)
                         t.st[k] * 1e3, all > 0 ? 100.0 * t.st[k] / all : 0.0);
             fputc('\n', stderr);
         }
-        uint64_t nt = t.n_prompt + t.n_gen;
+        /* per decode token: what the critical path predicts (a batched
+         * prefill streams the weights once for many tokens) */
+        uint64_t nt = t.n_gen;
         if (nt) {
             double b[3], all = 0;
             for (int k = 0; k < 3; k++)
-                all += (b[k] = (double)t.bytes[k] / (double)nt);
+                all += (b[k] = (double)t.dec_bytes[k] / (double)nt);
             fprintf(stderr,
                     "cflow: bytes/token: streamed %.3f MiB (attention %.3f, dense %.3f,"
                     " experts %.3f)",
@@ -608,6 +610,24 @@ static void cmp_staged(const prof_run_row *y, const prof_layer_row *ly, unsigned
            r.refined > 0 ? r.net / r.refined : 0.0);
 }
 
+/* Weight bytes streamed per token of run id, from its per-layer rows (the
+ * decode tokens: what the critical path predicts; prof_log.c). */
+static int layer_streamed(prof_log *l, int64_t id, double *out)
+{
+    prof_layer_row *r;
+    unsigned n;
+    char err[1024];
+    *out = 0;
+    if (prof_log_layer_rows(l, id, &r, &n, err, sizeof err))
+        return ui_error("%s", err);
+    for (unsigned i = 0; i < n; i++)
+        if (r[i].n_tokens)
+            *out += (double)(r[i].bytes[0] + r[i].bytes[1] + r[i].bytes[2]) /
+                    (double)r[i].n_tokens;
+    free(r);
+    return 0;
+}
+
 static int cmd_compare(prof_log *l, const char *aa, const char *bb)
 {
     prof_run_row a, b;
@@ -633,9 +653,9 @@ static int cmd_compare(prof_log *l, const char *aa, const char *bb)
     cmp_row("decode GB/s", a.gb_s, b.gb_s, "%.3f");
     cmp_row("bandwidth share", a.bw_share, b.bw_share, "%.4f");
     {
-        double na = (double)(a.n_prompt + a.n_gen), nb = (double)(b.n_prompt + b.n_gen);
-        double sa = na ? (double)(a.bytes[0] + a.bytes[1] + a.bytes[2]) / na : 0;
-        double sb = nb ? (double)(b.bytes[0] + b.bytes[1] + b.bytes[2]) / nb : 0;
+        double sa, sb;
+        if ((rc = layer_streamed(l, a.id, &sa)) || (rc = layer_streamed(l, b.id, &sb)))
+            return rc;
         cmp_row("streamed MiB/tok", sa / MIB, sb / MIB, "%.4f");
         cmp_row("critical MiB/tok", a.cp_critical / MIB, b.cp_critical / MIB, "%.4f");
         cmp_row("naive MiB/tok", a.cp_naive / MIB, b.cp_naive / MIB, "%.4f");

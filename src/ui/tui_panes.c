@@ -74,13 +74,14 @@ static void layers_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
 {
     layers_st *s = pn->st;
     const prof_totals *t = &a->snap.tot;
-    uint64_t ntok = t->n_prompt + t->n_gen;
+    /* the per-layer figures cover decode tokens (prof_layer_streamed) */
+    uint64_t ntok = t->n_gen;
     char b1[32], b2[32], line[256];
     if (!s->n) {
         tui_put(w, 0, 0, wd, "no model");
         return;
     }
-    snprintf(line, sizeof line, "streamed/token (bar) vs critical path (|); %llu tok",
+    snprintf(line, sizeof line, "streamed/token (bar) vs critical path (|); %llu decode tok",
              (unsigned long long)ntok);
     wattron(w, tui_attr(a, TUI_C_DIM));
     tui_put(w, 0, 0, wd, line);

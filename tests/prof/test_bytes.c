@@ -13,7 +13,10 @@
  *   3. `cflow run` prints the per-token summary line; `runs show`,
  *      `runs compare` and `runs export --csv|--json` carry the figures;
  *   4. a log of schema version 2 (tests/prof/runs-v2.sql) migrates to the
- *      current version, keeps its rows, and takes new runs with bytes.
+ *      current version, keeps its rows, and takes new runs with bytes;
+ *   5. after a batched prefill (stories260K), the per-token figures are the
+ *      decode tokens' (each streams the whole model), not lowered by the
+ *      prompt.
  */
 #include "config.h"
 
@@ -209,18 +212,21 @@ static void test_bytes_and_critical_path(void **state)
 
     int64_t n_tok = q_int(db, "SELECT n_prompt + n_gen FROM run WHERE id = 1");
     assert_int_equal(n_tok, 1 + 23);   /* BOS + 23 fed back */
+    const int64_t n_dec = q_int(db, "SELECT n_gen FROM run WHERE id = 1");
+    assert_int_equal(n_dec, 23);
     double want_attn = 0, want_dense = 0, want_exp = 0;
     for (unsigned l = 0; l < w.n_layers; l++) {
+        /* the per-layer rows cover the decode tokens */
         snprintf(sql, sizeof sql, "SELECT n_tokens FROM layer_stat WHERE run_id=1 AND layer=%u", l);
-        assert_int_equal(q_int(db, sql), n_tok);
+        assert_int_equal(q_int(db, sql), n_dec);
         uint64_t per_exp = w.bank[l] * w.top_k / w.n_experts;
         snprintf(sql, sizeof sql, "SELECT experts_bytes FROM layer_stat WHERE run_id=1 AND layer=%u", l);
-        assert_int_equal(q_int(db, sql), (int64_t)per_exp * n_tok);
+        assert_int_equal(q_int(db, sql), (int64_t)per_exp * n_dec);
         snprintf(sql, sizeof sql, "SELECT attn_bytes FROM layer_stat WHERE run_id=1 AND layer=%u", l);
-        assert_int_equal(q_int(db, sql), (int64_t)w.attn[l] * n_tok);
+        assert_int_equal(q_int(db, sql), (int64_t)w.attn[l] * n_dec);
         uint64_t dn = l >= w.dense_delay ? w.dense[l] : 0;
         snprintf(sql, sizeof sql, "SELECT ffn_bytes FROM layer_stat WHERE run_id=1 AND layer=%u", l);
-        assert_int_equal(q_int(db, sql), (int64_t)dn * n_tok);
+        assert_int_equal(q_int(db, sql), (int64_t)dn * n_dec);
         want_attn += (double)w.attn[l];
         want_dense += (double)dn;
         want_exp += (double)per_exp;
@@ -397,11 +403,78 @@ static void test_migrate_v2(void **state)
     tu_proc_free(&p);
 }
 
+/* 5. A batched prefill streams the weights once for many prompt tokens:
+ * the per-token figures (the summary line, the per-layer rows, `runs
+ * compare`) are those of the decode tokens, which each stream the whole
+ * model, not an average that the prompt's length would lower.
+ * stories260K (Q8_0 GGUF, converted: a plain Llama, prefilled in batches). */
+static void test_batched_prefill_per_token(void **state)
+{
+    (void)state;
+    char db[4096], model[4096], summary[2048], line[2048];
+    tu_proc p;
+    snprintf(db, sizeof db, "%s", tu_tmp("prefill-bytes.db"));
+    snprintf(model, sizeof model, "%s", tu_tmp("s260-q8.cflow"));
+    remove(db);
+    cflow(&p, "convert", tu_shared("models/stories260K-q8_0.gguf"), model, NULL);
+    expect_ok(&p, "convert stories260K-q8_0.gguf");
+    tu_proc_free(&p);
+    const char *prompt = "Once upon a time, there was a little girl named Lily. She loved to "
+                         "play outside in the park with her friends and her dog.";
+    for (int i = 0; i < 2; i++) {
+        cflow(&p, "run", "-m", model, "-p", prompt, "-n", "12", "--temp", "0",
+              "--ignore-eos", "--db", db, NULL);
+        expect_ok(&p, "run stories260K");
+        if (!i)
+            assert_true(line_starting(p.err, "cflow: bytes/token: ", summary, sizeof summary));
+        tu_proc_free(&p);
+    }
+    fprintf(stderr, "%s\n", summary);
+    int64_t n_prompt = q_int(db, "SELECT n_prompt FROM run WHERE id=1");
+    int64_t n_gen = q_int(db, "SELECT n_gen FROM run WHERE id=1");
+    assert_true(n_prompt >= 20 && n_gen == 11);
+    /* every decode token streams the same bytes; the prompt's tokens
+     * together far less than as many decode tokens */
+    const char *tb = "attn_bytes + ffn_bytes + experts_bytes";
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT min(%s) FROM token WHERE run_id=1 AND phase=1", tb);
+    int64_t per_tok = q_int(db, sql);
+    snprintf(sql, sizeof sql, "SELECT max(%s) FROM token WHERE run_id=1 AND phase=1", tb);
+    assert_int_equal(q_int(db, sql), per_tok);
+    snprintf(sql, sizeof sql, "SELECT sum(%s) FROM token WHERE run_id=1 AND phase=0", tb);
+    int64_t pre = q_int(db, sql);
+    fprintf(stderr, "prompt %lld tokens: %lld bytes; decode %lld bytes a token\n",
+            (long long)n_prompt, (long long)pre, (long long)per_tok);
+    assert_true(per_tok > 0 && pre < per_tok * n_prompt / 4);
+    /* the per-layer rows: decode tokens, their bytes */
+    assert_int_equal(q_int(db, "SELECT count(*) FROM layer_stat WHERE run_id=1 AND"
+                               " n_tokens != 11"), 0);
+    assert_int_equal(q_int(db, "SELECT sum(attn_bytes + ffn_bytes + experts_bytes)"
+                               " FROM layer_stat WHERE run_id=1"), per_tok * n_gen);
+    /* the summary line and `runs compare` per decode token */
+    double all;
+    const char *s = strstr(summary, "streamed ");
+    assert_non_null(s);
+    assert_int_equal(sscanf(s, "streamed %lf MiB", &all), 1);
+    assert_true(fabs(all - (double)per_tok / MIB) < 0.0006);
+    cflow(&p, "runs", "compare", "1", "2", "--db", db, NULL);
+    expect_ok(&p, "runs compare");
+    assert_true(line_starting(p.out, "streamed MiB/tok", line, sizeof line));
+    double x, y;
+    assert_int_equal(sscanf(line + strlen("streamed MiB/tok"), "%lf %lf", &x, &y), 2);
+    assert_true(fabs(x - (double)per_tok / MIB) < 0.00006);
+    assert_true(fabs(y - x) < 0.00006);
+    tu_proc_free(&p);
+    remove(db);
+    remove(model);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bytes_and_critical_path),
         cmocka_unit_test(test_migrate_v2),
+        cmocka_unit_test(test_batched_prefill_per_token),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

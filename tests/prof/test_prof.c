@@ -407,14 +407,17 @@ static void test_totals(void **state)
     prof_tok recs[8];
     size_t n = prof_ring_read(p, &cur, recs, 8, NULL);
     assert_int_equal(n, 6);
-    double pre = 0, dec = 0;
+    double pre = 0, dec = 0, dec_st[PROF_NST] = { 0 };
     for (size_t i = 0; i < n; i++) {
         if (recs[i].phase == PROF_PREFILL)
             pre += recs[i].dt;
         else
             dec += recs[i].dt;
-        for (int k = 0; k < PROF_NST; k++)
+        for (int k = 0; k < PROF_NST; k++) {
             st_sum[k] += recs[i].st[k];
+            if (recs[i].phase == PROF_DECODE)
+                dec_st[k] += recs[i].st[k];
+        }
         /* a token's parts fit inside it */
         assert_true(recs[i].st[PROF_ST_ATTN] + recs[i].st[PROF_ST_FFN] <= recs[i].dt);
         assert_true(recs[i].st[PROF_ST_ATTN] >= L * 0.0002);
@@ -436,9 +439,11 @@ static void test_totals(void **state)
         ffn += prof_layer_seconds(p, l, PROF_ST_FFN);
         assert_true(prof_layer_seconds(p, l, PROF_ST_EXPERTS) == 0);
     }
-    /* the layer sums are kept in whole nanoseconds */
-    assert_true(fabs(attn - t.st[PROF_ST_ATTN]) < 1e-8 * 6 * L);
-    assert_true(fabs(ffn - t.st[PROF_ST_FFN]) < 1e-8 * 6 * L);
+    /* the layer sums cover the decode tokens, in whole nanoseconds; the
+     * run's stream totals all six */
+    assert_true(fabs(attn - dec_st[PROF_ST_ATTN]) < 1e-8 * 4 * L);
+    assert_true(fabs(ffn - dec_st[PROF_ST_FFN]) < 1e-8 * 4 * L);
+    assert_true(t.st[PROF_ST_ATTN] > dec_st[PROF_ST_ATTN] + L * 0.0002);
     assert_true(fabs(st_sum[PROF_ST_ATTN] - t.st[PROF_ST_ATTN]) < 1e-12);
     /* counters off: every total is -1 */
     for (int k = 0; k < PROF_NEV; k++)
@@ -642,7 +647,7 @@ static void test_log_roundtrip(void **state)
     uint64_t ntok;
     assert_int_equal(prof_log_layers(l, id, &sec, &nl, &ntok, err, sizeof err), 0);
     assert_int_equal(nl, 2);
-    assert_int_equal(ntok, 150);
+    assert_int_equal(ntok, 130);   /* the per-layer rows: decode tokens */
     assert_true(sec[0 * PROF_NST + PROF_ST_ATTN] > 0 && sec[1 * PROF_NST + PROF_ST_FFN] > 0);
     assert_true(sec[0 * PROF_NST + PROF_ST_FFN] == 0);
     free(sec);
@@ -825,12 +830,15 @@ static void test_layer_bytes(void **state)
         assert_int_equal(rec[t].bytes[PROF_ST_FFN], 0);
         assert_int_equal(rec[t].bytes[PROF_ST_EXPERTS], 3000u * (unsigned)(t + 1));
     }
-    assert_int_equal(prof_layer_streamed(p, 1, PROF_ST_ATTN), 33);
-    assert_int_equal(prof_layer_streamed(p, 2, PROF_ST_EXPERTS), 6000);
+    /* per layer: the two decode tokens only (the first is a prefill) */
+    assert_int_equal(prof_layer_streamed(p, 1, PROF_ST_ATTN), 22);
+    assert_int_equal(prof_layer_streamed(p, 2, PROF_ST_EXPERTS), 5000);
     prof_totals t;
     prof_totals_get(p, &t);
     assert_int_equal(t.bytes[PROF_ST_ATTN], 99);
     assert_int_equal(t.bytes[PROF_ST_EXPERTS], 18000);
+    assert_int_equal(t.dec_bytes[PROF_ST_ATTN], 66);
+    assert_int_equal(t.dec_bytes[PROF_ST_EXPERTS], 15000);
     assert_true(t.cp_critical == 650 && t.cp_naive == 800);
     assert_int_equal(t.cp_layers, 2);
     assert_int_equal(t.cp_binding[PROF_ST_FFN], 1);
