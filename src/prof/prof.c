@@ -292,8 +292,10 @@ void prof_token_end(prof *p, enum prof_phase phase)
     for (int i = 0; i < PROF_NST; i++) {
         p->run.st[i] += rec.st[i];
         p->run.bytes[i] += rec.bytes[i];
-        if (ph == PROF_DECODE)
+        if (ph == PROF_DECODE) {
             p->run.dec_bytes[i] += rec.bytes[i];
+            p->run.dec_st[i] += rec.st[i];
+        }
     }
     if (ph == PROF_DECODE)
         layers_publish(p);
@@ -373,6 +375,7 @@ void prof_totals_get(const prof *p, prof_totals *t)
     memcpy(t->ev, p->run.ev, sizeof t->ev);
     memcpy(t->bytes, p->run.bytes, sizeof t->bytes);
     memcpy(t->dec_bytes, p->run.dec_bytes, sizeof t->dec_bytes);
+    memcpy(t->dec_st, p->run.dec_st, sizeof t->dec_st);
     for (unsigned l = 0; l < p->n_layers; l++) {
         if (!p->has_model[l])
             continue;

@@ -207,6 +207,7 @@ typedef struct prof_totals {
      * token: a batched prefill streams the weights once for many tokens) */
     uint64_t bytes[PROF_NST];
     uint64_t dec_bytes[PROF_NST];
+    double   dec_st[PROF_NST];             /* st over the decode tokens */
     /* the critical-path model summed over layers (bytes per token; 0 when
      * none was set), and per stream the number of layers it binds */
     double   cp_naive, cp_critical;
@@ -342,6 +343,12 @@ typedef struct prof_run_row {
      * and the critical-path model in bytes per token (0: none) */
     uint64_t bytes[PROF_NST];
     double   cp_naive, cp_critical;
+    /* weight bytes streamed per decode token, per stream (attention,
+     * dense, experts): the per-layer rows' sums over their n_tokens (0 when
+     * the run has none).  Decode tokens each stream the whole model; the
+     * figures are comparable with the critical path, as bytes over all
+     * tokens are not after a batched prefill. */
+    double   tok_bytes[3];
 } prof_run_row;
 
 /* Runs, oldest first; model_filter (NULL: all) keeps runs whose model path

@@ -88,6 +88,7 @@ struct prof {
         int64_t  ev[PROF_NEV];
         uint64_t bytes[PROF_NST];
         uint64_t dec_bytes[PROF_NST];
+        double   dec_st[PROF_NST];
         uint64_t bytes_per_token;
         double   read_bw_gbs;
     } run;

@@ -875,6 +875,11 @@ int prof_log_flush(prof_log *l, prof *p, int final, char *err, size_t errlen)
 }
 
 /* ---- reading ---------------------------------------------------------- */
+/* bytes of one stream per decode token: the per-layer rows' sums over their
+ * n_tokens (prof_run_row.tok_bytes) */
+#define TOK_BYTES(col)                                                                \
+    " (SELECT coalesce(sum(CAST(ls." col " AS REAL) / ls.n_tokens), 0)"              \
+    " FROM layer_stat ls WHERE ls.run_id = r.id AND ls.n_tokens > 0)"
 #define RUN_COLS                                                                      \
     "SELECT r.id, r.session_id, r.started, coalesce(r.ended, ''), r.status,"          \
     " coalesce(s.program, ''), m.path, m.hash, coalesce(m.arch, ''),"                 \
@@ -889,7 +894,8 @@ int prof_log_flush(prof_log *l, prof *p, int final, char *err, size_t errlen)
     " coalesce(r.decode_tok_s, 0), coalesce(r.gb_s, 0), coalesce(r.bw_share, 0),"     \
     " s.pid, coalesce(r.attn_bytes, 0), coalesce(r.ffn_bytes, 0),"                   \
     " coalesce(r.experts_bytes, 0), coalesce(r.cp_naive_bytes, 0),"                   \
-    " coalesce(r.cp_critical_bytes, 0)"                                               \
+    " coalesce(r.cp_critical_bytes, 0),"                                              \
+    TOK_BYTES("attn_bytes") "," TOK_BYTES("ffn_bytes") "," TOK_BYTES("experts_bytes")  \
     " FROM run r JOIN session s ON s.id = r.session_id"                               \
     " JOIN model m ON m.id = s.model_id JOIN machine ma ON ma.id = s.machine_id"
 
@@ -946,6 +952,8 @@ static void read_row(sqlite3_stmt *st, prof_run_row *r)
         r->bytes[k] = (uint64_t)sqlite3_column_int64(st, i + 1 + k);
     r->cp_naive = sqlite3_column_double(st, i + 1 + NBST);
     r->cp_critical = sqlite3_column_double(st, i + 2 + NBST);
+    for (int k = 0; k < 3; k++)
+        r->tok_bytes[k] = sqlite3_column_double(st, i + 3 + NBST + k);
     if (!strcmp(r->status, "running") && sqlite3_column_type(st, i) != SQLITE_NULL) {
         char host[256] = "";
         long long pid = sqlite3_column_int64(st, i);

@@ -311,16 +311,16 @@ static json_object *run_json(const prof_run_row *r)
     }
     json_object_object_add(o, "counters", ctr);
     json_object_object_add(o, "unavailable", un);
-    /* weight bytes per token (streamed, per stream) and the critical-path
-     * model; null when the run recorded none */
-    double nt = (double)(r->n_prompt + r->n_gen);
+    /* weight bytes per decode token (streamed, per stream) and the
+     * critical-path model; null when the run recorded none */
+    const double *tb = r->tok_bytes;
+    const int have = tb[0] + tb[1] + tb[2] > 0;
     static const char *const bkey[3] = { "attention_bytes_per_token", "ffn_bytes_per_token",
                                          "experts_bytes_per_token" };
     for (int k = 0; k < 3; k++)
-        json_object_object_add(o, bkey[k], nt > 0 ? jnum((double)r->bytes[k] / nt) : NULL);
+        json_object_object_add(o, bkey[k], have ? jnum(tb[k]) : NULL);
     json_object_object_add(o, "streamed_bytes_per_token",
-                           nt > 0 ? jnum((double)(r->bytes[0] + r->bytes[1] + r->bytes[2]) / nt)
-                                  : NULL);
+                           have ? jnum(tb[0] + tb[1] + tb[2]) : NULL);
     json_object_object_add(o, "b_naive_bytes", jpos(r->cp_naive));
     json_object_object_add(o, "b_critical_bytes", jpos(r->cp_critical));
     return o;
@@ -479,12 +479,11 @@ static int cmd_show(prof_log *l, const char *arg)
     printf(")\n");
     counters_of(&r, line, sizeof line);
     printf("  %-11s %s\n", "counters", line);
-    if (r.n_prompt + r.n_gen) {
-        double nt = (double)(r.n_prompt + r.n_gen);
-        printf("  %-11s streamed %.3f MiB per token (attention %.3f, dense %.3f, experts %.3f)",
-               "bytes", (double)(r.bytes[0] + r.bytes[1] + r.bytes[2]) / nt / MIB,
-               (double)r.bytes[0] / nt / MIB, (double)r.bytes[1] / nt / MIB,
-               (double)r.bytes[2] / nt / MIB);
+    const double *tb = r.tok_bytes;
+    if (tb[0] + tb[1] + tb[2] > 0) {
+        printf("  %-11s streamed %.3f MiB per decode token (attention %.3f, dense %.3f,"
+               " experts %.3f)", "bytes", (tb[0] + tb[1] + tb[2]) / MIB, tb[0] / MIB,
+               tb[1] / MIB, tb[2] / MIB);
         if (r.cp_critical > 0)
             printf("; critical path %.3f MiB of naive %.3f MiB", r.cp_critical / MIB,
                    r.cp_naive / MIB);
@@ -590,10 +589,11 @@ static void cmp_staged(const prof_run_row *y, const prof_layer_row *ly, unsigned
     prof_io_fig fy, fg;
     io_per_token(ly, ny, &fy);
     io_per_token(lg, ng, &fg);
-    if (!fy.bytes || !fg.bytes || !(y->n_prompt + y->n_gen) || !(g->n_prompt + g->n_gen))
+    /* per decode token, as the per-layer rows are */
+    if (!fy.bytes || !fg.bytes || !y->n_gen || !g->n_gen)
         return;
-    double t_y = (y->prefill_s + y->decode_s) / (double)(y->n_prompt + y->n_gen);
-    double t_g = (g->prefill_s + g->decode_s) / (double)(g->n_prompt + g->n_gen);
+    double t_y = y->decode_s / (double)y->n_gen;
+    double t_g = g->decode_s / (double)g->n_gen;
     prof_io_ab r;
     prof_io_compare(t_y, &fy, t_g, &fg, &r);
     printf("\nexpert I/O, staged (run %lld) over sync (run %lld), ms per token\n"
@@ -608,24 +608,6 @@ static void cmp_staged(const prof_run_row *y, const prof_layer_row *ly, unsigned
            " IO_eff) %.2fx (net/refined %.2f)\n",
            r.net, r.model, r.model > 0 ? r.net / r.model : 0.0, r.tau, r.refined,
            r.refined > 0 ? r.net / r.refined : 0.0);
-}
-
-/* Weight bytes streamed per token of run id, from its per-layer rows (the
- * decode tokens: what the critical path predicts; prof_log.c). */
-static int layer_streamed(prof_log *l, int64_t id, double *out)
-{
-    prof_layer_row *r;
-    unsigned n;
-    char err[1024];
-    *out = 0;
-    if (prof_log_layer_rows(l, id, &r, &n, err, sizeof err))
-        return ui_error("%s", err);
-    for (unsigned i = 0; i < n; i++)
-        if (r[i].n_tokens)
-            *out += (double)(r[i].bytes[0] + r[i].bytes[1] + r[i].bytes[2]) /
-                    (double)r[i].n_tokens;
-    free(r);
-    return 0;
 }
 
 static int cmd_compare(prof_log *l, const char *aa, const char *bb)
@@ -653,9 +635,8 @@ static int cmd_compare(prof_log *l, const char *aa, const char *bb)
     cmp_row("decode GB/s", a.gb_s, b.gb_s, "%.3f");
     cmp_row("bandwidth share", a.bw_share, b.bw_share, "%.4f");
     {
-        double sa, sb;
-        if ((rc = layer_streamed(l, a.id, &sa)) || (rc = layer_streamed(l, b.id, &sb)))
-            return rc;
+        double sa = a.tok_bytes[0] + a.tok_bytes[1] + a.tok_bytes[2];
+        double sb = b.tok_bytes[0] + b.tok_bytes[1] + b.tok_bytes[2];
         cmp_row("streamed MiB/tok", sa / MIB, sb / MIB, "%.4f");
         cmp_row("critical MiB/tok", a.cp_critical / MIB, b.cp_critical / MIB, "%.4f");
         cmp_row("naive MiB/tok", a.cp_naive / MIB, b.cp_naive / MIB, "%.4f");
@@ -814,15 +795,16 @@ static void csv_run(const prof_run_row *r)
         if (r->ev[e] >= 0)
             printf("%lld", (long long)r->ev[e]);
     }
-    double nt = (double)(r->n_prompt + r->n_gen);
+    const double *tb = r->tok_bytes;
+    const int have = tb[0] + tb[1] + tb[2] > 0;
     for (int k = 0; k < 3; k++) {
         putchar(',');
-        if (nt > 0)
-            printf("%.9g", (double)r->bytes[k] / nt);
+        if (have)
+            printf("%.9g", tb[k]);
     }
     putchar(',');
-    if (nt > 0)
-        printf("%.9g", (double)(r->bytes[0] + r->bytes[1] + r->bytes[2]) / nt);
+    if (have)
+        printf("%.9g", tb[0] + tb[1] + tb[2]);
     putchar(',');
     csv_real(r->cp_naive, 1);
     putchar(',');

@@ -201,7 +201,8 @@ static void overlap_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
     const tui_snap *sn = &a->snap;
     const prof_totals *t = &sn->tot;
     const prof_io_fig *f = &s->all;
-    uint64_t ntok = t->n_prompt + t->n_gen;
+    /* the per-layer figures (prof_io_get) cover the decode tokens */
+    uint64_t ntok = t->n_gen;
     double per = ntok ? 1e3 / (double)ntok : 0;   /* seconds -> ms per token */
     char line[256], b[32];
     int y = 0;
@@ -212,7 +213,7 @@ static void overlap_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
     if (y >= h)
         return;
     snprintf(line, sizeof line, "compute %.3f ms/tok, expert compute %.3f ms/tok", f->c_s * per,
-             t->st[PROF_ST_EXPERTS] * per);
+             t->dec_st[PROF_ST_EXPERTS] * per);
     tui_put(w, y++, 0, wd, line);
     if (y >= h)
         return;

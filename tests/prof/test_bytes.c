@@ -465,6 +465,20 @@ static void test_batched_prefill_per_token(void **state)
     assert_true(fabs(x - (double)per_tok / MIB) < 0.00006);
     assert_true(fabs(y - x) < 0.00006);
     tu_proc_free(&p);
+    cflow(&p, "runs", "show", "1", "--db", db, NULL);
+    expect_ok(&p, "runs show");
+    assert_true(line_starting(p.out, "  bytes", line, sizeof line));
+    assert_int_equal(sscanf(line, "  bytes streamed %lf MiB per decode token", &x), 1);
+    assert_true(fabs(x - (double)per_tok / MIB) < 0.0006);
+    tu_proc_free(&p);
+    cflow(&p, "runs", "export", "--json", "--db", db, NULL);
+    expect_ok(&p, "runs export --json");
+    json_object *ex = json_tokener_parse(p.out);
+    assert_non_null(ex);
+    assert_true(close_to(jnum(json_object_array_get_idx(ex, 0), "streamed_bytes_per_token"),
+                         (double)per_tok));
+    json_object_put(ex);
+    tu_proc_free(&p);
     remove(db);
     remove(model);
 }

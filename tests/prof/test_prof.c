@@ -444,6 +444,8 @@ static void test_totals(void **state)
     assert_true(fabs(attn - dec_st[PROF_ST_ATTN]) < 1e-8 * 4 * L);
     assert_true(fabs(ffn - dec_st[PROF_ST_FFN]) < 1e-8 * 4 * L);
     assert_true(t.st[PROF_ST_ATTN] > dec_st[PROF_ST_ATTN] + L * 0.0002);
+    assert_true(t.dec_st[PROF_ST_ATTN] == dec_st[PROF_ST_ATTN] &&
+                t.dec_st[PROF_ST_FFN] == dec_st[PROF_ST_FFN]);
     assert_true(fabs(st_sum[PROF_ST_ATTN] - t.st[PROF_ST_ATTN]) < 1e-12);
     /* counters off: every total is -1 */
     for (int k = 0; k < PROF_NEV; k++)
