@@ -840,18 +840,28 @@ static int frange_cmp(const void *x, const void *y)
     return a->off < b->off ? -1 : a->off > b->off;
 }
 
+/* fmt_model_open_ex stops after the header (bank_ranges' first look) */
+#define OPEN_HEADER_ONLY 0x100u
+
 /* The expert banks of the model at path, sorted and merged, from a first
  * open that maps the file (its tables are validated before they are used,
  * and the copy that follows is validated again: what the engine runs is
- * what was checked). */
+ * what was checked).  A model without experts has none: its header says
+ * so, and the file is not walked twice. */
 static int bank_ranges(const char *path, frange **out, unsigned *n, char *err,
                        size_t errlen)
 {
     fmt_model *p;
     *out = NULL;
     *n = 0;
-    int rc = fmt_model_open_ex(&p, path, 0, err, errlen);
+    int rc = fmt_model_open_ex(&p, path, OPEN_HEADER_ONLY, err, errlen);
     if (rc)
+        return rc;
+    const unsigned n_experts = p->hp.n_experts;
+    fmt_model_close(p);
+    if (!n_experts)
+        return 0;
+    if ((rc = fmt_model_open_ex(&p, path, 0, err, errlen)))
         return rc;
     frange *r = calloc(p->n_entries, sizeof *r);
     if (!r) {
@@ -949,6 +959,10 @@ int fmt_model_open_ex(fmt_model **out, const char *path, unsigned flags,
         goto fail;
     if ((rc = read_header(m, err, errlen)))
         goto fail;
+    if (flags & OPEN_HEADER_ONLY) {
+        *out = m;
+        return 0;
+    }
     if (m->vflow && m->vgroups_layers != m->hp.n_layers) {
         rc = bad(err, errlen, FMT_EFORMAT, path, "groups cover %u layers, the "
                  "model has %u", m->vgroups_layers, m->hp.n_layers);

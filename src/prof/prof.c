@@ -56,11 +56,14 @@ int prof_new(prof **out, unsigned what, unsigned n_layers, char *err, size_t err
     p->has_model = calloc(n_layers ? n_layers : 1, 1);
     p->layer_io_ns = calloc(n_layers ? n_layers : 1, sizeof *p->layer_io_ns);
     p->layer_io_bytes = calloc(n_layers ? n_layers : 1, sizeof *p->layer_io_bytes);
-    p->cur.lns = calloc((size_t)(n_layers ? n_layers : 1) * PROF_NST, sizeof *p->cur.lns);
-    p->cur.lbytes = calloc((size_t)(n_layers ? n_layers : 1) * PROF_NST, sizeof *p->cur.lbytes);
-    p->cur.lio = calloc((size_t)(n_layers ? n_layers : 1) * 2, sizeof *p->cur.lio);
-    if (!p->layer_io_ns || !p->layer_io_bytes || !p->cur.lns || !p->cur.lbytes || !p->cur.lio)
+    /* this token's per-layer figures: lns, lbytes, lio in one block */
+    const size_t nl = n_layers ? n_layers : 1;
+    p->cur.ln = nl * (2 * PROF_NST + 2);
+    p->cur.lns = calloc(p->cur.ln, sizeof *p->cur.lns);
+    if (!p->layer_io_ns || !p->layer_io_bytes || !p->cur.lns)
         goto oom;
+    p->cur.lbytes = p->cur.lns + nl * PROF_NST;
+    p->cur.lio = p->cur.lbytes + nl * PROF_NST;
     p->ring_seq = calloc(PROF_RING_CAP, sizeof *p->ring_seq);
     p->ring_words = calloc((size_t)PROF_RING_CAP * PROF_TOK_WORDS, sizeof *p->ring_words);
     if (!p->layer_ns || !p->layer_bytes || !p->model || !p->has_model || !p->ring_seq ||
@@ -85,8 +88,6 @@ oom:
         free(p->layer_io_ns);
         free(p->layer_io_bytes);
         free(p->cur.lns);
-        free(p->cur.lbytes);
-        free(p->cur.lio);
         free(p->model);
         free(p->has_model);
         free(p->ring_seq);
@@ -109,8 +110,6 @@ void prof_free(prof *p)
     free(p->layer_io_ns);
     free(p->layer_io_bytes);
     free(p->cur.lns);
-    free(p->cur.lbytes);
-    free(p->cur.lio);
     free(p->ring_seq);
     free(p->ring_words);
     free(p);
@@ -156,10 +155,7 @@ void prof_token_begin(prof *p)
 {
     memset(p->cur.st, 0, sizeof p->cur.st);
     memset(p->cur.bytes, 0, sizeof p->cur.bytes);
-    const size_t nl = (size_t)(p->n_layers ? p->n_layers : 1) * PROF_NST;
-    memset(p->cur.lns, 0, nl * sizeof *p->cur.lns);
-    memset(p->cur.lbytes, 0, nl * sizeof *p->cur.lbytes);
-    memset(p->cur.lio, 0, (size_t)(p->n_layers ? p->n_layers : 1) * 2 * sizeof *p->cur.lio);
+    memset(p->cur.lns, 0, p->cur.ln * sizeof *p->cur.lns);
     if (p->ctr.on)
         prof_ctr_read(&p->ctr, p->cur.ev0);
     /* the clock after the counters: their reading is not the token's time */
@@ -185,31 +181,25 @@ void prof_layer_bytes(prof *p, unsigned layer, enum prof_stream st, uint64_t byt
     p->cur.lbytes[(size_t)layer * PROF_NST + st] += bytes;
 }
 
-/* A decode token's per-layer figures into the run's (one writer: load +
- * store is enough, and cheaper than fetch_add). */
+/* a += v for a counter with one writer: load + store is enough, and
+ * cheaper than fetch_add */
+static void acc(atomic_uint_least64_t *a, uint64_t v)
+{
+    if (v)
+        atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) + v,
+                              memory_order_relaxed);
+}
+
+/* A decode token's per-layer figures into the run's. */
 static void layers_publish(prof *p)
 {
-    const size_t nl = (size_t)p->n_layers * PROF_NST;
-    for (size_t i = 0; i < nl; i++) {
-        if (p->cur.lns[i]) {
-            atomic_uint_least64_t *a = &p->layer_ns[i];
-            atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) +
-                                         p->cur.lns[i], memory_order_relaxed);
-        }
-        if (p->cur.lbytes[i]) {
-            atomic_uint_least64_t *a = &p->layer_bytes[i];
-            atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) +
-                                         p->cur.lbytes[i], memory_order_relaxed);
-        }
+    for (size_t i = 0; i < (size_t)p->n_layers * PROF_NST; i++) {
+        acc(&p->layer_ns[i], p->cur.lns[i]);
+        acc(&p->layer_bytes[i], p->cur.lbytes[i]);
     }
     for (unsigned l = 0; l < p->n_layers; l++) {
-        if (!p->cur.lio[2 * l] && !p->cur.lio[2 * l + 1])
-            continue;
-        atomic_uint_least64_t *a = &p->layer_io_ns[l], *b = &p->layer_io_bytes[l];
-        atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) +
-                                     p->cur.lio[2 * l], memory_order_relaxed);
-        atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) +
-                                     p->cur.lio[2 * l + 1], memory_order_relaxed);
+        acc(&p->layer_io_ns[l], p->cur.lio[2 * l]);
+        acc(&p->layer_io_bytes[l], p->cur.lio[2 * l + 1]);
     }
 }
 

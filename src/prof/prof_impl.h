@@ -77,6 +77,7 @@ struct prof {
          * would not be what the critical path predicts */
         uint64_t *lns, *lbytes;
         uint64_t *lio;   /* [n_layers][2]: expert read ns, bytes (prof_layer_io) */
+        size_t    ln;    /* words in lns, lbytes and lio: one allocation, at lns */
     } cur;
 
     struct {

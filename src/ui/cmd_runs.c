@@ -261,6 +261,12 @@ static json_object *jpos(double v) { return v > 0 ? json_object_new_double(v) : 
 static json_object *jstr(const char *s) { return json_object_new_string(s); }
 static json_object *jint(int64_t v) { return json_object_new_int64(v); }
 
+/* Weight bytes streamed per decode token, all streams (0: not recorded). */
+static double tok_streamed(const prof_run_row *r)
+{
+    return r->tok_bytes[0] + r->tok_bytes[1] + r->tok_bytes[2];
+}
+
 static json_object *run_json(const prof_run_row *r)
 {
     json_object *o = json_object_new_object();
@@ -314,13 +320,13 @@ static json_object *run_json(const prof_run_row *r)
     /* weight bytes per decode token (streamed, per stream) and the
      * critical-path model; null when the run recorded none */
     const double *tb = r->tok_bytes;
-    const int have = tb[0] + tb[1] + tb[2] > 0;
+    const int have = tok_streamed(r) > 0;
     static const char *const bkey[3] = { "attention_bytes_per_token", "ffn_bytes_per_token",
                                          "experts_bytes_per_token" };
     for (int k = 0; k < 3; k++)
         json_object_object_add(o, bkey[k], have ? jnum(tb[k]) : NULL);
     json_object_object_add(o, "streamed_bytes_per_token",
-                           have ? jnum(tb[0] + tb[1] + tb[2]) : NULL);
+                           have ? jnum(tok_streamed(r)) : NULL);
     json_object_object_add(o, "b_naive_bytes", jpos(r->cp_naive));
     json_object_object_add(o, "b_critical_bytes", jpos(r->cp_critical));
     return o;
@@ -480,9 +486,9 @@ static int cmd_show(prof_log *l, const char *arg)
     counters_of(&r, line, sizeof line);
     printf("  %-11s %s\n", "counters", line);
     const double *tb = r.tok_bytes;
-    if (tb[0] + tb[1] + tb[2] > 0) {
+    if (tok_streamed(&r) > 0) {
         printf("  %-11s streamed %.3f MiB per decode token (attention %.3f, dense %.3f,"
-               " experts %.3f)", "bytes", (tb[0] + tb[1] + tb[2]) / MIB, tb[0] / MIB,
+               " experts %.3f)", "bytes", tok_streamed(&r) / MIB, tb[0] / MIB,
                tb[1] / MIB, tb[2] / MIB);
         if (r.cp_critical > 0)
             printf("; critical path %.3f MiB of naive %.3f MiB", r.cp_critical / MIB,
@@ -635,9 +641,7 @@ static int cmd_compare(prof_log *l, const char *aa, const char *bb)
     cmp_row("decode GB/s", a.gb_s, b.gb_s, "%.3f");
     cmp_row("bandwidth share", a.bw_share, b.bw_share, "%.4f");
     {
-        double sa = a.tok_bytes[0] + a.tok_bytes[1] + a.tok_bytes[2];
-        double sb = b.tok_bytes[0] + b.tok_bytes[1] + b.tok_bytes[2];
-        cmp_row("streamed MiB/tok", sa / MIB, sb / MIB, "%.4f");
+        cmp_row("streamed MiB/tok", tok_streamed(&a) / MIB, tok_streamed(&b) / MIB, "%.4f");
         cmp_row("critical MiB/tok", a.cp_critical / MIB, b.cp_critical / MIB, "%.4f");
         cmp_row("naive MiB/tok", a.cp_naive / MIB, b.cp_naive / MIB, "%.4f");
     }
@@ -795,16 +799,15 @@ static void csv_run(const prof_run_row *r)
         if (r->ev[e] >= 0)
             printf("%lld", (long long)r->ev[e]);
     }
-    const double *tb = r->tok_bytes;
-    const int have = tb[0] + tb[1] + tb[2] > 0;
+    const int have = tok_streamed(r) > 0;
     for (int k = 0; k < 3; k++) {
         putchar(',');
         if (have)
-            printf("%.9g", tb[k]);
+            printf("%.9g", r->tok_bytes[k]);
     }
     putchar(',');
     if (have)
-        printf("%.9g", tb[0] + tb[1] + tb[2]);
+        printf("%.9g", tok_streamed(r));
     putchar(',');
     csv_real(r->cp_naive, 1);
     putchar(',');

@@ -576,6 +576,28 @@ static void test_no_mmap_banks(void **state)
         }
         remove(path);
     }
+    /* a model without experts: nothing to leave mapped, the whole file is
+     * copied (its header says so before any walk) */
+    char path[4096], err[512];
+    tu_proc p;
+    snprintf(path, sizeof path, "%s", tu_tmp("dense-q8.cflow"));
+    assert_int_equal(tu_cflow_run(&p, "convert", tu_shared("models/stories260K-q8_0.gguf"), path,
+                                  (char *)NULL), 0);
+    assert_int_equal(p.status, 0);
+    tu_proc_free(&p);
+    fmt_model *m0 = NULL, *m2 = NULL;
+    uint64_t n0, n2;
+    assert_int_equal(fmt_model_open_ex(&m0, path, 0, err, sizeof err), 0);
+    assert_int_equal(fmt_model_open_ex(&m2, path, FMT_OPEN_READ | FMT_OPEN_MAP_EXPERTS, err,
+                                       sizeof err), 0);
+    assert_int_equal(fmt_model_hparams(m0)->n_experts, 0);
+    assert_int_equal(fmt_model_copied_bytes(m2), fmt_model_file_size(m0));
+    const void *b0 = fmt_model_map(m0, &n0), *b2 = fmt_model_map(m2, &n2);
+    assert_int_equal(n0, n2);
+    assert_memory_equal(b0, b2, n0);
+    fmt_model_close(m0);
+    fmt_model_close(m2);
+    remove(path);
 }
 
 /* Bad settings are errors, not crashes. */
