@@ -39,7 +39,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,12 +53,8 @@
 #include "prof/prof.h"
 #include "ui/ui.h"
 
-#define MAXL 32   /* entries per list option */
-
-typedef struct ilist {
-    long     v[MAXL];
-    unsigned n;
-} ilist;
+#define MAXL UI_LIST_MAX   /* entries per list option */
+typedef ui_ilist ilist;
 
 static int set_io(eng_session *s, int pf, int xio, char *err, size_t errlen)
 {
@@ -69,66 +64,6 @@ static int set_io(eng_session *s, int pf, int xio, char *err, size_t errlen)
         return -1;
     }
     return eng_set_expert_io(s, xio, err, errlen) ? -1 : 0;
-}
-
-/* "a,b,c" or "a-b" (step 1) or "a-b+s"; every value within [lo, hi]. */
-static int parse_list(const char *s, long lo, long hi, ilist *out)
-{
-    out->n = 0;
-    char buf[512];
-    if (!s || !*s || strlen(s) >= sizeof buf)
-        return -1;
-    strcpy(buf, s);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
-         tok = strtok_r(NULL, ",", &save)) {
-        char *dash = strchr(tok + 1, '-');
-        if (dash) {
-            long a, b, step = 1;
-            char *plus = strchr(dash, '+');
-            if (plus) {
-                *plus = '\0';
-                if (ui_parse_int(plus + 1, 1, hi > 0 ? hi : 1, &step))
-                    return -1;
-            }
-            *dash = '\0';
-            if (ui_parse_int(tok, lo, hi, &a) || ui_parse_int(dash + 1, lo, hi, &b) ||
-                b < a)
-                return -1;
-            for (long v = a; v <= b; v += step) {
-                if (out->n == MAXL)
-                    return -1;
-                out->v[out->n++] = v;
-            }
-        } else {
-            long v;
-            if (ui_parse_int(tok, lo, hi, &v) || out->n == MAXL)
-                return -1;
-            out->v[out->n++] = v;
-        }
-    }
-    return out->n ? 0 : -1;
-}
-
-/* "on,off" style lists mapped through names[]. */
-static int parse_names(const char *s, const char *const *names, unsigned nn,
-                       ilist *out)
-{
-    out->n = 0;
-    char buf[256];
-    if (!s || !*s || strlen(s) >= sizeof buf)
-        return -1;
-    strcpy(buf, s);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
-         tok = strtok_r(NULL, ",", &save)) {
-        unsigned i;
-        for (i = 0; i < nn; i++)
-            if (!strcmp(tok, names[i]))
-                break;
-        if (i == nn || out->n == MAXL)
-            return -1;
-        out->v[out->n++] = (long)i;
-    }
-    return out->n ? 0 : -1;
 }
 
 static const char *const onoff[] = { "off", "on" };
@@ -163,7 +98,6 @@ typedef struct result {
 } result;
 
 typedef struct bench_cfg {
-    ilist    models_idx;           /* unused; models kept in argv order */
     const char *models[MAXL];
     unsigned n_models;
     ilist    t, p, n, d, pf, xio;
@@ -736,79 +670,63 @@ static int bench_l1d(const bench_cfg *c, unsigned rows_div)
     return rc;
 }
 
-static void help(void)
+static const int bench_opts[] = {
+    UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH, UI_O_B_REPS,
+    UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_OUTPUT, UI_O_B_READ_BW, UI_O_KV_TYPE,
+    UI_O_NO_MMAP, UI_O_B_NO_WARMUP, UI_O_B_SEED, UI_O_B_ROWS_DIV, UI_O_DB, UI_O_NO_LOG,
+    UI_O_HELP, UI_O_END
+};
+
+static void help(const ui_settings *d)
 {
-    printf("usage: cflow bench [OPTIONS] -m MODEL [-m MODEL ...]\n"
+    printf("usage: cflow bench [OPTIONS] [-m MODEL ...]\n"
            "       cflow bench membw [-t LIST] [-r N] [-o FMT]\n"
            "       cflow bench l1d [-r N] [--rows-div K] [-o FMT]\n"
-           "       cflow bench directio -m MODEL [-m MODEL.vflow] [OPTIONS]\n\n"
+           "       cflow bench directio [-m MODEL] [-m MODEL.vflow] [OPTIONS]\n\n"
            "Throughput in the manner of llama-bench: ppN prefills N random tokens,\n"
            "tgN decodes N tokens one by one; each test is warmed up once and\n"
-           "repeated -r times (mean ± sd).  LIST is a,b,c or a-b or a-b+step.\n\n"
-           "  -m, --model FILE      model (.cflow/.vflow); repeat for several\n"
-           "  -t, --threads LIST    worker threads (default: all cores)\n"
-           "  -p, --n-prompt LIST   prompt lengths (default 512; 0 = no pp test)\n"
-           "  -n, --n-gen LIST      generated tokens (default 128; 0 = no tg test)\n"
-           "  -d, --depth LIST      tokens in the cache before each test (default 0)\n"
-           "  -r, --repetitions N   (default 5)\n"
-           "      --prefetch LIST   off,on (default off)\n"
-           "      --expert-io LIST  mmap,sync,staged (default mmap)\n"
-           "  -o, --output FMT      md (default), csv or json\n"
-           "      --read-bw GBS     machine read bandwidth for %% bw (default: measure)\n"
-           "      --kv-type T       f16, f32 or auto (default auto)\n"
-           "      --no-mmap         read each model into memory instead of mapping it\n"
-           "      --no-warmup       skip the untimed warm-up run of each test\n"
-           "      --seed S          random tokens seed (default 1)\n"
-           "      --db PATH         run log (default: $CFLOW_DB, then\n"
-           "                        ~/.local/share/cflow/runs.db); one row per test\n"
-           "      --no-log          do not record the results in the run log\n"
-           "  -h, --help            this text\n\n"
-           "membw: the machine's read bandwidth (GB/s) per thread count.\n"
+           "repeated -r times (mean ± sd).  LIST is a,b,c or a-b or a-b+step.\n\n");
+    ui_opts_help(stdout, bench_opts, d);
+    printf("\nmembw: the machine's read bandwidth (GB/s) per thread count.\n"
            "l1d: tiled vs row-major f32 mat-vec at the report's d 8192 shapes.\n"
            "directio: tg tests over --prefetch off,on and --expert-io\n"
            "mmap,sync,staged (unless given) for each model.\n");
 }
 
+/* The settings as the benchmark runs them: threads 0 is all cores. */
+static void bench_cfg_of(const ui_settings *o, bench_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    memcpy(c->models, o->models, sizeof c->models);
+    c->n_models = o->n_models;
+    c->t = o->b_threads;
+    for (unsigned i = 0; i < c->t.n; i++)
+        if (c->t.v[i] == 0)
+            c->t.v[i] = prof_cpu_cores() > 0 ? prof_cpu_cores() : 1;
+    c->p = o->b_prompt;
+    c->n = o->b_gen;
+    c->d = o->b_depth;
+    c->pf = o->b_prefetch;
+    c->xio = o->b_expert_io;
+    c->pf_set = o->given[UI_O_B_PREFETCH];
+    c->xio_set = o->given[UI_O_B_EXPERT_IO];
+    c->reps = (unsigned)o->reps;
+    c->fmt = o->output;
+    c->warmup = !o->no_warmup;
+    c->kv_f16 = o->kv_f16;
+    c->read_bw = o->read_bw;
+    c->seed = o->b_seed;
+    c->db = o->db;
+    c->no_log = o->no_log;
+    c->no_mmap = o->no_mmap;
+}
+
 int ui_cmd_bench(int argc, char **argv)
 {
-    enum { O_PF = 256, O_XIO, O_RBW, O_KV, O_NOWARM, O_SEED, O_ROWSDIV, O_DB, O_NOLOG,
-           O_NOMMAP };
-    static const struct option lo[] = {
-        { "model", required_argument, 0, 'm' },
-        { "threads", required_argument, 0, 't' },
-        { "n-prompt", required_argument, 0, 'p' },
-        { "n-gen", required_argument, 0, 'n' },
-        { "depth", required_argument, 0, 'd' },
-        { "n-depth", required_argument, 0, 'd' },
-        { "repetitions", required_argument, 0, 'r' },
-        { "output", required_argument, 0, 'o' },
-        { "prefetch", required_argument, 0, O_PF },
-        { "expert-io", required_argument, 0, O_XIO },
-        { "read-bw", required_argument, 0, O_RBW },
-        { "kv-type", required_argument, 0, O_KV },
-        { "no-warmup", no_argument, 0, O_NOWARM },
-        { "no-mmap", no_argument, 0, O_NOMMAP },
-        { "seed", required_argument, 0, O_SEED },
-        { "rows-div", required_argument, 0, O_ROWSDIV },
-        { "db", required_argument, 0, O_DB },
-        { "no-log", no_argument, 0, O_NOLOG },
-        { "help", no_argument, 0, 'h' },
-        { 0, 0, 0, 0 }
-    };
+    ui_settings o;
     bench_cfg c;
-    memset(&c, 0, sizeof c);
-    c.t.n = 1;
-    c.t.v[0] = prof_cpu_cores() > 0 ? prof_cpu_cores() : 1;
-    c.p.n = c.n.n = c.d.n = c.pf.n = c.xio.n = 1;
-    c.p.v[0] = 512;
-    c.n.v[0] = 128;
-    c.reps = 5;
-    c.warmup = 1;
-    c.kv_f16 = -1;
-    c.seed = 1;
-    long rows_div = 1;
     const char *mode = NULL;
-    int ch, p_set = 0, n_set = 0;
+    int rc, first;
 
     if (argc > 1 && argv[1][0] != '-') {
         mode = argv[1];
@@ -818,95 +736,19 @@ int ui_cmd_bench(int argc, char **argv)
         argc--;
         argv++;
     }
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, "m:t:p:n:d:r:o:h", lo, NULL)) != -1) {
-        long v;
-        switch (ch) {
-        case 'm':
-            if (c.n_models == MAXL)
-                return ui_usage_error("bench", "too many models");
-            c.models[c.n_models++] = optarg;
-            break;
-        case 't':
-            if (parse_list(optarg, 1, 1024, &c.t))
-                return ui_usage_error("bench", "bad -t '%s' (a list of 1..1024)", optarg);
-            break;
-        case 'p':
-            if (parse_list(optarg, 0, 1 << 20, &c.p))
-                return ui_usage_error("bench", "bad -p '%s'", optarg);
-            p_set = 1;
-            break;
-        case 'n':
-            if (parse_list(optarg, 0, 1 << 20, &c.n))
-                return ui_usage_error("bench", "bad -n '%s'", optarg);
-            n_set = 1;
-            break;
-        case 'd':
-            if (parse_list(optarg, 0, 1 << 20, &c.d))
-                return ui_usage_error("bench", "bad --depth '%s'", optarg);
-            break;
-        case 'r':
-            if (ui_parse_int(optarg, 1, 1000, &v))
-                return ui_usage_error("bench", "bad -r '%s' (1..1000)", optarg);
-            c.reps = (unsigned)v;
-            break;
-        case 'o':
-            if (!strcmp(optarg, "md")) c.fmt = 0;
-            else if (!strcmp(optarg, "csv")) c.fmt = 1;
-            else if (!strcmp(optarg, "json")) c.fmt = 2;
-            else return ui_usage_error("bench", "bad -o '%s' (md, csv, json)", optarg);
-            break;
-        case O_PF:
-            if (parse_names(optarg, onoff, 2, &c.pf))
-                return ui_usage_error("bench", "bad --prefetch '%s' (off,on)", optarg);
-            c.pf_set = 1;
-            break;
-        case O_XIO:
-            if (parse_names(optarg, xio_names, 3, &c.xio))
-                return ui_usage_error("bench", "bad --expert-io '%s' (mmap,sync,staged)",
-                                      optarg);
-            c.xio_set = 1;
-            break;
-        case O_RBW: {
-            double d;
-            if (ui_parse_float(optarg, 0.001, 1e6, &d))
-                return ui_usage_error("bench", "bad --read-bw '%s'", optarg);
-            c.read_bw = d;
-            break;
-        }
-        case O_KV:
-            if (!strcmp(optarg, "f16")) c.kv_f16 = 1;
-            else if (!strcmp(optarg, "f32")) c.kv_f16 = 0;
-            else if (!strcmp(optarg, "auto")) c.kv_f16 = -1;
-            else return ui_usage_error("bench", "bad --kv-type '%s' (f16, f32, auto)",
-                                       optarg);
-            break;
-        case O_NOWARM: c.warmup = 0; break;
-        case O_NOMMAP: c.no_mmap = 1; break;
-        case O_SEED:
-            if (ui_parse_u64(optarg, &c.seed))
-                return ui_usage_error("bench", "bad --seed '%s'", optarg);
-            break;
-        case O_ROWSDIV:
-            if (ui_parse_int(optarg, 1, 64, &rows_div))
-                return ui_usage_error("bench", "bad --rows-div '%s' (1..64)", optarg);
-            break;
-        case O_DB: c.db = optarg; break;
-        case O_NOLOG: c.no_log = 1; break;
-        case 'h': help(); return UI_EXIT_OK;
-        default: return ui_usage_error("bench", "bad option");
-        }
-    }
-    if (optind != argc)
-        return ui_usage_error("bench", "unexpected argument '%s'", argv[optind]);
+    static const ui_optset set = { "cflow bench", bench_opts, help, NULL };
+    ui_settings_default(&o);
+    if ((rc = ui_opts_parse(&set, argc, argv, &o, &first)) >= 0)
+        return rc;
+    bench_cfg_of(&o, &c);
     if (mode && !strcmp(mode, "membw"))
         return bench_membw(&c);
     if (mode && !strcmp(mode, "l1d"))
-        return bench_l1d(&c, (unsigned)rows_div);
+        return bench_l1d(&c, (unsigned)o.rows_div);
     if (c.n_models == 0)
         return ui_usage_error("bench", "no model (-m FILE)");
     if (mode && !strcmp(mode, "directio")) {
-        if (!p_set)
+        if (!o.given[UI_O_B_PROMPT])
             c.p.v[0] = 0;
         if (!c.pf_set) {
             c.pf.n = 2; c.pf.v[0] = 0; c.pf.v[1] = 1;
@@ -917,6 +759,5 @@ int ui_cmd_bench(int argc, char **argv)
             c.xio_set = 1;
         }
     }
-    (void)n_set;
     return bench_models(&c);
 }

@@ -25,7 +25,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <langinfo.h>
 #include <locale.h>
@@ -1351,131 +1350,66 @@ static void frame(void)
 /* ======================================================================= */
 /* main                                                                     */
 /* ======================================================================= */
-static void usage(FILE *f)
+static const int tui_opts[] = {
+    UI_O_MODEL, UI_O_THREADS, UI_O_CTX, UI_O_SYSTEM, UI_O_N_PREDICT, UI_O_PREFETCH,
+    UI_O_EXPERT_IO, UI_O_NO_MMAP, UI_O_TEMP, UI_O_TOP_K, UI_O_TOP_P, UI_O_MIN_P,
+    UI_O_REPEAT_PENALTY, UI_O_REPEAT_LAST_N, UI_O_SEED, UI_O_IGNORE_EOS, UI_O_DB,
+    UI_O_NO_LOG, UI_O_HELP, UI_O_VERSION, UI_O_END
+};
+
+static void usage(const ui_settings *d)
 {
-    eng_sampling d;
-    eng_sampling_default(&d);
-    fprintf(f,
-            "usage: cflow-tui [-m MODEL] [--db PATH] [-t N] [OPTIONS]\n\n"
-            "Chat with a model while watching the engine: per-layer critical-path bytes,\n"
-            "expert-fetch overlap, counters and speed, live; tune threads and sampling and\n"
-            "browse the runs in the run log.  F1 or /help inside lists every key.\n\n"
-            "  -m, --model FILE       .cflow model (default: $CFLOW_MODEL, then the shipped one)\n"
-            "  -t, --threads N        worker threads (default: all cores)\n"
-            "  -c, --ctx N            context size (default: the model's)\n"
-            "  -s, --system TEXT      system prompt\n"
-            "  -n, --n-predict N      most tokens per reply (default 0: until end of text)\n"
-            "      --prefetch on|off  the PREFETCHT0 thread (default: $CFLOW_PREFETCH, else off)\n"
-            "      --expert-io MODE   expert reads: mmap, sync or staged (default:\n"
-            "                         $CFLOW_EXPERT_IO, else mmap)\n"
-            "      --no-mmap          read models into memory instead of mapping them\n"
-            "      --temp T           temperature, 0 = greedy (default %.2f)\n"
-            "      --seed S           sampling seed (default %llu)\n"
-            "      --db PATH          run log (default: $CFLOW_DB, then\n"
-            "                         $XDG_DATA_HOME/cflow/runs.db or ~/.local/share/cflow/runs.db)\n"
-            "      --no-log           do not record runs\n"
-            "  -h, --help             this text\n"
-            "  -V, --version          version and kernel tier\n\n"
-            "See cflow-tui(1).\n",
-            d.temp, (unsigned long long)d.seed);
+    if (d->version) {
+        const kern_ops *ops = kern_init();
+        printf("cflow-tui %s\nkernels: %s (cpu: %s)\n", PACKAGE_VERSION, ops->name,
+               kern_cpu_features());
+        return;
+    }
+    printf("usage: cflow-tui [-m MODEL] [--db PATH] [-t N] [OPTIONS]\n\n"
+           "Chat with a model while watching the engine: per-layer critical-path bytes,\n"
+           "expert-fetch overlap, counters and speed, live; tune threads and sampling and\n"
+           "browse the runs in the run log.  F1 or /help inside lists every key.\n\n");
+    ui_opts_help(stdout, tui_opts, d);
+    printf("\nSee cflow-tui(1).\n");
 }
 
-static int usage_error(const char *fmt, const char *arg)
+/* The flags (ui_opt.c's table, as cflow run takes them) into the live
+ * settings. */
+static int parse_flags(int argc, char **argv, ui_settings *o, tui_settings *st)
 {
-    fprintf(stderr, "cflow-tui: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nTry 'cflow-tui --help'.\n");
-    return UI_EXIT_USAGE;
+    static const ui_optset set = { TUI_NAME, tui_opts, usage, NULL };
+    int rc, first;
+    ui_settings_default(o);
+    o->n_predict = 0;   /* a reply runs to its end of text */
+    if ((rc = ui_opts_parse(&set, argc, argv, o, &first)) >= 0)
+        return rc;
+    memset(st, 0, sizeof *st);
+    st->threads = (int)o->threads;
+    st->prefetch = o->prefetch;
+    if (o->expert_io >= 0)
+        snprintf(st->expert_io, sizeof st->expert_io, "%s",
+                 eng_expert_io_name(o->expert_io));
+    st->no_mmap = o->no_mmap;
+    ui_settings_sampling(o, &st->sp);
+    st->n_predict = o->n_predict;
+    st->ignore_eos = o->ignore_eos;
+    st->system = o->system ? strdup(o->system) : NULL;
+    app.db = o->db;
+    return -1;
 }
 
 int main(int argc, char **argv)
 {
-    enum { O_DB = 256, O_NOLOG, O_TEMP, O_SEED, O_PREFETCH, O_XIO, O_NOMMAP };
-    static const struct option lo[] = {
-        { "model", required_argument, 0, 'm' },
-        { "threads", required_argument, 0, 't' },
-        { "ctx", required_argument, 0, 'c' },
-        { "system", required_argument, 0, 's' },
-        { "n-predict", required_argument, 0, 'n' },
-        { "temp", required_argument, 0, O_TEMP },
-        { "seed", required_argument, 0, O_SEED },
-        { "db", required_argument, 0, O_DB },
-        { "prefetch", required_argument, 0, O_PREFETCH },
-        { "expert-io", required_argument, 0, O_XIO },
-        { "no-log", no_argument, 0, O_NOLOG },
-        { "no-mmap", no_argument, 0, O_NOMMAP },
-        { "help", no_argument, 0, 'h' },
-        { "version", no_argument, 0, 'V' },
-        { 0, 0, 0, 0 }
-    };
-    const char *model = NULL;
-    long v, n_ctx = 0;
-    double d;
-    int c, no_log = 0;
+    ui_settings o;
     tui_settings st;
+    int rc;
 
-    memset(&st, 0, sizeof st);
-    eng_sampling_default(&st.sp);
-    st.prefetch = -1;   /* the engine's defaults ($CFLOW_PREFETCH, $CFLOW_EXPERT_IO) */
     setlocale(LC_ALL, "");
-    while ((c = getopt_long(argc, argv, "m:t:c:s:n:hV", lo, NULL)) != -1) {
-        switch (c) {
-        case 'm': model = optarg; break;
-        case 't':
-            if (ui_parse_int(optarg, 1, 1024, &v))
-                return usage_error("bad -t '%s'", optarg);
-            st.threads = (int)v;
-            break;
-        case 'c':
-            if (ui_parse_int(optarg, 1, 1L << 24, &n_ctx))
-                return usage_error("bad -c '%s'", optarg);
-            break;
-        case 's':
-            free(st.system);
-            st.system = strdup(optarg);
-            break;
-        case 'n':
-            if (ui_parse_int(optarg, 0, 1L << 30, &v))
-                return usage_error("bad -n '%s'", optarg);
-            st.n_predict = v;
-            break;
-        case O_TEMP:
-            if (ui_parse_float(optarg, 0, 5, &d))
-                return usage_error("bad --temp '%s'", optarg);
-            st.sp.temp = (float)d;
-            break;
-        case O_SEED:
-            if (ui_parse_u64(optarg, &st.sp.seed))
-                return usage_error("bad --seed '%s'", optarg);
-            break;
-        case O_DB: app.db = optarg; break;
-        case O_PREFETCH:
-            if (!strcmp(optarg, "on"))
-                st.prefetch = 1;
-            else if (!strcmp(optarg, "off"))
-                st.prefetch = 0;
-            else
-                return usage_error("bad --prefetch '%s' (on or off)", optarg);
-            break;
-        case O_XIO:
-            if (eng_expert_io_from_name(optarg) < 0)
-                return usage_error("bad --expert-io '%s' (mmap, sync or staged)", optarg);
-            snprintf(st.expert_io, sizeof st.expert_io, "%s", optarg);
-            break;
-        case O_NOLOG: no_log = 1; break;
-        case O_NOMMAP: st.no_mmap = 1; break;
-        case 'h': usage(stdout); return UI_EXIT_OK;
-        case 'V': {
-            const kern_ops *ops = kern_init();
-            printf("cflow-tui %s\nkernels: %s (cpu: %s)\n", PACKAGE_VERSION, ops->name,
-                   kern_cpu_features());
-            return UI_EXIT_OK;
-        }
-        default: return usage_error("%s", "bad option");
-        }
-    }
-    if (optind != argc)
-        return usage_error("unexpected argument '%s'", argv[optind]);
+    if ((rc = parse_flags(argc, argv, &o, &st)) >= 0)
+        return rc;
+    const char *model = o.model;
+    long n_ctx = o.n_ctx;
+    int no_log = o.no_log;
     if (!model)
         model = ui_default_model();
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {

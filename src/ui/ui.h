@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "engine/engine.h"
 #include "prof/prof.h"
@@ -47,9 +48,130 @@ void       ui_runlog_token(ui_runlog *rl);
  * lines on stderr.  Detaches the profiler and frees everything. */
 void       ui_runlog_end(ui_runlog *rl, int print);
 
+/* ---- ui_opt.c: one table of options and limits, one parser ----------
+ * Every flag of `cflow run`, `cflow bench`, `cflow ppl` and cflow-tui, and
+ * every /command of cflow-tui that sets one of them, takes its limits from
+ * ui_opts[]: a value outside them is refused in one line that gives the
+ * valid range.  A program names the options it takes (a list of ids ending
+ * in UI_O_END) and ui_opts_parse writes them once into a ui_settings. */
+enum ui_opt_id {
+    UI_O_MODEL, UI_O_PROMPT, UI_O_FILE, UI_O_N_PREDICT, UI_O_CTX, UI_O_THREADS,
+    UI_O_TEMP, UI_O_TOP_K, UI_O_TOP_P, UI_O_MIN_P, UI_O_REPEAT_PENALTY,
+    UI_O_REPEAT_LAST_N, UI_O_SEED, UI_O_IGNORE_EOS, UI_O_SYSTEM, UI_O_DB, UI_O_NO_LOG,
+    UI_O_NO_PROFILE, UI_O_KV_TYPE, UI_O_PREFETCH, UI_O_EXPERT_IO, UI_O_NO_MMAP,
+    /* cflow ppl */
+    UI_O_STORIES, UI_O_NO_EOS, UI_O_JSON,
+    /* cflow bench: lists of values, one test per combination */
+    UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH,
+    UI_O_B_REPS, UI_O_B_OUTPUT, UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_READ_BW,
+    UI_O_B_NO_WARMUP, UI_O_B_SEED, UI_O_B_ROWS_DIV,
+    UI_O_HELP, UI_O_VERSION,
+    UI_O_N,
+    UI_O_END = -1
+};
+
+enum ui_opt_type {
+    UI_T_FLAG,     /* no value: sets an int to 1 */
+    UI_T_STR,      /* a string (points into argv) */
+    UI_T_INT,      /* a long within [min, max] */
+    UI_T_FLOAT,    /* a finite double within [min, max] */
+    UI_T_U64,      /* an unsigned 64-bit integer (seeds) */
+    UI_T_CHOICE,   /* one of choices[] -> its index + base */
+    UI_T_LIST,     /* "a,b,c", "a-b" or "a-b+step" of longs within [min, max] */
+    UI_T_CHOICES,  /* "x,y" of choices[] -> their indices */
+    UI_T_STRS      /* a string; repeat the option for several */
+};
+
+#define UI_LIST_MAX 32    /* entries of a list option */
+typedef struct ui_ilist {
+    long     v[UI_LIST_MAX];
+    unsigned n;
+} ui_ilist;
+
+typedef struct ui_opt {
+    int         id;          /* enum ui_opt_id */
+    const char *name;        /* the long flag and the /command */
+    char        short_name;  /* 0: none */
+    int         type;        /* enum ui_opt_type */
+    const char *arg;         /* what the value is called: "N", "T", "FILE" */
+    double      min, max;    /* UI_T_INT, UI_T_FLOAT, UI_T_LIST */
+    const char *zero;        /* what 0 means ("all cores"), or NULL */
+    const char *const *choices;  /* UI_T_CHOICE(S), NULL-terminated */
+    int         base;        /* UI_T_CHOICE: the value of choices[0] */
+    size_t      off;         /* where ui_settings keeps the value */
+    const char *dflt;        /* the default in words; NULL: the settings' value */
+    const char *help;
+} ui_opt;
+
+extern const ui_opt ui_opts[UI_O_N];
+
+/* Everything the flags set, parsed once.  given[id] says which options
+ * the command line named (the rest keep the program's defaults). */
+typedef struct ui_settings {
+    const char *model, *prompt, *prompt_file, *system, *db;
+    long        n_predict;       /* tokens per run or reply, 0: no limit */
+    long        n_ctx;           /* 0: the model's */
+    long        threads;         /* 0: all cores */
+    double      temp, top_p, min_p, rep_penalty;
+    long        top_k, rep_last_n;
+    uint64_t    seed;
+    int         ignore_eos, no_log, no_profile, no_mmap;
+    int         kv_f16;          /* -1 auto, 0 f32, 1 f16 */
+    int         prefetch;        /* -1 the environment's, 0 off, 1 on */
+    int         expert_io;       /* -1 the environment's, else enum eng_expert_io */
+    /* cflow ppl */
+    long        stories;         /* 0: all */
+    int         no_eos, json;
+    /* cflow bench */
+    const char *models[UI_LIST_MAX];
+    unsigned    n_models;
+    ui_ilist    b_threads, b_prompt, b_gen, b_depth, b_prefetch, b_expert_io;
+    long        reps, rows_div;
+    int         output;          /* 0 md, 1 csv, 2 json */
+    double      read_bw;         /* GB/s, 0: measure */
+    int         no_warmup;
+    uint64_t    b_seed;
+    int         help, version;
+    unsigned char given[UI_O_N];
+} ui_settings;
+
+/* The defaults every program starts from (eng_sampling_default's
+ * sampling, 128 tokens, the environment's I/O, bench's llama-bench
+ * tests); a program changes what differs before parsing. */
+void ui_settings_default(ui_settings *s);
+/* The settings' sampling as the engine takes it. */
+void ui_settings_sampling(const ui_settings *s, eng_sampling *sp);
+/* A program's options: its name ("cflow run", "cflow-tui"), the ids it
+ * takes (ending in UI_O_END), what prints its --help and --version (from
+ * s->help, s->version) and its one argument after the options ("FILE"),
+ * NULL when it takes none. */
+typedef struct ui_optset {
+    const char *prog;
+    const int  *ids;
+    void      (*help)(const ui_settings *s);
+    const char *args;
+} ui_optset;
+/* argv[1..] into s.  Returns -1 when the program goes on (*first_arg: the
+ * first argument that is not an option), else the exit status:
+ * UI_EXIT_USAGE after a one-line refusal on stderr, UI_EXIT_OK after
+ * --help or --version. */
+int  ui_opts_parse(const ui_optset *set, int argc, char **argv, ui_settings *s,
+                   int *first_arg);
+/* The option of that long name (the first, for names bench reuses), or
+ * NULL. */
+const ui_opt *ui_opt_find(const char *name);
+/* A value of o parsed and checked against its limits: into *out (a long,
+ * double, uint64_t or int as o's type stores it; lists into a ui_ilist).
+ * -1 with err = the valid range ("N from 0 (all cores) to 1024"). */
+int  ui_opt_value(const ui_opt *o, const char *arg, void *out, char *err, size_t errlen);
+/* The valid values of o in words, as a refusal gives them. */
+void ui_opt_range(const ui_opt *o, char *buf, size_t n);
+/* The options of ids[] as --help lists them, with s's values as defaults. */
+void ui_opts_help(FILE *f, const int *ids, const ui_settings *s);
+
 /* "cflow: <msg>" on stderr; returns UI_EXIT_ERR. */
 int  ui_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* "cflow <cmd>: <msg>\nTry 'cflow <cmd> --help'." ; returns UI_EXIT_USAGE. */
+/* "cflow <cmd>: <msg>", one line; returns UI_EXIT_USAGE. */
 int  ui_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Log callback for the libraries: warnings and errors to stderr. */

@@ -36,7 +36,7 @@ int ui_usage_error(const char *cmd, const char *fmt, ...)
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\nTry 'cflow %s --help'.\n", cmd);
+    fputc('\n', stderr);
     return UI_EXIT_USAGE;
 }
 

@@ -65,7 +65,7 @@ static void test_args(void **state)
     (void)state;
     expect_usage(2, "no model", (char *)NULL);
     expect_usage(2, "unknown mode 'frob'", "frob", (char *)NULL);
-    expect_usage(2, "bad -t '0'", "-m", model, "-t", "0", (char *)NULL);
+    expect_usage(2, "bad -t '1025'", "-m", model, "-t", "1025", (char *)NULL);
     expect_usage(2, "bad -t '1,x'", "-m", model, "-t", "1,x", (char *)NULL);
     expect_usage(2, "bad -p '-3'", "-m", model, "-p", "-3", (char *)NULL);
     expect_usage(2, "bad -n '4-2'", "-m", model, "-n", "4-2", (char *)NULL);
