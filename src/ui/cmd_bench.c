@@ -116,50 +116,31 @@ typedef struct bench_cfg {
 /* ---- the run log: one session per model, one bench row per test ---------
  * Logging is a side effect: a log that cannot be opened or written is one
  * warning on stderr and the benchmark goes on without it. */
+static void log_warn(const char *why)
+{
+    char msg[1200];
+    ui_log_warning(msg, sizeof msg, why);
+    fprintf(stderr, "cflow bench: %s\n", msg);
+}
+
 static prof_log *log_open(const bench_cfg *c)
 {
-    char path[PATH_MAX], err[512];
+    char err[1024];
     prof_log *l = NULL;
-    if (c->no_log)
-        return NULL;
-    if (c->db)
-        snprintf(path, sizeof path, "%s", c->db);
-    else if (prof_log_default_path(path, sizeof path)) {
-        fprintf(stderr, "cflow bench: warning: run log: no $HOME, $XDG_DATA_HOME or "
-                        "$CFLOW_DB; not logging\n");
-        return NULL;
-    }
-    if (prof_log_open(&l, path, PROF_LOG_CREATE, err, sizeof err)) {
-        fprintf(stderr, "cflow bench: warning: run log %s; not logging\n", err);
-        return NULL;
-    }
+    if (!c->no_log && ui_log_open(&l, c->db, PROF_LOG_CREATE, err, sizeof err))
+        log_warn(err);
     return l;
 }
 
 static int log_session(prof_log *l, eng_session *s, const char *model, double bw)
 {
-    char err[512], host[256] = "", cpu[256], hash[17] = "", real[PATH_MAX];
-    uint64_t size = 0;
-    const fmt_hparams *hp = eng_hparams(s);
-    gethostname(host, sizeof host - 1);
-    prof_cpu_model(cpu, sizeof cpu);
-    prof_machine m = { host, cpu, eng_isa(s), prof_cpu_cores(), bw };
-    if (!realpath(model, real))
-        snprintf(real, sizeof real, "%s", model);
-    if (prof_file_hash(real, hash, &size, err, sizeof err)) {
-        fprintf(stderr, "cflow bench: warning: run log: %s\n", err);
-        return -1;
-    }
-    prof_model_info mi = {
-        .path = real, .hash = hash, .arch = hp->arch,
-        .quant = kern_type_name((enum kern_type)hp->quant_type), .size = size,
-        .n_layers = hp->n_layers, .dim = hp->dim, .ffn_dim = hp->ffn_dim,
-        .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
-        .vocab_size = hp->vocab_size, .n_experts = hp->n_experts, .top_k = hp->top_k,
-        .dense_delay = hp->dense_delay, .expert_delay = hp->expert_delay,
-    };
-    if (prof_log_session(l, &m, &mi, "cflow bench", err, sizeof err)) {
-        fprintf(stderr, "cflow bench: warning: run log: %s\n", err);
+    char err[1024];
+    ui_logsess ls;
+    ui_logsess_machine(&ls, s, NULL);   /* the bandwidth is the bench's own */
+    ls.m.read_bw_gbs = bw;
+    if (ui_logsess_model(&ls, model, eng_hparams(s), err, sizeof err) ||
+        prof_log_session(l, &ls.m, &ls.mi, "cflow bench", err, sizeof err)) {
+        log_warn(err);
         return -1;
     }
     return 0;
@@ -491,8 +472,7 @@ static int bench_models(const bench_cfg *c)
                         .read_bw_gbs = r.read_bw, .bw_pct = r.bw_pct,
                     };
                     if (prof_log_bench(lg, &br, err, sizeof err)) {
-                        fprintf(stderr, "cflow bench: warning: run log: %s; not "
-                                        "logging\n", err);
+                        log_warn(err);
                         logging = 0;
                     }
                 }

@@ -1,6 +1,5 @@
 /*
- * cmd_runs.c — the run log from the command line, and the glue that makes
- * `cflow run` profile and log itself.
+ * cmd_runs.c — the run log from the command line.
  *
  *   cflow runs list [--model M] [--json]     one line (or object) per run
  *   cflow runs show ID                       everything about one run
@@ -11,23 +10,16 @@
  * $XDG_DATA_HOME/cflow/runs.db, then ~/.local/share/cflow/runs.db).  The
  * export formats are a stable interface documented in cflow(1) (RUN LOG);
  * columns and members may be added at the end, never renamed or removed.
- *
- * The glue (ui_runlog_*): a profiler on the session, a database opened
- * after the model (a damaged model never touches the log), one run per
- * `cflow run`, a flush every 64 tokens or half second.  A log that cannot
- * be opened or written costs one warning and logging stops; inference
- * always goes on.
+ * (What logs `cflow run` is cmd_run_log.c.)
  */
 #include "config.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <json-c/json.h>
 
@@ -37,194 +29,6 @@
 
 #define MIB (1024.0 * 1024.0)
 #define KIB 1024.0
-
-/* The stream names of the byte figures: the FFN is "dense" beside the
- * experts, as in cflow inspect --critical-path. */
-static const char *const byte_stream[3] = { "attention", "dense", "experts" };
-
-/* "binding: dense on 3 of 4 layers, attention on 1" into buf: the stream
- * that binds most layers first. */
-static void binding_text(const unsigned cnt[PROF_NST], unsigned n, char *buf, size_t len)
-{
-    int order[3] = { 0, 1, 2 };
-    for (int i = 0; i < 3; i++)
-        for (int j = i + 1; j < 3; j++)
-            if (cnt[order[j]] > cnt[order[i]]) {
-                int t = order[i];
-                order[i] = order[j];
-                order[j] = t;
-            }
-    size_t o = (size_t)snprintf(buf, len, "binding: %s on %u of %u layers",
-                                byte_stream[order[0]], cnt[order[0]], n);
-    for (int i = 1; i < 3 && o < len; i++)
-        if (cnt[order[i]])
-            o += (size_t)snprintf(buf + o, len - o, ", %s on %u", byte_stream[order[i]],
-                                  cnt[order[i]]);
-}
-
-/* ======================================================================= */
-/* Logging glue for `cflow run`                                             */
-/* ======================================================================= */
-struct ui_runlog {
-    eng_session *s;
-    prof        *prof;
-    prof_log    *log;
-    int64_t      run_id;
-};
-
-static void runlog_warn(ui_runlog *rl, const char *msg)
-{
-    fprintf(stderr, "cflow: warning: run log %s; continuing without logging\n", msg);
-    prof_log_close(rl->log);
-    rl->log = NULL;
-}
-
-/* A float setting as the decimal the user wrote (0.95, not 0.949999988). */
-static double f2d(float f)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%.7g", (double)f);
-    return strtod(buf, NULL);
-}
-
-ui_runlog *ui_runlog_start(eng_session *s, const char *model, const ui_run_cfg *c)
-{
-    ui_runlog *rl = calloc(1, sizeof *rl);
-    const fmt_hparams *hp = eng_hparams(s);
-    char err[1024], path[PATH_MAX];
-    eng_stats es;
-
-    if (!rl)
-        return NULL;
-    rl->s = s;
-    if (!c->no_profile || !c->no_log) {
-        /* logging without --profile still needs token timings */
-        unsigned what = c->no_profile ? 0 : PROF_ALL;
-        if (prof_new(&rl->prof, what, hp->n_layers, err, sizeof err)) {
-            fprintf(stderr, "cflow: warning: %s; not profiling\n", err);
-            return rl;
-        }
-        eng_set_prof(s, rl->prof);
-    }
-    if (!c->no_log) {
-        if (c->db)
-            snprintf(path, sizeof path, "%s", c->db);
-        if (!c->db && prof_log_default_path(path, sizeof path)) {
-            fprintf(stderr, "cflow: warning: run log: no $HOME, $XDG_DATA_HOME or $CFLOW_DB;"
-                            " continuing without logging\n");
-        } else if (prof_log_open(&rl->log, path, PROF_LOG_CREATE, err, sizeof err)) {
-            rl->log = NULL;
-            fprintf(stderr, "cflow: warning: run log %s; continuing without logging\n", err);
-        }
-    }
-
-    /* the machine: its read bandwidth is measured once and kept in the log */
-    ui_logsess ls;
-    ui_logsess_machine(&ls, s, rl->log);
-    eng_get_stats(s, &es);
-    if (rl->prof)
-        prof_run_begin(rl->prof, es.bytes_per_token, ls.m.read_bw_gbs);
-    if (!rl->log)
-        return rl;
-    if (ui_logsess_model(&ls, model, hp, err, sizeof err)) {
-        runlog_warn(rl, err);
-        return rl;
-    }
-    prof_run_cfg rc = {
-        .threads = eng_threads(s), .prefetch = eng_prefetch(s) ? "on" : "off",
-        .expert_io = hp->n_experts ? eng_expert_io_name(eng_expert_io(s)) : "none",
-        .n_ctx = eng_n_ctx(s), .temp = f2d(c->sp->temp), .top_p = f2d(c->sp->top_p),
-        .min_p = f2d(c->sp->min_p), .rep_penalty = f2d(c->sp->rep_penalty),
-        .top_k = c->sp->top_k, .rep_last_n = c->sp->rep_last_n, .seed = c->sp->seed,
-    };
-    if (prof_log_session(rl->log, &ls.m, &ls.mi, "cflow run", err, sizeof err) ||
-        prof_log_run_begin(rl->log, rl->prof, &rc, &rl->run_id, err, sizeof err))
-        runlog_warn(rl, err);
-    return rl;
-}
-
-void ui_runlog_token(ui_runlog *rl)
-{
-    char err[1024];
-    if (!rl || !rl->log || !prof_log_due(rl->log, rl->prof))
-        return;
-    if (prof_log_flush(rl->log, rl->prof, 0, err, sizeof err))
-        runlog_warn(rl, err);
-}
-
-void ui_runlog_end(ui_runlog *rl, int print)
-{
-    char err[1024];
-    if (!rl)
-        return;
-    if (rl->log && prof_log_flush(rl->log, rl->prof, 1, err, sizeof err))
-        runlog_warn(rl, err);
-    if (print && rl->prof) {
-        prof_totals t;
-        prof_totals_get(rl->prof, &t);
-        if (prof_what(rl->prof) & PROF_LAYERS) {
-            double all = 0;
-            for (int k = 0; k < PROF_NST; k++)
-                all += t.st[k];
-            fprintf(stderr, "cflow: layers:");
-            for (int k = 0; k < PROF_NST; k++)
-                fprintf(stderr, "%s %s %.3f ms (%.0f%%)", k ? "," : "", prof_stream_name(k),
-                        t.st[k] * 1e3, all > 0 ? 100.0 * t.st[k] / all : 0.0);
-            fputc('\n', stderr);
-        }
-        /* per decode token: what the critical path predicts (a batched
-         * prefill streams the weights once for many tokens) */
-        uint64_t nt = t.n_gen;
-        if (nt) {
-            double b[3], all = 0;
-            for (int k = 0; k < 3; k++)
-                all += (b[k] = (double)t.dec_bytes[k] / (double)nt);
-            fprintf(stderr,
-                    "cflow: bytes/token: streamed %.3f MiB (attention %.3f, dense %.3f,"
-                    " experts %.3f)",
-                    all / MIB, b[0] / MIB, b[1] / MIB, b[2] / MIB);
-            if (t.cp_layers) {
-                char bind[128];
-                binding_text(t.cp_binding, t.cp_layers, bind, sizeof bind);
-                fprintf(stderr, "; critical path %.3f MiB of naive %.3f MiB (%s)",
-                        t.cp_critical / MIB, t.cp_naive / MIB, bind);
-            }
-            fputc('\n', stderr);
-        }
-        if (prof_what(rl->prof) & PROF_COUNTERS) {
-            const char *why[PROF_NEV];
-            char line[2048];
-            for (int e = 0; e < PROF_NEV; e++)
-                why[e] = prof_ev_reason(rl->prof, e);
-            prof_counters_line(t.ev, why, line, sizeof line);
-            fprintf(stderr, "cflow: counters: %s\n", line);
-        }
-        prof_io_fig io;
-        prof_io_get(rl->prof, PROF_IO_ALL, &io);
-        if (io.bytes) {
-            int direct = eng_expert_io_direct(rl->s);
-            fprintf(stderr,
-                    "cflow: expert I/O %s (%s): read %.1f MiB in %.3f s, stall %.3f s, "
-                    "compute %.3f s; %.0f%% of the read time hidden; model (C + IO) / "
-                    "max(C, IO_eff) = %.2fx\n",
-                    eng_expert_io_name(eng_expert_io(rl->s)),
-                    direct > 0 ? "O_DIRECT" : "buffered", (double)io.bytes / MIB, io.io_s,
-                    io.stall_s, io.c_s, 100.0 * io.hidden, io.pred);
-        }
-        if (t.read_bw_gbs > 0 && t.n_gen)
-            fprintf(stderr,
-                    "cflow: bandwidth: decode %.2f GB/s of weights, %.1f%% of the"
-                    " machine's %.1f GB/s read bandwidth\n",
-                    t.gb_s, 100.0 * t.bw_share, t.read_bw_gbs);
-    }
-    if (print && rl->log)
-        fprintf(stderr, "cflow: logged run %lld in %s\n", (long long)rl->run_id,
-                prof_log_path(rl->log));
-    prof_log_close(rl->log);
-    eng_set_prof(rl->s, NULL);
-    prof_free(rl->prof);
-    free(rl);
-}
 
 /* ======================================================================= */
 /* cflow runs                                                               */
@@ -539,7 +343,7 @@ static int cmd_show(prof_log *l, const char *arg)
                    (double)x->bytes[1] / nt / KIB, (double)x->bytes[2] / nt / KIB);
             if (x->has_model)
                 printf(" %12.3f %12.3f  %s\n", x->model.naive / KIB, x->model.critical / KIB,
-                       byte_stream[x->model.binding < 3 ? x->model.binding : 0]);
+                       ui_byte_stream[x->model.binding < 3 ? x->model.binding : 0]);
             else
                 printf(" %12s %12s  %s\n", "-", "-", "-");
         }
@@ -701,7 +505,7 @@ static int cmd_compare(prof_log *l, const char *aa, const char *bb)
     if (nlr) {
         printf("\nper layer, KiB streamed per token and critical path (B - A)\n%5s", "layer");
         for (int k = 0; k < 3; k++)
-            printf(" %9s A %9s B %8s", byte_stream[k], "", "diff");
+            printf(" %9s A %9s B %8s", ui_byte_stream[k], "", "diff");
         printf(" %9s A %9s B %8s\n", "critical", "", "diff");
         for (unsigned i = 0; i < nlr; i++) {
             const prof_layer_row *x = i < nla ? &la[i] : NULL, *y = i < nlb ? &lb[i] : NULL;
@@ -928,7 +732,7 @@ static int cmd_export(prof_log *l, const char *model, int json, int tokens)
                                        x->has_model ? jnum(x->model.critical) : NULL);
                 json_object_object_add(lo, "binding",
                                        x->has_model && x->model.binding < 3
-                                           ? jstr(byte_stream[x->model.binding]) : NULL);
+                                           ? jstr(ui_byte_stream[x->model.binding]) : NULL);
                 if (x->io_bytes) {   /* expert I/O (schema 4) */
                     prof_io_fig f;
                     prof_io_derive(x->sec[PROF_ST_ATTN] + x->sec[PROF_ST_FFN] +
@@ -975,7 +779,7 @@ int ui_cmd_runs(int argc, char **argv)
     };
     const char *db = NULL, *model = NULL;
     int json = 0, csv = 0, tokens = 0, c;
-    char path[PATH_MAX], err[1024];
+    char err[1024];
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:jh", lo, NULL)) != -1) {
@@ -1007,26 +811,23 @@ int ui_cmd_runs(int argc, char **argv)
     if (strcmp(sub, "export") && (csv || tokens))
         return ui_usage_error("runs", "--csv and --tokens are for export");
 
-    if (db)
-        snprintf(path, sizeof path, "%s", db);
-    else if (prof_log_default_path(path, sizeof path))
-        return ui_error("no run log: set $HOME, $XDG_DATA_HOME or $CFLOW_DB, or give --db");
-    if (access(path, F_OK) != 0) {
-        if (errno != ENOENT)
-            return ui_error("%s: %s", path, strerror(errno));
-        /* nothing logged yet: an empty log, not an error */
+    prof_log *l;
+    int got = ui_log_open(&l, db, 0, err, sizeof err);
+    if (got < 0)
+        return ui_error("run log %s", err);
+    if (got > 0) {
+        /* nothing logged yet: an empty log, not an error, but said */
         if (!strcmp(sub, "list") || !strcmp(sub, "export")) {
+            fprintf(stderr, "cflow: %s: no run log yet (cflow run, cflow bench and "
+                            "cflow-tui create it)\n", err);
             if (json)
                 return print_json(json_object_new_array());
             if (!strcmp(sub, "export"))
                 csv_header(tokens);
             return UI_EXIT_OK;
         }
-        return ui_error("%s: no run log yet (nothing has been logged)", path);
+        return ui_error("%s: no run log yet (nothing has been logged)", err);
     }
-    prof_log *l;
-    if (prof_log_open(&l, path, 0, err, sizeof err))
-        return ui_error("%s", err);
     int rc;
     if (!strcmp(sub, "list"))
         rc = cmd_list(l, model, json);

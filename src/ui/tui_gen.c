@@ -232,16 +232,14 @@ void tui_gen_log_path(tui_gen *g, char *buf, size_t n)
 }
 
 /* ---- the run log ------------------------------------------------------- */
-static double f2d(float f)   /* 0.95, not 0.949999988 */
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%.7g", (double)f);
-    return strtod(buf, NULL);
-}
-
+/* The log cannot be written: said once, in cflow's words, and no later
+ * model tries it again. */
 static void log_fail(tui_gen *g, const char *err)
 {
-    note(g, TUI_ERROR, "run log: %s; continuing without logging", err);
+    char msg[1200];
+    ui_log_warning(msg, sizeof msg, err);
+    note(g, TUI_NOTE, "%s", msg);
+    g->cfg.no_log = 1;
     prof_log_close(g->log);
     g->log = NULL;
     pthread_mutex_lock(&g->snap_mu);
@@ -272,16 +270,8 @@ static void run_begin(tui_gen *g)
     g->run_dirty = 0;
     g->run_id = 0;
     if (g->log && g->log_session) {
-        const eng_sampling *sp = &g->cur.sp;
-        prof_run_cfg rc = {   /* as `cflow run` logs them */
-            .threads = eng_threads(g->s), .prefetch = eng_prefetch(g->s) ? "on" : "off",
-            .expert_io = eng_hparams(g->s)->n_experts
-                             ? eng_expert_io_name(eng_expert_io(g->s)) : "none",
-            .n_ctx = eng_n_ctx(g->s),
-            .temp = f2d(sp->temp), .top_p = f2d(sp->top_p), .min_p = f2d(sp->min_p),
-            .rep_penalty = f2d(sp->rep_penalty), .top_k = sp->top_k,
-            .rep_last_n = sp->rep_last_n, .seed = sp->seed,
-        };
+        prof_run_cfg rc;   /* as `cflow run` logs them */
+        ui_logsess_run_cfg(g->s, &g->cur.sp, &rc);
         if (prof_log_run_begin(g->log, g->p, &rc, &g->run_id, err, sizeof err))
             log_fail(g, err);
     }
@@ -298,22 +288,15 @@ static void run_token(tui_gen *g)
 /* Open the log (once) and start a session for the model just loaded. */
 static void log_session(tui_gen *g, const char *model)
 {
-    char err[1024], path[PATH_MAX];
+    char err[1024];
     const fmt_hparams *hp = eng_hparams(g->s);
 
     g->log_session = 0;
     if (g->cfg.no_log)
         return;
     if (!g->log) {
-        if (g->cfg.db)
-            snprintf(path, sizeof path, "%s", g->cfg.db);
-        else if (prof_log_default_path(path, sizeof path)) {
-            note(g, TUI_NOTE, "run log: no $HOME, $XDG_DATA_HOME or $CFLOW_DB; not logging");
-            return;
-        }
-        if (prof_log_open(&g->log, path, PROF_LOG_CREATE, err, sizeof err)) {
-            g->log = NULL;
-            note(g, TUI_ERROR, "run log %s; continuing without logging", err);
+        if (ui_log_open(&g->log, g->cfg.db, PROF_LOG_CREATE, err, sizeof err)) {
+            log_fail(g, err);
             return;
         }
         pthread_mutex_lock(&g->snap_mu);

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "ui/tui.h"
+#include "ui/ui.h"
 
 enum { V_LIST = 0, V_DETAIL, V_COMPARE };
 
@@ -54,20 +55,12 @@ static int reload(tui_runs *r, char *err, size_t errlen)
 
 int tui_runs_open(tui_app *a, const char *filter, char *err, size_t errlen)
 {
-    char path[1024];
     tui_runs *r = calloc(1, sizeof *r);
     if (!r) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (a->db)
-        snprintf(path, sizeof path, "%s", a->db);
-    else if (prof_log_default_path(path, sizeof path)) {
-        snprintf(err, errlen, "no run log: no $HOME, $XDG_DATA_HOME or $CFLOW_DB");
-        free(r);
-        return -1;
-    }
-    if (prof_log_open(&r->log, path, PROF_LOG_CREATE, err, errlen)) {
+    if (ui_log_open(&r->log, a->db, PROF_LOG_CREATE, err, errlen)) {
         free(r);
         return -1;
     }

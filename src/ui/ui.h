@@ -30,7 +30,7 @@ int ui_cmd_ppl(int argc, char **argv);
 int ui_cmd_runs(int argc, char **argv);
 int ui_cmd_bench(int argc, char **argv);
 
-/* ---- cmd_runs.c: profiling and logging one `cflow run` ---- */
+/* ---- cmd_run_log.c: profiling and logging one `cflow run` ---- */
 typedef struct ui_run_cfg {
     const char         *db;          /* --db PATH, or NULL for the default */
     int                 no_log;      /* --no-log */
@@ -194,6 +194,20 @@ char *ui_read_file(const char *path, size_t *len);
  * or NULL when there is none. */
 const char *ui_default_model(void);
 
+/* ---- ui_runlog.c: the run log as both programs open and describe it -- */
+/* Open the run log: db (--db PATH), else the default ($CFLOW_DB, then
+ * $XDG_DATA_HOME/cflow/runs.db, then ~/.local/share/cflow/runs.db), with
+ * prof_log_open's flags (PROF_LOG_CREATE to write).  0; 1 when a reader
+ * (no PROF_LOG_CREATE) finds no file there yet (err: the path); -1 with
+ * one line in err that follows the words "run log" ("PATH: why"). */
+int  ui_log_open(prof_log **out, const char *db, unsigned flags, char *err, size_t errlen);
+/* "warning: run log <why>; continuing without logging" into buf: what
+ * cflow and cflow-tui say, once, when the log cannot be written. */
+void ui_log_warning(char *buf, size_t n, const char *why);
+/* The names of the three byte streams: attention, dense (the FFN beside
+ * the experts, as cflow inspect --critical-path calls it), experts. */
+extern const char *const ui_byte_stream[3];
+
 /* What the run log records of a session, as `cflow run`, `cflow bench` and
  * cflow-tui all describe it: the machine and the model.  The structures'
  * strings point into the buffers beside them. */
@@ -210,5 +224,8 @@ void ui_logsess_machine(ui_logsess *ls, const eng_session *s, prof_log *log);
  * err filled when the file cannot be hashed. */
 int  ui_logsess_model(ui_logsess *ls, const char *model, const fmt_hparams *hp,
                       char *err, size_t errlen);
+/* The settings a run ran under, as the log records them (floats as the
+ * decimals the user gave). */
+void ui_logsess_run_cfg(const eng_session *s, const eng_sampling *sp, prof_run_cfg *rc);
 
 #endif

@@ -109,6 +109,20 @@ static void test_help_lists_limits(void **state)
     tu_proc_free(&p);
 }
 
+/* `cflow runs list` before anything was logged: exit 0, but it says so. */
+static void test_runs_list_without_log(void **state)
+{
+    (void)state;
+    tu_proc p;
+    const char *db = tu_tmp("never-written.db");
+    assert_int_equal(tu_cflow_run(&p, "runs", "list", "--db", db, (char *)NULL), 0);
+    assert_true(tu_ok(&p, "cflow runs list (no log)"));
+    assert_int_equal(p.out_len, 0);
+    assert_non_null(strstr(p.err, db));
+    assert_non_null(strstr(p.err, "no run log yet"));
+    tu_proc_free(&p);
+}
+
 int main(void)
 {
     const char *bd = getenv("CFLOW_BUILDDIR");
@@ -117,6 +131,7 @@ int main(void)
         cmocka_unit_test(test_refusals_give_the_range),
         cmocka_unit_test(test_threads_zero_is_all_cores),
         cmocka_unit_test(test_help_lists_limits),
+        cmocka_unit_test(test_runs_list_without_log),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,189 @@
+/*
+ * cmd_run_log.c — what makes `cflow run` profile and log itself, and the
+ * figures it prints about the run on stderr.
+ *
+ * A profiler on the session, the run log opened after the model (a
+ * damaged model never touches the log: ui_log_open), one session and one
+ * run per `cflow run`, a flush every 64 tokens or half second.  A log that
+ * cannot be opened or written costs one warning (ui_log_warning's wording)
+ * and logging stops; inference always goes on.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "prof/prof.h"
+#include "ui/ui.h"
+
+#define MIB (1024.0 * 1024.0)
+
+struct ui_runlog {
+    eng_session *s;
+    prof        *prof;
+    prof_log    *log;
+    int64_t      run_id;
+};
+
+/* The log cannot be written: say so once and stop logging. */
+static void runlog_warn(ui_runlog *rl, const char *why)
+{
+    char msg[1200];
+    ui_log_warning(msg, sizeof msg, why);
+    fprintf(stderr, "cflow: %s\n", msg);
+    prof_log_close(rl->log);
+    rl->log = NULL;
+}
+
+ui_runlog *ui_runlog_start(eng_session *s, const char *model, const ui_run_cfg *c)
+{
+    ui_runlog *rl = calloc(1, sizeof *rl);
+    const fmt_hparams *hp = eng_hparams(s);
+    char err[1024];
+    eng_stats es;
+
+    if (!rl)
+        return NULL;
+    rl->s = s;
+    if (!c->no_profile || !c->no_log) {
+        /* logging without --profile still needs token timings */
+        unsigned what = c->no_profile ? 0 : PROF_ALL;
+        if (prof_new(&rl->prof, what, hp->n_layers, err, sizeof err)) {
+            fprintf(stderr, "cflow: warning: %s; not profiling\n", err);
+            return rl;
+        }
+        eng_set_prof(s, rl->prof);
+    }
+    if (!c->no_log && ui_log_open(&rl->log, c->db, PROF_LOG_CREATE, err, sizeof err))
+        runlog_warn(rl, err);
+
+    /* the machine: its read bandwidth is measured once and kept in the log */
+    ui_logsess ls;
+    ui_logsess_machine(&ls, s, rl->log);
+    eng_get_stats(s, &es);
+    if (rl->prof)
+        prof_run_begin(rl->prof, es.bytes_per_token, ls.m.read_bw_gbs);
+    if (!rl->log)
+        return rl;
+    if (ui_logsess_model(&ls, model, hp, err, sizeof err)) {
+        runlog_warn(rl, err);
+        return rl;
+    }
+    prof_run_cfg rc;
+    ui_logsess_run_cfg(s, c->sp, &rc);
+    if (prof_log_session(rl->log, &ls.m, &ls.mi, "cflow run", err, sizeof err) ||
+        prof_log_run_begin(rl->log, rl->prof, &rc, &rl->run_id, err, sizeof err))
+        runlog_warn(rl, err);
+    return rl;
+}
+
+void ui_runlog_token(ui_runlog *rl)
+{
+    char err[1024];
+    if (!rl || !rl->log || !prof_log_due(rl->log, rl->prof))
+        return;
+    if (prof_log_flush(rl->log, rl->prof, 0, err, sizeof err))
+        runlog_warn(rl, err);
+}
+
+/* "binding: dense on 3 of 4 layers, attention on 1" into buf: the stream
+ * that binds most layers first. */
+static void binding_text(const unsigned cnt[PROF_NST], unsigned n, char *buf, size_t len)
+{
+    int order[3] = { 0, 1, 2 };
+    for (int i = 0; i < 3; i++)
+        for (int j = i + 1; j < 3; j++)
+            if (cnt[order[j]] > cnt[order[i]]) {
+                int t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+            }
+    size_t o = (size_t)snprintf(buf, len, "binding: %s on %u of %u layers",
+                                ui_byte_stream[order[0]], cnt[order[0]], n);
+    for (int i = 1; i < 3 && o < len; i++)
+        if (cnt[order[i]])
+            o += (size_t)snprintf(buf + o, len - o, ", %s on %u", ui_byte_stream[order[i]],
+                                  cnt[order[i]]);
+}
+
+/* The run's layers, bytes, counters, expert I/O and bandwidth on stderr. */
+static void print_figures(const ui_runlog *rl)
+{
+    prof_totals t;
+    prof_totals_get(rl->prof, &t);
+    if (prof_what(rl->prof) & PROF_LAYERS) {
+        double all = 0;
+        for (int k = 0; k < PROF_NST; k++)
+            all += t.st[k];
+        fprintf(stderr, "cflow: layers:");
+        for (int k = 0; k < PROF_NST; k++)
+            fprintf(stderr, "%s %s %.3f ms (%.0f%%)", k ? "," : "", prof_stream_name(k),
+                    t.st[k] * 1e3, all > 0 ? 100.0 * t.st[k] / all : 0.0);
+        fputc('\n', stderr);
+    }
+    /* per decode token: what the critical path predicts (a batched
+     * prefill streams the weights once for many tokens) */
+    uint64_t nt = t.n_gen;
+    if (nt) {
+        double b[3], all = 0;
+        for (int k = 0; k < 3; k++)
+            all += (b[k] = (double)t.dec_bytes[k] / (double)nt);
+        fprintf(stderr,
+                "cflow: bytes/token: streamed %.3f MiB (attention %.3f, dense %.3f,"
+                " experts %.3f)",
+                all / MIB, b[0] / MIB, b[1] / MIB, b[2] / MIB);
+        if (t.cp_layers) {
+            char bind[128];
+            binding_text(t.cp_binding, t.cp_layers, bind, sizeof bind);
+            fprintf(stderr, "; critical path %.3f MiB of naive %.3f MiB (%s)",
+                    t.cp_critical / MIB, t.cp_naive / MIB, bind);
+        }
+        fputc('\n', stderr);
+    }
+    if (prof_what(rl->prof) & PROF_COUNTERS) {
+        const char *why[PROF_NEV];
+        char line[2048];
+        for (int e = 0; e < PROF_NEV; e++)
+            why[e] = prof_ev_reason(rl->prof, e);
+        prof_counters_line(t.ev, why, line, sizeof line);
+        fprintf(stderr, "cflow: counters: %s\n", line);
+    }
+    prof_io_fig io;
+    prof_io_get(rl->prof, PROF_IO_ALL, &io);
+    if (io.bytes) {
+        int direct = eng_expert_io_direct(rl->s);
+        fprintf(stderr,
+                "cflow: expert I/O %s (%s): read %.1f MiB in %.3f s, stall %.3f s, "
+                "compute %.3f s; %.0f%% of the read time hidden; model (C + IO) / "
+                "max(C, IO_eff) = %.2fx\n",
+                eng_expert_io_name(eng_expert_io(rl->s)),
+                direct > 0 ? "O_DIRECT" : "buffered", (double)io.bytes / MIB, io.io_s,
+                io.stall_s, io.c_s, 100.0 * io.hidden, io.pred);
+    }
+    if (t.read_bw_gbs > 0 && t.n_gen)
+        fprintf(stderr,
+                "cflow: bandwidth: decode %.2f GB/s of weights, %.1f%% of the"
+                " machine's %.1f GB/s read bandwidth\n",
+                t.gb_s, 100.0 * t.bw_share, t.read_bw_gbs);
+}
+
+void ui_runlog_end(ui_runlog *rl, int print)
+{
+    char err[1024];
+    if (!rl)
+        return;
+    if (rl->log && prof_log_flush(rl->log, rl->prof, 1, err, sizeof err))
+        runlog_warn(rl, err);
+    if (print && rl->prof)
+        print_figures(rl);
+    if (print && rl->log)
+        fprintf(stderr, "cflow: logged run %lld in %s\n", (long long)rl->run_id,
+                prof_log_path(rl->log));
+    prof_log_close(rl->log);
+    eng_set_prof(rl->s, NULL);
+    prof_free(rl->prof);
+    free(rl);
+}
+
