@@ -6,8 +6,9 @@
  * (src/llama-chat.cpp) we recognise the common template families from
  * substrings of the model's tokenizer.chat_template and render each family
  * with hand-written code.  The strings below reproduce llama.cpp's output
- * byte for byte for the families we keep (Zephyr excepted, see below); the
- * tests hold llama.cpp's own expectations (tests/test-chat-template.cpp).
+ * byte for byte for the families we keep (tinyllama is ours, see below):
+ * tests/data/chat holds llama.cpp's renderings of one conversation per
+ * family, which tests/engine/test_chat.c compares with ours.
  * eng_chat_render returns 0, ENG_ENOMEM, or ENG_EARG for a NULL out, an
  * unknown family or NULL msgs with n > 0.  The rendered text contains
  * special-token strings ("<|im_start|>", "</s>", ...) and must be encoded
@@ -34,10 +35,14 @@
  *   llama3   <|start_header_id|>{role}<|end_header_id|>\n\n{trim(content)}
  *            <|eot_id|> ...  opener <|start_header_id|>assistant
  *            <|end_header_id|>\n\n
- *   zephyr   <|{role}|>\n{content}</s>\n ...  opener <|assistant|>\n
- *            (HuggingFaceH4/zephyr-7b-beta and TinyLlama-Chat, whose
- *            eos_token is "</s>".  llama.cpp writes "<|endoftext|>" here,
- *            stablelm-2-zephyr's eos; we follow the Llama-vocabulary models.)
+ *   zephyr   <|{role}|>\n{content}<|endoftext|>\n ...  opener <|assistant|>\n
+ *            (llama.cpp's "zephyr": stablelm-2-zephyr, whose end of turn is
+ *            the literal "<|endoftext|>")
+ *   tinyllama the same shape ending each turn with "</s>": the templates of
+ *            HuggingFaceH4/zephyr-7b-beta and TinyLlama-Chat, which write
+ *            eos_token, "</s>" in their Llama vocabulary.  llama.cpp has no
+ *            such family (it renders those templates as "glmedge", with no
+ *            end of turn at all, which those models never saw).
  *   mistral  llama.cpp's "mistral-v7": [SYSTEM_PROMPT] {sys}[/SYSTEM_PROMPT]
  *            [INST] {user}[/INST] {assistant}</s> ...  No opener (the
  *            "[/INST]" is one).
@@ -49,6 +54,7 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -66,6 +72,7 @@ static const char *const chat_names[ENG_NCHAT] = {
     [ENG_CHAT_MISTRAL] = "mistral",
     [ENG_CHAT_GEMMA] = "gemma",
     [ENG_CHAT_PHI3] = "phi3",
+    [ENG_CHAT_TINYLLAMA] = "tinyllama",
 };
 
 /* Other spellings accepted by eng_chat_from_name (llama.cpp's names for the
@@ -133,11 +140,13 @@ static int has(struct text t, const char *needle)
  *                              too; everything else (Llama-2, Mistral v0.1/
  *                              v0.2 and v1) is Llama-2.
  *   "<|assistant|>" + "<|end|>"  Phi-3
- *   "<|assistant|>" + "<|user|>" Zephyr (llama.cpp: Falcon-3 / GLM-Edge; the
- *                              TinyLlama and zephyr-7b templates, which use
- *                              eos_token instead of a literal "</s>", land
- *                              here and are Zephyr)
- *   "<|user|>" + "<|endoftext|>" or "</s>"  Zephyr
+ *   "<|user|>" + "<|endoftext|>" Zephyr (a literal end of turn; llama.cpp
+ *                              tests "<|assistant|>" + "<|user|>" first and
+ *                              calls such a template Falcon-3 / GLM-Edge)
+ *   "<|assistant|>" + "<|user|>" TinyLlama (llama.cpp: Falcon-3 / GLM-Edge;
+ *                              the TinyLlama and zephyr-7b templates, which
+ *                              write eos_token, land here)
+ *   "<|user|>" + "</s>"        TinyLlama
  *   "<start_of_turn>"          Gemma
  *   "<|start_header_id|>" + "<|end_header_id|>"  Llama-3
  *   anything else              NONE (the caller may pick a default)
@@ -171,15 +180,32 @@ enum eng_chat eng_chat_detect(const char *jinja, size_t len)
     }
     if (has(t, "<|assistant|>") && has(t, "<|end|>"))
         return ENG_CHAT_PHI3;
-    if (has(t, "<|assistant|>") && has(t, "<|user|>"))
+    if (has(t, "<|user|>") && has(t, "<|endoftext|>"))
         return ENG_CHAT_ZEPHYR;
-    if (has(t, "<|user|>") && (has(t, "<|endoftext|>") || has(t, "</s>")))
-        return ENG_CHAT_ZEPHYR;
+    if (has(t, "<|user|>") && (has(t, "<|assistant|>") || has(t, "</s>")))
+        return ENG_CHAT_TINYLLAMA;
     if (has(t, "<start_of_turn>"))
         return ENG_CHAT_GEMMA;
     if (has(t, "<|start_header_id|>") && has(t, "<|end_header_id|>"))
         return ENG_CHAT_LLAMA3;
     return ENG_CHAT_NONE;
+}
+
+enum eng_chat eng_chat_of_file(const char *model_path)
+{
+    enum eng_chat c = ENG_CHAT_NONE;
+    fmt_model *m = NULL;
+    char err[256];
+    size_t len = 0;
+    const char *j;
+
+    if (!model_path || fmt_model_open(&m, model_path, err, sizeof err))
+        return ENG_CHAT_NONE;
+    j = fmt_kv_get_str(fmt_model_kv(m), "tokenizer.chat_template", &len);
+    if (j)
+        c = eng_chat_detect(j, len);
+    fmt_model_close(m);
+    return c;
 }
 
 /* ------------------------------------------------------------ rendering */
@@ -334,7 +360,8 @@ static void render_llama3(struct sbuf *b, const eng_msg *msgs, size_t n,
         sb_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
-/* Zephyr (eot "</s>") and Phi-3 (eot "<|end|>") share one shape. */
+/* Zephyr (eot "<|endoftext|>"), TinyLlama ("</s>") and Phi-3 ("<|end|>")
+ * share one shape. */
 static void render_pipe_roles(struct sbuf *b, const eng_msg *msgs, size_t n,
                               int add_ass, const char *eot)
 {
@@ -432,6 +459,9 @@ int eng_chat_render(enum eng_chat c, const eng_msg *msgs, size_t n,
         render_llama3(&b, msgs, n, add_assistant);
         break;
     case ENG_CHAT_ZEPHYR:
+        render_pipe_roles(&b, msgs, n, add_assistant, "<|endoftext|>");
+        break;
+    case ENG_CHAT_TINYLLAMA:
         render_pipe_roles(&b, msgs, n, add_assistant, "</s>");
         break;
     case ENG_CHAT_MISTRAL:
@@ -459,5 +489,32 @@ int eng_chat_render(enum eng_chat c, const eng_msg *msgs, size_t n,
         return ENG_ENOMEM;
     }
     *out = b.p;
+    return 0;
+}
+
+int eng_chat_prompt(const char *model_path, const char *system,
+                    const char *user, char **out, char *err, size_t errlen)
+{
+    enum eng_chat c = eng_chat_of_file(model_path);
+    eng_msg m[2];
+    size_t n = 0;
+
+    if (out)
+        *out = NULL;
+    if (c == ENG_CHAT_NONE) {
+        snprintf(err, errlen, "%s: the model has no chat template "
+                 "(tokenizer.chat_template), so it cannot chat", model_path);
+        return ENG_EARG;
+    }
+    if (system) {
+        m[n].role = "system";
+        m[n++].content = system;
+    }
+    m[n].role = "user";
+    m[n++].content = user ? user : "";
+    if (eng_chat_render(c, m, n, 1, out)) {
+        snprintf(err, errlen, "%s: out of memory", model_path);
+        return ENG_ENOMEM;
+    }
     return 0;
 }

@@ -127,7 +127,7 @@ int32_t eng_sampler_sample(eng_sampler *s, float *logits,
 enum eng_chat {
     ENG_CHAT_NONE = 0,  /* plain completion (base models) */
     ENG_CHAT_CHATML, ENG_CHAT_LLAMA2, ENG_CHAT_LLAMA3, ENG_CHAT_ZEPHYR,
-    ENG_CHAT_MISTRAL, ENG_CHAT_GEMMA, ENG_CHAT_PHI3,
+    ENG_CHAT_MISTRAL, ENG_CHAT_GEMMA, ENG_CHAT_PHI3, ENG_CHAT_TINYLLAMA,
     ENG_NCHAT
 };
 typedef struct eng_msg {
@@ -139,6 +139,15 @@ const char *eng_chat_name(enum eng_chat c);
 int         eng_chat_from_name(const char *name);  /* -1 if unknown */
 /* Recognise a template from the model's Jinja text (NULL/empty: NONE). */
 enum eng_chat eng_chat_detect(const char *jinja, size_t len);
+/* The family of a model file's tokenizer.chat_template (NONE when it has
+ * none, or the file cannot be opened as a model). */
+enum eng_chat eng_chat_of_file(const char *model_path);
+/* One user turn (after an optional system message, NULL for none) in the
+ * template of the model file, the assistant turn opened: what `cflow run
+ * --chat` feeds the model.  *out is malloc'd.  ENG_EARG (with a one-line
+ * message naming the file) when the model has no chat template. */
+int eng_chat_prompt(const char *model_path, const char *system,
+                    const char *user, char **out, char *err, size_t errlen);
 /* Render msgs; with add_assistant, open the assistant turn.  *out is
  * malloc'd (caller frees).  For ENG_CHAT_NONE messages are concatenated
  * (completion mode).  Returns 0 or ENG_ENOMEM. */

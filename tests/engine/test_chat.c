@@ -3,9 +3,10 @@
  * Jinja templates, and the name <-> enum round trip.
  *
  * The conversation and most expected strings are llama.cpp's own
- * (tests/test-chat-template.cpp, which checks src/llama-chat.cpp); where we
- * deliberately differ (Zephyr's end-of-turn, see eng_chat.c) the comment
- * says so.
+ * (tests/test-chat-template.cpp, which checks src/llama-chat.cpp).
+ * test_llamacpp_recorded compares every family with what llama.cpp's
+ * llama_chat_apply_template printed for the same conversation, recorded in
+ * tests/data/chat (its README says how); tinyllama has no llama.cpp family.
  */
 #include "config.h"
 
@@ -18,6 +19,8 @@
 #include <cmocka.h>
 
 #include "engine/engine.h"
+
+#include <stdio.h>
 
 /* llama.cpp's test conversation: system, then user/assistant turns, the
  * second assistant answer padded with spaces (trimmed by some families). */
@@ -107,16 +110,17 @@ static void test_render_llama3(void **state)
 static void test_render_zephyr(void **state)
 {
     (void)state;
-    /* llama.cpp's shape with "</s>" where it writes "<|endoftext|>". */
+    /* llama.cpp "zephyr" (stablelm-2-zephyr's literal "<|endoftext|>") */
     expect_render(ENG_CHAT_ZEPHYR, conv, NCONV, 1,
-        "<|system|>\nYou are a helpful assistant</s>\n"
-        "<|user|>\nHello</s>\n"
-        "<|assistant|>\nHi there</s>\n"
-        "<|user|>\nWho are you</s>\n"
-        "<|assistant|>\n   I am an assistant   </s>\n"
-        "<|user|>\nAnother question</s>\n"
+        "<|system|>\nYou are a helpful assistant<|endoftext|>\n"
+        "<|user|>\nHello<|endoftext|>\n"
+        "<|assistant|>\nHi there<|endoftext|>\n"
+        "<|user|>\nWho are you<|endoftext|>\n"
+        "<|assistant|>\n   I am an assistant   <|endoftext|>\n"
+        "<|user|>\nAnother question<|endoftext|>\n"
         "<|assistant|>\n");
-    expect_render(ENG_CHAT_ZEPHYR, conv, 4, 0,
+    /* the same shape with the Llama vocabulary's "</s>" */
+    expect_render(ENG_CHAT_TINYLLAMA, conv, 4, 0,
         "<|system|>\nYou are a helpful assistant</s>\n"
         "<|user|>\nHello</s>\n"
         "<|assistant|>\nHi there</s>\n"
@@ -308,13 +312,13 @@ static const struct det dets[] = {
       ENG_CHAT_PHI3 },
     { "HuggingFaceH4/zephyr-7b-beta / TinyLlama-1.1B-Chat-v1.0",
       "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + message['content'] + eos_token }}\n{% elif message['role'] == 'system' %}\n{{ '<|system|>\n' + message['content'] + eos_token }}\n{% elif message['role'] == 'assistant' %}\n{{ '<|assistant|>\n'  + message['content'] + eos_token }}\n{% endif %}\n{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}",
-      ENG_CHAT_ZEPHYR },
+      ENG_CHAT_TINYLLAMA },
     { "zephyr with literal end markers",
       "{% for message in messages %}{% if message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|endoftext|>\n'}}{% else %}{{'<|' + message['role'] + '|>\n' + message['content'] + '<|endoftext|>\n'}}{% endif %}{% endfor %}",
       ENG_CHAT_ZEPHYR },
     { "zephyr with a literal </s>",
       "{% for m in messages %}{% if m['role'] == 'user' %}{{ '<|user|>\n' + m['content'] + '</s>\n' }}{% endif %}{% endfor %}",
-      ENG_CHAT_ZEPHYR },
+      ENG_CHAT_TINYLLAMA },
     { "eachadea/vicuna-13b-1.1 (not a family we render)",
       "{%- for message in messages %}{%- if message['role'] == 'system' -%}{{- '' + message['content'] + '\n\n' -}}{%- else -%}{%- if message['role'] == 'user' -%}{{-'USER: ' + message['content'] + '\n'-}}{%- else -%}{{-'ASSISTANT: ' + message['content'] + '</s>\n' -}}{%- endif -%}{%- endif -%}{%- endfor -%}{%- if add_generation_prompt -%}{{-'ASSISTANT:'-}}{%- endif -%}",
       ENG_CHAT_NONE },
@@ -352,6 +356,81 @@ static void test_detect_len(void **state)
     memcpy(buf, s, sizeof buf);          /* exactly 19 bytes, no NUL */
     assert_int_equal(eng_chat_detect(buf, sizeof buf), ENG_CHAT_CHATML);
     assert_int_equal(eng_chat_detect("chatmlX", 6), ENG_CHAT_CHATML);
+}
+
+/* ------------------------------------------------- llama.cpp recorded */
+
+/* tests/data/chat/CASE.tmpl is what a model's tokenizer.chat_template holds
+ * (a real model's Jinja text, or llama.cpp's name of the family) and
+ * CASE.txt what llama.cpp's llama_chat_apply_template printed for conv with
+ * add_ass true.  Each must be detected as its family and render the same
+ * bytes. */
+static const struct {
+    const char   *name;
+    enum eng_chat want;
+} recorded[] = {
+    { "chatml", ENG_CHAT_CHATML },
+    { "chatml-openhermes", ENG_CHAT_CHATML },
+    { "llama2-sys-bos", ENG_CHAT_LLAMA2 },
+    { "llama2-fusionnet", ENG_CHAT_LLAMA2 },
+    { "llama3", ENG_CHAT_LLAMA3 },
+    { "llama3-meta", ENG_CHAT_LLAMA3 },
+    { "zephyr", ENG_CHAT_ZEPHYR },
+    { "mistral-v7", ENG_CHAT_MISTRAL },
+    { "mistral-large-2411", ENG_CHAT_MISTRAL },
+    { "gemma", ENG_CHAT_GEMMA },
+    { "gemma-7b-it", ENG_CHAT_GEMMA },
+    { "phi3", ENG_CHAT_PHI3 },
+    { "phi3-mini", ENG_CHAT_PHI3 },
+};
+
+static char *slurp(const char *name, const char *ext, size_t *len)
+{
+    const char *src = getenv("CFLOW_SRCDIR");
+    char path[4096];
+    FILE *f;
+    char *b;
+    long n;
+    snprintf(path, sizeof path, "%s/tests/data/chat/%s.%s", src ? src : ".",
+             name, ext);
+    f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    n = ftell(f);
+    assert_true(n >= 0);
+    rewind(f);
+    b = malloc((size_t)n + 1);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+    b[n] = '\0';
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+static void test_llamacpp_recorded(void **state)
+{
+    unsigned seen = 0;
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof recorded / sizeof recorded[0]; i++) {
+        size_t tl, wl;
+        char *tmpl = slurp(recorded[i].name, "tmpl", &tl);
+        char *want = slurp(recorded[i].name, "txt", &wl);
+        enum eng_chat got = eng_chat_detect(tmpl, tl);
+        if (got != recorded[i].want)
+            fail_msg("%s: detected %s, want %s", recorded[i].name,
+                     eng_chat_name(got), eng_chat_name(recorded[i].want));
+        assert_int_equal(strlen(want), wl);
+        expect_render(got, conv, NCONV, 1, want);
+        seen |= 1u << got;
+        free(tmpl);
+        free(want);
+    }
+    /* every family but completion and our own tinyllama is covered */
+    assert_int_equal(seen, ((1u << ENG_NCHAT) - 1) &
+                           ~(1u << ENG_CHAT_NONE) & ~(1u << ENG_CHAT_TINYLLAMA));
 }
 
 /* ---------------------------------------------------------------- names */
@@ -399,6 +478,7 @@ int main(void)
         cmocka_unit_test(test_detect),
         cmocka_unit_test(test_detect_len),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_llamacpp_recorded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
