@@ -23,6 +23,14 @@ Usage:
   bpe.py train --vocab-size 2048 --out DIR FILE...   # writes vocab.json,
                                   # merges.txt, tokenizer_config.json
   bpe.py encode DIR TEXT          # prints ids (no BOS), like `cflow tokenize`
+  bpe.py add-special DIR OUT TOKEN... [--chat-template FILE]
+                                  # DIR's tokenizer plus special tokens
+                                  # appended at ids V, V+1, ... (the chat
+                                  # model's <|im_start|> <|im_end|>)
+
+Special tokens beyond "<|endoftext|>" are listed in tokenizer_config.json's
+added_tokens_decoder (special: true); encode() splits their literal strings
+out of the text first, as the C tokenizer does with parse_special.
 """
 import argparse
 import collections
@@ -168,6 +176,17 @@ class Tokenizer:
         self.eot = self.vocab[EOT]
         self.bos = self.eot
         self.cache = {}
+        self.special = {EOT: self.eot}
+        cfgp = os.path.join(d, "tokenizer_config.json")
+        if os.path.exists(cfgp):
+            with open(cfgp, encoding="utf-8") as f:
+                dec = json.load(f).get("added_tokens_decoder", {})
+            for i, t in dec.items():
+                if t.get("special"):
+                    self.special[t["content"]] = int(i)
+        self.special_re = regex.compile(
+            "(" + "|".join(regex.escape(t) for t in
+                           sorted(self.special, key=len, reverse=True)) + ")")
 
     def _bpe(self, word):
         if word in self.cache:
@@ -196,12 +215,13 @@ class Tokenizer:
         return ids
 
     def encode(self, text):
-        """ids of text (no BOS added); literal "<|endoftext|>" -> EOT id."""
+        """ids of text (no BOS added); literal special tokens
+        ("<|endoftext|>", "<|im_start|>", ...) -> their ids."""
         ids = []
-        parts = text.split(EOT)
-        for k, part in enumerate(parts):
-            if k:
-                ids.append(self.eot)
+        for k, part in enumerate(self.special_re.split(text)):
+            if k % 2:
+                ids.append(self.special[part])
+                continue
             for w in pretokenize(part):
                 ids.extend(self._bpe(w))
         return ids
@@ -209,11 +229,37 @@ class Tokenizer:
     def decode(self, ids):
         out = bytearray()
         for i in ids:
-            if i == self.eot:
-                out += EOT.encode()
+            if i == self.eot or self.inv[i] in self.special:
+                out += self.inv[i].encode()
             else:
                 out += bytes(U2B[c] for c in self.inv[i])
         return out.decode("utf-8", errors="replace")
+
+
+def add_special(tokdir, outdir, tokens, chat_template=None):
+    """Copy tokdir to outdir with tokens appended as special ids V, V+1..."""
+    with open(os.path.join(tokdir, "vocab.json"), encoding="utf-8") as f:
+        vocab = json.load(f)
+    with open(os.path.join(tokdir, "tokenizer_config.json")) as f:
+        cfg = json.load(f)
+    for t in tokens:
+        if t in vocab:
+            sys.exit(f"bpe.py: {t} is already token {vocab[t]}")
+        vocab[t] = len(vocab)
+        cfg["added_tokens_decoder"][str(vocab[t])] = {
+            "content": t, "special": True, "lstrip": False, "rstrip": False,
+            "normalized": False, "single_word": False}
+    if chat_template is not None:
+        cfg["chat_template"] = chat_template
+    os.makedirs(outdir, exist_ok=True)
+    with open(os.path.join(outdir, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    with open(os.path.join(outdir, "tokenizer_config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    with open(os.path.join(tokdir, "merges.txt"), encoding="utf-8") as f:
+        merges = f.read()
+    with open(os.path.join(outdir, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write(merges)
 
 
 def main():
@@ -226,8 +272,19 @@ def main():
     e = sub.add_parser("encode")
     e.add_argument("dir")
     e.add_argument("text")
+    a = sub.add_parser("add-special")
+    a.add_argument("dir")
+    a.add_argument("out")
+    a.add_argument("tokens", nargs="+")
+    a.add_argument("--chat-template", help="file whose text becomes chat_template")
     args = ap.parse_args()
-    if args.cmd == "train":
+    if args.cmd == "add-special":
+        tmpl = None
+        if args.chat_template:
+            with open(args.chat_template, encoding="utf-8") as f:
+                tmpl = f.read()
+        add_special(args.dir, args.out, args.tokens, tmpl)
+    elif args.cmd == "train":
         texts = []
         for fn in args.files:
             if "valid" in os.path.basename(fn):

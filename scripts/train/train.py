@@ -62,6 +62,30 @@ def train_stories(path):
     return out
 
 
+def chat_docs(path):
+    """Conversations of chatdata.py build, verbatim (their newlines are
+    ChatML's): documents separated by "<|endoftext|>" + newline."""
+    with open(path, encoding="utf-8") as f:
+        return [d.lstrip("\n") for d in f.read().split(EOT) if d.strip("\n")]
+
+
+def grow_vocab(m, sd, V):
+    """Load state dict sd (vocabulary v < V) into m (vocabulary V): the new
+    rows of the tied embedding/classifier are the mean of the old rows, the
+    last new row (<|im_end|>, an end-of-text like "<|endoftext|>") the old
+    "<|endoftext|>" row (id v-1), each plus noise of 1/10 of the rows' spread."""
+    e = sd["embed_tokens.weight"]
+    v = e.shape[0]
+    g = torch.Generator().manual_seed(0)
+    new = e.mean(0, keepdim=True).repeat(V - v, 1)
+    new[-1] = e[v - 1]
+    new += 0.1 * e.std(0, keepdim=True) * torch.randn(new.shape, generator=g)
+    sd = dict(sd)
+    sd["embed_tokens.weight"] = torch.cat([e, new])
+    m.load_state_dict(sd)
+    print(f"vocabulary grown from {v} to {V}", flush=True)
+
+
 def token_stream(tok, stories, cache):
     if cache and os.path.exists(cache):
         d = np.load(cache)
@@ -103,10 +127,15 @@ def train_one(arch, args, stream, starts, tok):
                     n_heads=args.heads, n_kv=args.kv_heads, ffn=args.ffn,
                     n_experts=args.experts, topk=args.topk, moe_ffn=args.moe_ffn,
                     max_pos=args.max_pos)
+    c["bos_token_id"] = c["eos_token_id"] = tok.eot
     m = CflowModel(c)
     if args.init:
         # continue training an exported model (the shipped model's longer run)
-        m.load_state_dict(load(args.init).state_dict())
+        sd = load(args.init).state_dict()
+        if sd["embed_tokens.weight"].shape[0] < c["vocab_size"]:
+            grow_vocab(m, sd, c["vocab_size"])
+        else:
+            m.load_state_dict(sd)
     nparams = sum(p.numel() for p in m.parameters())
     decay = [p for n, p in m.named_parameters() if p.dim() >= 2]
     nodecay = [p for n, p in m.named_parameters() if p.dim() < 2]
@@ -143,7 +172,7 @@ def train_one(arch, args, stream, starts, tok):
             "train_tokens": args.steps * args.batch * args.seq,
             "final_train_ce_ema": round(ema, 4), "params": nparams,
             "seed": args.seed, "init": args.init, "lr": args.lr, "batch": args.batch, "seq": args.seq,
-            "data": [os.path.basename(p) for p in [args.train] + args.extra]}
+            "data": [os.path.basename(p) for p in [args.train] + args.extra + args.chat]}
     m.eval()
     export(m, args.tok, out)
     with open(os.path.join(out, "train_info.json"), "w") as f:
@@ -160,6 +189,8 @@ def main():
     ap.add_argument("--train", default=os.path.join(SHARED, "corpus", "tinystories-train-a.txt"))
     ap.add_argument("--extra", nargs="*", default=[],
                     help="more training text in train-a's format (truecase.py output)")
+    ap.add_argument("--chat", nargs="*", default=[],
+                    help="conversations of chatdata.py build, mixed with the stories")
     ap.add_argument("--suffix", default="", help="output dir = OUT/<variant><suffix>")
     ap.add_argument("--save-every", type=int, default=0)
     ap.add_argument("--init", default=None,
@@ -182,7 +213,7 @@ def main():
     ap.add_argument("--moe-ffn", type=int, default=128)
     ap.add_argument("--max-pos", type=int, default=512)
     args = ap.parse_args()
-    for p in [args.train] + args.extra:
+    for p in [args.train] + args.extra + args.chat:
         if "valid" in os.path.basename(p):
             sys.exit("train.py: refusing to train on the held-out file")
     os.makedirs(args.out, exist_ok=True)
@@ -193,6 +224,14 @@ def main():
     for p in args.extra:
         stories += train_stories(p)
         cache = cache[:-4] + "+" + os.path.splitext(os.path.basename(p))[0] + ".npz"
+    for p in args.chat:
+        stories += chat_docs(p)
+        cache = cache[:-4] + "+" + os.path.splitext(os.path.basename(p))[0] + ".npz"
+    if args.chat:
+        # interleave conversations and plain stories (rows run on into the
+        # following documents, so each row sees both kinds)
+        random_order = np.random.default_rng(args.seed).permutation(len(stories))
+        stories = [stories[i] for i in random_order]
     stream, starts = token_stream(tok, stories, os.path.join(args.out, cache))
     print(f"train: {len(stories)} stories, {len(stream)} tokens", flush=True)
     for arch in args.variants:
