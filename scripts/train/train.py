@@ -31,6 +31,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # thread starves its partner (4x slower under load).
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 import argparse
+import collections
 import json
 import math
 import os
@@ -44,6 +45,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bpe import EOT, Tokenizer  # noqa: E402
+from chatdata import IM_END, IM_START  # noqa: E402
 from export import export, load  # noqa: E402
 from model import VARIANTS, CflowModel, make_config  # noqa: E402
 
@@ -86,31 +88,67 @@ def grow_vocab(m, sd, V):
     print(f"vocabulary grown from {v} to {V}", flush=True)
 
 
-def token_stream(tok, stories, cache):
+def chat_ids(tok, doc, copy_weight, common):
+    """ids and loss weights of one conversation: an answer token that also
+    occurs in the request it answers (the requested name and thing, not the
+    corpus's most common tokens) weighs copy_weight, every other token 1."""
+    ids, w, req = [], [], set()
+    for k, seg in enumerate(doc.split(IM_START)):
+        if k:
+            ids.append(tok.special[IM_START])
+            w.append(1.0)
+        seg_ids = tok.encode(seg)
+        if seg.startswith("user\n"):
+            req = set(tok.encode(seg[5:].split(IM_END)[0])) - common
+            w += [1.0] * len(seg_ids)
+        elif seg.startswith("assistant\n"):
+            w += [copy_weight if t in req else 1.0 for t in seg_ids]
+        else:
+            w += [1.0] * len(seg_ids)
+        ids += seg_ids
+    return ids, w
+
+
+def token_stream(tok, stories, cache, copy_weight=1.0):
+    """stream [N] ids, starts [docs] (each document's BOS), weights [N] f32:
+    the loss weight of predicting stream[i] (chat_ids; 1 for stories)."""
     if cache and os.path.exists(cache):
         d = np.load(cache)
-        return d["stream"], d["starts"]
-    parts, starts, n = [], [], 0
+        return d["stream"], d["starts"], d["weights"]
+    parts, wparts, starts, n = [], [], [], 0
+    counts = collections.Counter()
     for s in stories:
-        ids = [tok.bos] + tok.encode(s)
+        if not s.startswith(IM_START):
+            counts.update(tok.encode(s[:2000]))
+    common = {t for t, _ in counts.most_common(300)}
+    for s in stories:
+        if s.startswith(IM_START):
+            ids, w = chat_ids(tok, s, copy_weight, common)
+        else:
+            ids = tok.encode(s)
+            w = [1.0] * len(ids)
+        ids, w = [tok.bos] + ids, [1.0] + w
         starts.append(n)
         parts.append(np.array(ids, dtype=np.int64))
+        wparts.append(np.array(w, dtype=np.float32))
         n += len(ids)
     parts.append(np.array([tok.eot], dtype=np.int64))
-    stream = np.concatenate(parts)
+    wparts.append(np.ones(1, dtype=np.float32))
+    stream, weights = np.concatenate(parts), np.concatenate(wparts)
     starts = np.array(starts, dtype=np.int64)
     if cache:
-        np.savez(cache, stream=stream, starts=starts)
-    return stream, starts
+        np.savez(cache, stream=stream, starts=starts, weights=weights)
+    return stream, starts, weights
 
 
-def batches(stream, starts, batch, seq, steps, seed):
+def batches(stream, starts, weights, batch, seq, steps, seed):
     rng = np.random.default_rng(seed)
     ok = starts[starts + seq + 1 <= len(stream)]
     for _ in range(steps):
         s = rng.choice(ok, size=batch)
         rows = np.stack([stream[i:i + seq + 1] for i in s])
-        yield torch.from_numpy(rows)
+        w = np.stack([weights[i + 1:i + seq + 1] for i in s])
+        yield torch.from_numpy(rows), torch.from_numpy(w)
 
 
 def lr_at(step, steps, peak, warmup):
@@ -120,7 +158,7 @@ def lr_at(step, steps, peak, warmup):
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
 
 
-def train_one(arch, args, stream, starts, tok):
+def train_one(arch, args, stream, starts, weights, tok):
     out = os.path.join(args.out, arch + args.suffix)
     torch.manual_seed(args.seed)
     c = make_config(arch, len(tok.vocab), d=args.d, eff_layers=args.layers,
@@ -146,12 +184,14 @@ def train_one(arch, args, stream, starts, tok):
     t0 = time.time()
     ema = None
     V = c["vocab_size"]
-    for step, rows in enumerate(batches(stream, starts, args.batch, args.seq,
-                                        args.steps, args.seed)):
+    for step, (rows, wts) in enumerate(batches(stream, starts, weights, args.batch,
+                                               args.seq, args.steps, args.seed)):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
         logits, aux, _ = m(rows[:, :-1])
-        ce = F.cross_entropy(logits.reshape(-1, V), rows[:, 1:].reshape(-1))
+        ce = F.cross_entropy(logits.reshape(-1, V), rows[:, 1:].reshape(-1),
+                             reduction="none")
+        ce = (ce * wts.reshape(-1)).sum() / wts.sum()
         loss = ce + args.aux * aux
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -171,7 +211,7 @@ def train_one(arch, args, stream, starts, tok):
     info = {"train_seconds": round(el, 1), "train_steps": args.steps,
             "train_tokens": args.steps * args.batch * args.seq,
             "final_train_ce_ema": round(ema, 4), "params": nparams,
-            "seed": args.seed, "init": args.init, "lr": args.lr, "batch": args.batch, "seq": args.seq,
+            "seed": args.seed, "init": args.init, "copy_weight": args.copy_weight, "lr": args.lr, "batch": args.batch, "seq": args.seq,
             "data": [os.path.basename(p) for p in [args.train] + args.extra + args.chat]}
     m.eval()
     export(m, args.tok, out)
@@ -191,6 +231,8 @@ def main():
                     help="more training text in train-a's format (truecase.py output)")
     ap.add_argument("--chat", nargs="*", default=[],
                     help="conversations of chatdata.py build, mixed with the stories")
+    ap.add_argument("--copy-weight", type=float, default=1.0,
+                    help="loss weight of answer tokens that repeat the request (chat_ids)")
     ap.add_argument("--suffix", default="", help="output dir = OUT/<variant><suffix>")
     ap.add_argument("--save-every", type=int, default=0)
     ap.add_argument("--init", default=None,
@@ -232,10 +274,13 @@ def main():
         # following documents, so each row sees both kinds)
         random_order = np.random.default_rng(args.seed).permutation(len(stories))
         stories = [stories[i] for i in random_order]
-    stream, starts = token_stream(tok, stories, os.path.join(args.out, cache))
+    if args.copy_weight != 1.0:
+        cache = cache[:-4] + f"+w{args.copy_weight:g}.npz"
+    stream, starts, weights = token_stream(tok, stories, os.path.join(args.out, cache),
+                                           args.copy_weight)
     print(f"train: {len(stories)} stories, {len(stream)} tokens", flush=True)
     for arch in args.variants:
-        train_one(arch, args, stream, starts, tok)
+        train_one(arch, args, stream, starts, weights, tok)
 
 
 if __name__ == "__main__":
