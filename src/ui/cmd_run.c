@@ -19,7 +19,7 @@
 static const int run_opts[] = {
     UI_O_MODEL, UI_O_PROMPT, UI_O_FILE, UI_O_N_PREDICT, UI_O_CTX, UI_O_THREADS,
     UI_O_TEMP, UI_O_TOP_K, UI_O_TOP_P, UI_O_MIN_P, UI_O_REPEAT_PENALTY,
-    UI_O_REPEAT_LAST_N, UI_O_SEED, UI_O_IGNORE_EOS, UI_O_DB, UI_O_NO_LOG,
+    UI_O_REPEAT_LAST_N, UI_O_SEED, UI_O_IGNORE_EOS, UI_O_CHAT, UI_O_SYSTEM, UI_O_DB, UI_O_NO_LOG,
     UI_O_NO_PROFILE, UI_O_KV_TYPE, UI_O_PREFETCH, UI_O_EXPERT_IO, UI_O_NO_MMAP,
     UI_O_HELP, UI_O_END
 };
@@ -181,7 +181,7 @@ int ui_cmd_run(int argc, char **argv)
     ui_settings o;
     eng_sampling sp;
     run_ctx r;
-    char *ptext = NULL;
+    char *ptext = NULL, *ctext = NULL;
     int rc, first;
 
     static const ui_optset set = { "cflow run", run_opts, help, NULL };
@@ -198,6 +198,14 @@ int ui_cmd_run(int argc, char **argv)
         return ui_error("%s: cannot read the prompt file", o.prompt_file);
     if (ptext)
         prompt = ptext;
+    if (o.system && !o.chat)
+        return free(ptext), ui_usage_error("run", "--system needs --chat");
+    if (o.chat) {               /* one user turn in the model's template */
+        char err[512];
+        if (eng_chat_prompt(model, o.system, prompt, &ctext, err, sizeof err))
+            return free(ptext), ui_error("%s", err);
+        prompt = ctext;
+    }
 
     memset(&r, 0, sizeof r);
     r.o = &o;
@@ -229,5 +237,6 @@ out:
     eng_close(r.s);
     free(r.ids);
     free(ptext);
+    free(ctext);
     return rc;
 }

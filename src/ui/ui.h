@@ -57,7 +57,7 @@ void       ui_runlog_end(ui_runlog *rl, int print);
 enum ui_opt_id {
     UI_O_MODEL, UI_O_PROMPT, UI_O_FILE, UI_O_N_PREDICT, UI_O_CTX, UI_O_THREADS,
     UI_O_TEMP, UI_O_TOP_K, UI_O_TOP_P, UI_O_MIN_P, UI_O_REPEAT_PENALTY,
-    UI_O_REPEAT_LAST_N, UI_O_SEED, UI_O_IGNORE_EOS, UI_O_SYSTEM, UI_O_DB, UI_O_NO_LOG,
+    UI_O_REPEAT_LAST_N, UI_O_SEED, UI_O_IGNORE_EOS, UI_O_SYSTEM, UI_O_CHAT, UI_O_DB, UI_O_NO_LOG,
     UI_O_NO_PROFILE, UI_O_KV_TYPE, UI_O_PREFETCH, UI_O_EXPERT_IO, UI_O_NO_MMAP,
     /* cflow ppl */
     UI_O_STORIES, UI_O_NO_EOS, UI_O_JSON,
@@ -116,6 +116,7 @@ typedef struct ui_settings {
     long        top_k, rep_last_n;
     uint64_t    seed;
     int         ignore_eos, no_log, no_profile, no_mmap;
+    int         chat;            /* cflow run --chat */
     int         kv_f16;          /* -1 auto, 0 f32, 1 f16 */
     int         prefetch;        /* -1 the environment's, 0 off, 1 on */
     int         expert_io;       /* -1 the environment's, else enum eng_expert_io */

@@ -70,6 +70,9 @@ const ui_opt ui_opts[UI_O_N] = {
       OFF(ignore_eos), NULL, "keep going past end-of-sequence tokens" },
     { UI_O_SYSTEM, "system", 's', UI_T_STR, "TEXT", 0, 0, NULL, NULL, 0, OFF(system),
       NULL, "system prompt" },
+    { UI_O_CHAT, "chat", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(chat), NULL,
+      "the prompt is one user turn in the model's chat template, after the --system "
+      "message if any; the reply goes to stdout" },
     { UI_O_DB, "db", 0, UI_T_STR, "PATH", 0, 0, NULL, NULL, 0, OFF(db),
       "$CFLOW_DB, then $XDG_DATA_HOME/cflow/runs.db or ~/.local/share/cflow/runs.db",
       "run log" },
