@@ -101,7 +101,7 @@ typedef struct bench_cfg {
     const char *models[MAXL];
     unsigned n_models;
     ilist    t, p, n, d, pf, xio;
-    int      pf_set, xio_set;
+    int      pf_set, xio_set, p_set, n_set;   /* given, not the defaults */
     unsigned reps;
     int      fmt;                  /* 0 md, 1 csv, 2 json */
     int      warmup;
@@ -331,167 +331,242 @@ static long list_max(const ilist *l)
     return m;
 }
 
+/* What the tests of every model share. */
+typedef struct bench_run {
+    const bench_cfg *c;
+    ilist     p, n;           /* the tests of the model at hand (defaults fitted) */
+    double    read_bw;        /* GB/s: --read-bw, else measured at the first model */
+    int32_t  *ids;            /* random tokens [idcap] */
+    size_t    idcap;
+    double   *ns, *ts;        /* per repetition [reps] */
+    uint64_t  rng;
+    prof_log *lg;
+    int       first;          /* no row printed yet */
+    char      cpu[128], err[512];
+} bench_run;
+
+/* Shrink a default list (the user gave none) to room tokens. */
+static void fit_list(ilist *l, long room)
+{
+    for (unsigned i = 0; i < l->n; i++)
+        if (l->v[i] > room)
+            l->v[i] = room;
+}
+
+/* The tests of one model against its context, read from its header
+ * before anything is loaded or measured: lists the user left at their
+ * defaults (pp512, tg128) shrink to fit; lists given that do not fit
+ * are an error.  *ctx gets the context the tests need. */
+static int fit_tests(bench_run *b, const char *model, long *ctx)
+{
+    const bench_cfg *c = b->c;
+    fmt_model *m = NULL;
+    if (fmt_model_open(&m, model, b->err, sizeof b->err))
+        return ui_error("%s", b->err);
+    long max_seq = (long)fmt_model_hparams(m)->max_seq, depth = list_max(&c->d);
+    fmt_model_close(m);
+    b->p = c->p;
+    b->n = c->n;
+    if (max_seq > depth) {
+        if (!c->p_set)
+            fit_list(&b->p, max_seq - depth);
+        if (!c->n_set)
+            fit_list(&b->n, max_seq - depth);
+    }
+    if (list_max(&b->p) < list_max(&c->p) || list_max(&b->n) < list_max(&c->n))
+        fprintf(stderr, "cflow bench: %s holds %ld tokens: pp%ld and tg%ld at most\n",
+                model, max_seq, list_max(&b->p), list_max(&b->n));
+    long most = list_max(&b->p) > list_max(&b->n) ? list_max(&b->p) : list_max(&b->n);
+    *ctx = depth + most;
+    if (max_seq > 0 && *ctx > max_seq)
+        return ui_error("%s: the tests need a context of %ld tokens (depth %ld + %ld), the "
+                        "model allows %ld", model, *ctx, depth, most, max_seq);
+    return 0;
+}
+
+static int open_model(bench_run *b, const char *model, long ctx, eng_session **s)
+{
+    const bench_cfg *c = b->c;
+    eng_opts eo;
+    eng_opts_default(&eo);
+    eo.n_threads = (int)c->t.v[0];
+    eo.n_ctx = (uint32_t)ctx;
+    eo.kv_f16 = c->kv_f16;
+    eo.no_mmap = c->no_mmap;
+    eo.log = ui_log;
+    if (eng_open(s, model, &eo, b->err, sizeof b->err))
+        return ui_error("%s", b->err);
+    if (eng_n_ctx(*s) < (uint32_t)ctx)
+        return ui_error("%s: the tests need a context of %ld tokens, the model allows %u",
+                        model, ctx, eng_n_ctx(*s));
+    if (b->read_bw <= 0) {
+        b->read_bw = prof_measure_read_bw((int)list_max(&c->t));
+        fprintf(stderr, "cflow bench: machine read bandwidth %.2f GB/s (%ld threads)\n",
+                b->read_bw, list_max(&c->t));
+    }
+    return 0;
+}
+
+/* The result's row on stdout (the head before the first) and in the log. */
+static void emit_row(bench_run *b, const result *r, int *logging)
+{
+    const bench_cfg *c = b->c;
+    /* the head only once there is a row: an error before the first result
+     * leaves stdout empty */
+    if (b->first && c->fmt == 0)
+        print_md_head(c);
+    else if (b->first && c->fmt == 1)
+        printf("%s\n", csv_fields);
+    else if (b->first)
+        printf("[\n");
+    if (c->fmt == 0)
+        print_md(c, r);
+    else if (c->fmt == 1)
+        print_csv(r, b->cpu);
+    else
+        print_json(r, b->cpu, b->first);
+    b->first = 0;
+    if (!*logging)
+        return;
+    prof_bench_row br = {
+        .test_time = r->time, .n_threads = r->threads,
+        .n_prompt = r->n_prompt, .n_gen = r->n_gen, .n_depth = r->n_depth,
+        .prefetch = onoff[r->prefetch], .expert_io = xio_names[r->expert_io],
+        .repetitions = r->reps, .avg_ns = r->avg_ns, .stddev_ns = r->sd_ns,
+        .avg_ts = r->avg_ts, .stddev_ts = r->sd_ts,
+        .bytes_per_token = r->bytes_per_token, .gb_s = r->gb_s,
+        .read_bw_gbs = r->read_bw, .bw_pct = r->bw_pct,
+    };
+    if (prof_log_bench(b->lg, &br, b->err, sizeof b->err)) {
+        log_warn(b->err);
+        *logging = 0;
+    }
+}
+
+/* One test (r's threads, I/O, depth and pp or tg): a warm-up, then the
+ * timed repetitions into r. */
+static int run_test(bench_run *b, eng_session *s, const char *model, result *r)
+{
+    const bench_cfg *c = b->c;
+    char *err = b->err;
+    const size_t errlen = sizeof b->err;
+    err[0] = '\0';
+    if (eng_set_threads(s, r->threads) || set_io(s, r->prefetch, r->expert_io, err, errlen))
+        return ui_error("%s: cannot set threads %d, prefetch %s, expert-io %s%s%s", model,
+                        r->threads, onoff[r->prefetch], xio_names[r->expert_io],
+                        err[0] ? ": " : "", err);
+    time_t now = time(NULL);
+    struct tm tmv;
+    gmtime_r(&now, &tmv);
+    strftime(r->time, sizeof r->time, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    err[0] = '\0';
+    if (c->warmup && run_once(s, r->n_prompt, r->n_prompt ? 0 : 1, 0, b->ids, &b->rng, err,
+                              errlen) < 0)
+        return ui_error("%s: %s", model, err);
+    for (unsigned k = 0; k < c->reps; k++) {
+        double sec = run_once(s, r->n_prompt, r->n_gen, r->n_depth, b->ids, &b->rng, err,
+                              errlen);
+        if (sec < 0)
+            return ui_error("%s: %s", model, err);
+        if (sec < 1e-9)
+            sec = 1e-9;
+        b->ns[k] = sec * 1e9;
+        b->ts[k] = (double)(r->n_prompt + r->n_gen) / sec;
+    }
+    mean_sd(b->ns, c->reps, &r->avg_ns, &r->sd_ns);
+    mean_sd(b->ts, c->reps, &r->avg_ts, &r->sd_ts);
+    eng_stats es;
+    eng_get_stats(s, &es);
+    r->bytes_per_token = es.bytes_per_token;
+    r->gb_s = r->n_gen > 0 ? (double)es.bytes_per_token * r->avg_ts / 1e9 : 0;
+    r->bw_pct = r->gb_s > 0 && b->read_bw > 0 ? 100.0 * r->gb_s / b->read_bw : 0;
+    return UI_EXIT_OK;
+}
+
+/* Every test of one model: expert I/O, prefetch, threads, depth, then
+ * pp before tg (llama-bench's order). */
+static int bench_model(bench_run *b, const char *model)
+{
+    const bench_cfg *c = b->c;
+    eng_session *s = NULL;
+    long ctx = 0;
+    int rc;
+    if ((rc = fit_tests(b, model, &ctx)) || (rc = open_model(b, model, ctx, &s))) {
+        eng_close(s);
+        return rc;
+    }
+    const fmt_hparams *hp = eng_hparams(s);
+    struct stat st;
+    result r;
+    memset(&r, 0, sizeof r);
+    r.model = model;
+    r.model_size = stat(model, &st) == 0 ? (uint64_t)st.st_size : 0;
+    r.n_params = param_count(hp);
+    r.arch = hp->arch;
+    r.quant = kern_type_name((enum kern_type)hp->quant_type);
+    r.isa = eng_isa(s);
+    r.read_bw = b->read_bw;
+    r.reps = c->reps;
+    r.ns = b->ns;
+    r.ts = b->ts;
+    r.use_mmap = !c->no_mmap;
+    int logging = b->lg && log_session(b->lg, s, model, b->read_bw) == 0;
+    for (unsigned xi = 0; xi < c->xio.n && !rc; xi++)
+    for (unsigned pi = 0; pi < c->pf.n && !rc; pi++)
+    for (unsigned ti = 0; ti < c->t.n && !rc; ti++)
+    for (unsigned di = 0; di < c->d.n && !rc; di++)
+    for (unsigned kind = 0; kind < 2 && !rc; kind++) {
+        const ilist *L = kind == 0 ? &b->p : &b->n;
+        for (unsigned li = 0; li < L->n && !rc; li++) {
+            if (L->v[li] <= 0)
+                continue;
+            r.threads = (int)c->t.v[ti];
+            r.prefetch = (int)c->pf.v[pi];
+            r.expert_io = (int)c->xio.v[xi];
+            r.n_depth = c->d.v[di];
+            r.n_prompt = kind == 0 ? L->v[li] : 0;
+            r.n_gen = kind == 1 ? L->v[li] : 0;
+            if (!(rc = run_test(b, s, model, &r)))
+                emit_row(b, &r, &logging);
+        }
+    }
+    eng_close(s);
+    return rc;
+}
+
 static int bench_models(const bench_cfg *c)
 {
-    char err[512], cpu[128];
-    int first = 1, rc = UI_EXIT_OK;
-    prof_cpu_model(cpu, sizeof cpu);
-    double read_bw = c->read_bw;
-    if (read_bw <= 0) {
-        read_bw = prof_measure_read_bw((int)list_max(&c->t));
-        fprintf(stderr, "cflow bench: machine read bandwidth %.2f GB/s (%ld threads)\n",
-                read_bw, list_max(&c->t));
+    bench_run b;
+    int rc = UI_EXIT_OK;
+    memset(&b, 0, sizeof b);
+    b.c = c;
+    b.first = 1;
+    b.read_bw = c->read_bw;
+    b.rng = c->seed;
+    prof_cpu_model(b.cpu, sizeof b.cpu);
+    b.idcap = (size_t)(list_max(&c->d) > list_max(&c->p) ? list_max(&c->d)
+                                                         : list_max(&c->p)) + 1;
+    b.ids = malloc(b.idcap * sizeof *b.ids);
+    b.ns = malloc(c->reps * sizeof *b.ns);
+    b.ts = malloc(c->reps * sizeof *b.ts);
+    if (!b.ids || !b.ns || !b.ts)
+        rc = ui_error("out of memory");
+    else
+        b.lg = log_open(c);
+    for (unsigned mi = 0; mi < c->n_models && rc == UI_EXIT_OK; mi++)
+        rc = bench_model(&b, c->models[mi]);
+    if (b.lg) {
+        if (!b.first)
+            fprintf(stderr, "cflow bench: results logged in %s\n", prof_log_path(b.lg));
+        prof_log_close(b.lg);
     }
-    long ctx = list_max(&c->d) + (list_max(&c->p) > list_max(&c->n)
-                                  ? list_max(&c->p) : list_max(&c->n)) + 1;
-    size_t idcap = (size_t)(list_max(&c->d) > list_max(&c->p) ? list_max(&c->d)
-                                                              : list_max(&c->p)) + 1;
-    int32_t *ids = malloc(idcap * sizeof *ids);
-    double *ns = malloc(c->reps * sizeof *ns), *ts = malloc(c->reps * sizeof *ts);
-    if (!ids || !ns || !ts) {
-        free(ids); free(ns); free(ts);
-        return ui_error("out of memory");
-    }
-    uint64_t rng = c->seed;
-    prof_log *lg = log_open(c);
-    for (unsigned mi = 0; mi < c->n_models && rc == UI_EXIT_OK; mi++) {
-        const char *model = c->models[mi];
-        eng_opts eo;
-        eng_session *s = NULL;
-        eng_opts_default(&eo);
-        eo.n_threads = (int)c->t.v[0];
-        eo.n_ctx = (uint32_t)ctx;
-        eo.kv_f16 = c->kv_f16;
-        eo.no_mmap = c->no_mmap;
-        eo.log = ui_log;
-        if (eng_open(&s, model, &eo, err, sizeof err)) {
-            rc = ui_error("%s", err);
-            break;
-        }
-        if (eng_n_ctx(s) < (uint32_t)ctx) {
-            rc = ui_error("%s: the tests need a context of %ld tokens, the model "
-                          "allows %u", model, ctx, eng_n_ctx(s));
-            eng_close(s);
-            break;
-        }
-        const fmt_hparams *hp = eng_hparams(s);
-        struct stat st;
-        result r;
-        memset(&r, 0, sizeof r);
-        r.model = model;
-        r.model_size = stat(model, &st) == 0 ? (uint64_t)st.st_size : 0;
-        r.n_params = param_count(hp);
-        r.arch = hp->arch;
-        r.quant = kern_type_name((enum kern_type)hp->quant_type);
-        r.isa = eng_isa(s);
-        r.read_bw = read_bw;
-        r.reps = c->reps;
-        r.ns = ns;
-        r.ts = ts;
-        int logging = lg && log_session(lg, s, model, read_bw) == 0;
-        for (unsigned xi = 0; xi < c->xio.n && rc == UI_EXIT_OK; xi++)
-        for (unsigned pi = 0; pi < c->pf.n && rc == UI_EXIT_OK; pi++)
-        for (unsigned ti = 0; ti < c->t.n && rc == UI_EXIT_OK; ti++)
-        for (unsigned di = 0; di < c->d.n && rc == UI_EXIT_OK; di++)
-        for (unsigned kind = 0; kind < 2 && rc == UI_EXIT_OK; kind++) {
-            const ilist *L = kind == 0 ? &c->p : &c->n;
-            for (unsigned li = 0; li < L->n && rc == UI_EXIT_OK; li++) {
-                if (L->v[li] <= 0)
-                    continue;
-                r.threads = (int)c->t.v[ti];
-                r.prefetch = (int)c->pf.v[pi];
-                r.expert_io = (int)c->xio.v[xi];
-                r.use_mmap = !c->no_mmap;
-                r.n_depth = c->d.v[di];
-                r.n_prompt = kind == 0 ? L->v[li] : 0;
-                r.n_gen = kind == 1 ? L->v[li] : 0;
-                err[0] = '\0';
-                if (eng_set_threads(s, r.threads) ||
-                    set_io(s, r.prefetch, r.expert_io, err, sizeof err)) {
-                    rc = ui_error("%s: cannot set threads %d, prefetch %s, "
-                                  "expert-io %s%s%s", model, r.threads,
-                                  onoff[r.prefetch], xio_names[r.expert_io],
-                                  err[0] ? ": " : "", err);
-                    break;
-                }
-                time_t now = time(NULL);
-                struct tm tmv;
-                gmtime_r(&now, &tmv);
-                strftime(r.time, sizeof r.time, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-                err[0] = '\0';
-                if (c->warmup &&
-                    run_once(s, r.n_prompt, r.n_prompt ? 0 : 1, 0, ids, &rng, err,
-                             sizeof err) < 0) {
-                    rc = ui_error("%s: %s", model, err);
-                    break;
-                }
-                for (unsigned k = 0; k < c->reps; k++) {
-                    double sec = run_once(s, r.n_prompt, r.n_gen, r.n_depth, ids,
-                                          &rng, err, sizeof err);
-                    if (sec < 0) {
-                        rc = ui_error("%s: %s", model, err);
-                        break;
-                    }
-                    if (sec < 1e-9)
-                        sec = 1e-9;
-                    ns[k] = sec * 1e9;
-                    ts[k] = (double)(r.n_prompt + r.n_gen) / sec;
-                }
-                if (rc != UI_EXIT_OK)
-                    break;
-                mean_sd(ns, c->reps, &r.avg_ns, &r.sd_ns);
-                mean_sd(ts, c->reps, &r.avg_ts, &r.sd_ts);
-                eng_stats es;
-                eng_get_stats(s, &es);
-                r.bytes_per_token = es.bytes_per_token;
-                r.gb_s = r.n_gen > 0 ? (double)es.bytes_per_token * r.avg_ts / 1e9 : 0;
-                r.bw_pct = r.gb_s > 0 && read_bw > 0 ? 100.0 * r.gb_s / read_bw : 0;
-                /* the head only once there is a row: an error before the
-                 * first result leaves stdout empty */
-                if (first && c->fmt == 0)
-                    print_md_head(c);
-                else if (first && c->fmt == 1)
-                    printf("%s\n", csv_fields);
-                else if (first)
-                    printf("[\n");
-                if (c->fmt == 0)
-                    print_md(c, &r);
-                else if (c->fmt == 1)
-                    print_csv(&r, cpu);
-                else
-                    print_json(&r, cpu, first);
-                first = 0;
-                if (logging) {
-                    prof_bench_row br = {
-                        .test_time = r.time, .n_threads = r.threads,
-                        .n_prompt = r.n_prompt, .n_gen = r.n_gen, .n_depth = r.n_depth,
-                        .prefetch = onoff[r.prefetch], .expert_io = xio_names[r.expert_io],
-                        .repetitions = r.reps, .avg_ns = r.avg_ns, .stddev_ns = r.sd_ns,
-                        .avg_ts = r.avg_ts, .stddev_ts = r.sd_ts,
-                        .bytes_per_token = r.bytes_per_token, .gb_s = r.gb_s,
-                        .read_bw_gbs = r.read_bw, .bw_pct = r.bw_pct,
-                    };
-                    if (prof_log_bench(lg, &br, err, sizeof err)) {
-                        log_warn(err);
-                        logging = 0;
-                    }
-                }
-            }
-        }
-        eng_close(s);
-    }
-    if (lg) {
-        if (!first && !c->no_log)
-            fprintf(stderr, "cflow bench: results logged in %s\n", prof_log_path(lg));
-        prof_log_close(lg);
-    }
-    if (c->fmt == 2 && !first)
+    if (c->fmt == 2 && !b.first)
         printf("\n]\n");
     else if (c->fmt == 2 && rc == UI_EXIT_OK)
         printf("[]\n");
-    free(ids);
-    free(ns);
-    free(ts);
+    free(b.ids);
+    free(b.ns);
+    free(b.ts);
     return rc;
 }
 
@@ -690,6 +765,8 @@ static void bench_cfg_of(const ui_settings *o, bench_cfg *c)
     c->xio = o->b_expert_io;
     c->pf_set = o->given[UI_O_B_PREFETCH];
     c->xio_set = o->given[UI_O_B_EXPERT_IO];
+    c->p_set = o->given[UI_O_B_PROMPT];
+    c->n_set = o->given[UI_O_B_GEN];
     c->reps = (unsigned)o->reps;
     c->fmt = o->output;
     c->warmup = !o->no_warmup;
@@ -725,8 +802,9 @@ int ui_cmd_bench(int argc, char **argv)
         return bench_membw(&c);
     if (mode && !strcmp(mode, "l1d"))
         return bench_l1d(&c, (unsigned)o.rows_div);
-    if (c.n_models == 0)
-        return ui_usage_error("bench", "no model (-m FILE)");
+    if (c.n_models == 0 && !(c.models[c.n_models++] = ui_default_model()))
+        return ui_usage_error("bench", "no model: give -m MODEL (no default model is "
+                                       "installed)");
     if (mode && !strcmp(mode, "directio")) {
         if (!o.given[UI_O_B_PROMPT])
             c.p.v[0] = 0;

@@ -41,6 +41,7 @@ int ui_cmd_convert(int argc, char **argv)
     o.log = ui_log;
     o.progress = ui_progress;
     optind = 1;
+    opterr = 0;   /* one line of ours, not getopt's */
     while ((c = getopt_long(argc, argv, "q:t:h", lo, NULL)) != -1) {
         switch (c) {
         case 'q':
@@ -52,7 +53,7 @@ int ui_cmd_convert(int argc, char **argv)
         case 't': o.tokenizer_path = optarg; break;
         case 'V': o.vflow = 1; break;
         case 'h': help(); return UI_EXIT_OK;
-        default: return ui_usage_error("convert", "bad option");
+        default: return ui_bad_option("convert", argv);
         }
     }
     if (argc - optind != 2)

@@ -13,7 +13,6 @@
  */
 #include "config.h"
 
-#include <getopt.h>
 #include <json-c/json.h>
 #include <sys/stat.h>
 #include <stdio.h>
@@ -23,19 +22,16 @@
 #include "format/cflow_format.h"
 #include "ui/ui.h"
 
-static void help(void)
+static const int inspect_opts[] = { UI_O_JSON, UI_O_CRITICAL_PATH, UI_O_BYTES_PER_PARAM,
+                                    UI_O_HELP, UI_O_END };
+
+static void help(const ui_settings *d)
 {
     printf("usage: cflow inspect [--json] [--critical-path [--bytes-per-param B]] MODEL\n\n"
            "Show a .cflow or .vflow file's header, geometry, per-matrix tiles,\n"
            "routers and expert banks.  With --critical-path and --bytes-per-param,\n"
-           "MODEL may also name a `cflow synth` preset (its geometry alone).\n\n"
-           "  -j, --json              machine-readable output\n"
-           "  -c, --critical-path     per layer: attention, dense and expert stream\n"
-           "                          bytes, the delays, the binding stream; totals\n"
-           "                          B_naive and B_critical (report eq. 4.23)\n"
-           "  -b, --bytes-per-param B size streams from parameter counts (the report\n"
-           "                          uses 0.5) instead of the file's tiles\n"
-           "  -h, --help              this text\n");
+           "MODEL may also name a `cflow synth` preset (its geometry alone).\n\n");
+    ui_opts_help(stdout, inspect_opts, d);
 }
 
 static const char *matrix_name(int m)
@@ -47,6 +43,18 @@ static const char *matrix_name(int m)
 }
 
 static const char *combine_name(unsigned c) { return fmt_combine_name((int)c); }
+
+/* The combine style in words: "standard" where nothing is combined (no
+ * delays, and not both a dense FFN and experts to add up), as in a plain
+ * llama or mixtral. */
+static const char *combine_text(const fmt_hparams *hp)
+{
+    int both = hp->n_experts && hp->ffn_dim;
+    if (hp->combine_style == FMT_COMBINE_PARALLEL_SQRT2 && !both && !hp->dense_delay &&
+        !hp->expert_delay)
+        return "standard";
+    return combine_name(hp->combine_style);
+}
 
 typedef struct mstat { uint32_t tiles; uint64_t bytes; } mstat;
 
@@ -127,7 +135,7 @@ static int critical_path(const fmt_model *m, const fmt_hparams *hp,
     } else {
         printf("critical path of %s%s (%s, %s, dense_delay %u, expert_delay %u)\n",
                what, m ? "" : " (preset geometry)", hp->arch[0] ? hp->arch : "?",
-               fmt_combine_name(hp->combine_style), hp->dense_delay, hp->expert_delay);
+               combine_text(hp), hp->dense_delay, hp->expert_delay);
         printf("stream sizes: %s; MiB per token\n\n",
                bpp > 0 ? "parameters x bytes-per-param" : "tile bytes in the file");
         printf("%5s %5s %9s %9s %9s %9s %9s %6s  %s\n", "layer", "block", "attn", "dense",
@@ -147,64 +155,12 @@ static int critical_path(const fmt_model *m, const fmt_hparams *hp,
     return UI_EXIT_OK;
 }
 
-int ui_cmd_inspect(int argc, char **argv)
+/* The header and the geometry: root's first keys. */
+static json_object *header_json(const fmt_model *m)
 {
-    static const struct option lo[] = {
-        { "json", no_argument, 0, 'j' },
-        { "critical-path", no_argument, 0, 'c' },
-        { "bytes-per-param", required_argument, 0, 'b' },
-        { "help", no_argument, 0, 'h' },
-        { 0, 0, 0, 0 }
-    };
-    int json = 0, cp = 0, c;
-    double bpp = 0.0;
-    char err[512];
-    fmt_model *m = NULL;
-
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "jcb:h", lo, NULL)) != -1) {
-        switch (c) {
-        case 'j': json = 1; break;
-        case 'c': cp = 1; break;
-        case 'b':
-            if (ui_parse_float(optarg, 1e-3, 64, &bpp))
-                return ui_usage_error("inspect", "bad --bytes-per-param '%s'", optarg);
-            break;
-        case 'h': help(); return UI_EXIT_OK;
-        default: return ui_usage_error("inspect", "bad option");
-        }
-    }
-    if (argc - optind != 1)
-        return ui_usage_error("inspect", "expected one MODEL");
-    struct stat st;
-    if (cp && stat(argv[optind], &st) != 0) {
-        /* not a file: a synth preset's geometry */
-        fmt_hparams php;
-        fmt_layer_geom *lg = NULL;
-        if (fmt_synth_geometry(argv[optind], &php, &lg, err, sizeof err) == 0) {
-            if (!(bpp > 0)) {
-                free(lg);
-                return ui_usage_error("inspect", "%s is a preset, not a file: its "
-                                      "critical path needs --bytes-per-param",
-                                      argv[optind]);
-            }
-            int rc = critical_path(NULL, &php, lg, argv[optind], bpp, json);
-            free(lg);
-            return rc;
-        }
-    }
-    if (fmt_model_open(&m, argv[optind], err, sizeof err))
-        return ui_error("%s", err);
-    if (cp) {
-        int rc = critical_path(m, fmt_model_hparams(m), NULL, fmt_model_path(m), bpp,
-                               json);
-        fmt_model_close(m);
-        return rc;
-    }
+    const fmt_hparams *hp = fmt_model_hparams(m);
     unsigned vver = 0;
     int vflow = fmt_model_is_vflow(m, &vver);
-
-    const fmt_hparams *hp = fmt_model_hparams(m);
     size_t sl = 0;
     const char *src = fmt_kv_get_str(fmt_model_kv(m), "cflow.source", &sl);
     json_object *root = json_object_new_object();
@@ -234,9 +190,15 @@ int ui_cmd_inspect(int argc, char **argv)
     json_object_object_add(geo, "combine_style", json_object_new_string(combine_name(hp->combine_style)));
     json_object_object_add(geo, "flags", flags_json(hp->flags));
     json_object_object_add(root, "geometry", geo);
+    return root;
+}
 
+/* Per matrix: its type, shape, tiles and bytes; the totals into *tiles,
+ * *bytes. */
+static json_object *matrices_json(const fmt_model *m, uint64_t *tiles, uint64_t *bytes)
+{
+    const fmt_hparams *hp = fmt_model_hparams(m);
     json_object *mats = json_object_new_array();
-    uint64_t tot_bytes = 0, tot_tiles = 0;
     for (unsigned l = 0; l <= hp->n_layers; l++) {
         mstat ms[FMT_NMATRIX];
         memset(ms, 0, sizeof ms);
@@ -268,13 +230,17 @@ int ui_cmd_inspect(int argc, char **argv)
             json_object_object_add(o, "tiles", json_object_new_int64(ms[mm[i][0]].tiles));
             json_object_object_add(o, "bytes", json_object_new_int64((int64_t)ms[mm[i][0]].bytes));
             json_object_array_add(mats, o);
-            tot_bytes += ms[mm[i][0]].bytes;
-            tot_tiles += ms[mm[i][0]].tiles;
+            *bytes += ms[mm[i][0]].bytes;
+            *tiles += ms[mm[i][0]].tiles;
         }
     }
-    json_object_object_add(root, "matrices", mats);
+    return mats;
+}
 
-    /* per-layer geometry (only where the file records it) */
+/* Per-layer geometry (only where the file records it). */
+static json_object *layer_geom_json(const fmt_model *m)
+{
+    const fmt_hparams *hp = fmt_model_hparams(m);
     json_object *lgeo = json_object_new_array();
     for (unsigned l = 0; (hp->flags & FMT_FLAG_LAYER_GEOM) && l < hp->n_layers; l++) {
         const fmt_layer_geom *g = fmt_model_layer_geom(m, l);
@@ -293,9 +259,13 @@ int ui_cmd_inspect(int argc, char **argv)
                                                        !(g->flags & FMT_LG_NO_EXPERTS)));
         json_object_array_add(lgeo, o);
     }
-    json_object_object_add(root, "layer_geometry", lgeo);
+    return lgeo;
+}
 
-    /* routers and expert banks */
+/* Routers and expert banks: every expert's offset and length. */
+static json_object *moe_json(const fmt_model *m)
+{
+    const fmt_hparams *hp = fmt_model_hparams(m);
     json_object *moe = json_object_new_array();
     for (unsigned l = 0; l < hp->n_layers; l++) {
         uint64_t rn = 0, boff = 0, bend = 0;
@@ -336,91 +306,154 @@ int ui_cmd_inspect(int argc, char **argv)
         json_object_object_add(o, "experts", ex);
         json_object_array_add(moe, o);
     }
-    json_object_object_add(root, "moe_layers", moe);
-    json_object_object_add(root, "total_tiles", json_object_new_int64((int64_t)tot_tiles));
-    json_object_object_add(root, "total_tile_bytes", json_object_new_int64((int64_t)tot_bytes));
+    return moe;
+}
 
-    if (json) {
-        puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
-    } else {
-        printf("file:          %s (%llu bytes)\n", fmt_model_path(m),
-               (unsigned long long)fmt_model_file_size(m));
-        if (vflow)
-            printf("format:        .vflow v%u (stage-major; .cflow v%d header), architecture "
-                   "%s, source %.*s\n", vver, FMT_VERSION, hp->arch[0] ? hp->arch : "?",
-                   (int)sl, src ? src : "?");
-        else
-            printf("format:        .cflow v%d, architecture %s, source %.*s\n", FMT_VERSION,
-                   hp->arch[0] ? hp->arch : "?", (int)sl, src ? src : "?");
-        printf("geometry:      %u layers, dim %u, ffn %u, heads %u/%u x %u, vocab %u, context %u\n",
-               hp->n_layers, hp->dim, hp->ffn_dim, hp->n_heads, hp->n_kv_heads, hp->head_dim,
-               hp->vocab_size, hp->max_seq);
-        printf("experts:       %u (top-%u, ffn %u)\n", hp->n_experts, hp->top_k, hp->expert_ffn_dim);
-        printf("schedule:      dense_delay %u, expert_delay %u, combine %s, merge_interval %u, "
-               "iterations %u, softcap %g\n", hp->dense_delay, hp->expert_delay,
-               combine_name(hp->combine_style), hp->merge_interval, hp->iterations,
-               (double)hp->softcap);
-        printf("rope:          theta %g, %s%s; norm eps %g\n", (double)hp->rope_theta,
-               hp->flags & FMT_FLAG_ROPE_NEOX ? "split-half" : "adjacent pairs",
-               hp->flags & FMT_FLAG_ROPE_LLAMA3 ? ", llama3 scaling" : "", (double)hp->norm_eps);
-        printf("flags:         %s\n", json_object_to_json_string(json_object_object_get(geo, "flags")));
-        printf("dominant type: %s\n\n", kern_type_name((enum kern_type)hp->quant_type));
-        printf("%-6s %-11s %-5s %8s %8s %7s %12s\n", "layer", "matrix", "type", "rows", "cols",
-               "tiles", "bytes");
-        size_t n = json_object_array_length(mats);
-        for (size_t i = 0; i < n; i++) {
-            json_object *o = json_object_array_get_idx(mats, i);
-            json_object *ly = json_object_object_get(o, "layer");
-            printf("%-6s %-11s %-5s %8lld %8lld %7lld %12lld\n",
-                   ly ? json_object_get_string(ly) : "-",
-                   json_object_get_string(json_object_object_get(o, "matrix")),
-                   json_object_get_string(json_object_object_get(o, "type")),
-                   (long long)json_object_get_int64(json_object_object_get(o, "rows")),
-                   (long long)json_object_get_int64(json_object_object_get(o, "cols")),
-                   (long long)json_object_get_int64(json_object_object_get(o, "tiles")),
-                   (long long)json_object_get_int64(json_object_object_get(o, "bytes")));
-        }
-        printf("\ntotal:         %llu tiles, %llu bytes of tiles (without expert banks)\n",
-               (unsigned long long)tot_tiles, (unsigned long long)tot_bytes);
-        n = json_object_array_length(lgeo);
-        if (n)
-            printf("\n%-6s %6s %6s %5s %5s %10s %7s  %s\n", "layer", "heads", "kv", "hd",
-                   "rope", "theta", "window", "");
-        for (size_t i = 0; i < n; i++) {
-            json_object *o = json_object_array_get_idx(lgeo, i);
+#define JGET(o, k) json_object_object_get(o, k)
+
+/* The text form, read back from the JSON tree. */
+static void print_text(const fmt_model *m, json_object *root)
+{
+    const fmt_hparams *hp = fmt_model_hparams(m);
+    unsigned vver = 0;
+    int vflow = fmt_model_is_vflow(m, &vver);
+    size_t sl = 0;
+    const char *src = fmt_kv_get_str(fmt_model_kv(m), "cflow.source", &sl);
+    json_object *geo = JGET(root, "geometry"), *mats = JGET(root, "matrices");
+    json_object *lgeo = JGET(root, "layer_geometry"), *moe = JGET(root, "moe_layers");
+    uint64_t tot_tiles = (uint64_t)json_object_get_int64(JGET(root, "total_tiles"));
+    uint64_t tot_bytes = (uint64_t)json_object_get_int64(JGET(root, "total_tile_bytes"));
+    printf("file:          %s (%llu bytes)\n", fmt_model_path(m),
+           (unsigned long long)fmt_model_file_size(m));
+    if (vflow)
+        printf("format:        .vflow v%u (stage-major; .cflow v%d header), architecture "
+               "%s, source %.*s\n", vver, FMT_VERSION, hp->arch[0] ? hp->arch : "?",
+               (int)sl, src ? src : "?");
+    else
+        printf("format:        .cflow v%d, architecture %s, source %.*s\n", FMT_VERSION,
+               hp->arch[0] ? hp->arch : "?", (int)sl, src ? src : "?");
+    printf("geometry:      %u layers, dim %u, ffn %u, heads %u/%u x %u, vocab %u, context %u\n",
+           hp->n_layers, hp->dim, hp->ffn_dim, hp->n_heads, hp->n_kv_heads, hp->head_dim,
+           hp->vocab_size, hp->max_seq);
+    printf("experts:       %u (top-%u, ffn %u)\n", hp->n_experts, hp->top_k, hp->expert_ffn_dim);
+    printf("schedule:      dense_delay %u, expert_delay %u, combine %s, merge_interval %u, "
+           "iterations %u, softcap %g\n", hp->dense_delay, hp->expert_delay,
+           combine_text(hp), hp->merge_interval, hp->iterations,
+           (double)hp->softcap);
+    printf("rope:          theta %g, %s%s; norm eps %g\n", (double)hp->rope_theta,
+           hp->flags & FMT_FLAG_ROPE_NEOX ? "split-half" : "adjacent pairs",
+           hp->flags & FMT_FLAG_ROPE_LLAMA3 ? ", llama3 scaling" : "", (double)hp->norm_eps);
+    printf("flags:         %s\n", json_object_to_json_string(json_object_object_get(geo, "flags")));
+    printf("dominant type: %s\n\n", kern_type_name((enum kern_type)hp->quant_type));
+    printf("%-6s %-11s %-5s %8s %8s %7s %12s\n", "layer", "matrix", "type", "rows", "cols",
+           "tiles", "bytes");
+    size_t n = json_object_array_length(mats);
+    for (size_t i = 0; i < n; i++) {
+        json_object *o = json_object_array_get_idx(mats, i);
+        json_object *ly = json_object_object_get(o, "layer");
+        printf("%-6s %-11s %-5s %8lld %8lld %7lld %12lld\n",
+               ly ? json_object_get_string(ly) : "-",
+               json_object_get_string(json_object_object_get(o, "matrix")),
+               json_object_get_string(json_object_object_get(o, "type")),
+               (long long)json_object_get_int64(json_object_object_get(o, "rows")),
+               (long long)json_object_get_int64(json_object_object_get(o, "cols")),
+               (long long)json_object_get_int64(json_object_object_get(o, "tiles")),
+               (long long)json_object_get_int64(json_object_object_get(o, "bytes")));
+    }
+    printf("\ntotal:         %llu tiles, %llu bytes of tiles (without expert banks)\n",
+           (unsigned long long)tot_tiles, (unsigned long long)tot_bytes);
+    n = json_object_array_length(lgeo);
+    if (n)
+        printf("\n%-6s %6s %6s %5s %5s %10s %7s  %s\n", "layer", "heads", "kv", "hd",
+               "rope", "theta", "window", "");
+    for (size_t i = 0; i < n; i++) {
+        json_object *o = json_object_array_get_idx(lgeo, i);
 #define GI(k) json_object_get_int(json_object_object_get(o, k))
-            printf("%-6d %6d %6d %5d %5d %10g %7d  %s%s\n", GI("layer"), GI("n_heads"),
-                   GI("n_kv_heads"), GI("head_dim"), GI("rope_dims"),
-                   json_object_get_double(json_object_object_get(o, "rope_theta")),
-                   GI("sliding_window"),
-                   json_object_get_boolean(json_object_object_get(o, "kv_shared"))
-                       ? "K=V " : "",
-                   json_object_get_boolean(json_object_object_get(o, "experts"))
-                       ? "experts" : "no experts");
+        printf("%-6d %6d %6d %5d %5d %10g %7d  %s%s\n", GI("layer"), GI("n_heads"),
+               GI("n_kv_heads"), GI("head_dim"), GI("rope_dims"),
+               json_object_get_double(json_object_object_get(o, "rope_theta")),
+               GI("sliding_window"),
+               json_object_get_boolean(json_object_object_get(o, "kv_shared"))
+                   ? "K=V " : "",
+               json_object_get_boolean(json_object_object_get(o, "experts"))
+                   ? "experts" : "no experts");
 #undef GI
-        }
-        n = json_object_array_length(moe);
-        for (size_t i = 0; i < n; i++) {
-            json_object *o = json_object_array_get_idx(moe, i);
+    }
+    n = json_object_array_length(moe);
+    for (size_t i = 0; i < n; i++) {
+        json_object *o = json_object_array_get_idx(moe, i);
 #define GL(k) (long long)json_object_get_int64(json_object_object_get(o, k))
-            printf("%slayer %lld: router %lldx%lld f32; %lld experts (top-%lld), gate/up "
-                   "%lldx%lld + down %lldx%lld %s; bank %lld bytes at %lld\n",
-                   i == 0 ? "\nexperts:\n" : "", GL("layer"), GL("router_rows"),
-                   GL("router_cols"), GL("n_experts"), GL("top_k"), GL("gate_up_rows"),
-                   GL("gate_up_cols"), GL("down_rows"), GL("down_cols"),
-                   json_object_get_string(json_object_object_get(o, "type")),
-                   GL("bank_bytes"), GL("bank_offset"));
+        printf("%slayer %lld: router %lldx%lld f32; %lld experts (top-%lld), gate/up "
+               "%lldx%lld + down %lldx%lld %s; bank %lld bytes at %lld\n",
+               i == 0 ? "\nexperts:\n" : "", GL("layer"), GL("router_rows"),
+               GL("router_cols"), GL("n_experts"), GL("top_k"), GL("gate_up_rows"),
+               GL("gate_up_cols"), GL("down_rows"), GL("down_cols"),
+               json_object_get_string(json_object_object_get(o, "type")),
+               GL("bank_bytes"), GL("bank_offset"));
 #undef GL
-            json_object *ex = json_object_object_get(o, "experts");
-            for (size_t j = 0; j < json_object_array_length(ex); j++) {
-                json_object *x = json_object_array_get_idx(ex, j);
-                printf("  expert %3d: offset %lld, %lld bytes\n",
-                       json_object_get_int(json_object_object_get(x, "expert")),
-                       (long long)json_object_get_int64(json_object_object_get(x, "offset")),
-                       (long long)json_object_get_int64(json_object_object_get(x, "length")));
-            }
+        json_object *ex = json_object_object_get(o, "experts");
+        for (size_t j = 0; j < json_object_array_length(ex); j++) {
+            json_object *x = json_object_array_get_idx(ex, j);
+            printf("  expert %3d: offset %lld, %lld bytes\n",
+                   json_object_get_int(json_object_object_get(x, "expert")),
+                   (long long)json_object_get_int64(json_object_object_get(x, "offset")),
+                   (long long)json_object_get_int64(json_object_object_get(x, "length")));
         }
     }
+}
+
+/* --critical-path of a name that is no file: a synth preset's geometry.
+ * -1 when it names no preset either (then it is opened as a file). */
+static int preset_critical_path(const char *name, double bpp, int json)
+{
+    fmt_hparams php;
+    fmt_layer_geom *lg = NULL;
+    char err[512];
+    if (fmt_synth_geometry(name, &php, &lg, err, sizeof err))
+        return -1;
+    int rc = bpp > 0 ? critical_path(NULL, &php, lg, name, bpp, json)
+                     : ui_usage_error("inspect", "%s is a preset, not a file: its critical "
+                                      "path needs --bytes-per-param", name);
+    free(lg);
+    return rc;
+}
+
+int ui_cmd_inspect(int argc, char **argv)
+{
+    static const ui_optset set = { "cflow inspect", inspect_opts, help, "MODEL" };
+    ui_settings o;
+    int rc, first;
+    char err[512];
+    fmt_model *m = NULL;
+    struct stat st;
+
+    ui_settings_default(&o);
+    if ((rc = ui_opts_parse(&set, argc, argv, &o, &first)) >= 0)
+        return rc;
+    const char *path = argv[first];
+    if (o.critical_path && stat(path, &st) != 0 &&
+        (rc = preset_critical_path(path, o.bytes_per_param, o.json)) >= 0)
+        return rc;
+    if (fmt_model_open(&m, path, err, sizeof err))
+        return ui_error("%s", err);
+    if (o.critical_path) {
+        rc = critical_path(m, fmt_model_hparams(m), NULL, fmt_model_path(m),
+                           o.bytes_per_param, o.json);
+        fmt_model_close(m);
+        return rc;
+    }
+    uint64_t tiles = 0, bytes = 0;
+    json_object *root = header_json(m);
+    json_object_object_add(root, "matrices", matrices_json(m, &tiles, &bytes));
+    json_object_object_add(root, "layer_geometry", layer_geom_json(m));
+    json_object_object_add(root, "moe_layers", moe_json(m));
+    json_object_object_add(root, "total_tiles", json_object_new_int64((int64_t)tiles));
+    json_object_object_add(root, "total_tile_bytes", json_object_new_int64((int64_t)bytes));
+    if (o.json)
+        puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
+    else
+        print_text(m, root);
     json_object_put(root);
     fmt_model_close(m);
     return UI_EXIT_OK;

@@ -782,6 +782,7 @@ int ui_cmd_runs(int argc, char **argv)
     char err[1024];
 
     optind = 1;
+    opterr = 0;   /* one line of ours, not getopt's */
     while ((c = getopt_long(argc, argv, "m:jh", lo, NULL)) != -1) {
         switch (c) {
         case O_DB: db = optarg; break;
@@ -790,7 +791,7 @@ int ui_cmd_runs(int argc, char **argv)
         case O_CSV: csv = 1; break;
         case O_TOKENS: tokens = 1; break;
         case 'h': help(); return UI_EXIT_OK;
-        default: return ui_usage_error("runs", "bad option");
+        default: return ui_bad_option("runs", argv);
         }
     }
     if (optind >= argc)

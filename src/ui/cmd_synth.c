@@ -56,6 +56,7 @@ int ui_cmd_synth(int argc, char **argv)
     o.log = ui_log;
     o.progress = ui_progress;
     optind = 1;
+    opterr = 0;   /* one line of ours, not getopt's */
     while ((c = getopt_long(argc, argv, "q:h", lo, NULL)) != -1) {
         switch (c) {
         case 'q':
@@ -73,7 +74,7 @@ int ui_cmd_synth(int argc, char **argv)
         case O_GGUF: gguf = 1; break;
         case O_VOCAB: vocab = optarg; break;
         case 'h': help(); return UI_EXIT_OK;
-        default: return ui_usage_error("synth", "bad option");
+        default: return ui_bad_option("synth", argv);
         }
     }
     if (argc - optind != 2)

@@ -63,6 +63,7 @@ int ui_cmd_tokenize(int argc, char **argv)
     int32_t *ids = NULL;
 
     optind = 1;
+    opterr = 0;   /* one line of ours, not getopt's */
     while ((c = getopt_long(argc, argv, "m:h", lo, NULL)) != -1) {
         switch (c) {
         case 'm': path = optarg; break;
@@ -70,7 +71,7 @@ int ui_cmd_tokenize(int argc, char **argv)
         case O_SPECIAL: special = 1; break;
         case O_PIECES: pieces = 1; break;
         case 'h': help(); return UI_EXIT_OK;
-        default: return ui_usage_error("tokenize", "bad option");
+        default: return ui_bad_option("tokenize", argv);
         }
     }
     if (!path && !(path = ui_default_model()))

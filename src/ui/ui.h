@@ -59,8 +59,8 @@ enum ui_opt_id {
     UI_O_TEMP, UI_O_TOP_K, UI_O_TOP_P, UI_O_MIN_P, UI_O_REPEAT_PENALTY,
     UI_O_REPEAT_LAST_N, UI_O_SEED, UI_O_IGNORE_EOS, UI_O_SYSTEM, UI_O_CHAT, UI_O_DB, UI_O_NO_LOG,
     UI_O_NO_PROFILE, UI_O_KV_TYPE, UI_O_PREFETCH, UI_O_EXPERT_IO, UI_O_NO_MMAP,
-    /* cflow ppl */
-    UI_O_STORIES, UI_O_NO_EOS, UI_O_JSON,
+    /* cflow ppl, cflow inspect */
+    UI_O_STORIES, UI_O_NO_EOS, UI_O_JSON, UI_O_CRITICAL_PATH, UI_O_BYTES_PER_PARAM,
     /* cflow bench: lists of values, one test per combination */
     UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH,
     UI_O_B_REPS, UI_O_B_OUTPUT, UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_READ_BW,
@@ -120,9 +120,10 @@ typedef struct ui_settings {
     int         kv_f16;          /* -1 auto, 0 f32, 1 f16 */
     int         prefetch;        /* -1 the environment's, 0 off, 1 on */
     int         expert_io;       /* -1 the environment's, else enum eng_expert_io */
-    /* cflow ppl */
+    /* cflow ppl, cflow inspect */
     long        stories;         /* 0: all */
-    int         no_eos, json;
+    int         no_eos, json, critical_path;
+    double      bytes_per_param; /* 0: the file's tile bytes */
     /* cflow bench */
     const char *models[UI_LIST_MAX];
     unsigned    n_models;
@@ -175,6 +176,9 @@ int  ui_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "cflow <cmd>: <msg>", one line; returns UI_EXIT_USAGE. */
 int  ui_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* After getopt_long returned '?' (with opterr 0): the option it refused,
+ * one line; returns UI_EXIT_USAGE. */
+int  ui_bad_option(const char *cmd, char **argv);
 /* Log callback for the libraries: warnings and errors to stderr. */
 void ui_log(void *ud, int level, const char *msg);
 /* Progress callback: a bar on stderr when it is a terminal and the work

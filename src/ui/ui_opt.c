@@ -98,6 +98,12 @@ const ui_opt ui_opts[UI_O_N] = {
       "do not predict an end-of-sequence token per story" },
     { UI_O_JSON, "json", 'j', UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(json), NULL,
       "machine-readable output" },
+    { UI_O_CRITICAL_PATH, "critical-path", 'c', UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0,
+      OFF(critical_path), NULL, "per layer: attention, dense and expert stream bytes, "
+      "the delays, the binding stream; totals B_naive and B_critical (report eq. 4.23)" },
+    { UI_O_BYTES_PER_PARAM, "bytes-per-param", 'b', UI_T_FLOAT, "B", 0.001, 64, NULL,
+      NULL, 0, OFF(bytes_per_param), "the file's tile bytes",
+      "size streams from parameter counts (the report uses 0.5)" },
     { UI_O_B_MODELS, "model", 'm', UI_T_STRS, "FILE", 0, 0, NULL, NULL, 0, 0,
       "$CFLOW_MODEL, then the shipped one", "model (.cflow/.vflow); repeat for several" },
     { UI_O_B_THREADS, "threads", 't', UI_T_LIST, "LIST", 0, 1024, "all cores", NULL, 0,

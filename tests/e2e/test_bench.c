@@ -63,7 +63,6 @@ static void expect_usage(int want_status, const char *want_msg, ...)
 static void test_args(void **state)
 {
     (void)state;
-    expect_usage(2, "no model", (char *)NULL);
     expect_usage(2, "unknown mode 'frob'", "frob", (char *)NULL);
     expect_usage(2, "bad -t '1025'", "-m", model, "-t", "1025", (char *)NULL);
     expect_usage(2, "bad -t '1,x'", "-m", model, "-t", "1,x", (char *)NULL);

@@ -79,6 +79,8 @@ static void test_refusals_give_the_range(void **state)
     refused(tui_bin, "cflow-tui: bad -t '2000': N from 0 (all cores) to 1024", "-t", "2000",
             (char *)NULL);
     refused(tui_bin, "unknown option '--frob'", "--frob", (char *)NULL);
+    /* the subcommands without a table of their own refuse in one line too */
+    refused(c, "cflow runs: bad or unknown option '--frob'", "runs", "--frob", (char *)NULL);
 }
 
 /* -t 0 is all cores wherever threads are set. */
@@ -123,6 +125,50 @@ static void test_runs_list_without_log(void **state)
     tu_proc_free(&p);
 }
 
+/* `cflow bench` as it comes: no arguments is the shipped model and
+ * llama-bench's defaults (pp512, tg128), which fit its 512-token context;
+ * the table has a tg row. */
+static void test_bench_defaults(void **state)
+{
+    (void)state;
+    char *const env[] = { "CFLOW_MODEL=", NULL };
+    char *argv[] = { (char *)tu_cflow(), "bench", NULL };
+    tu_proc p;
+    assert_int_equal(tu_run(&p, argv, env, 600), 0);
+    assert_true(tu_ok(&p, "cflow bench"));
+    assert_non_null(strstr(p.out, "| default.cflow "));
+    assert_non_null(strstr(p.out, "| pp512 |"));
+    assert_non_null(strstr(p.out, "| tg128 |"));
+    tu_proc_free(&p);
+    /* a test the model cannot hold is refused before anything is measured */
+    assert_int_equal(tu_cflow_env(&p, env, "bench", "-p", "600", (char *)NULL), 0);
+    assert_int_equal(p.status, 1);
+    assert_non_null(strstr(p.err, "need a context of 600 tokens"));
+    assert_null(strstr(p.err, "read bandwidth"));
+    assert_int_equal(tu_count_lines(p.err), 1);
+    tu_proc_free(&p);
+}
+
+/* inspect calls a plain llama's layer schedule "standard", not by the
+ * name of a combine style it does not use. */
+static void test_inspect_standard(void **state)
+{
+    (void)state;
+    const char *gguf = tu_shared("models/stories260K-q8_0.gguf");
+    tu_require(gguf);
+    char out[4096];
+    snprintf(out, sizeof out, "%s", tu_tmp("s260k.cflow"));
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "convert", gguf, out, (char *)NULL), 0);
+    assert_true(tu_ok(&p, "cflow convert"));
+    tu_proc_free(&p);
+    assert_int_equal(tu_cflow_run(&p, "inspect", out, (char *)NULL), 0);
+    assert_true(tu_ok(&p, "cflow inspect"));
+    assert_non_null(strstr(p.out, "combine standard"));
+    assert_null(strstr(p.out, "ParallelSqrt2"));
+    tu_proc_free(&p);
+}
+
 int main(void)
 {
     const char *bd = getenv("CFLOW_BUILDDIR");
@@ -132,6 +178,8 @@ int main(void)
         cmocka_unit_test(test_threads_zero_is_all_cores),
         cmocka_unit_test(test_help_lists_limits),
         cmocka_unit_test(test_runs_list_without_log),
+        cmocka_unit_test(test_bench_defaults),
+        cmocka_unit_test(test_inspect_standard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
