@@ -59,7 +59,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "engine/engine.h"
+#include "engine/eng_impl.h"
+#include "format/cflow_format.h"
 
 /* ------------------------------------------------------------- names */
 
@@ -191,21 +192,30 @@ enum eng_chat eng_chat_detect(const char *jinja, size_t len)
     return ENG_CHAT_NONE;
 }
 
+/* The family of an open model's tokenizer.chat_template. */
+static enum eng_chat chat_of_model(const fmt_model *m)
+{
+    size_t len = 0;
+    const char *j = fmt_kv_get_str(fmt_model_kv(m), "tokenizer.chat_template", &len);
+    return j ? eng_chat_detect(j, len) : ENG_CHAT_NONE;
+}
+
 enum eng_chat eng_chat_of_file(const char *model_path)
 {
-    enum eng_chat c = ENG_CHAT_NONE;
+    enum eng_chat c;
     fmt_model *m = NULL;
     char err[256];
-    size_t len = 0;
-    const char *j;
 
     if (!model_path || fmt_model_open(&m, model_path, err, sizeof err))
         return ENG_CHAT_NONE;
-    j = fmt_kv_get_str(fmt_model_kv(m), "tokenizer.chat_template", &len);
-    if (j)
-        c = eng_chat_detect(j, len);
+    c = chat_of_model(m);
     fmt_model_close(m);
     return c;
+}
+
+enum eng_chat eng_session_chat(const eng_session *s)
+{
+    return chat_of_model(eng_model(s));
 }
 
 /* ------------------------------------------------------------ rendering */

@@ -193,6 +193,9 @@ void eng_close(eng_session *s);
 const fmt_hparams *eng_hparams(const eng_session *s);
 const eng_tok     *eng_tokenizer(const eng_session *s);
 const char        *eng_isa(const eng_session *s);
+/* The chat template family of the session's model (eng_chat_detect of
+ * its tokenizer.chat_template; ENG_CHAT_NONE without one). */
+enum eng_chat      eng_session_chat(const eng_session *s);
 /* 1 when the KV cache holds binary16 (eng_opts.kv_f16 resolved), else 0. */
 int                eng_kv_f16(const eng_session *s);
 uint32_t           eng_n_ctx(const eng_session *s);

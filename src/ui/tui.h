@@ -27,9 +27,12 @@
 #define CFLOW_TUI_H
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <wchar.h>
 
 #include "engine/engine.h"
 #include "prof/prof.h"
@@ -71,8 +74,9 @@ void   tui_chat_init(tui_chat *c);
 void   tui_chat_free(tui_chat *c);
 /* Append a new entry (text may be NULL); returns its index or -1. */
 long   tui_chat_add(tui_chat *c, int role, const char *text);
-long   tui_chat_addf(tui_chat *c, int role, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* The same with printf's format (one line, at most 2047 bytes). */
+long   tui_chat_addv(tui_chat *c, int role, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 /* Append bytes to entry i. */
 void   tui_chat_append(tui_chat *c, size_t i, const char *s, size_t n);
 /* The same unless another thread holds the chat (the UI laying out the
@@ -150,7 +154,7 @@ void tui_gen_log_path(tui_gen *g, char *buf, size_t n);
 void tui_settings_free(tui_settings *s);
 void tui_settings_copy(tui_settings *dst, const tui_settings *src);
 
-/* ---- the UI (tui_main.c) and its panes (tui_panes.c, tui_runs.c) ------ */
+/* ---- the UI: panes (tui_panes.c), screen, input, commands, run browser -- */
 #ifndef NCURSES_WIDECHAR
 #define NCURSES_WIDECHAR 1
 #endif
@@ -185,6 +189,8 @@ enum tui_color { TUI_C_NORMAL = 0, TUI_C_STATUS, TUI_C_USER, TUI_C_NOTE, TUI_C_E
 
 typedef struct tui_runs tui_runs;
 
+enum tui_mode { TUI_MODE_CHAT = 0, TUI_MODE_RUNS, TUI_MODE_HELP };
+
 struct tui_app {
     tui_gen  *gen;
     tui_chat  chat;
@@ -193,14 +199,31 @@ struct tui_app {
     tui_pane  panes[TUI_NPANE];
     tui_runs *runs;          /* the run browser (tui_runs.c) */
     const char *db;          /* --db, or NULL */
+    /* The UI's state (UI thread only). */
+    int       mode;          /* enum tui_mode: what the body shows */
+    int       focus;         /* 0 chat, 1..TUI_NPANE a pane */
+    int       zoom;          /* the focused pane (or the chat) fills the body */
+    int       chat_scroll;   /* chat lines up from the newest, 0: following */
+    int       help_scroll;   /* help lines scrolled off the top */
+    int       input_h;       /* rows of the input line (multi-line prompts) */
+    int       quit;          /* leave the loop */
+    int       need_layout, need_draw;
 };
 
+/* ---- drawing (tui_draw.c) ---------------------------------------------- */
+/* 1 in a UTF-8 locale (block characters, "…"); set once at start. */
+extern int tui_utf8;
 /* The attribute of a colour role (A_BOLD/A_REVERSE/... without colour). */
 attr_t tui_attr(const tui_app *a, int role);
+/* Bytes and display cells of the next character of s[0..n). */
+size_t tui_next_char(const char *s, size_t n, int *cells);
 /* Add n bytes of UTF-8 s at the cursor, clipped at the window's edge
  * (printable ASCII as cells straight away: the fast path of every pane). */
 void   tui_addn(WINDOW *win, const char *s, size_t n);
-/* Draw at most w display cells of UTF-8 s (n bytes) at (y, x). */
+/* The bytes of s[0..n) that fit in w cells into *bytes; 1 when s is cut. */
+int    tui_fit(const char *s, size_t n, int w, size_t *bytes);
+/* Draw at most w display cells of UTF-8 s at (y, x); text that does not
+ * fit is cut with "…" in its last cell. */
 void   tui_put(WINDOW *win, int y, int x, int w, const char *s);
 /* Display cells of the UTF-8 string s. */
 int    tui_width(const char *s, size_t n);
@@ -208,6 +231,75 @@ int    tui_width(const char *s, size_t n);
 void   tui_bar(tui_app *a, WINDOW *win, int y, int x, int w, double frac, int role);
 /* "12.3K", "1.20M" (bytes, 1024-based). */
 void   tui_human(double v, char *buf, size_t n);
+
+/* ---- commands and keys (tui_cmd.c) ------------------------------------- */
+/* What a /command's argument is; the table parses it before the handler
+ * runs, and a refusal names the valid range. */
+enum tui_arg { TUI_A_NONE = 0, TUI_A_TEXT, TUI_A_INT, TUI_A_REAL, TUI_A_U64,
+               TUI_A_ONOFF, TUI_A_PANE };
+
+typedef struct tui_argv {
+    const char *s;          /* the text after the name, trimmed ("" none) */
+    long        i;          /* TUI_A_INT */
+    double      d;          /* TUI_A_REAL */
+    uint64_t    u;          /* TUI_A_U64 */
+    int         on;         /* TUI_A_ONOFF */
+    int         pane;       /* TUI_A_PANE: 0 chat, 1..TUI_NPANE, -1 none given */
+} tui_argv;
+
+typedef struct tui_cmd {
+    const char *name;        /* "temp": typed as /temp */
+    const char *alias;       /* another name ("exit"), or NULL */
+    const char *args;        /* the argument as help shows it ("T"), or "" */
+    int         arg;         /* enum tui_arg */
+    int         optional;    /* the argument may be left out */
+    const char *opt;         /* numbers: the flag (ui_opt.c) whose limits apply */
+    void      (*run)(tui_app *a, const struct tui_cmd *c, const tui_argv *v);
+    const char *help;        /* one line */
+} tui_cmd;
+
+typedef struct tui_key {
+    int         code;        /* ncurses key (KEY_F(1)); 0: readline's own */
+    const char *name;        /* "F1", "Ctrl-C" */
+    const char *bar;         /* its label in the key bar, or NULL */
+    void      (*run)(tui_app *a);
+    const char *help;
+} tui_key;
+
+extern const tui_cmd tui_cmds[];
+extern const size_t  tui_n_cmds;
+extern const tui_key tui_keys[];
+extern const size_t  tui_n_keys;
+
+/* Run a line that starts with '/' (line is modified). */
+void tui_command(tui_app *a, char *line);
+/* Run the table's handler of an ncurses key; 1 when the table has it. */
+int  tui_key_run(tui_app *a, int code);
+/* A note (or an error) in the chat, which then follows the newest line. */
+void tui_say(tui_app *a, int role, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The help screen, built from the tables: line i (NULL past the end). */
+const char *tui_help_line(size_t i, char *buf, size_t n);
+/* Every key and /command name, one a line (cflow-tui --list-commands). */
+void tui_list_commands(FILE *f);
+/* Mode switches shared by keys, commands and the loop. */
+void tui_open_help(tui_app *a);
+void tui_open_runs(tui_app *a, const char *filter);
+void tui_focus_next(tui_app *a, int dir);
+
+/* ---- the screen (tui_screen.c) and the input line (tui_input.c) -------- */
+void tui_screen_frame(tui_app *a);      /* lay out if needed, draw, update */
+void tui_screen_free(void);
+/* readline's redisplay: the input line alone (between frames too). */
+void tui_screen_input(tui_app *a);
+void tui_input_setup(tui_app *a);       /* readline in callback mode */
+void tui_input_teardown(void);
+void tui_input_key(tui_app *a, int is_key, wint_t ch);
+void tui_input_clear(void);             /* Ctrl-C when idle */
+/* The input line's redisplay into w (the screen calls it each frame). */
+void tui_input_draw(tui_app *a, WINDOW *w);
+/* 1 when the input history did not exist yet: a first start. */
+int  tui_input_first_start(void);
 
 /* The run browser: open (reading the log), draw, keys (0: it closed). */
 int  tui_runs_open(tui_app *a, const char *filter, char *err, size_t errlen);

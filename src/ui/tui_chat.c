@@ -75,13 +75,10 @@ out:
     return idx;
 }
 
-long tui_chat_addf(tui_chat *c, int role, const char *fmt, ...)
+long tui_chat_addv(tui_chat *c, int role, const char *fmt, va_list ap)
 {
     char buf[2048];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
     return tui_chat_add(c, role, buf);
 }
 

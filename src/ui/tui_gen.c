@@ -46,7 +46,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "format/cflow_format.h"
 #include "kernels/kern.h"
 #include "ui/tui.h"
 #include "ui/ui.h"
@@ -83,6 +82,14 @@ struct tui_gen {
     double          bw;          /* the machine's read bandwidth, GB/s */
     size_t         *tok_end;     /* bytes of the reply after each token [tok_n] */
     size_t          tok_n, tok_cap;
+    /* The reply's figures for its closing line: the profiler's run totals
+     * since the reply began (rf_base) plus those of runs that ended during
+     * it (a settings change starts a new run mid-reply), so the line,
+     * the speed pane and the run log count the same tokens. */
+    int             in_reply;
+    prof_totals     rf_base;
+    uint64_t        rf_prompt, rf_gen;
+    double          rf_prefill_s, rf_decode_s;
 
     pthread_mutex_t  draw_mu;    /* draw_req, drawn */
     pthread_cond_t   draw_cv;
@@ -159,12 +166,10 @@ void tui_gen_frame_done(tui_gen *g, uint64_t seen)
 static void note(tui_gen *g, int role, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void note(tui_gen *g, int role, const char *fmt, ...)
 {
-    char buf[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    tui_chat_addv(g->cfg.chat, role, fmt, ap);
     va_end(ap);
-    tui_chat_add(g->cfg.chat, role, buf);
     wake(g);
 }
 
@@ -247,6 +252,20 @@ static void log_fail(tui_gen *g, const char *err)
     pthread_mutex_unlock(&g->snap_mu);
 }
 
+/* Add the run's tokens since rf_base to the reply's figures. */
+static void reply_take(tui_gen *g)
+{
+    prof_totals t;
+    if (!g->in_reply || !g->p)
+        return;
+    prof_totals_get(g->p, &t);
+    g->rf_prompt += t.n_prompt - g->rf_base.n_prompt;
+    g->rf_gen += t.n_gen - g->rf_base.n_gen;
+    g->rf_prefill_s += t.prefill_s - g->rf_base.prefill_s;
+    g->rf_decode_s += t.decode_s - g->rf_base.decode_s;
+    g->rf_base = t;
+}
+
 static void run_end(tui_gen *g)
 {
     char err[1024];
@@ -265,7 +284,10 @@ static void run_begin(tui_gen *g)
     if (!g->s || !g->p)
         return;
     eng_get_stats(g->s, &es);
+    reply_take(g);
     prof_run_begin(g->p, es.bytes_per_token, g->bw);
+    if (g->in_reply)
+        prof_totals_get(g->p, &g->rf_base);   /* the new run's zeros */
     g->run_open = 1;
     g->run_dirty = 0;
     g->run_id = 0;
@@ -385,16 +407,7 @@ static void job_load(tui_gen *g, const char *path)
         eng_close(ns);
         return;
     }
-    /* the chat template, from the model's metadata */
-    enum eng_chat tmpl = ENG_CHAT_NONE;
-    fmt_model *fm = NULL;
-    if (!fmt_model_open(&fm, path, err, sizeof err)) {
-        size_t jl = 0;
-        const char *j = fmt_kv_get_str(fmt_model_kv(fm), "tokenizer.chat_template", &jl);
-        if (j)
-            tmpl = eng_chat_detect(j, jl);
-        fmt_model_close(fm);
-    }
+    enum eng_chat tmpl = eng_session_chat(ns);   /* the model's chat template */
 
     run_end(g);
     pthread_rwlock_wrlock(&g->plock);
@@ -688,109 +701,131 @@ static void reply_text(tui_gen *g, size_t a, pending *p, const char *s, size_t n
     p->n = 0;
 }
 
-/* Generate the reply to user turn u. */
-static void generate(tui_gen *g, size_t u)
+static void reply_begin(tui_gen *g)
 {
-    char err[1024] = "", buf[512];
+    g->in_reply = 1;
+    g->rf_prompt = g->rf_gen = 0;
+    g->rf_prefill_s = g->rf_decode_s = 0;
+    prof_totals_get(g->p, &g->rf_base);
+}
+
+/* The line after a reply, as `ollama run --verbose` gives it. */
+static void reply_end(tui_gen *g, size_t n_tok, const char *why)
+{
+    reply_take(g);
+    g->in_reply = 0;
+    note(g, TUI_NOTE, "prompt %llu tok, %.1f tok/s prefill; reply %zu tok, %.1f tok/s "
+         "decode; stopped: %s", (unsigned long long)g->rf_prompt,
+         g->rf_prefill_s > 0 ? (double)g->rf_prompt / g->rf_prefill_s : 0.0, n_tok,
+         g->rf_decode_s > 0 ? (double)g->rf_gen / g->rf_decode_s : 0.0, why);
+}
+
+/* Decode one token at the end of the cache; 0 or -1 (error noted). */
+static int decode_one(tui_gen *g, int32_t tok_id)
+{
+    char err[1024] = "";
+    int rc = kv_reserve(g, g->n_kv + 1) ? ENG_ENOMEM : eng_decode(g->s, tok_id, err, sizeof err);
+    if (rc) {
+        note(g, TUI_ERROR, "%s", rc == ENG_ENOMEM && !err[0] ? "out of memory" : err);
+        return -1;
+    }
+    g->kv[g->n_kv++] = tok_id;
+    run_token(g);
+    return 0;
+}
+
+/* The cache is full: drop the oldest turns (or the reply's first half) and
+ * prefill the context again, all but its last token, which is decoded, so
+ * every token of the reply is one decode step.  0, or -1 (noted). */
+static int refit(tui_gen *g, size_t u, size_t a, size_t limit, int *cut)
+{
+    char err[1024];
+    int nd = 0, ct = 0;
+    size_t m = 0;
+    int32_t *ids = fit(g, u, (long)a, limit, &m, &nd, &ct);
+    if (!ids)
+        return -1;
+    say_dropped(g, nd, ct && !*cut);   /* a reply is cut: said once */
+    *cut |= ct;
+    g->n_kv = 0;   /* a new context: prefill it all */
+    int rc = m > 1 ? feed(g, ids, m - 1, err, sizeof err) : 0;
+    if (rc)
+        note(g, TUI_ERROR, "%s", err);
+    else if (m <= 1)
+        eng_reset(g->s);
+    if (!rc)
+        rc = decode_one(g, ids[m - 1]);
+    free(ids);
+    return rc ? -1 : 0;
+}
+
+/* The offset of the reply's text after each token (fit cuts a reply
+ * longer than the context at a token's end). */
+static void tok_mark(tui_gen *g, size_t n_tok, size_t reply_len)
+{
+    if (n_tok >= g->tok_cap) {
+        size_t cap = g->tok_cap ? g->tok_cap * 2 : 256;
+        size_t *p = realloc(g->tok_end, cap * sizeof *p);
+        if (p) {
+            g->tok_end = p;
+            g->tok_cap = cap;
+        }
+    }
+    if (n_tok < g->tok_cap) {
+        g->tok_end[n_tok] = reply_len;
+        g->tok_n = n_tok + 1;
+    }
+}
+
+/* Sample and decode the reply into chat entry a; returns why it stopped. */
+static const char *decode_reply(tui_gen *g, size_t u, size_t a, size_t reserve, int *cut,
+                                size_t *n_out)
+{
+    char buf[512];
     const eng_tok *tok = eng_tokenizer(g->s);
     uint32_t n_ctx = eng_n_ctx(g->s);
-    size_t n = 0, reserve = n_ctx / 4 < 64 ? n_ctx / 4 : 64;
-    int n_dropped = 0, cut = 0;
-
-    if (g->run_dirty || !g->run_open)
-        run_begin(g);
-    int32_t *ids = fit(g, u, -1, n_ctx - reserve > 0 ? n_ctx - reserve : 1, &n, &n_dropped,
-                       &cut);
-    if (!ids) {
-        /* too long even alone: take whatever fits of the prompt's start */
-        return;
-    }
-    say_dropped(g, n_dropped, 0);
-    int rc = feed(g, ids, n, err, sizeof err);
-    free(ids);
-    if (rc) {
-        note(g, TUI_ERROR, "%s", err);
-        return;
-    }
-    long a = tui_chat_add(g->cfg.chat, TUI_ASSISTANT, "");
-    if (a < 0) {
-        note(g, TUI_ERROR, "out of memory");
-        return;
-    }
-    snap_refresh(g, TUI_DECODE);
-    show_wait(g);
-
     eng_detok dt;
     eng_detok_init(&dt);
     dt.prev = g->n_kv ? g->kv[g->n_kv - 1] : -1;
     int32_t eos = eng_tok_eos(tok), eot = eng_tok_eot(tok);
     size_t reply_len = 0, n_tok = 0;
-    g->tok_n = 0;
     const char *why = NULL;
     double last_snap = 0;
     pending pend = { NULL, 0, 0 };
 
-    for (;;) {
+    g->tok_n = 0;
+    while (!why) {
         if (atomic_load(&g->stop)) {
-            why = "stopped (Ctrl-C)";
+            why = "Ctrl-C";
             break;
         }
         apply_settings(g);
         if (g->run_dirty)
             run_begin(g);
         int32_t next = eng_sampler_sample(g->smp, eng_logits(g->s), g->kv, g->n_kv);
-        if (!g->cur.ignore_eos && (next == eos || next == eot))
+        if (!g->cur.ignore_eos && (next == eos || next == eot)) {
+            why = "end of text";
             break;
+        }
         if (!eng_tok_is_control(tok, next)) {
             size_t k = eng_detok_push(&dt, tok, next, buf, sizeof buf);
-            reply_text(g, (size_t)a, &pend, buf, k, 0);
+            reply_text(g, a, &pend, buf, k, 0);
             reply_len += k;
         }
-        if (n_tok >= g->tok_cap) {
-            size_t cap = g->tok_cap ? g->tok_cap * 2 : 256;
-            size_t *p = realloc(g->tok_end, cap * sizeof *p);
-            if (p) {
-                g->tok_end = p;
-                g->tok_cap = cap;
-            }
-        }
-        if (n_tok < g->tok_cap) {
-            g->tok_end[n_tok] = reply_len;
-            g->tok_n = n_tok + 1;
-        }
+        tok_mark(g, n_tok, reply_len);
         n_tok++;
-        if (g->cur.n_predict > 0 && (long)n_tok >= g->cur.n_predict) {
-            why = "token limit reached (/n)";
-            break;
-        }
-        if (g->n_kv >= n_ctx) {
+        if (g->cur.n_predict > 0 && (long)n_tok >= g->cur.n_predict)
+            why = "-n limit";   /* the token is decoded still: the cache holds it */
+        if (g->n_kv < n_ctx) {
+            if (decode_one(g, next))
+                why = "error";
+        } else if (!why) {
             /* the cache is full: drop the oldest turns and prefill again */
-            int nd = 0, ct = 0;
-            size_t m = 0;
-            reply_text(g, (size_t)a, &pend, NULL, 0, 1);   /* fit reads the reply */
-            ids = fit(g, u, a, n_ctx - reserve, &m, &nd, &ct);
-            if (!ids)
-                break;
-            say_dropped(g, nd, ct && !cut);   /* a reply is cut: said once */
-            cut |= ct;
-            g->n_kv = 0;   /* a new context: prefill it all */
-            rc = feed(g, ids, m, err, sizeof err);
-            free(ids);
-            if (rc) {
-                note(g, TUI_ERROR, "%s", err);
-                break;
-            }
-            dt.prev = g->kv[g->n_kv - 1];
-        } else {
-            rc = kv_reserve(g, g->n_kv + 1) ? ENG_ENOMEM : eng_decode(g->s, next, err, sizeof err);
-            if (rc) {
-                if (rc == ENG_ENOMEM && !err[0])
-                    snprintf(err, sizeof err, "out of memory");
-                note(g, TUI_ERROR, "%s", err);
-                break;
-            }
-            g->kv[g->n_kv++] = next;
-            run_token(g);
+            reply_text(g, a, &pend, NULL, 0, 1);   /* fit reads the reply */
+            if (refit(g, u, a, n_ctx - reserve, cut))
+                why = "context full";
+            else
+                dt.prev = g->kv[g->n_kv - 1];
         }
         /* the panes read the snapshot at 10 Hz: refreshing it more often
          * than every 20 ms would only cost the decoder */
@@ -801,10 +836,43 @@ static void generate(tui_gen *g, size_t u)
         }
     }
     size_t k = eng_detok_flush(&dt, buf, sizeof buf);
-    reply_text(g, (size_t)a, &pend, buf, k, 1);
+    reply_text(g, a, &pend, buf, k, 1);
     free(pend.s);
-    if (why)
-        note(g, TUI_NOTE, "%s after %zu tokens", why, n_tok);
+    *n_out = n_tok;
+    return why;
+}
+
+/* Generate the reply to user turn u. */
+static void generate(tui_gen *g, size_t u)
+{
+    char err[1024] = "";
+    uint32_t n_ctx = eng_n_ctx(g->s);
+    size_t n = 0, reserve = n_ctx / 4 < 64 ? n_ctx / 4 : 64;
+    int n_dropped = 0, cut = 0;
+
+    if (g->run_dirty || !g->run_open)
+        run_begin(g);
+    reply_begin(g);
+    int32_t *ids = fit(g, u, -1, n_ctx - reserve > 0 ? n_ctx - reserve : 1, &n, &n_dropped,
+                       &cut);
+    if (!ids) {   /* too long even alone (noted) */
+        g->in_reply = 0;
+        return;
+    }
+    say_dropped(g, n_dropped, 0);
+    int rc = feed(g, ids, n, err, sizeof err);
+    free(ids);
+    long a = rc ? -1 : tui_chat_add(g->cfg.chat, TUI_ASSISTANT, "");
+    if (rc || a < 0) {
+        note(g, TUI_ERROR, "%s", rc ? err : "out of memory");
+        g->in_reply = 0;
+        return;
+    }
+    snap_refresh(g, TUI_DECODE);
+    show_wait(g);
+    size_t n_tok = 0;
+    const char *why = decode_reply(g, u, (size_t)a, reserve, &cut, &n_tok);
+    reply_end(g, n_tok, why);
     if (g->log && g->log_session && g->run_open &&
         prof_log_flush(g->log, g->p, 0, err, sizeof err))
         log_fail(g, err);

@@ -121,7 +121,9 @@ static void layers_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
             continue;
         }
         int y = 1 + r;
-        tui_put(w, y, 0, 4, line);
+        char label[8];
+        snprintf(label, sizeof label, "L%-2u ", l);
+        tui_put(w, y, 0, 4, label);
         tui_bar(a, w, y, 4, bw, meas / max, TUI_C_BAR);
         if (s->has[l]) {
             int x = 4 + (int)(s->m[l].critical / max * bw + 0.5);

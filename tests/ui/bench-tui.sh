@@ -91,7 +91,7 @@ run_tui() {
     # 0.2 s, and one poll's fork, exec and capture in that window cost it
     # a few percent)
     sleep 2
-    wait_for "token limit reached" 2
+    wait_for "stopped: -n limit" 2
     tmux -L "$SOCK" send-keys -t b -l "/quit"
     tmux -L "$SOCK" send-keys -t b Enter
     i=0

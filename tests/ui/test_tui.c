@@ -106,6 +106,11 @@ static char *wait_for(const char *s)
     return NULL;
 }
 
+static void wait_for_free(const char *s)
+{
+    free(wait_for(s));
+}
+
 /* Wait until the screen no longer contains s. */
 static void wait_gone(const char *s)
 {
@@ -365,7 +370,7 @@ static void test_ctrl_c(void **state)
     type_line("Once upon a time");
     free(wait_for("| decoding"));
     keys("C-c");
-    char *scr = wait_for("stopped (Ctrl-C)");
+    char *scr = wait_for("stopped: Ctrl-C");
     free(scr);
     free(wait_idle());
     type_line("/ignore-eos off");
@@ -373,7 +378,7 @@ static void test_ctrl_c(void **state)
     free(wait_for("n 8 ("));
     type_line("Tom had a ball");
     free(wait_for("│> Tom had a ball"));
-    free(wait_for("token limit reached"));
+    free(wait_for("stopped: -n limit"));
     free(wait_idle());
     quit_clean();
     stop();
@@ -420,15 +425,23 @@ static void test_context_and_commands(void **state)
     char *scr = tmux("capture-pane", "-p", "-e", "-t", "t", NULL);
     assert_non_null(strstr(scr, "\033[30m") ? scr : strstr(scr, "\033[46m"));
     free(scr);
+    /* a value out of range: refused with the range of the -t/--temp flags */
+    type_line("/temp 9");
+    free(wait_for("/temp: bad value '9' (T from 0 (greedy) to 5)"));
+    type_line("/threads -1");
+    free(wait_for("/threads: bad value '-1' (N from 0 (all cores) to 1024)"));
     type_line("/system Tom and Ann");
-    free(wait_for("system prompt set"));
+    scr = wait_for("system prompt set");
+    /* a base model has no system role: the note says what the text becomes */
+    wait_for_free("completion mode: the model has no chat template");
+    free(scr);
     free(tmux("send-keys", "-t", "t", "-l", "Once upon", NULL));
     keys("M-Enter");
     type_line("a time");
     scr = wait_for("│  a time");   /* the chat's entry, not the input line */
     assert_non_null(strstr(scr, "│> Once upon"));
     free(scr);
-    free(wait_for("token limit reached"));
+    free(wait_for("stopped: -n limit"));
     free(wait_idle());
     /* two more turns cannot all fit in 64 positions */
     type_line("The dog ran");
@@ -556,6 +569,128 @@ static void test_signals(void **state)
     stop();
 }
 
+/* The tokens of the .It lines of section sec of man/cflow-tui.1, each
+ * surrounded by spaces ("\-" read as "-", continued lines joined,
+ * commas apart): " Ic /quit , /exit ". */
+static char *man_items(const char *man, const char *sec)
+{
+    char head[64];
+    snprintf(head, sizeof head, "\n.Sh %s\n", sec);
+    const char *p = strstr(man, head);
+    assert_non_null(p);
+    p += strlen(head);
+    const char *end = strstr(p, "\n.Sh ");
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    char *out = calloc(2 * n + 2, 1);
+    assert_non_null(out);
+    size_t o = 0;
+    int in_it = 0, bol = 1;
+    out[o++] = ' ';
+    for (size_t i = 0; i < n; i++) {
+        if (bol)
+            in_it = !strncmp(p + i, ".It ", 4);
+        bol = 0;
+        if (p[i] == '\\' && p[i + 1] == '\n') {   /* a continued line */
+            i++;
+            continue;
+        }
+        if (p[i] == '\n') {
+            bol = 1;
+            if (in_it)
+                out[o++] = ' ';
+            continue;
+        }
+        if (!in_it)
+            continue;
+        if (p[i] == '\\' && p[i + 1] == '-') {
+            out[o++] = '-';
+            i++;
+        } else if (p[i] == ',') {
+            out[o++] = ' ';
+            out[o++] = ',';
+            out[o++] = ' ';
+        } else {
+            out[o++] = p[i];
+        }
+    }
+    out[o] = 0;
+    return out;
+}
+
+static int has_token(const char *items, const char *tok)
+{
+    char t[256];
+    snprintf(t, sizeof t, " %.200s ", tok);
+    return strstr(items, t) != NULL;
+}
+
+/* Every key and /command of the TUI's tables (the help screen is built
+ * from them) is in the man page's KEYS and COMMANDS, and every command
+ * there is one the TUI has. */
+static void test_man_page(void **state)
+{
+    (void)state;
+    const char *bd = getenv("CFLOW_BUILDDIR"), *sd = getenv("CFLOW_SRCDIR");
+    char bin[4096], manp[4096];
+    snprintf(bin, sizeof bin, "%s/cflow-tui", bd ? bd : ".");
+    snprintf(manp, sizeof manp, "%s/man/cflow-tui.1", sd ? sd : "..");
+    char *argv[] = { bin, "--list-commands", NULL };
+    tu_proc p;
+    assert_int_equal(tu_run(&p, argv, NULL, 60), 0);
+    assert_int_equal(p.status, 0);
+    char *man = tu_read_file(manp, NULL);
+    assert_non_null(man);
+    char *keys_sec = man_items(man, "KEYS"), *cmds_sec = man_items(man, "COMMANDS");
+    int nkeys = 0, ncmds = 0, missing = 0;
+    for (char *line = strtok(p.out, "\n"); line; line = strtok(NULL, "\n")) {
+        if (!strncmp(line, "command ", 8)) {
+            ncmds++;
+            if (!has_token(cmds_sec, line + 8)) {
+                print_error("man/cflow-tui.1 COMMANDS lacks %s\n", line + 8);
+                missing++;
+            }
+            continue;
+        }
+        assert_true(!strncmp(line, "key ", 4));
+        nkeys++;
+        char names[128];
+        snprintf(names, sizeof names, "%s", line + 4);
+        for (char *k = names, *next; k; k = next) {   /* "Alt-Enter, Ctrl-J" */
+            next = strstr(k, ", ");
+            if (next) {
+                *next = 0;
+                next += 2;
+            }
+            if (!has_token(keys_sec, k)) {
+                print_error("man/cflow-tui.1 KEYS lacks %s\n", k);
+                missing++;
+            }
+        }
+    }
+    assert_true(nkeys >= 15);
+    assert_true(ncmds >= 25);
+    /* the other way: no command in the page that the TUI does not have */
+    char *list = NULL;
+    tu_proc q;
+    assert_int_equal(tu_run(&q, argv, NULL, 60), 0);
+    list = q.out;
+    for (const char *t = strstr(cmds_sec, " /"); t; t = strstr(t + 1, " /")) {
+        char name[64], want[80];
+        sscanf(t + 1, "%63s", name);
+        snprintf(want, sizeof want, "command %s\n", name);
+        if (!strstr(list, want)) {
+            print_error("man/cflow-tui.1 COMMANDS has %s, which cflow-tui lacks\n", name);
+            missing++;
+        }
+    }
+    assert_int_equal(missing, 0);
+    tu_proc_free(&q);
+    tu_proc_free(&p);
+    free(keys_sec);
+    free(cmds_sec);
+    free(man);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -570,6 +705,7 @@ int main(void)
         return 1;
     }
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_man_page),
         cmocka_unit_test_teardown(test_chat_and_panes, teardown),
         cmocka_unit_test_teardown(test_threads_new_run, teardown),
         cmocka_unit_test_teardown(test_run_browser, teardown),
