@@ -138,6 +138,13 @@ void tui_gen_interrupt(tui_gen *g);
 void tui_gen_settings(tui_gen *g, const tui_settings *st);
 void tui_gen_get_settings(tui_gen *g, tui_settings *st);  /* st->system: copy */
 void tui_gen_snap(tui_gen *g, tui_snap *out);
+/* The per-layer sums (bytes, seconds per stream over the run's decode
+ * tokens; the overlap figures of prof_io_get per layer and for all) as
+ * they stood with the snapshot's totals, and those totals' decode token
+ * count: figures of the same tokens.  Any pointer but n_gen may be NULL.
+ * At most max layers; returns how many. */
+unsigned tui_gen_layers(tui_gen *g, uint64_t (*bytes)[PROF_NST], double (*sec)[PROF_NST],
+                        prof_io_fig *io, prof_io_fig *io_all, unsigned max, uint64_t *n_gen);
 int  tui_gen_busy(tui_gen *g);
 /* The profiler under the read lock (NULL when no model); always unlock. */
 prof *tui_gen_prof_lock(tui_gen *g);

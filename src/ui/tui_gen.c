@@ -99,6 +99,15 @@ struct tui_gen {
     pthread_rwlock_t plock;      /* around p (and s) for the UI's readers */
     pthread_mutex_t  snap_mu;
     tui_snap         snap;
+    /* The per-layer sums of the profiler as they stood when snap.tot was
+     * taken (under snap_mu): bytes streamed and seconds of each layer's
+     * streams over the run's decode tokens, [lay_n][PROF_NST].  Read with
+     * the totals between two tokens, so a layer's bytes and the token
+     * count they are divided by always cover the same tokens. */
+    uint64_t        *lay_bytes;
+    double          *lay_sec;
+    prof_io_fig     *lay_io;     /* [lay_n + 1]: per layer, then all */
+    unsigned         lay_n;
 };
 
 /* ---- settings ---------------------------------------------------------- */
@@ -195,6 +204,13 @@ static void snap_refresh(tui_gen *g, int state)
     if (g->p) {
         prof_totals_get(g->p, &sn->tot);
         sn->have_tot = 1;
+        for (unsigned l = 0; l < g->lay_n; l++)
+            for (int k = 0; k < PROF_NST; k++) {
+                g->lay_bytes[l * PROF_NST + k] = prof_layer_streamed(g->p, l, (enum prof_stream)k);
+                g->lay_sec[l * PROF_NST + k] = prof_layer_seconds(g->p, l, (enum prof_stream)k);
+            }
+        for (unsigned l = 0; g->lay_io && l <= g->lay_n; l++)
+            prof_io_get(g->p, l < g->lay_n ? l : PROF_IO_ALL, &g->lay_io[l]);
     }
     if (g->s) {   /* what the engine runs, not what was asked */
         sn->prefetch = eng_prefetch(g->s);
@@ -212,6 +228,24 @@ static void snap_refresh(tui_gen *g, int state)
     sn->run_id = g->run_id;
     sn->version++;
     pthread_mutex_unlock(&g->snap_mu);
+}
+
+unsigned tui_gen_layers(tui_gen *g, uint64_t (*bytes)[PROF_NST], double (*sec)[PROF_NST],
+                        prof_io_fig *io, prof_io_fig *io_all, unsigned max, uint64_t *n_gen)
+{
+    pthread_mutex_lock(&g->snap_mu);
+    unsigned n = g->lay_n < max ? g->lay_n : max;
+    if (bytes)
+        memcpy(bytes, g->lay_bytes, (size_t)n * PROF_NST * sizeof **bytes);
+    if (sec)
+        memcpy(sec, g->lay_sec, (size_t)n * PROF_NST * sizeof **sec);
+    if (io && n)
+        memcpy(io, g->lay_io, (size_t)n * sizeof *io);
+    if (io_all && g->lay_io)
+        *io_all = g->lay_io[g->lay_n];
+    *n_gen = g->snap.tot.n_gen;
+    pthread_mutex_unlock(&g->snap_mu);
+    return n;
 }
 
 void tui_gen_snap(tui_gen *g, tui_snap *out)
@@ -401,8 +435,15 @@ static void job_load(tui_gen *g, const char *path)
         return;
     }
     eng_sampler *nsmp = eng_sampler_new(&g->cur.sp, hp->vocab_size);
-    if (!nsmp) {
+    uint64_t *lb = calloc((size_t)hp->n_layers * PROF_NST, sizeof *lb);
+    double *ls = calloc((size_t)hp->n_layers * PROF_NST, sizeof *ls);
+    prof_io_fig *lio = calloc((size_t)hp->n_layers + 1, sizeof *lio);
+    if (!nsmp || !lb || !ls || !lio) {
         note(g, TUI_ERROR, "out of memory");
+        eng_sampler_free(nsmp);
+        free(lb);
+        free(ls);
+        free(lio);
         prof_free(np);
         eng_close(ns);
         return;
@@ -423,6 +464,15 @@ static void job_load(tui_gen *g, const char *path)
     eng_set_prof(g->s, g->p);
     pthread_rwlock_unlock(&g->plock);
     g->tmpl = tmpl;
+    pthread_mutex_lock(&g->snap_mu);
+    free(g->lay_bytes);
+    free(g->lay_sec);
+    free(g->lay_io);
+    g->lay_bytes = lb;
+    g->lay_sec = ls;
+    g->lay_io = lio;
+    g->lay_n = hp->n_layers;
+    pthread_mutex_unlock(&g->snap_mu);
     g->n_kv = 0;
     g->run_id = 0;
     g->run_dirty = 1;
@@ -1024,6 +1074,9 @@ void tui_gen_quit(tui_gen *g)
     eng_sampler_free(g->smp);
     free(g->kv);
     free(g->tok_end);
+    free(g->lay_bytes);
+    free(g->lay_sec);
+    free(g->lay_io);
     tui_settings_free(&g->want);
     tui_settings_free(&g->cur);
     pthread_mutex_destroy(&g->mu);

@@ -41,6 +41,7 @@ typedef struct layers_st {
     prof_layer_model m[MAX_LAYERS];
     uint64_t         bytes[MAX_LAYERS][PROF_NST];
     double           sec[MAX_LAYERS][PROF_NST];
+    uint64_t         ntok;   /* the decode tokens bytes and sec cover */
 } layers_st;
 
 static int layers_init(tui_pane *pn, tui_app *a)
@@ -53,19 +54,15 @@ static int layers_init(tui_pane *pn, tui_app *a)
 static void layers_update(tui_pane *pn, tui_app *a, prof *p)
 {
     layers_st *s = pn->st;
-    (void)a;
     if (!p) {
         s->n = 0;
         return;
     }
-    s->n = prof_n_layers(p) < MAX_LAYERS ? prof_n_layers(p) : MAX_LAYERS;
-    for (unsigned l = 0; l < s->n; l++) {
+    /* the sums and their token count as the generation thread read them
+     * together (not the live atomics: they run ahead of any count) */
+    s->n = tui_gen_layers(a->gen, s->bytes, s->sec, NULL, NULL, MAX_LAYERS, &s->ntok);
+    for (unsigned l = 0; l < s->n; l++)
         s->has[l] = prof_get_layer_model(p, l, &s->m[l]);
-        for (int k = 0; k < PROF_NST; k++) {
-            s->bytes[l][k] = prof_layer_streamed(p, l, (enum prof_stream)k);
-            s->sec[l][k] = prof_layer_seconds(p, l, (enum prof_stream)k);
-        }
-    }
 }
 
 static const char bind_letter[PROF_NST] = { 'A', 'D', 'E', 'W' };
@@ -73,9 +70,7 @@ static const char bind_letter[PROF_NST] = { 'A', 'D', 'E', 'W' };
 static void layers_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
 {
     layers_st *s = pn->st;
-    const prof_totals *t = &a->snap.tot;
-    /* the per-layer figures cover decode tokens (prof_layer_streamed) */
-    uint64_t ntok = t->n_gen;
+    uint64_t ntok = s->ntok;   /* the decode tokens of the sums */
     char b1[32], b2[32], line[256];
     if (!s->n) {
         tui_put(w, 0, 0, wd, "no model");
@@ -83,6 +78,17 @@ static void layers_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
     }
     snprintf(line, sizeof line, "streamed/token (bar) vs critical path (|); %llu decode tok",
              (unsigned long long)ntok);
+    int rows = h - 1;
+    if (pn->scroll > (int)s->n - rows)
+        pn->scroll = (int)s->n - rows > 0 ? (int)s->n - rows : 0;
+    if ((int)s->n > rows) {   /* not all layers fit: say which show */
+        char all[sizeof line + 64];
+        int last = pn->scroll + rows < (int)s->n ? pn->scroll + rows - 1 : (int)s->n - 1;
+        snprintf(all, sizeof all, "L%d-%d of %u (focus, Up/Down); %s", pn->scroll, last, s->n,
+                 line);
+        memcpy(line, all, sizeof line - 1);
+        line[sizeof line - 1] = 0;
+    }
     wattron(w, tui_attr(a, TUI_C_DIM));
     tui_put(w, 0, 0, wd, line);
     wattroff(w, tui_attr(a, TUI_C_DIM));
@@ -97,9 +103,6 @@ static void layers_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
         if (s->has[l] && s->m[l].naive > max)
             max = s->m[l].naive;
     }
-    int rows = h - 1;
-    if (pn->scroll > (int)s->n - rows)
-        pn->scroll = (int)s->n - rows > 0 ? (int)s->n - rows : 0;
     for (int r = 0; r < rows && pn->scroll + r < (int)s->n; r++) {
         unsigned l = (unsigned)(pn->scroll + r);
         double meas = 0, ms = 0;
@@ -175,6 +178,7 @@ const tui_pane tui_pane_layers = {
 typedef struct overlap_st {
     unsigned    n;
     prof_io_fig all, l[MAX_LAYERS];
+    uint64_t    ntok;   /* the decode tokens the figures cover */
 } overlap_st;
 
 static int overlap_init(tui_pane *pn, tui_app *a)
@@ -187,14 +191,10 @@ static int overlap_init(tui_pane *pn, tui_app *a)
 static void overlap_update(tui_pane *pn, tui_app *a, prof *p)
 {
     overlap_st *s = pn->st;
-    (void)a;
     s->n = 0;
     if (!p)
         return;
-    s->n = prof_n_layers(p) < MAX_LAYERS ? prof_n_layers(p) : MAX_LAYERS;
-    prof_io_get(p, PROF_IO_ALL, &s->all);
-    for (unsigned l = 0; l < s->n; l++)
-        prof_io_get(p, l, &s->l[l]);
+    s->n = tui_gen_layers(a->gen, NULL, NULL, s->l, &s->all, MAX_LAYERS, &s->ntok);
 }
 
 static void overlap_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
@@ -203,8 +203,8 @@ static void overlap_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
     const tui_snap *sn = &a->snap;
     const prof_totals *t = &sn->tot;
     const prof_io_fig *f = &s->all;
-    /* the per-layer figures (prof_io_get) cover the decode tokens */
-    uint64_t ntok = t->n_gen;
+    /* the figures (prof_io_get, read with the count) cover decode tokens */
+    uint64_t ntok = s->ntok;
     double per = ntok ? 1e3 / (double)ntok : 0;   /* seconds -> ms per token */
     char line[256], b[32];
     int y = 0;
@@ -215,7 +215,7 @@ static void overlap_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
     if (y >= h)
         return;
     snprintf(line, sizeof line, "compute %.3f ms/tok, expert compute %.3f ms/tok", f->c_s * per,
-             t->dec_st[PROF_ST_EXPERTS] * per);
+             t->n_gen ? t->dec_st[PROF_ST_EXPERTS] * 1e3 / (double)t->n_gen : 0.0);
     tui_put(w, y++, 0, wd, line);
     if (y >= h)
         return;
@@ -416,7 +416,7 @@ static void speed_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
     const prof_totals *t = &a->snap.tot;
     char line[256];
     int y = 0;
-    snprintf(line, sizeof line, "decode %.1f tok/s (%llu tok)  prefill %.1f tok/s (%llu tok)",
+    snprintf(line, sizeof line, "run: decode %.1f tok/s (%llu tok), prefill %.1f tok/s (%llu tok)",
              t->decode_tok_s, (unsigned long long)t->n_gen, t->prefill_tok_s,
              (unsigned long long)t->n_prompt);
     tui_put(w, y++, 0, wd, line);
@@ -470,8 +470,9 @@ static void speed_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
     wattroff(w, tui_attr(a, TUI_C_BAR));
     y += rows;
     if (y < h) {
-        snprintf(line, sizeof line, "per token: max %.0f min %.0f tok/s%s", (double)mx,
-                 (double)mn, s->lost ? " (some tokens not shown)" : "");
+        /* min and max of the sparkline's tokens, not of the run */
+        snprintf(line, sizeof line, "sparkline, last %d tok: max %.0f min %.0f tok/s%s", nshow,
+                 (double)mx, (double)mn, s->lost ? " (some tokens not shown)" : "");
         wattron(w, tui_attr(a, TUI_C_DIM));
         tui_put(w, y, 0, wd, line);
         wattroff(w, tui_attr(a, TUI_C_DIM));

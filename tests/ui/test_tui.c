@@ -513,6 +513,103 @@ static void test_context_and_commands(void **state)
     stop();
 }
 
+/* A line of at most w cells (each UTF-8 character here is one cell). */
+static int tui_width_ok(const char *line, int w)
+{
+    int n = 0;
+    for (const unsigned char *p = (const unsigned char *)line; *p; p++)
+        n += (*p & 0xc0) != 0x80;
+    return n <= w;
+}
+
+/* The chat pane's last text row: the row above the first line of the
+ * pane grid (at 80x24, "┌─ 1 layers"), its frame stripped. */
+static char *chat_last_row(const char *scr)
+{
+    const char *grid = strstr(scr, "\u250c\u2500 1 layers");
+    assert_non_null(grid);
+    const char *line[3] = { NULL, NULL, NULL };   /* the last three line starts */
+    for (const char *p = scr; p < grid; p = strchr(p, '\n') + 1) {
+        line[0] = line[1];
+        line[1] = line[2];
+        line[2] = p;
+    }
+    assert_non_null(line[1]);   /* line[2]: the chat's bottom frame */
+    return strndup(line[1], (size_t)(line[2] - line[1]));
+}
+
+/* 80x24 (the man page calls it enough): the status line keeps the
+ * context use and the run number, the key bar is there, the first start
+ * hints at F1, a reply ends in its figures, which agree with the panes;
+ * the layers pane says which layers it shows; a resize during a reply
+ * keeps the chat on the newest line; F10 quits. */
+static void test_small_screen(void **state)
+{
+    (void)state;
+    start(80, 24, "-n 24");
+    char *scr = wait_for(LOADED);
+    assert_non_null(strstr(scr, "F1 or /help: keys and commands; F10 quits"));
+    assert_non_null(strstr(scr, "F1Help"));
+    assert_non_null(strstr(scr, "F10Quit"));
+    free(scr);
+    type_line("Once upon a time");
+    free(wait_for("\u2502> Once upon a time"));
+    free(wait_for("stopped: -n limit"));
+    scr = wait_idle();
+    char *nl = strchr(scr, '\n');
+    assert_non_null(nl);
+    *nl = 0;   /* the status line */
+    if (!strstr(scr, "| ctx ") || !strstr(scr, "/512") || !strstr(scr, "| run 1")) {
+        print_error("status line: %s\n", scr);
+        fail_msg("the status line lost the context use or the run number");
+    }
+    assert_true(tui_width_ok(scr, 80));
+    *nl = '\n';
+    /* the reply's line and the panes count the same 24 tokens */
+    assert_non_null(strstr(scr, "reply 24 tok,"));
+    assert_non_null(strstr(scr, "(24 tok)"));        /* speed: the run's decode */
+    assert_non_null(strstr(scr, "sparkline, last 24"));
+    assert_non_null(strstr(scr, "L0-"));             /* not every layer fits */
+    assert_non_null(strstr(scr, "\u2026"));          /* cut text is marked */
+    free(scr);
+    /* a long reply; the terminal grows and shrinks while it streams */
+    free(tmux("resize-window", "-t", "t", "-x", "130", "-y", "40", NULL));
+    type_line("/n 0");
+    type_line("/ignore-eos on");
+    free(wait_for("ignore-eos on ("));
+    type_line("The dog");
+    free(wait_for("| decoding"));
+    sleep_ms(500);
+    free(tmux("resize-window", "-t", "t", "-x", "80", "-y", "24", NULL));
+    free(wait_for("\u250c\u2500 1 layers"));
+    sleep_ms(1500);
+    char *s1 = screen(), *r1 = chat_last_row(s1), *r2 = NULL;
+    int moved = 0;
+    for (int i = 0; i < 50 && !moved; i++) {   /* the newest line keeps changing */
+        sleep_ms(200);
+        char *s2 = screen();
+        free(r2);
+        r2 = chat_last_row(s2);
+        moved = strcmp(r1, r2) != 0;
+        free(s2);
+    }
+    if (!moved) {
+        print_error("screen:\n%s\n", s1);
+        fail_msg("the chat stopped following the reply after the resize");
+    }
+    free(r1);
+    free(r2);
+    free(s1);
+    keys("F9");   /* stops the reply, as Ctrl-C */
+    free(wait_for("stopped: Ctrl-C"));
+    free(wait_idle());
+    keys("F10");
+    free(wait_for("\n" PROMPT_SEEN));
+    type_line("echo rc=$?");
+    free(wait_for("rc=0"));
+    stop();
+}
+
 /* The pid of cflow-tui: the child of the session's shell. */
 static pid_t tui_pid(void)
 {
@@ -713,6 +810,7 @@ int main(void)
         cmocka_unit_test_teardown(test_bad_model, teardown),
         cmocka_unit_test_teardown(test_context_and_commands, teardown),
         cmocka_unit_test_teardown(test_signals, teardown),
+        cmocka_unit_test_teardown(test_small_screen, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
