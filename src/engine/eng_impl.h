@@ -116,4 +116,219 @@ void    eng_pf_layer(eng_pf *pf);
 void    eng_pf_range(eng_pf *pf, const void *p, size_t n);
 void    eng_pf_counts(const eng_pf *pf, uint64_t *lines, uint64_t *dropped);
 
+/* ======================================================================= */
+/* The session: what its files share.  One job a file:                      */
+/*   eng_session.c   open (in named phases), close, accessors, threads,     */
+/*                   profiler attachment, statistics                        */
+/*   eng_kv.c        the KV cache: reset, context shift                     */
+/*   eng_forward.c   one token through the model: the blocks and the walk   */
+/*   eng_sched.c     the layer schedule of each combine style (a table)     */
+/*   eng_moe.c       routed experts: routing, fetch, deferred compute       */
+/*   eng_prefill.c   batched prefill of a prompt                            */
+/*   eng_guard.c     SIGBUS guard of the mapping, the token checks          */
+/*   eng_io.c        expert I/O modes and their reader pool                 */
+/*   eng_prefetch.c  the PREFETCHT0 thread and its setter                   */
+/* ======================================================================= */
+#include <stdarg.h>
+#include "kernels/kern.h"
+
+
+/* A tile stream prepared for parallel mat-vec: its tiles cut into units,
+ * each the run of column tiles of one output stripe of one matrix.  A
+ * unit owns its output rows, so units run on any thread in any order and
+ * the sums inside a unit keep the single-thread order: results do not
+ * depend on the thread count. */
+typedef struct eng_mv {
+    const fmt_stream *st;
+    uint32_t         *unit;      /* [n_units + 1] first tile of each unit */
+    uint32_t          n_units;
+    unsigned          need;      /* KERN_NEED mask of its tile types */
+    uint32_t          rp;        /* bit m: matrix m's Q4_0 tiles use
+                                    tile_mv_q4_0_rp (llama.cpp repacks it) */
+} eng_mv;
+
+typedef struct eng_layer {
+    eng_mv        qkv, o, gate_up, down;
+    const float  *attn_norm, *ffn_norm, *qkv_bias;
+    /* attention geometry (fmt_model_layer_geom: the header's unless the file
+     * has per-layer records, as Gemma-4-style sliding/full layers do);
+     * q_dim, kv_dim in floats; q_norm, k_norm [head_dim] per-head RMSNorm
+     * weights (FMT_FLAG_QK_NORM) or NULL; inv_freq [rope_dims/2] this
+     * layer's RoPE frequencies (s->inv_freq unless own_freq) */
+    const fmt_layer_geom *g;
+    uint32_t      q_dim, kv_dim;
+    const float  *q_norm, *k_norm;
+    float        *inv_freq;
+    int           own_freq;
+    /* MoE (n_experts > 0): input norm, router [E][dim], per expert its
+     * fused gate/up and down streams */
+    const float  *moe_norm, *router;
+    eng_mv       *exp_gu, *exp_down;     /* [E] */
+    uint64_t      bank_bytes;
+} eng_layer;
+
+struct eng_session {
+    fmt_model         *model;
+    const fmt_hparams *hp;
+    eng_tok           *tok;
+    const kern_ops    *ops;
+    eng_opts           opts;
+    eng_layer         *layers;
+    const fmt_stream  *embd;
+    eng_mv             output;
+    const float       *out_norm;
+    eng_pool          *pool;
+    uint32_t           n_ctx, n_past;
+    uint32_t           q_dim, kv_dim, embd_col_tiles;
+    uint32_t           hd_max;     /* widest head over the layers */
+
+    float *x, *xb, *q, *att, *hb, *hb2, *logits, *scores, *kc, *vc, *inv_freq;
+    float *k_tmp, *v_tmp;
+    /* the schedule (scripts/train/ARCHITECTURES.md): per-branch outputs
+     * m, d, e [dim]; second stream a [dim]; residual history ring
+     * hist [dense_delay+1][dim]; pending expert outputs pend [expert_delay+1]
+     * [dim] with their target layers; router probabilities [E]; xr [dim]
+     * the normalised router input */
+    float *bm, *bd, *be, *bt, *ba, *hist, *pend, *probs, *xr;
+    int32_t *pend_target;
+    unsigned n_eff;                     /* effective layers (FixedPoint) */
+    eng_trace *trace;                   /* per-layer norms of the last pass */
+    uint32_t hmax;                      /* max(ffn, expert ffn) */
+    int kv_f16;                         /* resolved eng_opts.kv_f16: 0 or 1 */
+    int ggml;                           /* llama.cpp arithmetic (GGUF model) */
+    uint16_t *kc16, *vc16, *att16;
+    float *rope_ff;                     /* [head_dim/2] ggml RoPE divisors, or NULL */
+    kern_act act_dim, act_q, act_ffn;
+    eng_stats stats;
+    uint64_t bytes_per_token;
+    struct prof *prof;   /* profiling (eng_set_prof): NULL when off */
+    uint64_t mv_bytes;   /* weight bytes matvec_stream read since the last
+                            per-layer mark (prof_layer_bytes) */
+    /* expert fetch (eng_io.c) and prefetch (eng_prefetch.c), see moe_issue */
+    int          xio_mode;     /* enum eng_expert_io */
+    eng_xio     *xio;          /* reader pool and staging slots (sync/staged) */
+    struct eng_stage *stage;   /* [n_stage] tiles rebased into each slot */
+    unsigned     n_stage;
+    struct eng_route *route;   /* [expert_delay + 1] routed, not yet injected */
+    int          xio_failed;   /* a read of this token failed: xio_err says why */
+    double       xio_busy;     /* the reader pool's busy seconds charged so far */
+    char         xio_err[320];
+    eng_pf      *pf;           /* the PREFETCHT0 thread, NULL when off */
+    /* the model file shrank under its mapping (eng_guard.c): the offset
+     * of the byte whose read faulted; every later token fails */
+    int      broken;
+    uint64_t fault_off;
+    /* parallel attention (attn_store_attend): per head, scores [n_ctx] floats
+     * and 2*hd_max halves of scratch, for par_heads heads */
+    float    *par_sc;
+    uint16_t *par_h16;
+    uint32_t  par_heads;
+    /* batched prefill (forward_batch), allocated on first use for
+     * ENG_BATCH positions: residuals bx [B][dim], normalised bxb [B][dim],
+     * branch outputs bo [B][dim], bq/batt [B][q_dim], bk/bv [B][kv_dim],
+     * bh/bh2 [B][hmax]; one prepared input per position for each width */
+    float    *bx, *bxb, *bo, *bq, *batt, *bk, *bv, *bh, *bh2;
+    kern_act *bact_dim, *bact_q, *bact_ffn;
+    int       batch_ready;
+};
+
+#define ENG_MAX_TOPK 256
+
+typedef struct eng_route {
+    int32_t  layer;                  /* routing layer (stored block); -1: empty */
+    int32_t  target;                 /* injection layer */
+    uint32_t k;
+    int      expert[ENG_MAX_TOPK];
+    float    w[ENG_MAX_TOPK];        /* renormalised router weights */
+    int      slot[ENG_MAX_TOPK];     /* staging slot, -1: read in place */
+    int      ready;                  /* reads waited for */
+    float   *xr;                     /* [dim] N_m(h) at the routing layer */
+} eng_route;
+
+/* A staging slot's view of an expert: its two streams with every tile's
+ * payload pointing into the slot instead of the mapping.  The units of the
+ * original eng_mv stay valid (same tiles in the same order). */
+typedef struct eng_stage {
+    fmt_tile  *t[2];                 /* [max tiles of a gate/up or down stream] */
+    fmt_stream st[2];
+    eng_mv     mv[2];
+} eng_stage;
+
+/* ---- eng_session.c ---- */
+/* printf into err[errlen]; returns code. */
+int   eng_fail(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* n bytes (at least 1), zeroed, on a 64-byte boundary; sets *oom on
+ * failure (NULL).  Freed with free(). */
+void *eng_xalloc(size_t n, int *oom);
+
+/* ---- eng_forward.c: the blocks of one position ---- */
+double eng_l2(const float *x, uint32_t n);
+void eng_embed(eng_session *s, int32_t token, float *x);
+void eng_rmsnorm(const eng_session *s, float *out, const float *x,
+                 const float *w, unsigned n);
+void eng_attn_qkv_post(eng_session *s, const eng_layer *ly, uint32_t pos,
+                       float *q, float *k, float *v);
+void eng_attn_store_attend(eng_session *s, const eng_layer *ly, unsigned kvl,
+                           uint32_t pos, const float *q, const float *k,
+                           const float *v, float *att);
+void eng_attn_block(eng_session *s, const eng_layer *ly, unsigned kvl,
+                    const float *h, float *mout);
+void eng_glu_act(eng_session *s, float *g, const float *u, uint32_t n);
+void eng_glu_ffn(eng_session *s, const eng_mv *gu, const eng_mv *down,
+                 uint32_t hidden, uint8_t mg, uint8_t mu, uint8_t md,
+                 const kern_act *act, float *dout);
+void eng_ffn_block(eng_session *s, const eng_layer *ly, const float *h,
+                   float *dout);
+/* s->x (the final residual) through the output norm and the LM head into
+ * s->logits. */
+void eng_lm_head(eng_session *s);
+/* One token at position n_past through the model; ENG_EIO when an expert
+ * read failed (the position is not taken). */
+int  eng_forward(eng_session *s, int32_t token, int want_logits);
+
+/* ---- eng_sched.c: the layer schedules ---- */
+/* s->x holds the embedding on entry and the final residual on return. */
+void eng_run_layers(eng_session *s);
+/* Close the profiler's part `part` of layer l (time since *pt, and the
+ * bytes streamed since the last mark). */
+void eng_mark(eng_session *s, unsigned l, int part, double *pt);
+void eng_add_to(float *x, const float *y, uint32_t n);
+
+/* ---- eng_moe.c: routed experts ---- */
+void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
+                   double *pt);
+int  eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt);
+void eng_moe_block(eng_session *s, const eng_layer *ly, const float *h,
+                   float *eout, double *pt);
+int  eng_moe_take(eng_session *s, int32_t target, float *x, double *pt);
+/* Release routes a failed token left in the ring. */
+void eng_moe_flush(eng_session *s);
+
+/* ---- eng_prefill.c ---- */
+void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
+                       int want_logits);
+void eng_batch_free(eng_session *s);
+
+/* ---- eng_guard.c: the session's side of the guard ---- */
+/* tokens[0..m) through eng_forward (batch 0: one token) or
+ * eng_forward_batch under a guard over the model's mapping. */
+int  eng_guarded_run(eng_session *s, const int32_t *tokens, unsigned m,
+                     int batch, int want_logits, char *err, size_t errlen);
+/* The error of a session whose model file shrank under the mapping. */
+int  eng_model_fault(eng_session *s, char *err, size_t errlen);
+/* A token that may be fed: the session is whole, the id in the
+ * vocabulary, a position free. */
+int  eng_check_token(eng_session *s, int32_t token, char *err, size_t errlen);
+
+/* ---- eng_io.c: the session's expert I/O ---- */
+int  eng_io_opts_from_env(eng_opts *o, char *err, size_t errlen);
+int  eng_io_setup(eng_session *s, char *err, size_t errlen);
+void eng_io_teardown(eng_session *s);
+/* A failed expert read of the last token, as eng_decode's error. */
+int  eng_xio_error(eng_session *s, char *err, size_t errlen);
+
+/* ---- eng_prefetch.c: the session's prefetch ---- */
+void eng_prefetch_next(eng_session *s, unsigned l);
+
 #endif

@@ -420,3 +420,148 @@ void eng_xio_release(eng_xio *x, int slot)
     pthread_cond_broadcast(&x->done);
     pthread_mutex_unlock(&x->mu);
 }
+
+/* ---- the session's side: modes, switching, setup ------------------------ */
+static const char *const xio_names[] = { "mmap", "sync", "staged" };
+
+const char *eng_expert_io_name(int mode)
+{
+    return mode >= 0 && mode < 3 ? xio_names[mode] : "?";
+}
+
+int eng_expert_io_from_name(const char *name)
+{
+    for (int i = 0; name && i < 3; i++)
+        if (!strcmp(name, xio_names[i]))
+            return i;
+    return -1;
+}
+
+/* Staging for sync/staged: one slot per route and chosen expert (the ring
+ * holds expert_delay + 1 routes of top_k experts), each as large as the
+ * largest expert, and the rebased tile arrays of every slot. */
+static int xio_open(eng_session *s, char *err, size_t errlen)
+{
+    const fmt_hparams *hp = s->hp;
+    uint64_t max_len = 0;
+    uint32_t max_t[2] = { 0, 0 };
+    if (s->xio || !hp->n_experts)
+        return 0;
+    for (unsigned l = 0; l < hp->n_layers; l++)
+        for (unsigned e = 0; s->layers[l].exp_gu && e < hp->n_experts; e++) {
+            uint64_t off = 0, len = 0;   /* (per-layer geometry: no experts) */
+            fmt_model_expert(s->model, l, e, NULL, NULL, &off, &len);
+            if (len > max_len)
+                max_len = len;
+            if (s->layers[l].exp_gu[e].st->n_tiles > max_t[0])
+                max_t[0] = s->layers[l].exp_gu[e].st->n_tiles;
+            if (s->layers[l].exp_down[e].st->n_tiles > max_t[1])
+                max_t[1] = s->layers[l].exp_down[e].st->n_tiles;
+        }
+    unsigned n = (hp->expert_delay + 1u) * hp->top_k;
+    int rc = eng_xio_new(&s->xio, fmt_model_path(s->model), max_len, n, s->opts.io_readers,
+                         s->opts.log, s->opts.log_ud, err, errlen);
+    if (rc)
+        return rc;
+    s->stage = calloc(n, sizeof *s->stage);
+    s->n_stage = n;
+    for (unsigned k = 0; s->stage && k < n; k++)
+        for (int w = 0; w < 2; w++)
+            if (!(s->stage[k].t[w] = calloc(max_t[w] ? max_t[w] : 1, sizeof(fmt_tile))))
+                goto oom;
+    if (s->stage)
+        return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory for expert staging", fmt_model_path(s->model));
+    return ENG_ENOMEM;
+}
+
+int eng_set_expert_io(eng_session *s, int mode, char *err, size_t errlen)
+{
+    if (mode < ENG_XIO_MMAP || mode > ENG_XIO_STAGED)
+        return eng_fail(err, errlen, ENG_EARG, "expert I/O mode %d: use mmap, sync or staged", mode);
+    if (mode != ENG_XIO_MMAP) {
+        int rc = xio_open(s, err, errlen);
+        if (rc)
+            return rc;
+    }
+    s->xio_mode = mode;
+    return 0;
+}
+
+int eng_expert_io(const eng_session *s) { return s->xio_mode; }
+
+int eng_expert_io_direct(const eng_session *s)
+{
+    if (s->xio_mode == ENG_XIO_MMAP || !s->xio)
+        return -1;
+    return eng_xio_direct(s->xio);
+}
+
+/* eng_opts' expert I/O and prefetch, from the environment where they say
+ * -1 (before the model is opened: --no-mmap leaves the expert banks
+ * mapped when sync or staged I/O will read them). */
+int eng_io_opts_from_env(eng_opts *o, char *err, size_t errlen)
+{
+    const char *v;
+    if (o->expert_io < 0) {
+        o->expert_io = ENG_XIO_MMAP;
+        if ((v = getenv("CFLOW_EXPERT_IO")) && *v &&
+            (o->expert_io = eng_expert_io_from_name(v)) < 0)
+            return eng_fail(err, errlen, ENG_EARG,
+                        "CFLOW_EXPERT_IO='%s': use mmap, sync or staged", v);
+    }
+    if (o->prefetch < 0) {
+        o->prefetch = 0;
+        if ((v = getenv("CFLOW_PREFETCH")) && *v) {
+            if (!strcmp(v, "on") || !strcmp(v, "1"))
+                o->prefetch = 1;
+            else if (strcmp(v, "off") && strcmp(v, "0"))
+                return eng_fail(err, errlen, ENG_EARG, "CFLOW_PREFETCH='%s': use on or off", v);
+        }
+    }
+    return 0;
+}
+
+int eng_io_setup(eng_session *s, char *err, size_t errlen)
+{
+    const fmt_hparams *hp = s->hp;
+    s->route = calloc(hp->expert_delay + 1u, sizeof *s->route);
+    if (!s->route)
+        return eng_fail(err, errlen, ENG_ENOMEM, "%s: out of memory", fmt_model_path(s->model));
+    for (unsigned i = 0; i <= hp->expert_delay; i++) {
+        s->route[i].layer = -1;
+        if (!(s->route[i].xr = calloc(hp->dim ? hp->dim : 1, sizeof(float))))
+            return eng_fail(err, errlen, ENG_ENOMEM, "%s: out of memory", fmt_model_path(s->model));
+    }
+    int rc = eng_set_expert_io(s, s->opts.expert_io, err, errlen);
+    if (rc)
+        return rc;
+    if (eng_set_prefetch(s, s->opts.prefetch))
+        return eng_fail(err, errlen, ENG_ENOMEM, "cannot start the prefetch thread");
+    return 0;
+}
+
+void eng_io_teardown(eng_session *s)
+{
+    eng_set_prefetch(s, 0);
+    eng_xio_free(s->xio);        /* joins the readers: no read in flight */
+    s->xio = NULL;
+    for (unsigned k = 0; s->stage && k < s->n_stage; k++) {
+        free(s->stage[k].t[0]);
+        free(s->stage[k].t[1]);
+    }
+    free(s->stage);
+    s->stage = NULL;
+    for (unsigned i = 0; s->route && i <= s->hp->expert_delay; i++)
+        free(s->route[i].xr);
+    free(s->route);
+    s->route = NULL;
+}
+
+/* A failed expert read of the last token, as eng_decode's error. */
+int eng_xio_error(eng_session *s, char *err, size_t errlen)
+{
+    s->xio_failed = 0;
+    return eng_fail(err, errlen, ENG_EIO, "%s", s->xio_err);
+}

@@ -159,3 +159,50 @@ void eng_pf_counts(const eng_pf *pf, uint64_t *lines, uint64_t *dropped)
     *lines = atomic_load(&m->lines);
     *dropped = atomic_load(&m->dropped);
 }
+
+/* ---- the session's side: the setter and the per-layer hints ------------ */
+
+int eng_set_prefetch(eng_session *s, int on)
+{
+    if (on && !s->pf) {
+        if (!(s->pf = eng_pf_new()))
+            return ENG_ENOMEM;
+    } else if (!on && s->pf) {
+        uint64_t lines, dropped;
+        eng_pf_counts(s->pf, &lines, &dropped);
+        s->stats.pf_lines += lines;
+        s->stats.pf_dropped += dropped;
+        eng_pf_free(s->pf);
+        s->pf = NULL;
+    }
+    return 0;
+}
+
+int eng_prefetch(const eng_session *s) { return s->pf != NULL; }
+
+/* PREFETCHT0 over the next layer's attention and dense FFN streams (the
+ * output head after the last), posted as layer l starts. */
+void eng_prefetch_next(eng_session *s, unsigned l)
+{
+    const eng_mv *mv[4];
+    unsigned n = 0, L = s->hp->n_layers;
+    if (!s->pf)
+        return;
+    eng_pf_layer(s->pf);
+    if (l + 1 < L) {
+        const eng_layer *nx = &s->layers[l + 1];
+        mv[n++] = &nx->qkv;
+        mv[n++] = &nx->o;
+        if (s->hp->ffn_dim) {
+            mv[n++] = &nx->gate_up;
+            mv[n++] = &nx->down;
+        }
+    } else {
+        mv[n++] = &s->output;
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (mv[i]->st && mv[i]->st->n_tiles)
+            eng_pf_range(s->pf,
+                         (const uint8_t *)mv[i]->st->tiles[0].payload - FMT_TILE_HEADER_SIZE,
+                         mv[i]->st->length);
+}

@@ -5,6 +5,14 @@
  * The engine never prints and never exits.  Failing calls return a
  * negative ENG_E* code and write one line into the caller's err buffer;
  * diagnostics go to the log callback the front end installs.
+ *
+ * NULL.  Pointer arguments must not be NULL unless the comment of the
+ * function says otherwise; the ones that take NULL are the destructors
+ * (eng_close, eng_tok_free, eng_sampler_free: no-ops), eng_open's opts
+ * (defaults), eng_set_trace and eng_set_prof (detach),
+ * eng_chat_detect's text (ENG_CHAT_NONE) and eng_expert_io_from_name (-1).
+ * Codes: ENG_E* keep the numbers of the format module's FMT_E* codes,
+ * which eng_open maps one to one (eng_session.c).
  */
 #ifndef CFLOW_ENGINE_H
 #define CFLOW_ENGINE_H
@@ -48,7 +56,7 @@ typedef void (*eng_log_fn)(void *ud, int level /*0 info,1 warn,2 error*/,
 typedef struct eng_tok eng_tok;
 
 int  eng_tok_load(eng_tok **out, const fmt_kv *kv, char *err, size_t errlen);
-void eng_tok_free(eng_tok *t);
+void eng_tok_free(eng_tok *t);            /* NULL: nothing */
 
 uint32_t eng_tok_n_vocab(const eng_tok *t);
 int32_t  eng_tok_bos(const eng_tok *t);   /* -1 if none */
@@ -113,8 +121,9 @@ typedef struct eng_sampling {
 void eng_sampling_default(eng_sampling *s);
 
 typedef struct eng_sampler eng_sampler;
+/* NULL when n_vocab is 0 or memory runs out. */
 eng_sampler *eng_sampler_new(const eng_sampling *p, uint32_t n_vocab);
-void         eng_sampler_free(eng_sampler *s);
+void         eng_sampler_free(eng_sampler *s);  /* NULL: nothing */
 void         eng_sampler_set(eng_sampler *s, const eng_sampling *p);
 /* Pick a token from logits[n_vocab] (modified in place).  history holds
  * the ids seen so far (for the repetition penalty). */
@@ -186,9 +195,14 @@ typedef struct eng_opts {
 
 void eng_opts_default(eng_opts *o);
 
+/* Open model_path with options o (NULL: eng_opts_default).  0 and *out,
+ * or an ENG_E* code with *out NULL and one line in err: ENG_EIO,
+ * ENG_EFORMAT, ENG_EUNSUP from the file (the format module's code of the
+ * same name), ENG_EARG for a bad $CFLOW_EXPERT_IO or $CFLOW_PREFETCH,
+ * ENG_ENOMEM naming what did not fit (the context, the worker threads). */
 int  eng_open(eng_session **out, const char *model_path, const eng_opts *o,
               char *err, size_t errlen);
-void eng_close(eng_session *s);
+void eng_close(eng_session *s);             /* NULL: nothing */
 
 const fmt_hparams *eng_hparams(const eng_session *s);
 const eng_tok     *eng_tokenizer(const eng_session *s);
@@ -203,7 +217,7 @@ uint32_t           eng_n_past(const eng_session *s);
 
 /* Worker threads for the next token on (0: all cores).  The model stays
  * loaded; results do not depend on the thread count. */
-int  eng_set_threads(eng_session *s, int n_threads);
+int  eng_set_threads(eng_session *s, int n_threads);   /* 0 or ENG_ENOMEM */
 int  eng_threads(const eng_session *s);
 
 /* Forget the cache (n_past = 0). */
@@ -270,15 +284,16 @@ struct prof;
 void eng_set_prof(eng_session *s, struct prof *p);
 
 
-/* ---- Expert I/O and prefetch (report 3.9, 5.8, 5.14; eng_io.c) ---- */
+/* ---- Expert I/O and prefetch (report 3.9, 5.8, 5.14; eng_io.c,
+ *      eng_prefetch.c) ---- */
 /* mmap: expert tiles read in place from the mapping; sync: each routed
  * expert read with O_DIRECT into a staging slot at its routing layer,
  * waited for at once; staged: read issued at the routing layer, waited
  * for at the injection layer (expert_delay later), overlapping the layers
  * between.  All three give the same tokens. */
 enum eng_expert_io { ENG_XIO_MMAP = 0, ENG_XIO_SYNC = 1, ENG_XIO_STAGED = 2 };
-const char *eng_expert_io_name(int mode);        /* "mmap", "sync", "staged" */
-int         eng_expert_io_from_name(const char *name);  /* -1 if unknown */
+const char *eng_expert_io_name(int mode);  /* "mmap", "sync", "staged"; "?" */
+int         eng_expert_io_from_name(const char *name);  /* -1 unknown or NULL */
 /* Switch between tokens.  Opening the file for direct reads may fail
  * (ENG_EIO with err); a dense model accepts any mode and reads nothing. */
 int  eng_set_expert_io(eng_session *s, int mode, char *err, size_t errlen);
@@ -287,7 +302,7 @@ int  eng_expert_io(const eng_session *s);
  * refused O_DIRECT (buffered fallback), -1 in mmap mode. */
 int  eng_expert_io_direct(const eng_session *s);
 /* The PREFETCHT0 thread on (1) or off (0), between tokens. */
-int  eng_set_prefetch(eng_session *s, int on);
+int  eng_set_prefetch(eng_session *s, int on);   /* 0 or ENG_ENOMEM */
 int  eng_prefetch(const eng_session *s);
 
 #endif /* CFLOW_ENGINE_H */

@@ -1,0 +1,279 @@
+/*
+ * eng_moe.c — routed experts: routing, fetch and the deferred compute.
+ *
+ * An expert's output is routed at layer l (the router reads N_m(h) there)
+ * and lands at its injection layer l + expert_delay.  Routing and compute
+ * are split so the expert's bytes can travel in between:
+ *
+ *   eng_moe_issue   at the routing layer: the router, top-k, the weights, and
+ *                   the fetch — nothing in mmap mode (a PREFETCHT0 hint when
+ *                   the prefetch thread runs), a read into a staging slot per
+ *                   expert otherwise; sync mode waits for it right there.
+ *   eng_moe_inject  at the injection layer: wait for the reads (staged), then
+ *                   the expert FFNs on the saved router input xr, weighted,
+ *                   added into the target.
+ *
+ * A ring of expert_delay + 1 routes holds what is in between.  The compute
+ * is the same arithmetic on the same bytes in every mode and at whatever
+ * layer it runs (the saved xr is re-quantised exactly as it was), so every
+ * mode gives the same tokens.  Styles without a delay (and
+ * ParallelSqrt2's MoE beside the dense FFN) inject in their own layer;
+ * staged then overlaps the read with the dense FFN (and, for
+ * PipelineRegisters, the attention) of that layer.
+ *
+ * The route ring and the staging slots are declared in eng_impl.h (the
+ * expert I/O setup of eng_io.c sizes them); the reads themselves are the
+ * reader pool's (eng_io.c).
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "engine/eng_impl.h"
+#include "kernels/kern.h"
+#include "prof/prof.h"
+
+static void xio_fail(eng_session *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void xio_fail(eng_session *s, const char *fmt, ...)
+{
+    va_list ap;
+    if (s->xio_failed)
+        return;                      /* the first cause is the one to tell */
+    s->xio_failed = 1;
+    va_start(ap, fmt);
+    vsnprintf(s->xio_err, sizeof s->xio_err, fmt, ap);
+    va_end(ap);
+}
+
+/* Point stage k's copy of stream orig (part which: 0 gate/up, 1 down) at
+ * data, which holds the file bytes [off, off + len). */
+static int stage_stream(eng_session *s, unsigned k, int which, const eng_mv *orig,
+                        const uint8_t *data, uint64_t off, uint64_t len)
+{
+    const fmt_stream *st = orig->st;
+    eng_stage *sg = &s->stage[k];
+    /* the mapping's base: a stream's first tile header sits at its offset */
+    const uint8_t *base = (const uint8_t *)st->tiles[0].payload - FMT_TILE_HEADER_SIZE -
+                          st->offset;
+    for (uint32_t i = 0; i < st->n_tiles; i++) {
+        uint64_t at = (uint64_t)((const uint8_t *)st->tiles[i].payload - base);
+        if (at < off || at >= off + len)
+            return -1;
+        sg->t[which][i] = st->tiles[i];
+        sg->t[which][i].payload = data + (at - off);
+    }
+    sg->st[which] = *st;
+    sg->st[which].tiles = sg->t[which];
+    sg->mv[which] = *orig;
+    sg->mv[which].st = &sg->st[which];
+    return 0;
+}
+
+/* Wait for route r's reads; their time goes to PROF_ST_IO_WAIT of the
+ * routing layer and is taken out of the part the caller marks next (*pt).
+ * The route's read time IO is the growth of the reader pool's busy time
+ * (the union of the intervals with a read queued or in flight) since the
+ * previous route's reads completed: overlapping reads are not counted
+ * twice, and the routes' times sum to the time storage was busy. */
+static void moe_wait(eng_session *s, eng_route *r, double *pt)
+{
+    const eng_layer *ly = &s->layers[r->layer];
+    double t0 = prof_now(), busy = 0.0;
+    uint64_t bytes = 0;
+    if (r->ready)
+        return;
+    r->ready = 1;
+    /* After a failed read the token is lost: its other reads are left to
+     * land on their own (their slots wait for them, eng_io.c). */
+    for (uint32_t j = 0; j < r->k && !s->xio_failed; j++) {
+        int k = r->slot[j], e = r->expert[j];
+        const uint8_t *data;
+        uint64_t off = 0, len = 0;
+        double bd = 0.0;
+        char why[256];
+        if (k < 0)
+            continue;
+        fmt_model_expert(s->model, (unsigned)r->layer, (unsigned)e, NULL, NULL, &off, &len);
+        if (eng_xio_wait(s->xio, k, &data, &bd, why, sizeof why)) {
+            xio_fail(s, "%s (layer %d, expert %d)", why, r->layer, e);
+            continue;
+        }
+        if (stage_stream(s, (unsigned)k, 0, &ly->exp_gu[e], data, off, len) ||
+            stage_stream(s, (unsigned)k, 1, &ly->exp_down[e], data, off, len)) {
+            xio_fail(s, "%s: layer %d expert %d: tiles outside the expert's range",
+                     fmt_model_path(s->model), r->layer, e);
+            continue;
+        }
+        if (bd > busy)
+            busy = bd;
+        bytes += len;
+    }
+    if (bytes) {
+        double io = busy > s->xio_busy ? busy - s->xio_busy : 0.0;
+        if (busy > s->xio_busy)
+            s->xio_busy = busy;
+        s->stats.xio_bytes += bytes;
+        s->stats.xio_s += io;
+        if (s->prof)
+            prof_layer_io(s->prof, (unsigned)r->layer, io, bytes);
+    }
+    double t1 = prof_now();
+    s->stats.xio_stall_s += t1 - t0;
+    if (s->prof && r->k && r->slot[0] >= 0)
+        prof_layer_mark(s->prof, (unsigned)r->layer, PROF_ST_IO_WAIT, t0);
+    if (pt)
+        *pt += t1 - t0;
+}
+
+static void moe_release(eng_session *s, eng_route *r)
+{
+    for (uint32_t j = 0; j < r->k; j++)
+        if (r->slot[j] >= 0) {
+            eng_xio_release(s->xio, r->slot[j]);
+            r->slot[j] = -1;
+        }
+    r->layer = -1;
+}
+
+/* Route N_m(h) of layer l (softmax router, top-k with ties to the lower
+ * index, weights renormalised over the chosen k) and start the fetch of
+ * the chosen experts; the output is due at layer target. */
+void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
+                      double *pt)
+{
+    const fmt_hparams *hp = s->hp;
+    const eng_layer *ly = &s->layers[l];
+    uint32_t dim = hp->dim, E = hp->n_experts, K = hp->top_k;
+    eng_route *r = &s->route[(unsigned)target % (hp->expert_delay + 1u)];
+    if (r->layer >= 0)
+        moe_release(s, r);           /* never injected (cannot happen) */
+    r->layer = (int32_t)l;
+    r->target = target;
+    r->k = K;
+    r->ready = 0;
+    if (!ly->exp_gu) {               /* a layer without experts adds nothing */
+        r->k = 0;
+        return;
+    }
+    eng_rmsnorm(s, r->xr, h, ly->moe_norm, dim);
+    float mx = -INFINITY, sum = 0.0f, wsum = 0.0f;
+    for (uint32_t e = 0; e < E; e++) {
+        s->probs[e] = s->ops->dot_f32(ly->router + (size_t)e * dim, r->xr, dim);
+        if (s->probs[e] > mx)
+            mx = s->probs[e];
+    }
+    for (uint32_t e = 0; e < E; e++)
+        sum += (s->probs[e] = expf(s->probs[e] - mx));
+    for (uint32_t e = 0; e < E; e++)
+        s->probs[e] /= sum;
+    for (uint32_t j = 0; j < K; j++) {
+        int best = -1;
+        for (uint32_t e = 0; e < E; e++) {
+            int taken = 0;
+            for (uint32_t t = 0; t < j; t++)
+                taken |= r->expert[t] == (int)e;
+            if (!taken && (best < 0 || s->probs[e] > s->probs[best]))
+                best = (int)e;
+        }
+        r->expert[j] = best;
+        r->slot[j] = -1;
+        wsum += s->probs[best];
+    }
+    for (uint32_t j = 0; j < K; j++)
+        r->w[j] = (hp->flags & FMT_FLAG_MOE_NO_RENORM)
+                      ? s->probs[r->expert[j]]   /* Qwen3-MoE, norm_topk_prob off */
+                      : s->probs[r->expert[j]] / wsum;
+    if (s->xio_mode != ENG_XIO_MMAP && s->xio) {
+        for (uint32_t j = 0; j < K; j++) {
+            uint64_t off = 0, len = 0;
+            fmt_model_expert(s->model, l, (unsigned)r->expert[j], NULL, NULL, &off, &len);
+            r->slot[j] = eng_xio_issue(s->xio, off, len);
+            if (r->slot[j] < 0)
+                xio_fail(s, "%s: layer %u expert %d: no staging slot for %llu bytes",
+                         fmt_model_path(s->model), l, r->expert[j],
+                         (unsigned long long)len);
+        }
+        if (s->xio_mode == ENG_XIO_SYNC)
+            moe_wait(s, r, pt);      /* the read is a dead stop here */
+    } else if (s->pf) {
+        /* ExpertTiles: exactly the routed experts' streams */
+        for (uint32_t j = 0; j < K; j++) {
+            const fmt_stream *gu = ly->exp_gu[r->expert[j]].st;
+            const fmt_stream *dn = ly->exp_down[r->expert[j]].st;
+            eng_pf_range(s->pf, (const uint8_t *)gu->tiles[0].payload - FMT_TILE_HEADER_SIZE,
+                         gu->length);
+            eng_pf_range(s->pf, (const uint8_t *)dn->tiles[0].payload - FMT_TILE_HEADER_SIZE,
+                         dn->length);
+        }
+    }
+}
+
+/* The experts due at layer target, weighted, into eout[dim] (overwritten;
+ * zero when nothing is due).  Returns the routing layer, or -1. */
+int eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
+{
+    const fmt_hparams *hp = s->hp;
+    uint32_t dim = hp->dim;
+    eng_route *r = &s->route[(unsigned)target % (hp->expert_delay + 1u)];
+    memset(eout, 0, dim * sizeof(float));
+    if (r->layer < 0 || r->target != target)
+        return -1;
+    int l = r->layer;
+    const eng_layer *ly = &s->layers[l];
+    moe_wait(s, r, pt);
+    if (s->xio_failed) {
+        moe_release(s, r);
+        return l;
+    }
+    unsigned need = 0;
+    for (uint32_t j = 0; j < r->k; j++)
+        need |= ly->exp_gu[r->expert[j]].need;
+    kern_act_set(&s->act_dim, r->xr, dim, need);
+    for (uint32_t j = 0; j < r->k; j++) {
+        int e = r->expert[j], k = r->slot[j];
+        const eng_mv *gu = k >= 0 ? &s->stage[k].mv[0] : &ly->exp_gu[e];
+        const eng_mv *dn = k >= 0 ? &s->stage[k].mv[1] : &ly->exp_down[e];
+        eng_glu_ffn(s, gu, dn, hp->expert_ffn_dim, FMT_M_EXP_GATE, FMT_M_EXP_UP,
+                FMT_M_EXP_DOWN, &s->act_dim, s->bt);
+        for (uint32_t i = 0; i < dim; i++)
+            eout[i] += r->w[j] * s->bt[i];
+        s->stats.expert_bytes += gu->st->length + dn->st->length;
+    }
+    moe_release(s, r);
+    return l;
+}
+
+/* e = MoE(N_m(h)) into eout, routed and injected in the same layer. */
+void eng_moe_block(eng_session *s, const eng_layer *ly, const float *h,
+                      float *eout, double *pt)
+{
+    unsigned l = (unsigned)(ly - s->layers);
+    eng_moe_issue(s, l, h, (int32_t)l, pt);
+    eng_moe_inject(s, (int32_t)l, eout, pt);
+}
+
+/* x += the experts due at layer target (a delayed injection); the
+ * routing layer, or -1 when none was due. */
+int eng_moe_take(eng_session *s, int32_t target, float *x, double *pt)
+{
+    /* pend [dim] is free scratch: outputs wait as routes, not as sums */
+    int lr = eng_moe_inject(s, target, s->pend, pt);
+    if (lr < 0)
+        return -1;
+    for (uint32_t k = 0; k < s->hp->dim; k++)
+        x[k] += s->pend[k];
+    return lr;
+}
+
+
+void eng_moe_flush(eng_session *s)
+{
+    for (unsigned i = 0; i <= s->hp->expert_delay; i++)
+        if (s->route[i].layer >= 0)
+            moe_release(s, &s->route[i]);
+}

@@ -1,0 +1,307 @@
+/*
+ * eng_prefill.c — a prompt through the model, ENG_BATCH positions at a
+ * time where the schedule allows it, token by token otherwise.
+ *
+ * A prompt goes through the layers ENG_BATCH positions at a time: each
+ * fused tile stream is read once per chunk and multiplied into every
+ * position's input (kern_ops.tile_mm: a tile's bytes come from memory once
+ * and stay in L1/L2 for the chunk), while the per-position steps (norms,
+ * RoPE, the cache store and attention, which must see the chunk's earlier
+ * positions) run position by position in order.  The batched kernels give
+ * each position exactly the sums of its own mat-vec and everything else is
+ * the decode path's code, so the logits are bit-identical to feeding the
+ * tokens one by one; only the last position of the prompt goes through the
+ * LM head.  Plain Llama layers only (combine style ParallelSqrt2 without
+ * experts, a dense FFN, no trace): every other schedule prefills token by
+ * token.
+ *
+ * Buffers (eng_impl.h, allocated on first use by batch_init for ENG_BATCH
+ * positions): residuals bx [B][dim], normalised bxb [B][dim], branch
+ * outputs bo [B][dim], bq/batt [B][q_dim], bk/bv [B][kv_dim], bh/bh2
+ * [B][hmax], and one prepared input per position for each width.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "engine/eng_impl.h"
+#include "kernels/kern.h"
+#include "prof/prof.h"
+
+#define ENG_BATCH 32
+
+void eng_batch_free(eng_session *s)
+{
+    for (unsigned j = 0; j < ENG_BATCH; j++) {
+        if (s->bact_dim)
+            kern_act_free(&s->bact_dim[j]);
+        if (s->bact_q)
+            kern_act_free(&s->bact_q[j]);
+        if (s->bact_ffn)
+            kern_act_free(&s->bact_ffn[j]);
+    }
+    free(s->bact_dim); free(s->bact_q); free(s->bact_ffn);
+    free(s->bx); free(s->bxb); free(s->bo); free(s->bq); free(s->batt);
+    free(s->bk); free(s->bv); free(s->bh); free(s->bh2);
+    s->bact_dim = s->bact_q = s->bact_ffn = NULL;
+    s->bx = s->bxb = s->bo = s->bq = s->batt = s->bk = s->bv = s->bh = s->bh2 = NULL;
+    s->batch_ready = 0;
+}
+
+static int batch_init(eng_session *s)
+{
+    const size_t B = ENG_BATCH, dim = s->hp->dim;
+    int oom = 0;
+    if (s->batch_ready)
+        return 0;
+    s->bx = eng_xalloc(B * dim * sizeof(float), &oom);
+    s->bxb = eng_xalloc(B * dim * sizeof(float), &oom);
+    s->bo = eng_xalloc(B * dim * sizeof(float), &oom);
+    s->bq = eng_xalloc(B * s->q_dim * sizeof(float), &oom);
+    s->batt = eng_xalloc(B * s->q_dim * sizeof(float), &oom);
+    s->bk = eng_xalloc(B * s->kv_dim * sizeof(float), &oom);
+    s->bv = eng_xalloc(B * s->kv_dim * sizeof(float), &oom);
+    s->bh = eng_xalloc(B * s->hmax * sizeof(float), &oom);
+    s->bh2 = eng_xalloc(B * s->hmax * sizeof(float), &oom);
+    s->bact_dim = eng_xalloc(B * sizeof(kern_act), &oom);
+    s->bact_q = eng_xalloc(B * sizeof(kern_act), &oom);
+    s->bact_ffn = eng_xalloc(B * sizeof(kern_act), &oom);
+    for (unsigned j = 0; !oom && j < B; j++)
+        if (kern_act_init(&s->bact_dim[j], s->hp->dim) ||
+            kern_act_init(&s->bact_q[j], s->q_dim) ||
+            kern_act_init(&s->bact_ffn[j], s->hmax))
+            oom = 1;
+    if (oom) {
+        eng_batch_free(s);
+        return -1;
+    }
+    s->batch_ready = 1;
+    return 0;
+}
+
+static int batch_eligible(const eng_session *s)
+{
+    const fmt_hparams *hp = s->hp;
+    return hp->combine_style == FMT_COMBINE_PARALLEL_SQRT2 && !hp->n_experts &&
+           hp->ffn_dim && !s->trace && s->n_eff == hp->n_layers;
+}
+
+typedef struct mm_task {
+    const kern_ops *ops;
+    const eng_mv   *mv;
+    const kern_act *x;       /* [m] */
+    unsigned        m;
+    float *const   *out;     /* per matrix: position 0's output */
+    const size_t   *ld;      /* per matrix: floats between positions */
+    eng_pool       *pool;
+} mm_task;
+
+static kern_tile_mm_fn tile_mm_fn(const kern_ops *ops, const eng_mv *mv,
+                                  const fmt_tile *ti)
+{
+    if (ti->type == KERN_Q4_0 && (mv->rp >> ti->matrix & 1))
+        return ops->tile_mm_q4_0_rp;
+    return ops->tile_mm[ti->type];
+}
+
+static void mm_unit(const mm_task *t, size_t u)
+{
+    const eng_mv *mv = t->mv;
+    for (uint32_t i = mv->unit[u]; i < mv->unit[u + 1]; i++) {
+        const fmt_tile *ti = &mv->st->tiles[i];
+        tile_mm_fn(t->ops, mv, ti)(ti->payload, ti->rows, ti->cols, t->x, t->m,
+                                   ti->col0, t->out[ti->matrix] + ti->row0,
+                                   t->ld[ti->matrix]);
+    }
+}
+
+static void mm_run(void *ctx, int tid, int n_threads)
+{
+    const mm_task *t = ctx;
+    (void)tid;
+    (void)n_threads;
+    for (;;) {
+        size_t u = eng_pool_next(t->pool, 1);
+        if (u >= t->mv->n_units)
+            break;
+        mm_unit(t, u);
+    }
+}
+
+/* matvec_stream for m positions: out[matrix] + j*ld[matrix] receives
+ * position j's sums.  Outputs must be zeroed by the caller. */
+static void matmat_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
+                          unsigned m, float *const *out, const size_t *ld)
+{
+    mm_task t = { s->ops, mv, x, m, out, ld, s->pool };
+    s->mv_bytes += mv->st->length;
+    if (mv->n_units < 2) {
+        for (size_t u = 0; u < mv->n_units; u++)
+            mm_unit(&t, u);
+        return;
+    }
+    eng_pool_run(s->pool, mm_run, &t);
+}
+
+/* bx[j] += mv x[j] for the m positions (mv has one matrix, `matrix`, whose
+ * output is dim wide): the attention output and FFN down projections. */
+static void matmat_residual(eng_session *s, const eng_mv *mv, uint8_t matrix,
+                            const kern_act *x, unsigned m)
+{
+    uint32_t dim = s->hp->dim;
+    float *out[FMT_NMATRIX] = { 0 };
+    size_t ld[FMT_NMATRIX] = { 0 };
+    memset(s->bo, 0, (size_t)m * dim * sizeof(float));
+    out[matrix] = s->bo;
+    ld[matrix] = dim;
+    matmat_stream(s, mv, x, m, out, ld);
+    for (unsigned j = 0; j < m; j++)
+        eng_add_to(s->bx + (size_t)j * dim, s->bo + (size_t)j * dim, dim);
+}
+
+/* m (<= ENG_BATCH) prompt tokens at positions n_past.. through every
+ * layer; with want_logits, the logits of the last one. */
+void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
+                       int want_logits)
+{
+    const fmt_hparams *hp = s->hp;
+    const uint32_t dim = hp->dim, L = hp->n_layers, hid = hp->ffn_dim;
+    const uint32_t pos0 = s->n_past;
+    float *out[FMT_NMATRIX] = { 0 };
+    size_t ld[FMT_NMATRIX] = { 0 };
+    double pt = s->prof ? prof_now() : 0.0;
+    s->mv_bytes = 0;
+
+    for (unsigned j = 0; j < m; j++)
+        eng_embed(s, tokens[j], s->bx + (size_t)j * dim);
+    for (uint32_t l = 0; l < L; l++) {
+        const eng_layer *ly = &s->layers[l];
+        const uint32_t qd = ly->q_dim, kvd = ly->kv_dim;
+        eng_prefetch_next(s, l);
+        /* attention */
+        for (unsigned j = 0; j < m; j++) {
+            float *xb = s->bxb + (size_t)j * dim;
+            eng_rmsnorm(s, xb, s->bx + (size_t)j * dim, ly->attn_norm, dim);
+            kern_act_set(&s->bact_dim[j], xb, dim, ly->qkv.need);
+        }
+        memset(s->bq, 0, (size_t)m * qd * sizeof(float));
+        memset(s->bk, 0, (size_t)m * kvd * sizeof(float));
+        memset(s->bv, 0, (size_t)m * kvd * sizeof(float));
+        memset(out, 0, sizeof out);
+        out[FMT_M_Q] = s->bq;
+        out[FMT_M_K] = s->bk;
+        out[FMT_M_V] = s->bv;
+        ld[FMT_M_Q] = qd;
+        ld[FMT_M_K] = ld[FMT_M_V] = kvd;
+        matmat_stream(s, &ly->qkv, s->bact_dim, m, out, ld);
+        for (unsigned j = 0; j < m; j++) {
+            float *q = s->bq + (size_t)j * qd, *att = s->batt + (size_t)j * qd;
+            float *k = s->bk + (size_t)j * kvd, *v = s->bv + (size_t)j * kvd;
+            eng_attn_qkv_post(s, ly, pos0 + j, q, k, v);
+            eng_attn_store_attend(s, ly, l, pos0 + j, q, k, v, att);
+            kern_act_set(&s->bact_q[j], att, qd, ly->o.need);
+        }
+        matmat_residual(s, &ly->o, FMT_M_O, s->bact_q, m);
+        eng_mark(s, l, PROF_ST_ATTN, &pt);
+        /* FFN */
+        for (unsigned j = 0; j < m; j++) {
+            float *xb = s->bxb + (size_t)j * dim;
+            eng_rmsnorm(s, xb, s->bx + (size_t)j * dim, ly->ffn_norm, dim);
+            kern_act_set(&s->bact_dim[j], xb, dim, ly->gate_up.need);
+        }
+        memset(s->bh, 0, (size_t)m * s->hmax * sizeof(float));
+        memset(s->bh2, 0, (size_t)m * s->hmax * sizeof(float));
+        memset(out, 0, sizeof out);
+        out[FMT_M_GATE] = s->bh;
+        out[FMT_M_UP] = s->bh2;
+        ld[FMT_M_GATE] = ld[FMT_M_UP] = s->hmax;
+        matmat_stream(s, &ly->gate_up, s->bact_dim, m, out, ld);
+        for (unsigned j = 0; j < m; j++) {
+            float *g = s->bh + (size_t)j * s->hmax, *u = s->bh2 + (size_t)j * s->hmax;
+            eng_glu_act(s, g, u, hid);
+            kern_act_set(&s->bact_ffn[j], g, hid, ly->down.need);
+        }
+        matmat_residual(s, &ly->down, FMT_M_DOWN, s->bact_ffn, m);
+        eng_mark(s, l, PROF_ST_FFN, &pt);
+    }
+    s->n_past += m;
+    if (!want_logits)
+        return;
+    /* the LM head, for the last position only */
+    memcpy(s->x, s->bx + (size_t)(m - 1) * dim, dim * sizeof(float));
+    eng_lm_head(s);
+}
+
+/* Batched prefill of tokens[0..n), or 1 when the model's schedule (or
+ * memory) does not allow it and the caller should go token by token.
+ * Every token is checked before any is run. */
+static int prefill_batched(eng_session *s, const int32_t *tokens, size_t n,
+                           char *err, size_t errlen)
+{
+    if (n < 2 || !batch_eligible(s) || getenv("CFLOW_NO_BATCH") || batch_init(s))
+        return 1;
+    if (s->broken)
+        return eng_model_fault(s, err, errlen);
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->hp->vocab_size)
+            return eng_fail(err, errlen, ENG_EARG,
+                        "token id %d is outside the %u-token vocabulary", tokens[i],
+                        s->hp->vocab_size);
+    for (size_t i = 0; i < n;) {
+        if (s->n_past >= s->n_ctx)
+            return eng_fail(err, errlen, ENG_ECTX,
+                        "context full: all %u positions are used", s->n_ctx);
+        size_t m = n - i < ENG_BATCH ? n - i : ENG_BATCH;
+        if (m > s->n_ctx - s->n_past)
+            m = s->n_ctx - s->n_past;
+        if (s->prof)
+            prof_token_begin(s->prof);
+        int rc = eng_guarded_run(s, tokens + i, (unsigned)m, 1, i + m == n, err, errlen);
+        if (rc)
+            return rc;
+        /* The profiler counts tokens: the chunk's time, bytes and counters
+         * go on the record of its first position, the others get empty
+         * records, so run totals and per-layer sums stay right. */
+        if (s->prof) {
+            prof_token_end(s->prof, PROF_PREFILL);
+            for (size_t k = 1; k < m; k++) {
+                prof_token_begin(s->prof);
+                prof_token_end(s->prof, PROF_PREFILL);
+            }
+        }
+        i += m;
+    }
+    return 0;
+}
+
+int eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
+                size_t errlen)
+{
+    double t0 = prof_now();
+    int brc = prefill_batched(s, tokens, n, err, errlen);
+    if (brc <= 0) {
+        if (brc < 0)
+            return brc;
+        s->stats.prefill_s += prof_now() - t0;
+        s->stats.n_prompt += n;
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = eng_check_token(s, tokens[i], err, errlen);
+        if (rc)
+            return rc;
+        if (s->prof)
+            prof_token_begin(s->prof);
+        if ((rc = eng_guarded_run(s, tokens + i, 1, 0, i + 1 == n, err, errlen)))
+            return rc;
+        if (s->xio_failed)
+            return eng_xio_error(s, err, errlen);
+        if (s->prof)
+            prof_token_end(s->prof, PROF_PREFILL);
+    }
+    s->stats.prefill_s += prof_now() - t0;
+    s->stats.n_prompt += n;
+    return 0;
+}
