@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,20 @@ static void help(const ui_settings *d)
     ui_opts_help(stdout, run_opts, d);
 }
 
+/* Why the generation ended, as the statistics say it. */
+enum run_stop { STOP_EOS = 0, STOP_LIMIT, STOP_CTX, STOP_INT };
+static const char *const stop_text[] = { "end of text", "the -n limit", "context full",
+                                         "Ctrl-C" };
+
+/* Ctrl-C stops the generation between two tokens; the statistics and the
+ * run log still come, and a second Ctrl-C kills as usual (SA_RESETHAND). */
+static volatile sig_atomic_t got_int;
+static void on_int(int sig)
+{
+    (void)sig;
+    got_int = 1;
+}
+
 /* One generation: the session, the tokens so far and what the loop
  * counts. */
 typedef struct run_ctx {
@@ -45,6 +60,7 @@ typedef struct run_ctx {
     long         n_shift;     /* context shifts */
     uint32_t     n_keep;      /* tokens a shift keeps */
     uint64_t     n_dropped;   /* tokens the shifts dropped */
+    int          stop;        /* enum run_stop */
     char         err[512];
 } run_ctx;
 
@@ -91,12 +107,15 @@ static int encode_prompt(run_ctx *r, const char *model, const char *prompt)
 }
 
 /* Decode next; when the cache is full, keep the prompt (at most a
- * quarter of the context) and drop half of what follows it. */
+ * quarter of the context) and drop half of what follows it.  1 when
+ * there is nothing to drop. */
 static int decode_next(run_ctx *r, int32_t next)
 {
     int drc = eng_decode(r->s, next, r->err, sizeof r->err);
     if (drc == ENG_ECTX) {
         uint32_t drop = (eng_n_past(r->s) - r->n_keep + 1) / 2;
+        if (drop == 0)
+            return 1;
         drc = eng_shift(r->s, r->n_keep, drop, r->err, sizeof r->err);
         if (!drc)
             drc = eng_decode(r->s, next, r->err, sizeof r->err);
@@ -131,10 +150,17 @@ static int generate(run_ctx *r)
     eng_detok_init(&dt);
     dt.prev = r->ids[r->n_ids - 1];
     r->n_keep = r->n_ids < eng_n_ctx(r->s) / 4 ? (uint32_t)r->n_ids : eng_n_ctx(r->s) / 4;
+    r->stop = STOP_LIMIT;
     for (long i = 0; i < n_predict; i++) {
-        int32_t next = eng_sampler_sample(r->smp, eng_logits(r->s), r->ids, r->n_ids);
-        if (!r->o->ignore_eos && (next == eos || next == eot))
+        if (got_int) {
+            r->stop = STOP_INT;
             break;
+        }
+        int32_t next = eng_sampler_sample(r->smp, eng_logits(r->s), r->ids, r->n_ids);
+        if (!r->o->ignore_eos && (next == eos || next == eot)) {
+            r->stop = STOP_EOS;
+            break;
+        }
         if (reserve_one(r))
             return ui_error("out of memory");
         r->ids[r->n_ids++] = next;
@@ -146,7 +172,12 @@ static int generate(run_ctx *r)
         }
         if (i + 1 == n_predict)
             break;
-        if (decode_next(r, next))
+        int drc = decode_next(r, next);
+        if (drc == 1) {
+            r->stop = STOP_CTX;
+            break;
+        }
+        if (drc)
             return ui_error("%s", r->err);
         ui_runlog_token(r->rl);
     }
@@ -156,16 +187,31 @@ static int generate(run_ctx *r)
     return 0;
 }
 
-static void print_stats(const run_ctx *r, const char *model)
+static void print_stats(const run_ctx *r, const char *model, const eng_sampling *sp)
 {
     eng_stats st;
     eng_get_stats(r->s, &st);
+    if (r->stop == STOP_LIMIT)
+        fprintf(stderr, "\ncflow: stopped at the -n limit (%ld tokens)", r->n_out);
+    else if (r->stop == STOP_CTX)
+        fprintf(stderr, "\ncflow: stopped: context full (%u tokens), nothing left to drop",
+                eng_n_ctx(r->s));
+    else
+        fprintf(stderr, "\ncflow: stopped by %s after %ld tokens%s", stop_text[r->stop],
+                r->n_out, r->o->n_predict ? "" : " (no -n limit)");
+    if (r->stop == STOP_EOS && r->o->n_predict)
+        fprintf(stderr, " of at most %ld", r->o->n_predict);
+    fputc('\n', stderr);
+    if (sp->temp > 0)
+        fprintf(stderr, "cflow: sampling: temperature %.2f, seed %llu (--seed %llu replays "
+                        "it)\n", (double)sp->temp, (unsigned long long)sp->seed,
+                (unsigned long long)sp->seed);
     if (r->n_shift)
-        fprintf(stderr, "\ncflow: context full (%u tokens): shifted %ld times, keeping the "
+        fprintf(stderr, "cflow: context full (%u tokens): shifted %ld times, keeping the "
                         "first %u and dropping %llu in all\n",
                 eng_n_ctx(r->s), r->n_shift, r->n_keep, (unsigned long long)r->n_dropped);
     fprintf(stderr,
-            "\ncflow: model %s, kernels %s\n"
+            "cflow: model %s, kernels %s\n"
             "cflow: prompt %llu tokens in %.3f s (%.2f tok/s)\n"
             "cflow: generated %ld tokens; decode %llu tokens in %.3f s (%.2f tok/s, %.2f GB/s of weights)\n",
             model, eng_isa(r->s), (unsigned long long)st.n_prompt, st.prefill_s,
@@ -226,11 +272,22 @@ int ui_cmd_run(int argc, char **argv)
         rc = ui_error("out of memory");
         goto out;
     }
-    if ((rc = generate(&r)))
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_int;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    got_int = 0;
+    sigaction(SIGINT, &sa, &old_sa);
+    rc = generate(&r);
+    sigaction(SIGINT, &old_sa, NULL);
+    if (rc)
         goto out;
-    print_stats(&r, model);
+    print_stats(&r, model, &sp);
     ui_runlog_end(r.rl, 1);
     r.rl = NULL;
+    if (r.stop == STOP_INT)
+        rc = 128 + SIGINT;   /* as a shell reports a process Ctrl-C ended */
 out:
     ui_runlog_end(r.rl, 0);
     eng_sampler_free(r.smp);

@@ -375,22 +375,6 @@ static int cmd_show(prof_log *l, const char *arg)
 }
 
 /* ---- compare ----------------------------------------------------------- */
-static void cmp_row(const char *what, double a, double b, const char *fmt)
-{
-    char x[64], y[64];
-    snprintf(x, sizeof x, fmt, a);
-    snprintf(y, sizeof y, fmt, b);
-    if (a > 0 && b >= 0)
-        printf("%-20s %16s %16s %10.3f\n", what, x, y, b / a);
-    else
-        printf("%-20s %16s %16s %10s\n", what, x, y, "-");
-}
-
-static void cmp_text(const char *what, const char *a, const char *b)
-{
-    printf("%-20s %16s %16s %10s\n", what, a, b, strcmp(a, b) ? "differs" : "");
-}
-
 /* Staged over sync (report 5.14): the speedup measured and what the
  * model and its refined form predict, per token of each run. */
 static void cmp_staged(const prof_run_row *y, const prof_layer_row *ly, unsigned ny,
@@ -429,41 +413,11 @@ static int cmd_compare(prof_log *l, const char *aa, const char *bb)
         return rc;
     snprintf(x, sizeof x, "run %lld", (long long)a.id);
     snprintf(y, sizeof y, "run %lld", (long long)b.id);
-    printf("%-20s %16s %16s %10s\n", "", x, y, "ratio B/A");
-    cmp_text("model", base_name(a.model), base_name(b.model));
-    cmp_text("model hash", a.model_hash, b.model_hash);
-    cmp_text("kernels", a.isa, b.isa);
-    cmp_row("threads", a.threads, b.threads, "%.0f");
-    cmp_text("prefetch", a.prefetch, b.prefetch);
-    cmp_text("expert io", a.expert_io, b.expert_io);
-    cmp_row("context", a.n_ctx, b.n_ctx, "%.0f");
-    cmp_row("temperature", a.temp, b.temp, "%.2f");
-    cmp_row("prompt tokens", (double)a.n_prompt, (double)b.n_prompt, "%.0f");
-    cmp_row("decode tokens", (double)a.n_gen, (double)b.n_gen, "%.0f");
-    cmp_row("prefill tok/s", a.prefill_tok_s, b.prefill_tok_s, "%.2f");
-    cmp_row("decode tok/s", a.decode_tok_s, b.decode_tok_s, "%.2f");
-    cmp_row("decode GB/s", a.gb_s, b.gb_s, "%.3f");
-    cmp_row("bandwidth share", a.bw_share, b.bw_share, "%.4f");
-    {
-        cmp_row("streamed MiB/tok", tok_streamed(&a) / MIB, tok_streamed(&b) / MIB, "%.4f");
-        cmp_row("critical MiB/tok", a.cp_critical / MIB, b.cp_critical / MIB, "%.4f");
-        cmp_row("naive MiB/tok", a.cp_naive / MIB, b.cp_naive / MIB, "%.4f");
-    }
-    for (int e = 0; e < PROF_NEV; e++) {
-        if (a.ev[e] < 0 && b.ev[e] < 0)
-            continue;
-        /* per decoded token: runs of different lengths stay comparable */
-        double pa = a.ev[e] >= 0 && a.n_prompt + a.n_gen
-                        ? (double)a.ev[e] / (double)(a.n_prompt + a.n_gen) : -1;
-        double pb = b.ev[e] >= 0 && b.n_prompt + b.n_gen
-                        ? (double)b.ev[e] / (double)(b.n_prompt + b.n_gen) : -1;
-        char name[64];
-        snprintf(name, sizeof name, "%s/tok", prof_ev_name(e));
-        if (pa < 0 || pb < 0)
-            printf("%-20s %16s %16s %10s\n", name, pa < 0 ? "n/a" : "", pb < 0 ? "n/a" : "", "-");
-        else
-            cmp_row(name, pa, pb, "%.1f");
-    }
+    printf("%-22s %20s %20s %10s\n", "", x, y, "ratio B/A");
+    ui_cmp_row rows[UI_CMP_MAX];
+    size_t nr = ui_cmp_rows(&a, &b, rows, UI_CMP_MAX);
+    for (size_t i = 0; i < nr; i++)
+        printf("%-22s %20s %20s %10s\n", rows[i].what, rows[i].a, rows[i].b, rows[i].ratio);
 
     double *sa, *sb;
     unsigned na, nb;

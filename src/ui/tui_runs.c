@@ -200,16 +200,6 @@ static void draw_detail(tui_app *a, tui_runs *r, WINDOW *w, int h, int wd)
         kv(w, &y, h, wd, "(no per-layer statistics recorded for this run)");
 }
 
-static void cmp_line(WINDOW *w, int *y, int h, int wd, const char *what, double a, double b)
-{
-    char ratio[32];
-    if (a != 0)
-        snprintf(ratio, sizeof ratio, "%.3fx", b / a);
-    else
-        snprintf(ratio, sizeof ratio, "-");
-    kv(w, y, h, wd, "%-22s %14.3f %14.3f   B/A %s", what, a, b, ratio);
-}
-
 static void draw_compare(tui_app *a, tui_runs *r, WINDOW *w, int h, int wd)
 {
     const prof_run_row *x = &r->a, *z = &r->b;
@@ -218,31 +208,13 @@ static void draw_compare(tui_app *a, tui_runs *r, WINDOW *w, int h, int wd)
     kv(w, &y, h, wd, "compare  A = run %lld   B = run %lld   q: back to the list",
        (long long)x->id, (long long)z->id);
     wattroff(w, tui_attr(a, TUI_C_TITLE));
-    kv(w, &y, h, wd, "%-22s %14s %14s", "", "A", "B");
-    kv(w, &y, h, wd, "%-22s %14.14s %14.14s", "model", base_name(x->model), base_name(z->model));
-    kv(w, &y, h, wd, "%-22s %14.14s %14.14s", "program", x->program, z->program);
-    kv(w, &y, h, wd, "%-22s %14s %14s", "prefetch", x->prefetch, z->prefetch);
-    kv(w, &y, h, wd, "%-22s %14s %14s", "expert-io", x->expert_io, z->expert_io);
-    cmp_line(w, &y, h, wd, "threads", x->threads, z->threads);
-    cmp_line(w, &y, h, wd, "temperature", x->temp, z->temp);
-    cmp_line(w, &y, h, wd, "prompt tokens", (double)x->n_prompt, (double)z->n_prompt);
-    cmp_line(w, &y, h, wd, "generated tokens", (double)x->n_gen, (double)z->n_gen);
-    cmp_line(w, &y, h, wd, "prefill tok/s", x->prefill_tok_s, z->prefill_tok_s);
-    cmp_line(w, &y, h, wd, "decode tok/s", x->decode_tok_s, z->decode_tok_s);
-    cmp_line(w, &y, h, wd, "GB/s", x->gb_s, z->gb_s);
-    cmp_line(w, &y, h, wd, "share of bandwidth %", 100 * x->bw_share, 100 * z->bw_share);
-    cmp_line(w, &y, h, wd, "bytes/token (MiB)", (double)x->bytes_per_token / 1048576.0,
-             (double)z->bytes_per_token / 1048576.0);
-    cmp_line(w, &y, h, wd, "critical path (MiB)", x->cp_critical / 1048576.0,
-             z->cp_critical / 1048576.0);
-    for (int e = 0; e < PROF_NEV; e++)
-        if (x->ev[e] >= 0 || z->ev[e] >= 0) {
-            double nx = (double)(x->n_prompt + x->n_gen), nz = (double)(z->n_prompt + z->n_gen);
-            char what[48];
-            snprintf(what, sizeof what, "%s /tok", prof_ev_name(e));
-            cmp_line(w, &y, h, wd, what, x->ev[e] >= 0 && nx > 0 ? (double)x->ev[e] / nx : 0,
-                     z->ev[e] >= 0 && nz > 0 ? (double)z->ev[e] / nz : 0);
-        }
+    kv(w, &y, h, wd, "%-22s %14s %14s   %s", "", "A", "B", "B/A");
+    /* the rows, units and precision of `cflow runs compare` */
+    ui_cmp_row rows[UI_CMP_MAX];
+    size_t n = ui_cmp_rows(x, z, rows, UI_CMP_MAX);
+    for (size_t i = 0; i < n; i++)
+        kv(w, &y, h, wd, "%-22s %14.14s %14.14s   %s", rows[i].what, rows[i].a, rows[i].b,
+           rows[i].ratio);
 }
 
 void tui_runs_draw(tui_app *a, WINDOW *w, int h, int wd)

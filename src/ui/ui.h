@@ -141,7 +141,9 @@ typedef struct ui_settings {
  * sampling, 128 tokens, the environment's I/O, bench's llama-bench
  * tests); a program changes what differs before parsing. */
 void ui_settings_default(ui_settings *s);
-/* The settings' sampling as the engine takes it. */
+/* The settings' sampling as the engine takes it.  A seed not given is
+ * drawn at random, anew at each call: print it so the run can be
+ * replayed. */
 void ui_settings_sampling(const ui_settings *s, eng_sampling *sp);
 /* A program's options: its name ("cflow run", "cflow-tui"), the ids it
  * takes (ending in UI_O_END), what prints its --help and --version (from
@@ -212,6 +214,17 @@ void ui_log_warning(char *buf, size_t n, const char *why);
 /* The names of the three byte streams: attention, dense (the FFN beside
  * the experts, as cflow inspect --critical-path calls it), experts. */
 extern const char *const ui_byte_stream[3];
+
+/* ---- ui_runcmp.c: two runs side by side, the figures with their units - */
+typedef struct ui_cmp_row {
+    char what[40];      /* the figure and its unit: "decode tok/s" */
+    char a[32], b[32];  /* the two values ("n/a": not recorded) */
+    char ratio[16];     /* B/A, "-" without one; "differs" or "" for words */
+} ui_cmp_row;
+#define UI_CMP_MAX 40   /* rows ui_cmp_rows gives at most */
+/* The rows comparing runs a and b into rows[max]; returns their count. */
+size_t ui_cmp_rows(const prof_run_row *a, const prof_run_row *b, ui_cmp_row *rows,
+                   size_t max);
 
 /* What the run log records of a session, as `cflow run`, `cflow bench` and
  * cflow-tui all describe it: the machine and the model.  The structures'

@@ -25,6 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "engine/engine.h"
 #include "ui/ui.h"
@@ -64,8 +67,8 @@ const ui_opt ui_opts[UI_O_N] = {
       OFF(rep_penalty), NULL, "penalty of recent tokens (1 = off)" },
     { UI_O_REPEAT_LAST_N, "repeat-last-n", 0, UI_T_INT, "N", 0, 1L << 20, "off", NULL, 0,
       OFF(rep_last_n), NULL, "tokens the penalty looks back" },
-    { UI_O_SEED, "seed", 0, UI_T_U64, "S", 0, 0, NULL, NULL, 0, OFF(seed), NULL,
-      "sampling seed" },
+    { UI_O_SEED, "seed", 0, UI_T_U64, "S", 0, 0, NULL, NULL, 0, OFF(seed),
+      "random, printed with the statistics", "sampling seed" },
     { UI_O_IGNORE_EOS, "ignore-eos", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0,
       OFF(ignore_eos), NULL, "keep going past end-of-sequence tokens" },
     { UI_O_SYSTEM, "system", 's', UI_T_STR, "TEXT", 0, 0, NULL, NULL, 0, OFF(system),
@@ -164,6 +167,19 @@ void ui_settings_default(ui_settings *s)
     s->b_seed = 1;
 }
 
+/* A seed nobody chose: from the kernel's random pool, else the clock. */
+static uint64_t random_seed(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        v = (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec ^
+            ((uint64_t)getpid() << 32);
+    }
+    return v;
+}
+
 void ui_settings_sampling(const ui_settings *s, eng_sampling *sp)
 {
     sp->temp = (float)s->temp;
@@ -172,7 +188,7 @@ void ui_settings_sampling(const ui_settings *s, eng_sampling *sp)
     sp->min_p = (float)s->min_p;
     sp->rep_penalty = (float)s->rep_penalty;
     sp->rep_last_n = (int)s->rep_last_n;
-    sp->seed = s->seed;
+    sp->seed = s->given[UI_O_SEED] ? s->seed : random_seed();
 }
 
 const ui_opt *ui_opt_find(const char *name)
@@ -370,6 +386,9 @@ int ui_opts_parse(const ui_optset *set, int argc, char **argv, ui_settings *s,
     size_t nl = 0, ns = 1;
     for (const int *id = ids; *id != UI_O_END; id++) {
         const ui_opt *o = &ui_opts[*id];
+        if (o->id != *id)   /* a row added out of enum ui_opt_id's order */
+            return refuse(prog, "internal error: the option table is out of order at "
+                                "--%s%s", o->name, "");
         lo[nl++] = (struct option){ o->name, o->type == UI_T_FLAG ? no_argument
                                                                   : required_argument,
                                     NULL, 256 + *id };

@@ -12,6 +12,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,128 @@ static void test_inspect_standard(void **state)
     tu_proc_free(&p);
 }
 
+/* Ctrl-C stops `cflow run` between tokens; it says so with its
+ * statistics and exits 130.  The watcher sends SIGINT once text came. */
+static int interrupt_after_text(void *ctx, pid_t pid, size_t out_len)
+{
+    int *sent = ctx;
+    if (out_len > 0 && !*sent) {
+        kill(pid, SIGINT);
+        *sent = 1;
+    }
+    return *sent;
+}
+
+static void test_run_says_why_it_stopped(void **state)
+{
+    (void)state;
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "run", "-n", "5", "--temp", "0", "--ignore-eos",
+                                  "--no-log", "-p", "Once", (char *)NULL), 0);
+    assert_true(tu_ok(&p, "cflow run -n 5"));
+    assert_non_null(strstr(p.err, "cflow: stopped at the -n limit (5 tokens)"));
+    tu_proc_free(&p);
+    /* no limit, no end of text: only Ctrl-C ends it */
+    char *argv[] = { (char *)tu_cflow(), "run", "-n", "0", "--ignore-eos", "--no-log", "-p",
+                     "Once", NULL };
+    int sent = 0;
+    assert_int_equal(tu_run_watch(&p, argv, NULL, 300, interrupt_after_text, &sent, 50), 0);
+    assert_true(sent);
+    if (p.status != 130)
+        fprintf(stderr, "status %d signaled %d: %s", p.status, p.signaled, p.err);
+    assert_false(p.signaled);
+    assert_int_equal(p.status, 130);
+    assert_non_null(strstr(p.err, "cflow: stopped by Ctrl-C after "));
+    assert_non_null(strstr(p.err, "(no -n limit)"));
+    assert_non_null(strstr(p.err, "cflow: prompt "));
+    tu_proc_free(&p);
+}
+
+/* The seed printed after a run at temperature > 0 (drawn at random when
+ * not given) replays it, and the run log keeps it. */
+static unsigned long long printed_seed(const char *err)
+{
+    const char *s = strstr(err, "--seed ");
+    assert_non_null(s);
+    return strtoull(s + 7, NULL, 10);
+}
+
+static void test_random_seed_replays(void **state)
+{
+    (void)state;
+    const char *db = tu_tmp("seed.db");
+    tu_proc a, b, c;
+    assert_int_equal(tu_cflow_run(&a, "run", "-n", "24", "--temp", "1", "--db", db, "-p",
+                                  "Once upon a time", (char *)NULL), 0);
+    assert_true(tu_ok(&a, "cflow run --temp 1"));
+    assert_int_equal(tu_cflow_run(&b, "run", "-n", "24", "--temp", "1", "--no-log", "-p",
+                                  "Once upon a time", (char *)NULL), 0);
+    assert_true(tu_ok(&b, "cflow run --temp 1 again"));
+    unsigned long long sa = printed_seed(a.err), sb = printed_seed(b.err);
+    assert_true(sa != sb);
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", sa);
+    assert_int_equal(tu_cflow_run(&c, "run", "-n", "24", "--temp", "1", "--no-log", "--seed",
+                                  seed, "-p", "Once upon a time", (char *)NULL), 0);
+    assert_true(tu_ok(&c, "cflow run --seed"));
+    assert_string_equal(c.out, a.out);
+    assert_int_equal(printed_seed(c.err), sa);
+    tu_proc_free(&b);
+    tu_proc_free(&c);
+    /* the log has the seed the statistics gave */
+    assert_int_equal(tu_cflow_run(&b, "runs", "show", "1", "--db", db, (char *)NULL), 0);
+    assert_true(tu_ok(&b, "cflow runs show 1"));
+    char want[64];
+    snprintf(want, sizeof want, "seed %llu", sa);
+    assert_non_null(strstr(b.out, want));
+    tu_proc_free(&a);
+    tu_proc_free(&b);
+}
+
+/* The line of out that starts with label, or fail. */
+static const char *line_of(const char *out, const char *label)
+{
+    for (const char *l = out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (!strncmp(l, label, strlen(label)))
+            return l;
+    fail_msg("no line '%s' in:\n%s", label, out);
+    return NULL;
+}
+
+/* `cflow runs compare`: counts are integers, every figure has its unit,
+ * task-clock in ms per token. */
+static void test_compare_units(void **state)
+{
+    (void)state;
+    const char *db = tu_tmp("compare.db");
+    tu_proc p;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(tu_cflow_run(&p, "run", "-n", i ? "8" : "4", "-t", i ? "2" : "1",
+                                      "--temp", "0", "--db", db, "-p", "Once",
+                                      (char *)NULL), 0);
+        assert_true(tu_ok(&p, "cflow run"));
+        tu_proc_free(&p);
+    }
+    assert_int_equal(tu_cflow_run(&p, "runs", "compare", "1", "2", "--db", db,
+                                  (char *)NULL), 0);
+    assert_true(tu_ok(&p, "cflow runs compare"));
+    long a, b;
+    char rest[64];
+    assert_int_equal(sscanf(line_of(p.out, "threads "), "threads %ld %ld %63s", &a, &b, rest),
+                     3);
+    assert_true(a == 1 && b == 2);
+    const char *l = line_of(p.out, "threads ");
+    assert_null(memchr(l, '.', (size_t)(strstr(l, rest) - l)));  /* "1", not "1.000" */
+    assert_int_equal(sscanf(line_of(p.out, "decode tokens "), "decode tokens %ld %ld", &a, &b),
+                     2);
+    assert_true(a == 3 && b == 7);
+    line_of(p.out, "task-clock ms/tok ");
+    line_of(p.out, "decode tok/s ");
+    line_of(p.out, "streamed MiB/tok ");
+    assert_null(strstr(p.out, "task-clock/tok"));
+    tu_proc_free(&p);
+}
+
 int main(void)
 {
     const char *bd = getenv("CFLOW_BUILDDIR");
@@ -180,6 +303,9 @@ int main(void)
         cmocka_unit_test(test_runs_list_without_log),
         cmocka_unit_test(test_bench_defaults),
         cmocka_unit_test(test_inspect_standard),
+        cmocka_unit_test(test_run_says_why_it_stopped),
+        cmocka_unit_test(test_random_seed_replays),
+        cmocka_unit_test(test_compare_units),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
