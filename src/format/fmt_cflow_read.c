@@ -228,32 +228,6 @@ static int read_header(fmt_model *m, char *err, size_t errlen)
     return 0;
 }
 
-/* The pipeline fields' rules, shared by this reader and every converter's
- * source check (fmt_src_check_hparams), so a converter never writes a
- * header this reader refuses (fuzz regression
- * hf/convert-delays-on-parallel-sqrt2.a). */
-int fmt_pipeline_check(const fmt_hparams *hp, char *why, size_t whylen)
-{
-    if (hp->combine_style >= FMT_NCOMBINE)
-        snprintf(why, whylen, "unknown combine style %u", hp->combine_style);
-    else if (hp->combine_style != FMT_COMBINE_DELAYED_SUM &&
-             hp->combine_style != FMT_COMBINE_ASYNC_EXPERTS &&
-             (hp->dense_delay != 0 || hp->expert_delay != 0))
-        snprintf(why, whylen, "combine style %s takes no delays (dense %u, expert %u)",
-                 fmt_combine_name(hp->combine_style), hp->dense_delay, hp->expert_delay);
-    else if (hp->combine_style == FMT_COMBINE_ASYNC_EXPERTS && hp->dense_delay != 0)
-        snprintf(why, whylen, "AsyncExperts takes no dense delay (%u)", hp->dense_delay);
-    else if (hp->dense_delay >= hp->n_layers)
-        snprintf(why, whylen, "dense_delay %u exceeds the %u layers", hp->dense_delay,
-                 hp->n_layers);
-    else if (hp->expert_delay >= hp->n_layers)
-        snprintf(why, whylen, "expert_delay %u exceeds the %u layers", hp->expert_delay,
-                 hp->n_layers);
-    else
-        return 0;
-    return -1;
-}
-
 typedef struct walk_ctx {
     fmt_model      *m;
     uint8_t         expert;          /* expected expert id */

@@ -79,6 +79,10 @@ typedef struct fmt_map {
 int  fmt_map_open(fmt_map *m, const char *path, char *err, size_t errlen);
 void fmt_map_close(fmt_map *m);
 
+/* ---- fmt_hparams.c ---------------------------------------------------- */
+/* The combine style and delays together: 0, or -1 with the reason in why. */
+int fmt_pipeline_check(const fmt_hparams *hp, char *why, size_t whylen);
+
 /* ---- fmt_dequant.c ----------------------------------------------------- */
 float fmt_f16_to_f32(uint16_t h);
 float fmt_bf16_to_f32(uint16_t h);
@@ -87,7 +91,8 @@ float fmt_bf16_to_f32(uint16_t h);
 unsigned fmt_dtype_block(int dtype);
 unsigned fmt_dtype_block_bytes(int dtype);
 
-/* ---- fmt_src.c, fmt_llama2c.c, fmt_hf.c: source models ---------------- */
+/* ---- fmt_src.c (the toolkit), fmt_src_gguf.c, fmt_llama2c.c, fmt_hf.c:
+ * source models; fmt_src_open.c picks the reader ------------------------ */
 /* One opened source model, whatever its container.  GGUF tensors live in
  * the fmt_gguf; llama2.c and HF tensors are views (fmt_tensor) into the
  * mappings in maps[], named and owned here. */
@@ -133,9 +138,6 @@ int fmt_src_bind(fmt_src *s, fmt_role_names names, int tie_forced,
                  char *err, size_t errlen);
 /* Sanity of s->hp before binding (zero or absurd values are refused). */
 int fmt_src_check_hparams(const fmt_src *s, char *err, size_t errlen);
-/* The combine style and delays together (fmt_cflow_read.c): 0, or -1 with
- * the reason in why. */
-int fmt_pipeline_check(const fmt_hparams *hp, char *why, size_t whylen);
 /* Make the kv's token arrays exactly vocab long: pad with "[PADn]" unused
  * tokens (as llama.cpp's converter does) or refuse when there are more
  * tokens than embedding rows. */
@@ -145,6 +147,8 @@ int fmt_src_fit_vocab(fmt_src *s, uint32_t vocab, int allow_pad,
  * divides frequency i), exactly as llama.cpp's converter computes them. */
 void fmt_rope_llama3_factors(const fmt_hparams *hp, float *out);
 
+/* fmt_src_gguf.c: read s->path (a GGUF file) into s. */
+int fmt_src_gguf_open(fmt_src *s, char *err, size_t errlen);
 /* fmt_llama2c.c: 1 when the file's first bytes and size look like a legacy
  * llama2.c checkpoint (nothing else is read), else 0. */
 int fmt_llama2c_detect(const char *path, const uint8_t *head, size_t nhead,
@@ -155,7 +159,7 @@ int fmt_llama2c_open(fmt_src *s, const char *path, const char *tokenizer,
 int fmt_hf_open(fmt_src *s, const char *dir, const char *tokenizer,
                 char *err, size_t errlen);
 
-/* ---- fmt_synth.c / fmt_synth_gguf.c: llama-architecture presets -------- */
+/* ---- fmt_synth_preset.c: the presets of fmt_synth.c and fmt_synth_gguf.c */
 typedef struct fmt_synth_geom {
     const char *name;
     unsigned    n_layers, dim, n_heads, n_kv, head_dim;
@@ -164,15 +168,19 @@ typedef struct fmt_synth_geom {
     float       theta, eps;
     int         tied;           /* output head = token embedding */
 } fmt_synth_geom;
-/* fmt_synth_gguf.c: the benchmark presets (real geometry, Q4_0). */
+/* The benchmark presets (real geometry, Q4_0 through a GGUF). */
 const fmt_synth_geom *fmt_synth_bench_find(const char *name);
 const char *fmt_synth_bench_name(unsigned i);
+/* The synthetic SentencePiece vocabulary (vocab tokens) into kv; 0 or -1
+ * when out of memory. */
+int fmt_synth_vocab(fmt_kv *kv, unsigned vocab);
+/* The geometry of an f32 preset in the "llama" architecture (0), or -1 when
+ * the preset is not one llama.cpp could run. */
+int fmt_synth_llama_geom(const char *name, fmt_synth_geom *g);
+
+/* ---- fmt_synth_gguf.c -------------------------------------------------- */
+/* A benchmark preset as a source, through a temporary GGUF. */
 int fmt_synth_bench_open(fmt_src **out, const char *preset, uint64_t seed,
                          char *err, size_t errlen);
-/* fmt_synth.c: the synthetic SentencePiece vocabulary (vocab tokens), and
- * the geometry of a fmt_synth.c preset in the "llama" architecture (0), or
- * -1 when the preset is not one llama.cpp could run. */
-int fmt_synth_vocab(fmt_kv *kv, unsigned vocab);
-int fmt_synth_llama_geom(const char *name, fmt_synth_geom *g);
 
 #endif /* CFLOW_FMT_IMPL_H */

@@ -52,29 +52,6 @@
 #include "format/cflow_format.h"
 #include "format/fmt_impl.h"
 
-/* Benchmark presets (the real models' geometry; see the README's
- * Performance section).  ctx is generous so that depth sweeps fit. */
-static const fmt_synth_geom bench[] = {
-    /* name            layers  dim  heads kv  hd   ffn    E   k  vocab    ctx   theta  eps  tied */
-    { "tinyllama-1.1b",   22, 2048,  32,  4,  64,  5632,   0, 0, 32000,  8192, 1e4f, 1e-5f, 0 },
-    { "llama2-7b",        32, 4096,  32, 32, 128, 11008,   0, 0, 32000,  8192, 1e4f, 1e-5f, 0 },
-    { "olmoe-1b-7b",      16, 2048,  16, 16, 128,  1024,  64, 8, 50304,  8192, 1e4f, 1e-5f, 0 },
-    { "qwen3-30b-a3b",    48, 2048,  32,  4, 128,   768, 128, 8, 151936, 8192, 1e6f, 1e-6f, 0 },
-};
-
-const fmt_synth_geom *fmt_synth_bench_find(const char *name)
-{
-    for (size_t i = 0; i < sizeof bench / sizeof *bench; i++)
-        if (!strcmp(bench[i].name, name))
-            return &bench[i];
-    return NULL;
-}
-
-const char *fmt_synth_bench_name(unsigned i)
-{
-    return i < sizeof bench / sizeof *bench ? bench[i].name : NULL;
-}
-
 /* ---- a buffered writer ------------------------------------------------- */
 typedef struct wr {
     FILE    *f;
