@@ -90,15 +90,15 @@ static int read_vflow_header(fmt_model *m, char *err, size_t errlen)
     const char *p = m->path;
     if (m->size < FMT_VHEADER_SIZE + FMT_HEADER_SIZE)
         return bad(err, errlen, FMT_EFORMAT, p, "truncated .vflow header");
-    if (fmt_rd16(v + FMT_V_VERSION) != FMT_VVERSION)
+    if (kern_ld_u16(v + FMT_V_VERSION) != FMT_VVERSION)
         return bad(err, errlen, FMT_EUNSUP, p, "unsupported .vflow version %u",
-                   fmt_rd16(v + FMT_V_VERSION));
-    if (fmt_rd16(v + FMT_V_HSIZE) != FMT_VHEADER_SIZE)
+                   kern_ld_u16(v + FMT_V_VERSION));
+    if (kern_ld_u16(v + FMT_V_HSIZE) != FMT_VHEADER_SIZE)
         return bad(err, errlen, FMT_EFORMAT, p, "bad .vflow header size");
-    uint64_t gh = fmt_rd64(v + FMT_V_GHEADER), gt = fmt_rd64(v + FMT_V_GTABLE);
-    uint32_t ng = fmt_rd32(v + FMT_V_NGROUPS);
-    uint64_t so = fmt_rd64(v + FMT_V_STREAM), sl = fmt_rd64(v + FMT_V_STREAMLEN);
-    uint64_t bo = fmt_rd64(v + FMT_V_BANK), bl = fmt_rd64(v + FMT_V_BANKLEN);
+    uint64_t gh = kern_ld_u64(v + FMT_V_GHEADER), gt = kern_ld_u64(v + FMT_V_GTABLE);
+    uint32_t ng = kern_ld_u32(v + FMT_V_NGROUPS);
+    uint64_t so = kern_ld_u64(v + FMT_V_STREAM), sl = kern_ld_u64(v + FMT_V_STREAMLEN);
+    uint64_t bo = kern_ld_u64(v + FMT_V_BANK), bl = kern_ld_u64(v + FMT_V_BANKLEN);
     if (gh < FMT_VHEADER_SIZE || gh > m->size || m->size - gh < FMT_HEADER_SIZE)
         return bad(err, errlen, FMT_EFORMAT, p, "global header offset %llu lies "
                    "past the end", (unsigned long long)gh);
@@ -112,13 +112,13 @@ static int read_vflow_header(fmt_model *m, char *err, size_t errlen)
     uint32_t next = 0;
     for (uint32_t g = 0; g < ng; g++) {
         const uint8_t *d = m->map + gt + (uint64_t)g * FMT_VGROUP_SIZE;
-        uint64_t ao = fmt_rd64(d + 8), al = fmt_rd64(d + 16);
-        uint64_t dof = fmt_rd64(d + 24), dl = fmt_rd64(d + 32);
-        if (fmt_rd32(d) != next || fmt_rd32(d + 4) == 0 ||
+        uint64_t ao = kern_ld_u64(d + 8), al = kern_ld_u64(d + 16);
+        uint64_t dof = kern_ld_u64(d + 24), dl = kern_ld_u64(d + 32);
+        if (kern_ld_u32(d) != next || kern_ld_u32(d + 4) == 0 ||
             ao < so || ao > so + sl || al > so + sl - ao ||
             dof < so || dof > so + sl || dl > so + sl - dof)
             return bad(err, errlen, FMT_EFORMAT, p, "group %u is malformed", g);
-        next += fmt_rd32(d + 4);
+        next += kern_ld_u32(d + 4);
     }
     m->vgroups_layers = next;
     m->hdr = m->map + gh;
@@ -138,36 +138,36 @@ static int read_header(fmt_model *m, char *err, size_t errlen)
                    (unsigned long long)m->size);
     if (memcmp(h, FMT_MAGIC, 8))
         return bad(err, errlen, FMT_EFORMAT, p, "not a .cflow file (bad magic)");
-    unsigned ver = fmt_rd16(h + FMT_H_VERSION);
+    unsigned ver = kern_ld_u16(h + FMT_H_VERSION);
     if (ver != FMT_VERSION)
         return bad(err, errlen, FMT_EUNSUP, p,
                    "unsupported .cflow version %u (this build reads %u)", ver,
                    FMT_VERSION);
-    if (fmt_rd16(h + FMT_H_HSIZE) != FMT_HEADER_SIZE)
+    if (kern_ld_u16(h + FMT_H_HSIZE) != FMT_HEADER_SIZE)
         return bad(err, errlen, FMT_EFORMAT, p, "header size %u, expected 88",
-                   fmt_rd16(h + FMT_H_HSIZE));
+                   kern_ld_u16(h + FMT_H_HSIZE));
 
     memset(hp, 0, sizeof *hp);
-    hp->n_layers = fmt_rd32(h + FMT_H_NLAYERS);
-    hp->dim = fmt_rd32(h + FMT_H_DIM);
-    hp->ffn_dim = fmt_rd32(h + FMT_H_FFN);
-    hp->expert_ffn_dim = fmt_rd32(h + FMT_H_EFFN);
-    hp->vocab_size = fmt_rd32(h + FMT_H_VOCAB);
-    hp->max_seq = fmt_rd32(h + FMT_H_MAXSEQ);
-    hp->n_heads = fmt_rd16(h + FMT_H_NHEADS);
-    hp->n_kv_heads = fmt_rd16(h + FMT_H_NKV);
-    hp->head_dim = fmt_rd16(h + FMT_H_HEADDIM);
-    hp->n_experts = fmt_rd16(h + FMT_H_NEXP);
-    hp->top_k = fmt_rd16(h + FMT_H_TOPK);
-    hp->sliding_window = fmt_rd16(h + FMT_H_SWA);
+    hp->n_layers = kern_ld_u32(h + FMT_H_NLAYERS);
+    hp->dim = kern_ld_u32(h + FMT_H_DIM);
+    hp->ffn_dim = kern_ld_u32(h + FMT_H_FFN);
+    hp->expert_ffn_dim = kern_ld_u32(h + FMT_H_EFFN);
+    hp->vocab_size = kern_ld_u32(h + FMT_H_VOCAB);
+    hp->max_seq = kern_ld_u32(h + FMT_H_MAXSEQ);
+    hp->n_heads = kern_ld_u16(h + FMT_H_NHEADS);
+    hp->n_kv_heads = kern_ld_u16(h + FMT_H_NKV);
+    hp->head_dim = kern_ld_u16(h + FMT_H_HEADDIM);
+    hp->n_experts = kern_ld_u16(h + FMT_H_NEXP);
+    hp->top_k = kern_ld_u16(h + FMT_H_TOPK);
+    hp->sliding_window = kern_ld_u16(h + FMT_H_SWA);
     hp->quant_type = h[FMT_H_QTYPE];
-    hp->rope_theta = fmt_rdf32(h + FMT_H_THETA);
-    hp->norm_eps = fmt_rdf32(h + FMT_H_EPS);
+    hp->rope_theta = kern_ld_f32(h + FMT_H_THETA);
+    hp->norm_eps = kern_ld_f32(h + FMT_H_EPS);
     hp->dense_delay = h[FMT_H_DDELAY];
     hp->expert_delay = h[FMT_H_EDELAY];
     hp->combine_style = h[FMT_H_COMBINE];
     hp->flags = h[FMT_H_FLAGS] | (uint32_t)h[FMT_H_FLAGS2] << 8;
-    hp->softcap = fmt_rdf32(h + FMT_H_SOFTCAP);
+    hp->softcap = kern_ld_f32(h + FMT_H_SOFTCAP);
 
 #define REQ(cond, ...) \
     do { if (!(cond)) return bad(err, errlen, FMT_EFORMAT, p, __VA_ARGS__); } while (0)
@@ -199,12 +199,12 @@ static int read_header(fmt_model *m, char *err, size_t errlen)
         "bad head counts %u/%u", hp->n_heads, hp->n_kv_heads);
     REQ(hp->head_dim >= 2 && hp->head_dim % 2 == 0 && hp->head_dim <= 4096,
         "bad head dimension %u", hp->head_dim);
-    REQ(fmt_rd16(h + FMT_H_TROWS) == KERN_TILE_ROWS &&
-            fmt_rd16(h + FMT_H_TCOLS) == KERN_TILE_COLS &&
-            fmt_rd16(h + FMT_H_QGROUP) == KERN_QBLOCK,
+    REQ(kern_ld_u16(h + FMT_H_TROWS) == KERN_TILE_ROWS &&
+            kern_ld_u16(h + FMT_H_TCOLS) == KERN_TILE_COLS &&
+            kern_ld_u16(h + FMT_H_QGROUP) == KERN_QBLOCK,
         "tile geometry %ux%u/%u, expected 128x256/32",
-        fmt_rd16(h + FMT_H_TROWS), fmt_rd16(h + FMT_H_TCOLS),
-        fmt_rd16(h + FMT_H_QGROUP));
+        kern_ld_u16(h + FMT_H_TROWS), kern_ld_u16(h + FMT_H_TCOLS),
+        kern_ld_u16(h + FMT_H_QGROUP));
     REQ(hp->quant_type < KERN_NTYPES, "unknown quantisation type %u",
         hp->quant_type);
     REQ(isfinite(hp->rope_theta) && hp->rope_theta > 0.0f,
@@ -257,11 +257,11 @@ static int check_tile(void *ud, unsigned mi, uint32_t row0, uint32_t col0,
         return 1;
     }
     const uint8_t *h = c->pos;
-    if (fmt_rd16(h + FMT_T_LAYER) != (uint16_t)c->entry ||
+    if (kern_ld_u16(h + FMT_T_LAYER) != (uint16_t)c->entry ||
         h[FMT_T_MATRIX] != c->mat[mi].matrix || h[FMT_T_EXPERT] != c->expert ||
-        fmt_rd32(h + FMT_T_ROW) != row0 || fmt_rd16(h + FMT_T_COL) != col0 ||
-        fmt_rd16(h + FMT_T_ROWS) != rows || fmt_rd16(h + FMT_T_COLS) != cols ||
-        fmt_rd16(h + FMT_T_QGROUP) != KERN_QBLOCK) {
+        kern_ld_u32(h + FMT_T_ROW) != row0 || kern_ld_u16(h + FMT_T_COL) != col0 ||
+        kern_ld_u16(h + FMT_T_ROWS) != rows || kern_ld_u16(h + FMT_T_COLS) != cols ||
+        kern_ld_u16(h + FMT_T_QGROUP) != KERN_QBLOCK) {
         char ex[24] = "";
         if (c->expert != FMT_NO_EXPERT)
             snprintf(ex, sizeof ex, " expert %u", c->expert);
@@ -380,7 +380,7 @@ static int read_experts(fmt_model *m, unsigned en, fmt_tile **next, char *err,
         return bad(err, errlen, FMT_ENOMEM, p, "out of memory");
     for (unsigned x = 0; x < E; x++) {
         const uint8_t *te = m->map + e->off[FMT_S_EXPERT_TABLE] + 16 * (uint64_t)x;
-        uint64_t off = fmt_rd64(te), len = fmt_rd64(te + 8);
+        uint64_t off = kern_ld_u64(te), len = kern_ld_u64(te + 8);
         if (off < bank || off > bank + bank_len || len > bank + bank_len - off)
             return bad(err, errlen, FMT_EFORMAT, p,
                        "layer %u expert %u (offset %llu, %llu bytes) lies outside "
@@ -458,11 +458,11 @@ static int read_layer_geom(fmt_model *m, unsigned en, uint64_t data_start,
     g->flags = 0;
     if (!(hp->flags & FMT_FLAG_LAYER_GEOM) || en == hp->n_layers)
         return 0;
-    const uint8_t *sl = m->map + fmt_rd64(m->hdr + FMT_H_LTABLE) +
+    const uint8_t *sl = m->map + kern_ld_u64(m->hdr + FMT_H_LTABLE) +
                         ((uint64_t)en * FMT_NSLOT + FMT_S_LAYER_GEOM) * FMT_SLOT_SIZE;
-    uint64_t off = fmt_rd64(sl + FMT_SL_OFFSET), len = fmt_rd64(sl + FMT_SL_LENGTH);
+    uint64_t off = kern_ld_u64(sl + FMT_SL_OFFSET), len = kern_ld_u64(sl + FMT_SL_LENGTH);
     if (sl[FMT_SL_KIND] != FMT_K_LGEOM || len != FMT_LGEOM_SIZE ||
-        fmt_rd32(sl + FMT_SL_ROWS) != 1 || fmt_rd32(sl + FMT_SL_COLS) != FMT_LGEOM_SIZE)
+        kern_ld_u32(sl + FMT_SL_ROWS) != 1 || kern_ld_u32(sl + FMT_SL_COLS) != FMT_LGEOM_SIZE)
         return bad(err, errlen, FMT_EFORMAT, p, "layer %u: layer_geom flagged but "
                    "slot 18 holds no 32-byte geometry record", en);
     if (off < data_start || off > m->size || m->size - off < FMT_LGEOM_SIZE)
@@ -470,13 +470,13 @@ static int read_layer_geom(fmt_model *m, unsigned en, uint64_t data_start,
                    "%llu) lies outside the %llu-byte file", en,
                    (unsigned long long)off, (unsigned long long)m->size);
     const uint8_t *r = m->map + off;
-    g->n_heads = fmt_rd16(r + FMT_LG_NHEADS);
-    g->n_kv_heads = fmt_rd16(r + FMT_LG_NKV);
-    g->head_dim = fmt_rd16(r + FMT_LG_HEADDIM);
-    g->rope_dims = fmt_rd16(r + FMT_LG_ROPEDIMS);
-    g->rope_theta = fmt_rdf32(r + FMT_LG_THETA);
-    g->sliding_window = fmt_rd32(r + FMT_LG_SWA);
-    g->flags = fmt_rd32(r + FMT_LG_FLAGS);
+    g->n_heads = kern_ld_u16(r + FMT_LG_NHEADS);
+    g->n_kv_heads = kern_ld_u16(r + FMT_LG_NKV);
+    g->head_dim = kern_ld_u16(r + FMT_LG_HEADDIM);
+    g->rope_dims = kern_ld_u16(r + FMT_LG_ROPEDIMS);
+    g->rope_theta = kern_ld_f32(r + FMT_LG_THETA);
+    g->sliding_window = kern_ld_u32(r + FMT_LG_SWA);
+    g->flags = kern_ld_u32(r + FMT_LG_FLAGS);
     int zero = 1;
     for (unsigned i = FMT_LG_RESERVED; i < FMT_LGEOM_SIZE; i++)
         zero &= r[i] == 0;
@@ -511,7 +511,7 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
 {
     const fmt_hparams *hp = &m->hp;
     const char *p = m->path;
-    uint64_t ltab = fmt_rd64(m->hdr + FMT_H_LTABLE);
+    uint64_t ltab = kern_ld_u64(m->hdr + FMT_H_LTABLE);
     uint64_t tbytes = (uint64_t)m->n_entries * FMT_NSLOT * FMT_SLOT_SIZE;
     uint64_t total_tiles = 0;
 
@@ -536,8 +536,8 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
             uint32_t want_rows, want_cols;
             uint8_t kind = sl[FMT_SL_KIND], type = sl[FMT_SL_TYPE];
             uint32_t nel = 0;
-            uint64_t off = fmt_rd64(sl + FMT_SL_OFFSET), len = fmt_rd64(sl + FMT_SL_LENGTH);
-            uint32_t rows = fmt_rd32(sl + FMT_SL_ROWS), cols = fmt_rd32(sl + FMT_SL_COLS);
+            uint64_t off = kern_ld_u64(sl + FMT_SL_OFFSET), len = kern_ld_u64(sl + FMT_SL_LENGTH);
+            uint32_t rows = kern_ld_u32(sl + FMT_SL_ROWS), cols = kern_ld_u32(sl + FMT_SL_COLS);
             const char *nm = slot_name(en, hp->n_layers, s);
 
             expect(hp, &e->geom, en, s, &want_kind, &want_rows, &want_cols);
@@ -580,17 +580,17 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
                                "(or misaligned)",
                                en, nm, (unsigned long long)len, nel);
                 for (uint32_t i = 0; i < nel; i++)
-                    if (!isfinite(fmt_rdf32(m->map + off + 4 * (uint64_t)i)))
+                    if (!isfinite(kern_ld_f32(m->map + off + 4 * (uint64_t)i)))
                         return bad(err, errlen, FMT_EFORMAT, p,
                                    "layer %u %s holds a non-finite value", en, nm);
             } else {
                 if (type >= KERN_NTYPES)
                     return bad(err, errlen, FMT_EFORMAT, p,
                                "layer %u %s: unknown tile type %u", en, nm, type);
-                if (fmt_rd32(sl + FMT_SL_NTILES) != fmt_plan_tiles(rows, cols))
+                if (kern_ld_u32(sl + FMT_SL_NTILES) != fmt_plan_tiles(rows, cols))
                     return bad(err, errlen, FMT_EFORMAT, p,
                                "layer %u %s: %u tiles, expected %u", en, nm,
-                               fmt_rd32(sl + FMT_SL_NTILES),
+                               kern_ld_u32(sl + FMT_SL_NTILES),
                                fmt_plan_tiles(rows, cols));
                 total_tiles += (uint64_t)fmt_plan_tiles(rows, cols) *
                                (s >= FMT_S_EXP_GATE && s <= FMT_S_EXP_DOWN ? hp->n_experts : 1);
@@ -676,14 +676,14 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
 
 static int read_meta(fmt_model *m, char *err, size_t errlen)
 {
-    uint64_t off = fmt_rd64(m->hdr + FMT_H_META);
+    uint64_t off = kern_ld_u64(m->hdr + FMT_H_META);
     size_t used = 0;
     int rc;
     if (off < FMT_HEADER_SIZE || off > m->size || m->size - off < 8)
         return bad(err, errlen, FMT_EFORMAT, m->path,
                    "metadata offset %llu lies past the end of the file",
                    (unsigned long long)off);
-    uint64_t count = fmt_rd64(m->map + off);
+    uint64_t count = kern_ld_u64(m->map + off);
     m->kv = fmt_kv_new();
     if (!m->kv)
         return bad(err, errlen, FMT_ENOMEM, m->path, "out of memory");
@@ -978,7 +978,7 @@ uint64_t fmt_model_copied_bytes(const fmt_model *m) { return m->copied; }
 int fmt_model_is_vflow(const fmt_model *m, unsigned *vversion)
 {
     if (vversion)
-        *vversion = m->vflow ? fmt_rd16(m->map + FMT_V_VERSION) : 0;
+        *vversion = m->vflow ? kern_ld_u16(m->map + FMT_V_VERSION) : 0;
     return m->vflow;
 }
 const void *fmt_model_map(const fmt_model *m, uint64_t *size)

@@ -130,7 +130,7 @@ uint64_t fmt_dtype_size(int dtype, uint64_t n)
 static void dq_q4_0(const uint8_t *x, float *y, uint64_t nb)
 {
     for (uint64_t i = 0; i < nb; i++, x += 18, y += 32) {
-        const float d = fmt_f16_to_f32(fmt_rd_u16(x));
+        const float d = fmt_f16_to_f32(kern_ld_u16(x));
         const uint8_t *qs = x + 2;
         for (int j = 0; j < 16; j++) {
             const int x0 = (qs[j] & 0x0F) - 8;
@@ -144,8 +144,8 @@ static void dq_q4_0(const uint8_t *x, float *y, uint64_t nb)
 static void dq_q4_1(const uint8_t *x, float *y, uint64_t nb)
 {
     for (uint64_t i = 0; i < nb; i++, x += 20, y += 32) {
-        const float d = fmt_f16_to_f32(fmt_rd_u16(x));
-        const float m = fmt_f16_to_f32(fmt_rd_u16(x + 2));
+        const float d = fmt_f16_to_f32(kern_ld_u16(x));
+        const float m = fmt_f16_to_f32(kern_ld_u16(x + 2));
         const uint8_t *qs = x + 4;
         for (int j = 0; j < 16; j++) {
             const int x0 = qs[j] & 0x0F;
@@ -159,8 +159,8 @@ static void dq_q4_1(const uint8_t *x, float *y, uint64_t nb)
 static void dq_q5_0(const uint8_t *x, float *y, uint64_t nb)
 {
     for (uint64_t i = 0; i < nb; i++, x += 22, y += 32) {
-        const float d = fmt_f16_to_f32(fmt_rd_u16(x));
-        const uint32_t qh = fmt_rd_u32(x + 2);
+        const float d = fmt_f16_to_f32(kern_ld_u16(x));
+        const uint32_t qh = kern_ld_u32(x + 2);
         const uint8_t *qs = x + 6;
         for (int j = 0; j < 16; j++) {
             const uint8_t xh_0 = (uint8_t)(((qh >> (j + 0)) << 4) & 0x10);
@@ -176,9 +176,9 @@ static void dq_q5_0(const uint8_t *x, float *y, uint64_t nb)
 static void dq_q5_1(const uint8_t *x, float *y, uint64_t nb)
 {
     for (uint64_t i = 0; i < nb; i++, x += 24, y += 32) {
-        const float d = fmt_f16_to_f32(fmt_rd_u16(x));
-        const float m = fmt_f16_to_f32(fmt_rd_u16(x + 2));
-        const uint32_t qh = fmt_rd_u32(x + 4);
+        const float d = fmt_f16_to_f32(kern_ld_u16(x));
+        const float m = fmt_f16_to_f32(kern_ld_u16(x + 2));
+        const uint32_t qh = kern_ld_u32(x + 4);
         const uint8_t *qs = x + 8;
         for (int j = 0; j < 16; j++) {
             const uint8_t xh_0 = (uint8_t)(((qh >> (j + 0)) << 4) & 0x10);
@@ -194,7 +194,7 @@ static void dq_q5_1(const uint8_t *x, float *y, uint64_t nb)
 static void dq_q8_0(const uint8_t *x, float *y, uint64_t nb)
 {
     for (uint64_t i = 0; i < nb; i++, x += 34, y += 32) {
-        const float d = fmt_f16_to_f32(fmt_rd_u16(x));
+        const float d = fmt_f16_to_f32(kern_ld_u16(x));
         for (int j = 0; j < 32; j++)
             y[j] = (int8_t)x[2 + j] * d;
     }
@@ -206,8 +206,8 @@ static void dq_q2_k(const uint8_t *x, float *y, uint64_t nb)
     for (uint64_t i = 0; i < nb; i++, x += 84) {
         const uint8_t *scales = x;
         const uint8_t *q = x + 16;
-        const float d = fmt_f16_to_f32(fmt_rd_u16(x + 80));
-        const float min = fmt_f16_to_f32(fmt_rd_u16(x + 82));
+        const float d = fmt_f16_to_f32(kern_ld_u16(x + 80));
+        const float min = fmt_f16_to_f32(kern_ld_u16(x + 82));
         int is = 0;
         float dl, ml;
         for (int n = 0; n < QK_K; n += 128) {
@@ -239,7 +239,7 @@ static void dq_q3_k(const uint8_t *x, float *y, uint64_t nb)
     for (uint64_t i = 0; i < nb; i++, x += 110) {
         const uint8_t *hm = x;
         const uint8_t *q = x + 32;
-        const float d_all = fmt_f16_to_f32(fmt_rd_u16(x + 108));
+        const float d_all = fmt_f16_to_f32(kern_ld_u16(x + 108));
         uint8_t m = 1;
         memcpy(aux, x + 96, 12);
         uint32_t tmp = aux[2];
@@ -284,8 +284,8 @@ static void get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
 static void dq_q4_k(const uint8_t *x, float *y, uint64_t nb)
 {
     for (uint64_t i = 0; i < nb; i++, x += 144) {
-        const float d = fmt_f16_to_f32(fmt_rd_u16(x));
-        const float min = fmt_f16_to_f32(fmt_rd_u16(x + 2));
+        const float d = fmt_f16_to_f32(kern_ld_u16(x));
+        const float min = fmt_f16_to_f32(kern_ld_u16(x + 2));
         const uint8_t *scales = x + 4;
         const uint8_t *q = x + 16;
         int is = 0;
@@ -310,8 +310,8 @@ static void dq_q4_k(const uint8_t *x, float *y, uint64_t nb)
 static void dq_q5_k(const uint8_t *x, float *y, uint64_t nb)
 {
     for (uint64_t i = 0; i < nb; i++, x += 176) {
-        const float d = fmt_f16_to_f32(fmt_rd_u16(x));
-        const float min = fmt_f16_to_f32(fmt_rd_u16(x + 2));
+        const float d = fmt_f16_to_f32(kern_ld_u16(x));
+        const float min = fmt_f16_to_f32(kern_ld_u16(x + 2));
         const uint8_t *scales = x + 4;
         const uint8_t *qh = x + 16;
         const uint8_t *ql = x + 48;
@@ -340,7 +340,7 @@ static void dq_q5_k(const uint8_t *x, float *y, uint64_t nb)
 static void dq_q6_k(const uint8_t *x, float *y, uint64_t nb)
 {
     for (uint64_t i = 0; i < nb; i++, x += 210) {
-        const float d = fmt_f16_to_f32(fmt_rd_u16(x + 208));
+        const float d = fmt_f16_to_f32(kern_ld_u16(x + 208));
         const uint8_t *ql = x;
         const uint8_t *qh = x + 128;
         int8_t scb[16];
@@ -384,11 +384,11 @@ int fmt_dequant(int dtype, const void *src, float *dst, uint64_t n)
         return 0;
     case FMT_DT_F16:
         for (uint64_t i = 0; i < n; i++)
-            dst[i] = fmt_f16_to_f32(fmt_rd_u16(x + 2 * i));
+            dst[i] = fmt_f16_to_f32(kern_ld_u16(x + 2 * i));
         return 0;
     case FMT_DT_BF16:
         for (uint64_t i = 0; i < n; i++)
-            dst[i] = fmt_bf16_to_f32(fmt_rd_u16(x + 2 * i));
+            dst[i] = fmt_bf16_to_f32(kern_ld_u16(x + 2 * i));
         return 0;
     case FMT_DT_Q4_0: dq_q4_0(x, dst, nb); return 0;
     case FMT_DT_Q4_1: dq_q4_1(x, dst, nb); return 0;

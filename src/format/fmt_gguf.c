@@ -153,15 +153,15 @@ int fmt_gguf_open(fmt_gguf **out, const char *path, char *err, size_t errlen)
         rc = FMT_EFORMAT;
         goto fail;
     }
-    g->version = fmt_rd_u32(p + 4);
+    g->version = kern_ld_u32(p + 4);
     if (g->version != 2 && g->version != 3) {
         fmt_err(err, errlen, "%s: unsupported GGUF version %u (2 and 3 are "
                 "read)", path, g->version);
         rc = g->version == 1 ? FMT_EUNSUP : FMT_EFORMAT;
         goto fail;
     }
-    g->n_tensors = fmt_rd_u64(p + 8);
-    uint64_t n_kv = fmt_rd_u64(p + 16);
+    g->n_tensors = kern_ld_u64(p + 8);
+    uint64_t n_kv = kern_ld_u64(p + 16);
     o = 24;
     /* A tensor info takes at least 8+1 (name) + 4 + 8 (one dim) + 4 + 8. */
     if (g->n_tensors > (n - o) / 33) {
@@ -215,7 +215,7 @@ int fmt_gguf_open(fmt_gguf **out, const char *path, char *err, size_t errlen)
             rc = FMT_EFORMAT;
             goto fail;
         }
-        uint64_t len = fmt_rd_u64(p + o);
+        uint64_t len = kern_ld_u64(p + o);
         o += 8;
         if (len == 0 || len > GGUF_MAX_NAME || len > n - o) {
             fmt_err(err, errlen, "%s: tensor %llu: bad name length %llu",
@@ -241,7 +241,7 @@ int fmt_gguf_open(fmt_gguf **out, const char *path, char *err, size_t errlen)
             rc = FMT_EFORMAT;
             goto fail;
         }
-        uint32_t nd = fmt_rd_u32(p + o);
+        uint32_t nd = kern_ld_u32(p + o);
         o += 4;
         if (nd < 1 || nd > 4) {
             fmt_err(err, errlen, "%s: tensor '%s': %u dimensions (1..4 "
@@ -259,7 +259,7 @@ int fmt_gguf_open(fmt_gguf **out, const char *path, char *err, size_t errlen)
         for (unsigned d = 0; d < 4; d++)
             t->ne[d] = 1;
         for (unsigned d = 0; d < nd; d++) {
-            uint64_t v = fmt_rd_u64(p + o + 8 * d);
+            uint64_t v = kern_ld_u64(p + o + 8 * d);
             if (v == 0 || v > (uint64_t)INT64_MAX || nel > UINT64_MAX / v) {
                 fmt_err(err, errlen, "%s: tensor '%s': bad dimension %u "
                         "(%llu)", path, nm, d, (unsigned long long)v);
@@ -270,8 +270,8 @@ int fmt_gguf_open(fmt_gguf **out, const char *path, char *err, size_t errlen)
             nel *= v;
         }
         o += (size_t)nd * 8;
-        uint32_t type = fmt_rd_u32(p + o);
-        uint64_t off = fmt_rd_u64(p + o + 4);
+        uint32_t type = kern_ld_u32(p + o);
+        uint64_t off = kern_ld_u64(p + o + 4);
         o += 12;
         unsigned blk = fmt_dtype_block((int)type);
         if (blk == 0) {

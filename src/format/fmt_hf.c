@@ -343,7 +343,7 @@ static int load_shard(fmt_src *s, const char *file, char *err, size_t errlen)
         fmt_err(err, errlen, "%s: too short for a safetensors file", file);
         return FMT_EFORMAT;
     }
-    uint64_t hlen = fmt_rd_u64(m->p);
+    uint64_t hlen = kern_ld_u64(m->p);
     if (hlen < 2 || hlen > m->n - 8 || hlen > HF_MAX_HEADER) {
         fmt_err(err, errlen, "%s: bad safetensors header length %llu (file "
                 "%zu bytes)", file, (unsigned long long)hlen, m->n);

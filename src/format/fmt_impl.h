@@ -14,32 +14,8 @@
 
 #include "format/cflow_format.h"
 
-/* ---- little-endian loads from unaligned bytes (x86-64 is little endian;
- * memcpy keeps the reads free of alignment and aliasing trouble) -------- */
-static inline uint16_t fmt_rd_u16(const uint8_t *p)
-{
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline uint32_t fmt_rd_u32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline uint64_t fmt_rd_u64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline float fmt_rd_f32(const uint8_t *p)
-{
-    float v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
+/* Unaligned little-endian loads: kern_ld_u16/u32/u64/f32 (kernels/kern.h,
+ * through cflow_format.h). */
 
 /* ---- fmt_kv.c ---------------------------------------------------------- */
 /* printf into err[errlen] (one line: newlines in the result become spaces).

@@ -250,7 +250,7 @@ static size_t str_offsets(const uint8_t *p, size_t n, uint64_t count,
             *bad = i;
             return (size_t)-1;
         }
-        uint64_t len = fmt_rd_u64(p + o);
+        uint64_t len = kern_ld_u64(p + o);
         if (len > n - o - 8) {
             *bad = i;
             return (size_t)-1;
@@ -296,7 +296,7 @@ int fmt_kv_parse(fmt_kv *kv, const uint8_t *p, size_t n, uint64_t count,
                     "length at offset %zu", what, (unsigned long long)i, o);
             return FMT_EFORMAT;
         }
-        uint64_t klen = fmt_rd_u64(p + o);
+        uint64_t klen = kern_ld_u64(p + o);
         o += 8;
         if (klen == 0 || klen > KV_MAX_KEY || klen > n - o) {
             fmt_err(err, errlen, "%s: metadata entry %llu: bad key length "
@@ -313,7 +313,7 @@ int fmt_kv_parse(fmt_kv *kv, const uint8_t *p, size_t n, uint64_t count,
                     nm);
             return FMT_EFORMAT;
         }
-        uint32_t t = fmt_rd_u32(p + o);
+        uint32_t t = kern_ld_u32(p + o);
         o += 4;
         if (!kv_type_valid(t)) {
             fmt_err(err, errlen, "%s: metadata '%s': unknown value type %u",
@@ -322,12 +322,12 @@ int fmt_kv_parse(fmt_kv *kv, const uint8_t *p, size_t n, uint64_t count,
         }
         e.type = (int)t;
         if (t == FMT_KV_STR) {
-            if (n - o < 8 || fmt_rd_u64(p + o) > n - o - 8) {
+            if (n - o < 8 || kern_ld_u64(p + o) > n - o - 8) {
                 fmt_err(err, errlen, "%s: metadata '%s': string runs past "
                         "the end of the data", what, nm);
                 return FMT_EFORMAT;
             }
-            e.vlen = (size_t)fmt_rd_u64(p + o);
+            e.vlen = (size_t)kern_ld_u64(p + o);
             e.val = p + o + 8;
             o += 8 + e.vlen;
         } else if (t == FMT_KV_ARR) {
@@ -336,8 +336,8 @@ int fmt_kv_parse(fmt_kv *kv, const uint8_t *p, size_t n, uint64_t count,
                         "header", what, nm);
                 return FMT_EFORMAT;
             }
-            uint32_t et = fmt_rd_u32(p + o);
-            uint64_t cnt = fmt_rd_u64(p + o + 4);
+            uint32_t et = kern_ld_u32(p + o);
+            uint64_t cnt = kern_ld_u64(p + o + 4);
             o += 12;
             if (!kv_type_valid(et)) {
                 fmt_err(err, errlen, "%s: metadata '%s': unknown array "
@@ -456,13 +456,13 @@ static int int_at(int t, const uint8_t *p, int *neg, uint64_t *mag)
     int64_t s;
     switch (t) {
     case FMT_KV_U8:  *neg = 0; *mag = p[0]; return 0;
-    case FMT_KV_U16: *neg = 0; *mag = fmt_rd_u16(p); return 0;
-    case FMT_KV_U32: *neg = 0; *mag = fmt_rd_u32(p); return 0;
-    case FMT_KV_U64: *neg = 0; *mag = fmt_rd_u64(p); return 0;
+    case FMT_KV_U16: *neg = 0; *mag = kern_ld_u16(p); return 0;
+    case FMT_KV_U32: *neg = 0; *mag = kern_ld_u32(p); return 0;
+    case FMT_KV_U64: *neg = 0; *mag = kern_ld_u64(p); return 0;
     case FMT_KV_I8:  s = (int8_t)p[0]; break;
-    case FMT_KV_I16: s = (int16_t)fmt_rd_u16(p); break;
-    case FMT_KV_I32: s = (int32_t)fmt_rd_u32(p); break;
-    case FMT_KV_I64: s = (int64_t)fmt_rd_u64(p); break;
+    case FMT_KV_I16: s = (int16_t)kern_ld_u16(p); break;
+    case FMT_KV_I32: s = (int32_t)kern_ld_u32(p); break;
+    case FMT_KV_I64: s = (int64_t)kern_ld_u64(p); break;
     default: return -1;
     }
     *neg = s < 0;
@@ -505,7 +505,7 @@ int fmt_kv_get_i64(const fmt_kv *kv, const char *key, int64_t *out)
 static int float_at(int t, const uint8_t *p, float *out)
 {
     if (t == FMT_KV_F32) {
-        *out = fmt_rd_f32(p);
+        *out = kern_ld_f32(p);
         return 0;
     }
     if (t == FMT_KV_F64) {
@@ -557,7 +557,7 @@ const char *fmt_kv_arr_str(const fmt_kv *kv, const char *key, uint64_t i,
         return NULL;
     const uint8_t *p = e->val + e->soff[i];
     if (len)
-        *len = (size_t)fmt_rd_u64(p);
+        *len = (size_t)kern_ld_u64(p);
     return (const char *)(p + 8);
 }
 

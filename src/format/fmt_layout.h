@@ -125,26 +125,8 @@ enum {
 #define FMT_FLAGS_KNOWN 0xFFu
 #define FMT_FLAGS2_KNOWN 0x03u
 
-static inline uint16_t fmt_rd16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-static inline uint32_t fmt_rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
-}
-static inline uint64_t fmt_rd64(const uint8_t *p)
-{
-    return (uint64_t)fmt_rd32(p) | ((uint64_t)fmt_rd32(p + 4) << 32);
-}
-static inline float fmt_rdf32(const uint8_t *p)
-{
-    uint32_t u = fmt_rd32(p);
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
+/* Little-endian stores of the fields above; the readers load them with
+ * kern_ld_u16/u32/u64/f32 (kernels/kern.h). */
 static inline void fmt_wr16(uint8_t *p, uint16_t v)
 {
     p[0] = (uint8_t)v;

@@ -91,7 +91,7 @@ static int gguf_rope_scaling(fmt_src *s, const char *arch, char *err,
          * v = factor; in the smooth band v = 1/((1-s)/factor + s). */
         const double pi = 3.14159265358979323846;
         unsigned last = h->head_dim / 2 - 1;
-        float v = fmt_rd_f32((const uint8_t *)rf->data + 4 * (size_t)last);
+        float v = kern_ld_f32((const uint8_t *)rf->data + 4 * (size_t)last);
         double freq = 1.0 / pow(h->rope_theta,
                                 (double)(2 * last) / h->head_dim);
         double wl = 2 * pi / freq, old = h->rope_orig_ctx;
@@ -128,7 +128,7 @@ static int gguf_rope_scaling(fmt_src *s, const char *arch, char *err,
         }
         fmt_rope_llama3_factors(h, f);
         for (unsigned i = 0; i < h->head_dim / 2; i++) {
-            float v = fmt_rd_f32((const uint8_t *)rf->data + 4 * (size_t)i);
+            float v = kern_ld_f32((const uint8_t *)rf->data + 4 * (size_t)i);
             if (!(fabsf(v - f[i]) <= 1e-3f * fabsf(f[i]))) {
                 fmt_err(err, errlen, "%s: rope_freqs.weight[%u] = %g is not "
                         "Llama-3 scaling (factor %g, low %g, high %g, "

@@ -54,6 +54,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define KERN_TILE_ROWS 128
 #define KERN_TILE_COLS 256
@@ -120,6 +121,22 @@ void kern_tile_row(enum kern_type t, unsigned rows, unsigned cols,
 /* Check a payload's scales are finite (f16 scales, F16/F32 weights). */
 int kern_tile_finite(enum kern_type t, unsigned rows, unsigned cols,
                      const void *payload);
+
+/* ---- unaligned loads ------------------------------------------------------
+ * Native-order loads from any address, for the kernels' packed tiles and
+ * for the readers of the file formats above (GGUF, safetensors and .cflow
+ * are little endian, as is x86-64).  memcpy keeps them free of alignment
+ * and strict-aliasing trouble and compiles to one mov. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "the file formats are little endian and loaded in native order");
+#define KERN_LD(name, T) \
+    static inline T name(const void *p) { T v; memcpy(&v, p, sizeof v); return v; }
+KERN_LD(kern_ld_u16, uint16_t)
+KERN_LD(kern_ld_u32, uint32_t)
+KERN_LD(kern_ld_i32, int32_t)
+KERN_LD(kern_ld_u64, uint64_t)
+KERN_LD(kern_ld_f32, float)
+#undef KERN_LD
 
 /* ---- activations ---------------------------------------------------- */
 

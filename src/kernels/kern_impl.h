@@ -98,29 +98,6 @@ static inline size_t kern_off_q4(const kern_geom *g, unsigned r, unsigned c,
          + (size_t)(k / 4) * 64 + 4 * (r % KERN_PANEL) + k % 4;
 }
 
-/* ---- unaligned access ------------------------------------------------------ */
-
-static inline float kern_ld_f32(const void *p)
-{
-    float f;
-    memcpy(&f, p, sizeof f);
-    return f;
-}
-
-static inline uint16_t kern_ld_u16(const void *p)
-{
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return h;
-}
-
-static inline int32_t kern_ld_i32(const void *p)
-{
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 /* ---- half precision ---------------------------------------------------------
  * Plain C, bit-exact with the F16C instructions (vcvtph2ps, and vcvtps2ph
  * with round-to-nearest-even): the tests compare them on every half and on
