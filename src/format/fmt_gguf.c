@@ -119,9 +119,236 @@ void fmt_gguf_close(fmt_gguf *g)
     free(g);
 }
 
+/* A parse in progress: the mapping, the read position and the messages. */
+typedef struct gguf_rd {
+    fmt_gguf      *g;
+    const char    *path;
+    const uint8_t *p;
+    size_t         n, o;     /* file bytes; read offset */
+    size_t         no;       /* bytes used in g->names */
+    char          *err;
+    size_t         errlen;
+} gguf_rd;
+
+/* Magic, version, the two counts and the key/values; r->o ends past them. */
+static int gguf_header(gguf_rd *r)
+{
+    fmt_gguf *g = r->g;
+    const uint8_t *p = r->p;
+    size_t n = r->n;
+    const char *path = r->path;
+    char *err = r->err;
+    size_t errlen = r->errlen;
+    if (n < 4 || memcmp(p, "GGUF", 4) != 0) {
+        fmt_err(err, errlen, "%s: not a GGUF file (bad magic)", path);
+        return FMT_EFORMAT;
+    }
+    if (n < 24) {
+        fmt_err(err, errlen, "%s: truncated GGUF header (%zu bytes)", path,
+                n);
+        return FMT_EFORMAT;
+    }
+    g->version = kern_ld_u32(p + 4);
+    if (g->version != 2 && g->version != 3) {
+        fmt_err(err, errlen, "%s: unsupported GGUF version %u (2 and 3 are "
+                "read)", path, g->version);
+        return g->version == 1 ? FMT_EUNSUP : FMT_EFORMAT;
+    }
+    g->n_tensors = kern_ld_u64(p + 8);
+    uint64_t n_kv = kern_ld_u64(p + 16);
+    r->o = 24;
+    /* A tensor info takes at least 8+1 (name) + 4 + 8 (one dim) + 4 + 8. */
+    if (g->n_tensors > (n - r->o) / 33) {
+        fmt_err(err, errlen, "%s: %llu tensors cannot fit in a file of %zu "
+                "bytes", path, (unsigned long long)g->n_tensors, n);
+        return FMT_EFORMAT;
+    }
+    g->kv = fmt_kv_new();
+    if (!g->kv) {
+        fmt_err(err, errlen, "%s: out of memory", path);
+        return FMT_ENOMEM;
+    }
+    size_t used;
+    int rc = fmt_kv_parse(g->kv, p + r->o, n - r->o, n_kv, &used, path, err,
+                          errlen);
+    if (rc < 0)
+        return rc;
+    r->o += used;
+
+    /* general.alignment: a power of two (ggml insists on u32; accept any
+     * integer type that fits). */
+    g->alignment = GGUF_DEFAULT_ALIGN;
+    if (fmt_kv_has(g->kv, "general.alignment")) {
+        uint32_t a;
+        if (fmt_kv_get_u32(g->kv, "general.alignment", &a) < 0 || a == 0 ||
+            (a & (a - 1)) != 0) {
+            fmt_err(err, errlen, "%s: general.alignment is not a power of "
+                    "two", path);
+            return FMT_EFORMAT;
+        }
+        g->alignment = a;
+    }
+    return FMT_OK;
+}
+
+/* Tensor info i's name, copied NUL-terminated into g->names; *len gets its
+ * length and nm a printable copy for messages. */
+static int gguf_tensor_name(gguf_rd *r, uint64_t i, size_t *len, char nm[64])
+{
+    fmt_gguf *g = r->g;
+    fmt_tensor *t = &g->t[i];
+    if (r->n - r->o < 8) {
+        fmt_err(r->err, r->errlen, "%s: tensor %llu: truncated name length",
+                r->path, (unsigned long long)i);
+        return FMT_EFORMAT;
+    }
+    uint64_t l = kern_ld_u64(r->p + r->o);
+    r->o += 8;
+    if (l == 0 || l > GGUF_MAX_NAME || l > r->n - r->o) {
+        fmt_err(r->err, r->errlen, "%s: tensor %llu: bad name length %llu",
+                r->path, (unsigned long long)i, (unsigned long long)l);
+        return FMT_EFORMAT;
+    }
+    const char *name = (const char *)(r->p + r->o);
+    if (memchr(name, '\0', (size_t)l)) {
+        fmt_err(r->err, r->errlen, "%s: tensor %llu: name contains a NUL byte",
+                r->path, (unsigned long long)i);
+        return FMT_EFORMAT;
+    }
+    memcpy(g->names + r->no, name, (size_t)l);
+    g->names[r->no + l] = '\0';
+    t->name = g->names + r->no;
+    r->no += (size_t)l + 1;
+    r->o += (size_t)l;
+    *len = (size_t)l;
+    fmt_safe_name(nm, name, (size_t)l);
+    return FMT_OK;
+}
+
+/* Tensor info i: name, dimensions, type and offset (kept in t->data until
+ * the data section is known), each checked. */
+static int gguf_tensor_info(gguf_rd *r, uint64_t i)
+{
+    fmt_gguf *g = r->g;
+    fmt_tensor *t = &g->t[i];
+    const uint8_t *p = r->p;
+    size_t n = r->n;
+    const char *path = r->path;
+    char *err = r->err;
+    size_t errlen = r->errlen;
+    char nm[64];
+    size_t len;
+    int rc = gguf_tensor_name(r, i, &len, nm);
+    if (rc < 0)
+        return rc;
+    if (n - r->o < 4) {
+        fmt_err(err, errlen, "%s: tensor '%s': truncated", path, nm);
+        return FMT_EFORMAT;
+    }
+    uint32_t nd = kern_ld_u32(p + r->o);
+    r->o += 4;
+    if (nd < 1 || nd > 4) {
+        fmt_err(err, errlen, "%s: tensor '%s': %u dimensions (1..4 "
+                "allowed)", path, nm, nd);
+        return FMT_EFORMAT;
+    }
+    if (n - r->o < (size_t)nd * 8 + 12) {
+        fmt_err(err, errlen, "%s: tensor '%s': truncated", path, nm);
+        return FMT_EFORMAT;
+    }
+    t->ndim = nd;
+    uint64_t nel = 1;
+    for (unsigned d = 0; d < 4; d++)
+        t->ne[d] = 1;
+    for (unsigned d = 0; d < nd; d++) {
+        uint64_t v = kern_ld_u64(p + r->o + 8 * d);
+        if (v == 0 || v > (uint64_t)INT64_MAX || nel > UINT64_MAX / v) {
+            fmt_err(err, errlen, "%s: tensor '%s': bad dimension %u "
+                    "(%llu)", path, nm, d, (unsigned long long)v);
+            return FMT_EFORMAT;
+        }
+        t->ne[d] = v;
+        nel *= v;
+    }
+    r->o += (size_t)nd * 8;
+    uint32_t type = kern_ld_u32(p + r->o);
+    uint64_t off = kern_ld_u64(p + r->o + 4);
+    r->o += 12;
+    unsigned blk = fmt_dtype_block((int)type);
+    if (blk == 0) {
+        fmt_err(err, errlen, "%s: tensor '%s': GGML type %u is not "
+                "supported", path, nm, type);
+        return FMT_EUNSUP;
+    }
+    if (t->ne[0] % blk != 0) {
+        fmt_err(err, errlen, "%s: tensor '%s': %llu columns are not a "
+                "multiple of the %s block (%u)", path, nm,
+                (unsigned long long)t->ne[0], fmt_dtype_name((int)type),
+                blk);
+        return FMT_EFORMAT;
+    }
+    t->dtype = (int)type;
+    t->nbytes = fmt_dtype_size(t->dtype, nel);
+    if (t->nbytes == 0 || t->nbytes > n) {
+        fmt_err(err, errlen, "%s: tensor '%s': %llu elements of %s do "
+                "not fit in the file", path, nm,
+                (unsigned long long)nel, fmt_dtype_name(t->dtype));
+        return FMT_EFORMAT;
+    }
+    if (off % g->alignment != 0) {
+        fmt_err(err, errlen, "%s: tensor '%s': offset %llu is not "
+                "aligned to %u", path, nm, (unsigned long long)off,
+                g->alignment);
+        return FMT_EFORMAT;
+    }
+    /* data pointer is resolved once the data section is known */
+    t->data = (const void *)(uintptr_t)off;
+    int e = fmt_names_put(&g->idx, t->name, len, (size_t)i, NULL);
+    if (e < 0) {
+        fmt_err(err, errlen, "%s: out of memory", path);
+        return FMT_ENOMEM;
+    }
+    if (e > 0) {
+        fmt_err(err, errlen, "%s: tensor '%s' appears twice", path, nm);
+        return FMT_EFORMAT;
+    }
+    return FMT_OK;
+}
+
+/* The data section starts at the next multiple of the alignment after the
+ * infos (a file without tensors may end right there); every tensor's data
+ * must lie inside the file. */
+static int gguf_data(gguf_rd *r)
+{
+    fmt_gguf *g = r->g;
+    size_t n = r->n;
+    char nm[64];
+    uint64_t ds = ((uint64_t)r->o + g->alignment - 1) / g->alignment *
+                  g->alignment;
+    if (g->n_tensors > 0 && ds > n) {
+        fmt_err(r->err, r->errlen, "%s: truncated before the tensor data",
+                r->path);
+        return FMT_EFORMAT;
+    }
+    g->data_off = ds;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        fmt_tensor *t = &g->t[i];
+        uint64_t off = (uint64_t)(uintptr_t)t->data;
+        if (off > n - ds || t->nbytes > n - ds - off) {
+            fmt_err(r->err, r->errlen, "%s: tensor '%s': data [%llu, +%llu) "
+                    "runs past the end of the file", r->path,
+                    fmt_safe_name(nm, t->name, strlen(t->name)),
+                    (unsigned long long)(ds + off),
+                    (unsigned long long)t->nbytes);
+            return FMT_EFORMAT;
+        }
+        t->data = r->p + ds + off;
+    }
+    return FMT_OK;
+}
+
 int fmt_gguf_open(fmt_gguf **out, const char *path, char *err, size_t errlen)
 {
-    char nm[64];
     int rc;
     fmt_gguf *g;
     if (!out || !path) {
@@ -139,210 +366,23 @@ int fmt_gguf_open(fmt_gguf **out, const char *path, char *err, size_t errlen)
         free(g);
         return rc;
     }
-    const uint8_t *p = g->map.p;
-    size_t n = g->map.n, o;
-
-    if (n < 4 || memcmp(p, "GGUF", 4) != 0) {
-        fmt_err(err, errlen, "%s: not a GGUF file (bad magic)", path);
-        rc = FMT_EFORMAT;
+    gguf_rd r = { g, path, g->map.p, g->map.n, 0, 0, err, errlen };
+    if ((rc = gguf_header(&r)) < 0)
         goto fail;
-    }
-    if (n < 24) {
-        fmt_err(err, errlen, "%s: truncated GGUF header (%zu bytes)", path,
-                n);
-        rc = FMT_EFORMAT;
-        goto fail;
-    }
-    g->version = kern_ld_u32(p + 4);
-    if (g->version != 2 && g->version != 3) {
-        fmt_err(err, errlen, "%s: unsupported GGUF version %u (2 and 3 are "
-                "read)", path, g->version);
-        rc = g->version == 1 ? FMT_EUNSUP : FMT_EFORMAT;
-        goto fail;
-    }
-    g->n_tensors = kern_ld_u64(p + 8);
-    uint64_t n_kv = kern_ld_u64(p + 16);
-    o = 24;
-    /* A tensor info takes at least 8+1 (name) + 4 + 8 (one dim) + 4 + 8. */
-    if (g->n_tensors > (n - o) / 33) {
-        fmt_err(err, errlen, "%s: %llu tensors cannot fit in a file of %zu "
-                "bytes", path, (unsigned long long)g->n_tensors, n);
-        rc = FMT_EFORMAT;
-        goto fail;
-    }
-    g->kv = fmt_kv_new();
-    if (!g->kv) {
-        fmt_err(err, errlen, "%s: out of memory", path);
-        rc = FMT_ENOMEM;
-        goto fail;
-    }
-    size_t used;
-    rc = fmt_kv_parse(g->kv, p + o, n - o, n_kv, &used, path, err, errlen);
-    if (rc < 0)
-        goto fail;
-    o += used;
-
-    /* general.alignment: a power of two (ggml insists on u32; accept any
-     * integer type that fits). */
-    g->alignment = GGUF_DEFAULT_ALIGN;
-    if (fmt_kv_has(g->kv, "general.alignment")) {
-        uint32_t a;
-        if (fmt_kv_get_u32(g->kv, "general.alignment", &a) < 0 || a == 0 ||
-            (a & (a - 1)) != 0) {
-            fmt_err(err, errlen, "%s: general.alignment is not a power of "
-                    "two", path);
-            rc = FMT_EFORMAT;
-            goto fail;
-        }
-        g->alignment = a;
-    }
-
     /* Tensor infos.  The names are copied (NUL-terminated) into one block:
      * the name bytes left in the file bound its size. */
     g->t = calloc(g->n_tensors ? (size_t)g->n_tensors : 1, sizeof *g->t);
-    g->names = malloc(n - o + (size_t)g->n_tensors + 1);
+    g->names = malloc(r.n - r.o + (size_t)g->n_tensors + 1);
     if (!g->t || !g->names) {
         fmt_err(err, errlen, "%s: out of memory", path);
         rc = FMT_ENOMEM;
         goto fail;
     }
-    size_t no = 0;
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        fmt_tensor *t = &g->t[i];
-        if (n - o < 8) {
-            fmt_err(err, errlen, "%s: tensor %llu: truncated name length",
-                    path, (unsigned long long)i);
-            rc = FMT_EFORMAT;
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        if ((rc = gguf_tensor_info(&r, i)) < 0)
             goto fail;
-        }
-        uint64_t len = kern_ld_u64(p + o);
-        o += 8;
-        if (len == 0 || len > GGUF_MAX_NAME || len > n - o) {
-            fmt_err(err, errlen, "%s: tensor %llu: bad name length %llu",
-                    path, (unsigned long long)i, (unsigned long long)len);
-            rc = FMT_EFORMAT;
-            goto fail;
-        }
-        const char *name = (const char *)(p + o);
-        if (memchr(name, '\0', (size_t)len)) {
-            fmt_err(err, errlen, "%s: tensor %llu: name contains a NUL byte",
-                    path, (unsigned long long)i);
-            rc = FMT_EFORMAT;
-            goto fail;
-        }
-        memcpy(g->names + no, name, (size_t)len);
-        g->names[no + len] = '\0';
-        t->name = g->names + no;
-        no += (size_t)len + 1;
-        o += (size_t)len;
-        fmt_safe_name(nm, name, (size_t)len);
-        if (n - o < 4) {
-            fmt_err(err, errlen, "%s: tensor '%s': truncated", path, nm);
-            rc = FMT_EFORMAT;
-            goto fail;
-        }
-        uint32_t nd = kern_ld_u32(p + o);
-        o += 4;
-        if (nd < 1 || nd > 4) {
-            fmt_err(err, errlen, "%s: tensor '%s': %u dimensions (1..4 "
-                    "allowed)", path, nm, nd);
-            rc = FMT_EFORMAT;
-            goto fail;
-        }
-        if (n - o < (size_t)nd * 8 + 12) {
-            fmt_err(err, errlen, "%s: tensor '%s': truncated", path, nm);
-            rc = FMT_EFORMAT;
-            goto fail;
-        }
-        t->ndim = nd;
-        uint64_t nel = 1;
-        for (unsigned d = 0; d < 4; d++)
-            t->ne[d] = 1;
-        for (unsigned d = 0; d < nd; d++) {
-            uint64_t v = kern_ld_u64(p + o + 8 * d);
-            if (v == 0 || v > (uint64_t)INT64_MAX || nel > UINT64_MAX / v) {
-                fmt_err(err, errlen, "%s: tensor '%s': bad dimension %u "
-                        "(%llu)", path, nm, d, (unsigned long long)v);
-                rc = FMT_EFORMAT;
-                goto fail;
-            }
-            t->ne[d] = v;
-            nel *= v;
-        }
-        o += (size_t)nd * 8;
-        uint32_t type = kern_ld_u32(p + o);
-        uint64_t off = kern_ld_u64(p + o + 4);
-        o += 12;
-        unsigned blk = fmt_dtype_block((int)type);
-        if (blk == 0) {
-            fmt_err(err, errlen, "%s: tensor '%s': GGML type %u is not "
-                    "supported", path, nm, type);
-            rc = FMT_EUNSUP;
-            goto fail;
-        }
-        if (t->ne[0] % blk != 0) {
-            fmt_err(err, errlen, "%s: tensor '%s': %llu columns are not a "
-                    "multiple of the %s block (%u)", path, nm,
-                    (unsigned long long)t->ne[0], fmt_dtype_name((int)type),
-                    blk);
-            rc = FMT_EFORMAT;
-            goto fail;
-        }
-        t->dtype = (int)type;
-        t->nbytes = fmt_dtype_size(t->dtype, nel);
-        if (t->nbytes == 0 || t->nbytes > n) {
-            fmt_err(err, errlen, "%s: tensor '%s': %llu elements of %s do "
-                    "not fit in the file", path, nm,
-                    (unsigned long long)nel, fmt_dtype_name(t->dtype));
-            rc = FMT_EFORMAT;
-            goto fail;
-        }
-        if (off % g->alignment != 0) {
-            fmt_err(err, errlen, "%s: tensor '%s': offset %llu is not "
-                    "aligned to %u", path, nm, (unsigned long long)off,
-                    g->alignment);
-            rc = FMT_EFORMAT;
-            goto fail;
-        }
-        /* data pointer is resolved once the data section is known */
-        t->data = (const void *)(uintptr_t)off;
-        int r = fmt_names_put(&g->idx, t->name, (size_t)len, (size_t)i, NULL);
-        if (r < 0) {
-            fmt_err(err, errlen, "%s: out of memory", path);
-            rc = FMT_ENOMEM;
-            goto fail;
-        }
-        if (r > 0) {
-            fmt_err(err, errlen, "%s: tensor '%s' appears twice", path, nm);
-            rc = FMT_EFORMAT;
-            goto fail;
-        }
-    }
-
-    /* The data section starts at the next multiple of the alignment; a
-     * file without tensors may end right after the infos. */
-    uint64_t ds = ((uint64_t)o + g->alignment - 1) / g->alignment *
-                  g->alignment;
-    if (g->n_tensors > 0 && ds > n) {
-        fmt_err(err, errlen, "%s: truncated before the tensor data", path);
-        rc = FMT_EFORMAT;
+    if ((rc = gguf_data(&r)) < 0)
         goto fail;
-    }
-    g->data_off = ds;
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        fmt_tensor *t = &g->t[i];
-        uint64_t off = (uint64_t)(uintptr_t)t->data;
-        if (off > n - ds || t->nbytes > n - ds - off) {
-            fmt_err(err, errlen, "%s: tensor '%s': data [%llu, +%llu) runs "
-                    "past the end of the file", path,
-                    fmt_safe_name(nm, t->name, strlen(t->name)),
-                    (unsigned long long)(ds + off),
-                    (unsigned long long)t->nbytes);
-            rc = FMT_EFORMAT;
-            goto fail;
-        }
-        t->data = p + ds + off;
-    }
     *out = g;
     return FMT_OK;
 fail:
