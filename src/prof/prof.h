@@ -267,10 +267,13 @@ enum { PROF_LOG_CREATE = 1 };  /* create the file (and its folder) if absent */
  * Returns 0, or -1 when no path can be formed (no HOME). */
 int  prof_log_default_path(char *buf, size_t n);
 
-/* Open (and with PROF_LOG_CREATE create) the log, switch it to WAL,
- * and migrate an older schema to PROF_LOG_SCHEMA.  A database newer than
- * this program, a file that is not a database, a read-only or locked file:
- * a negative return and one line in err. */
+/* Open (and with PROF_LOG_CREATE create) the log, check it, switch it to
+ * WAL, and migrate an older schema to PROF_LOG_SCHEMA.  A file that is not
+ * a database, a database newer than this program or of an unknown
+ * (negative) version, one with tables of its own and no version, one that
+ * lacks a table or column of its version, a read-only or locked file: a
+ * negative return, one line in err, and the file left byte for byte as it
+ * was (the check only reads). */
 int  prof_log_open(prof_log **out, const char *path, unsigned flags, char *err,
                    size_t errlen);
 void prof_log_close(prof_log *l);

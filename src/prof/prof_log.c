@@ -80,9 +80,18 @@
  * are the same schema by construction.  Version 1 was the first layout
  * (no bandwidth, geometry, per-layer or counter data); version 2 added
  * them; version 3 added streamed bytes and the critical-path model; version 4
- * the expert I/O per layer (io_s, io_bytes).  Migrating runs inside the BEGIN IMMEDIATE transaction that reads
+ * the expert I/O per layer (io_s, io_bytes); version 5 the bench table.
+ * Migrating runs inside the BEGIN IMMEDIATE transaction that reads
  * user_version, so two processes opening an old log at once migrate it
  * once.  A log newer than this program is refused, never downgraded.
+ *
+ * Opening checks before it writes: the version must be one this program
+ * knows, a version-0 file must hold no tables (else it is another
+ * program's database), and a file of version v must hold every table and
+ * column that migrations 0 .. v-1 make (check_tables builds that schema in
+ * memory to compare).  Only a file that passes is switched to WAL, which
+ * rewrites its header, and migrated; a refused file keeps every byte, its
+ * -wal file included.
  */
 #include "config.h"
 
@@ -306,11 +315,174 @@ static void make_parent(const char *path)
     free(d);
 }
 
+/* The first table of db outside SQLite's own (sqlite_*), into name ("" when
+ * there is none). */
+static int first_table(sqlite3 *db, char *name, size_t n)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db,
+                                "SELECT name FROM sqlite_master WHERE type = 'table' AND"
+                                " name NOT LIKE 'sqlite^_%' ESCAPE '^' ORDER BY rowid LIMIT 1",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    name[0] = 0;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        snprintf(name, n, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Whether l->db has table.column (column NULL: the table at all). */
+static int has_column(sqlite3 *db, const char *table, const char *column, int *yes)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db,
+                                "SELECT count(*) FROM pragma_table_info(?1)"
+                                " WHERE ?2 IS NULL OR name = ?2",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    prof_log_bind_text(st, 1, table);
+    prof_log_bind_text(st, 2, column);
+    rc = sqlite3_step(st);
+    *yes = rc == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0;
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+/* Every table and column that migrations 0 .. ver-1 make must be in the
+ * file (more is allowed): the migrations run in a private in-memory
+ * database, whose schema is then looked up in the file's. */
+static int check_tables(prof_log *l, int64_t ver, char *err, size_t errlen)
+{
+    sqlite3 *ref = NULL;
+    sqlite3_stmt *st = NULL;
+    int ret = -1;
+
+    if (sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+        SQLITE_OK) {
+        snprintf(err, errlen, "%s: out of memory", l->path);
+        goto out;
+    }
+    for (int64_t v = 0; v < ver; v++)
+        if (sqlite3_exec(ref, migrations[v], NULL, NULL, NULL) != SQLITE_OK) {
+            snprintf(err, errlen, "%s: schema %d: %s", l->path, (int)v + 1,
+                     sqlite3_errmsg(ref));
+            goto out;
+        }
+    if (sqlite3_prepare_v2(ref,
+                           "SELECT m.name, p.name FROM sqlite_master m,"
+                           " pragma_table_info(m.name) p WHERE m.type = 'table'"
+                           " ORDER BY m.rowid, p.cid",
+                           -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "%s: %s", l->path, sqlite3_errmsg(ref));
+        goto out;
+    }
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *table = (const char *)sqlite3_column_text(st, 0);
+        const char *column = (const char *)sqlite3_column_text(st, 1);
+        int yes = 0;
+        if (has_column(l->db, table, column, &yes) != SQLITE_OK) {
+            prof_log_fail(l, err, errlen, NULL);
+            goto out;
+        }
+        if (yes)
+            continue;
+        if (has_column(l->db, table, NULL, &yes) != SQLITE_OK) {
+            prof_log_fail(l, err, errlen, NULL);
+            goto out;
+        }
+        if (yes)
+            snprintf(err, errlen,
+                     "%s: not a cflow run log of schema version %lld: table %s has no"
+                     " column %s", l->path, (long long)ver, table, column);
+        else
+            snprintf(err, errlen, "%s: not a cflow run log of schema version %lld: no table %s",
+                     l->path, (long long)ver, table);
+        goto out;
+    }
+    if (rc != SQLITE_DONE) {
+        snprintf(err, errlen, "%s: %s", l->path, sqlite3_errmsg(ref));
+        goto out;
+    }
+    ret = 0;
+out:
+    sqlite3_finalize(st);
+    sqlite3_close(ref);
+    return ret;
+}
+
+/* Whether the file is a run log this cflow takes, decided by reading
+ * alone, so that a refused file keeps every byte: user_version from 0 to
+ * PROF_LOG_SCHEMA; at 0 no tables at all (a new or empty file; a database
+ * with tables of its own and no version is someone else's); above 0 every
+ * table and column of that version.  *ver gets the version.  0, or -1 with
+ * one line in err. */
+static int check_log(prof_log *l, int64_t *ver, char *err, size_t errlen)
+{
+    /* the first statement reads the file: a non-database fails here */
+    if (get_int(l->db, "PRAGMA user_version", ver) != SQLITE_OK)
+        return prof_log_fail(l, err, errlen, NULL);
+    if (*ver > PROF_LOG_SCHEMA) {
+        snprintf(err, errlen, "%s: run log schema version %lld is newer than this cflow's (%d)",
+                 l->path, (long long)*ver, PROF_LOG_SCHEMA);
+        return -1;
+    }
+    if (*ver < 0) {
+        snprintf(err, errlen, "%s: run log schema version %lld is not one this cflow knows",
+                 l->path, (long long)*ver);
+        return -1;
+    }
+    if (*ver > 0)
+        return check_tables(l, *ver, err, errlen);
+    char table[128];
+    if (first_table(l->db, table, sizeof table) != SQLITE_OK)
+        return prof_log_fail(l, err, errlen, NULL);
+    if (table[0]) {
+        snprintf(err, errlen,
+                 "%s: not a cflow run log: it holds table %s but no schema version"
+                 " (user_version 0)", l->path, table);
+        return -1;
+    }
+    return 0;
+}
+
+/* Take the checked log from its version to PROF_LOG_SCHEMA in one
+ * transaction; the check runs again inside it, since another process may
+ * have migrated the file in between. */
+static int migrate(prof_log *l, char *err, size_t errlen)
+{
+    int64_t ver;
+    if (prof_log_begin(l) != SQLITE_OK)
+        return prof_log_fail(l, err, errlen, "cannot migrate");
+    if (check_log(l, &ver, err, errlen)) {
+        prof_log_rollback(l);
+        return -1;
+    }
+    for (int64_t v = ver; v < PROF_LOG_SCHEMA; v++) {
+        char pragma[64];
+        snprintf(pragma, sizeof pragma, "PRAGMA user_version=%d", (int)v + 1);
+        if (sqlite3_exec(l->db, migrations[v], NULL, NULL, NULL) != SQLITE_OK ||
+            sqlite3_exec(l->db, pragma, NULL, NULL, NULL) != SQLITE_OK) {
+            char what[64];
+            snprintf(what, sizeof what, "migrating schema %d to %d", (int)v, (int)v + 1);
+            prof_log_fail(l, err, errlen, what);
+            prof_log_rollback(l);
+            return -1;
+        }
+    }
+    if (prof_log_commit(l) != SQLITE_OK)
+        return prof_log_fail(l, err, errlen, "cannot migrate");
+    return 0;
+}
+
 int prof_log_open(prof_log **out, const char *path, unsigned flags, char *err,
                   size_t errlen)
 {
     prof_log *l = calloc(1, sizeof *l);
-    int rc;
     int64_t ver = 0;
 
     *out = NULL;
@@ -321,11 +493,10 @@ int prof_log_open(prof_log **out, const char *path, unsigned flags, char *err,
     }
     if (flags & PROF_LOG_CREATE)
         make_parent(path);
-    rc = sqlite3_open_v2(path, &l->db,
-                         SQLITE_OPEN_READWRITE |
-                             ((flags & PROF_LOG_CREATE) ? SQLITE_OPEN_CREATE : 0),
-                         prof_fault_vfs());   /* NULL: the default VFS */
-    if (rc != SQLITE_OK) {
+    if (sqlite3_open_v2(path, &l->db,
+                        SQLITE_OPEN_READWRITE |
+                            ((flags & PROF_LOG_CREATE) ? SQLITE_OPEN_CREATE : 0),
+                        prof_fault_vfs()) != SQLITE_OK) {   /* NULL: the default VFS */
         prof_log_fail(l, err, errlen, NULL);
         goto fail;
     }
@@ -335,58 +506,23 @@ int prof_log_open(prof_log **out, const char *path, unsigned flags, char *err,
         snprintf(err, errlen, "%s: the file is read-only", path);
         goto fail;
     }
-    /* the first statement reads the file: a non-database fails here */
-    if ((rc = exec_retry(l->db, "PRAGMA journal_mode=WAL")) != SQLITE_OK ||
-        (rc = exec_retry(l->db, "PRAGMA synchronous=NORMAL")) != SQLITE_OK ||
-        (rc = exec_retry(l->db, "PRAGMA foreign_keys=ON")) != SQLITE_OK) {
-        prof_log_fail(l, err, errlen, NULL);
-        goto fail;
-    }
-    if ((rc = get_int(l->db, "PRAGMA user_version", &ver)) != SQLITE_OK) {
-        prof_log_fail(l, err, errlen, NULL);
+    /* check first; the journal mode (which rewrites the header) and any
+     * migration only for a file that passed */
+    if (check_log(l, &ver, err, errlen)) {
+        /* a refused log in WAL mode keeps its -wal file as it is: no
+         * checkpoint into the main file when this connection closes */
+        sqlite3_db_config(l->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
         goto fail;
     }
     l->opened_version = (int)ver;
-    if (ver > PROF_LOG_SCHEMA) {
-        snprintf(err, errlen,
-                 "%s: run log schema version %lld is newer than this cflow's (%d)",
-                 path, (long long)ver, PROF_LOG_SCHEMA);
+    if (exec_retry(l->db, "PRAGMA journal_mode=WAL") != SQLITE_OK ||
+        exec_retry(l->db, "PRAGMA synchronous=NORMAL") != SQLITE_OK ||
+        exec_retry(l->db, "PRAGMA foreign_keys=ON") != SQLITE_OK) {
+        prof_log_fail(l, err, errlen, NULL);
         goto fail;
     }
-    if (ver < PROF_LOG_SCHEMA) {
-        if ((rc = prof_log_begin(l)) != SQLITE_OK) {
-            prof_log_fail(l, err, errlen, "cannot migrate");
-            goto fail;
-        }
-        /* again, inside the transaction: another process may have won */
-        if ((rc = get_int(l->db, "PRAGMA user_version", &ver)) != SQLITE_OK) {
-            prof_log_fail(l, err, errlen, NULL);
-            prof_log_rollback(l);
-            goto fail;
-        }
-        if (ver > PROF_LOG_SCHEMA || ver < 0) {
-            prof_log_rollback(l);
-            snprintf(err, errlen, "%s: run log schema version %lld is not one this cflow knows",
-                     path, (long long)ver);
-            goto fail;
-        }
-        for (int64_t v = ver; v < PROF_LOG_SCHEMA; v++) {
-            char pragma[64];
-            snprintf(pragma, sizeof pragma, "PRAGMA user_version=%d", (int)v + 1);
-            if (sqlite3_exec(l->db, migrations[v], NULL, NULL, NULL) != SQLITE_OK ||
-                sqlite3_exec(l->db, pragma, NULL, NULL, NULL) != SQLITE_OK) {
-                char what[64];
-                snprintf(what, sizeof what, "migrating schema %d to %d", (int)v, (int)v + 1);
-                prof_log_fail(l, err, errlen, what);
-                prof_log_rollback(l);
-                goto fail;
-            }
-        }
-        if ((rc = prof_log_commit(l)) != SQLITE_OK) {
-            prof_log_fail(l, err, errlen, "cannot migrate");
-            goto fail;
-        }
-    }
+    if (ver < PROF_LOG_SCHEMA && migrate(l, err, errlen))
+        goto fail;
     *out = l;
     return 0;
 fail:

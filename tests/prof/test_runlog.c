@@ -13,7 +13,9 @@
  *   4. a log that is garbage, locked, read-only or cannot be created:
  *      the continuation is exactly what it is without logging, and there
  *      is one clear warning;
- *   5. a log of an older schema is migrated when opened.
+ *   5. a log of an older schema is migrated when opened;
+ *   6. a log cflow refuses (a foreign schema, a newer or negative version,
+ *      missing or thin tables) keeps every byte.
  *
  * Models: stories260K converted from the shared llama2.c checkpoint, and a
  * random 6-layer dim-256 checkpoint written by tests/prof/mkl2c (slow
@@ -770,6 +772,123 @@ static void test_migrate_old_log(void **state)
     tu_proc_free(&p);
 }
 
+/* ------------------------------------------------------------ 6 */
+
+/* A database made by sql (a fixture file's text first, when fixture is
+ * set). */
+static void make_db(const char *path, const char *fixture, const char *sql)
+{
+    sqlite3 *d;
+    char *msg = NULL;
+    assert_int_equal(sqlite3_open(path, &d), SQLITE_OK);
+    if (fixture) {
+        char fx[4096];
+        const char *src = getenv("CFLOW_SRCDIR");
+        snprintf(fx, sizeof fx, "%s/tests/prof/%s", src && *src ? src : ".", fixture);
+        tu_require(fx);
+        char *text = tu_read_file(fx, NULL);
+        assert_non_null(text);
+        assert_int_equal(sqlite3_exec(d, text, NULL, NULL, &msg), SQLITE_OK);
+        free(text);
+    }
+    if (sqlite3_exec(d, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        fprintf(stderr, "%s: %s\n", path, msg);
+        fail();
+    }
+    /* a WAL-mode database keeps what its WAL holds (as after a crash) */
+    sqlite3_db_config(d, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
+    sqlite3_close(d);
+}
+
+/* path's bytes, and its -wal file's (or "" when it has none), as one
+ * malloc'd block. */
+static char *db_bytes(const char *path, size_t *len)
+{
+    char wal[4200];
+    size_t n0, n1 = 0;
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    char *a = tu_read_file(path, &n0);
+    char *b = access(wal, F_OK) == 0 ? tu_read_file(wal, &n1) : strdup("");
+    assert_non_null(a);
+    assert_non_null(b);
+    char *v = malloc(n0 + n1 + 1);
+    assert_non_null(v);
+    memcpy(v, a, n0);
+    memcpy(v + n0, b, n1);
+    free(a);
+    free(b);
+    *len = n0 + n1;
+    return v;
+}
+
+/* A log cflow refuses is left byte for byte as it was (no journal-mode
+ * switch, no migration, no tables added, no checkpoint of its WAL),
+ * whatever the reason, whether a reader (`runs list`: one error line,
+ * exit 1) or a writer (`run`: one warning, the same continuation) opened
+ * it. */
+static void test_refused_logs_unchanged(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *fixture, *sql, *why;
+    } kinds[] = {
+        { "foreign", NULL,
+          "CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT);"
+          "INSERT INTO notes(body) VALUES('not a run log');",
+          "not a cflow run log: it holds table notes" },
+        { "newer", NULL, "CREATE TABLE future(x); PRAGMA user_version=99;",
+          "schema version 99 is newer" },
+        /* closing must not checkpoint the WAL into the file */
+        { "newer-wal", NULL,
+          "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; CREATE TABLE future(x);"
+          " INSERT INTO future VALUES(1); PRAGMA user_version=6;",
+          "schema version 6 is newer" },
+        { "negative", NULL, "CREATE TABLE t(x); PRAGMA user_version=-1;",
+          "schema version -1 is not one this cflow knows" },
+        { "missing", NULL,
+          "CREATE TABLE machine(id INTEGER PRIMARY KEY, hostname TEXT NOT NULL,"
+          " cpu_model TEXT NOT NULL, isa TEXT NOT NULL, cores INTEGER NOT NULL,"
+          " read_bw_gbs REAL); PRAGMA user_version=5;",
+          "of schema version 5: no table model" },
+        /* the tables of version 2 labelled 3: run lacks 3's columns */
+        { "thin", "runs-v2.sql", "PRAGMA user_version=3;",
+          "of schema version 3: table run has no column attn_bytes" },
+    };
+    char *ref = reference_out(st_model, "8");
+    char *const env[] = { "CFLOW_READ_BW_GBS=10", NULL };
+
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        char name[64], db[4096];
+        snprintf(name, sizeof name, "refused-%s.db", kinds[k].name);
+        snprintf(db, sizeof db, "%s", tu_tmp(name));
+        make_db(db, kinds[k].fixture, kinds[k].sql);
+        size_t len0;
+        char *before = db_bytes(db, &len0);
+
+        tu_proc p;
+        cflow(&p, NULL, "runs", "list", "--db", db, NULL);
+        fprintf(stderr, "%-8s runs list: exit %d: %s", kinds[k].name, p.status, p.err);
+        assert_int_equal(p.status, 1);
+        assert_int_equal(tu_count_lines(p.err), 1);
+        assert_non_null(strstr(p.err, db));
+        assert_non_null(strstr(p.err, kinds[k].why));
+        tu_proc_free(&p);
+
+        cflow(&p, env, "run", "-m", st_model, "-p", prompt, "-n", "8", "--temp", "0", "--db",
+              db, NULL);
+        expect_one_warning(&p, ref, db, kinds[k].name, kinds[k].why);
+        tu_proc_free(&p);
+
+        size_t len1;
+        char *after = db_bytes(db, &len1);
+        assert_int_equal(len1, len0);
+        assert_memory_equal(after, before, len0);
+        free(before);
+        free(after);
+    }
+    free(ref);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -779,6 +898,7 @@ int main(void)
         cmocka_unit_test(test_two_writers),
         cmocka_unit_test(test_bad_logs),
         cmocka_unit_test(test_migrate_old_log),
+        cmocka_unit_test(test_refused_logs_unchanged),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
