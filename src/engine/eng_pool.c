@@ -26,8 +26,9 @@
  * units round-robin instead, and each thread's read jumped every unit:
  * its prefetches ran into the other thread's unit and the first 16 KiB of
  * each of its own went unprefetched.  Tinyllama decode with 2 threads went
- * from ~43.6 to ~46.7 tok/s (3 alternating pairs, the Intel VM of the
- * README) when the units were split into two contiguous halves.
+ * from ~43.6 to ~46.7 tok/s (3 alternating pairs, 2 vCPUs of a Sapphire
+ * Rapids Xeon, docs/PERFORMANCE.md) when the units were split into two
+ * contiguous halves.
  *
  * The caller is thread 0 and works too; eng_pool_run returns when every
  * thread has finished the region.  The thread count may change between
@@ -65,7 +66,7 @@
  * model's first ~100 positions run their attention and most mat-vecs on
  * the caller alone, 0.3-0.5 ms a token, with one parallel region, the LM
  * head).  With 0.2 ms the worker slept in every such stretch and each
- * token paid a futex wake-up, 50-250 us on the 2-vCPU VM of the README
+ * token paid a futex wake-up, 50-250 us on a 2-vCPU KVM guest (Zen 1)
  * when the vCPU had gone idle: cflow-tui's first 100 tokens after the
  * user's pause ran at 350-420 us instead of ~310 (8 pairs against `cflow
  * run`, tests/ui/bench-tui.sh); with 1 ms, 330.  A decode that stops
@@ -194,7 +195,7 @@ static int cpu_now(void) { return -1; }
  * and tmux drawing the screen the Enter key brought, just as the reply's
  * decode wakes its worker).  Once both threads run, neither is moved for
  * tens of ms (each is "cache hot"), and they take turns on one core.
- * Traced with perf sched_switch on the 2-vCPU VM of the README, and seen
+ * Traced with perf sched_switch on a 2-vCPU KVM guest (Zen 1), and seen
  * in the run log as a process CPU time equal to, not twice, the wall time
  * of the reply's first 50 tokens: 9 of 16 cflow-tui replies on two
  * threads, 1 of 16 `cflow run`s.  Two remedies, both only on spins longer

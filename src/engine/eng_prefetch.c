@@ -23,9 +23,9 @@
  *
  * The report measured no gain from these hints when storage or RAM
  * bandwidth binds (3.9.3, 5.8): the hardware prefetcher already follows a
- * linear stream.  The thread is here to measure that claim on this machine
- * (`--prefetch on|off`, `cflow bench directio`), not because it is known
- * to help; it is off by default.
+ * linear stream.  The thread is here to measure that claim on a given CPU
+ * and storage (`--prefetch on|off`, `cflow bench directio`), not because
+ * it is known to help; it is off by default.
  */
 #include "config.h"
 

@@ -730,8 +730,8 @@ static int read_meta(fmt_model *m, char *err, size_t errlen)
 }
 
 /* The file's bytes in anonymous memory instead of a file mapping.  Decode
- * streams every weight once per token, and on the Intel machine of the
- * README's Performance section it streamed 5-10% faster from anonymous
+ * streams every weight once per token, and on 2 vCPUs of a Sapphire
+ * Rapids Xeon (docs/PERFORMANCE.md) it streamed 5-10% faster from anonymous
  * memory with transparent huge pages advised than from the page cache's
  * 4 KiB pages (fewer TLB walks; llama.cpp's repacked weights live in such
  * memory too).  The price: the bytes are copied at open and held twice

@@ -36,13 +36,14 @@
  * vectors, 4 heads side by side for head_dim 64, to the same bits as the
  * reference: without it an AVX2 machine ran the scalar reference, whose
  * per-element fmaf calls made tinyllama decode at depth 1024 seven times
- * slower (see the README's Performance section).  Four query heads that
+ * slower (docs/PERFORMANCE.md).  Four query heads that
  * share a KV head at head_dim 64 (attn2_kvg64) widen each K row once, fold
  * scores 8 positions at a time and keep the value accumulators in
  * registers: 44.5 -> 30.6 ns per head and position at tinyllama's shape
  * over 4096 positions (Zen 1, one thread, 5 alternating pairs).  What is
- * left is mostly the f16 round trip of the value accumulator, which Zen 1
- * converts at about one vector per 4-5 cycles.
+ * left is mostly the f16 round trip of the value accumulator, which a CPU
+ * that splits 256-bit operations into 128-bit halves (Zen 1) converts at
+ * about one vector per 4-5 cycles.
  */
 #include "config.h"
 

@@ -53,10 +53,10 @@
  * distance runs on into the next tile (its header and scales included) and
  * across 4 KiB pages, where the hardware prefetchers stop.  Measured on
  * the DRAM-bound mat-vecs (256 MiB of tiles, one thread, CPU-time GB/s,
- * paired runs on the shared 2-core EPYC, tools in the issue-4 report):
+ * paired runs on 2 vCPUs of a Zen 4 EPYC, tools in the issue-4 report):
  * none -> 4 KiB T0 gained ~20%; 8 KiB T0 a few % more; T1 instead of T0
  * another ~20-50% (Q4_0 repacked ~13.5 -> ~16.5 GB/s, Q8_0 ~10.6 -> ~16,
- * the level of a plain read loop on this machine), 8-16 KiB alike; NTA no
+ * the level of a plain read loop on that CPU), 8-16 KiB alike; NTA no
  * better.  T1 leaves the L1 miss buffers to the demand loads.  A prefetch
  * past the end of the mapping is harmless (it never faults). */
 #ifndef PF_DIST
@@ -458,8 +458,8 @@ AVX512 static void mv_q4_0_rp(const void *payload, unsigned rows, unsigned cols,
 /* VNNI: panels G at a time, blocks outside, so each block's activation
  * broadcasts (and offset) are made once for G panels and the G panels'
  * block runs are read side by side, G streams 2 KiB apart (llama.cpp's
- * AMX-buffer gemv reads 4 row groups so).  Tinyllama decode on the Intel
- * VM of the README: 1-2% faster than one panel at a time in each of 5
+ * AMX-buffer gemv reads 4 row groups so).  Tinyllama decode on 2 vCPUs of
+ * a Sapphire Rapids Xeon: 1-2% faster than one panel at a time in each of 5
  * alternating pairs (1 and 2 threads).  The sums per panel are the same
  * operations in the same order, so the bits are. */
 #define RP_G 4

@@ -64,8 +64,8 @@ int prof_cpu_cores(void)
 
 /* ---- read bandwidth ---------------------------------------------------- */
 /* Each thread reads BW_STREAMS parts of its slice side by side, 256 bytes
- * of each in turn, with the widest loads the CPU has.  Both matter: on the
- * 2-core Sapphire Rapids VM of the README one thread reading one stream
+ * of each in turn, with the widest loads the CPU has.  Both matter: on
+ * 2 vCPUs of a Sapphire Rapids Xeon one thread reading one stream
  * with 32-byte generic loads measured 13 GB/s, with 64-byte loads 15.7,
  * and with 64-byte loads over 4 streams 16.5; two threads 25 / 30 / 32.
  * Decode (and llama.cpp's decode) reached 30, so the old figure made
