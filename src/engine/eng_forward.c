@@ -442,6 +442,65 @@ int eng_forward(eng_session *s, int32_t token, int want_logits)
     return 0;
 }
 
+int eng_finite(const float *x, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return 0;
+    return 1;
+}
+
+/* Non-finite logits are rare and a scan of them is cheap, so the layer to
+ * blame is looked for only then: the token runs again at its position
+ * (rewriting its cache rows with the same values) with every layer end
+ * checked (trace_layer, eng_sched.c), the embedding checked first.  The
+ * position is then dropped: its cache rows hold the bad values. */
+int eng_check_finite(eng_session *s, int32_t token, char *err, size_t errlen)
+{
+    const fmt_hparams *hp = s->hp;
+    const char *path = fmt_model_path(s->model);
+    if (eng_finite(s->logits, hp->vocab_size))
+        return 0;
+    struct prof *p = s->prof;
+    eng_trace *t = s->trace;
+    uint32_t pos = --s->n_past;
+    int rc;
+    eng_embed(s, token, s->x);
+    if (!eng_finite(s->x, hp->dim)) {
+        s->n_past = pos;
+        return eng_fail(err, errlen, ENG_ENAN,
+                        "%s: the embedding of token %d holds NaN or infinity", path,
+                        token);
+    }
+    s->prof = NULL;                  /* the second run is not a token */
+    s->trace = NULL;
+    s->probe = 1;
+    s->bad_layer = -1;
+    rc = eng_guarded_run(s, &token, 1, 0, 1, err, errlen);
+    s->probe = 0;
+    s->prof = p;
+    s->trace = t;
+    s->n_past = pos;
+    s->xio_failed = 0;
+    if (rc)
+        return rc;
+    if (hp->n_experts)
+        s->stats.expert_tokens--;    /* counted by the second run */
+    if (s->bad_layer < 0)
+        return eng_fail(err, errlen, ENG_ENAN,
+                        "%s: the logits at position %u hold NaN or infinity, every "
+                        "layer's output is finite: the output norm or head", path, pos);
+    unsigned reps = s->n_eff / hp->n_layers, l = (unsigned)s->bad_layer;
+    if (reps > 1)
+        return eng_fail(err, errlen, ENG_ENAN,
+                        "%s: NaN or infinity in the residual stream after layer %u "
+                        "(application %u of %u; token %d at position %u)", path,
+                        l / reps, l % reps + 1, reps, token, pos);
+    return eng_fail(err, errlen, ENG_ENAN,
+                    "%s: NaN or infinity in the residual stream after layer %u "
+                    "(token %d at position %u)", path, l, token, pos);
+}
+
 int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
 {
     int rc = eng_check_token(s, token, err, errlen);
@@ -454,6 +513,8 @@ int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
         return rc;
     if (s->xio_failed)
         return eng_xio_error(s, err, errlen);
+    if ((rc = eng_check_finite(s, token, err, errlen)))
+        return rc;
     s->stats.decode_s += prof_now() - t0;
     if (s->prof)
         prof_token_end(s->prof, PROF_DECODE);

@@ -218,6 +218,10 @@ struct eng_session {
      * of the byte whose read faulted; every later token fails */
     int      broken;
     uint64_t fault_off;
+    /* non-finite values (eng_check_finite): probe on while a bad token is
+     * run again, bad_layer the first effective layer whose residual held
+     * NaN or infinity (-1: none yet) */
+    int      probe, bad_layer;
     /* parallel attention (attn_store_attend): per head, scores [n_ctx] floats
      * and 2*hd_max halves of scratch, for par_heads heads */
     float    *par_sc;
@@ -286,6 +290,12 @@ void eng_lm_head(eng_session *s);
 /* One token at position n_past through the model; ENG_EIO when an expert
  * read failed (the position is not taken). */
 int  eng_forward(eng_session *s, int32_t token, int want_logits);
+/* 1 when x[0..n) holds no NaN and no infinity. */
+int  eng_finite(const float *x, uint32_t n);
+/* After the logits of token (the last fed, at n_past - 1): 0 when they are
+ * all finite, else ENG_ENAN naming the first bad layer; the position is
+ * dropped. */
+int  eng_check_finite(eng_session *s, int32_t token, char *err, size_t errlen);
 
 /* ---- eng_sched.c: the layer schedules ---- */
 /* s->x holds the embedding on entry and the final residual on return. */

@@ -280,17 +280,11 @@ int eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
                 size_t errlen)
 {
     double t0 = prof_now();
-    int brc = prefill_batched(s, tokens, n, err, errlen);
-    if (brc <= 0) {
-        if (brc < 0)
-            return brc;
-        s->stats.prefill_s += prof_now() - t0;
-        s->stats.n_prompt += n;
-        return 0;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int rc = eng_check_token(s, tokens[i], err, errlen);
-        if (rc)
+    int rc = prefill_batched(s, tokens, n, err, errlen);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; rc > 0 && i < n; i++) {   /* token by token */
+        if ((rc = eng_check_token(s, tokens[i], err, errlen)))
             return rc;
         if (s->prof)
             prof_token_begin(s->prof);
@@ -300,7 +294,10 @@ int eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
             return eng_xio_error(s, err, errlen);
         if (s->prof)
             prof_token_end(s->prof, PROF_PREFILL);
+        rc = 1;
     }
+    if (n && (rc = eng_check_finite(s, tokens[n - 1], err, errlen)))
+        return rc;
     s->stats.prefill_s += prof_now() - t0;
     s->stats.n_prompt += n;
     return 0;

@@ -18,7 +18,9 @@
  * Around every block the profiler gets a mark (eng_mark): the time since
  * the previous mark and the weight bytes the block streamed, booked to
  * the layer's attention, FFN or experts part.  Each finished layer hands
- * its residual's norm to the trace (trace_layer) when one is attached.
+ * its residual's norm to the trace (trace_layer) when one is attached,
+ * and, while eng_check_finite runs a token again, is checked for NaN and
+ * infinity.
  */
 #include "config.h"
 
@@ -46,6 +48,9 @@ static void trace_layer(eng_session *s, unsigned i, const float *x, const float 
 {
     eng_trace *t = s->trace;
     uint32_t dim = s->hp->dim;
+    if (s->probe && s->bad_layer < 0 &&
+        (!eng_finite(x, dim) || (a && !eng_finite(a, dim))))
+        s->bad_layer = (int)i;       /* eng_check_finite's second run */
     if (!t || i >= ENG_TRACE_MAX)
         return;
     if (a && s->hp->combine_style == FMT_COMBINE_DECOUPLED) {

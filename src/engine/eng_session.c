@@ -336,9 +336,9 @@ static int bind_head(eng_session *s, const char *model_path, char *err,
     int n_threads = eng_default_threads(s->opts.n_threads);
     if (!(s->pool = eng_pool_new(n_threads)))
         return eng_fail(err, errlen, ENG_ENOMEM,
-                        "cannot start %d worker threads (threads %d): out of memory "
-                        "or over the process limit; ask for fewer", n_threads,
-                        s->opts.n_threads);
+                        "%s: cannot start %d worker threads%s: out of memory or over "
+                        "the process's limits; ask for fewer threads", model_path,
+                        n_threads, s->opts.n_threads > 0 ? "" : " (one per core)");
     return 0;
 }
 

@@ -27,7 +27,9 @@ enum {
     ENG_EIO = -1, ENG_EFORMAT = -2, ENG_EUNSUP = -3, ENG_ENOMEM = -4,
     ENG_EARG = -5,
     ENG_ECTX = -6,      /* the context window is full */
-    ENG_ESTOP = -7      /* generation was interrupted */
+    ENG_ESTOP = -7,     /* generation was interrupted */
+    ENG_ENAN = -8       /* the model computed NaN or infinity (err names the
+                           layer); the position is not taken */
 };
 
 typedef void (*eng_log_fn)(void *ud, int level /*0 info,1 warn,2 error*/,
@@ -236,9 +238,13 @@ int  eng_shift(eng_session *s, uint32_t n_keep, uint32_t n_discard, char *err,
 /* Feed one token at position n_past; logits of the next token become
  * available through eng_logits.  ENG_ECTX when the context is full.
  * ENG_EIO when the model file shrank while mapped (the session then
- * refuses every later token). */
+ * refuses every later token).  ENG_ENAN when the logits are not all
+ * finite: err names the first layer whose residual stream held NaN or
+ * infinity (found by running the token again with a check at every
+ * layer end, so a healthy token pays only the scan of its logits). */
 int  eng_decode(eng_session *s, int32_t token, char *err, size_t errlen);
-/* Feed n tokens (prompt).  Logits are those after the last one. */
+/* Feed n tokens (prompt).  Logits are those after the last one; errors
+ * as eng_decode's (ENG_ENAN: the last token's logits). */
 int  eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
                  size_t errlen);
 /* Logits [n_vocab] of the position after the last fed token. */
