@@ -34,9 +34,11 @@ unsigned eng_pretok_flags(const eng_pretok *p);
 const char *eng_pretok_sanitize(const char *text, size_t len, size_t *out_len,
                                 char **owned);
 /* Split valid UTF-8 text into words: *ends (malloc'd) gets the end offset
- * of each of the *n_words words. */
+ * of each of the *n_words words.  ENG_EFORMAT with err when an expression
+ * backtracks past its step limit (PRE_STEPS_* in eng_tok_pre.c),
+ * ENG_ENOMEM. */
 int  eng_pretok_split(const eng_pretok *p, const char *text, size_t len,
-                      size_t **ends, size_t *n_words);
+                      size_t **ends, size_t *n_words, char *err, size_t errlen);
 /* Encode code point cp (<= U+10FFFF) as UTF-8 into out[4]; the length. */
 size_t eng_utf8_put(uint32_t cp, char *out);
 

@@ -206,7 +206,7 @@ static int open_model(eng_session *s, const char *model_path, const eng_opts *o,
         /* name the model file: the tokenizer lives in its metadata */
         char tmp[256];
         snprintf(tmp, sizeof tmp, "%s", err);
-        return eng_fail(err, errlen, rc, "%s: tokenizer: %s", model_path, tmp);
+        return eng_fail(err, errlen, rc, "%s: %s", model_path, tmp);
     }
     if (eng_tok_n_vocab(s->tok) > s->hp->vocab_size)
         return eng_fail(err, errlen, ENG_EFORMAT,

@@ -116,9 +116,18 @@ static const pre_family pre_families[] = {
       { "[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]" } },
 };
 
+/* The steps (PCRE2's match limit) one search may take: a base, and some
+ * per byte of the fragment still ahead of it.  The expressions above take
+ * a few steps per byte even on runs of 100 KB of one character class; a
+ * backtracking one (nested quantifiers such as "(\s+)+$") needs millions
+ * on a few dozen bytes and is stopped with an error instead. */
+#define PRE_STEPS_BASE     100000u
+#define PRE_STEPS_PER_BYTE 64u
+
 struct eng_pretok {
     unsigned    n_re;
     unsigned    flags;
+    const char *what;         /* what names the expressions in messages */
     pcre2_code *re[PRE_MAX_RE];
 };
 
@@ -138,26 +147,27 @@ static int name_in(const char *list, const char *name, size_t nlen)
     return 0;
 }
 
+/* Compile expression re[0..relen) as the next one of p; what names it in
+ * a refusal (the key, or the family's name). */
 static int pre_compile(eng_pretok *p, const char *re, size_t relen,
-                       char *err, size_t errlen)
+                       const char *what, char *err, size_t errlen)
 {
     int ec;
     PCRE2_SIZE eoff;
     pcre2_code *c;
     if (p->n_re >= PRE_MAX_RE) {
-        snprintf(err, errlen, "pre-tokenizer: more than %d expressions",
-                 PRE_MAX_RE);
+        snprintf(err, errlen, "%s: more than %d expressions", what, PRE_MAX_RE);
         return ENG_EUNSUP;
     }
+    p->what = what;
     c = pcre2_compile((PCRE2_SPTR)re, relen,
                       PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &ec, &eoff,
                       NULL);
     if (!c) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(ec, msg, sizeof msg);
-        snprintf(err, errlen,
-                 "pre-tokenizer expression does not compile at %zu: %s",
-                 (size_t)eoff, (const char *)msg);
+        snprintf(err, errlen, "%s[%u] does not compile at offset %zu: %s", what,
+                 p->n_re, (size_t)eoff, (const char *)msg);
         return ENG_EFORMAT;
     }
     /* JIT is an optimisation: without it (or where it fails) the
@@ -186,26 +196,29 @@ int eng_pretok_new(eng_pretok **out, const char *pre, size_t pre_len,
                 break;
             }
         if (!fam) {
-            snprintf(err, errlen, "unsupported pre-tokenizer '%.*s'",
+            snprintf(err, errlen,
+                     "tokenizer.ggml.pre '%.*s' is not a pre-tokenizer cflow knows",
                      (int)(pre_len > 64 ? 64 : pre_len), pre);
             return ENG_EUNSUP;
         }
     }
     p = calloc(1, sizeof *p);
     if (!p) {
-        snprintf(err, errlen, "out of memory");
+        snprintf(err, errlen, "tokenizer: out of memory");
         return ENG_ENOMEM;
     }
     if (fam) {
         p->flags = fam->flags;
         for (unsigned i = 0; i < PRE_MAX_RE && fam->re[i]; i++) {
-            rc = pre_compile(p, fam->re[i], strlen(fam->re[i]), err, errlen);
+            rc = pre_compile(p, fam->re[i], strlen(fam->re[i]),
+                             "tokenizer.ggml.pre's expression", err, errlen);
             if (rc < 0)
                 goto fail;
         }
     } else {
         for (size_t i = 0; i < n_custom; i++) {
-            rc = pre_compile(p, custom[i], custom_len[i], err, errlen);
+            rc = pre_compile(p, custom[i], custom_len[i], "tokenizer.cflow.pre_regex",
+                             err, errlen);
             if (rc < 0)
                 goto fail;
         }
@@ -368,16 +381,66 @@ static size_t u8len(unsigned char c)
     return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
 }
 
+/* The steps a search over rest bytes may take. */
+static uint32_t step_limit(size_t rest)
+{
+    uint64_t l = PRE_STEPS_BASE + (uint64_t)PRE_STEPS_PER_BYTE * rest;
+    return l > UINT32_MAX ? UINT32_MAX : (uint32_t)l;
+}
+
+/* The next match of expression r in subj[pos..flen): 1 with [*ms, *me),
+ * 0 when there is none, or a negative ENG_E* code with err. */
+static int next_match(const eng_pretok *p, unsigned r, const char *subj, size_t flen,
+                      size_t pos, size_t base, pcre2_match_data *md,
+                      pcre2_match_context *mc, size_t *ms, size_t *me, char *err,
+                      size_t errlen)
+{
+    uint32_t limit = step_limit(flen - pos);
+    pcre2_set_match_limit(mc, limit);
+    int m = pcre2_match(p->re[r], (PCRE2_SPTR)subj, flen, pos, PCRE2_NO_UTF_CHECK, md, mc);
+    if (m == PCRE2_ERROR_JIT_STACKLIMIT)
+        /* the interpreter keeps its backtracking on the heap */
+        m = pcre2_match(p->re[r], (PCRE2_SPTR)subj, flen, pos,
+                        PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, mc);
+    if (m == PCRE2_ERROR_NOMATCH)
+        return 0;
+    if (m == PCRE2_ERROR_MATCHLIMIT || m == PCRE2_ERROR_DEPTHLIMIT ||
+        m == PCRE2_ERROR_HEAPLIMIT) {
+        snprintf(err, errlen,
+                 "%s[%u] needs more than %u steps to split the text at byte %zu "
+                 "(an expression that backtracks without bound)",
+                 p->what, r, limit, base + pos);
+        return ENG_EFORMAT;
+    }
+    if (m < 0) {
+        PCRE2_UCHAR msg[160];
+        pcre2_get_error_message(m, msg, sizeof msg);
+        snprintf(err, errlen, "%s[%u] fails at byte %zu of the text: %s", p->what, r,
+                 base + pos, (const char *)msg);
+        return m == PCRE2_ERROR_NOMEMORY ? ENG_ENOMEM : ENG_EFORMAT;
+    }
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+    *ms = ov[0];
+    *me = ov[1];
+    return 1;
+}
+
 int eng_pretok_split(const eng_pretok *p, const char *text, size_t len,
-                     size_t **ends, size_t *n_words)
+                     size_t **ends, size_t *n_words, char *err, size_t errlen)
 {
     bvec cur = {0}, nxt = {0};
     pcre2_match_data *md = NULL;
+    pcre2_match_context *mc = pcre2_match_context_create(NULL);
     int rc = ENG_ENOMEM;
     *ends = NULL;
     *n_words = 0;
-    if (len == 0)
+    snprintf(err, errlen, "tokenizer: out of memory");
+    if (!mc)
+        return rc;
+    if (len == 0) {
+        pcre2_match_context_free(mc);
         return ENG_OK;
+    }
     /* fragments are kept as their end offsets: fragment k is
      * [k ? ends[k-1] : 0, ends[k]) */
     if (bvec_push(&cur, len) < 0)
@@ -392,26 +455,16 @@ int eng_pretok_split(const eng_pretok *p, const char *text, size_t len,
         nxt.n = 0;
         for (size_t f = 0; f < cur.n; f++) {
             const char *subj = text + start;
-            size_t flen = cur.v[f] - start, pos = 0, last = 0;
+            size_t flen = cur.v[f] - start, pos = 0, last = 0, ms, me;
             while (pos <= flen) {
-                int m = pcre2_match(p->re[r], (PCRE2_SPTR)subj, flen, pos,
-                                    PCRE2_NO_UTF_CHECK, md, NULL);
-                PCRE2_SIZE *ov;
-                size_t ms, me;
-                if (m == PCRE2_ERROR_JIT_STACKLIMIT)
-                    /* the interpreter keeps its backtracking on the heap */
-                    m = pcre2_match(p->re[r], (PCRE2_SPTR)subj, flen, pos,
-                                    PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md,
-                                    NULL);
-                if (m == PCRE2_ERROR_NOMATCH)
-                    break;
+                int m = next_match(p, r, subj, flen, pos, start, md, mc, &ms, &me, err,
+                                   errlen);
                 if (m < 0) {
-                    rc = ENG_EFORMAT; /* match or heap limit: give up */
+                    rc = m;
                     goto out;
                 }
-                ov = pcre2_get_ovector_pointer(md);
-                ms = ov[0];
-                me = ov[1];
+                if (m == 0)
+                    break;
                 if (me == ms) {
                     /* an empty match adds nothing: step over a character */
                     if (ms >= flen)
@@ -442,6 +495,7 @@ int eng_pretok_split(const eng_pretok *p, const char *text, size_t len,
 out:
     if (md)
         pcre2_match_data_free(md);
+    pcre2_match_context_free(mc);
     free(cur.v);
     free(nxt.v);
     return rc;

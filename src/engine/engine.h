@@ -77,6 +77,24 @@ int      eng_tok_is_control(const eng_tok *t, int32_t id);
 int eng_tok_encode(const eng_tok *t, const char *text, size_t len,
                    int add_special, int parse_special, int32_t *ids,
                    size_t cap, size_t *n_out);
+/* The same into a buffer of the real count: *ids (malloc'd, the caller
+ * frees it) holds *n ids and has room for `extra` more.  max > 0 bounds
+ * the work: a text of more than max ids is refused with ENG_ECTX as soon
+ * as that is known (first from its length, see eng_tok_count_min, then
+ * while encoding), *n a count past max, nothing allocated.  ENG_EFORMAT
+ * when a pre-tokenizer expression backtracks past its step limit,
+ * ENG_ENOMEM; err gets one line. */
+int eng_tok_encode_alloc(const eng_tok *t, const char *text, size_t len,
+                         int add_special, int parse_special, size_t max,
+                         size_t extra, int32_t **ids, size_t *n, char *err,
+                         size_t errlen);
+/* Bounds on the ids any text of len bytes encodes to, BOS and EOS
+ * included: never more than eng_tok_count_max (4 len + 5 for
+ * SentencePiece, 6 len + 2 for byte-level BPE) and never fewer than
+ * eng_tok_count_min (len over the longest token text; 0 when some byte
+ * has no token). */
+size_t eng_tok_count_min(const eng_tok *t, size_t len);
+size_t eng_tok_count_max(const eng_tok *t, size_t len);
 
 /* The bytes a token stands for (SentencePiece '▁' as space, <0xNN> byte
  * tokens as the byte, byte-level BPE mapped back to bytes).  Control tokens

@@ -54,8 +54,7 @@ typedef struct ppl_sum {
 
 typedef struct ppl_ctx {
     eng_session *s;
-    int32_t     *ids;        /* BOS + a story's tokens + EOS [cap] */
-    size_t       cap;
+    int32_t     *ids;        /* BOS + a story's tokens + EOS */
     int          eos;        /* predict an EOS per story */
     char         err[512];
 } ppl_ctx;
@@ -68,22 +67,19 @@ static int score_story(ppl_ctx *c, const char *path, const char *p, size_t len,
     const eng_tok *tok = eng_tokenizer(c->s);
     uint32_t nv = eng_hparams(c->s)->vocab_size, ctx = eng_n_ctx(c->s);
     int32_t eos_id = eng_tok_eos(tok);
-    size_t n = 0, need = len + 3;
-    if (need > c->cap) {
-        int32_t *q = realloc(c->ids, need * sizeof *q);
-        if (!q)
-            return ui_error("out of memory");
-        c->ids = q;
-        c->cap = need;
-    }
-    /* encode the story alone, then prepend BOS ourselves */
-    c->ids[0] = eng_tok_bos(tok);
-    if (eng_tok_encode(tok, p, len, 0, 0, c->ids + 1, c->cap - 1, &n) || n + 1 > c->cap)
-        return ui_error("%s: cannot tokenize story %llu", path,
-                        (unsigned long long)sum->n_stories + 1);
+    size_t n = 0;
+    int32_t *v = NULL;
+    /* the story alone, room for BOS in front and EOS behind */
+    if (eng_tok_encode_alloc(tok, p, len, 0, 0, 0, 2, &v, &n, c->err, sizeof c->err))
+        return ui_error("%s: cannot tokenize story %llu: %s", path,
+                        (unsigned long long)sum->n_stories + 1, c->err);
+    memmove(v + 1, v, n * sizeof *v);
+    v[0] = eng_tok_bos(tok);
     n += 1;
     if (c->eos && eos_id >= 0)
-        c->ids[n++] = eos_id;
+        v[n++] = eos_id;
+    free(c->ids);
+    c->ids = v;
     if (n > ctx)
         sum->n_cut++;
     for (size_t w0 = 0; w0 + 1 < n; w0 += ctx - 1) {
@@ -169,8 +165,8 @@ int ui_cmd_ppl(int argc, char **argv)
         return ui_usage_error("ppl", "no model: give -m MODEL");
     size_t tlen;
     const char *path = argv[first];
-    if (!(text = ui_read_file(path, &tlen)))
-        return ui_error("%s: cannot read", path);
+    if (!(text = ui_read_text(path, "corpus", UI_CORPUS_MAX, &tlen)))
+        return UI_EXIT_ERR;
 
     memset(&c, 0, sizeof c);
     memset(&sum, 0, sizeof sum);

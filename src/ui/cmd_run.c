@@ -82,27 +82,27 @@ static int open_session(run_ctx *r, const char *model)
 }
 
 /* The prompt: BOS (when the vocabulary wants it) + text; BOS alone
- * without a text. */
+ * without a text.  A prompt longer than the context is refused before
+ * all of it is tokenized. */
 static int encode_prompt(run_ctx *r, const char *model, const char *prompt)
 {
     const eng_tok *tok = eng_tokenizer(r->s);
     size_t plen = prompt ? strlen(prompt) : 0;
-    r->cap = plen + 8 + (r->o->n_predict ? (size_t)r->o->n_predict : 256);
-    r->ids = malloc(r->cap * sizeof *r->ids);
-    if (!r->ids)
-        return ui_error("out of memory");
-    if (plen && (eng_tok_encode(tok, prompt, plen, 1, 1, r->ids, r->cap, &r->n_ids) ||
-                 r->n_ids > r->cap))
-        return ui_error("%s: cannot tokenize the prompt", model);
+    size_t extra = 1 + (r->o->n_predict ? (size_t)r->o->n_predict : 256);
+    int erc = eng_tok_encode_alloc(tok, prompt ? prompt : "", plen, 1, 1, eng_n_ctx(r->s),
+                                   extra, &r->ids, &r->n_ids, r->err, sizeof r->err);
+    if (erc == ENG_ECTX)
+        return ui_error("%s: the prompt is at least %zu tokens but the context holds %u",
+                        model, r->n_ids, eng_n_ctx(r->s));
+    if (erc)
+        return ui_error("%s: cannot tokenize the prompt: %s", model, r->err);
+    r->cap = r->n_ids + extra;
     if (r->n_ids == 0) {
         int32_t bos = eng_tok_bos(tok);
         if (bos < 0)
             return ui_error("%s: no prompt and the vocabulary has no BOS token", model);
         r->ids[r->n_ids++] = bos;
     }
-    if (r->n_ids > eng_n_ctx(r->s))
-        return ui_error("%s: the prompt is %zu tokens but the context holds %u", model,
-                        r->n_ids, eng_n_ctx(r->s));
     return 0;
 }
 
@@ -240,8 +240,9 @@ int ui_cmd_run(int argc, char **argv)
     if (!model && !(model = ui_default_model()))
         return ui_usage_error("run", "no model: give -m MODEL (no default model is installed)");
     size_t flen;
-    if (o.prompt_file && !(ptext = ui_read_file(o.prompt_file, &flen)))
-        return ui_error("%s: cannot read the prompt file", o.prompt_file);
+    if (o.prompt_file &&
+        !(ptext = ui_read_text(o.prompt_file, "prompt file", UI_PROMPT_MAX, &flen)))
+        return UI_EXIT_ERR;
     if (ptext)
         prompt = ptext;
     if (o.system && !o.chat)

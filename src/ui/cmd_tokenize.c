@@ -102,11 +102,11 @@ int ui_cmd_tokenize(int argc, char **argv)
         rc = ui_error("%s: %s", path, err);
         goto out;
     }
-    size_t len = strlen(text), cap = len + 8, n = 0;
-    ids = malloc(cap * sizeof *ids);
-    if (!ids || eng_tok_encode(tok, text, len, bos, special, ids, cap, &n) || n > cap) {
-        snprintf(err, sizeof err, "%s: cannot tokenize the text", path);
-        goto fail;
+    size_t n = 0;
+    if (eng_tok_encode_alloc(tok, text, strlen(text), bos, special, 0, 0, &ids, &n, err,
+                             sizeof err)) {
+        rc = ui_error("%s: cannot tokenize the text: %s", path, err);
+        goto out;
     }
     for (size_t i = 0; i < n; i++) {
         if (pieces) {

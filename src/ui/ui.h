@@ -193,9 +193,14 @@ int ui_parse_int(const char *s, long lo, long hi, long *out);
 int ui_parse_float(const char *s, double lo, double hi, double *out);
 int ui_parse_u64(const char *s, uint64_t *out);
 
-/* A whole file, NUL-terminated (malloc'd); *len gets its size.  NULL on
- * error. */
-char *ui_read_file(const char *path, size_t *len);
+/* A text file the front ends read (what: "prompt file", "corpus"...),
+ * malloc'd and NUL-terminated, *len its size.  Only a regular file (its
+ * type checked before an open that could block: a FIFO, a device), of at
+ * most cap bytes, without NUL bytes; else NULL after a one-line refusal
+ * naming the file, the limit or the offset. */
+#define UI_PROMPT_MAX (16u << 20)    /* a prompt or system prompt file */
+#define UI_CORPUS_MAX (1024u << 20)  /* a corpus `cflow ppl` scores */
+char *ui_read_text(const char *path, const char *what, size_t cap, size_t *len);
 
 /* The model used when no -m is given ($CFLOW_MODEL, else the shipped one),
  * or NULL when there is none. */

@@ -6,12 +6,14 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "format/cflow_format.h"
@@ -137,36 +139,101 @@ const char *ui_default_model(void)
     return NULL;
 }
 
-char *ui_read_file(const char *path, size_t *n)
+/* What a file that is not a regular one is, in words. */
+static const char *file_kind(mode_t m)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    return S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "of an unknown type";
+}
+
+static void human_size(uint64_t n, char *buf, size_t len)
+{
+    if (n >= (1u << 20))
+        snprintf(buf, len, "%.1f MiB", (double)n / (1u << 20));
+    else
+        snprintf(buf, len, "%llu bytes", (unsigned long long)n);
+}
+
+char *ui_read_text(const char *path, const char *what, size_t cap, size_t *n)
+{
+    struct stat st;
+    char lim[32], sz[32];
+    human_size(cap, lim, sizeof lim);
+    /* the type first: opening a FIFO blocks until someone writes to it,
+     * and a device such as /dev/zero never ends */
+    if (stat(path, &st) != 0) {
+        ui_error("%s: cannot read the %s: %s", path, what, strerror(errno));
         return NULL;
-    char *buf = NULL;
-    size_t cap = 0;
-    *n = 0;
-    for (;;) {
-        if (*n + 65537 > cap) {
-            cap = (cap + 65537) * 2;
-            char *p = realloc(buf, cap);
-            if (!p) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = p;
-        }
-        size_t r = fread(buf + *n, 1, 65536, f);
-        *n += r;
-        if (r < 65536)
-            break;
     }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
+    if (!S_ISREG(st.st_mode)) {
+        ui_error("%s: the %s is %s, not a regular file", path, what,
+                 file_kind(st.st_mode));
+        return NULL;
+    }
+    if ((uint64_t)st.st_size > cap) {
+        human_size((uint64_t)st.st_size, sz, sizeof sz);
+        ui_error("%s: the %s is %s, over the %s cflow reads", path, what, sz, lim);
+        return NULL;
+    }
+    /* O_NONBLOCK: a FIFO put in the file's place since the stat must not
+     * block either; fstat checks what was opened */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ui_error("%s: cannot read the %s: %s", path, what,
+                 fd < 0 ? strerror(errno) : "it is no longer a regular file");
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    /* read up to one byte past the cap: a file that grew is refused too */
+    size_t want = (size_t)st.st_size + 1 <= cap ? (size_t)st.st_size + 1 : cap + 1;
+    char *buf = malloc(want + 1);
+    size_t got = 0;
+    while (buf && got < want) {
+        ssize_t r = read(fd, buf + got, want - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            ui_error("%s: cannot read the %s: %s", path, what, strerror(errno));
+            free(buf);
+            close(fd);
+            return NULL;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+        if (got == want && want <= cap) {   /* it grew: make room up to the cap */
+            size_t nw = want * 2 < cap + 1 ? want * 2 : cap + 1;
+            char *nb = realloc(buf, nw + 1);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            want = nw;
+        }
+    }
+    close(fd);
+    if (!buf) {
+        ui_error("%s: the %s: out of memory", path, what);
+        return NULL;
+    }
+    if (got > cap) {
+        ui_error("%s: the %s is over the %s cflow reads", path, what, lim);
         free(buf);
         return NULL;
     }
-    buf[*n] = 0;
+    /* text has no NUL bytes: one would end the text early everywhere a
+     * prompt travels as a C string */
+    const char *nul = memchr(buf, 0, got);
+    if (nul) {
+        ui_error("%s: byte %zu of the %s is a NUL byte (a text file has none)", path,
+                 (size_t)(nul - buf), what);
+        free(buf);
+        return NULL;
+    }
+    buf[got] = 0;
+    *n = got;
     return buf;
 }

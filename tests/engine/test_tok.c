@@ -1057,6 +1057,63 @@ static void test_encode_speed(void **st)
     free(corpus);
 }
 
+/* ---- buffers of the real count, bounded work --------------------------- */
+/* eng_tok_encode_alloc gives what eng_tok_encode counts, inside the stated
+ * bounds, and with a maximum stops early: refused from the length alone,
+ * or a few ids past the maximum, never the whole text. */
+static void test_encode_alloc_bounds(void **st)
+{
+    static const char *const texts[] = {
+        "", " ", "     ", "Hello world", "a\xff\xfe b", "\xf0\x80\x80\xc1 x",
+        "<s> </s> <|endoftext|>", "\xe2\x96\x81\xe2\x96\x81 \t\n\n  12345 67",
+    };
+    const char *rels[] = {"tokenizer-tests/ggml-vocab-llama-spm.gguf",
+                          "tokenizer-tests/ggml-vocab-gpt-2.gguf"};
+    char err[256];
+    (void)st;
+    for (size_t k = 0; k < 2; k++) {
+        fmt_gguf *g;
+        eng_tok *t = load_gguf_tok(rels[k], &g);
+        for (size_t i = 0; i < sizeof texts / sizeof *texts; i++)
+            for (int sp = 0; sp < 2; sp++) {
+                size_t len = strlen(texts[i]), n = 0, n2 = 0;
+                int32_t *ids = NULL, one[1];
+                assert_int_equal(eng_tok_encode(t, texts[i], len, sp, sp, one, 1, &n), 0);
+                assert_int_equal(eng_tok_encode_alloc(t, texts[i], len, sp, sp, 0, 2, &ids,
+                                                      &n2, err, sizeof err), 0);
+                assert_int_equal(n2, n);
+                assert_true(eng_tok_count_min(t, len) <= n);
+                assert_true(n <= eng_tok_count_max(t, len));
+                ids[n] = ids[n + 1] = 0;   /* the room asked for */
+                free(ids);
+            }
+        /* 1 MB of words: refused from its length, nothing allocated */
+        size_t big = 1 << 20, n = 0;
+        char *text = malloc(big);
+        assert_non_null(text);
+        for (size_t i = 0; i < big; i++)
+            text[i] = i % 3 == 2 ? ' ' : 'a' + (char)(i % 7);
+        int32_t *ids = (int32_t *)1;
+        assert_int_equal(eng_tok_encode_alloc(t, text, big, 1, 0, 128, 0, &ids, &n, err,
+                                              sizeof err), ENG_ECTX);
+        assert_null(ids);
+        assert_true(n > 128);
+        assert_non_null(strstr(err, "more than 128"));
+        /* a text the length lets through stops a few ids past the maximum */
+        size_t len = 4 * 128 * 2;
+        assert_true(eng_tok_count_min(t, len) <= 128);
+        assert_int_equal(eng_tok_encode_alloc(t, text, len, 1, 0, 128, 0, &ids, &n, err,
+                                              sizeof err), ENG_ECTX);
+        printf("  %s: %zu bytes, more than 128 ids: stopped at %zu\n", rels[k], len, n);
+        assert_true(n > 128);
+        if (!eng_tok_is_spm(t))     /* BPE stops word by word */
+            assert_true(n <= 128 + 8);
+        free(text);
+        eng_tok_free(t);
+        fmt_gguf_close(g);
+    }
+}
+
 /* ---- bad files --------------------------------------------------------- */
 static void test_vocab_errors(void **st)
 {
@@ -1137,6 +1194,7 @@ int main(void)
         cmocka_unit_test(test_special_and_pieces),
         cmocka_unit_test(test_encode_speed),
         cmocka_unit_test(test_vocab_errors),
+        cmocka_unit_test(test_encode_alloc_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,11 @@ size_t hard_rss(pid_t pid);
 /* Copy a file; 0 on success. */
 int hard_copy(const char *from, const char *to);
 
+/* Unpack a fuzz archive ("@@file NAME\n" + bytes, up to "\n@@file ") into
+ * folder dir; the file called name, when not NULL, gets text instead.  0
+ * on success. */
+int hard_unpack(const char *archive, const char *dir, const char *name, const char *text);
+
 /* The shipped model, data/default.cflow of the source tree. */
 const char *hard_default_model(void);
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,4 +54,31 @@ int hard_sanitizers(void)
 {
     const char *s = getenv("CFLOW_SANITIZERS");
     return s && *s && strcmp(s, "0") != 0;
+}
+
+int hard_unpack(const char *archive, const char *dir, const char *name, const char *text)
+{
+    size_t n;
+    char *a = tu_read_file(archive, &n), *p = a, *end = a + n;
+    int rc = a ? 0 : -1;
+    mkdir(dir, 0700);
+    while (rc == 0 && p < end && !strncmp(p, "@@file ", 7)) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) {
+            rc = -1;
+            break;
+        }
+        char fname[256], path[4096];
+        snprintf(fname, sizeof fname, "%.*s", (int)(nl - p - 7), p + 7);
+        char *data = nl + 1, *next = memmem(data, (size_t)(end - data), "\n@@file ", 8);
+        size_t len = next ? (size_t)(next - data) : (size_t)(end - data);
+        snprintf(path, sizeof path, "%s/%s", dir, fname);
+        if (name && text && !strcmp(fname, name))
+            rc = tu_write_file(path, text, strlen(text));
+        else
+            rc = tu_write_file(path, data, len);
+        p = next ? next + 1 : end;
+    }
+    free(a);
+    return rc;
 }
