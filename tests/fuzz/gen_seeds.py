@@ -711,6 +711,41 @@ def tok_seeds():
                   bytes([mode | flags]) + t)
 
 
+# ---- fuzz_roundtrip: a vocabulary of the input's own, then the text -------
+def rt_flags(bpe=0, add=0, parse=0, all_bytes=1, bit4=0, max_mode=0):
+    return bytes([bpe | add << 1 | parse << 2 | all_bytes << 3 | bit4 << 4 |
+                  max_mode << 5])
+
+
+RT_SEEDS = [
+    # SentencePiece without a piece for the space: 3 byte tokens a space
+    ("spm-no-space", rt_flags(bit4=1, add=1), [b"a", b"b", b"he", b"ll", b"o"],
+     b"hello world  a b    "),
+    ("spm-space", rt_flags(bit4=1, add=1), [b" ", b"a", b" hello", b"lo"],
+     b"hello  a   lo"),
+    ("spm-no-bytes", rt_flags(all_bytes=0, add=1), [b"a", b" a", b"the"],
+     "the a \u00e9t\u00e9 \U0001f600".encode()),
+    ("spm-control", rt_flags(parse=1, bit4=1), [b"!<|im_end|>", b"?<tool>", b"h", b"i"],
+     b"hi<|im_end|> <tool>hi"),
+    ("spm-max-less", rt_flags(bit4=1, add=1, max_mode=2), [b"a", b" a"], b"a a a a a"),
+    ("bpe-words", rt_flags(bpe=1), [b"he", b"ll", b"hell", b"hello", b" w", b" wo"],
+     b"hello world, hello!"),
+    ("bpe-invalid-utf8", rt_flags(bpe=1, add=1), [b"ab"], b"ab\xff\xfe\xc0\xaf ab"),
+    ("bpe-no-bytes", rt_flags(bpe=1, all_bytes=0), [b"a", b"b", b"ab"], b"ab ba\x01"),
+    ("bpe-regex", rt_flags(bpe=1, bit4=1), [b"\\s+(?=\\s*x)|\\S+|\\s+", b"ab"],
+     b"ab          x  1"),
+    ("bpe-regex-backtracks", rt_flags(bpe=1, bit4=1), [b"(\\s+)+$|\\S+", b"1"],
+     b" " * 40 + b"1"),
+    ("bpe-max-len8", rt_flags(bpe=1, max_mode=3), [b"a"], b"a " * 64),
+    ("bpe-max-equal", rt_flags(bpe=1, add=1, max_mode=1), [b"x", b"xx"], b"xxx xx x"),
+]
+
+
+def roundtrip_seeds():
+    for name, flags, toks, text in RT_SEEDS:
+        write("roundtrip", name + ".txt", flags + b"\n".join(toks) + b"\n\n" + text)
+
+
 # ---- .cflow: convert some of the sources with the real converter ----------
 def cflow_seeds(cflow, ggufs, l2c):
     tmp = tempfile.mkdtemp(prefix="cflow-seeds-")
@@ -768,7 +803,7 @@ def main():
         cflow = args[1]
     elif args:
         sys.exit("usage: gen_seeds.py [--cflow PATH/TO/cflow]")
-    for t in ("kv", "gguf", "llama2c", "hf", "vocab", "tok"):
+    for t in ("kv", "gguf", "llama2c", "hf", "vocab", "tok", "roundtrip"):
         d = os.path.join(CORPUS, t)
         if os.path.isdir(d):
             shutil.rmtree(d)
@@ -780,6 +815,7 @@ def main():
     hf_seeds()
     vocab_seeds(tok)
     tok_seeds()
+    roundtrip_seeds()
     if cflow:
         l2c = (l2c_checkpoint(32, 64, 1, 2, 1, nv, 32), tok)
         cflow_seeds(cflow, ggufs, l2c)
