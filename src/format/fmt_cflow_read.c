@@ -507,13 +507,165 @@ static int read_layer_geom(fmt_model *m, unsigned en, uint64_t data_start,
     return 0;
 }
 
-static int read_table(fmt_model *m, char *err, size_t errlen)
+/* Slot s of table entry en (the table at ltab, tbytes long): its kind and
+ * shape as the geometry expects, its bytes inside the file, its type, a
+ * vector's values finite; recorded in m->e[en]; *tiles counts the tiles
+ * its stream must hold. */
+static int read_slot(fmt_model *m, unsigned en, int s, uint64_t ltab,
+                     uint64_t tbytes, uint64_t *tiles, char *err, size_t errlen)
 {
     const fmt_hparams *hp = &m->hp;
+    const char *p = m->path;
+    fmt_entry *e = &m->e[en];
+    const uint8_t *sl = m->map + ltab +
+                        ((uint64_t)en * FMT_NSLOT + (unsigned)s) * FMT_SLOT_SIZE;
+    int want_kind;
+    uint32_t want_rows, want_cols;
+    uint8_t kind = sl[FMT_SL_KIND], type = sl[FMT_SL_TYPE];
+    uint32_t nel = 0;
+    uint64_t off = kern_ld_u64(sl + FMT_SL_OFFSET);
+    uint64_t len = kern_ld_u64(sl + FMT_SL_LENGTH);
+    uint32_t rows = kern_ld_u32(sl + FMT_SL_ROWS);
+    uint32_t cols = kern_ld_u32(sl + FMT_SL_COLS);
+    const char *nm = slot_name(en, hp->n_layers, s);
+
+    expect(hp, &e->geom, en, s, &want_kind, &want_rows, &want_cols);
+    if (kind != want_kind)
+        return bad(err, errlen, FMT_EFORMAT, p,
+                   "%s %u slot %s has kind %u, expected %d",
+                   en == hp->n_layers ? "globals" : "layer", en, nm,
+                   kind, want_kind);
+    if (kind == FMT_K_EMPTY)
+        return 0;
+    if (rows != want_rows || cols != want_cols)
+        return bad(err, errlen, FMT_EFORMAT, p,
+                   "%s %u %s is %ux%u, expected %ux%u",
+                   en == hp->n_layers ? "globals" : "layer", en, nm,
+                   rows, cols, want_rows, want_cols);
+    if (off < ltab + tbytes || off > m->size || len > m->size - off)
+        return bad(err, errlen, FMT_EFORMAT, p,
+                   "layer %u %s (offset %llu, %llu bytes) lies outside "
+                   "the %llu-byte file", en, nm,
+                   (unsigned long long)off, (unsigned long long)len,
+                   (unsigned long long)m->size);
+    /* every slot's type names a tile type, tables included: what
+     * the reader returns as present is sound (fuzz regression
+     * cflow-table-slot-type) */
+    if (type >= KERN_NTYPES)
+        return bad(err, errlen, FMT_EFORMAT, p,
+                   "layer %u %s: unknown type %u", en, nm, type);
+    if (kind == FMT_K_LGEOM) {
+        /* read_layer_geom checked it */
+    } else if (kind == FMT_K_EXPTABLE) {
+        if (len != (uint64_t)rows * 16)
+            return bad(err, errlen, FMT_EFORMAT, p,
+                       "layer %u expert table of %llu bytes for %u experts",
+                       en, (unsigned long long)len, rows);
+    } else if (kind == FMT_K_VEC || kind == FMT_K_F32MAT) {
+        nel = kind == FMT_K_F32MAT ? rows * cols : rows;
+        if (type != KERN_F32 || len != (uint64_t)nel * 4 || off % 4)
+            return bad(err, errlen, FMT_EFORMAT, p,
+                       "layer %u %s: vector of %llu bytes for %u floats "
+                       "(or misaligned)",
+                       en, nm, (unsigned long long)len, nel);
+        for (uint32_t i = 0; i < nel; i++)
+            if (!isfinite(kern_ld_f32(m->map + off + 4 * (uint64_t)i)))
+                return bad(err, errlen, FMT_EFORMAT, p,
+                           "layer %u %s holds a non-finite value", en, nm);
+    } else {
+        if (type >= KERN_NTYPES)
+            return bad(err, errlen, FMT_EFORMAT, p,
+                       "layer %u %s: unknown tile type %u", en, nm, type);
+        if (kern_ld_u32(sl + FMT_SL_NTILES) != fmt_plan_tiles(rows, cols))
+            return bad(err, errlen, FMT_EFORMAT, p,
+                       "layer %u %s: %u tiles, expected %u", en, nm,
+                       kern_ld_u32(sl + FMT_SL_NTILES),
+                       fmt_plan_tiles(rows, cols));
+        *tiles += (uint64_t)fmt_plan_tiles(rows, cols) *
+                  (s >= FMT_S_EXP_GATE && s <= FMT_S_EXP_DOWN ? hp->n_experts : 1);
+    }
+    e->kind[s] = kind;
+    e->off[s] = off;
+    e->len[s] = len;
+    e->rows[s] = nel;
+    e->mat[s].rows = rows;
+    e->mat[s].cols = cols;
+    e->mat[s].type = type;
+    e->mat[s].present = 1;
+    return 0;
+}
+
+/* The tile streams of table entry en, checked tile by tile (check_tile)
+ * into the index at *next, then its expert bank. */
+static int walk_entry(fmt_model *m, unsigned en, fmt_tile **next, char *err,
+                      size_t errlen)
+{
+    const fmt_hparams *hp = &m->hp;
+    const char *p = m->path;
+    fmt_entry *e = &m->e[en];
+    int global = en == hp->n_layers;
+    const fmt_group *groups = global ? fmt_global_groups : fmt_layer_groups;
+    unsigned ng = global ? FMT_GLOBAL_GROUPS : FMT_LAYER_GROUPS;
+    for (unsigned gi = 0; gi < ng; gi++) {
+        const fmt_group *g = &groups[gi];
+        int s0 = g->first_slot;
+        walk_ctx c;
+        if (e->kind[s0] != FMT_K_TILED)
+            continue;
+        memset(&c, 0, sizeof c);
+        c.expert = FMT_NO_EXPERT;
+        /* V shares K's projection: the QKV stream holds Q and K only */
+        unsigned gn = s0 == FMT_S_Q && !global &&
+                              (e->geom.flags & FMT_LG_KV_SHARED) ? 2 : g->n;
+        for (unsigned i = 0; i < gn; i++) {
+            int s = g->slots[i];
+            if (e->kind[s] != FMT_K_TILED || e->off[s] != e->off[s0] ||
+                e->len[s] != e->len[s0])
+                return bad(err, errlen, FMT_EFORMAT, p,
+                           "layer %u: fused stream %s/%s disagrees on its "
+                           "byte range", en, slot_name(en, hp->n_layers, s0),
+                           slot_name(en, hp->n_layers, s));
+            c.mat[i].rows = e->mat[s].rows;
+            c.mat[i].cols = e->mat[s].cols;
+            c.mat[i].type = e->mat[s].type;
+            c.mat[i].matrix = g->matrix[i];
+        }
+        c.m = m;
+        c.pos = m->map + e->off[s0];
+        c.end = c.pos + e->len[s0];
+        c.out = *next;
+        c.entry = en;
+        c.err = err;
+        c.errlen = errlen;
+        long n = fmt_plan_walk(c.mat, gn, check_tile, &c);
+        if (n < 0)
+            return c.rc;
+        if (c.pos != c.end)
+            return bad(err, errlen, FMT_EFORMAT, p,
+                       "layer %u %s: %llu stray bytes after the last tile",
+                       en, slot_name(en, hp->n_layers, s0),
+                       (unsigned long long)(c.end - c.pos));
+        e->stream[s0].tiles = *next;
+        e->stream[s0].n_tiles = (uint32_t)n;
+        e->stream[s0].offset = e->off[s0];
+        e->stream[s0].length = e->len[s0];
+        *next += n;
+    }
+    if (e->kind[FMT_S_EXPERT_TABLE] == FMT_K_EXPTABLE) {
+        int rc = read_experts(m, en, next, err, errlen);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int read_table(fmt_model *m, char *err, size_t errlen)
+{
     const char *p = m->path;
     uint64_t ltab = kern_ld_u64(m->hdr + FMT_H_LTABLE);
     uint64_t tbytes = (uint64_t)m->n_entries * FMT_NSLOT * FMT_SLOT_SIZE;
     uint64_t total_tiles = 0;
+    int rc;
 
     if (ltab < FMT_HEADER_SIZE || ltab > m->size || m->size - ltab < tbytes)
         return bad(err, errlen, FMT_EFORMAT, p,
@@ -523,87 +675,13 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
     m->e = calloc(m->n_entries, sizeof *m->e);
     if (!m->e)
         return bad(err, errlen, FMT_ENOMEM, p, "out of memory");
-
     for (unsigned en = 0; en < m->n_entries; en++) {
-        fmt_entry *e = &m->e[en];
-        int rc = read_layer_geom(m, en, ltab + tbytes, err, errlen);
-        if (rc)
+        if ((rc = read_layer_geom(m, en, ltab + tbytes, err, errlen)))
             return rc;
-        for (int s = 0; s < FMT_NSLOT; s++) {
-            const uint8_t *sl = m->map + ltab +
-                                ((uint64_t)en * FMT_NSLOT + (unsigned)s) * FMT_SLOT_SIZE;
-            int want_kind;
-            uint32_t want_rows, want_cols;
-            uint8_t kind = sl[FMT_SL_KIND], type = sl[FMT_SL_TYPE];
-            uint32_t nel = 0;
-            uint64_t off = kern_ld_u64(sl + FMT_SL_OFFSET), len = kern_ld_u64(sl + FMT_SL_LENGTH);
-            uint32_t rows = kern_ld_u32(sl + FMT_SL_ROWS), cols = kern_ld_u32(sl + FMT_SL_COLS);
-            const char *nm = slot_name(en, hp->n_layers, s);
-
-            expect(hp, &e->geom, en, s, &want_kind, &want_rows, &want_cols);
-            if (kind != want_kind)
-                return bad(err, errlen, FMT_EFORMAT, p,
-                           "%s %u slot %s has kind %u, expected %d",
-                           en == hp->n_layers ? "globals" : "layer", en, nm,
-                           kind, want_kind);
-            if (kind == FMT_K_EMPTY)
-                continue;
-            if (rows != want_rows || cols != want_cols)
-                return bad(err, errlen, FMT_EFORMAT, p,
-                           "%s %u %s is %ux%u, expected %ux%u",
-                           en == hp->n_layers ? "globals" : "layer", en, nm,
-                           rows, cols, want_rows, want_cols);
-            if (off < ltab + tbytes || off > m->size || len > m->size - off)
-                return bad(err, errlen, FMT_EFORMAT, p,
-                           "layer %u %s (offset %llu, %llu bytes) lies outside "
-                           "the %llu-byte file", en, nm,
-                           (unsigned long long)off, (unsigned long long)len,
-                           (unsigned long long)m->size);
-            /* every slot's type names a tile type, tables included: what
-             * the reader returns as present is sound (fuzz regression
-             * cflow-table-slot-type) */
-            if (type >= KERN_NTYPES)
-                return bad(err, errlen, FMT_EFORMAT, p,
-                           "layer %u %s: unknown type %u", en, nm, type);
-            if (kind == FMT_K_LGEOM) {
-                /* read_layer_geom checked it */
-            } else if (kind == FMT_K_EXPTABLE) {
-                if (len != (uint64_t)rows * 16)
-                    return bad(err, errlen, FMT_EFORMAT, p,
-                               "layer %u expert table of %llu bytes for %u experts",
-                               en, (unsigned long long)len, rows);
-            } else if (kind == FMT_K_VEC || kind == FMT_K_F32MAT) {
-                nel = kind == FMT_K_F32MAT ? rows * cols : rows;
-                if (type != KERN_F32 || len != (uint64_t)nel * 4 || off % 4)
-                    return bad(err, errlen, FMT_EFORMAT, p,
-                               "layer %u %s: vector of %llu bytes for %u floats "
-                               "(or misaligned)",
-                               en, nm, (unsigned long long)len, nel);
-                for (uint32_t i = 0; i < nel; i++)
-                    if (!isfinite(kern_ld_f32(m->map + off + 4 * (uint64_t)i)))
-                        return bad(err, errlen, FMT_EFORMAT, p,
-                                   "layer %u %s holds a non-finite value", en, nm);
-            } else {
-                if (type >= KERN_NTYPES)
-                    return bad(err, errlen, FMT_EFORMAT, p,
-                               "layer %u %s: unknown tile type %u", en, nm, type);
-                if (kern_ld_u32(sl + FMT_SL_NTILES) != fmt_plan_tiles(rows, cols))
-                    return bad(err, errlen, FMT_EFORMAT, p,
-                               "layer %u %s: %u tiles, expected %u", en, nm,
-                               kern_ld_u32(sl + FMT_SL_NTILES),
-                               fmt_plan_tiles(rows, cols));
-                total_tiles += (uint64_t)fmt_plan_tiles(rows, cols) *
-                               (s >= FMT_S_EXP_GATE && s <= FMT_S_EXP_DOWN ? hp->n_experts : 1);
-            }
-            e->kind[s] = kind;
-            e->off[s] = off;
-            e->len[s] = len;
-            e->rows[s] = nel;
-            e->mat[s].rows = rows;
-            e->mat[s].cols = cols;
-            e->mat[s].type = type;
-            e->mat[s].present = 1;
-        }
+        for (int s = 0; s < FMT_NSLOT; s++)
+            if ((rc = read_slot(m, en, s, ltab, tbytes, &total_tiles, err,
+                                errlen)))
+                return rc;
     }
     /* every tile needs at least its header in the file */
     if (total_tiles > m->size / FMT_TILE_HEADER_SIZE)
@@ -613,64 +691,10 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
     m->tiles = calloc(total_tiles ? total_tiles : 1, sizeof *m->tiles);
     if (!m->tiles)
         return bad(err, errlen, FMT_ENOMEM, p, "out of memory");
-
     fmt_tile *next = m->tiles;
-    for (unsigned en = 0; en < m->n_entries; en++) {
-        fmt_entry *e = &m->e[en];
-        int global = en == hp->n_layers;
-        const fmt_group *groups = global ? fmt_global_groups : fmt_layer_groups;
-        unsigned ng = global ? FMT_GLOBAL_GROUPS : FMT_LAYER_GROUPS;
-        for (unsigned gi = 0; gi < ng; gi++) {
-            const fmt_group *g = &groups[gi];
-            int s0 = g->first_slot;
-            walk_ctx c;
-            if (e->kind[s0] != FMT_K_TILED)
-                continue;
-            memset(&c, 0, sizeof c);
-            c.expert = FMT_NO_EXPERT;
-            /* V shares K's projection: the QKV stream holds Q and K only */
-            unsigned gn = s0 == FMT_S_Q && !global &&
-                                  (e->geom.flags & FMT_LG_KV_SHARED) ? 2 : g->n;
-            for (unsigned i = 0; i < gn; i++) {
-                int s = g->slots[i];
-                if (e->kind[s] != FMT_K_TILED || e->off[s] != e->off[s0] ||
-                    e->len[s] != e->len[s0])
-                    return bad(err, errlen, FMT_EFORMAT, p,
-                               "layer %u: fused stream %s/%s disagrees on its "
-                               "byte range", en, slot_name(en, hp->n_layers, s0),
-                               slot_name(en, hp->n_layers, s));
-                c.mat[i].rows = e->mat[s].rows;
-                c.mat[i].cols = e->mat[s].cols;
-                c.mat[i].type = e->mat[s].type;
-                c.mat[i].matrix = g->matrix[i];
-            }
-            c.m = m;
-            c.pos = m->map + e->off[s0];
-            c.end = c.pos + e->len[s0];
-            c.out = next;
-            c.entry = en;
-            c.err = err;
-            c.errlen = errlen;
-            long n = fmt_plan_walk(c.mat, gn, check_tile, &c);
-            if (n < 0)
-                return c.rc;
-            if (c.pos != c.end)
-                return bad(err, errlen, FMT_EFORMAT, p,
-                           "layer %u %s: %llu stray bytes after the last tile",
-                           en, slot_name(en, hp->n_layers, s0),
-                           (unsigned long long)(c.end - c.pos));
-            e->stream[s0].tiles = next;
-            e->stream[s0].n_tiles = (uint32_t)n;
-            e->stream[s0].offset = e->off[s0];
-            e->stream[s0].length = e->len[s0];
-            next += n;
-        }
-        if (e->kind[FMT_S_EXPERT_TABLE] == FMT_K_EXPTABLE) {
-            int rc = read_experts(m, en, &next, err, errlen);
-            if (rc)
-                return rc;
-        }
-    }
+    for (unsigned en = 0; en < m->n_entries; en++)
+        if ((rc = walk_entry(m, en, &next, err, errlen)))
+            return rc;
     return 0;
 }
 

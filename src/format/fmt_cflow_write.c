@@ -683,22 +683,222 @@ static void header_store(uint8_t *h, const fmt_hparams *hp, uint64_t ltab,
     fmt_wrf32(h + FMT_H_SOFTCAP, hp->softcap);
 }
 
+/* What fmt_cflow_write carries between its phases. */
+typedef struct out_file {
+    const char *tmp;                   /* temporary name beside the output */
+    slot       *table;                 /* [(L + 1) * FMT_NSLOT] */
+    uint8_t    *tbuf;                  /* the same, stored */
+    uint8_t     hdr[FMT_HEADER_SIZE], vhdr[FMT_VHEADER_SIZE];
+    uint64_t    ghdr_off, ltab, gtab, meta_off, bank[2];
+    uint8_t    *gdesc;                 /* .vflow group table */
+    unsigned   *gfirst, ngroups;
+    uint64_t   *grp;
+    uint8_t     flags;                 /* feature_flags byte */
+    int         vflow;
+} out_file;
+
+/* The reader's bounds (fmt_cflow_read.c read_header): never write a file
+ * it would refuse. */
+static int check_geometry(writer *w, const fmt_hparams *hp)
+{
+    if (hp->n_experts > 254)
+        return fail(w, FMT_EUNSUP, "%u experts: tile headers hold expert ids "
+                    "below 255", hp->n_experts);
+    if (hp->max_seq > (1u << 24) || hp->vocab_size > (1u << 24) ||
+        hp->dim > 65536 || hp->ffn_dim > 65536 || hp->expert_ffn_dim > 65536 ||
+        hp->n_layers > 4096 || (uint64_t)hp->n_heads * hp->head_dim > 65536 ||
+        (hp->flags >> 8) & ~FMT_FLAGS2_KNOWN)
+        return fail(w, FMT_EUNSUP, "geometry outside what .cflow stores (context "
+                    "%u, vocabulary %u, dim %u, ffn %u, layers %u)", hp->max_seq,
+                    hp->vocab_size, hp->dim, hp->ffn_dim, hp->n_layers);
+    if (hp->n_heads > 65535 || hp->n_kv_heads > 65535 || hp->head_dim > 65535)
+        return fail(w, FMT_EUNSUP, "head geometry out of range");
+    return 0;
+}
+
+/* Create the temporary file o->tmp (mode as a plain create would give) and
+ * open w->f on it. */
+static int open_tmp(writer *w, out_file *o)
+{
+    int fd = mkstemp((char *)o->tmp);
+    if (fd < 0 || !(w->f = fdopen(fd, "wb"))) {
+        int rc = fail(w, FMT_EIO, "cannot create: %s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    mode_t um = umask(022);
+    umask(um);
+    fchmod(fileno(w->f), 0666 & ~um);
+    setvbuf(w->f, NULL, _IOFBF, 1 << 20);
+    return 0;
+}
+
+/* Placeholders for the header(s), the layer table and the group table,
+ * then every layer's sections. */
+static int write_body(writer *w, const fmt_src *src, out_file *o)
+{
+    unsigned L = fmt_src_hparams(src)->n_layers;
+    int rc;
+    if (o->vflow) {
+        if ((rc = put(w, o->vhdr, sizeof o->vhdr)))
+            return rc;
+        o->ghdr_off = w->pos;
+    }
+    if ((rc = put(w, o->hdr, sizeof o->hdr)) || (rc = pad_to(w, FMT_ALIGN)))
+        return rc;
+    o->ltab = w->pos;
+    if ((rc = put(w, o->tbuf, (size_t)(L + 1) * FMT_NSLOT * FMT_SLOT_SIZE)))
+        return rc;
+    if (!o->vflow)
+        return write_layers(w, src, o->table);
+    o->gtab = w->pos;
+    o->ngroups = vflow_groups(src, NULL);
+    o->gfirst = calloc(o->ngroups + 1u, sizeof *o->gfirst);
+    o->grp = calloc((size_t)o->ngroups * 4, sizeof *o->grp);
+    o->gdesc = calloc(o->ngroups, FMT_VGROUP_SIZE);
+    if (!o->gfirst || !o->grp || !o->gdesc)
+        return fail(w, FMT_ENOMEM, "out of memory");
+    vflow_groups(src, o->gfirst);
+    if ((rc = put(w, o->gdesc, (size_t)o->ngroups * FMT_VGROUP_SIZE)))
+        return rc;
+    return write_layers_vflow(w, src, o->table, o->gfirst, o->ngroups, o->grp,
+                              o->bank);
+}
+
+/* The globals: output norm, embedding, output head (absent when tied). */
+static int write_globals(writer *w, const fmt_src *src, out_file *o)
+{
+    const fmt_hparams *hp = fmt_src_hparams(src);
+    unsigned L = hp->n_layers;
+    slot *gs = &o->table[(size_t)L * FMT_NSLOT];
+    int rc = 0;
+    const fmt_tensor *onorm = need(w, src, FMT_R_OUT_NORM, 0, &rc);
+    const fmt_tensor *emb = need(w, src, FMT_R_TOK_EMBD, 0, &rc);
+    if (rc)
+        return rc;
+    o->flags = (uint8_t)(hp->flags & FMT_FLAGS_KNOWN);
+    if ((rc = write_vec(w, &onorm, 1, &gs[FMT_S_OUT_NORM])))
+        return rc;
+    if ((rc = write_stream(w, &fmt_global_groups[0], &emb, L, 0, gs)))
+        return rc;
+    const fmt_tensor *outp = fmt_src_tensor(src, FMT_R_OUTPUT, 0);
+    if (outp && !(hp->flags & FMT_FLAG_TIED)) {
+        o->flags &= (uint8_t)~FMT_FLAG_TIED;
+        if ((rc = write_stream(w, &fmt_global_groups[1], &outp, L, 1, gs)))
+            return rc;
+    } else {
+        o->flags |= FMT_FLAG_TIED;
+    }
+    if (emb->ne[1] != hp->vocab_size || emb->ne[0] != hp->dim)
+        return fail(w, FMT_EFORMAT, "token embedding is %llux%llu, expected %ux%u",
+                    (unsigned long long)emb->ne[1], (unsigned long long)emb->ne[0],
+                    hp->vocab_size, hp->dim);
+    return 0;
+}
+
+/* The metadata section: u64 count, then fmt_kv's encoding. */
+static int write_meta(writer *w, const fmt_src *src, out_file *o)
+{
+    fmt_kv *meta = fmt_kv_new();
+    if (!meta)
+        return fail(w, FMT_ENOMEM, "out of memory");
+    int rc = build_meta(w, src, meta);
+    if (!rc)
+        rc = pad_to(w, FMT_ALIGN);
+    o->meta_off = w->pos;
+    if (!rc) {
+        uint8_t cnt[8];
+        size_t n = fmt_kv_write(meta, NULL);
+        uint8_t *buf = malloc(n ? n : 1);
+        if (!buf) {
+            fmt_kv_free(meta);
+            return fail(w, FMT_ENOMEM, "out of memory");
+        }
+        fmt_kv_write(meta, buf);
+        fmt_wr64(cnt, fmt_kv_count(meta));
+        rc = put(w, cnt, 8);
+        if (!rc)
+            rc = put(w, buf, n);
+        free(buf);
+    }
+    fmt_kv_free(meta);
+    return rc;
+}
+
+/* The .vflow header and group table over their placeholders; the
+ * vocabulary tiles end the streaming region, after the bank. */
+static int write_vflow_tables(writer *w, out_file *o)
+{
+    uint8_t *vhdr = o->vhdr;
+    const uint64_t *grp = o->grp;
+    unsigned ngroups = o->ngroups;
+    memcpy(vhdr + FMT_V_MAGIC, FMT_VMAGIC, 8);
+    fmt_wr16(vhdr + FMT_V_VERSION, FMT_VVERSION);
+    fmt_wr16(vhdr + FMT_V_HSIZE, FMT_VHEADER_SIZE);
+    const uint64_t *last = grp + 4 * (size_t)(ngroups - 1);
+    fmt_wr32(vhdr + FMT_V_NGROUPS, ngroups);
+    fmt_wr64(vhdr + FMT_V_GTABLE, o->gtab);
+    fmt_wr64(vhdr + FMT_V_GHEADER, o->ghdr_off);
+    fmt_wr64(vhdr + FMT_V_STREAM, grp[0]);
+    fmt_wr64(vhdr + FMT_V_STREAMLEN, (last[2] + last[3]) - grp[0]);
+    fmt_wr64(vhdr + FMT_V_BANK, o->bank[0]);
+    fmt_wr64(vhdr + FMT_V_BANKLEN, o->bank[1]);
+    for (unsigned gi = 0; gi < ngroups; gi++) {
+        uint8_t *d = o->gdesc + (size_t)gi * FMT_VGROUP_SIZE;
+        fmt_wr32(d + 0, o->gfirst[gi]);
+        fmt_wr32(d + 4, o->gfirst[gi + 1] - o->gfirst[gi]);
+        for (unsigned k = 0; k < 4; k++)
+            fmt_wr64(d + 8 + 8 * k, grp[4 * (size_t)gi + k]);
+    }
+    if (fflush(w->f) || fseek(w->f, 0, SEEK_SET) ||
+        fwrite(vhdr, 1, sizeof o->vhdr, w->f) != sizeof o->vhdr ||
+        fseek(w->f, (long)o->gtab, SEEK_SET) ||
+        fwrite(o->gdesc, FMT_VGROUP_SIZE, ngroups, w->f) != ngroups)
+        return fail(w, FMT_EIO, "write failed: %s", strerror(errno));
+    return 0;
+}
+
+/* The real header and layer table over their placeholders, then the file
+ * to disk and renamed into place. */
+static int finish(writer *w, const fmt_hparams *hp, out_file *o,
+                  const char *out_path)
+{
+    size_t nslot = (size_t)(hp->n_layers + 1) * FMT_NSLOT;
+    int rc;
+    for (size_t i = 0; i < nslot; i++)
+        slot_store(o->tbuf + i * FMT_SLOT_SIZE, &o->table[i]);
+    header_store(o->hdr, hp, o->ltab, o->meta_off, o->flags,
+                 (uint8_t)dominant_type(o->table, hp->n_layers + 1));
+    if (o->vflow && (rc = write_vflow_tables(w, o)))
+        return rc;
+    if (fflush(w->f) || fseek(w->f, (long)o->ghdr_off, SEEK_SET) ||
+        fwrite(o->hdr, 1, sizeof o->hdr, w->f) != sizeof o->hdr ||
+        fseek(w->f, (long)o->ltab, SEEK_SET) ||
+        fwrite(o->tbuf, FMT_SLOT_SIZE, nslot, w->f) != nslot ||
+        fflush(w->f) || fsync(fileno(w->f)))
+        return fail(w, FMT_EIO, "write failed: %s", strerror(errno));
+    FILE *f = w->f;
+    w->f = NULL;
+    if (fclose(f))
+        return fail(w, FMT_EIO, "write failed: %s", strerror(errno));
+    if (rename(o->tmp, out_path))
+        return fail(w, FMT_EIO, "cannot rename into place: %s", strerror(errno));
+    return 0;
+}
+
 int fmt_cflow_write(const fmt_src *src, const char *out_path,
                     const fmt_convert_opts *opts, char *err, size_t errlen)
 {
     const fmt_hparams *hp = fmt_src_hparams(src);
-    writer w;
-    slot *table = NULL;
-    uint8_t *tbuf = NULL;
-    fmt_kv *meta = NULL;
-    char *tmp = NULL;
-    int fd = -1, rc = 0;
     unsigned L = hp->n_layers;
-    uint8_t *gdesc = NULL;               /* .vflow group table */
-    unsigned *gfirst = NULL, ngroups = 0;
-    uint64_t *grp = NULL;
+    writer w;
+    out_file o;
+    char *tmp = NULL;
+    int rc;
 
     memset(&w, 0, sizeof w);
+    memset(&o, 0, sizeof o);
     w.expert = -1;
     w.path = out_path;
     w.opts = opts;
@@ -706,185 +906,28 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
     w.errlen = errlen;
     if (opts && opts->force_type >= KERN_NTYPES)
         return fail(&w, FMT_EARG, "unknown tile type %d", opts->force_type);
-    if (hp->n_experts > 254)
-        return fail(&w, FMT_EUNSUP, "%u experts: tile headers hold expert ids "
-                    "below 255", hp->n_experts);
-    /* the reader's bounds (fmt_cflow_read.c read_header): never write a file
-     * it would refuse */
-    if (hp->max_seq > (1u << 24) || hp->vocab_size > (1u << 24) ||
-        hp->dim > 65536 || hp->ffn_dim > 65536 || hp->expert_ffn_dim > 65536 ||
-        hp->n_layers > 4096 || (uint64_t)hp->n_heads * hp->head_dim > 65536 ||
-        (hp->flags >> 8) & ~FMT_FLAGS2_KNOWN)
-        return fail(&w, FMT_EUNSUP, "geometry outside what .cflow stores (context "
-                    "%u, vocabulary %u, dim %u, ffn %u, layers %u)", hp->max_seq,
-                    hp->vocab_size, hp->dim, hp->ffn_dim, hp->n_layers);
-    if (hp->n_heads > 65535 || hp->n_kv_heads > 65535 || hp->head_dim > 65535)
-        return fail(&w, FMT_EUNSUP, "head geometry out of range");
-
-    table = calloc((size_t)(L + 1) * FMT_NSLOT, sizeof *table);
-    tbuf = calloc((size_t)(L + 1) * FMT_NSLOT, FMT_SLOT_SIZE);
+    if ((rc = check_geometry(&w, hp)))
+        return rc;
+    o.vflow = opts && opts->vflow;
+    o.table = calloc((size_t)(L + 1) * FMT_NSLOT, sizeof *o.table);
+    o.tbuf = calloc((size_t)(L + 1) * FMT_NSLOT, FMT_SLOT_SIZE);
     w.payload = malloc(kern_tile_payload_size(KERN_F32, KERN_TILE_ROWS,
                                               KERN_TILE_COLS));
-    meta = fmt_kv_new();
     tmp = malloc(strlen(out_path) + 16);
-    if (!table || !tbuf || !w.payload || !meta || !tmp) {
+    if (!o.table || !o.tbuf || !w.payload || !tmp) {
         rc = fail(&w, FMT_ENOMEM, "out of memory");
         goto out;
     }
     sprintf(tmp, "%s.tmp.XXXXXX", out_path);
-    fd = mkstemp(tmp);
-    if (fd < 0 || !(w.f = fdopen(fd, "wb"))) {
-        rc = fail(&w, FMT_EIO, "cannot create: %s", strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        fd = -1;
+    o.tmp = tmp;
+    if ((rc = open_tmp(&w, &o)) || (rc = write_body(&w, src, &o)) ||
+        (rc = write_globals(&w, src, &o)))
         goto out;
-    }
-    fd = -1;
-    {
-        mode_t um = umask(022);
-        umask(um);
-        fchmod(fileno(w.f), 0666 & ~um);
-    }
-    setvbuf(w.f, NULL, _IOFBF, 1 << 20);
-
-    /* placeholders for the header(s), the layer table, the group table */
-    int vflow = opts && opts->vflow;
-    uint8_t hdr[FMT_HEADER_SIZE] = { 0 }, vhdr[FMT_VHEADER_SIZE] = { 0 };
-    uint64_t ghdr_off = 0, gtab = 0, bank[2] = { 0 }, stream_end = 0;
-    if (vflow) {
-        if ((rc = put(&w, vhdr, sizeof vhdr)))
-            goto out;
-        ghdr_off = w.pos;
-    }
-    if ((rc = put(&w, hdr, sizeof hdr)) || (rc = pad_to(&w, FMT_ALIGN)))
-        goto out;
-    uint64_t ltab = w.pos;
-    if ((rc = put(&w, tbuf, (size_t)(L + 1) * FMT_NSLOT * FMT_SLOT_SIZE)))
-        goto out;
-    if (vflow) {
-        gtab = w.pos;
-        ngroups = vflow_groups(src, NULL);
-        gfirst = calloc(ngroups + 1u, sizeof *gfirst);
-        grp = calloc((size_t)ngroups * 4, sizeof *grp);
-        gdesc = calloc(ngroups, FMT_VGROUP_SIZE);
-        if (!gfirst || !grp || !gdesc) {
-            rc = fail(&w, FMT_ENOMEM, "out of memory");
-            goto out;
-        }
-        vflow_groups(src, gfirst);
-        if ((rc = put(&w, gdesc, (size_t)ngroups * FMT_VGROUP_SIZE)))
-            goto out;
-        if ((rc = write_layers_vflow(&w, src, table, gfirst, ngroups, grp, bank)))
-            goto out;
-    } else if ((rc = write_layers(&w, src, table))) {
-        goto out;
-    }
-
-    /* globals: output norm, embedding, output head */
-    slot *gs = &table[(size_t)L * FMT_NSLOT];
-    const fmt_tensor *onorm = need(&w, src, FMT_R_OUT_NORM, 0, &rc);
-    const fmt_tensor *emb = need(&w, src, FMT_R_TOK_EMBD, 0, &rc);
-    if (rc)
-        goto out;
-    uint8_t flags = (uint8_t)(hp->flags & FMT_FLAGS_KNOWN);
-    if ((rc = write_vec(&w, &onorm, 1, &gs[FMT_S_OUT_NORM])))
-        goto out;
-    if ((rc = write_stream(&w, &fmt_global_groups[0], &emb, L, 0, gs)))
-        goto out;
-    const fmt_tensor *outp = fmt_src_tensor(src, FMT_R_OUTPUT, 0);
-    if (outp && !(hp->flags & FMT_FLAG_TIED)) {
-        flags &= (uint8_t)~FMT_FLAG_TIED;
-        if ((rc = write_stream(&w, &fmt_global_groups[1], &outp, L, 1, gs)))
-            goto out;
-    } else {
-        flags |= FMT_FLAG_TIED;
-    }
-    if (emb->ne[1] != hp->vocab_size || emb->ne[0] != hp->dim) {
-        rc = fail(&w, FMT_EFORMAT, "token embedding is %llux%llu, expected %ux%u",
-                  (unsigned long long)emb->ne[1], (unsigned long long)emb->ne[0],
-                  hp->vocab_size, hp->dim);
-        goto out;
-    }
-    stream_end = w.pos;
     if (opts && opts->progress)
         opts->progress(opts->ud, "convert", L + 1, L + 1);
-
-    /* metadata */
-    if ((rc = build_meta(&w, src, meta)) || (rc = pad_to(&w, FMT_ALIGN)))
+    if ((rc = write_meta(&w, src, &o)))
         goto out;
-    uint64_t meta_off = w.pos;
-    {
-        uint8_t cnt[8];
-        size_t n = fmt_kv_write(meta, NULL);
-        uint8_t *buf = malloc(n ? n : 1);
-        if (!buf) {
-            rc = fail(&w, FMT_ENOMEM, "out of memory");
-            goto out;
-        }
-        fmt_kv_write(meta, buf);
-        fmt_wr64(cnt, fmt_kv_count(meta));
-        rc = put(&w, cnt, 8);
-        if (!rc)
-            rc = put(&w, buf, n);
-        free(buf);
-        if (rc)
-            goto out;
-    }
-
-    /* the real header and table */
-    for (size_t i = 0; i < (size_t)(L + 1) * FMT_NSLOT; i++)
-        slot_store(tbuf + i * FMT_SLOT_SIZE, &table[i]);
-    header_store(hdr, hp, ltab, meta_off, flags,
-                 (uint8_t)dominant_type(table, L + 1));
-    if (vflow) {
-        /* the vocabulary tiles end the streaming region, after the bank */
-        memcpy(vhdr + FMT_V_MAGIC, FMT_VMAGIC, 8);
-        fmt_wr16(vhdr + FMT_V_VERSION, FMT_VVERSION);
-        fmt_wr16(vhdr + FMT_V_HSIZE, FMT_VHEADER_SIZE);
-        const uint64_t *last = grp + 4 * (size_t)(ngroups - 1);
-        fmt_wr32(vhdr + FMT_V_NGROUPS, ngroups);
-        fmt_wr64(vhdr + FMT_V_GTABLE, gtab);
-        fmt_wr64(vhdr + FMT_V_GHEADER, ghdr_off);
-        fmt_wr64(vhdr + FMT_V_STREAM, grp[0]);
-        fmt_wr64(vhdr + FMT_V_STREAMLEN, (last[2] + last[3]) - grp[0]);
-        fmt_wr64(vhdr + FMT_V_BANK, bank[0]);
-        fmt_wr64(vhdr + FMT_V_BANKLEN, bank[1]);
-        for (unsigned gi = 0; gi < ngroups; gi++) {
-            uint8_t *d = gdesc + (size_t)gi * FMT_VGROUP_SIZE;
-            fmt_wr32(d + 0, gfirst[gi]);
-            fmt_wr32(d + 4, gfirst[gi + 1] - gfirst[gi]);
-            for (unsigned k = 0; k < 4; k++)
-                fmt_wr64(d + 8 + 8 * k, grp[4 * (size_t)gi + k]);
-        }
-        (void)stream_end;
-        if (fflush(w.f) || fseek(w.f, 0, SEEK_SET) ||
-            fwrite(vhdr, 1, sizeof vhdr, w.f) != sizeof vhdr ||
-            fseek(w.f, (long)gtab, SEEK_SET) ||
-            fwrite(gdesc, FMT_VGROUP_SIZE, ngroups, w.f) != ngroups) {
-            rc = fail(&w, FMT_EIO, "write failed: %s", strerror(errno));
-            goto out;
-        }
-    }
-    if (fflush(w.f) || fseek(w.f, (long)ghdr_off, SEEK_SET) ||
-        fwrite(hdr, 1, sizeof hdr, w.f) != sizeof hdr ||
-        fseek(w.f, (long)ltab, SEEK_SET) ||
-        fwrite(tbuf, FMT_SLOT_SIZE, (size_t)(L + 1) * FMT_NSLOT, w.f) !=
-            (size_t)(L + 1) * FMT_NSLOT ||
-        fflush(w.f) || fsync(fileno(w.f))) {
-        rc = fail(&w, FMT_EIO, "write failed: %s", strerror(errno));
-        goto out;
-    }
-    if (fclose(w.f)) {
-        w.f = NULL;
-        rc = fail(&w, FMT_EIO, "write failed: %s", strerror(errno));
-        goto out;
-    }
-    w.f = NULL;
-    if (rename(tmp, out_path)) {
-        rc = fail(&w, FMT_EIO, "cannot rename into place: %s", strerror(errno));
-        goto out;
-    }
+    rc = finish(&w, hp, &o, out_path);
 
 out:
     if (w.f)
@@ -894,13 +937,12 @@ out:
     for (int i = 0; i < FMT_MAX_FUSED; i++)
         free(w.stripe[i]);
     free(w.payload);
-    free(gdesc);
-    free(gfirst);
-    free(grp);
-    free(table);
-    free(tbuf);
+    free(o.gdesc);
+    free(o.gfirst);
+    free(o.grp);
+    free(o.table);
+    free(o.tbuf);
     free(tmp);
-    fmt_kv_free(meta);
     return rc;
 }
 

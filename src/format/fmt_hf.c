@@ -588,9 +588,12 @@ static int cfg_bool(json_object *o, const char *key, int dflt)
     return json_object_get_boolean(v) ? 1 : 0;
 }
 
-static int read_config(fmt_src *s, cfgctx *c, int *tied)
+/* The architecture config.json names (architectures[0], else model_type):
+ * *kind is HF_LLAMA, HF_QWEN2, HF_QWEN3, HF_QWEN3MOE or HF_PIPELINE, and
+ * h->arch is set; *mistral marks Mistral (a sliding window by default). */
+enum { HF_LLAMA, HF_QWEN2, HF_QWEN3 = 3, HF_QWEN3MOE, HF_PIPELINE };
+static int cfg_arch(fmt_hparams *h, cfgctx *c, int *kind, int *mistral)
 {
-    fmt_hparams *h = &s->hp;
     json_object *o = c->o, *v;
     const char *arch = NULL;
     if (json_object_object_get_ex(o, "architectures", &v) && v &&
@@ -641,9 +644,17 @@ static int read_config(fmt_src *s, cfgctx *c, int *tied)
     snprintf(h->arch, sizeof h->arch, "%s",
              pipeline ? cfg_str(o, "cflow_arch")
              : qwen == 4 ? "qwen3moe" : qwen == 3 ? "qwen3" : qwen ? "qwen2" : "llama");
-    int mistral = (arch && strcmp(arch, "MistralForCausalLM") == 0) ||
-                  (!arch && mt && strcmp(mt, "mistral") == 0);
+    *mistral = (arch && strcmp(arch, "MistralForCausalLM") == 0) ||
+               (!arch && mt && strcmp(mt, "mistral") == 0);
+    *kind = pipeline ? HF_PIPELINE : qwen;
+    return FMT_OK;
+}
 
+/* The dense geometry: required sizes, then the optional ones with HF's
+ * defaults; head_dim from hidden_size when absent. */
+static int cfg_geometry(fmt_hparams *h, cfgctx *c)
+{
+    json_object *o = c->o;
     static const struct { const char *k; size_t off; } req[] = {
         { "hidden_size", offsetof(fmt_hparams, dim) },
         { "intermediate_size", offsetof(fmt_hparams, ffn_dim) },
@@ -682,50 +693,110 @@ static int read_config(fmt_src *s, cfgctx *c, int *tied)
         }
         h->head_dim = h->dim / h->n_heads;
     }
-    if (qwen == 4) {
-        /* every layer sparse: the experts replace the dense FFN */
-        uint32_t step = 1;
-        json_object *mo;
-        if (cfg_u32(c, "num_experts", &h->n_experts) < 0 ||
-            cfg_u32(c, "num_experts_per_tok", &h->top_k) < 0 ||
-            cfg_u32(c, "moe_intermediate_size", &h->expert_ffn_dim) < 0 ||
-            cfg_u32(c, "decoder_sparse_step", &step) < 0)
-            return FMT_EFORMAT;
-        if (step != 1 || (json_object_object_get_ex(o, "mlp_only_layers", &mo) &&
-                          json_object_is_type(mo, json_type_array) &&
-                          json_object_array_length(mo) > 0)) {
-            fmt_err(c->err, c->errlen, "%s: Qwen3-MoE with dense layers "
-                    "(decoder_sparse_step %u, mlp_only_layers) is not supported",
-                    c->path, step);
-            return FMT_EUNSUP;
-        }
-        h->ffn_dim = 0;
-        /* HF's default is false; Qwen3-30B-A3B sets it */
-        if (!cfg_bool(o, "norm_topk_prob", 0))
-            h->flags |= FMT_FLAG_MOE_NO_RENORM;
+    return FMT_OK;
+}
+
+/* Qwen3-MoE's experts: every layer sparse, the experts replace the dense
+ * FFN. */
+static int cfg_qwen3moe(fmt_hparams *h, cfgctx *c)
+{
+    json_object *o = c->o;
+    uint32_t step = 1;
+    json_object *mo;
+    if (cfg_u32(c, "num_experts", &h->n_experts) < 0 ||
+        cfg_u32(c, "num_experts_per_tok", &h->top_k) < 0 ||
+        cfg_u32(c, "moe_intermediate_size", &h->expert_ffn_dim) < 0 ||
+        cfg_u32(c, "decoder_sparse_step", &step) < 0)
+        return FMT_EFORMAT;
+    if (step != 1 || (json_object_object_get_ex(o, "mlp_only_layers", &mo) &&
+                      json_object_is_type(mo, json_type_array) &&
+                      json_object_array_length(mo) > 0)) {
+        fmt_err(c->err, c->errlen, "%s: Qwen3-MoE with dense layers "
+                "(decoder_sparse_step %u, mlp_only_layers) is not supported",
+                c->path, step);
+        return FMT_EUNSUP;
     }
-    if (pipeline) {
-        uint32_t dd = 0, ed = 0, cs = 0;
-        if (cfg_u32(c, "num_experts", &h->n_experts) < 0 ||
-            cfg_u32(c, "num_experts_per_tok", &h->top_k) < 0 ||
-            cfg_u32(c, "moe_intermediate_size", &h->expert_ffn_dim) < 0 ||
-            cfg_u32(c, "dense_delay", &dd) < 0 ||
-            cfg_u32(c, "expert_delay", &ed) < 0 ||
-            cfg_u32(c, "combine_style", &cs) < 0 ||
-            cfg_u32(c, "merge_interval", &h->merge_interval) < 0 ||
-            cfg_u32(c, "iterations", &h->iterations) < 0)
-            return FMT_EFORMAT;
-        if (dd > 255 || ed > 255 || cs >= FMT_NCOMBINE) {
-            fmt_err(c->err, c->errlen, "%s: bad delays or combine_style "
-                    "(%u, %u, %u)", c->path, dd, ed, cs);
-            return FMT_EFORMAT;
-        }
-        if (h->n_experts == 0)
-            h->top_k = 0;
-        h->dense_delay = (uint8_t)dd;
-        h->expert_delay = (uint8_t)ed;
-        h->combine_style = (uint8_t)cs;
+    h->ffn_dim = 0;
+    /* HF's default is false; Qwen3-30B-A3B sets it */
+    if (!cfg_bool(o, "norm_topk_prob", 0))
+        h->flags |= FMT_FLAG_MOE_NO_RENORM;
+    return FMT_OK;
+}
+
+/* CflowPipelineForCausalLM: experts, delays and the combine style. */
+static int cfg_pipeline(fmt_hparams *h, cfgctx *c)
+{
+    uint32_t dd = 0, ed = 0, cs = 0;
+    if (cfg_u32(c, "num_experts", &h->n_experts) < 0 ||
+        cfg_u32(c, "num_experts_per_tok", &h->top_k) < 0 ||
+        cfg_u32(c, "moe_intermediate_size", &h->expert_ffn_dim) < 0 ||
+        cfg_u32(c, "dense_delay", &dd) < 0 ||
+        cfg_u32(c, "expert_delay", &ed) < 0 ||
+        cfg_u32(c, "combine_style", &cs) < 0 ||
+        cfg_u32(c, "merge_interval", &h->merge_interval) < 0 ||
+        cfg_u32(c, "iterations", &h->iterations) < 0)
+        return FMT_EFORMAT;
+    if (dd > 255 || ed > 255 || cs >= FMT_NCOMBINE) {
+        fmt_err(c->err, c->errlen, "%s: bad delays or combine_style "
+                "(%u, %u, %u)", c->path, dd, ed, cs);
+        return FMT_EFORMAT;
     }
+    if (h->n_experts == 0)
+        h->top_k = 0;
+    h->dense_delay = (uint8_t)dd;
+    h->expert_delay = (uint8_t)ed;
+    h->combine_style = (uint8_t)cs;
+    return FMT_OK;
+}
+
+/* rope_scaling: absent, "default", or Llama-3's (with its defaults). */
+static int cfg_rope_scaling(fmt_hparams *h, cfgctx *c)
+{
+    json_object *rs;
+    if (!json_object_object_get_ex(c->o, "rope_scaling", &rs) || !rs)
+        return FMT_OK;
+    if (!json_object_is_type(rs, json_type_object)) {
+        fmt_err(c->err, c->errlen, "%s: rope_scaling is not an object",
+                c->path);
+        return FMT_EFORMAT;
+    }
+    const char *rt = cfg_str(rs, "rope_type");
+    if (!rt)
+        rt = cfg_str(rs, "type");
+    if (rt && strcmp(rt, "llama3") == 0) {
+        h->flags |= FMT_FLAG_ROPE_LLAMA3;
+        h->rope_factor = 8.0f;
+        h->rope_low_freq = 1.0f;
+        h->rope_high_freq = 4.0f;
+        h->rope_orig_ctx = 8192;
+        cfgctx rc2 = *c;
+        rc2.o = rs;
+        if (cfg_f32(c, rs, "factor", &h->rope_factor) < 0 ||
+            cfg_f32(c, rs, "low_freq_factor", &h->rope_low_freq) < 0 ||
+            cfg_f32(c, rs, "high_freq_factor", &h->rope_high_freq) < 0 ||
+            cfg_u32(&rc2, "original_max_position_embeddings",
+                    &h->rope_orig_ctx) < 0)
+            return FMT_EFORMAT;
+    } else if (!rt || strcmp(rt, "default") != 0) {
+        char nm[64];
+        const char *w = rt ? rt : "(no type)";
+        fmt_err(c->err, c->errlen, "%s: rope_scaling %s is not supported",
+                c->path, fmt_safe_name(nm, w, strlen(w)));
+        return FMT_EUNSUP;
+    }
+    return FMT_OK;
+}
+
+static int read_config(fmt_src *s, cfgctx *c, int *tied)
+{
+    fmt_hparams *h = &s->hp;
+    json_object *o = c->o;
+    int kind, mistral, rc;
+    if ((rc = cfg_arch(h, c, &kind, &mistral)) < 0 ||
+        (rc = cfg_geometry(h, c)) < 0 ||
+        (kind == HF_QWEN3MOE && (rc = cfg_qwen3moe(h, c)) < 0) ||
+        (kind == HF_PIPELINE && (rc = cfg_pipeline(h, c)) < 0))
+        return rc;
     const char *act = cfg_str(o, "hidden_act");
     if (act && strcmp(act, "silu") != 0) {
         char nm[64];
@@ -735,43 +806,14 @@ static int read_config(fmt_src *s, cfgctx *c, int *tied)
     }
     *tied = cfg_bool(o, "tie_word_embeddings", 0);
     uint32_t sw = 0;
+    int qwen = kind != HF_LLAMA && kind != HF_PIPELINE;
     if ((mistral || (qwen && cfg_bool(o, "use_sliding_window", 0))) &&
         cfg_u32(c, "sliding_window", &sw) < 0)
         return FMT_EFORMAT;
     h->sliding_window = sw < h->max_seq ? sw : 0;
 
-    json_object *rs;
-    if (json_object_object_get_ex(o, "rope_scaling", &rs) && rs) {
-        if (!json_object_is_type(rs, json_type_object)) {
-            fmt_err(c->err, c->errlen, "%s: rope_scaling is not an object",
-                    c->path);
-            return FMT_EFORMAT;
-        }
-        const char *rt = cfg_str(rs, "rope_type");
-        if (!rt)
-            rt = cfg_str(rs, "type");
-        if (rt && strcmp(rt, "llama3") == 0) {
-            h->flags |= FMT_FLAG_ROPE_LLAMA3;
-            h->rope_factor = 8.0f;
-            h->rope_low_freq = 1.0f;
-            h->rope_high_freq = 4.0f;
-            h->rope_orig_ctx = 8192;
-            cfgctx rc2 = *c;
-            rc2.o = rs;
-            if (cfg_f32(c, rs, "factor", &h->rope_factor) < 0 ||
-                cfg_f32(c, rs, "low_freq_factor", &h->rope_low_freq) < 0 ||
-                cfg_f32(c, rs, "high_freq_factor", &h->rope_high_freq) < 0 ||
-                cfg_u32(&rc2, "original_max_position_embeddings",
-                        &h->rope_orig_ctx) < 0)
-                return FMT_EFORMAT;
-        } else if (!rt || strcmp(rt, "default") != 0) {
-            char nm[64];
-            const char *w = rt ? rt : "(no type)";
-            fmt_err(c->err, c->errlen, "%s: rope_scaling %s is not supported",
-                    c->path, fmt_safe_name(nm, w, strlen(w)));
-            return FMT_EUNSUP;
-        }
-    }
+    if ((rc = cfg_rope_scaling(h, c)) < 0)
+        return rc;
     /* HF layouts rotate split halves */
     h->flags |= FMT_FLAG_ROPE_NEOX;
     return FMT_OK;
