@@ -89,9 +89,11 @@ def grow_vocab(m, sd, V):
 
 
 def chat_ids(tok, doc, copy_weight, common):
-    """ids and loss weights of one conversation: an answer token that also
-    occurs in the request it answers (the requested name and thing, not the
-    corpus's most common tokens) weighs copy_weight, every other token 1."""
+    """ids and loss weights of one conversation: the first time the answer
+    writes a token of the request it answers (the requested name and thing,
+    not one of the corpus's most common tokens) weighs copy_weight, every
+    other token 1.  Those first mentions are what the story cannot predict
+    from itself: later mentions repeat the story's own words."""
     ids, w, req = [], [], set()
     for k, seg in enumerate(doc.split(IM_START)):
         if k:
@@ -102,7 +104,9 @@ def chat_ids(tok, doc, copy_weight, common):
             req = set(tok.encode(seg[5:].split(IM_END)[0])) - common
             w += [1.0] * len(seg_ids)
         elif seg.startswith("assistant\n"):
-            w += [copy_weight if t in req else 1.0 for t in seg_ids]
+            for t in seg_ids:
+                w.append(copy_weight if t in req else 1.0)
+                req.discard(t)
         else:
             w += [1.0] * len(seg_ids)
         ids += seg_ids
@@ -232,7 +236,7 @@ def main():
     ap.add_argument("--chat", nargs="*", default=[],
                     help="conversations of chatdata.py build, mixed with the stories")
     ap.add_argument("--copy-weight", type=float, default=1.0,
-                    help="loss weight of answer tokens that repeat the request (chat_ids)")
+                    help="loss weight of an answer's first mentions of the request's tokens (chat_ids)")
     ap.add_argument("--suffix", default="", help="output dir = OUT/<variant><suffix>")
     ap.add_argument("--save-every", type=int, default=0)
     ap.add_argument("--init", default=None,
