@@ -31,10 +31,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # thread starves its partner (4x slower under load).
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 import argparse
-import collections
 import json
 import math
 import os
+import re
 import sys
 import time
 
@@ -45,7 +45,9 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bpe import EOT, Tokenizer  # noqa: E402
-from chatdata import IM_END, IM_START  # noqa: E402
+from chatdata import FOLLOWUPS, IM_END, IM_START, PHRASINGS, PLAIN_REQUESTS  # noqa: E402
+
+REQUEST_TEXTS = [t for _, t in PHRASINGS] + FOLLOWUPS + PLAIN_REQUESTS
 from export import export, load  # noqa: E402
 from model import VARIANTS, CflowModel, make_config  # noqa: E402
 
@@ -91,7 +93,7 @@ def grow_vocab(m, sd, V):
 def chat_ids(tok, doc, copy_weight, common):
     """ids and loss weights of one conversation: the first time the answer
     writes a token of the request it answers (the requested name and thing,
-    not one of the corpus's most common tokens) weighs copy_weight, every
+    not the request's own wording, common) weighs copy_weight, every
     other token 1.  Those first mentions are what the story cannot predict
     from itself: later mentions repeat the story's own words."""
     ids, w, req = [], [], set()
@@ -120,11 +122,12 @@ def token_stream(tok, stories, cache, copy_weight=1.0):
         d = np.load(cache)
         return d["stream"], d["starts"], d["weights"]
     parts, wparts, starts, n = [], [], [], 0
-    counts = collections.Counter()
-    for s in stories:
-        if not s.startswith(IM_START):
-            counts.update(tok.encode(s[:2000]))
-    common = {t for t, _ in counts.most_common(300)}
+    # the requests' own wording ("Tell me a story about ..."), not what
+    # they ask for: the tokens of chatdata.py's phrasings without the
+    # {placeholders}
+    common = set()
+    for text in REQUEST_TEXTS:
+        common.update(tok.encode(re.sub(r"\{\w+\}", "", text)))
     for s in stories:
         if s.startswith(IM_START):
             ids, w = chat_ids(tok, s, copy_weight, common)
