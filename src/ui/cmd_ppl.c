@@ -116,7 +116,11 @@ static int score_text(ppl_ctx *c, const char *path, char *text, long max, ppl_su
         if (len && (rc = score_story(c, path, p, len, sum)))
             return rc;
         p = next;
-        ui_progress(NULL, "ppl", p ? (uint64_t)(p - text) : total, total);
+        /* a bar on a terminal: stories of -n, else bytes of the file */
+        if (max)
+            ui_progress(NULL, "ppl", p ? sum->n_stories : (uint64_t)max, (uint64_t)max);
+        else
+            ui_progress(NULL, "ppl", p ? (uint64_t)(p - text) : total, total);
     }
     return 0;
 }

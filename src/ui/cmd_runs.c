@@ -227,7 +227,8 @@ static int get_run(prof_log *l, const char *arg, prof_run_row *r)
     char err[1024];
     int64_t id;
     if (parse_id(arg, &id))
-        return ui_usage_error("runs", "bad run id '%s'", arg);
+        return ui_usage_error("runs", "bad run id '%s': a run number from 1 ('cflow runs list' "
+                                      "lists them)", arg);
     int rc = prof_log_get(l, id, r, err, sizeof err);
     if (rc < 0)
         return ui_error("%s", err);
@@ -758,7 +759,8 @@ int ui_cmd_runs(int argc, char **argv)
              : !strcmp(sub, "compare")                         ? 2
                                                                : -1;
     if (want < 0)
-        return ui_usage_error("runs", "unknown subcommand '%s'", sub);
+        return ui_usage_error("runs", "unknown subcommand '%s' (list, show, compare, export)",
+                              sub);
     if (nargs != want)
         return ui_usage_error("runs", "%s takes %d argument%s", sub, want, want == 1 ? "" : "s");
     if (!strcmp(sub, "export") && json == csv)

@@ -67,8 +67,8 @@ int ui_cmd_synth(int argc, char **argv)
                                       optarg);
             break;
         case O_SEED:
-            if (ui_parse_u64(optarg, &seed))
-                return ui_usage_error("synth", "bad --seed '%s'", optarg);
+            if (ui_opt_value(&ui_opts[UI_O_SEED], optarg, &seed, err, sizeof err))
+                return ui_usage_error("synth", "bad --seed '%s': %s", optarg, err);
             break;
         case 'V': o.vflow = 1; break;
         case O_GGUF: gguf = 1; break;

@@ -1,6 +1,8 @@
 /*
- * ui.h — private to src/ui: the subcommands of `cflow` and the helpers they
- * share (messages, progress bar, strict argument parsing).
+ * ui.h — private to src/ui: the subcommands of `cflow`, and what cflow and
+ * cflow-tui share: the one table of options and limits (ui_opt.c), the run
+ * log's opener and descriptions (ui_runlog.c, ui_runcmp.c), messages, the
+ * progress bar and strict number parsing (ui_common.c).
  *
  * Conventions every subcommand keeps (tests and scripts rely on them):
  * results on stdout, everything else on stderr; errors are one line

@@ -191,6 +191,13 @@ static void test_run_says_why_it_stopped(void **state)
     assert_true(tu_ok(&p, "cflow run -n 5"));
     assert_non_null(strstr(p.err, "cflow: stopped at the -n limit (5 tokens)"));
     tu_proc_free(&p);
+    /* the shipped model ends its greedy story well before -n 500 */
+    assert_int_equal(tu_cflow_run(&p, "run", "-n", "500", "--temp", "0", "--no-log", "-p",
+                                  "Once upon a time", (char *)NULL), 0);
+    assert_true(tu_ok(&p, "cflow run -n 500"));
+    assert_non_null(strstr(p.err, "cflow: stopped by end of text after "));
+    assert_non_null(strstr(p.err, " of at most 500"));
+    tu_proc_free(&p);
     /* no limit, no end of text: only Ctrl-C ends it */
     char *argv[] = { (char *)tu_cflow(), "run", "-n", "0", "--ignore-eos", "--no-log", "-p",
                      "Once", NULL };
@@ -294,6 +301,7 @@ static void test_compare_units(void **state)
 
 int main(void)
 {
+    unsetenv("CFLOW_MODEL");   /* no -m: the shipped model, as a new user has it */
     const char *bd = getenv("CFLOW_BUILDDIR");
     snprintf(tui_bin, sizeof tui_bin, "%s/cflow-tui", bd && *bd ? bd : ".");
     const struct CMUnitTest tests[] = {
