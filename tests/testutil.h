@@ -7,6 +7,7 @@
 #define CFLOW_TESTUTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* $CFLOW_SHARED/rel (default ../shared beside the source tree).  The
@@ -54,5 +55,13 @@ char *tu_read_file(const char *path, size_t *len);
 int   tu_write_file(const char *path, const void *buf, size_t len);
 /* Count newline-terminated lines in s. */
 int   tu_count_lines(const char *s);
+
+/* The first column of the first row sql gives in database db (opened
+ * read-write, waiting for locks up to 5 s): an integer, TU_DB_NONE when
+ * there is no row or it is NULL; text into out (empty likewise).  A query
+ * that cannot run fails the test.  In testutil_db.c (links SQLite). */
+#define TU_DB_NONE (-12345)
+int64_t tu_db_int(const char *db, const char *sql);
+void    tu_db_text(const char *db, const char *sql, char *out, size_t n);
 
 #endif

@@ -303,8 +303,8 @@ typedef struct prof_run_cfg {
     uint64_t    seed;
 } prof_run_cfg;
 
-/* The read bandwidth already recorded for the host cflow runs on (same hostname,
- * CPU model and core count), or 0. */
+/* The read bandwidth already recorded for the host cflow runs on (same
+ * hostname, CPU model and core count), or 0. */
 double prof_log_machine_bw(prof_log *l, const prof_machine *m);
 /* Start a session (machine and model rows are found or made). */
 int  prof_log_session(prof_log *l, const prof_machine *m, const prof_model_info *mi,

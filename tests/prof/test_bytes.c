@@ -49,22 +49,6 @@ static char moe[4096];
 
 #define expect_ok(p, what) assert_true(tu_ok(p, what))
 
-static int64_t q_int(const char *db, const char *sql)
-{
-    sqlite3 *d;
-    sqlite3_stmt *st;
-    int64_t v = -12345;
-    assert_int_equal(sqlite3_open_v2(db, &d, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    if (sqlite3_prepare_v2(d, sql, -1, &st, NULL) != SQLITE_OK) {
-        fprintf(stderr, "%s: %s: %s\n", db, sql, sqlite3_errmsg(d));
-        fail();
-    }
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(d);
-    return v;
-}
 
 /* A REAL (NAN when NULL or absent). */
 static double q_real(const char *db, const char *sql)
@@ -84,18 +68,6 @@ static double q_real(const char *db, const char *sql)
     return v;
 }
 
-static void q_text(const char *db, const char *sql, char *out, size_t n)
-{
-    sqlite3 *d;
-    sqlite3_stmt *st;
-    out[0] = 0;
-    assert_int_equal(sqlite3_open_v2(db, &d, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_prepare_v2(d, sql, -1, &st, NULL), SQLITE_OK);
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-        snprintf(out, n, "%s", (const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
-    sqlite3_close(d);
-}
 
 static json_object *member(json_object *o, const char *key)
 {
@@ -210,31 +182,31 @@ static void test_bytes_and_critical_path(void **state)
     fprintf(stderr, "%s\n", summary);
     tu_proc_free(&p);
 
-    int64_t n_tok = q_int(db, "SELECT n_prompt + n_gen FROM run WHERE id = 1");
+    int64_t n_tok = tu_db_int(db, "SELECT n_prompt + n_gen FROM run WHERE id = 1");
     assert_int_equal(n_tok, 1 + 23);   /* BOS + 23 fed back */
-    const int64_t n_dec = q_int(db, "SELECT n_gen FROM run WHERE id = 1");
+    const int64_t n_dec = tu_db_int(db, "SELECT n_gen FROM run WHERE id = 1");
     assert_int_equal(n_dec, 23);
     double want_attn = 0, want_dense = 0, want_exp = 0;
     for (unsigned l = 0; l < w.n_layers; l++) {
         /* the per-layer rows cover the decode tokens */
         snprintf(sql, sizeof sql, "SELECT n_tokens FROM layer_stat WHERE run_id=1 AND layer=%u", l);
-        assert_int_equal(q_int(db, sql), n_dec);
+        assert_int_equal(tu_db_int(db, sql), n_dec);
         uint64_t per_exp = w.bank[l] * w.top_k / w.n_experts;
         snprintf(sql, sizeof sql, "SELECT experts_bytes FROM layer_stat WHERE run_id=1 AND layer=%u", l);
-        assert_int_equal(q_int(db, sql), (int64_t)per_exp * n_dec);
+        assert_int_equal(tu_db_int(db, sql), (int64_t)per_exp * n_dec);
         snprintf(sql, sizeof sql, "SELECT attn_bytes FROM layer_stat WHERE run_id=1 AND layer=%u", l);
-        assert_int_equal(q_int(db, sql), (int64_t)w.attn[l] * n_dec);
+        assert_int_equal(tu_db_int(db, sql), (int64_t)w.attn[l] * n_dec);
         uint64_t dn = l >= w.dense_delay ? w.dense[l] : 0;
         snprintf(sql, sizeof sql, "SELECT ffn_bytes FROM layer_stat WHERE run_id=1 AND layer=%u", l);
-        assert_int_equal(q_int(db, sql), (int64_t)dn * n_dec);
+        assert_int_equal(tu_db_int(db, sql), (int64_t)dn * n_dec);
         want_attn += (double)w.attn[l];
         want_dense += (double)dn;
         want_exp += (double)per_exp;
     }
     /* the run's and every token's sums agree with the layers' */
-    assert_int_equal(q_int(db, "SELECT experts_bytes FROM run WHERE id=1"),
+    assert_int_equal(tu_db_int(db, "SELECT experts_bytes FROM run WHERE id=1"),
                      (int64_t)want_exp * n_tok);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM token WHERE run_id=1 AND"
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM token WHERE run_id=1 AND"
                                " experts_bytes = (SELECT experts_bytes FROM run WHERE id=1)"
                                " / (SELECT n_prompt + n_gen FROM run WHERE id=1)"),
                      n_tok);
@@ -261,7 +233,7 @@ static void test_bytes_and_critical_path(void **state)
         snprintf(sql, sizeof sql, "SELECT cp_expert_bytes FROM layer_stat WHERE run_id=1 AND layer=%u", l);
         assert_true(close_to(q_real(db, sql), jnum(x, "expert_bytes")));
         snprintf(sql, sizeof sql, "SELECT cp_binding FROM layer_stat WHERE run_id=1 AND layer=%u", l);
-        q_text(db, sql, bind, sizeof bind);
+        tu_db_text(db, sql, bind, sizeof bind);
         assert_string_equal(bind, json_object_get_string(member(x, "binding")));
     }
 
@@ -357,14 +329,14 @@ static void test_migrate_v2(void **state)
     assert_int_equal(sqlite3_exec(d, sql, NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(d);
     free(sql);
-    assert_int_equal(q_int(db, "PRAGMA user_version"), 2);
-    int64_t n_tokens = q_int(db, "SELECT count(*) FROM token");
+    assert_int_equal(tu_db_int(db, "PRAGMA user_version"), 2);
+    int64_t n_tokens = tu_db_int(db, "SELECT count(*) FROM token");
     assert_true(n_tokens > 0);
 
     tu_proc p;
     cflow(&p, "runs", "list", "--json", "--db", db, NULL);
     expect_ok(&p, "list a v2 log");
-    assert_int_equal(q_int(db, "PRAGMA user_version"), PROF_LOG_SCHEMA);
+    assert_int_equal(tu_db_int(db, "PRAGMA user_version"), PROF_LOG_SCHEMA);
     assert_int_equal(PROF_LOG_SCHEMA, 5);
     json_object *a = json_tokener_parse(p.out);
     assert_non_null(a);
@@ -375,13 +347,13 @@ static void test_migrate_v2(void **state)
     json_object_put(a);
     tu_proc_free(&p);
     /* every row kept */
-    assert_int_equal(q_int(db, "SELECT count(*) FROM token"), n_tokens);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM layer_stat WHERE run_id=1"), 4);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM counter WHERE run_id=1"), PROF_NEV);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM layer_stat WHERE cp_critical_bytes"
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM token"), n_tokens);
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM layer_stat WHERE run_id=1"), 4);
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM counter WHERE run_id=1"), PROF_NEV);
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM layer_stat WHERE cp_critical_bytes"
                                " IS NOT NULL"), 0);
     /* schema 4: no expert I/O then (NULL) */
-    assert_int_equal(q_int(db, "SELECT count(*) FROM layer_stat WHERE io_s IS NOT NULL"
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM layer_stat WHERE io_s IS NOT NULL"
                                " OR io_bytes IS NOT NULL"), 0);
 
     cflow(&p, "runs", "show", "1", "--db", db, NULL);
@@ -395,7 +367,7 @@ static void test_migrate_v2(void **state)
     assert_null(strstr(p.err, "warning"));
     assert_non_null(strstr(p.err, "cflow: logged run 2 in "));
     tu_proc_free(&p);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM layer_stat WHERE run_id=2 AND"
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM layer_stat WHERE run_id=2 AND"
                                " cp_critical_bytes > 0 AND experts_bytes > 0"), 4);
     cflow(&p, "runs", "compare", "1", "2", "--db", db, NULL);
     expect_ok(&p, "compare a v2 and a v3 run");
@@ -430,26 +402,26 @@ static void test_batched_prefill_per_token(void **state)
         tu_proc_free(&p);
     }
     fprintf(stderr, "%s\n", summary);
-    int64_t n_prompt = q_int(db, "SELECT n_prompt FROM run WHERE id=1");
-    int64_t n_gen = q_int(db, "SELECT n_gen FROM run WHERE id=1");
+    int64_t n_prompt = tu_db_int(db, "SELECT n_prompt FROM run WHERE id=1");
+    int64_t n_gen = tu_db_int(db, "SELECT n_gen FROM run WHERE id=1");
     assert_true(n_prompt >= 20 && n_gen == 11);
     /* every decode token streams the same bytes; the prompt's tokens
      * together far less than as many decode tokens */
     const char *tb = "attn_bytes + ffn_bytes + experts_bytes";
     char sql[512];
     snprintf(sql, sizeof sql, "SELECT min(%s) FROM token WHERE run_id=1 AND phase=1", tb);
-    int64_t per_tok = q_int(db, sql);
+    int64_t per_tok = tu_db_int(db, sql);
     snprintf(sql, sizeof sql, "SELECT max(%s) FROM token WHERE run_id=1 AND phase=1", tb);
-    assert_int_equal(q_int(db, sql), per_tok);
+    assert_int_equal(tu_db_int(db, sql), per_tok);
     snprintf(sql, sizeof sql, "SELECT sum(%s) FROM token WHERE run_id=1 AND phase=0", tb);
-    int64_t pre = q_int(db, sql);
+    int64_t pre = tu_db_int(db, sql);
     fprintf(stderr, "prompt %lld tokens: %lld bytes; decode %lld bytes a token\n",
             (long long)n_prompt, (long long)pre, (long long)per_tok);
     assert_true(per_tok > 0 && pre < per_tok * n_prompt / 4);
     /* the per-layer rows: decode tokens, their bytes */
-    assert_int_equal(q_int(db, "SELECT count(*) FROM layer_stat WHERE run_id=1 AND"
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM layer_stat WHERE run_id=1 AND"
                                " n_tokens != 11"), 0);
-    assert_int_equal(q_int(db, "SELECT sum(attn_bytes + ffn_bytes + experts_bytes)"
+    assert_int_equal(tu_db_int(db, "SELECT sum(attn_bytes + ffn_bytes + experts_bytes)"
                                " FROM layer_stat WHERE run_id=1"), per_tok * n_gen);
     /* the summary line and `runs compare` per decode token */
     double all;

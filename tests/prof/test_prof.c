@@ -553,19 +553,6 @@ static void test_default_path(void **state)
 
 /* ------------------------------------------------------------ run log */
 
-static int64_t q_int(const char *db, const char *sql)
-{
-    sqlite3 *d;
-    sqlite3_stmt *st;
-    int64_t v = -12345;
-    assert_int_equal(sqlite3_open_v2(db, &d, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_prepare_v2(d, sql, -1, &st, NULL), SQLITE_OK);
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(d);
-    return v;
-}
 
 static void test_log_roundtrip(void **state)
 {
@@ -598,7 +585,7 @@ static void test_log_roundtrip(void **state)
             assert_int_equal(prof_log_flush(l, p, 0, err, sizeof err), 0);
     }
     /* a batch is due after 64 tokens: some are in the log already */
-    int64_t mid = q_int(db, "SELECT count(*) FROM token");
+    int64_t mid = tu_db_int(db, "SELECT count(*) FROM token");
     assert_true(mid >= 64 && mid < 150);
     assert_int_equal(prof_log_flush(l, p, 1, err, sizeof err), 0);
     prof_totals t;
@@ -657,8 +644,8 @@ static void test_log_roundtrip(void **state)
     assert_int_equal(prof_log_get(l, id + 1, &r, err, sizeof err), 1);
     prof_log_close(l);
     prof_free(p);
-    assert_int_equal(q_int(db, "PRAGMA user_version"), PROF_LOG_SCHEMA);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM counter WHERE run_id = 1"), PROF_NEV);
+    assert_int_equal(tu_db_int(db, "PRAGMA user_version"), PROF_LOG_SCHEMA);
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM counter WHERE run_id = 1"), PROF_NEV);
 
     /* opening again changes nothing */
     assert_int_equal(prof_log_open(&l, db, 0, err, sizeof err), 0);
@@ -702,7 +689,7 @@ static void test_log_migrate_v1(void **state)
     const char *db = tu_tmp("old.db");
     char err[512];
     load_sql(db, fixture("runs-v1.sql"));
-    assert_int_equal(q_int(db, "PRAGMA user_version"), 1);
+    assert_int_equal(tu_db_int(db, "PRAGMA user_version"), 1);
 
     prof_log *l;
     assert_int_equal(prof_log_open(&l, db, 0, err, sizeof err), 0);
@@ -749,12 +736,12 @@ static void test_log_migrate_v1(void **state)
     assert_int_equal(prof_log_flush(l, p, 1, err, sizeof err), 0);
     prof_free(p);
     prof_log_close(l);
-    assert_int_equal(q_int(db, "PRAGMA user_version"), PROF_LOG_SCHEMA);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM run"), 4);
+    assert_int_equal(tu_db_int(db, "PRAGMA user_version"), PROF_LOG_SCHEMA);
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM run"), 4);
     /* the old model row was reused and got its geometry */
-    assert_int_equal(q_int(db, "SELECT count(*) FROM model"), 1);
-    assert_int_equal(q_int(db, "SELECT n_layers FROM model"), 1);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM machine"), 1);
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM model"), 1);
+    assert_int_equal(tu_db_int(db, "SELECT n_layers FROM model"), 1);
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM machine"), 1);
     sqlite3 *d;
     sqlite3_stmt *st;
     assert_int_equal(sqlite3_open(db, &d), SQLITE_OK);
@@ -779,7 +766,7 @@ static void test_log_refuses(void **state)
     assert_true(prof_log_open(&l, db, PROF_LOG_CREATE, err, sizeof err) < 0);
     assert_non_null(strstr(err, "newer"));
     assert_non_null(strstr(err, db));
-    assert_int_equal(q_int(db, "PRAGMA user_version"), 99);   /* untouched */
+    assert_int_equal(tu_db_int(db, "PRAGMA user_version"), 99);   /* untouched */
     /* not a database */
     const char *junk = tu_tmp("junk.db");
     char garbage[8192];

@@ -89,37 +89,7 @@ static int line_starting(const char *s, const char *prefix, char *out, size_t n)
     return 0;
 }
 
-static int64_t q_int(const char *db, const char *sql)
-{
-    sqlite3 *d;
-    sqlite3_stmt *st;
-    int64_t v = -12345;
-    assert_int_equal(sqlite3_open_v2(db, &d, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-    sqlite3_busy_timeout(d, 5000);
-    if (sqlite3_prepare_v2(d, sql, -1, &st, NULL) != SQLITE_OK) {
-        fprintf(stderr, "%s: %s: %s\n", db, sql, sqlite3_errmsg(d));
-        fail();
-    }
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(d);
-    return v;
-}
 
-static void q_text(const char *db, const char *sql, char *out, size_t n)
-{
-    sqlite3 *d;
-    sqlite3_stmt *st;
-    out[0] = 0;
-    assert_int_equal(sqlite3_open_v2(db, &d, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-    sqlite3_busy_timeout(d, 5000);
-    assert_int_equal(sqlite3_prepare_v2(d, sql, -1, &st, NULL), SQLITE_OK);
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-        snprintf(out, n, "%s", (const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
-    sqlite3_close(d);
-}
 
 static json_object *runs_json(const char *db)
 {
@@ -266,11 +236,11 @@ static void test_two_runs_compare(void **state)
     /* the same model and machine rows serve both runs */
     assert_string_equal(jstr(r1, "model_hash"), jstr(r2, "model_hash"));
     assert_true(jnum(r1, "read_bw_gbs") == jnum(r2, "read_bw_gbs"));
-    assert_int_equal(q_int(db, "SELECT count(*) FROM model"), 1);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM machine"), 1);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM token WHERE run_id = 2"),
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM model"), 1);
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM machine"), 1);
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM token WHERE run_id = 2"),
                      jint(r2, "n_prompt") + 47);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM layer_stat WHERE run_id = 2"), 5);
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM layer_stat WHERE run_id = 2"), 5);
     double d1 = jnum(r1, "decode_tok_s"), d2 = jnum(r2, "decode_tok_s");
 
     /* compare: both runs and the ratio of their tok/s */
@@ -443,11 +413,11 @@ static void test_counters_reported(void **state)
         assert_non_null(strstr(p.out, why));
         tu_proc_free(&p);
         char reason[256];
-        q_text(db, "SELECT reason FROM counter WHERE run_id = 1 AND event = 'cycles'", reason,
+        tu_db_text(db, "SELECT reason FROM counter WHERE run_id = 1 AND event = 'cycles'", reason,
                sizeof reason);
         assert_non_null(strstr(why, reason));
     }
-    assert_true(q_int(db, "SELECT count(*) FROM counter WHERE run_id = 1 AND"
+    assert_true(tu_db_int(db, "SELECT count(*) FROM counter WHERE run_id = 1 AND"
                           " event = 'page-faults' AND value IS NOT NULL") == 1);
 
     /* --no-profile: no layer timers, no counters */
@@ -494,12 +464,12 @@ static void test_sigkill(void **state)
           "--ignore-eos", "--db", db, NULL);
     expect_ok(&p, "the earlier run");
     tu_proc_free(&p);
-    int64_t tok_before = q_int(db, "SELECT count(*) FROM token WHERE run_id = 1");
+    int64_t tok_before = tu_db_int(db, "SELECT count(*) FROM token WHERE run_id = 1");
     char row_before[512], row_after[512];
-    q_text(db, "SELECT printf('%d|%d|%d|%s|%s|%.17g|%.17g', threads, n_prompt, n_gen, status,"
+    tu_db_text(db, "SELECT printf('%d|%d|%d|%s|%s|%.17g|%.17g', threads, n_prompt, n_gen, status,"
                " ended, decode_tok_s, prefill_s) FROM run WHERE id = 1",
            row_before, sizeof row_before);
-    assert_int_equal(tok_before, q_int(db, "SELECT n_prompt + n_gen FROM run WHERE id = 1"));
+    assert_int_equal(tok_before, tu_db_int(db, "SELECT n_prompt + n_gen FROM run WHERE id = 1"));
 
     /* a long decode, killed once it has committed a few batches */
     char *argv[] = { (char *)tu_cflow(), "run", "-m", big_model, "-n", "2000", "--temp", "0",
@@ -517,8 +487,8 @@ static void test_sigkill(void **state)
             break;
         }
         if (access(db, F_OK) == 0 &&
-            q_int(db, "SELECT count(*) FROM run") == 2 &&
-            (seen = q_int(db, "SELECT count(*) FROM token WHERE run_id = 2")) >= 130)
+            tu_db_int(db, "SELECT count(*) FROM run") == 2 &&
+            (seen = tu_db_int(db, "SELECT count(*) FROM token WHERE run_id = 2")) >= 130)
             break;
         usleep(20000);
     }
@@ -530,17 +500,17 @@ static void test_sigkill(void **state)
     assert_true(seen >= 130);
 
     char ic[64];
-    q_text(db, "PRAGMA integrity_check", ic, sizeof ic);
+    tu_db_text(db, "PRAGMA integrity_check", ic, sizeof ic);
     assert_string_equal(ic, "ok");
     /* the earlier run is intact */
-    assert_int_equal(q_int(db, "SELECT count(*) FROM token WHERE run_id = 1"), tok_before);
-    q_text(db, "SELECT printf('%d|%d|%d|%s|%s|%.17g|%.17g', threads, n_prompt, n_gen, status,"
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM token WHERE run_id = 1"), tok_before);
+    tu_db_text(db, "SELECT printf('%d|%d|%d|%s|%s|%.17g|%.17g', threads, n_prompt, n_gen, status,"
                " ended, decode_tok_s, prefill_s) FROM run WHERE id = 1",
            row_after, sizeof row_after);
     assert_string_equal(row_before, row_after);
     /* the killed run keeps what it committed, and reads as interrupted */
-    assert_true(q_int(db, "SELECT count(*) FROM token WHERE run_id = 2") >= seen);
-    assert_true(q_int(db, "SELECT n_gen FROM run WHERE id = 2") > 0);
+    assert_true(tu_db_int(db, "SELECT count(*) FROM token WHERE run_id = 2") >= seen);
+    assert_true(tu_db_int(db, "SELECT n_gen FROM run WHERE id = 2") > 0);
     json_object *a = runs_json(db);
     assert_int_equal(json_object_array_length(a), 2);
     assert_string_equal(jstr(json_object_array_get_idx(a, 0), "status"), "done");
@@ -553,7 +523,7 @@ static void test_sigkill(void **state)
     expect_ok(&p, "a run after the kill");
     assert_null(strstr(p.err, "warning"));
     tu_proc_free(&p);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM run WHERE status = 'done'"), 2);
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM run WHERE status = 'done'"), 2);
 }
 
 static void test_two_writers(void **state)
@@ -589,22 +559,22 @@ static void test_two_writers(void **state)
     assert_string_equal(oa, ob);
     free(oa);
     free(ob);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM run WHERE status = 'done'"), 2);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM session"), 2);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM model"), 1);
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM run WHERE status = 'done'"), 2);
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM session"), 2);
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM model"), 1);
     for (int id = 1; id <= 2; id++) {
         char sql[256];
         snprintf(sql, sizeof sql,
                  "SELECT (SELECT count(*) FROM token WHERE run_id = %d) ="
                  " (SELECT n_prompt + n_gen FROM run WHERE id = %d)", id, id);
-        assert_int_equal(q_int(db, sql), 1);
+        assert_int_equal(tu_db_int(db, sql), 1);
     }
-    assert_int_equal(q_int(db, "SELECT n_gen FROM run WHERE id = 1"), 199);
+    assert_int_equal(tu_db_int(db, "SELECT n_gen FROM run WHERE id = 1"), 199);
     /* they did log at the same time: each run started before the other ended */
-    assert_int_equal(q_int(db, "SELECT a.started < b.ended AND b.started < a.ended FROM run a,"
+    assert_int_equal(tu_db_int(db, "SELECT a.started < b.ended AND b.started < a.ended FROM run a,"
                                " run b WHERE a.id = 1 AND b.id = 2"), 1);
     char ic[64];
-    q_text(db, "PRAGMA integrity_check", ic, sizeof ic);
+    tu_db_text(db, "PRAGMA integrity_check", ic, sizeof ic);
     assert_string_equal(ic, "ok");
 }
 
@@ -679,7 +649,7 @@ static void test_bad_logs(void **state)
     tu_proc_free(&p);
     sqlite3_exec(d, "ROLLBACK", NULL, NULL, NULL);
     sqlite3_close(d);
-    assert_int_equal(q_int(ldb, "SELECT count(*) FROM run"), 1);
+    assert_int_equal(tu_db_int(ldb, "SELECT count(*) FROM run"), 1);
 
     /* read-only: a file this process may not write (as root, whom file
      * modes do not stop, cflow runs as nobody through setpriv) */
@@ -712,7 +682,7 @@ static void test_bad_logs(void **state)
     expect_one_warning(&p, ref, rdb, "read-only", "read-only");
     tu_proc_free(&p);
     chmod(rdb, 0644);
-    assert_int_equal(q_int(rdb, "SELECT count(*) FROM run"), 1);
+    assert_int_equal(tu_db_int(rdb, "SELECT count(*) FROM run"), 1);
 
     /* a place where no log can be made */
     const char *nowhere = "/proc/self/cflow-cannot-exist/runs.db";
@@ -741,10 +711,10 @@ static void test_migrate_old_log(void **state)
     assert_int_equal(sqlite3_exec(d, sql, NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(d);
     free(sql);
-    assert_int_equal(q_int(db, "PRAGMA user_version"), 1);
+    assert_int_equal(tu_db_int(db, "PRAGMA user_version"), 1);
 
     json_object *a = runs_json(db);
-    assert_int_equal(q_int(db, "PRAGMA user_version"), PROF_LOG_SCHEMA);
+    assert_int_equal(tu_db_int(db, "PRAGMA user_version"), PROF_LOG_SCHEMA);
     assert_int_equal(json_object_array_length(a), 3);
     json_object *r1 = json_object_array_get_idx(a, 0);
     assert_int_equal(jint(r1, "threads"), 4);
