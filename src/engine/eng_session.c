@@ -305,7 +305,10 @@ static int bind_layers(eng_session *s, const char *model_path, char *err,
         ly->q_dim = ly->g->n_heads * ly->g->head_dim;
         ly->kv_dim = ly->g->n_kv_heads * ly->g->head_dim;
         s->bytes_per_token += ly->qkv.st->length + ly->o.st->length;
-        if (hp->ffn_dim)
+        /* DelayedSum skips the FFN of the first dense_delay layers (its
+         * input would come from before layer 0): nothing of it streams */
+        if (hp->ffn_dim && !(hp->combine_style == FMT_COMBINE_DELAYED_SUM &&
+                             l < hp->dense_delay))
             s->bytes_per_token += ly->gate_up.st->length + ly->down.st->length;
         if ((rc = bind_experts(s, l, model_path, err, errlen)))
             return rc;
