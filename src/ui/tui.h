@@ -297,14 +297,13 @@ void tui_focus_next(tui_app *a, int dir);
 /* ---- the screen (tui_screen.c) and the input line (tui_input.c) -------- */
 void tui_screen_frame(tui_app *a);      /* lay out if needed, draw, update */
 void tui_screen_free(void);
-/* readline's redisplay: the input line alone (between frames too). */
-void tui_screen_input(tui_app *a);
 void tui_input_setup(tui_app *a);       /* readline in callback mode */
 void tui_input_teardown(void);
 void tui_input_key(tui_app *a, int is_key, wint_t ch);
 void tui_input_clear(void);             /* Ctrl-C when idle */
-/* The input line's redisplay into w (the screen calls it each frame). */
-void tui_input_draw(tui_app *a, WINDOW *w);
+/* The window readline draws the input line into (NULL: none), set by the
+ * screen after each layout; each frame redraws it through readline. */
+void tui_input_window(WINDOW *w);
 /* 1 when the input history did not exist yet: a first start. */
 int  tui_input_first_start(void);
 

@@ -12,7 +12,9 @@
  * generation thread.
  *
  * readline's callbacks carry no user pointer: the app they serve is kept
- * in `rl_app`, set once by tui_input_setup.
+ * in `rl_app`, set once by tui_input_setup, and the window the line goes
+ * into in `in_win`, which the screen sets after each layout (the screen
+ * calls down into this file, never the other way).
  */
 #include "config.h"
 
@@ -30,6 +32,7 @@
 #include "ui/tui.h"
 
 static tui_app *rl_app;
+static WINDOW *in_win;   /* the screen's input window (tui_input_window) */
 static char hist_path[PATH_MAX + 16];
 static int first_start;
 
@@ -60,7 +63,20 @@ static void rl_feed_str(const char *s)
         rl_feed((unsigned char)*s++);
 }
 
-static void rl_redisplay_cb(void) { tui_screen_input(rl_app); }
+static void input_draw(tui_app *a, WINDOW *win);
+
+/* readline's redisplay, between frames too (a key typed): the input line
+ * alone, when the screen shows one. */
+static void rl_redisplay_cb(void)
+{
+    if (!in_win || rl_app->mode != TUI_MODE_CHAT) {
+        rl_app->need_draw = 1;
+        return;
+    }
+    input_draw(rl_app, in_win);
+}
+
+void tui_input_window(WINDOW *w) { in_win = w; }
 
 /* Walk the input line as it is laid out in w cells ('\n' starts a row,
  * continuation rows begin after a two-cell mark, a character that does
@@ -111,7 +127,7 @@ static int input_walk(tui_app *a, WINDOW *win, int top, const char *prompt, cons
     return row + 1;
 }
 
-void tui_input_draw(tui_app *a, WINDOW *win)
+static void input_draw(tui_app *a, WINDOW *win)
 {
     int w = getmaxx(win), cur_r, cur_c;
     const char *prompt = rl_display_prompt ? rl_display_prompt : "";

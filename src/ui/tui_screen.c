@@ -56,6 +56,7 @@ void tui_screen_free(void)
     del(&w_keys);
     for (int i = 0; i < TUI_NPANE; i++)
         del(&w_pane[i]);
+    tui_input_window(NULL);
 }
 
 /* The live panes in a 2x2 grid (or fewer) in rows y .. y+ph of cols. */
@@ -88,6 +89,7 @@ static void layout(tui_app *a)
     int body_y = 1, body_h = rows - 1 - a->input_h - keys_h;
     w_status = newwin(1, cols, 0, 0);
     w_input = newwin(a->input_h, cols, rows - a->input_h - keys_h, 0);
+    tui_input_window(w_input);
     if (keys_h)
         w_keys = newwin(1, cols, rows - 1, 0);
     w_body = newwin(body_h, cols, body_y, 0);
@@ -476,7 +478,7 @@ static void draw_input(tui_app *a)
     if (!w_input)
         return;
     if (a->mode == TUI_MODE_CHAT) {
-        rl_forced_update_display();   /* readline calls tui_screen_input */
+        rl_forced_update_display();   /* readline draws into tui_input_window's */
         return;
     }
     werase(w_input);
@@ -529,15 +531,4 @@ void tui_screen_frame(tui_app *a)
     doupdate();
     a->need_draw = 0;
     tui_gen_frame_done(a->gen, asked);
-}
-
-/* readline's redisplay hook between frames (a key typed): the input line
- * alone, when the screen has one. */
-void tui_screen_input(tui_app *a)
-{
-    if (!w_input || a->mode != TUI_MODE_CHAT) {
-        a->need_draw = 1;
-        return;
-    }
-    tui_input_draw(a, w_input);
 }

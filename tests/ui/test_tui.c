@@ -210,16 +210,39 @@ static void quit_clean(void)
     free(wait_for("echo icanon"));
 }
 
-static json_object *runs_json(void)
+static json_object *runs_json_of(const char *what)
 {
     tu_proc p;
-    assert_int_equal(tu_cflow_run(&p, "runs", "list", "--json", "--db", db, NULL), 0);
+    assert_int_equal(tu_cflow_run(&p, "runs", what, "--json", "--db", db, NULL), 0);
     assert_int_equal(p.status, 0);
     json_object *o = json_tokener_parse(p.out);
     tu_proc_free(&p);
     assert_non_null(o);
     assert_true(json_object_is_type(o, json_type_array));
     return o;
+}
+
+static json_object *runs_json(void)
+{
+    return runs_json_of("list");
+}
+
+/* The bytes of a model's output matrix (the shipped model's is its tied
+ * token_embd: the last figure of that line of `cflow inspect`). */
+static double head_bytes(const char *model)
+{
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "inspect", model, NULL), 0);
+    assert_int_equal(p.status, 0);
+    const char *l = strstr(p.out, " token_embd ");
+    assert_non_null(l);
+    const char *e = strchr(l, '\n'), *q = e;
+    while (q > l && q[-1] != ' ')
+        q--;
+    double v = strtod(q, NULL);
+    tu_proc_free(&p);
+    assert_true(v > 0);
+    return v;
 }
 
 /* 1. No arguments: the shipped model; a prompt streams the same text as
@@ -610,6 +633,48 @@ static void test_small_screen(void **state)
     stop();
 }
 
+/* A reply longer than the context (the oldest text dropped and the rest
+ * prefilled again, twice or more): the reply's line, the speed pane and
+ * the run log count the same decode tokens, what /n asked for. */
+static void test_counts_agree(void **state)
+{
+    (void)state;
+    start(130, 40, "-c 64 -n 100");
+    free(wait_for(LOADED));
+    type_line("/ignore-eos on");
+    free(wait_for("ignore-eos on ("));
+    type_line("Once upon a time");
+    free(wait_for("\u2502> Once upon a time"));
+    free(wait_for("stopped: -n limit"));
+    char *scr = wait_idle();
+    assert_non_null(strstr(scr, "context full (64 tokens)"));
+    assert_non_null(strstr(scr, "reply 100 tok,"));
+    assert_non_null(strstr(scr, "(100 tok)"));   /* the speed pane: the run's decode */
+    free(scr);
+    quit_clean();
+    stop();
+    json_object *o = runs_json(), *v;
+    assert_int_equal(json_object_array_length(o), 1);
+    assert_true(json_object_object_get_ex(json_object_array_get_idx(o, 0), "n_gen", &v));
+    assert_int_equal(json_object_get_int(v), 100);
+    json_object_put(o);
+    /* the GB/s figure's bytes per token are what the layers streamed (the
+     * pane's bars: DelayedSum runs no FFN in layer 0, and counts none)
+     * plus the output matrix */
+    o = runs_json_of("export");
+    json_object *r = json_object_array_get_idx(o, 0), *b, *st, *m;
+    assert_true(json_object_object_get_ex(r, "bytes_per_token", &b));
+    assert_true(json_object_object_get_ex(r, "streamed_bytes_per_token", &st));
+    assert_true(json_object_object_get_ex(r, "model", &m));
+    double diff = json_object_get_double(b) - json_object_get_double(st);
+    double head = head_bytes(json_object_get_string(m));
+    if (diff != head) {
+        print_error("bytes_per_token - streamed = %.0f, the output matrix %.0f\n", diff, head);
+        fail_msg("the analytic bytes per token count what no layer streams");
+    }
+    json_object_put(o);
+}
+
 /* The pid of cflow-tui: the child of the session's shell. */
 static pid_t tui_pid(void)
 {
@@ -811,6 +876,7 @@ int main(void)
         cmocka_unit_test_teardown(test_context_and_commands, teardown),
         cmocka_unit_test_teardown(test_signals, teardown),
         cmocka_unit_test_teardown(test_small_screen, teardown),
+        cmocka_unit_test_teardown(test_counts_agree, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
