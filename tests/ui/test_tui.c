@@ -414,8 +414,17 @@ static void test_bad_model(void **state)
     (void)state;
     start(130, 40, "-n 24");
     free(wait_for(LOADED));
+    /* the help, built from the key and command tables */
+    keys("F1");
+    char *scr = wait_for("F10                quit");
+    assert_non_null(strstr(scr, "F12                temperature + 0.1"));
+    free(scr);
+    keys("NPage");
+    free(wait_for("/repeat-last-n N"));
+    keys("q");
+    wait_gone("/repeat-last-n N");
     type_line("/model /nonexistent/model.cflow");
-    char *scr = wait_for("cannot load model");
+    scr = wait_for("cannot load model");
     assert_non_null(strstr(scr, "/nonexistent/model.cflow"));
     free(scr);
     free(wait_idle());
