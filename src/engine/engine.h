@@ -28,8 +28,9 @@ enum {
     ENG_EARG = -5,
     ENG_ECTX = -6,      /* the context window is full */
     ENG_ESTOP = -7,     /* generation was interrupted */
-    ENG_ENAN = -8       /* the model computed NaN or infinity (err names the
+    ENG_ENAN = -8,      /* the model computed NaN or infinity (err names the
                            layer); the position is not taken */
+    ENG_ELAST = ENG_ENAN /* the lowest code: every code is in [ENG_ELAST, 0] */
 };
 
 typedef void (*eng_log_fn)(void *ud, int level /*0 info,1 warn,2 error*/,

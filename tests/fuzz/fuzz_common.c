@@ -484,7 +484,7 @@ char *fuzz_tok_roundtrip(const eng_tok *t, const char *text, size_t len,
     int rc = eng_tok_encode(t, text, len, add_special, parse_special, ids0,
                             cap0, &n);
     if (rc < 0) {
-        FUZZ_ASSERT(rc >= ENG_ESTOP);
+        FUZZ_ASSERT(rc >= ENG_ELAST);
         free(ids0);
         if (out_len)
             *out_len = 0;
@@ -594,7 +594,7 @@ void fuzz_walk_src(const fmt_src *s)
         char err[256] = "";
         eng_tok *t = NULL;
         int rc = eng_tok_load(&t, kv, err, sizeof err);
-        fuzz_check_err("eng_tok_load", rc, ENG_ESTOP, err, sizeof err);
+        fuzz_check_err("eng_tok_load", rc, ENG_ELAST, err, sizeof err);
         if (rc == 0) {
             fuzz_tok_walk(t);
             static const char text[] = "Hello world, once upon a time "
@@ -725,7 +725,7 @@ void fuzz_walk_model(const fmt_model *m)
         char err[256] = "";
         eng_tok *t = NULL;
         int rc = eng_tok_load(&t, kv, err, sizeof err);
-        fuzz_check_err("eng_tok_load", rc, ENG_ESTOP, err, sizeof err);
+        fuzz_check_err("eng_tok_load", rc, ENG_ELAST, err, sizeof err);
         if (rc == 0) {
             fuzz_tok_walk(t);
             static const char text[] = "Once upon a time \xe2\x96\x81 "
