@@ -268,3 +268,16 @@ int tu_ok(const tu_proc *p, const char *what)
             p->signaled ? " (signal)" : "", p->out, p->err);
     return 0;
 }
+
+const char *tu_convert_shared(const char *rel, const char *name)
+{
+    const char *src = tu_shared(rel);
+    tu_require(src);
+    const char *out = tu_tmp(name);
+    tu_proc p;
+    if (tu_cflow_run(&p, "convert", src, out, (char *)NULL) != 0)
+        return NULL;
+    int ok = tu_ok(&p, "cflow convert");
+    tu_proc_free(&p);
+    return ok ? out : NULL;
+}

@@ -49,6 +49,10 @@ int  tu_cflow_env(tu_proc *p, char *const env[], ...);
 /* 1 when the process exited 0 (not by a signal); else its status and
  * output on stderr, named by what, and 0.  Use as assert_true(tu_ok(...)). */
 int  tu_ok(const tu_proc *p, const char *what);
+/* `cflow convert` of the shared model rel (tu_require'd) into tu_tmp(name);
+ * returns that path (tu_tmp's rotating buffer), or NULL when the convert
+ * failed (its output already printed by tu_ok). */
+const char *tu_convert_shared(const char *rel, const char *name);
 
 /* Read a whole file (malloc'd, NUL-terminated); NULL on error. */
 char *tu_read_file(const char *path, size_t *len);

@@ -155,14 +155,11 @@ static void test_bench_defaults(void **state)
 static void test_inspect_standard(void **state)
 {
     (void)state;
-    const char *gguf = tu_shared("models/stories260K-q8_0.gguf");
-    tu_require(gguf);
     char out[4096];
-    snprintf(out, sizeof out, "%s", tu_tmp("s260k.cflow"));
+    const char *conv = tu_convert_shared("models/stories260K-q8_0.gguf", "s260k.cflow");
+    assert_non_null(conv);
+    snprintf(out, sizeof out, "%s", conv);
     tu_proc p;
-    assert_int_equal(tu_cflow_run(&p, "convert", gguf, out, (char *)NULL), 0);
-    assert_true(tu_ok(&p, "cflow convert"));
-    tu_proc_free(&p);
     assert_int_equal(tu_cflow_run(&p, "inspect", out, (char *)NULL), 0);
     assert_true(tu_ok(&p, "cflow inspect"));
     assert_non_null(strstr(p.out, "combine standard"));

@@ -180,14 +180,10 @@ static void test_modes_same_tokens(void **state)
 static void test_prefetch_dense(void **state)
 {
     (void)state;
-    const char *gguf = tu_shared("models/stories260K-q8_0.gguf");
-    tu_require(gguf);
     char path[4096];
-    snprintf(path, sizeof path, "%s", tu_tmp("stories260K.cflow"));
-    tu_proc p;
-    assert_int_equal(tu_cflow_run(&p, "convert", gguf, path, (char *)NULL), 0);
-    assert_int_equal(p.status, 0);
-    tu_proc_free(&p);
+    const char *conv = tu_convert_shared("models/stories260K-q8_0.gguf", "stories260K.cflow");
+    assert_non_null(conv);
+    snprintf(path, sizeof path, "%s", conv);
     int32_t a[N_TOK], b[N_TOK];
     eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
     greedy(s, a, N_TOK, 0);
