@@ -53,6 +53,21 @@ typedef void (*fmt_log_fn)(void *ud, int level /*0 info, 1 warn*/,
 typedef void (*fmt_progress_fn)(void *ud, const char *what, uint64_t done,
                                 uint64_t total);
 
+/* ---- input files ------------------------------------------------------ */
+/* Open path for reading only when it is a regular file.  A FIFO, a
+ * directory or a device is refused before any open that could block (a
+ * FIFO nobody writes to blocks open(2) for ever; /dev/zero never ends):
+ * "PATH: not a regular file (it is a FIFO)".  Returns the descriptor
+ * (blocking reads again) with the file's size in *size, or a FMT_E* code. */
+int fmt_open_regular(const char *path, uint64_t *size, char *err, size_t errlen);
+/* The first n bytes (fewer when the file is shorter; *got says how many)
+ * of the regular file path, opened as fmt_open_regular does. */
+int fmt_file_head(const char *path, void *buf, size_t n, size_t *got,
+                  uint64_t *size, char *err, size_t errlen);
+/* What a file of st_mode mode is, in words: "a FIFO", "a directory",
+ * "a character device", ... ("a regular file" for one). */
+const char *fmt_file_kind(unsigned mode);
+
 /* ======================================================================= */
 /* fmt_kv: typed key/value store in GGUF v3 encoding                        */
 /* ======================================================================= */
@@ -137,7 +152,7 @@ int fmt_dequant(int dtype, const void *src, float *dst, uint64_t n);
 typedef struct fmt_tensor {
     const char *name;     /* NUL-terminated copy owned by the container */
     int         dtype;    /* enum fmt_dtype */
-    unsigned    ndim;
+    unsigned    ndim;     /* rank: trailing dimensions of 1 not counted */
     uint64_t    ne[4];    /* GGML order: ne[0] = columns (innermost) */
     const void *data;     /* into the mapping */
     uint64_t    nbytes;

@@ -898,7 +898,6 @@ int fmt_model_open_ex(fmt_model **out, const char *path, unsigned flags,
                       char *err, size_t errlen)
 {
     fmt_model *m;
-    struct stat st;
     int fd, rc = FMT_EIO;
 
     *out = NULL;
@@ -907,17 +906,10 @@ int fmt_model_open_ex(fmt_model **out, const char *path, unsigned flags,
         free(m);
         return bad(err, errlen, FMT_ENOMEM, path, "out of memory");
     }
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        rc = bad(err, errlen, FMT_EIO, path, "cannot open: %s", strerror(errno));
+    if ((fd = fmt_open_regular(path, &m->size, err, errlen)) < 0) {
+        rc = fd;
         goto fail;
     }
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        rc = bad(err, errlen, FMT_EIO, path, "not a regular file");
-        close(fd);
-        goto fail;
-    }
-    m->size = (uint64_t)st.st_size;
     if (m->size < FMT_HEADER_SIZE) {
         close(fd);
         rc = bad(err, errlen, FMT_EFORMAT, path,

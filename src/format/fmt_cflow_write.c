@@ -33,6 +33,7 @@
 typedef struct writer {
     FILE                   *f;
     const char             *path;       /* final name, for messages */
+    const char             *in_path;    /* the source's, for what is wrong in it */
     uint64_t                pos;        /* bytes written so far */
     const fmt_convert_opts *opts;
     char                   *err;
@@ -45,14 +46,31 @@ typedef struct writer {
     int                     expert;     /* expert id of the tiles, -1 dense */
 } writer;
 
+static int vfail(writer *w, const char *path, int code, const char *fmt, va_list ap)
+{
+    int n = snprintf(w->err, w->errlen, "%s: ", path);
+    if (n >= 0 && (size_t)n < w->errlen)
+        vsnprintf(w->err + n, w->errlen - (size_t)n, fmt, ap);
+    return code;
+}
+
+/* An error of the output file (creating, writing it). */
 static int fail(writer *w, int code, const char *fmt, ...)
 {
     va_list ap;
-    int n = snprintf(w->err, w->errlen, "%s: ", w->path);
-    if (n < 0 || (size_t)n >= w->errlen)
-        return code;
     va_start(ap, fmt);
-    vsnprintf(w->err + n, w->errlen - (size_t)n, fmt, ap);
+    vfail(w, w->path, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* An error in what the source holds (its geometry, a tensor's values):
+ * named by the source's path, not the output's. */
+static int fail_src(writer *w, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(w, w->in_path ? w->in_path : w->path, code, fmt, ap);
     va_end(ap);
     return code;
 }
@@ -149,14 +167,14 @@ static int write_vec(writer *w, const fmt_tensor *const *parts, unsigned n,
             return fail(w, FMT_ENOMEM, "out of memory");
         if (fmt_dequant(parts[i]->dtype, parts[i]->data, v, cnt)) {
             free(v);
-            return fail(w, FMT_EUNSUP, "tensor %s: unsupported type %s",
-                        parts[i]->name, fmt_dtype_name(parts[i]->dtype));
+            return fail_src(w, FMT_EUNSUP, "tensor %s: unsupported type %s",
+                            parts[i]->name, fmt_dtype_name(parts[i]->dtype));
         }
         for (uint64_t k = 0; k < cnt; k++)
             if (!isfinite(v[k])) {
                 free(v);
-                return fail(w, FMT_EFORMAT, "tensor %s holds a non-finite value",
-                            parts[i]->name);
+                return fail_src(w, FMT_EFORMAT, "tensor %s holds a non-finite value",
+                                parts[i]->name);
             }
         /* the file is little endian, like every host we build for */
         rc = put(w, v, cnt * sizeof *v);
@@ -221,8 +239,8 @@ static int emit_tile(void *ud, unsigned mi, uint32_t row0, uint32_t col0,
                 if (fmt_dequant(t->dtype,
                                 (const uint8_t *)t->data + (uint64_t)(row0 + r) * rb,
                                 w->stripe[mi] + (size_t)r * ncols, ncols))
-                    return (c->rc = fail(w, FMT_EUNSUP, "tensor %s: unsupported type %s",
-                                         t->name, fmt_dtype_name(t->dtype))), 1;
+                    return (c->rc = fail_src(w, FMT_EUNSUP, "tensor %s: unsupported type %s",
+                                             t->name, fmt_dtype_name(t->dtype))), 1;
             w->stripe_id[mi] = sid;
         }
         enc = KERN_SRC_F32;
@@ -232,11 +250,11 @@ static int emit_tile(void *ud, unsigned mi, uint32_t row0, uint32_t col0,
 
     enum kern_type ty = (enum kern_type)c->mat[mi].type;
     if (kern_tile_pack(ty, rows, cols, enc, src, stride, w->payload))
-        return (c->rc = fail(w, FMT_EFORMAT,
-                             "tensor %s: cannot pack tile at row %u col %u "
-                             "(non-finite values?)", t->name, row0, col0)), 1;
+        return (c->rc = fail_src(w, FMT_EFORMAT,
+                                 "tensor %s: cannot pack tile at row %u col %u "
+                                 "(non-finite values?)", t->name, row0, col0)), 1;
     if (!kern_tile_finite(ty, rows, cols, w->payload))
-        return (c->rc = fail(w, FMT_EFORMAT,
+        return (c->rc = fail_src(w, FMT_EFORMAT,
                              "tensor %s: non-finite value in tile at row %u col %u",
                              t->name, row0, col0)), 1;
     memset(hdr, 0, sizeof hdr);
@@ -268,7 +286,7 @@ static int write_stream(writer *w, const fmt_group *g, const fmt_tensor **src,
         const fmt_tensor *t = src[i];
         if (t->ne[0] > 65536u || t->ne[0] == 0 ||
             t->ne[1] == 0 || t->ne[1] > UINT32_MAX)
-            return fail(w, FMT_EUNSUP, "tensor %s: unsupported shape", t->name);
+            return fail_src(w, FMT_EUNSUP, "tensor %s: unsupported shape", t->name);
         c.src[i] = t;
         c.mat[i].rows = (uint32_t)t->ne[1];
         c.mat[i].cols = (uint32_t)t->ne[0];
@@ -313,7 +331,7 @@ static const fmt_tensor *need(writer *w, const fmt_src *src, int role,
 {
     const fmt_tensor *t = fmt_src_tensor(src, role, layer);
     if (!t && !*rc)
-        *rc = fail(w, FMT_EFORMAT, "missing tensor %s for layer %u",
+        *rc = fail_src(w, FMT_EFORMAT, "missing tensor %s for layer %u",
                    fmt_role_name(role), layer);
     return t;
 }
@@ -325,6 +343,9 @@ static int write_layer_geom(writer *w, const fmt_src *src, unsigned l, slot *sl)
     uint8_t rec[FMT_LGEOM_SIZE];
     int rc;
     fmt_src_layer_geom(src, l, &g);
+    char why[160];
+    if (fmt_layer_geom_fit(&g, l, why, sizeof why))
+        return fail_src(w, FMT_EUNSUP, "%s", why);
     memset(rec, 0, sizeof rec);
     fmt_wr16(rec + FMT_LG_NHEADS, (uint16_t)g.n_heads);
     fmt_wr16(rec + FMT_LG_NKV, (uint16_t)g.n_kv_heads);
@@ -697,22 +718,13 @@ typedef struct out_file {
     int         vflow;
 } out_file;
 
-/* The reader's bounds (fmt_cflow_read.c read_header): never write a file
- * it would refuse. */
+/* Every field the header narrows (fmt_hparams_fit): never write a file
+ * the reader refuses, nor a value cut to its field's width. */
 static int check_geometry(writer *w, const fmt_hparams *hp)
 {
-    if (hp->n_experts > 254)
-        return fail(w, FMT_EUNSUP, "%u experts: tile headers hold expert ids "
-                    "below 255", hp->n_experts);
-    if (hp->max_seq > (1u << 24) || hp->vocab_size > (1u << 24) ||
-        hp->dim > 65536 || hp->ffn_dim > 65536 || hp->expert_ffn_dim > 65536 ||
-        hp->n_layers > 4096 || (uint64_t)hp->n_heads * hp->head_dim > 65536 ||
-        (hp->flags >> 8) & ~FMT_FLAGS2_KNOWN)
-        return fail(w, FMT_EUNSUP, "geometry outside what .cflow stores (context "
-                    "%u, vocabulary %u, dim %u, ffn %u, layers %u)", hp->max_seq,
-                    hp->vocab_size, hp->dim, hp->ffn_dim, hp->n_layers);
-    if (hp->n_heads > 65535 || hp->n_kv_heads > 65535 || hp->head_dim > 65535)
-        return fail(w, FMT_EUNSUP, "head geometry out of range");
+    char why[160];
+    if (fmt_hparams_fit(hp, why, sizeof why))
+        return fail_src(w, FMT_EUNSUP, "%s", why);
     return 0;
 }
 
@@ -791,7 +803,7 @@ static int write_globals(writer *w, const fmt_src *src, out_file *o)
         o->flags |= FMT_FLAG_TIED;
     }
     if (emb->ne[1] != hp->vocab_size || emb->ne[0] != hp->dim)
-        return fail(w, FMT_EFORMAT, "token embedding is %llux%llu, expected %ux%u",
+        return fail_src(w, FMT_EFORMAT, "token embedding is %llux%llu, expected %ux%u",
                     (unsigned long long)emb->ne[1], (unsigned long long)emb->ne[0],
                     hp->vocab_size, hp->dim);
     return 0;
@@ -901,6 +913,7 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
     memset(&o, 0, sizeof o);
     w.expert = -1;
     w.path = out_path;
+    w.in_path = src->path;
     w.opts = opts;
     w.err = err;
     w.errlen = errlen;

@@ -45,37 +45,92 @@
 #define GGUF_DEFAULT_ALIGN 32
 #define GGUF_MAX_NAME      4096   /* generous: ggml itself stops at 63 */
 
-/* ---- mapping files ----------------------------------------------------- */
-int fmt_map_open(fmt_map *m, const char *path, char *err, size_t errlen)
+/* ---- opening and mapping files ----------------------------------------- */
+const char *fmt_file_kind(unsigned mode)
+{
+    return S_ISREG(mode) ? "a regular file" : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISDIR(mode) ? "a directory" : S_ISCHR(mode) ? "a character device"
+         : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket"
+         : "of an unknown type";
+}
+
+int fmt_open_regular(const char *path, uint64_t *size, char *err, size_t errlen)
 {
     struct stat st;
-    memset(m, 0, sizeof *m);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* the type before any open: opening a device may act on it, and a
+     * FIFO's open blocks until a writer comes */
+    if (stat(path, &st) < 0) {
+        fmt_err(err, errlen, "%s: %s", path, strerror(errno));
+        return FMT_EIO;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fmt_err(err, errlen, "%s: not a regular file (it is %s)", path,
+                fmt_file_kind(st.st_mode));
+        return FMT_EIO;
+    }
+    /* O_NONBLOCK: a FIFO put in the file's place since the stat must not
+     * block either; fstat checks what was opened */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         fmt_err(err, errlen, "%s: %s", path, strerror(errno));
         return FMT_EIO;
     }
-    if (fstat(fd, &st) < 0) {
-        fmt_err(err, errlen, "%s: %s", path, strerror(errno));
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        fmt_err(err, errlen, "%s: not a regular file (it is %s)", path,
+                fmt_file_kind(st.st_mode));
         close(fd);
         return FMT_EIO;
     }
-    if (!S_ISREG(st.st_mode)) {
-        fmt_err(err, errlen, "%s: not a regular file", path);
-        close(fd);
-        return FMT_EIO;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    *size = (uint64_t)st.st_size;
+    return fd;
+}
+
+int fmt_file_head(const char *path, void *buf, size_t n, size_t *got,
+                  uint64_t *size, char *err, size_t errlen)
+{
+    int fd = fmt_open_regular(path, size, err, errlen);
+    if (fd < 0)
+        return fd;
+    size_t have = 0;
+    while (have < n) {
+        ssize_t r = read(fd, (char *)buf + have, n - have);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            fmt_err(err, errlen, "%s: %s", path, strerror(errno));
+            close(fd);
+            return FMT_EIO;
+        }
+        if (r == 0)
+            break;
+        have += (size_t)r;
     }
-    if (st.st_size <= 0) {
+    close(fd);
+    *got = have;
+    return FMT_OK;
+}
+
+int fmt_map_open(fmt_map *m, const char *path, char *err, size_t errlen)
+{
+    uint64_t size;
+    memset(m, 0, sizeof *m);
+    int fd = fmt_open_regular(path, &size, err, errlen);
+    if (fd < 0)
+        return fd;
+    if (size == 0) {
         fmt_err(err, errlen, "%s: empty file", path);
         close(fd);
         return FMT_EFORMAT;
     }
-    if ((uint64_t)st.st_size > SIZE_MAX) {
+    if (size > SIZE_MAX) {
         fmt_err(err, errlen, "%s: too large to map", path);
         close(fd);
         return FMT_EIO;
     }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
     if (p == MAP_FAILED) {
@@ -83,7 +138,7 @@ int fmt_map_open(fmt_map *m, const char *path, char *err, size_t errlen)
         return FMT_EIO;
     }
     m->p = p;
-    m->n = (size_t)st.st_size;
+    m->n = (size_t)size;
     return FMT_OK;
 }
 
@@ -271,6 +326,7 @@ static int gguf_tensor_info(gguf_rd *r, uint64_t i)
         nel *= v;
     }
     r->o += (size_t)nd * 8;
+    t->ndim = fmt_shape_rank(t->ne, nd);
     uint32_t type = kern_ld_u32(p + r->o);
     uint64_t off = kern_ld_u64(p + r->o + 4);
     r->o += 12;
@@ -335,11 +391,13 @@ static int gguf_data(gguf_rd *r)
         fmt_tensor *t = &g->t[i];
         uint64_t off = (uint64_t)(uintptr_t)t->data;
         if (off > n - ds || t->nbytes > n - ds - off) {
-            fmt_err(r->err, r->errlen, "%s: tensor '%s': data [%llu, +%llu) "
-                    "runs past the end of the file", r->path,
-                    fmt_safe_name(nm, t->name, strlen(t->name)),
-                    (unsigned long long)(ds + off),
-                    (unsigned long long)t->nbytes);
+            /* the two values, never their sum: an offset near 2^64 would
+             * print wrapped */
+            fmt_err(r->err, r->errlen, "%s: tensor '%s': offset %llu (+%llu bytes) "
+                    "from the data section at byte %llu runs past the end of the "
+                    "%zu-byte file", r->path, fmt_safe_name(nm, t->name, strlen(t->name)),
+                    (unsigned long long)off, (unsigned long long)t->nbytes,
+                    (unsigned long long)ds, n);
             return FMT_EFORMAT;
         }
         t->data = r->p + ds + off;

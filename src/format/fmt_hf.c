@@ -143,7 +143,7 @@ static int qwen3moe_stack(fmt_src *s, char *err, size_t errlen)
                     fmt_err(err, errlen, "%s: tensor '%s' is missing", s->path, name);
                     return FMT_EFORMAT;
                 }
-                if (t->ndim != 2 || (t0 && (t->dtype != t0->dtype || t->ne[0] != t0->ne[0] ||
+                if (t->ndim > 2 || (t0 && (t->dtype != t0->dtype || t->ne[0] != t0->ne[0] ||
                                             t->ne[1] != t0->ne[1]))) {
                     fmt_err(err, errlen, "%s: tensor '%s' differs from expert 0's type "
                             "or shape", s->path, fmt_safe_name(nm, name, strlen(name)));
@@ -182,10 +182,12 @@ static char *join(const char *dir, const char *name)
     return p;
 }
 
-static int file_exists(const char *path)
+/* Whether path names anything: a FIFO or a folder under a file's name is
+ * then refused by fmt_map_open, in words, not taken for a missing file. */
+static int path_exists(const char *path)
 {
     struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    return stat(path, &st) == 0;
 }
 
 /* Parse n bytes of JSON; NULL (and err) when malformed or not all JSON. */
@@ -836,13 +838,21 @@ int fmt_hf_open(fmt_src *s, const char *dir, const char *tokenizer,
     if (!cfg)
         goto out;
     cfgctx c = { cfg, cpath, err, errlen };
-    if ((rc = read_config(s, &c, &tied)) < 0 ||
-        (rc = fmt_src_check_hparams(s, err, errlen)) < 0)
+    char why[160];
+    if ((rc = read_config(s, &c, &tied)) < 0)
+        goto out;
+    /* named by config.json, where the field is */
+    if (fmt_hparams_fit(&s->hp, why, sizeof why)) {
+        fmt_err(err, errlen, "%s: %s", cpath, why);
+        rc = FMT_EUNSUP;
+        goto out;
+    }
+    if ((rc = fmt_src_check_hparams(s, err, errlen)) < 0)
         goto out;
 
-    if (file_exists(st)) {
+    if (path_exists(st)) {
         rc = load_shard(s, st, err, errlen);
-    } else if (file_exists(ix)) {
+    } else if (path_exists(ix)) {
         rc = load_index(s, dir, ix, err, errlen);
     } else {
         fmt_err(err, errlen, "%s: no model.safetensors or "
@@ -868,10 +878,10 @@ int fmt_hf_open(fmt_src *s, const char *dir, const char *tokenizer,
      * embedding's row count: a config.json claiming 2^31 tokens beside a
      * 30 KB checkpoint is refused here, not by a failed allocation. */
     const fmt_tensor *emb = fmt_src_find(s, "model.embed_tokens.weight");
-    if (!emb || emb->ndim != 2 || emb->ne[1] != s->hp.vocab_size) {
+    if (!emb || emb->ndim > 2 || emb->ne[1] != s->hp.vocab_size) {
         fmt_err(err, errlen, "%s: vocab_size %u but model.embed_tokens.weight %s%llu rows",
                 cpath, s->hp.vocab_size, emb ? "has " : "is missing: ",
-                emb && emb->ndim == 2 ? (unsigned long long)emb->ne[1] : 0ull);
+                emb && emb->ndim <= 2 ? (unsigned long long)emb->ne[1] : 0ull);
         rc = FMT_EFORMAT;
         goto out;
     }

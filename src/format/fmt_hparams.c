@@ -1,7 +1,8 @@
 /*
  * fmt_hparams.c — rules on a model's hyper-parameters (fmt_hparams) that
  * every reader and writer of this module shares: the names of the combine
- * styles and the pipeline fields' consistency.  It sits below them all
+ * styles, the pipeline fields' consistency, the widths of the .cflow
+ * header's fields and the one rule for a tensor's rank.  It sits below them all
  * (the .cflow reader, the source toolkit fmt_src.c and the converters), so
  * each imports the rules downwards and none holds them for the others.
  */
@@ -11,6 +12,7 @@
 
 #include "format/cflow_format.h"
 #include "format/fmt_impl.h"
+#include "format/fmt_layout.h"
 
 const char *fmt_combine_name(int c)
 {
@@ -45,4 +47,83 @@ int fmt_pipeline_check(const fmt_hparams *hp, char *why, size_t whylen)
     else
         return 0;
     return -1;
+}
+
+/* The largest value each field of the .cflow header (fmt_layout.h) holds,
+ * and the reader's bounds (fmt_cflow_read.c read_header), so a value that
+ * does not fit is refused with its limit instead of stored modulo the
+ * field's width (an HF sliding_window of 70000 became 4464 in 16 bits). */
+int fmt_hparams_fit(const fmt_hparams *hp, char *why, size_t whylen)
+{
+    const struct { const char *name; uint64_t v, max; } f[] = {
+        { "layer count", hp->n_layers, 4096 },
+        { "embedding length", hp->dim, 65536 },
+        { "feed-forward length", hp->ffn_dim, 65536 },
+        { "expert feed-forward length", hp->expert_ffn_dim, 65536 },
+        { "vocabulary size", hp->vocab_size, 1u << 24 },
+        { "context length", hp->max_seq, 1u << 24 },
+        { "attention head count", hp->n_heads, UINT16_MAX },
+        { "KV head count", hp->n_kv_heads, UINT16_MAX },
+        { "head dimension", hp->head_dim, UINT16_MAX },
+        { "attention width (heads x head dimension)",
+          (uint64_t)hp->n_heads * hp->head_dim, 65536 },
+        /* tile headers hold expert ids in a byte, 255 meaning none */
+        { "expert count", hp->n_experts, 254 },
+        { "experts used per token", hp->top_k, UINT16_MAX },
+        { "sliding window", hp->sliding_window, UINT16_MAX },
+    };
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        if (f[i].v > f[i].max) {
+            snprintf(why, whylen, "%s %llu is over the %llu a .cflow file holds",
+                     f[i].name, (unsigned long long)f[i].v, (unsigned long long)f[i].max);
+            return -1;
+        }
+    if ((hp->flags >> 8) & ~FMT_FLAGS2_KNOWN) {
+        snprintf(why, whylen, "feature flags 0x%x are not all known to .cflow (0x%x)",
+                 hp->flags, (FMT_FLAGS2_KNOWN << 8) | FMT_FLAGS_KNOWN);
+        return -1;
+    }
+    return 0;
+}
+
+/* A layer's geometry record (fmt_layout.h) stores heads, KV heads, head
+ * dimension and rotated dimensions in 16 bits each. */
+int fmt_layer_geom_fit(const fmt_layer_geom *g, unsigned layer, char *why, size_t whylen)
+{
+    const struct { const char *name; uint32_t v; } f[] = {
+        { "attention head count", g->n_heads }, { "KV head count", g->n_kv_heads },
+        { "head dimension", g->head_dim }, { "rotated dimensions", g->rope_dims },
+    };
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        if (f[i].v > UINT16_MAX) {
+            snprintf(why, whylen, "layer %u: %s %u is over the %u a .cflow layer "
+                     "record holds", layer, f[i].name, f[i].v, UINT16_MAX);
+            return -1;
+        }
+    return 0;
+}
+
+/* A tensor's rank: its dimensions up to the last that is not 1.  GGUF and
+ * safetensors both allow trailing unit dimensions ([64, 512, 1] is a
+ * [64, 512] matrix); every reader stores this rank in fmt_tensor.ndim, so
+ * each shape check sees one rule (a 3-D [64, 512, 1] embedding was refused
+ * while a 4-D [64, 64, 1, 1] attention matrix was accepted). */
+unsigned fmt_shape_rank(const uint64_t ne[4], unsigned ndim)
+{
+    unsigned r = ndim < 4 ? ndim : 4;
+    while (r > 1 && ne[r - 1] == 1)
+        r--;
+    return r ? r : 1;
+}
+
+const char *fmt_shape_str(char *buf, size_t n, const uint64_t ne[4], unsigned ndim)
+{
+    size_t o = 0;
+    unsigned r = fmt_shape_rank(ne, ndim);
+    for (unsigned d = 0; d < r && o < n; d++)
+        o += (size_t)snprintf(buf + o, n - o, "%s%llu", d ? ", " : "[",
+                              (unsigned long long)ne[d]);
+    if (o < n)
+        snprintf(buf + o, n - o, "]");
+    return buf;
 }

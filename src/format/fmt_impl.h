@@ -58,6 +58,15 @@ void fmt_map_close(fmt_map *m);
 /* ---- fmt_hparams.c ---------------------------------------------------- */
 /* The combine style and delays together: 0, or -1 with the reason in why. */
 int fmt_pipeline_check(const fmt_hparams *hp, char *why, size_t whylen);
+/* Whether every field fits the .cflow header (-1 and why: the field, its
+ * value and the limit), and a layer's geometry its layer record. */
+int fmt_hparams_fit(const fmt_hparams *hp, char *why, size_t whylen);
+int fmt_layer_geom_fit(const fmt_layer_geom *g, unsigned layer, char *why, size_t whylen);
+/* A tensor's rank without trailing unit dimensions (at least 1): the one
+ * rule of every reader and shape check.  fmt_shape_str writes the shape at
+ * that rank, "[64, 512]", into buf and returns it. */
+unsigned fmt_shape_rank(const uint64_t ne[4], unsigned ndim);
+const char *fmt_shape_str(char *buf, size_t n, const uint64_t ne[4], unsigned ndim);
 
 /* ---- fmt_dequant.c ----------------------------------------------------- */
 float fmt_f16_to_f32(uint16_t h);

@@ -122,9 +122,9 @@ int fmt_src_add_tensor(fmt_src *s, const char *name, int dtype,
     memset(t, 0, sizeof *t);
     t->name = copy;
     t->dtype = dtype;
-    t->ndim = ndim;
     for (unsigned d = 0; d < 4; d++)
         t->ne[d] = ne[d];
+    t->ndim = fmt_shape_rank(t->ne, ndim);
     t->data = data;
     t->nbytes = nbytes;
     return FMT_OK;
@@ -182,7 +182,8 @@ int fmt_src_check_hparams(const fmt_src *s, char *err, size_t errlen)
               !isfinite(h->rope_high_freq) || h->rope_orig_ctx == 0))
         bad = "Llama-3 RoPE scaling";
     char why[160];
-    if (!bad && fmt_pipeline_check(h, why, sizeof why)) {
+    if (!bad && (fmt_pipeline_check(h, why, sizeof why) ||
+                 fmt_hparams_fit(h, why, sizeof why))) {
         fmt_err(err, errlen, "%s: %s", s->path, why);
         return FMT_EFORMAT;
     }
@@ -260,17 +261,17 @@ static int check_tensor(const fmt_src *s, const fmt_tensor *t, int role,
                 s->path, nm);
         return FMT_EUNSUP;
     }
+    /* unused dimensions are 1 on both sides: trailing unit dimensions
+     * match (fmt_shape_rank), any other difference does not */
     int ok = 1;
     for (unsigned d = 0; d < 4; d++)
         if (t->ne[d] != ne[d])
             ok = 0;
     if (!ok) {
-        fmt_err(err, errlen, "%s: tensor '%s' has shape [%llu, %llu, %llu], "
-                "expected [%llu, %llu, %llu] (ne order: columns first)",
-                s->path, nm, (unsigned long long)t->ne[0],
-                (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
-                (unsigned long long)ne[0], (unsigned long long)ne[1],
-                (unsigned long long)ne[2]);
+        char has[96], want[96];
+        fmt_err(err, errlen, "%s: tensor '%s' has shape %s, expected %s (ne order: "
+                "columns first)", s->path, nm, fmt_shape_str(has, sizeof has, t->ne, t->ndim),
+                fmt_shape_str(want, sizeof want, ne, 4));
         return FMT_EFORMAT;
     }
     return FMT_OK;

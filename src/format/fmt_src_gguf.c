@@ -240,7 +240,7 @@ int fmt_src_gguf_open(fmt_src *s, char *err, size_t errlen)
     }
     /* vocabulary: the embedding's rows */
     const fmt_tensor *emb = fmt_src_find(s, "token_embd.weight");
-    if (!emb || emb->ndim != 2) {
+    if (!emb || emb->ndim > 2) {
         fmt_err(err, errlen, "%s: tensor 'token_embd.weight' is %s", s->path,
                 emb ? "not a matrix" : "missing");
         return FMT_EFORMAT;

@@ -45,22 +45,14 @@ int fmt_src_open(fmt_src **out, const char *path, const char *tokenizer_path,
         rc = fmt_hf_open(s, path, tokenizer_path, err, errlen);
     } else {
         uint8_t head[32];
-        ssize_t got = -1;
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            got = read(fd, head, sizeof head);
-            close(fd);
-        }
-        if (got < 0) {
-            fmt_err(err, errlen, "%s: %s", path, strerror(errno));
-            rc = FMT_EIO;
+        size_t got;
+        uint64_t size;
+        if ((rc = fmt_file_head(path, head, sizeof head, &got, &size, err, errlen)) < 0)
             goto fail;
-        }
         if (got >= 4 && memcmp(head, "GGUF", 4) == 0) {
             s->kind = "gguf";
             rc = fmt_src_gguf_open(s, err, errlen);
-        } else if (fmt_llama2c_detect(path, head, (size_t)got,
-                                      (uint64_t)st.st_size)) {
+        } else if (fmt_llama2c_detect(path, head, got, size)) {
             s->kind = "llama2c";
             rc = fmt_llama2c_open(s, path, tokenizer_path, err, errlen);
         } else {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "engine/engine.h"
 #include "format/cflow_format.h"
@@ -28,17 +29,6 @@ static void help(void)
            "      --parse-special  recognise special-token text such as <|im_end|>\n"
            "      --pieces         print id:piece pairs instead\n"
            "  -h, --help           this text\n");
-}
-
-static int magic_is(const char *path, const char *magic, size_t n)
-{
-    char buf[8];
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return 0;
-    size_t r = fread(buf, 1, n, f);
-    fclose(f);
-    return r == n && !memcmp(buf, magic, n);
 }
 
 int ui_cmd_tokenize(int argc, char **argv)
@@ -80,11 +70,20 @@ int ui_cmd_tokenize(int argc, char **argv)
         return ui_usage_error("tokenize", "expected one TEXT argument");
     const char *text = argv[optind];
 
-    if (magic_is(path, "CFLOW", 5) || magic_is(path, "VFLOW", 5)) {
+    /* the first bytes say the container; a folder is a tokenizer folder.
+     * A FIFO or a device is refused here, before any open that blocks. */
+    char head[8] = { 0 };
+    size_t got = 0;
+    uint64_t size;
+    struct stat st;
+    if (!(stat(path, &st) == 0 && S_ISDIR(st.st_mode)) &&
+        fmt_file_head(path, head, sizeof head, &got, &size, err, sizeof err))
+        goto fail;
+    if (got >= 5 && (!memcmp(head, "CFLOW", 5) || !memcmp(head, "VFLOW", 5))) {
         if (fmt_model_open(&m, path, err, sizeof err))
             goto fail;
         kv = fmt_model_kv(m);
-    } else if (magic_is(path, "GGUF", 4)) {
+    } else if (got >= 4 && !memcmp(head, "GGUF", 4)) {
         if (fmt_gguf_open(&g, path, err, sizeof err))
             goto fail;
         kv = fmt_gguf_kv(g);

@@ -139,13 +139,6 @@ const char *ui_default_model(void)
     return NULL;
 }
 
-/* What a file that is not a regular one is, in words. */
-static const char *file_kind(mode_t m)
-{
-    return S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device"
-         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "of an unknown type";
-}
-
 static void human_size(uint64_t n, char *buf, size_t len)
 {
     if (n >= (1u << 20))
@@ -167,7 +160,7 @@ char *ui_read_text(const char *path, const char *what, size_t cap, size_t *n)
     }
     if (!S_ISREG(st.st_mode)) {
         ui_error("%s: the %s is %s, not a regular file", path, what,
-                 file_kind(st.st_mode));
+                 fmt_file_kind(st.st_mode));
         return NULL;
     }
     if ((uint64_t)st.st_size > cap) {

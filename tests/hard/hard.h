@@ -25,6 +25,22 @@ int hard_unpack(const char *archive, const char *dir, const char *name, const ch
 /* The shipped model, data/default.cflow of the source tree. */
 const char *hard_default_model(void);
 
+/* tests/fuzz/corpus/rel of the source tree, tu_require'd (one of 4
+ * rotating static buffers). */
+const char *hard_seed(const char *rel);
+
+/* Run cflow with args (NULL-terminated; address space capped at 1 GiB
+ * outside the sanitizer build), at most timeout_s seconds: a run that
+ * blocks fails the test instead of hanging it.  Fails the test on a
+ * signal or a sanitizer report. */
+void hard_run(tu_proc *p, int timeout_s, const char *const *args);
+/* hard_run, then exit status 1 with one line on stderr naming file and
+ * holding want. */
+void hard_refused(const char *file, const char *want, int timeout_s,
+                  const char *const *args);
+
+#define HARD_ARGS(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
 /* Non-zero in the ASan/UBSan build (CFLOW_SANITIZERS set by make check). */
 int hard_sanitizers(void);
 

@@ -5,7 +5,10 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "hard.h"
 
@@ -81,4 +86,43 @@ int hard_unpack(const char *archive, const char *dir, const char *name, const ch
     }
     free(a);
     return rc;
+}
+
+const char *hard_seed(const char *rel)
+{
+    static char path[4][4096];
+    static unsigned k;
+    char *s = path[k++ % 4];
+    const char *dir = getenv("CFLOW_SRCDIR");
+    snprintf(s, sizeof path[0], "%s/tests/fuzz/corpus/%s", dir ? dir : ".", rel);
+    tu_require(s);
+    return s;
+}
+
+void hard_run(tu_proc *p, int timeout_s, const char *const *args)
+{
+    char cmd[8192];
+    size_t o = (size_t)snprintf(cmd, sizeof cmd, "%sexec '%s'",
+                                hard_sanitizers() ? "" : "ulimit -v 1048576; ", tu_cflow());
+    for (int i = 0; args[i]; i++)
+        o += (size_t)snprintf(cmd + o, sizeof cmd - o, " '%s'", args[i]);
+    char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+    assert_int_equal(tu_run_watch(p, argv, NULL, timeout_s, NULL, NULL, 100), 0);
+    print_message("  %s %s -> exit %d: %.*s\n", args[0], args[1], p->status,
+                  (int)strcspn(p->err, "\n"), p->err);
+    assert_false(p->signaled);
+    assert_null(strstr(p->err, "Sanitizer"));
+    assert_null(strstr(p->err, "runtime error"));
+}
+
+void hard_refused(const char *file, const char *want, int timeout_s,
+                  const char *const *args)
+{
+    tu_proc p;
+    hard_run(&p, timeout_s, args);
+    assert_int_equal(p.status, 1);
+    if (!strstr(p.err, file) || !strstr(p.err, want))
+        fail_msg("expected \"%s\" and \"%s\" in: %s", file, want, p.err);
+    assert_int_equal(tu_count_lines(p.err), 1);
+    tu_proc_free(&p);
 }

@@ -65,17 +65,6 @@ static void putstr(buf *b, const char *s) { put64(b, strlen(s)); put(b, s, strle
 static void wr32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
 static void wr64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
 
-static const char *seed(const char *rel)
-{
-    static char path[4][4096];
-    static unsigned k;
-    char *s = path[k++ % 4];
-    const char *dir = getenv("CFLOW_SRCDIR");
-    snprintf(s, sizeof path[0], "%s/tests/fuzz/corpus/%s", dir ? dir : ".", rel);
-    tu_require(s);
-    return s;
-}
-
 static unsigned char *load(const char *path, size_t *n)
 {
     unsigned char *p = (unsigned char *)tu_read_file(path, n);
@@ -119,8 +108,6 @@ static void expect_refused(const char *file, const char *const *args)
     tu_proc_free(&p);
 }
 
-#define ARGS(...) ((const char *const[]){ __VA_ARGS__, NULL })
-
 /* ---- .cflow and .vflow ------------------------------------------------ */
 
 typedef struct patch {
@@ -134,7 +121,7 @@ typedef struct patch {
 static void cflow_bombs(const char *seed_name, size_t base, const patch *ps, int n)
 {
     size_t len;
-    unsigned char *orig = load(seed(seed_name), &len);
+    unsigned char *orig = load(hard_seed(seed_name), &len);
     for (int i = 0; i < n; i++) {
         unsigned char *b = malloc(len);
         assert_non_null(b);
@@ -159,8 +146,8 @@ static void cflow_bombs(const char *seed_name, size_t base, const patch *ps, int
         const char *path = tu_tmp(name);
         save(path, b, len);
         free(b);
-        expect_refused(path, ARGS("inspect", path));
-        expect_refused(path, ARGS("run", "-m", path, "-n", "4", "-t", "1", "--no-log"));
+        expect_refused(path, HARD_ARGS("inspect", path));
+        expect_refused(path, HARD_ARGS("run", "-m", path, "-n", "4", "-t", "1", "--no-log"));
     }
     free(orig);
 }
@@ -194,7 +181,7 @@ static void test_cflow_meta(void **state)
 {
     (void)state;
     size_t len;
-    unsigned char *b = load(seed("cflow/llama-q8_0.cflow"), &len);
+    unsigned char *b = load(hard_seed("cflow/llama-q8_0.cflow"), &len);
     uint64_t meta;
     memcpy(&meta, b + 72, 8);
     assert_true(meta + 8 <= len);
@@ -216,7 +203,7 @@ static void test_vflow(void **state)
     };
     cflow_bombs("cflow/moe-q4_0.vflow", 0, vp, 4);
     size_t len;
-    unsigned char *b = load(seed("cflow/moe-q4_0.vflow"), &len);
+    unsigned char *b = load(hard_seed("cflow/moe-q4_0.vflow"), &len);
     uint64_t gh;
     memcpy(&gh, b + 24, 8);
     free(b);
@@ -242,8 +229,8 @@ static void gguf_case(const char *name, const buf *b)
 {
     const char *path = tu_tmp(name);
     save(path, b->p, b->n);
-    expect_refused(path, ARGS("convert", path, tu_tmp("out.cflow")));
-    expect_refused(path, ARGS("tokenize", "-m", path, "hello"));
+    expect_refused(path, HARD_ARGS("convert", path, tu_tmp("out.cflow")));
+    expect_refused(path, HARD_ARGS("tokenize", "-m", path, "hello"));
 }
 
 static void test_gguf(void **state)
@@ -308,13 +295,13 @@ static void test_gguf(void **state)
 
     /* a real model whose vocabulary claims 2^31 tokens */
     size_t len;
-    unsigned char *g = load(seed("gguf/llama-q4_0.gguf"), &len);
+    unsigned char *g = load(hard_seed("gguf/llama-q4_0.gguf"), &len);
     unsigned char *k = memmem(g, len, "llama.vocab_size", 16);
     if (k) {
         wr32(k + 16 + 4, 0x80000000u);
         const char *path = tu_tmp("vocab-size-2e31.gguf");
         save(path, g, len);
-        expect_refused(path, ARGS("convert", path, tu_tmp("out.cflow")));
+        expect_refused(path, HARD_ARGS("convert", path, tu_tmp("out.cflow")));
     }
     free(g);
 }
@@ -324,7 +311,7 @@ static void test_gguf(void **state)
 static const char *hf_folder(const char *name)
 {
     const char *dir = tu_tmp(name);
-    assert_int_equal(hard_unpack(seed("hf/llama-f32.a"), dir, NULL, NULL), 0);
+    assert_int_equal(hard_unpack(hard_seed("hf/llama-f32.a"), dir, NULL, NULL), 0);
     return dir;
 }
 
@@ -335,7 +322,7 @@ static void hf_replace(const char *dir, const char *file, const void *p, size_t 
     save(path, p, n);
 }
 
-/* expect: the file the message must name (NULL: the folder) */
+/* expect: the file of the folder the message must name (NULL: the folder) */
 static void hf_config(const char *name, const char *key, const char *value,
                       const char *expect)
 {
@@ -354,7 +341,8 @@ static void hf_config(const char *name, const char *key, const char *value,
     hf_replace(dir, "config.json", b.p, b.n);
     free(b.p);
     free(c);
-    expect_refused(expect ? expect : dir, ARGS("convert", dir, tu_tmp("out.cflow")));
+    snprintf(path, sizeof path, "%s/%s", dir, expect ? expect : "");
+    expect_refused(expect ? path : dir, HARD_ARGS("convert", dir, tu_tmp("out.cflow")));
 }
 
 static void test_hf(void **state)
@@ -366,7 +354,7 @@ static void test_hf(void **state)
     put64(&b, 1ull << 40);
     put(&b, "{}", 2);
     hf_replace(dir, "model.safetensors", b.p, b.n);
-    expect_refused(dir, ARGS("convert", dir, tu_tmp("out.cflow")));
+    expect_refused(dir, HARD_ARGS("convert", dir, tu_tmp("out.cflow")));
 
     dir = hf_folder("st-shape-2e60");
     const char *hdr = "{\"model.embed_tokens.weight\":{\"dtype\":\"F32\","
@@ -376,7 +364,7 @@ static void test_hf(void **state)
     put(&b, hdr, strlen(hdr));
     put(&b, "0123456789abcdef", 16);
     hf_replace(dir, "model.safetensors", b.p, b.n);
-    expect_refused(dir, ARGS("convert", dir, tu_tmp("out.cflow")));
+    expect_refused(dir, HARD_ARGS("convert", dir, tu_tmp("out.cflow")));
 
     dir = hf_folder("st-offsets-2e62");
     hdr = "{\"model.norm.weight\":{\"dtype\":\"F32\",\"shape\":[16],"
@@ -386,7 +374,7 @@ static void test_hf(void **state)
     put(&b, hdr, strlen(hdr));
     put(&b, "0123456789abcdef", 16);
     hf_replace(dir, "model.safetensors", b.p, b.n);
-    expect_refused(dir, ARGS("convert", dir, tu_tmp("out.cflow")));
+    expect_refused(dir, HARD_ARGS("convert", dir, tu_tmp("out.cflow")));
     free(b.p);
 
     /* config.json: geometry far beyond the tensors */
@@ -394,8 +382,8 @@ static void test_hf(void **state)
     hf_config("cfg-hidden", "\"hidden_size\"", "1073741824", NULL);
     hf_config("cfg-layers", "\"num_hidden_layers\"", "1000000000", NULL);
     hf_config("cfg-ffn", "\"intermediate_size\"", "4294967295", NULL);
-    /* the context is refused by the writer, which names its output */
-    hf_config("cfg-ctx", "\"max_position_embeddings\"", "4294967295", tu_tmp("out.cflow"));
+    /* the context is over what .cflow holds: named by config.json, where it is */
+    hf_config("cfg-ctx", "\"max_position_embeddings\"", "4294967295", "config.json");
 }
 
 /* ---- llama2.c checkpoint ---------------------------------------------- */
@@ -414,7 +402,7 @@ static void test_llama2c(void **state)
     };
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) {
         const char *dir = tu_tmp(ps[i].name);
-        assert_int_equal(hard_unpack(seed("llama2c/shared.a"), dir, NULL, NULL), 0);
+        assert_int_equal(hard_unpack(hard_seed("llama2c/shared.a"), dir, NULL, NULL), 0);
         char model[4096], tok[4096];
         snprintf(model, sizeof model, "%s/model.bin", dir);
         snprintf(tok, sizeof tok, "%s/tokenizer.bin", dir);
@@ -423,7 +411,7 @@ static void test_llama2c(void **state)
         wr32(m + 4 * ps[i].field, (uint32_t)ps[i].value);
         save(model, m, len);
         free(m);
-        expect_refused(model, ARGS("convert", model, tu_tmp("out.cflow"), "--tokenizer", tok));
+        expect_refused(model, HARD_ARGS("convert", model, tu_tmp("out.cflow"), "--tokenizer", tok));
     }
 }
 
@@ -434,19 +422,19 @@ static void test_tokenizers(void **state)
     (void)state;
     /* tokenizer.bin: max_token_length, then (score, len, bytes) per token */
     size_t len;
-    unsigned char *t = load(seed("vocab/tokenizer.bin"), &len);
+    unsigned char *t = load(hard_seed("vocab/tokenizer.bin"), &len);
     unsigned char *c = malloc(len);
     assert_non_null(c);
     memcpy(c, t, len);
     wr32(c, 0x7FFFFFFF);
     const char *path = tu_tmp("maxlen-max.bin");
     save(path, c, len);
-    expect_refused(path, ARGS("tokenize", "-m", path, "hello"));
+    expect_refused(path, HARD_ARGS("tokenize", "-m", path, "hello"));
     memcpy(c, t, len);
     wr32(c + 8, 0x7FFFFFFF);                     /* first token's length */
     path = tu_tmp("toklen-max.bin");
     save(path, c, len);
-    expect_refused(path, ARGS("tokenize", "-m", path, "hello"));
+    expect_refused(path, HARD_ARGS("tokenize", "-m", path, "hello"));
     free(c);
     free(t);
 
@@ -468,7 +456,7 @@ static void test_tokenizers(void **state)
     for (size_t i = 0; i < sizeof tjs / sizeof tjs[0]; i++) {
         path = tu_tmp(tjs[i].name);
         save(path, tjs[i].text, strlen(tjs[i].text));
-        expect_refused(path, ARGS("tokenize", "-m", path, "hello"));
+        expect_refused(path, HARD_ARGS("tokenize", "-m", path, "hello"));
     }
 
     const char *dir = tu_tmp("vocab-json");
@@ -478,10 +466,10 @@ static void test_tokenizers(void **state)
     save(p, "{\"a\":0,\"b\":2147483647}", 22);
     snprintf(p, sizeof p, "%s/merges.txt", dir);
     save(p, "#version: 0.2\na b\n", 18);
-    expect_refused(dir, ARGS("tokenize", "-m", dir, "hello"));
+    expect_refused(dir, HARD_ARGS("tokenize", "-m", dir, "hello"));
     snprintf(p, sizeof p, "%s/vocab.json", dir);
     save(p, "{\"a\":0,\"b\":15000001}", 20);
-    expect_refused(dir, ARGS("tokenize", "-m", dir, "hello"));
+    expect_refused(dir, HARD_ARGS("tokenize", "-m", dir, "hello"));
 }
 
 int main(void)

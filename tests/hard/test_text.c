@@ -40,59 +40,16 @@
 
 #include "hard.h"
 
-#define ARGS(...) ((const char *const[]){ __VA_ARGS__, NULL })
-
-static const char *seed(const char *rel)
-{
-    static char path[4096];
-    const char *dir = getenv("CFLOW_SRCDIR");
-    snprintf(path, sizeof path, "%s/tests/fuzz/corpus/%s", dir ? dir : ".", rel);
-    tu_require(path);
-    return path;
-}
-
 static void save(const char *path, const void *p, size_t n)
 {
     assert_int_equal(tu_write_file(path, p, n), 0);
 }
 
-/* Run cflow with args (address space capped at 1 GiB outside the
- * sanitizer build), at most timeout_s seconds. */
-static void run(tu_proc *p, int timeout_s, const char *const *args)
-{
-    char cmd[8192];
-    size_t o = (size_t)snprintf(cmd, sizeof cmd, "%sexec '%s'",
-                                hard_sanitizers() ? "" : "ulimit -v 1048576; ", tu_cflow());
-    for (int i = 0; args[i]; i++)
-        o += (size_t)snprintf(cmd + o, sizeof cmd - o, " '%s'", args[i]);
-    char *argv[] = { "/bin/sh", "-c", cmd, NULL };
-    assert_int_equal(tu_run_watch(p, argv, NULL, timeout_s, NULL, NULL, 100), 0);
-    print_message("  %s %s -> exit %d: %.*s\n", args[0], args[1], p->status,
-                  (int)strcspn(p->err, "\n"), p->err);
-    assert_false(p->signaled);
-    assert_null(strstr(p->err, "Sanitizer"));
-    assert_null(strstr(p->err, "runtime error"));
-}
-
 /* Run and expect exit 0. */
 static void expect_ok(tu_proc *p, const char *const *args)
 {
-    run(p, 120, args);
+    hard_run(p, 120, args);
     assert_true(tu_ok(p, args[0]));
-}
-
-/* Run and expect one refusal line naming file and holding want. */
-static void expect_refused(const char *file, const char *want, int timeout_s,
-                           const char *const *args)
-{
-    tu_proc p;
-    run(&p, timeout_s, args);
-    assert_int_equal(p.status, 1);
-    assert_non_null(strstr(p.err, file));
-    if (!strstr(p.err, want))
-        fail_msg("expected \"%s\" in: %s", want, p.err);
-    assert_int_equal(tu_count_lines(p.err), 1);
-    tu_proc_free(&p);
 }
 
 /* ---- the models ------------------------------------------------------- */
@@ -138,14 +95,14 @@ static int make_spm(void **state)
     (void)state;
     const char *dir = tu_tmp("l2c");
     char model[4096], tok[4096];
-    assert_int_equal(hard_unpack(seed("llama2c/shared.a"), dir, NULL, NULL), 0);
+    assert_int_equal(hard_unpack(hard_seed("llama2c/shared.a"), dir, NULL, NULL), 0);
     snprintf(model, sizeof model, "%s/model.bin", dir);
     snprintf(tok, sizeof tok, "%s/tokenizer.bin", dir);
     snprintf(spm_vocab, sizeof spm_vocab, "%s/spaceless.bin", dir);
     snprintf(spm_model, sizeof spm_model, "%s/spaceless.cflow", dir);
     spaceless_tokenizer(tok, spm_vocab);
     tu_proc p;
-    expect_ok(&p, ARGS("convert", model, spm_model, "--tokenizer", spm_vocab));
+    expect_ok(&p, HARD_ARGS("convert", model, spm_model, "--tokenizer", spm_vocab));
     tu_proc_free(&p);
     return 0;
 }
@@ -156,7 +113,7 @@ static int make_spm(void **state)
 static const char *make_hf(const char *name, const char *re)
 {
     size_t n;
-    const char *arch = seed("hf/llama-f32.a");
+    const char *arch = hard_seed("hf/llama-f32.a");
     char *a = tu_read_file(arch, &n);
     assert_non_null(a);
     /* the archive holds binary files: search it as bytes */
@@ -187,7 +144,7 @@ static const char *make_hf(const char *name, const char *re)
     char *m = out[k++ % 4];
     snprintf(m, sizeof out[0], "%s.cflow", dir);
     tu_proc p;
-    expect_ok(&p, ARGS("convert", dir, m));
+    expect_ok(&p, HARD_ARGS("convert", dir, m));
     tu_proc_free(&p);
     return m;
 }
@@ -199,7 +156,7 @@ static void test_token_buffers(void **state)
     (void)state;
     tu_proc p;
     /* 3 spaces: the prefix space and three more, 3 byte tokens each */
-    expect_ok(&p, ARGS("tokenize", "-m", spm_vocab, "   "));
+    expect_ok(&p, HARD_ARGS("tokenize", "-m", spm_vocab, "   "));
     assert_int_equal(tu_count_lines(p.out), 1);
     int words = 0;
     for (char *s = strtok(p.out, " \n"); s; s = strtok(NULL, " \n"))
@@ -208,17 +165,17 @@ static void test_token_buffers(void **state)
     tu_proc_free(&p);
 
     /* BOS + 3 + 4 x 3 = 16 tokens from 4 bytes: the whole context */
-    expect_ok(&p, ARGS("run", "-m", spm_model, "-p", "    ", "-n", "1", "--no-log"));
+    expect_ok(&p, HARD_ARGS("run", "-m", spm_model, "-p", "    ", "-n", "1", "--no-log"));
     tu_proc_free(&p);
     /* one space more is 19 tokens: refused with the count */
-    expect_refused(spm_model, "the prompt is at least 19 tokens but the context holds 16",
-                   120, ARGS("run", "-m", spm_model, "-p", "     ", "-n", "1", "--no-log"));
+    hard_refused(spm_model, "the prompt is at least 19 tokens but the context holds 16",
+                   120, HARD_ARGS("run", "-m", spm_model, "-p", "     ", "-n", "1", "--no-log"));
 
     /* "a b" is 8 tokens from 3 bytes; "he" is BOS + 4 + EOS, one more than
      * a buffer of bytes + 3 holds */
     const char *corpus = tu_tmp("spaces.txt");
     save(corpus, "a b<|endoftext|>he<|endoftext|>", 31);
-    expect_ok(&p, ARGS("ppl", "-m", spm_model, corpus));
+    expect_ok(&p, HARD_ARGS("ppl", "-m", spm_model, corpus));
     assert_non_null(strstr(p.out, "stories 2,"));
     tu_proc_free(&p);
 }
@@ -235,14 +192,14 @@ static void test_nul_bytes(void **state)
     text[5] = '\0';
     const char *prompt = tu_tmp("nul-prompt.txt");
     save(prompt, text, sizeof text);
-    expect_refused(prompt, "byte 5 of the prompt file is a NUL byte", 120,
-                   ARGS("run", "-m", spm_model, "-f", prompt, "-n", "1", "--no-log"));
+    hard_refused(prompt, "byte 5 of the prompt file is a NUL byte", 120,
+                   HARD_ARGS("run", "-m", spm_model, "-f", prompt, "-n", "1", "--no-log"));
 
     static const char story[] = "he<|endoftext|>a\0b a<|endoftext|>";
     const char *corpus = tu_tmp("nul-corpus.txt");
     save(corpus, story, sizeof story - 1);
-    expect_refused(corpus, "byte 16 of the corpus is a NUL byte", 120,
-                   ARGS("ppl", "-m", spm_model, corpus));
+    hard_refused(corpus, "byte 16 of the corpus is a NUL byte", 120,
+                   HARD_ARGS("ppl", "-m", spm_model, corpus));
 }
 
 /* ---- class 3: files that are not text files ---------------------------- */
@@ -253,15 +210,15 @@ static void test_special_files(void **state)
     const char *fifo = tu_tmp("prompt.fifo");
     assert_int_equal(mkfifo(fifo, 0600), 0);
     /* a FIFO nobody writes to: open() alone would block for ever */
-    expect_refused(fifo, "the prompt file is a FIFO", 20,
-                   ARGS("run", "-m", spm_model, "-f", fifo, "-n", "1", "--no-log"));
-    expect_refused(fifo, "the corpus is a FIFO", 20, ARGS("ppl", "-m", spm_model, fifo));
+    hard_refused(fifo, "the prompt file is a FIFO", 20,
+                   HARD_ARGS("run", "-m", spm_model, "-f", fifo, "-n", "1", "--no-log"));
+    hard_refused(fifo, "the corpus is a FIFO", 20, HARD_ARGS("ppl", "-m", spm_model, fifo));
     /* /dev/zero never ends: refused before a byte is read */
-    expect_refused("/dev/zero", "the prompt file is a character device", 60,
-                   ARGS("run", "-m", spm_model, "-f", "/dev/zero", "-n", "1", "--no-log"));
+    hard_refused("/dev/zero", "the prompt file is a character device", 60,
+                   HARD_ARGS("run", "-m", spm_model, "-f", "/dev/zero", "-n", "1", "--no-log"));
     const char *dir = tu_tmp("a-folder");
     mkdir(dir, 0700);
-    expect_refused(dir, "the corpus is a directory", 20, ARGS("ppl", "-m", spm_model, dir));
+    hard_refused(dir, "the corpus is a directory", 20, HARD_ARGS("ppl", "-m", spm_model, dir));
 
     /* a regular file past the cap (sparse: no disk), with the cap */
     const char *big = tu_tmp("big-prompt.txt");
@@ -269,10 +226,10 @@ static void test_special_files(void **state)
     assert_non_null(f);
     assert_int_equal(ftruncate(fileno(f), (off_t)17 << 20), 0);
     fclose(f);
-    expect_refused(big, "the prompt file is 17.0 MiB, over the 16.0 MiB cflow reads", 60,
-                   ARGS("run", "-m", spm_model, "-f", big, "-n", "1", "--no-log"));
-    expect_refused("no-such-prompt", "cannot read the prompt file", 20,
-                   ARGS("run", "-m", spm_model, "-f", "no-such-prompt", "--no-log"));
+    hard_refused(big, "the prompt file is 17.0 MiB, over the 16.0 MiB cflow reads", 60,
+                   HARD_ARGS("run", "-m", spm_model, "-f", big, "-n", "1", "--no-log"));
+    hard_refused("no-such-prompt", "cannot read the prompt file", 20,
+                   HARD_ARGS("run", "-m", spm_model, "-f", "no-such-prompt", "--no-log"));
 }
 
 /* ---- class 7: a tokenizer that cannot load, named once ------------------ */
@@ -282,7 +239,7 @@ static void test_tokenizer_messages(void **state)
     (void)state;
     const char *m = make_hf("hf-no-merges", NULL);
     tu_proc p;
-    run(&p, 120, ARGS("run", "-m", m, "-p", "hi", "-n", "1", "--no-log"));
+    hard_run(&p, 120, HARD_ARGS("run", "-m", m, "-p", "hi", "-n", "1", "--no-log"));
     assert_int_equal(p.status, 1);
     assert_non_null(strstr(p.err, m));
     assert_non_null(strstr(p.err, "tokenizer.ggml.merges is missing or empty"));
@@ -305,15 +262,15 @@ static void test_long_prompt(void **state)
     const char *prompt = tu_tmp("long-prompt.txt");
     save(prompt, text, 23000);
     free(text);
-    expect_refused(slow, "the prompt is at least", 30,
-                   ARGS("run", "-m", slow, "-f", prompt, "-n", "1", "--no-log"));
+    hard_refused(slow, "the prompt is at least", 30,
+                   HARD_ARGS("run", "-m", slow, "-f", prompt, "-n", "1", "--no-log"));
 
     /* an expression that backtracks without bound is stopped, and says so */
     const char *expo = make_hf("hf-expo-regex", "(\\\\s+)+$|\\\\S+|\\\\s+");
     const char *p40 = tu_tmp("spaces-40.txt");
     save(p40, "                                        1", 41);
-    expect_refused(expo, "backtracks without bound", 30,
-                   ARGS("run", "-m", expo, "-f", p40, "-n", "1", "--no-log"));
+    hard_refused(expo, "backtracks without bound", 30,
+                   HARD_ARGS("run", "-m", expo, "-f", p40, "-n", "1", "--no-log"));
 }
 
 int main(void)
