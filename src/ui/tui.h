@@ -115,7 +115,7 @@ typedef struct tui_snap {
 } tui_snap;
 
 enum tui_job { TUI_JOB_NONE = 0, TUI_JOB_CHAT, TUI_JOB_REGEN, TUI_JOB_LOAD,
-               TUI_JOB_CLEAR };
+               TUI_JOB_CLEAR, TUI_JOB_MODE };
 
 typedef struct tui_gen_cfg {
     const char   *db;          /* run log path, NULL: default */

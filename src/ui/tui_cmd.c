@@ -204,6 +204,13 @@ CMD(cmd_model)
         tui_say(a, TUI_NOTE, "loading %s ...", v->s);
 }
 
+CMD(cmd_mode)
+{
+    (void)c;
+    if (tui_gen_post(a->gen, TUI_JOB_MODE, v->s))
+        busy_refusal(a);
+}
+
 CMD(cmd_system)
 {
     (void)c;
@@ -318,6 +325,8 @@ const tui_cmd tui_cmds[] = {
     { "save", NULL, "FILE", TUI_A_TEXT, 0, NULL, cmd_save, "the transcript as Markdown" },
     { "model", NULL, "PATH", TUI_A_TEXT, 0, NULL, cmd_model,
       "load another model (on failure the old one stays)" },
+    { "mode", NULL, "MODE", TUI_A_TEXT, 0, NULL, cmd_mode,
+      "chat (the model's template), completion, or a template family (chatml ...)" },
     { "system", NULL, "[TEXT]", TUI_A_TEXT, 1, NULL, cmd_system,
       "set (or clear) the system prompt; in completion mode plain text first" },
     { "runs", NULL, "[FILTER]", TUI_A_TEXT, 1, NULL, cmd_runs,

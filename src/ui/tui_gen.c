@@ -72,7 +72,8 @@ struct tui_gen {
     prof           *p;
     prof_log       *log;
     eng_sampler    *smp;
-    enum eng_chat   tmpl;
+    enum eng_chat   tmpl;        /* the prompt's template (/mode) */
+    enum eng_chat   model_tmpl;  /* the model's own, ENG_CHAT_NONE if none */
     int32_t        *kv;          /* tokens in the KV cache [n_kv] */
     size_t          n_kv, kv_cap;
     size_t          conv_first;  /* first transcript entry in the context */
@@ -463,7 +464,7 @@ static void job_load(tui_gen *g, const char *path)
     g->smp = nsmp;
     eng_set_prof(g->s, g->p);
     pthread_rwlock_unlock(&g->plock);
-    g->tmpl = tmpl;
+    g->tmpl = g->model_tmpl = tmpl;
     pthread_mutex_lock(&g->snap_mu);
     free(g->lay_bytes);
     free(g->lay_sec);
@@ -499,6 +500,26 @@ static void job_load(tui_gen *g, const char *path)
          "context %u, %s, %s mode", path, hp->arch, hp->n_layers, hp->dim, hp->n_experts,
          hp->top_k, hp->dense_delay, hp->expert_delay, eng_n_ctx(g->s),
          eng_isa(g->s), tmpl == ENG_CHAT_NONE ? "completion" : eng_chat_name(tmpl));
+}
+
+/* /mode NAME: "chat" (the model's template), "completion", or a family
+ * (eng_chat_from_name).  The next prompt is rendered anew. */
+static void job_mode(tui_gen *g, const char *name)
+{
+    int c = !strcmp(name, "chat") ? (int)g->model_tmpl : eng_chat_from_name(name);
+    if (c < 0 || (c == ENG_CHAT_NONE && !strcmp(name, "chat"))) {
+        note(g, TUI_ERROR, c < 0 ? "/mode %s: chat, completion or a template family"
+                                 : "/mode %s: this model has no chat template (/mode FAMILY "
+                                   "picks one)", name);
+        return;
+    }
+    g->tmpl = (enum eng_chat)c;
+    g->n_kv = 0;
+    pthread_mutex_lock(&g->snap_mu);
+    snprintf(g->snap.chat, sizeof g->snap.chat, "%s",
+             c == ENG_CHAT_NONE ? "completion" : eng_chat_name(g->tmpl));
+    pthread_mutex_unlock(&g->snap_mu);
+    note(g, TUI_NOTE, "%s mode", c == ENG_CHAT_NONE ? "completion" : eng_chat_name(g->tmpl));
 }
 
 static int kv_reserve(tui_gen *g, size_t n)
@@ -1003,6 +1024,7 @@ static void *gen_main(void *arg)
             case TUI_JOB_CHAT: job_chat(g, jarg); break;
             case TUI_JOB_REGEN: job_regen(g); break;
             case TUI_JOB_LOAD: job_load(g, jarg); break;
+            case TUI_JOB_MODE: job_mode(g, jarg); break;
             case TUI_JOB_CLEAR:
                 tui_chat_clear(g->cfg.chat);
                 g->conv_first = 0;

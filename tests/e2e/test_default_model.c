@@ -29,6 +29,12 @@
  *    Each rule fails on real failure modes of small models; none checks a
  *    particular wording, so retraining the model does not need the test
  *    to change.
+ *
+ * 3. It chats (issue 22, must show 1).  `cflow run --chat -p "Tell me a
+ *    story about a dog named Max." --temp 0` (no -m): the reply names Max
+ *    and a dog (the words "Max" and "dog"/"dogs"), and has at least 30
+ *    words.  A model without a chat template (stories260K) is refused:
+ *    non-zero exit, one line on stderr naming the model, nothing on stdout.
  */
 #include "config.h"
 
@@ -43,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "testutil.h"
 
@@ -77,17 +84,15 @@ static json_object *ppl_json(const char *model, const char *file, const char *n)
     return j;
 }
 
-static void test_ppl_ratio(void **state)
+/* stories260K (llama2.c checkpoint + tokenizer) converted at f32 into ref. */
+static void convert_stories260k(char *ref, size_t n)
 {
-    (void)state;
-    const char *valid = tu_shared("corpus/tinystories-valid-1000.txt");
-    tu_require(valid);
-    char ckpt[4096], tok[4096], ref[4096];
+    char ckpt[4096], tok[4096];
     snprintf(ckpt, sizeof ckpt, "%s", tu_shared("models/stories260K.bin"));
     snprintf(tok, sizeof tok, "%s", tu_shared("models/tok512.bin"));
     tu_require(ckpt);
     tu_require(tok);
-    snprintf(ref, sizeof ref, "%s", tu_tmp("stories260K.cflow"));
+    snprintf(ref, n, "%s", tu_tmp("stories260K.cflow"));
     tu_proc p;
     assert_int_equal(tu_cflow_run(&p, "convert", "-q", "f32", "-t", tok, ckpt, ref,
                                   (char *)NULL), 0);
@@ -95,6 +100,15 @@ static void test_ppl_ratio(void **state)
         fprintf(stderr, "convert: %s", p.err);
     assert_int_equal(p.status, 0);
     tu_proc_free(&p);
+}
+
+static void test_ppl_ratio(void **state)
+{
+    (void)state;
+    const char *valid = tu_shared("corpus/tinystories-valid-1000.txt");
+    tu_require(valid);
+    char ref[4096];
+    convert_stories260k(ref, sizeof ref);
 
     const char *n = "1000";
     json_object *ours = ppl_json(NULL, valid, n);
@@ -228,9 +242,60 @@ static void test_coherent(void **state)
     tu_proc_free(&p);
 }
 
+/* "Max" as a word, and "dog" or "dogs" in any case. */
+static int names_word(const char *s, const char *w, int anycase)
+{
+    size_t n = strlen(w);
+    for (const char *p = s; *p; p++) {
+        if ((anycase ? strncasecmp(p, w, n) : strncmp(p, w, n)) != 0)
+            continue;
+        const char *e = p + n;
+        if (*e == 's')
+            e++;
+        if ((p == s || !isalpha((unsigned char)p[-1])) && !isalpha((unsigned char)*e))
+            return 1;
+    }
+    return 0;
+}
+
+static void test_chat(void **state)
+{
+    (void)state;
+    tu_proc p;
+    char *argv[] = { (char *)tu_cflow(), "run", "--chat", "-p",
+                     "Tell me a story about a dog named Max.", "--temp", "0", "--no-log",
+                     NULL };
+    assert_int_equal(tu_run(&p, argv, no_model_env, 600), 0);
+    if (p.status)
+        fprintf(stderr, "cflow run --chat: %s", p.err);
+    assert_int_equal(p.status, 0);
+    fprintf(stderr, "shipped model, --chat, greedy: \"%s\"\n", p.out);
+    size_t n;
+    char **w = split_words(p.out, &n);
+    assert_true(n >= 30);
+    assert_true(names_word(p.out, "Max", 0));
+    assert_true(names_word(p.out, "dog", 1));
+    free_words(w, n);
+    tu_proc_free(&p);
+
+    /* no template: refused in one line */
+    char ref[4096];
+    convert_stories260k(ref, sizeof ref);
+    assert_int_equal(tu_cflow_run(&p, "run", "-m", ref, "--chat", "-p", "Hello", "--no-log",
+                                  (char *)NULL), 0);
+    fprintf(stderr, "stories260K --chat: %s", p.err);
+    assert_int_not_equal(p.status, 0);
+    assert_string_equal(p.out, "");
+    assert_int_equal(tu_count_lines(p.err), 1);
+    assert_non_null(strstr(p.err, "stories260K.cflow"));
+    assert_non_null(strstr(p.err, "no chat template"));
+    tu_proc_free(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chat),
         cmocka_unit_test(test_coherent),
         cmocka_unit_test(test_ppl_ratio),
     };

@@ -81,10 +81,11 @@ static void type_line(const char *text)
 }
 
 /* The model is loaded: the last word of the chat pane's "-- loaded PATH:
- * ..., completion mode" note.  One word, because the pane wraps that note
- * where the checkout's path and the ISA's name put it ("completion" and
- * "mode" were on two lines in a checkout under /tmp/ci on an AVX2 CPU). */
-#define LOADED "completion"
+ * ..., chatml mode" note (the shipped model chats in ChatML).  One word,
+ * because the pane wraps that note where the checkout's path and the ISA's
+ * name put it ("completion" and "mode" were on two lines in a checkout
+ * under /tmp/ci on an AVX2 CPU). */
+#define LOADED "chatml"
 
 /* Wait until the screen contains s; returns the screen (malloc'd). */
 static char *wait_for(const char *s)
@@ -245,19 +246,27 @@ static double head_bytes(const char *model)
     return v;
 }
 
-/* 1. No arguments: the shipped model; a prompt streams the same text as
- * `cflow run` with the same (default) settings; all four panes show
- * numbers; the layout survives a resize down to 80x24. */
-static void test_chat_and_panes(void **state)
+/* The first three words of `cflow run [--chat] -p "Once upon a time" -n 24
+ * [--temp T]` (temp NULL: the default); the TUI's reply to the same prompt
+ * with the same settings starts with them. */
+static void run_words(char words[256], int chat, const char *temp)
 {
-    (void)state;
     tu_proc p;
-    assert_int_equal(tu_cflow_run(&p, "run", "-p", "Once upon a time", "-n", "24", "--seed", "42",
-                                  "--no-log", NULL), 0);
+    const char *a[12] = { "run", "-p", "Once upon a time", "-n", "24", "--seed", "42",
+                          "--no-log" };
+    int n = 8;
+    if (chat)
+        a[n++] = "--chat";
+    if (temp) {
+        a[n++] = "--temp";
+        a[n++] = temp;
+    }
+    a[n] = NULL;
+    assert_int_equal(tu_cflow_run(&p, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8],
+                                  a[9], a[10], NULL), 0);
     assert_int_equal(p.status, 0);
-    /* the first three words of the continuation */
-    char words[256] = "";
     int nw = 0;
+    words[0] = 0;
     for (char *t = strtok(p.out, " \n"); t && nw < 3; t = strtok(NULL, " \n"), nw++) {
         if (nw)
             strcat(words, " ");
@@ -265,6 +274,16 @@ static void test_chat_and_panes(void **state)
     }
     tu_proc_free(&p);
     assert_int_equal(nw, 3);
+}
+
+/* 1. No arguments: the shipped model; a prompt streams the same text as
+ * `cflow run` with the same (default) settings; all four panes show
+ * numbers; the layout survives a resize down to 80x24. */
+static void test_chat_and_panes(void **state)
+{
+    (void)state;
+    char words[256];
+    run_words(words, 1, NULL);
 
     start(130, 40, "--seed 42");   /* seeds are random by default */
     free(wait_for("default.cflow |"));
@@ -865,6 +884,97 @@ static void test_man_page(void **state)
     free(keys_sec);
     free(cmds_sec);
     free(man);
+/* The reply to the prompt line "│> PROMPT" on scr (from that line on). */
+static const char *reply_after(const char *scr, const char *prompt)
+{
+    const char *p = strstr(scr, prompt);
+    if (!p) {
+        print_error("screen:\n%s\n", scr);
+        fail_msg("'%s' is not on the screen", prompt);
+    }
+    return p + strlen(prompt);
+}
+
+/* 8. Issue 22: with no arguments the shipped model chats (its ChatML
+ * template); a request and a follow-up turn are answered; /mode completion
+ * switches to plain continuation (the same text `cflow run` writes), and
+ * /mode chat back. */
+static void test_chat_mode(void **state)
+{
+    (void)state;
+    char words[256];
+    run_words(words, 0, "0");
+
+    start(130, 40, "-n 160 --temp 0");
+    free(wait_for("chatml mode"));
+    type_line("Tell me a story about a dog named Max.");
+    free(wait_for("│> Tell me a story about a dog named Max."));
+    char *scr = wait_idle();
+    const char *r = reply_after(scr, "│> Tell me a story about a dog named Max.");
+    assert_non_null(strstr(r, "Max"));
+    free(scr);
+    type_line("Now tell me one about Lily and a ball.");
+    free(wait_for("│> Now tell me one about Lily and a ball."));
+    scr = wait_idle();
+    r = reply_after(scr, "│> Now tell me one about Lily and a ball.");
+    assert_non_null(strstr(r, "Lily"));
+    free(scr);
+    type_line("/mode completion");
+    free(wait_for("-- completion mode"));
+    type_line("/n 24");
+    free(wait_for("n 24 ("));
+    type_line("/clear");
+    wait_gone("│> Tell me a story");
+    type_line("Once upon a time");
+    free(wait_for("│> Once upon a time"));
+    scr = wait_idle();
+    assert_non_null(strstr(reply_after(scr, "│> Once upon a time"), words));
+    free(scr);
+    type_line("/mode chat");
+    free(wait_for("-- chatml mode"));
+    type_line("/mode klingon");
+    free(wait_for("/mode klingon: chat, completion or a template family"));
+    quit_clean();
+    stop();
+}
+
+/* 9. The family comes from a GGUF's tokenizer.chat_template: a synthetic
+ * model with Phi-3's tokenizer (whose GGUF carries Phi-3's template),
+ * converted, opens in phi3 mode; a model without one (stories260K, converted
+ * from its GGUF) in completion mode, and /mode chat says there is none. */
+static void test_gguf_template(void **state)
+{
+    (void)state;
+    const char *vocab = tu_shared("tokenizer-tests/ggml-vocab-phi-3.gguf");
+    const char *base = tu_shared("models/stories260K-f32.gguf");
+    tu_require(vocab);
+    tu_require(base);
+    char gguf[4096], phi[4096], plain[4096], args[9000];
+    snprintf(gguf, sizeof gguf, "%s", tu_tmp("phi3-vocab.gguf"));
+    snprintf(phi, sizeof phi, "%s", tu_tmp("phi3-vocab.cflow"));
+    snprintf(plain, sizeof plain, "%s", tu_tmp("stories260K-tui.cflow"));
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "synth", "--gguf", "--vocab", vocab, "tiny-mixtral", gguf,
+                                  NULL), 0);
+    assert_int_equal(p.status, 0);
+    tu_proc_free(&p);
+    assert_int_equal(tu_cflow_run(&p, "convert", gguf, phi, NULL), 0);
+    assert_int_equal(p.status, 0);
+    tu_proc_free(&p);
+    assert_int_equal(tu_cflow_run(&p, "convert", base, plain, NULL), 0);
+    assert_int_equal(p.status, 0);
+    tu_proc_free(&p);
+
+    snprintf(args, sizeof args, "-m %s -n 4", phi);
+    start(130, 40, args);
+    free(wait_for("phi3 mode"));
+    snprintf(args, sizeof args, "/model %s", plain);
+    type_line(args);
+    free(wait_for("completion mode"));
+    type_line("/mode chat");
+    free(wait_for("this model has no chat template"));
+    quit_clean();
+    stop();
 }
 
 static int teardown(void **state)
@@ -891,6 +1001,8 @@ int main(void)
         cmocka_unit_test_teardown(test_signals, teardown),
         cmocka_unit_test_teardown(test_small_screen, teardown),
         cmocka_unit_test_teardown(test_counts_agree, teardown),
+        cmocka_unit_test_teardown(test_chat_mode, teardown),
+        cmocka_unit_test_teardown(test_gguf_template, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
