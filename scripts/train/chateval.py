@@ -11,6 +11,9 @@ and score the reply (data/README.md, issue 22's targets):
 * on topic: the reply names the requested character (the exact word, with
   its capital: "Max") AND the requested animal or thing (the word, any
   case, singular or with a plural "s"/"es": "dog", "dogs");
+* the on-topic share again without the requests for the commonest name of
+  the set (Lily, 45 of the 120 held-out requests): a model that ignores
+  the request and writes its favourite name still gets those;
 * dictionary words: of all the reply's words (lower-cased runs of letters,
   optionally "'" and more letters, as tests/e2e/test_default_model splits
   them), the share found in the word list of tinystories-train-a.txt.
@@ -21,6 +24,7 @@ Usage:
   chateval.py --cflow build/cflow [--model M] [--n 400] REQUESTS.jsonl
 """
 import argparse
+import collections
 import json
 import os
 import re
@@ -77,10 +81,16 @@ def main():
         rows.append(dict(r, reply=reply, name_ok=hn, thing_ok=ht,
                          words=len(w), known=k))
     n = len(reqs)
+    top = collections.Counter(r["name"] for r in reqs).most_common(1)[0][0]
+    others = [row for row in rows if row["name"] != top]
+    n_other_ok = sum(row["name_ok"] and row["thing_ok"] for row in others)
     summary = {
         "requests": n,
         "names_character_and_thing": n_ok, "on_topic_share": round(n_ok / n, 4),
         "names_character": n_name, "names_thing": n_thing,
+        "commonest_name": top, "other_requests": len(others),
+        "other_names_character_and_thing": n_other_ok,
+        "on_topic_share_other_names": round(n_other_ok / max(1, len(others)), 4),
         "words": n_words, "dictionary_words": n_known,
         "dictionary_share": round(n_known / max(1, n_words), 4),
         "replies_with_90pct_dictionary_words": n_replies90,
