@@ -883,6 +883,8 @@ static void test_man_page(void **state)
     free(keys_sec);
     free(cmds_sec);
     free(man);
+}
+
 /* The reply to the prompt line "│> PROMPT" on scr (from that line on). */
 static const char *reply_after(const char *scr, const char *prompt)
 {
