@@ -481,11 +481,16 @@ static void test_context_and_commands(void **state)
     free(wait_for("/temp: bad value '9' (T from 0 (greedy) to 5)"));
     type_line("/threads -1");
     free(wait_for("/threads: bad value '-1' (N from 0 (all cores) to 1024)"));
+    /* in completion mode there is no system role: the note says what the
+     * text becomes; back in chat mode the turns below use the template */
+    type_line("/mode completion");
+    free(wait_for("-- completion mode"));
     type_line("/system Tom and Ann");
     scr = wait_for("system prompt set");
-    /* a base model has no system role: the note says what the text becomes */
     wait_for_free("(completion mode:");
     free(scr);
+    type_line("/mode chat");
+    free(wait_for("-- chatml mode"));
     free(tmux("send-keys", "-t", "t", "-l", "Once upon", NULL));
     keys("M-Enter");
     type_line("a time");
