@@ -434,7 +434,7 @@ int eng_forward(eng_session *s, int32_t token, int want_logits)
         return ENG_EIO;   /* the position is not taken: eng_decode reports */
     if (hp->n_experts)
         s->stats.expert_tokens++;
-    s->n_past++;
+    s->ctx_tok[s->n_past++] = token;
     if (!want_logits)
         return 0;
 

@@ -186,6 +186,14 @@ struct eng_session {
 
     float *x, *xb, *q, *att, *hb, *hb2, *logits, *scores, *kc, *vc, *inv_freq;
     float *k_tmp, *v_tmp;
+    /* eng_prefill_reuse (eng_kv.c): ctx_tok [n_ctx] the token at each
+     * cached position; positions [0, kv_exact) hold the rows a prefill of
+     * their tokens computes (UINT32_MAX: all; a shift leaves n_keep);
+     * pf_logits [vocab] the logits after the last reuse prefill, which
+     * ended at position pf_pos (0: none kept) */
+    int32_t *ctx_tok;
+    uint32_t kv_exact, pf_pos;
+    float   *pf_logits;
     /* the schedule (scripts/train/ARCHITECTURES.md): per-branch outputs
      * m, d, e [dim]; second stream a [dim]; residual history ring
      * hist [dense_delay+1][dim]; pending expert outputs pend [expert_delay+1]

@@ -1,11 +1,31 @@
 /*
- * eng_kv.c — the KV cache between tokens: forgetting it and the context
- * shift.
+ * eng_kv.c — the KV cache between tokens: forgetting it, reusing the part
+ * of it a new token list starts with, and the context shift.
  *
  * The cache is position-major per effective layer (eng_impl.h: kc, vc or
- * kc16, vc16 [n_eff][n_ctx][kv_dim]); n_past positions are filled.  A
- * reset only sets n_past to 0.  A shift drops positions in the middle and
- * slides the rest down, turning the cached keys to their new positions.
+ * kc16, vc16 [n_eff][n_ctx][kv_dim]); n_past positions are filled, and
+ * ctx_tok [n_ctx] remembers which token each holds.  A reset only sets
+ * n_past to 0.  A shift drops positions in the middle and slides the rest
+ * down, turning the cached keys to their new positions.
+ *
+ * Reuse.  A conversation is rendered in full every turn, and the new
+ * token list mostly starts with what the cache already holds: the earlier
+ * turns, and all of the prompt on a regenerate.  eng_prefill_reuse keeps
+ * the positions before the first token where the two lists differ and
+ * prefills from there.  Position p's keys and values depend only on the
+ * tokens at 0..p, so the kept rows are what prefilling the new list would
+ * compute: bit for bit when both went token by token, within the batched
+ * prefill's rounding (eng_prefill.c) when one was batched and the other
+ * decoded; tests/engine/test_reuse.c holds both to that.  Two exceptions
+ * are tracked:
+ *   - rows a shift slid down were computed with the dropped tokens in
+ *     view, unlike a prefill's: kv_exact stops the reuse at the shift's
+ *     n_keep until the cache is cut back to there;
+ *   - when every token is held, the logits after the last must still come
+ *     from somewhere: the last reuse prefill keeps a copy of its logits
+ *     (pf_logits [vocab], valid for a list ending at pf_pos), so a
+ *     regenerated reply re-reads nothing; for any other length the last
+ *     token runs again.
  */
 #include "config.h"
 
@@ -17,9 +37,59 @@
 #include "engine/eng_impl.h"
 #include "kernels/kern.h"
 
+/* Forget the positions from n on (n <= n_past); what described the rows
+ * from there on goes with them. */
+static void kv_cut(eng_session *s, uint32_t n)
+{
+    s->n_past = n;
+    if (n <= s->kv_exact)
+        s->kv_exact = UINT32_MAX;
+    if (n < s->pf_pos)
+        s->pf_pos = 0;
+}
+
 void eng_reset(eng_session *s)
 {
-    s->n_past = 0;
+    kv_cut(s, 0);
+}
+
+/* How many leading tokens[0..n) the cache holds, exactly, at the same
+ * positions. */
+static uint32_t common_prefix(const eng_session *s, const int32_t *tokens, size_t n)
+{
+    uint32_t lim = s->n_past < s->kv_exact ? s->n_past : s->kv_exact, k = 0;
+    while (k < lim && k < n && s->ctx_tok[k] == tokens[k])
+        k++;
+    return k;
+}
+
+int eng_prefill_reuse(eng_session *s, const int32_t *tokens, size_t n,
+                      size_t *n_reused, char *err, size_t errlen)
+{
+    const size_t nv = s->hp->vocab_size;
+    uint32_t k = common_prefix(s, tokens, n);
+    if (n && k == n && s->pf_pos == n) {   /* all held, their logits kept */
+        kv_cut(s, k);
+        memcpy(s->logits, s->pf_logits, nv * sizeof(float));
+        if (n_reused)
+            *n_reused = k;
+        return 0;
+    }
+    if (n && k == n)
+        k--;                  /* the last token runs again: its logits */
+    kv_cut(s, k);
+    if (n_reused)
+        *n_reused = k;
+    int rc = eng_prefill(s, tokens + k, n - k, err, errlen);
+    if (rc || !n)
+        return rc;
+    if (!s->pf_logits)
+        s->pf_logits = malloc(nv * sizeof(float));   /* none: nothing kept */
+    if (s->pf_logits) {
+        memcpy(s->pf_logits, s->logits, nv * sizeof(float));
+        s->pf_pos = (uint32_t)n;
+    }
+    return 0;
 }
 
 /* Context shift (engine.h): the cached keys carry RoPE rotations by their
@@ -101,7 +171,13 @@ int eng_shift(eng_session *s, uint32_t n_keep, uint32_t n_discard, char *err,
                 rerope_row(s, g, s->kc + dst + (size_t)p * row, c, sn);
         }
     }
+    memmove(s->ctx_tok + n_keep, s->ctx_tok + n_keep + n_discard,
+            n_move * sizeof *s->ctx_tok);
     s->n_past -= n_discard;
+    if (n_keep < s->kv_exact)
+        s->kv_exact = n_keep;   /* the slid rows saw the dropped tokens */
+    if (n_keep < s->pf_pos)
+        s->pf_pos = 0;
     free(c);
     free(sn);
     return 0;

@@ -226,6 +226,7 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
         matmat_residual(s, &ly->down, FMT_M_DOWN, s->bact_ffn, m);
         eng_mark(s, l, PROF_ST_FFN, &pt);
     }
+    memcpy(s->ctx_tok + pos0, tokens, m * sizeof *tokens);
     s->n_past += m;
     if (!want_logits)
         return;

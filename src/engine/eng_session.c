@@ -373,6 +373,8 @@ static int alloc_buffers(eng_session *s, const char *model_path, char *err,
     s->scores = eng_xalloc(s->n_ctx * sizeof(float), &oom);
     s->k_tmp = eng_xalloc(s->kv_dim * sizeof(float), &oom);
     s->v_tmp = eng_xalloc(s->kv_dim * sizeof(float), &oom);
+    s->ctx_tok = eng_xalloc(s->n_ctx * sizeof(int32_t), &oom);
+    s->kv_exact = UINT32_MAX;
     s->inv_freq = eng_xalloc(hp->head_dim / 2 * sizeof(float), &oom);
     s->kv_f16 = s->opts.kv_f16 < 0 ? s->ggml : s->opts.kv_f16 != 0;
     if (s->ggml && (hp->flags & FMT_FLAG_ROPE_LLAMA3))
@@ -459,7 +461,8 @@ void eng_close(eng_session *s)
     kern_act_free(&s->act_ffn);
     free(s->x); free(s->xb); free(s->q); free(s->att); free(s->hb);
     free(s->hb2); free(s->logits); free(s->scores); free(s->kc); free(s->vc);
-    free(s->k_tmp); free(s->v_tmp); free(s->inv_freq);
+    free(s->k_tmp); free(s->v_tmp); free(s->inv_freq); free(s->ctx_tok);
+    free(s->pf_logits);
     free(s->kc16); free(s->vc16); free(s->att16); free(s->rope_ff);
     free(s->par_sc); free(s->par_h16);
     eng_batch_free(s);

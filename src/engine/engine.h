@@ -243,6 +243,18 @@ int  eng_threads(const eng_session *s);
 
 /* Forget the cache (n_past = 0). */
 void eng_reset(eng_session *s);
+/* Make the cache hold tokens[0..n) with the logits after the last: keep
+ * the longest prefix of tokens the cache already holds at the same
+ * positions, forget the rest, prefill the remainder.  When all n are held
+ * the logits come from the copy the last reuse prefill kept, if it ended
+ * at n, else the last token runs again.  Reused rows are those a prefill
+ * of the same tokens would compute (within rounding: eng_kv.c); rows a
+ * shift slid down are never reused.  *n_reused (may be NULL) gets the
+ * positions kept.  A conversation re-rendered each turn pays only for its
+ * new tokens, a regenerated reply for none of its prompt.  Errors as
+ * eng_prefill's. */
+int  eng_prefill_reuse(eng_session *s, const int32_t *tokens, size_t n,
+                       size_t *n_reused, char *err, size_t errlen);
 /* Context shift: when the context is full, drop n_discard positions after
  * the first n_keep (a prompt or BOS worth keeping) and slide the rest
  * down; n_past shrinks by n_discard and decoding goes on.  The cached keys
