@@ -240,11 +240,23 @@ struct eng_session {
     /* batched prefill (forward_batch), allocated on first use for
      * ENG_BATCH positions: residuals bx [B][dim], normalised bxb [B][dim],
      * branch outputs bo [B][dim], bq/batt [B][q_dim], bk/bv [B][kv_dim],
-     * bh/bh2 [B][hmax]; one prepared input per position for each width */
+     * bh/bh2 [B][hmax]; one prepared input per position for each width.
+     * MoE layers (eng_moe_batch.c) add: the dense FFN's output bdn [B][dim],
+     * the experts' sums be_b [B][dim], router inputs bxr [B][dim] with their
+     * prepared inputs bact_xr [B], and per position and choice t < top_k the
+     * expert bsel [B][K], its weight bw [B][K] and its output bexp
+     * [B][K][dim]; the choices grouped by expert: bord [B*K] indices into
+     * bsel, bcnt [n_experts + 1] group starts, bcur [n_experts] cursors */
     float    *bx, *bxb, *bo, *bq, *batt, *bk, *bv, *bh, *bh2;
     kern_act *bact_dim, *bact_q, *bact_ffn;
+    float    *bdn, *be_b, *bxr, *bw, *bexp;
+    kern_act *bact_xr;
+    int      *bsel, *bord, *bcnt, *bcur;
     int       batch_ready;
 };
+
+/* Positions a batched prefill runs through the layers together. */
+#define ENG_BATCH 32
 
 #define ENG_MAX_TOPK 256
 
@@ -324,10 +336,36 @@ void eng_moe_block(eng_session *s, const eng_layer *ly, const float *h,
 int  eng_moe_take(eng_session *s, int32_t target, float *x, double *pt);
 /* Release routes a failed token left in the ring. */
 void eng_moe_flush(eng_session *s);
+/* The router over xr = N_m(h) [dim] of layer ly: softmax, top-k with ties
+ * to the lower index, weights renormalised over the k unless the header
+ * says not; expert[top_k], w[top_k].  Uses s->probs. */
+void eng_moe_route(eng_session *s, const eng_layer *ly, const float *xr,
+                   int *expert, float *w);
+/* Wait for route r's reads and rebase its experts into their slots (the
+ * profiler's I/O figures; the wait is taken out of *pt); release them. */
+void eng_moe_wait(eng_session *s, eng_route *r, double *pt);
+/* Mark this token's expert I/O failed with a message (the first one
+ * stays: it is the cause). */
+void eng_xio_fail(eng_session *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void eng_moe_release(eng_session *s, eng_route *r);
+
+/* ---- eng_moe_batch.c: a chunk's experts, grouped by expert ---- */
+/* h [m][dim] (m <= ENG_BATCH): the residuals of m prompt positions after
+ * layer l's attention; eout [m][dim] receives each one's weighted expert
+ * sum (overwritten), the sums eng_moe_block gives position by position.
+ * 0, or -1 after a failed read (s->xio_failed holds why). */
+int  eng_moe_batch(eng_session *s, unsigned l, const float *h, unsigned m,
+                   float *eout, double *pt);
 
 /* ---- eng_prefill.c ---- */
 void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
                        int want_logits);
+/* The m-position mat-mat of a (fused) tile stream: out[matrix] + j *
+ * ld[matrix] receives position j's sums of x[j] (outputs zeroed by the
+ * caller), each exactly the sums the mat-vec gives that position alone. */
+void eng_matmat_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
+                       unsigned m, float *const *out, const size_t *ld);
 void eng_batch_free(eng_session *s);
 
 /* ---- eng_guard.c: the session's side of the guard ---- */

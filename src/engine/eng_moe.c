@@ -37,9 +37,7 @@
 #include "kernels/kern.h"
 #include "prof/prof.h"
 
-static void xio_fail(eng_session *s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void xio_fail(eng_session *s, const char *fmt, ...)
+void eng_xio_fail(eng_session *s, const char *fmt, ...)
 {
     va_list ap;
     if (s->xio_failed)
@@ -80,7 +78,7 @@ static int stage_stream(eng_session *s, unsigned k, int which, const eng_mv *ori
  * (the union of the intervals with a read queued or in flight) since the
  * previous route's reads completed: overlapping reads are not counted
  * twice, and the routes' times sum to the time storage was busy. */
-static void moe_wait(eng_session *s, eng_route *r, double *pt)
+void eng_moe_wait(eng_session *s, eng_route *r, double *pt)
 {
     const eng_layer *ly = &s->layers[r->layer];
     double t0 = prof_now(), busy = 0.0;
@@ -100,12 +98,12 @@ static void moe_wait(eng_session *s, eng_route *r, double *pt)
             continue;
         fmt_model_expert(s->model, (unsigned)r->layer, (unsigned)e, NULL, NULL, &off, &len);
         if (eng_xio_wait(s->xio, k, &data, &bd, why, sizeof why)) {
-            xio_fail(s, "%s (layer %d, expert %d)", why, r->layer, e);
+            eng_xio_fail(s, "%s (layer %d, expert %d)", why, r->layer, e);
             continue;
         }
         if (stage_stream(s, (unsigned)k, 0, &ly->exp_gu[e], data, off, len) ||
             stage_stream(s, (unsigned)k, 1, &ly->exp_down[e], data, off, len)) {
-            xio_fail(s, "%s: layer %d expert %d: tiles outside the expert's range",
+            eng_xio_fail(s, "%s: layer %d expert %d: tiles outside the expert's range",
                      fmt_model_path(s->model), r->layer, e);
             continue;
         }
@@ -130,7 +128,7 @@ static void moe_wait(eng_session *s, eng_route *r, double *pt)
         *pt += t1 - t0;
 }
 
-static void moe_release(eng_session *s, eng_route *r)
+void eng_moe_release(eng_session *s, eng_route *r)
 {
     for (uint32_t j = 0; j < r->k; j++)
         if (r->slot[j] >= 0) {
@@ -140,30 +138,14 @@ static void moe_release(eng_session *s, eng_route *r)
     r->layer = -1;
 }
 
-/* Route N_m(h) of layer l (softmax router, top-k with ties to the lower
- * index, weights renormalised over the chosen k) and start the fetch of
- * the chosen experts; the output is due at layer target. */
-void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
-                      double *pt)
+void eng_moe_route(eng_session *s, const eng_layer *ly, const float *xr,
+                   int *expert, float *w)
 {
     const fmt_hparams *hp = s->hp;
-    const eng_layer *ly = &s->layers[l];
     uint32_t dim = hp->dim, E = hp->n_experts, K = hp->top_k;
-    eng_route *r = &s->route[(unsigned)target % (hp->expert_delay + 1u)];
-    if (r->layer >= 0)
-        moe_release(s, r);           /* never injected (cannot happen) */
-    r->layer = (int32_t)l;
-    r->target = target;
-    r->k = K;
-    r->ready = 0;
-    if (!ly->exp_gu) {               /* a layer without experts adds nothing */
-        r->k = 0;
-        return;
-    }
-    eng_rmsnorm(s, r->xr, h, ly->moe_norm, dim);
     float mx = -INFINITY, sum = 0.0f, wsum = 0.0f;
     for (uint32_t e = 0; e < E; e++) {
-        s->probs[e] = s->ops->dot_f32(ly->router + (size_t)e * dim, r->xr, dim);
+        s->probs[e] = s->ops->dot_f32(ly->router + (size_t)e * dim, xr, dim);
         if (s->probs[e] > mx)
             mx = s->probs[e];
     }
@@ -176,30 +158,54 @@ void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
         for (uint32_t e = 0; e < E; e++) {
             int taken = 0;
             for (uint32_t t = 0; t < j; t++)
-                taken |= r->expert[t] == (int)e;
+                taken |= expert[t] == (int)e;
             if (!taken && (best < 0 || s->probs[e] > s->probs[best]))
                 best = (int)e;
         }
-        r->expert[j] = best;
-        r->slot[j] = -1;
+        expert[j] = best;
         wsum += s->probs[best];
     }
     for (uint32_t j = 0; j < K; j++)
-        r->w[j] = (hp->flags & FMT_FLAG_MOE_NO_RENORM)
-                      ? s->probs[r->expert[j]]   /* Qwen3-MoE, norm_topk_prob off */
-                      : s->probs[r->expert[j]] / wsum;
+        w[j] = (hp->flags & FMT_FLAG_MOE_NO_RENORM)
+                   ? s->probs[expert[j]]      /* Qwen3-MoE, norm_topk_prob off */
+                   : s->probs[expert[j]] / wsum;
+}
+
+/* Route N_m(h) of layer l and start the fetch of the chosen experts; the
+ * output is due at layer target. */
+void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
+                      double *pt)
+{
+    const fmt_hparams *hp = s->hp;
+    const eng_layer *ly = &s->layers[l];
+    uint32_t K = hp->top_k;
+    eng_route *r = &s->route[(unsigned)target % (hp->expert_delay + 1u)];
+    if (r->layer >= 0)
+        eng_moe_release(s, r);       /* never injected (cannot happen) */
+    r->layer = (int32_t)l;
+    r->target = target;
+    r->k = K;
+    r->ready = 0;
+    if (!ly->exp_gu) {               /* a layer without experts adds nothing */
+        r->k = 0;
+        return;
+    }
+    eng_rmsnorm(s, r->xr, h, ly->moe_norm, hp->dim);
+    eng_moe_route(s, ly, r->xr, r->expert, r->w);
+    for (uint32_t j = 0; j < K; j++)
+        r->slot[j] = -1;
     if (s->xio_mode != ENG_XIO_MMAP && s->xio) {
         for (uint32_t j = 0; j < K; j++) {
             uint64_t off = 0, len = 0;
             fmt_model_expert(s->model, l, (unsigned)r->expert[j], NULL, NULL, &off, &len);
             r->slot[j] = eng_xio_issue(s->xio, off, len);
             if (r->slot[j] < 0)
-                xio_fail(s, "%s: layer %u expert %d: no staging slot for %llu bytes",
+                eng_xio_fail(s, "%s: layer %u expert %d: no staging slot for %llu bytes",
                          fmt_model_path(s->model), l, r->expert[j],
                          (unsigned long long)len);
         }
         if (s->xio_mode == ENG_XIO_SYNC)
-            moe_wait(s, r, pt);      /* the read is a dead stop here */
+            eng_moe_wait(s, r, pt);      /* the read is a dead stop here */
     } else if (s->pf) {
         /* ExpertTiles: exactly the routed experts' streams */
         for (uint32_t j = 0; j < K; j++) {
@@ -225,9 +231,9 @@ int eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
         return -1;
     int l = r->layer;
     const eng_layer *ly = &s->layers[l];
-    moe_wait(s, r, pt);
+    eng_moe_wait(s, r, pt);
     if (s->xio_failed) {
-        moe_release(s, r);
+        eng_moe_release(s, r);
         return l;
     }
     unsigned need = 0;
@@ -244,7 +250,7 @@ int eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
             eout[i] += r->w[j] * s->bt[i];
         s->stats.expert_bytes += gu->st->length + dn->st->length;
     }
-    moe_release(s, r);
+    eng_moe_release(s, r);
     return l;
 }
 
@@ -275,5 +281,5 @@ void eng_moe_flush(eng_session *s)
 {
     for (unsigned i = 0; i <= s->hp->expert_delay; i++)
         if (s->route[i].layer >= 0)
-            moe_release(s, &s->route[i]);
+            eng_moe_release(s, &s->route[i]);
 }

@@ -11,9 +11,10 @@
  * each position exactly the sums of its own mat-vec and everything else is
  * the decode path's code, so the logits are bit-identical to feeding the
  * tokens one by one; only the last position of the prompt goes through the
- * LM head.  Plain Llama layers only (combine style ParallelSqrt2 without
- * experts, a dense FFN, no trace): every other schedule prefills token by
- * token.
+ * LM head.  Standard layers only (combine style ParallelSqrt2: Llama, and
+ * with routed experts Mixtral/OLMoE/Qwen3-MoE, whose experts run grouped
+ * by expert in eng_moe_batch.c; no trace): every other schedule prefills
+ * token by token.
  *
  * Buffers (eng_impl.h, allocated on first use by batch_init for ENG_BATCH
  * positions): residuals bx [B][dim], normalised bxb [B][dim], branch
@@ -30,8 +31,6 @@
 #include "kernels/kern.h"
 #include "prof/prof.h"
 
-#define ENG_BATCH 32
-
 void eng_batch_free(eng_session *s)
 {
     for (unsigned j = 0; j < ENG_BATCH; j++) {
@@ -45,8 +44,14 @@ void eng_batch_free(eng_session *s)
     free(s->bact_dim); free(s->bact_q); free(s->bact_ffn);
     free(s->bx); free(s->bxb); free(s->bo); free(s->bq); free(s->batt);
     free(s->bk); free(s->bv); free(s->bh); free(s->bh2);
-    s->bact_dim = s->bact_q = s->bact_ffn = NULL;
+    for (unsigned j = 0; s->bact_xr && j < ENG_BATCH; j++)
+        kern_act_free(&s->bact_xr[j]);
+    free(s->bact_xr); free(s->bdn); free(s->be_b); free(s->bxr); free(s->bw);
+    free(s->bexp); free(s->bsel); free(s->bord); free(s->bcnt); free(s->bcur);
+    s->bact_dim = s->bact_q = s->bact_ffn = s->bact_xr = NULL;
     s->bx = s->bxb = s->bo = s->bq = s->batt = s->bk = s->bv = s->bh = s->bh2 = NULL;
+    s->bdn = s->be_b = s->bxr = s->bw = s->bexp = NULL;
+    s->bsel = s->bord = s->bcnt = s->bcur = NULL;
     s->batch_ready = 0;
 }
 
@@ -73,6 +78,22 @@ static int batch_init(eng_session *s)
             kern_act_init(&s->bact_q[j], s->q_dim) ||
             kern_act_init(&s->bact_ffn[j], s->hmax))
             oom = 1;
+    if (!oom && s->hp->n_experts) {   /* eng_moe_batch.c */
+        const size_t K = s->hp->top_k, E = s->hp->n_experts;
+        s->bdn = eng_xalloc(B * dim * sizeof(float), &oom);
+        s->be_b = eng_xalloc(B * dim * sizeof(float), &oom);
+        s->bxr = eng_xalloc(B * dim * sizeof(float), &oom);
+        s->bw = eng_xalloc(B * K * sizeof(float), &oom);
+        s->bexp = eng_xalloc(B * K * dim * sizeof(float), &oom);
+        s->bsel = eng_xalloc(B * K * sizeof(int), &oom);
+        s->bord = eng_xalloc(B * K * sizeof(int), &oom);
+        s->bcnt = eng_xalloc((E + 1) * sizeof(int), &oom);
+        s->bcur = eng_xalloc(E * sizeof(int), &oom);
+        s->bact_xr = eng_xalloc(B * sizeof(kern_act), &oom);
+        for (unsigned j = 0; !oom && j < B; j++)
+            if (kern_act_init(&s->bact_xr[j], s->hp->dim))
+                oom = 1;
+    }
     if (oom) {
         eng_batch_free(s);
         return -1;
@@ -84,8 +105,8 @@ static int batch_init(eng_session *s)
 static int batch_eligible(const eng_session *s)
 {
     const fmt_hparams *hp = s->hp;
-    return hp->combine_style == FMT_COMBINE_PARALLEL_SQRT2 && !hp->n_experts &&
-           hp->ffn_dim && !s->trace && s->n_eff == hp->n_layers;
+    return hp->combine_style == FMT_COMBINE_PARALLEL_SQRT2 &&
+           (hp->ffn_dim || hp->n_experts) && !s->trace && s->n_eff == hp->n_layers;
 }
 
 typedef struct mm_task {
@@ -130,10 +151,8 @@ static void mm_run(void *ctx, int tid, int n_threads)
     }
 }
 
-/* matvec_stream for m positions: out[matrix] + j*ld[matrix] receives
- * position j's sums.  Outputs must be zeroed by the caller. */
-static void matmat_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
-                          unsigned m, float *const *out, const size_t *ld)
+void eng_matmat_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
+                       unsigned m, float *const *out, const size_t *ld)
 {
     mm_task t = { s->ops, mv, x, m, out, ld, s->pool };
     s->mv_bytes += mv->st->length;
@@ -145,20 +164,75 @@ static void matmat_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
     eng_pool_run(s->pool, mm_run, &t);
 }
 
-/* bx[j] += mv x[j] for the m positions (mv has one matrix, `matrix`, whose
- * output is dim wide): the attention output and FFN down projections. */
-static void matmat_residual(eng_session *s, const eng_mv *mv, uint8_t matrix,
-                            const kern_act *x, unsigned m)
+/* dst [m][dim] = mv x[j] for the m positions (mv has one matrix,
+ * `matrix`, whose output is dim wide): the attention output and FFN down
+ * projections. */
+static void matmat_into(eng_session *s, const eng_mv *mv, uint8_t matrix,
+                        const kern_act *x, unsigned m, float *dst)
 {
     uint32_t dim = s->hp->dim;
     float *out[FMT_NMATRIX] = { 0 };
     size_t ld[FMT_NMATRIX] = { 0 };
-    memset(s->bo, 0, (size_t)m * dim * sizeof(float));
-    out[matrix] = s->bo;
+    memset(dst, 0, (size_t)m * dim * sizeof(float));
+    out[matrix] = dst;
     ld[matrix] = dim;
-    matmat_stream(s, mv, x, m, out, ld);
+    eng_matmat_stream(s, mv, x, m, out, ld);
+}
+
+/* bx[j] += mv x[j] for the m positions. */
+static void matmat_residual(eng_session *s, const eng_mv *mv, uint8_t matrix,
+                            const kern_act *x, unsigned m)
+{
+    uint32_t dim = s->hp->dim;
+    matmat_into(s, mv, matrix, x, m, s->bo);
     for (unsigned j = 0; j < m; j++)
         eng_add_to(s->bx + (size_t)j * dim, s->bo + (size_t)j * dim, dim);
+}
+
+/* The dense FFN of the m positions: bx[j] += FFN(N_f(bx[j])), or, in a
+ * layer that also has experts, into bdn[j] for the combine. */
+static void ffn_batch(eng_session *s, const eng_layer *ly, unsigned m, int moe)
+{
+    const uint32_t dim = s->hp->dim, hid = s->hp->ffn_dim;
+    float *out[FMT_NMATRIX] = { 0 };
+    size_t ld[FMT_NMATRIX] = { 0 };
+    for (unsigned j = 0; j < m; j++) {
+        float *xb = s->bxb + (size_t)j * dim;
+        eng_rmsnorm(s, xb, s->bx + (size_t)j * dim, ly->ffn_norm, dim);
+        kern_act_set(&s->bact_dim[j], xb, dim, ly->gate_up.need);
+    }
+    memset(s->bh, 0, (size_t)m * s->hmax * sizeof(float));
+    memset(s->bh2, 0, (size_t)m * s->hmax * sizeof(float));
+    out[FMT_M_GATE] = s->bh;
+    out[FMT_M_UP] = s->bh2;
+    ld[FMT_M_GATE] = ld[FMT_M_UP] = s->hmax;
+    eng_matmat_stream(s, &ly->gate_up, s->bact_dim, m, out, ld);
+    for (unsigned j = 0; j < m; j++) {
+        float *g = s->bh + (size_t)j * s->hmax, *u = s->bh2 + (size_t)j * s->hmax;
+        eng_glu_act(s, g, u, hid);
+        kern_act_set(&s->bact_ffn[j], g, hid, ly->down.need);
+    }
+    if (moe)
+        matmat_into(s, &ly->down, FMT_M_DOWN, s->bact_ffn, m, s->bdn);
+    else
+        matmat_residual(s, &ly->down, FMT_M_DOWN, s->bact_ffn, m);
+}
+
+/* A layer with experts: bx[j] += (d + e) / sqrt(2) beside a dense FFN, or
+ * += e alone (Mixtral), as sched_parallel_sqrt2 combines them. */
+static void combine_batch(eng_session *s, unsigned m)
+{
+    const uint32_t dim = s->hp->dim;
+    const float r2 = 0.70710678118654752f;
+    for (unsigned j = 0; j < m; j++) {
+        float *x = s->bx + (size_t)j * dim;
+        const float *d = s->bdn + (size_t)j * dim, *e = s->be_b + (size_t)j * dim;
+        if (s->hp->ffn_dim)
+            for (uint32_t i = 0; i < dim; i++)
+                x[i] += (d[i] + e[i]) * r2;
+        else
+            eng_add_to(x, e, dim);
+    }
 }
 
 /* m (<= ENG_BATCH) prompt tokens at positions n_past.. through every
@@ -195,7 +269,7 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
         out[FMT_M_V] = s->bv;
         ld[FMT_M_Q] = qd;
         ld[FMT_M_K] = ld[FMT_M_V] = kvd;
-        matmat_stream(s, &ly->qkv, s->bact_dim, m, out, ld);
+        eng_matmat_stream(s, &ly->qkv, s->bact_dim, m, out, ld);
         for (unsigned j = 0; j < m; j++) {
             float *q = s->bq + (size_t)j * qd, *att = s->batt + (size_t)j * qd;
             float *k = s->bk + (size_t)j * kvd, *v = s->bv + (size_t)j * kvd;
@@ -205,29 +279,22 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
         }
         matmat_residual(s, &ly->o, FMT_M_O, s->bact_q, m);
         eng_mark(s, l, PROF_ST_ATTN, &pt);
-        /* FFN */
-        for (unsigned j = 0; j < m; j++) {
-            float *xb = s->bxb + (size_t)j * dim;
-            eng_rmsnorm(s, xb, s->bx + (size_t)j * dim, ly->ffn_norm, dim);
-            kern_act_set(&s->bact_dim[j], xb, dim, ly->gate_up.need);
-        }
-        memset(s->bh, 0, (size_t)m * s->hmax * sizeof(float));
-        memset(s->bh2, 0, (size_t)m * s->hmax * sizeof(float));
-        memset(out, 0, sizeof out);
-        out[FMT_M_GATE] = s->bh;
-        out[FMT_M_UP] = s->bh2;
-        ld[FMT_M_GATE] = ld[FMT_M_UP] = s->hmax;
-        matmat_stream(s, &ly->gate_up, s->bact_dim, m, out, ld);
-        for (unsigned j = 0; j < m; j++) {
-            float *g = s->bh + (size_t)j * s->hmax, *u = s->bh2 + (size_t)j * s->hmax;
-            eng_glu_act(s, g, u, hid);
-            kern_act_set(&s->bact_ffn[j], g, hid, ly->down.need);
-        }
-        matmat_residual(s, &ly->down, FMT_M_DOWN, s->bact_ffn, m);
+        /* FFN: the dense one, the experts, their combine */
+        const int moe = ly->exp_gu != NULL;
+        if (hid)
+            ffn_batch(s, ly, m, moe);
         eng_mark(s, l, PROF_ST_FFN, &pt);
+        if (!moe)
+            continue;
+        if (eng_moe_batch(s, l, s->bx, m, s->be_b, &pt))
+            return;                  /* a failed read: the positions are not taken */
+        eng_mark(s, l, PROF_ST_EXPERTS, &pt);
+        combine_batch(s, m);
     }
     memcpy(s->ctx_tok + pos0, tokens, m * sizeof *tokens);
     s->n_past += m;
+    if (hp->n_experts)
+        s->stats.expert_tokens += m;
     if (!want_logits)
         return;
     /* the LM head, for the last position only */
@@ -262,6 +329,8 @@ static int prefill_batched(eng_session *s, const int32_t *tokens, size_t n,
         int rc = eng_guarded_run(s, tokens + i, (unsigned)m, 1, i + m == n, err, errlen);
         if (rc)
             return rc;
+        if (s->xio_failed)
+            return eng_xio_error(s, err, errlen);
         /* The profiler counts tokens: the chunk's time, bytes and counters
          * go on the record of its first position, the others get empty
          * records, so run totals and per-layer sums stay right. */

@@ -1,0 +1,169 @@
+/*
+ * eng_moe_batch.c — the routed experts of a prefill chunk, grouped by
+ * expert.
+ *
+ * Token by token, a chunk of m prompt positions streams every routed
+ * expert's tiles once per position that chose it: with top-k routing over
+ * E experts, m * k expert streams, most of them the same few experts again
+ * (and, under sync/staged I/O, each one read from storage again).  Here the
+ * chunk is routed first, position by position (the same router, top-k and
+ * weights as eng_moe_issue), the choices are sorted by expert, and each
+ * expert that any position chose runs once as a mat-mat over the
+ * positions that chose it: its tiles come from memory (or storage) once
+ * per chunk, at most E expert streams instead of m * k.
+ *
+ * Exactness: kern_ops.tile_mm gives each position exactly the sums of its
+ * own mat-vec, and every other step is the decode path's code on the same
+ * values, so each (position, choice) output is bit-identical to the one
+ * eng_moe_inject computes; those outputs are kept (bexp [m][k][dim]) and
+ * added in the router's order, as eng_moe_inject adds them, so the
+ * weighted sums are bit-identical too.
+ *
+ * Under sync/staged expert I/O the chunk's distinct experts are read in
+ * waves of as many as there are staging slots (top_k x (expert_delay + 1),
+ * eng_io.c), all of a wave's reads issued together, then waited for and
+ * computed; a failed or short read stops the chunk with the reader's
+ * message (eng_xio_fail), and the chunk's positions are not taken.
+ *
+ * Buffers (eng_impl.h, batch_init in eng_prefill.c): bxr [B][dim] router
+ * inputs and their prepared inputs bact_xr [B]; bsel/bw [B][k] each
+ * position's choices and weights; bord [B*k] the choices grouped by
+ * expert, bcnt [E+1] where each group starts (bcur [E] the cursors that
+ * fill them); bexp [B][k][dim] the
+ * outputs; bh/bh2 [B][hmax], bact_ffn [B] and bo [B][dim] the scratch of
+ * one expert's group.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "engine/engine.h"
+#include "engine/eng_impl.h"
+#include "kernels/kern.h"
+#include "prof/prof.h"
+
+/* One expert's FFN over its group of g positions (choice indices idx[g]
+ * into bsel), from the streams gu/dn (mapped or staged), into bexp. */
+static void expert_group(eng_session *s, const eng_mv *gu, const eng_mv *dn,
+                         const int *idx, unsigned g)
+{
+    const fmt_hparams *hp = s->hp;
+    const uint32_t dim = hp->dim, K = hp->top_k, hid = hp->expert_ffn_dim;
+    const size_t hm = s->hmax;
+    kern_act x[ENG_BATCH];           /* shallow views of the routed inputs */
+    float *out[FMT_NMATRIX] = { 0 };
+    size_t ld[FMT_NMATRIX] = { 0 };
+
+    for (unsigned i = 0; i < g; i++)
+        x[i] = s->bact_xr[idx[i] / (int)K];
+    memset(s->bh, 0, g * hm * sizeof(float));
+    memset(s->bh2, 0, g * hm * sizeof(float));
+    out[FMT_M_EXP_GATE] = s->bh;
+    out[FMT_M_EXP_UP] = s->bh2;
+    ld[FMT_M_EXP_GATE] = ld[FMT_M_EXP_UP] = hm;
+    eng_matmat_stream(s, gu, x, g, out, ld);
+    for (unsigned i = 0; i < g; i++) {
+        float *gr = s->bh + i * hm;
+        eng_glu_act(s, gr, s->bh2 + i * hm, hid);
+        kern_act_set(&s->bact_ffn[i], gr, hid, dn->need);
+    }
+    memset(out, 0, sizeof out);
+    memset(s->bo, 0, (size_t)g * dim * sizeof(float));
+    out[FMT_M_EXP_DOWN] = s->bo;
+    ld[FMT_M_EXP_DOWN] = dim;
+    eng_matmat_stream(s, dn, s->bact_ffn, g, out, ld);
+    for (unsigned i = 0; i < g; i++)
+        memcpy(s->bexp + (size_t)idx[i] * dim, s->bo + (size_t)i * dim,
+               dim * sizeof(float));
+    s->stats.expert_bytes += gu->st->length + dn->st->length;
+}
+
+/* Route the m positions and group their choices by expert (a counting
+ * sort: bcnt[e] .. bcnt[e+1] index bord). */
+static void route_chunk(eng_session *s, const eng_layer *ly, const float *h,
+                        unsigned m)
+{
+    const fmt_hparams *hp = s->hp;
+    const uint32_t dim = hp->dim, K = hp->top_k, E = hp->n_experts;
+    unsigned need = 0;
+    for (uint32_t e = 0; e < E; e++)
+        need |= ly->exp_gu[e].need;  /* each encoding is filled on its own */
+    memset(s->bcnt, 0, (E + 1) * sizeof(int));
+    for (unsigned j = 0; j < m; j++) {
+        float *xr = s->bxr + (size_t)j * dim;
+        eng_rmsnorm(s, xr, h + (size_t)j * dim, ly->moe_norm, dim);
+        eng_moe_route(s, ly, xr, s->bsel + (size_t)j * K, s->bw + (size_t)j * K);
+        kern_act_set(&s->bact_xr[j], xr, dim, need);
+        for (uint32_t t = 0; t < K; t++)
+            s->bcnt[s->bsel[j * K + t] + 1]++;
+    }
+    for (uint32_t e = 0; e < E; e++)
+        s->bcnt[e + 1] += s->bcnt[e];
+    /* placement in position order within each expert's group */
+    memcpy(s->bcur, s->bcnt, E * sizeof(int));
+    for (unsigned i = 0; i < m * K; i++)
+        s->bord[s->bcur[s->bsel[i]]++] = (int)i;
+}
+
+/* The chunk's experts in waves of n_stage reads (sync/staged I/O). */
+static int run_staged(eng_session *s, unsigned l, double *pt)
+{
+    const uint32_t E = s->hp->n_experts;
+    eng_route r;
+    uint32_t e = 0;
+    while (e < E && !s->xio_failed) {
+        memset(&r, 0, sizeof r);
+        r.layer = (int32_t)l;
+        r.target = (int32_t)l;
+        for (; e < E && r.k < s->n_stage; e++) {
+            if (s->bcnt[e + 1] == s->bcnt[e])
+                continue;            /* no position chose it */
+            uint64_t off = 0, len = 0;
+            fmt_model_expert(s->model, l, e, NULL, NULL, &off, &len);
+            r.expert[r.k] = (int)e;
+            r.slot[r.k] = eng_xio_issue(s->xio, off, len);
+            if (r.slot[r.k] < 0)
+                eng_xio_fail(s, "%s: layer %u expert %u: no staging slot for %llu bytes",
+                             fmt_model_path(s->model), l, e, (unsigned long long)len);
+            r.k++;
+        }
+        eng_moe_wait(s, &r, pt);     /* all of the wave's reads together */
+        for (uint32_t j = 0; j < r.k && !s->xio_failed; j++) {
+            const int x = r.expert[j], k = r.slot[j];
+            expert_group(s, &s->stage[k].mv[0], &s->stage[k].mv[1],
+                         s->bord + s->bcnt[x], (unsigned)(s->bcnt[x + 1] - s->bcnt[x]));
+        }
+        eng_moe_release(s, &r);
+    }
+    return s->xio_failed ? -1 : 0;
+}
+
+int eng_moe_batch(eng_session *s, unsigned l, const float *h, unsigned m,
+                  float *eout, double *pt)
+{
+    const fmt_hparams *hp = s->hp;
+    const eng_layer *ly = &s->layers[l];
+    const uint32_t dim = hp->dim, K = hp->top_k, E = hp->n_experts;
+
+    route_chunk(s, ly, h, m);
+    if (s->xio_mode != ENG_XIO_MMAP && s->xio) {
+        if (run_staged(s, l, pt))
+            return -1;
+    } else {
+        for (uint32_t e = 0; e < E; e++)
+            if (s->bcnt[e + 1] > s->bcnt[e])
+                expert_group(s, &ly->exp_gu[e], &ly->exp_down[e], s->bord + s->bcnt[e],
+                             (unsigned)(s->bcnt[e + 1] - s->bcnt[e]));
+    }
+    /* each position's sum in the router's order, as eng_moe_inject adds */
+    for (unsigned j = 0; j < m; j++) {
+        float *eo = eout + (size_t)j * dim;
+        memset(eo, 0, dim * sizeof(float));
+        for (uint32_t t = 0; t < K; t++) {
+            const float w = s->bw[j * K + t], *o = s->bexp + ((size_t)j * K + t) * dim;
+            for (uint32_t i = 0; i < dim; i++)
+                eo[i] += w * o[i];
+        }
+    }
+    return 0;
+}
