@@ -55,26 +55,12 @@
 #include <immintrin.h>
 #include <math.h>
 
-#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define KERN_SIMD_W 256
+#include "kernels/kern_simd.h"
+
+#define AVX2 KERN_VATTR
 
 #define NGROUP 4   /* panels processed side by side */
-
-/* Software prefetch 16 KiB ahead into L2 of the quantised weights being
- * read (see kern_avx512.c: the hardware prefetchers stop at 4 KiB pages;
- * DRAM-bound Q4_0 repacked, one thread, CPU-time: none ~10.7, 8 KiB T0
- * ~10.6-14.7, T1 at 8 or 16 KiB ~13.3 GB/s in paired runs). */
-#ifndef PF_DIST
-#define PF_DIST 16384
-#endif
-#ifndef PF_HINT
-#define PF_HINT _MM_HINT_T1
-#endif
-
-AVX2 static inline void pf_ahead(const uint8_t *p, unsigned lines)
-{
-    for (unsigned i = 0; i < lines; i++)
-        _mm_prefetch((const char *)p + PF_DIST + 64 * i, PF_HINT);
-}
 
 /* y[16p .. 16p+16) += (lo, hi), storing only rows < rows. */
 AVX2 static inline void add_panel(float *y, unsigned rows, unsigned p,
@@ -139,11 +125,6 @@ AVX2 static void mv_f32(const void *payload, unsigned rows, unsigned cols,
 
 /* ---- F16 ---------------------------------------------------------------- */
 
-AVX2 static inline __m256 ld_half8(const uint8_t *p)
-{
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-}
-
 /* y[16p + 8h .. +8) += v, storing only rows < rows. */
 AVX2 static inline void add_half(float *y, unsigned rows, unsigned p,
                                  unsigned h, __m256 v)
@@ -180,8 +161,8 @@ AVX2 static void f16_panels(const uint8_t *wp, size_t pstride, unsigned ng,
         for (unsigned k = 0; k < NGROUP; k++)
             if (k < ng) {
                 const uint8_t *col = wp + k * pstride + c * 32;
-                acc[k][0][c % 64] = _mm256_fmadd_ps(ld_half8(col), xb, acc[k][0][c % 64]);
-                acc[k][1][c % 64] = _mm256_fmadd_ps(ld_half8(col + 16), xb,
+                acc[k][0][c % 64] = _mm256_fmadd_ps(kern_vf_ld_half(col), xb, acc[k][0][c % 64]);
+                acc[k][1][c % 64] = _mm256_fmadd_ps(kern_vf_ld_half(col + 16), xb,
                                                     acc[k][1][c % 64]);
             }
     }
@@ -206,7 +187,7 @@ AVX2 static void f16_panels(const uint8_t *wp, size_t pstride, unsigned ng,
                 __m256d dl = _mm256_cvtps_pd(_mm256_castps256_ps128(r));
                 __m256d dh = _mm256_cvtps_pd(_mm256_extractf128_ps(r, 1));
                 for (unsigned c = np; c < cols; c++) {
-                    __m256 pr = _mm256_mul_ps(ld_half8(wk + c * 32), _mm256_set1_ps(xf[c]));
+                    __m256 pr = _mm256_mul_ps(kern_vf_ld_half(wk + c * 32), _mm256_set1_ps(xf[c]));
                     dl = _mm256_add_pd(dl, _mm256_cvtps_pd(_mm256_castps256_ps128(pr)));
                     dh = _mm256_add_pd(dh, _mm256_cvtps_pd(_mm256_extractf128_ps(pr, 1)));
                 }
@@ -247,59 +228,6 @@ AVX2 static void mv_f16(const void *payload, unsigned rows, unsigned cols,
 
 /* ---- Q8_0 / Q4_0 ---------------------------------------------------------- */
 
-/* 4 activation bytes broadcast to every 32-bit lane (one per row). */
-AVX2 static inline __m256i bcast4(const int8_t *xq)
-{
-    return _mm256_set1_epi32(kern_ld_i32(xq));
-}
-
-/* The 8 group dots of half a Q4_0 panel-block (q: the 4 chunks' first or
- * second 32 bytes, 64 apart), isum[j] = init[j] + the dot of columns
- * 4j..4j+3 (init: minus 8 x the group's activation sum). */
-AVX2 static inline void q4_lanes(const uint8_t *q, const int8_t *xq,
-                                 const int32_t *init, __m256i *isum)
-{
-    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; g++) {
-        __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * g));
-        isum[g] = _mm256_add_epi32(_mm256_set1_epi32(init[g]), _mm256_madd_epi16(
-                      _mm256_maddubs_epi16(_mm256_and_si256(v, m4), bcast4(xq + 4 * g)),
-                      ones));
-        isum[g + 4] = _mm256_add_epi32(_mm256_set1_epi32(init[g + 4]), _mm256_madd_epi16(
-                      _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-                                           bcast4(xq + 16 + 4 * g)), ones));
-    }
-}
-
-/* |w| x sign(x, w) for signed bytes, pairs summed to int16, then to int32. */
-AVX2 static inline __m256i q8_quad(__m256i v, __m256i xb)
-{
-    const __m256i sgn = _mm256_set1_epi8((char)0x80);
-    __m256i ws = _mm256_xor_si256(v, sgn);           /* u - 128 as int8 */
-    __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(ws),
-                                     _mm256_sign_epi8(xb, ws));
-    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-}
-
-/* The 8 group dots of half a Q8_0 panel-block, exact signed quants (no
- * offset: init unused). */
-AVX2 static inline void q8_lanes(const uint8_t *q, const int8_t *xq,
-                                 const int32_t *init, __m256i *isum)
-{
-    (void)init;
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; g++)
-        isum[g] = q8_quad(_mm256_loadu_si256((const __m256i *)(q + 64 * g)),
-                          bcast4(xq + 4 * g));
-}
-
-/* d_w * d_x for 8 rows. */
-AVX2 static inline __m256 block_d(const uint8_t *dw, float dx)
-{
-    return _mm256_mul_ps(ld_half8(dw), _mm256_set1_ps(dx));
-}
-
 /* Q8_0/Q4_0 with 8 lanes per row, half a panel at a time (8 accumulators
  * fill the register file). */
 #define MV_LANES(NAME, BLOCK_BYTES, LANES, OFFSET)                             \
@@ -327,8 +255,8 @@ AVX2 static void NAME(const void *payload, unsigned rows, unsigned cols,       \
                     pf_ahead(qbase + pb * (BLOCK_BYTES), (BLOCK_BYTES) / 64);  \
                 LANES(qbase + pb * (BLOCK_BYTES) + 32 * h,                     \
                       x->q8 + col0 + KERN_QBLOCK * b, init + 8 * b, isum);     \
-                const __m256 d = block_d(w + 2 * pb * KERN_PANEL + 16 * h,     \
-                                         x->q8_d[xb0 + b]);                    \
+                const __m256 d = kern_vf_block_d(                              \
+                    w + 2 * pb * KERN_PANEL + 16 * h, x->q8_d[xb0 + b]);       \
                 _Pragma("GCC unroll 8")                                        \
                 for (int j = 0; j < 8; j++)                                    \
                     acc[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[j]),  \
@@ -365,7 +293,8 @@ AVX2 static void mv_q4_0_rp(const void *payload, unsigned rows, unsigned cols,
             __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
 #pragma GCC unroll 4
             for (int g4 = 0; g4 < 4; g4++) {
-                __m256i xl = bcast4(xq + 4 * g4), xh = bcast4(xq + 16 + 4 * g4);
+                __m256i xl = kern_vi_bcast4(xq + 4 * g4);
+                __m256i xh = kern_vi_bcast4(xq + 16 + 4 * g4);
                 __m256i v0 = _mm256_loadu_si256((const __m256i *)(q + 64 * g4));
                 __m256i v1 = _mm256_loadu_si256((const __m256i *)(q + 64 * g4 + 32));
                 s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(_mm256_and_si256(v0, m4), xl));
@@ -380,8 +309,8 @@ AVX2 static void mv_q4_0_rp(const void *payload, unsigned rows, unsigned cols,
             const __m256i i1 = _mm256_sub_epi32(_mm256_madd_epi16(s1, ones), corr);
             const uint8_t *dw = w + 2 * pb * KERN_PANEL;
             const float dx = x->q8_d[xb0 + b];
-            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), block_d(dw, dx), acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), block_d(dw + 16, dx), acc1);
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), kern_vf_block_d(dw, dx), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), kern_vf_block_d(dw + 16, dx), acc1);
         }
         add_panel(y, rows, p, acc0, acc1);
     }
@@ -464,7 +393,7 @@ AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
                 for (unsigned c0 = 0; c0 < np; c0 += 8) {   /* 64 columns */  \
                     _Pragma("GCC unroll 8")                                    \
                     for (unsigned i = 0; i < 8; i++)                           \
-                        a[i] = _mm256_fmadd_ps(ld_half8(kt + 16 * (c0 + i)),   \
+                        a[i] = _mm256_fmadd_ps(kern_vf_ld_half(kt + 16 * (c0 + i)),   \
                                                _mm256_load_ps(qr[j] + 8 * (c0 + i)),\
                                                a[i]);                          \
                 }                                                              \
@@ -472,7 +401,7 @@ AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
             }                                                                  \
             for (unsigned i = np; i < nv; i++) {   /* past the last 64 */     \
                 float pr[8];                                                   \
-                _mm256_storeu_ps(pr, _mm256_mul_ps(ld_half8(kt + 16 * i),      \
+                _mm256_storeu_ps(pr, _mm256_mul_ps(kern_vf_ld_half(kt + 16 * i),      \
                                                    _mm256_load_ps(qr[j] + 8 * i)));\
                 for (unsigned l = 0; l < 8; l++)                               \
                     sum += (double)pr[l];                                      \
@@ -505,7 +434,7 @@ AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
             const __m256 vsv = _mm256_set1_ps(vs);                             \
             _Pragma("GCC unroll 16")                                           \
             for (unsigned i = 0; i < nv; i++)                                  \
-                acc[j][i] = round_h8(_mm256_fmadd_ps(ld_half8(vt + 16 * i),    \
+                acc[j][i] = round_h8(_mm256_fmadd_ps(kern_vf_ld_half(vt + 16 * i),    \
                                                      vsv, acc[j][i]));         \
         }                                                                      \
     }                                                                          \
@@ -598,7 +527,7 @@ AVX2 static void attn2_kvg64(float *out, const float *q, const uint16_t *k,
             __m256 kk[8];
             _Pragma("GCC unroll 8")
             for (int i = 0; i < 8; i++)
-                kk[i] = ld_half8(kt + 16 * i);
+                kk[i] = kern_vf_ld_half(kt + 16 * i);
             _Pragma("GCC unroll 8")
             for (int j = 0; j < 4; j++)
                 t8[j][p] = t8_of(kk, qr[j]);
@@ -613,7 +542,7 @@ AVX2 static void attn2_kvg64(float *out, const float *q, const uint16_t *k,
         __m256 kk[8];
         _Pragma("GCC unroll 8")
         for (int i = 0; i < 8; i++)
-            kk[i] = ld_half8(kt + 16 * i);
+            kk[i] = kern_vf_ld_half(kt + 16 * i);
         _Pragma("GCC unroll 8")
         for (int j = 0; j < 4; j++)
             scores[(size_t)j * n_pos + t] = fold64_h(t8_of(kk, qr[j])) * scale;
@@ -681,7 +610,7 @@ AVX2 static void attn2_kvg64(float *out, const float *q, const uint16_t *k,
                     _Pragma("GCC unroll 2")
                     for (unsigned t = t8; t < t8e; t++) {
                         const uint8_t *vt = (const uint8_t *)(v + t * kv_stride + koff) + 16 * d;
-                        const __m256 v0 = ld_half8(vt), v1 = ld_half8(vt + 16);
+                        const __m256 v0 = kern_vf_ld_half(vt), v1 = kern_vf_ld_half(vt + 16);
                         A2_FAST(s0, a0, a1)
                         A2_FAST(s1, b0, b1)
                         A2_FAST(s2, c0, c1)
@@ -690,7 +619,7 @@ AVX2 static void attn2_kvg64(float *out, const float *q, const uint16_t *k,
                 } else {
                     for (unsigned t = t8; t < t8e; t++) {
                         const uint8_t *vt = (const uint8_t *)(v + t * kv_stride + koff) + 16 * d;
-                        const __m256 v0 = ld_half8(vt), v1 = ld_half8(vt + 16);
+                        const __m256 v0 = kern_vf_ld_half(vt), v1 = kern_vf_ld_half(vt + 16);
                         A2_SLOW(0, a0, a1)
                         A2_SLOW(1, b0, b1)
                         A2_SLOW(2, c0, c1)

@@ -43,7 +43,10 @@
 
 #include <immintrin.h>
 
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define KERN_SIMD_W 512
+#include "kernels/kern_simd.h"
+
+#define AVX512 KERN_VATTR
 #define VNNI   __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
 #define NGROUP 4   /* panels processed side by side (F32/F16) */
@@ -58,19 +61,8 @@
  * another ~20-50% (Q4_0 repacked ~13.5 -> ~16.5 GB/s, Q8_0 ~10.6 -> ~16,
  * the level of a plain read loop on that CPU), 8-16 KiB alike; NTA no
  * better.  T1 leaves the L1 miss buffers to the demand loads.  A prefetch
- * past the end of the mapping is harmless (it never faults). */
-#ifndef PF_DIST
-#define PF_DIST 16384
-#endif
-#ifndef PF_HINT
-#define PF_HINT _MM_HINT_T1
-#endif
-
-AVX512 static inline void pf_ahead(const uint8_t *p, unsigned lines)
-{
-    for (unsigned i = 0; i < lines; i++)
-        _mm_prefetch((const char *)p + PF_DIST + 64 * i, PF_HINT);
-}
+ * past the end of the mapping is harmless (it never faults).  pf_ahead is
+ * kern_simd.h's. */
 
 /* y[16p .. 16p+16) += acc, storing only rows < rows. */
 AVX512 static inline void add_panel(float *y, unsigned rows, unsigned p,
@@ -126,11 +118,6 @@ AVX512 static void mv_f32(const void *payload, unsigned rows, unsigned cols,
 
 /* ---- F16 ---------------------------------------------------------------- */
 
-AVX512 static inline __m512 ld_half16(const uint8_t *p)
-{
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-}
-
 /* One panel.  Column c < np feeds lane sum c % 64 (see kern_ref.c).  The
  * 64 sums of a panel do not fit the register file next to anything else,
  * so they are made 16 at a time: pass q keeps lanes 16q .. 16q+15 in 16
@@ -159,7 +146,7 @@ AVX512 static inline __m512 f16_panel(const uint8_t *wp, unsigned np,
             const unsigned c0 = j + 16 * q;
 #pragma GCC unroll 16
             for (unsigned i = 0; i < 16; i++)
-                acc[i] = _mm512_fmadd_ps(ld_half16(wp + 32 * (c0 + i)),
+                acc[i] = _mm512_fmadd_ps(kern_vf_ld_half(wp + 32 * (c0 + i)),
                                          _mm512_set1_ps(xf[c0 + i]), acc[i]);
         }
 #pragma GCC unroll 16
@@ -184,7 +171,7 @@ AVX512 static inline __m512 f16_panel(const uint8_t *wp, unsigned np,
         __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(
                          _mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
         for (unsigned c = np; c < cols; c++) {
-            __m512 pr = _mm512_mul_ps(ld_half16(wp + c * 32), _mm512_set1_ps(xf[c]));
+            __m512 pr = _mm512_mul_ps(kern_vf_ld_half(wp + c * 32), _mm512_set1_ps(xf[c]));
             lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(pr)));
             hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(
                      _mm512_extractf64x4_pd(_mm512_castps_pd(pr), 1))));
@@ -207,7 +194,7 @@ AVX512 static void mv_f16(const void *payload, unsigned rows, unsigned cols,
     unsigned c = 0;
 
     for (; c + 16 <= cols; c += 16)
-        _mm512_storeu_ps(xf + c, ld_half16((const uint8_t *)(x->f16 + col0 + c)));
+        _mm512_storeu_ps(xf + c, kern_vf_ld_half((const uint8_t *)(x->f16 + col0 + c)));
     for (; c < cols; c++)
         xf[c] = kern_h2f(x->f16[col0 + c]);
 
@@ -219,49 +206,9 @@ AVX512 static void mv_f16(const void *payload, unsigned rows, unsigned cols,
 
 #define QGROUP 2   /* panels processed side by side (8 accumulators each) */
 
-AVX512 static inline __m512i bcast4(const int8_t *xq)
-{
-    return _mm512_set1_epi32(kern_ld_i32(xq));
-}
-
 AVX512 static inline __m512i ld64(const uint8_t *p)
 {
     return _mm512_loadu_si512(p);
-}
-
-/* The 8 group dots of one panel-block, isum[j] = init[j] + sum of u * x
- * over block columns 4j..4j+3 for each of the 16 rows; init holds minus
- * the offset correction (or zero).  xq: the block's 32 activation quants. */
-AVX512 static inline void q4_lanes(const uint8_t *q, const int8_t *xq,
-                                   const int32_t *init, __m512i *isum)
-{
-    const __m512i m4 = _mm512_set1_epi8(0x0F), ones = _mm512_set1_epi16(1);
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; g++) {
-        __m512i v = ld64(q + 64 * g);
-        isum[g] = _mm512_add_epi32(_mm512_set1_epi32(init[g]), _mm512_madd_epi16(
-                      _mm512_maddubs_epi16(_mm512_and_si512(v, m4), bcast4(xq + 4 * g)),
-                      ones));
-        isum[g + 4] = _mm512_add_epi32(_mm512_set1_epi32(init[g + 4]), _mm512_madd_epi16(
-                      _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                                           bcast4(xq + 16 + 4 * g)), ones));
-    }
-}
-
-AVX512 static inline void q8_lanes(const uint8_t *q, const int8_t *xq,
-                                   const int32_t *init, __m512i *isum)
-{
-    const __m512i sgn = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi16(1);
-    (void)init;                         /* signed weights: no offset */
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; g++) {
-        __m512i xb = bcast4(xq + 4 * g);
-        __m512i ws = _mm512_xor_si512(ld64(q + 64 * g), sgn);  /* u - 128 */
-        __mmask64 neg = _mm512_movepi8_mask(ws);
-        __m512i xs = _mm512_mask_sub_epi8(xb, neg, _mm512_setzero_si512(), xb);
-        isum[g] = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(ws), xs),
-                                    ones);
-    }
 }
 
 VNNI static inline void q4_lanes_vnni(const uint8_t *q, const int8_t *xq,
@@ -272,10 +219,10 @@ VNNI static inline void q4_lanes_vnni(const uint8_t *q, const int8_t *xq,
     for (int g = 0; g < 4; g++) {
         __m512i v = ld64(q + 64 * g);
         isum[g] = _mm512_dpbusd_epi32(_mm512_set1_epi32(init[g]),
-                                      _mm512_and_si512(v, m4), bcast4(xq + 4 * g));
+                                      _mm512_and_si512(v, m4), kern_vi_bcast4(xq + 4 * g));
         isum[g + 4] = _mm512_dpbusd_epi32(_mm512_set1_epi32(init[g + 4]),
                           _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                          bcast4(xq + 16 + 4 * g));
+                          kern_vi_bcast4(xq + 16 + 4 * g));
     }
 }
 
@@ -285,7 +232,7 @@ VNNI static inline void q8_lanes_vnni(const uint8_t *q, const int8_t *xq,
 #pragma GCC unroll 8
     for (int g = 0; g < 8; g++)
         isum[g] = _mm512_dpbusd_epi32(_mm512_set1_epi32(init[g]), ld64(q + 64 * g),
-                                      bcast4(xq + 4 * g));
+                                      kern_vi_bcast4(xq + 4 * g));
 }
 
 /* Whole-block dots (offset kept), for the repacked Q4_0 flavour. */
@@ -297,10 +244,10 @@ AVX512 static inline __m512i q4_isum(const uint8_t *q, const int8_t *xq)
     for (int g = 0; g < 4; g++) {
         __m512i v = ld64(q + 64 * g);
         s = _mm512_add_epi16(s, _mm512_maddubs_epi16(_mm512_and_si512(v, m4),
-                                                     bcast4(xq + 4 * g)));
+                                                     kern_vi_bcast4(xq + 4 * g)));
         s = _mm512_add_epi16(s, _mm512_maddubs_epi16(
                 _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                bcast4(xq + 16 + 4 * g)));
+                kern_vi_bcast4(xq + 16 + 4 * g)));
     }
     return _mm512_madd_epi16(s, _mm512_set1_epi16(1));
 }
@@ -311,8 +258,8 @@ VNNI static inline void q4_bcast(const int8_t *xq, __m512i *xl, __m512i *xh)
 {
 #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
-        xl[g] = bcast4(xq + 4 * g);
-        xh[g] = bcast4(xq + 16 + 4 * g);
+        xl[g] = kern_vi_bcast4(xq + 4 * g);
+        xh[g] = kern_vi_bcast4(xq + 16 + 4 * g);
     }
 }
 
@@ -335,12 +282,6 @@ VNNI static inline __m512i q4_isum_vnni(const uint8_t *q, const int8_t *xq)
     __m512i xl[4], xh[4];
     q4_bcast(xq, xl, xh);
     return q4_isum_vnni_bx(q, xl, xh);
-}
-
-/* d_w[16] * d_x for one panel-block. */
-AVX512 static inline __m512 block_d(const uint8_t *dw, float dx)
-{
-    return _mm512_mul_ps(ld_half16(dw), _mm512_set1_ps(dx));
 }
 
 /* kern_ref.c's fold8 for 16 rows. */
@@ -384,7 +325,7 @@ ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
                 __m512i isum[8];                                               \
                 pf_ahead(qbase + pb * (BLOCK_BYTES), (BLOCK_BYTES) / 64);      \
                 LANES(qbase + pb * (BLOCK_BYTES), xq, init + 8 * b, isum);     \
-                const __m512 d = block_d(w + 2 * pb * KERN_PANEL,              \
+                const __m512 d = kern_vf_block_d(w + 2 * pb * KERN_PANEL,              \
                                          x->q8_d[xb0 + b]);                    \
                 _Pragma("GCC unroll 8")                                        \
                 for (int j = 0; j < 8; j++)                                    \
@@ -407,7 +348,7 @@ ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
             pf_ahead(qbase + pb * (BLOCK_BYTES), (BLOCK_BYTES) / 64);          \
             LANES(qbase + pb * (BLOCK_BYTES), x->q8 + col0 + KERN_QBLOCK * b,  \
                   init + 8 * b, isum);                                         \
-            const __m512 d = block_d(w + 2 * pb * KERN_PANEL, x->q8_d[xb0 + b]);\
+            const __m512 d = kern_vf_block_d(w + 2 * pb * KERN_PANEL, x->q8_d[xb0 + b]);\
             _Pragma("GCC unroll 8")                                            \
             for (int j = 0; j < 8; j++)                                        \
                 acc[j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[j]), acc[j]);\
@@ -438,7 +379,7 @@ ATTR static inline void NAME(const uint8_t *w, kern_geom g, unsigned rows,     \
                             x->q8 + col0 + KERN_QBLOCK * b);                   \
         isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(8 * x->q8_sum[xb0 + b]));\
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),                        \
-                              block_d(w + 2 * pb * KERN_PANEL, x->q8_d[xb0 + b]),\
+                              kern_vf_block_d(w + 2 * pb * KERN_PANEL, x->q8_d[xb0 + b]),\
                               acc);                                            \
     }                                                                          \
     add_panel(y, rows, p, acc);                                                \
@@ -487,7 +428,8 @@ VNNI static void mv_q4_0_rp_vnni(const void *payload, unsigned rows, unsigned co
                 pf_ahead(q, KERN_Q4_BLOCK_BYTES / 64);
                 __m512i isum = _mm512_sub_epi32(q4_isum_vnni_bx(q, xl, xh), off);
                 acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
-                                         block_d(w + 2 * pb * KERN_PANEL, dx), acc[k]);
+                                         kern_vf_block_d(w + 2 * pb * KERN_PANEL, dx),
+                                         acc[k]);
             }
         }
         _Pragma("GCC unroll 8")
@@ -513,8 +455,9 @@ AVX512 static inline __m512i q4_dot_unpacked(const __m512i *lo,
     __m512i s = _mm512_setzero_si512();     /* int16, |s| <= 30480 */
 #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
-        s = _mm512_add_epi16(s, _mm512_maddubs_epi16(lo[g], bcast4(xq + 4 * g)));
-        s = _mm512_add_epi16(s, _mm512_maddubs_epi16(hi[g], bcast4(xq + 16 + 4 * g)));
+        s = _mm512_add_epi16(s, _mm512_maddubs_epi16(lo[g], kern_vi_bcast4(xq + 4 * g)));
+        s = _mm512_add_epi16(s, _mm512_maddubs_epi16(hi[g],
+                                                     kern_vi_bcast4(xq + 16 + 4 * g)));
     }
     return _mm512_madd_epi16(s, _mm512_set1_epi16(1));
 }
@@ -526,8 +469,8 @@ VNNI static inline __m512i q4_dot_unpacked_vnni(const __m512i *lo,
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
-        s0 = _mm512_dpbusd_epi32(s0, lo[g], bcast4(xq + 4 * g));
-        s1 = _mm512_dpbusd_epi32(s1, hi[g], bcast4(xq + 16 + 4 * g));
+        s0 = _mm512_dpbusd_epi32(s0, lo[g], kern_vi_bcast4(xq + 4 * g));
+        s1 = _mm512_dpbusd_epi32(s1, hi[g], kern_vi_bcast4(xq + 16 + 4 * g));
     }
     return _mm512_add_epi32(s0, s1);
 }
@@ -559,7 +502,7 @@ ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
                     lo[k] = _mm512_and_si512(v, m4);                           \
                     hi[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);     \
                 }                                                              \
-                const __m512 dw = ld_half16(w + 2 * pb * KERN_PANEL);          \
+                const __m512 dw = kern_vf_ld_half(w + 2 * pb * KERN_PANEL);          \
                 _Pragma("GCC unroll 8")                                        \
                 for (int j = 0; j < MM_TOKENS; j++) {                          \
                     __m512i isum = DOT(lo, hi,                                 \
@@ -656,7 +599,7 @@ static void NAME(float *out, const float *q, const uint16_t *k,                \
             const uint8_t *kt = (const uint8_t *)(k + t * kv_stride + koff[0]);\
             _Pragma("GCC unroll 16")                                           \
             for (unsigned i = 0; i < nv; i++)                                  \
-                kf[i] = ld_half16(kt + 32 * i);                                \
+                kf[i] = kern_vf_ld_half(kt + 32 * i);                                \
         }                                                                      \
         _Pragma("GCC unroll 8")                                                \
         for (int j = 0; j < (HG); j++) {                                       \
@@ -668,7 +611,7 @@ static void NAME(float *out, const float *q, const uint16_t *k,                \
                 _Pragma("GCC unroll 16")                                       \
                 for (unsigned i = 0; i < np; i++)                              \
                     a[i % 4] = _mm512_fmadd_ps(                                \
-                        shared ? kf[i] : ld_half16(kt + 32 * i),               \
+                        shared ? kf[i] : kern_vf_ld_half(kt + 32 * i),               \
                         _mm512_load_ps(qr[j] + 16 * i), a[i % 4]);             \
                 sum = fold16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]),          \
                                            _mm512_add_ps(a[1], a[3])));        \
@@ -676,7 +619,7 @@ static void NAME(float *out, const float *q, const uint16_t *k,                \
             for (unsigned i = np; i < nv; i++) {   /* past the last 64 */     \
                 float pr[16];                                                  \
                 _mm512_storeu_ps(pr, _mm512_mul_ps(                            \
-                    shared ? kf[i] : ld_half16(kt + 32 * i),                   \
+                    shared ? kf[i] : kern_vf_ld_half(kt + 32 * i),                   \
                     _mm512_load_ps(qr[j] + 16 * i)));                          \
                 for (unsigned l = 0; l < 16; l++)                              \
                     sum += (double)pr[l];                                      \
@@ -709,7 +652,7 @@ static void NAME(float *out, const float *q, const uint16_t *k,                \
             const __m512 vsv = _mm512_set1_ps(vs);                             \
             _Pragma("GCC unroll 16")                                           \
             for (unsigned i = 0; i < nv; i++)                                  \
-                acc[j][i] = round_h(_mm512_fmadd_ps(ld_half16(vt + 32 * i),    \
+                acc[j][i] = round_h(_mm512_fmadd_ps(kern_vf_ld_half(vt + 32 * i),    \
                                                     vsv, acc[j][i]));          \
         }                                                                      \
     }                                                                          \
