@@ -330,12 +330,6 @@ AVX2 static void mv_q4_0_rp(const void *payload, unsigned rows, unsigned cols,
  * to the reference. */
 #define ATTN2_MAXV 32   /* head_dim up to 256 */
 
-AVX2 static inline __m256 round_h8(__m256 v)
-{
-    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT |
-                                              _MM_FROUND_NO_EXC));
-}
-
 /* fold64's first levels: 64 lane sums held as a[0..7] (lane l of a[m]:
  * sum 8m + l) down to 8. */
 AVX2 static inline __m256 fold64_t8(const __m256 *a)
@@ -346,16 +340,8 @@ AVX2 static inline __m256 fold64_t8(const __m256 *a)
     return _mm256_add_ps(hi, lo);
 }
 
-/* fold64's last levels: 8 lane sums to one. */
-AVX2 static inline float fold64_h(__m256 t8)
-{
-    __m128 t4 = _mm_add_ps(_mm256_extractf128_ps(t8, 1), _mm256_castps256_ps128(t8));
-    __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));   /* t0+t2, t1+t3 */
-    return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
-}
-
 /* fold64 of 64 lane sums held as a[0..7]. */
-AVX2 static inline float fold64_ymm(const __m256 *a) { return fold64_h(fold64_t8(a)); }
+AVX2 static inline float fold64_ymm(const __m256 *a) { return kern_fold8(fold64_t8(a)); }
 
 /* HG heads side by side from head h (see kern_avx512.c's ATTN_GROUP: a
  * head's value accumulator is a chain through every position, an FMA and
@@ -377,7 +363,7 @@ AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
     for (int j = 0; j < (HG); j++) {                                           \
         koff[j] = (size_t)(kv_mul ? (h + j) / kv_mul : h + j) * hd;            \
         for (unsigned i = 0; i < nv; i++)                                      \
-            _mm256_store_ps(qr[j] + 8 * i, round_h8(_mm256_loadu_ps(          \
+            _mm256_store_ps(qr[j] + 8 * i, kern_vf_round_h(_mm256_loadu_ps(          \
                                 q + (size_t)(h + j) * hd + 8 * i)));           \
     }                                                                          \
     for (unsigned t = 0; t < n_pos; t++) {                                     \
@@ -429,12 +415,12 @@ AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
                 vs = 1.0f;                                                     \
                 _Pragma("GCC unroll 16")                                       \
                 for (unsigned i = 0; i < nv; i++)                              \
-                    acc[j][i] = round_h8(_mm256_mul_ps(acc[j][i], msv));       \
+                    acc[j][i] = kern_vf_round_h(_mm256_mul_ps(acc[j][i], msv));       \
             }                                                                  \
             const __m256 vsv = _mm256_set1_ps(vs);                             \
             _Pragma("GCC unroll 16")                                           \
             for (unsigned i = 0; i < nv; i++)                                  \
-                acc[j][i] = round_h8(_mm256_fmadd_ps(kern_vf_ld_half(vt + 16 * i),    \
+                acc[j][i] = kern_vf_round_h(_mm256_fmadd_ps(kern_vf_ld_half(vt + 16 * i),    \
                                                      vsv, acc[j][i]));         \
         }                                                                      \
     }                                                                          \
@@ -517,7 +503,7 @@ AVX2 static void attn2_kvg64(float *out, const float *q, const uint16_t *k,
         _Pragma("GCC unroll 8")
         for (int i = 0; i < 8; i++)
             _mm256_store_ps(qr[j] + 8 * i,
-                            round_h8(_mm256_loadu_ps(q + (size_t)(h + j) * 64 + 8 * i)));
+                            kern_vf_round_h(_mm256_loadu_ps(q + (size_t)(h + j) * 64 + 8 * i)));
     const __m256 sv = _mm256_set1_ps(scale);
     const unsigned n8 = n_pos & ~7u;
     for (unsigned t0 = 0; t0 < n8; t0 += 8) {
@@ -545,7 +531,7 @@ AVX2 static void attn2_kvg64(float *out, const float *q, const uint16_t *k,
             kk[i] = kern_vf_ld_half(kt + 16 * i);
         _Pragma("GCC unroll 8")
         for (int j = 0; j < 4; j++)
-            scores[(size_t)j * n_pos + t] = fold64_h(t8_of(kk, qr[j])) * scale;
+            scores[(size_t)j * n_pos + t] = kern_fold8(t8_of(kk, qr[j])) * scale;
     }
     if (softcap > 0.0f)
         for (size_t i = 0; i < 4 * (size_t)n_pos; i++)
@@ -589,20 +575,20 @@ AVX2 static void attn2_kvg64(float *out, const float *q, const uint16_t *k,
                     __m256 vsv;                                                  \
                     if (e < 0.0f || (e == 0.0f && signbit(e))) {                 \
                         const __m256 msv = _mm256_set1_ps(-e);                   \
-                        X0 = round_h8(_mm256_mul_ps(X0, msv));                   \
-                        X1 = round_h8(_mm256_mul_ps(X1, msv));                   \
+                        X0 = kern_vf_round_h(_mm256_mul_ps(X0, msv));                   \
+                        X1 = kern_vf_round_h(_mm256_mul_ps(X1, msv));                   \
                         vsv = _mm256_set1_ps(1.0f);                              \
                     } else {                                                     \
                         vsv = _mm256_set1_ps(e);                                 \
                     }                                                            \
-                    X0 = round_h8(_mm256_fmadd_ps(v0, vsv, X0));                 \
-                    X1 = round_h8(_mm256_fmadd_ps(v1, vsv, X1));                 \
+                    X0 = kern_vf_round_h(_mm256_fmadd_ps(v0, vsv, X0));                 \
+                    X1 = kern_vf_round_h(_mm256_fmadd_ps(v1, vsv, X1));                 \
                 }
 #define A2_FAST(SJ, X0, X1)                                                      \
                 {                                                                \
                     const __m256 vsv = _mm256_broadcast_ss(SJ + t);              \
-                    X0 = round_h8(_mm256_fmadd_ps(v0, vsv, X0));                 \
-                    X1 = round_h8(_mm256_fmadd_ps(v1, vsv, X1));                 \
+                    X0 = kern_vf_round_h(_mm256_fmadd_ps(v0, vsv, X0));                 \
+                    X1 = kern_vf_round_h(_mm256_fmadd_ps(v1, vsv, X1));                 \
                 }
             for (unsigned t8 = tb; t8 < te; t8 += 8) {
                 const unsigned t8e = t8 + 8 < te ? t8 + 8 : te;
@@ -950,52 +936,6 @@ AVX2 static void act_q8(const float *x, unsigned nb, int8_t *q, float *d,
         sum[b] = _mm_cvtsi128_si32(s4);
         d[b] = kern_h2f(kern_f2h(dd));
     }
-}
-
-AVX2 static void act_f16(const float *x, unsigned n, uint16_t *h)
-{
-    unsigned i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(
-            _mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    kern_act_f16_ref(x + i, n - i, h + i);
-}
-
-/* ---- vectors ------------------------------------------------------------ */
-
-AVX2 static float dot_f32(const float *a, const float *b, unsigned n)
-{
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
-    unsigned i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
-        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8)
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    float sum = _mm_cvtss_f32(h);
-    for (; i < n; i++)
-        sum += a[i] * b[i];
-    return sum;
-}
-
-/* y += a x with the reference's rounding (mul, then add). */
-AVX2 static void axpy_f32(float *y, float a, const float *x, unsigned n)
-{
-    __m256 av = _mm256_set1_ps(a);
-    unsigned i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i),
-                              _mm256_mul_ps(av, _mm256_loadu_ps(x + i))));
-    for (; i < n; i++)
-        y[i] += a * x[i];
 }
 
 KERN_MM_FROM_MV(mm_f32, mv_f32)

@@ -545,12 +545,6 @@ KERN_MM_FROM_MV(mm_q4_0_vnni, mv_q4_0_vnni)
  * FMA of the softmax sum are the reference's. */
 #define ATTN_MAXV 16   /* head_dim up to 256 */
 
-AVX512 static inline __m512 round_h(__m512 v)
-{
-    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT |
-                                              _MM_FROUND_NO_EXC));
-}
-
 /* The 16 lanes of v summed as GCC's _mm512_reduce_add_ps sums them (and
  * kern_ref.c's fold64 after its first step): halves of 8, of 4, then
  * (t0 + t2) + (t1 + t3).  Spelt out, so that another compiler's reduction
@@ -560,9 +554,7 @@ AVX512 static inline float fold16(__m512 v)
     __m256 t8 = _mm256_add_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(
                                   _mm512_castps_pd(v), 1)),
                               _mm512_castps512_ps256(v));
-    __m128 t4 = _mm_add_ps(_mm256_extractf128_ps(t8, 1), _mm256_castps256_ps128(t8));
-    __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));   /* t0+t2, t1+t3 */
-    return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
+    return kern_fold8(t8);
 }
 
 /* Heads side by side.  A head's value accumulator is a chain through
@@ -588,7 +580,7 @@ static void NAME(float *out, const float *q, const uint16_t *k,                \
     for (int j = 0; j < (HG); j++) {                                           \
         koff[j] = (size_t)(kv_mul ? (h + j) / kv_mul : h + j) * hd;            \
         for (unsigned i = 0; i < nv; i++)                                      \
-            _mm512_store_ps(qr[j] + 16 * i, round_h(_mm512_loadu_ps(          \
+            _mm512_store_ps(qr[j] + 16 * i, kern_vf_round_h(_mm512_loadu_ps(          \
                                 q + (size_t)(h + j) * hd + 16 * i)));          \
     }                                                                          \
     /* GQA: the heads share one K row, converted once */                     \
@@ -647,12 +639,12 @@ static void NAME(float *out, const float *q, const uint16_t *k,                \
                 vs = 1.0f;                                                     \
                 _Pragma("GCC unroll 16")                                       \
                 for (unsigned i = 0; i < nv; i++)                              \
-                    acc[j][i] = round_h(_mm512_mul_ps(acc[j][i], msv));        \
+                    acc[j][i] = kern_vf_round_h(_mm512_mul_ps(acc[j][i], msv));        \
             }                                                                  \
             const __m512 vsv = _mm512_set1_ps(vs);                             \
             _Pragma("GCC unroll 16")                                           \
             for (unsigned i = 0; i < nv; i++)                                  \
-                acc[j][i] = round_h(_mm512_fmadd_ps(kern_vf_ld_half(vt + 32 * i),    \
+                acc[j][i] = kern_vf_round_h(_mm512_fmadd_ps(kern_vf_ld_half(vt + 32 * i),    \
                                                     vsv, acc[j][i]));          \
         }                                                                      \
     }                                                                          \
@@ -775,55 +767,6 @@ AVX512 static void act_q8(const float *x, unsigned nb, int8_t *q, float *d,
         _mm_storeu_si128((__m128i *)(q + KERN_QBLOCK * b + 16), _mm512_cvtepi32_epi8(i1));
         sum[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
         d[b] = kern_h2f(kern_f2h(dd));
-    }
-}
-
-AVX512 static void act_f16(const float *x, unsigned n, uint16_t *h)
-{
-    unsigned i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm256_storeu_si256((__m256i *)(h + i), _mm512_cvtps_ph(
-            _mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    kern_act_f16_ref(x + i, n - i, h + i);
-}
-
-/* ---- vectors ------------------------------------------------------------ */
-
-AVX512 static float dot_f32(const float *a, const float *b, unsigned n)
-{
-    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-    __m512 s2 = _mm512_setzero_ps(), s3 = _mm512_setzero_ps();
-    unsigned i = 0;
-    for (; i + 64 <= n; i += 64) {
-        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
-        s2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 32), _mm512_loadu_ps(b + i + 32), s2);
-        s3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(b + i + 48), s3);
-    }
-    for (; i + 16 <= n; i += 16)
-        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-    if (i < n) {
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i),
-                             _mm512_maskz_loadu_ps(m, b + i), s1);
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1),
-                                              _mm512_add_ps(s2, s3)));
-}
-
-/* y += a x with the reference's rounding (mul, then add). */
-AVX512 static void axpy_f32(float *y, float a, const float *x, unsigned n)
-{
-    __m512 av = _mm512_set1_ps(a);
-    unsigned i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i),
-                              _mm512_mul_ps(av, _mm512_loadu_ps(x + i))));
-    if (i < n) {
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        __m512 yv = _mm512_maskz_loadu_ps(m, y + i);
-        _mm512_mask_storeu_ps(y + i, m, _mm512_add_ps(yv,
-                              _mm512_mul_ps(av, _mm512_maskz_loadu_ps(m, x + i))));
     }
 }
 

@@ -10,16 +10,17 @@
  *   KERN_VN      32-bit lanes per vector (8 or 16)
  *   KERN_VATTR   the target attribute of that tier's functions
  *   kern_vf      a vector of KERN_VN floats, kern_vi of KERN_VN int32 (or
- *                4 * KERN_VN bytes), and inline functions on them, each one
- *                intrinsic of the tier (or the short sequence a tier needs
- *                where the other has one instruction: AVX-512 has no
- *                vpsignb, so kern_vi_sign8 takes a mask);
+ *                4 * KERN_VN bytes), and the operations on them
+ *                (kern_vf_add, kern_vi_maddubs, ...), each one intrinsic of
+ *                the tier or the short sequence a tier needs where the
+ *                other has one instruction (AVX-512 has no vpsignb, so
+ *                kern_vi_sign8 takes a mask);
  *   the loops written once at the bottom (the tile kernels' prefetch and
  *   Q8_0/Q4_0 group dots, the f32 vector kernels, the f16 conversion),
  *   compiled once per including file with its tier's attribute.
  * Where the tiers differ only in the tail of a loop (AVX-512 finishes with
- * a masked vector, AVX2 with scalars), the tail is a tier function and
- * the loop is shared.  Every function here compiles to the instructions
+ * a masked vector, AVX2 with scalars), the tail is a tier macro
+ * (KERN_DOT_TAIL, KERN_AXPY_TAIL) and the loop is shared.  Every function here compiles to the instructions
  * the tier's hand-written loop compiled to: the commits that moved each
  * loop here compared the disassembly of the kernels that use it.  Loops
  * whose tiers are shaped differently (the F32/F16 panels, the 8-lane
@@ -43,7 +44,14 @@
 
 #define KERN_VROUND (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
-/* ---- the tier's vocabulary ----------------------------------------------- */
+/* ---- the tier's vocabulary -------------------------------------------------
+ * One intrinsic is a macro, as ggml's are; a short sequence that the
+ * tier files had as an inline function (the f16 load and round trip, the
+ * broadcast, the block scale) stays one.  The difference shows: GCC's
+ * register allocation follows the inline-function structure (dot_f32 came
+ * out with its accumulators renamed through wrapper functions, and the
+ * quantised mat-vecs with spills moved when their helpers became macros),
+ * and the point is the same code. */
 #if KERN_SIMD_W == 256
 
 #define KERN_VN 8
@@ -51,57 +59,64 @@
 typedef __m256  kern_vf;
 typedef __m256i kern_vi;
 
-KERN_VATTR static inline kern_vf kern_vf_zero(void) { return _mm256_setzero_ps(); }
-KERN_VATTR static inline kern_vf kern_vf_set1(float a) { return _mm256_set1_ps(a); }
-KERN_VATTR static inline kern_vf kern_vf_loadu(const float *p) { return _mm256_loadu_ps(p); }
-KERN_VATTR static inline void kern_vf_storeu(float *p, kern_vf v) { _mm256_storeu_ps(p, v); }
-KERN_VATTR static inline kern_vf kern_vf_add(kern_vf a, kern_vf b) { return _mm256_add_ps(a, b); }
-KERN_VATTR static inline kern_vf kern_vf_mul(kern_vf a, kern_vf b) { return _mm256_mul_ps(a, b); }
-/* a * b + c, one rounding */
-KERN_VATTR static inline kern_vf kern_vf_fma(kern_vf a, kern_vf b, kern_vf c)
-{
-    return _mm256_fmadd_ps(a, b, c);
-}
-/* KERN_VN halves at p (any alignment), widened */
+#define kern_vf_zero()          _mm256_setzero_ps()
+#define kern_vf_set1(a)         _mm256_set1_ps(a)
+#define kern_vf_loadu(p)        _mm256_loadu_ps(p)
+#define kern_vf_storeu(p, v)    _mm256_storeu_ps(p, v)
+#define kern_vf_add(a, b)       _mm256_add_ps(a, b)
+#define kern_vf_mul(a, b)       _mm256_mul_ps(a, b)
+#define kern_vf_fma(a, b, c)    _mm256_fmadd_ps(a, b, c)     /* a * b + c */
+/* KERN_VN halves at byte address p (any alignment), widened */
 KERN_VATTR static inline kern_vf kern_vf_ld_half(const uint8_t *p)
 {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
-/* v rounded to KERN_VN halves (round to nearest even), stored at h */
-KERN_VATTR static inline void kern_vf_st_half(uint16_t *h, kern_vf v)
+/* v as KERN_VN halves (round to nearest even, as kern_f2h) at h */
+#define kern_vf_st_half(h, v)   _mm_storeu_si128((__m128i *)(h), _mm256_cvtps_ph(v, KERN_VROUND))
+/* v rounded through f16 and back */
+KERN_VATTR static inline kern_vf kern_vf_round_h(kern_vf v)
 {
-    _mm_storeu_si128((__m128i *)h, _mm256_cvtps_ph(v, KERN_VROUND));
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, KERN_VROUND));
 }
 
-KERN_VATTR static inline kern_vi kern_vi_loadu(const uint8_t *p)
-{
-    return _mm256_loadu_si256((const __m256i *)p);
-}
-KERN_VATTR static inline kern_vi kern_vi_set1_8(char a) { return _mm256_set1_epi8(a); }
-KERN_VATTR static inline kern_vi kern_vi_set1_16(short a) { return _mm256_set1_epi16(a); }
-KERN_VATTR static inline kern_vi kern_vi_set1_32(int a) { return _mm256_set1_epi32(a); }
-KERN_VATTR static inline kern_vi kern_vi_and(kern_vi a, kern_vi b) { return _mm256_and_si256(a, b); }
-KERN_VATTR static inline kern_vi kern_vi_xor(kern_vi a, kern_vi b) { return _mm256_xor_si256(a, b); }
-KERN_VATTR static inline kern_vi kern_vi_srli16(kern_vi a, int n) { return _mm256_srli_epi16(a, n); }
-KERN_VATTR static inline kern_vi kern_vi_add32(kern_vi a, kern_vi b) { return _mm256_add_epi32(a, b); }
-KERN_VATTR static inline kern_vi kern_vi_abs8(kern_vi a) { return _mm256_abs_epi8(a); }
+#define kern_vi_loadu(p)        _mm256_loadu_si256((const __m256i *)(p))
+#define kern_vi_set1_8(a)       _mm256_set1_epi8(a)
+#define kern_vi_set1_16(a)      _mm256_set1_epi16(a)
+#define kern_vi_set1_32(a)      _mm256_set1_epi32(a)
+#define kern_vi_and(a, b)       _mm256_and_si256(a, b)
+#define kern_vi_xor(a, b)       _mm256_xor_si256(a, b)
+#define kern_vi_srli16(a, n)    _mm256_srli_epi16(a, n)
+#define kern_vi_add32(a, b)     _mm256_add_epi32(a, b)
+#define kern_vi_abs8(a)         _mm256_abs_epi8(a)
 /* unsigned bytes u x signed bytes s, adjacent pairs summed to int16
- * (saturating: the callers keep |u * s| pairs below 32768) */
-KERN_VATTR static inline kern_vi kern_vi_maddubs(kern_vi u, kern_vi s)
-{
-    return _mm256_maddubs_epi16(u, s);
-}
+ * (saturating: the callers keep each pair's sum below 32768) */
+#define kern_vi_maddubs(u, s)   _mm256_maddubs_epi16(u, s)
 /* int16 x int16, adjacent pairs summed to int32 */
-KERN_VATTR static inline kern_vi kern_vi_madd16(kern_vi a, kern_vi b)
-{
-    return _mm256_madd_epi16(a, b);
-}
+#define kern_vi_madd16(a, b)    _mm256_madd_epi16(a, b)
 /* x with the sign of w per byte (x where w > 0, -x where w < 0; where w
  * is 0 the callers multiply by |w| = 0, so either value serves) */
-KERN_VATTR static inline kern_vi kern_vi_sign8(kern_vi x, kern_vi w)
-{
-    return _mm256_sign_epi8(x, w);
-}
+#define kern_vi_sign8(x, w)     _mm256_sign_epi8(x, w)
+
+/* dot_f32's end: the four accumulators folded, then the elements past the
+ * last vector in scalars (returns from the function) */
+#define KERN_DOT_TAIL(s0, s1, s2, s3, a, b, i, n)                              \
+    do {                                                                       \
+        __m256 s_ = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));\
+        __m128 h_ = _mm_add_ps(_mm256_castps256_ps128(s_),                     \
+                               _mm256_extractf128_ps(s_, 1));                  \
+        h_ = _mm_add_ps(h_, _mm_movehl_ps(h_, h_));                            \
+        h_ = _mm_add_ss(h_, _mm_movehdup_ps(h_));                              \
+        float sum_ = _mm_cvtss_f32(h_);                                        \
+        for (; i < n; i++)                                                     \
+            sum_ += a[i] * b[i];                                               \
+        return sum_;                                                           \
+    } while (0)
+/* axpy_f32's end: y += a x past the last vector (av: a in every lane) */
+#define KERN_AXPY_TAIL(y, a, av, x, i, n)                                      \
+    do {                                                                       \
+        for (; i < n; i++)                                                     \
+            y[i] += a * x[i];                                                  \
+    } while (0)
 
 #elif KERN_SIMD_W == 512
 
@@ -110,62 +125,84 @@ KERN_VATTR static inline kern_vi kern_vi_sign8(kern_vi x, kern_vi w)
 typedef __m512  kern_vf;
 typedef __m512i kern_vi;
 
-KERN_VATTR static inline kern_vf kern_vf_zero(void) { return _mm512_setzero_ps(); }
-KERN_VATTR static inline kern_vf kern_vf_set1(float a) { return _mm512_set1_ps(a); }
-KERN_VATTR static inline kern_vf kern_vf_loadu(const float *p) { return _mm512_loadu_ps(p); }
-KERN_VATTR static inline void kern_vf_storeu(float *p, kern_vf v) { _mm512_storeu_ps(p, v); }
-KERN_VATTR static inline kern_vf kern_vf_add(kern_vf a, kern_vf b) { return _mm512_add_ps(a, b); }
-KERN_VATTR static inline kern_vf kern_vf_mul(kern_vf a, kern_vf b) { return _mm512_mul_ps(a, b); }
-KERN_VATTR static inline kern_vf kern_vf_fma(kern_vf a, kern_vf b, kern_vf c)
-{
-    return _mm512_fmadd_ps(a, b, c);
-}
+#define kern_vf_zero()          _mm512_setzero_ps()
+#define kern_vf_set1(a)         _mm512_set1_ps(a)
+#define kern_vf_loadu(p)        _mm512_loadu_ps(p)
+#define kern_vf_storeu(p, v)    _mm512_storeu_ps(p, v)
+#define kern_vf_add(a, b)       _mm512_add_ps(a, b)
+#define kern_vf_mul(a, b)       _mm512_mul_ps(a, b)
+#define kern_vf_fma(a, b, c)    _mm512_fmadd_ps(a, b, c)
 KERN_VATTR static inline kern_vf kern_vf_ld_half(const uint8_t *p)
 {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 }
-KERN_VATTR static inline void kern_vf_st_half(uint16_t *h, kern_vf v)
+#define kern_vf_st_half(h, v)   _mm256_storeu_si256((__m256i *)(h), _mm512_cvtps_ph(v, KERN_VROUND))
+KERN_VATTR static inline kern_vf kern_vf_round_h(kern_vf v)
 {
-    _mm256_storeu_si256((__m256i *)h, _mm512_cvtps_ph(v, KERN_VROUND));
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, KERN_VROUND));
 }
 
-KERN_VATTR static inline kern_vi kern_vi_loadu(const uint8_t *p) { return _mm512_loadu_si512(p); }
-KERN_VATTR static inline kern_vi kern_vi_set1_8(char a) { return _mm512_set1_epi8(a); }
-KERN_VATTR static inline kern_vi kern_vi_set1_16(short a) { return _mm512_set1_epi16(a); }
-KERN_VATTR static inline kern_vi kern_vi_set1_32(int a) { return _mm512_set1_epi32(a); }
-KERN_VATTR static inline kern_vi kern_vi_and(kern_vi a, kern_vi b) { return _mm512_and_si512(a, b); }
-KERN_VATTR static inline kern_vi kern_vi_xor(kern_vi a, kern_vi b) { return _mm512_xor_si512(a, b); }
-KERN_VATTR static inline kern_vi kern_vi_srli16(kern_vi a, int n) { return _mm512_srli_epi16(a, n); }
-KERN_VATTR static inline kern_vi kern_vi_add32(kern_vi a, kern_vi b) { return _mm512_add_epi32(a, b); }
-KERN_VATTR static inline kern_vi kern_vi_abs8(kern_vi a) { return _mm512_abs_epi8(a); }
-KERN_VATTR static inline kern_vi kern_vi_maddubs(kern_vi u, kern_vi s)
-{
-    return _mm512_maddubs_epi16(u, s);
-}
-KERN_VATTR static inline kern_vi kern_vi_madd16(kern_vi a, kern_vi b)
-{
-    return _mm512_madd_epi16(a, b);
-}
-/* no vpsignb in AVX-512: negate x where w's sign bit is set */
-KERN_VATTR static inline kern_vi kern_vi_sign8(kern_vi x, kern_vi w)
-{
-    return _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
-}
+#define kern_vi_loadu(p)        _mm512_loadu_si512(p)
+#define kern_vi_set1_8(a)       _mm512_set1_epi8(a)
+#define kern_vi_set1_16(a)      _mm512_set1_epi16(a)
+#define kern_vi_set1_32(a)      _mm512_set1_epi32(a)
+#define kern_vi_and(a, b)       _mm512_and_si512(a, b)
+#define kern_vi_xor(a, b)       _mm512_xor_si512(a, b)
+#define kern_vi_srli16(a, n)    _mm512_srli_epi16(a, n)
+#define kern_vi_add32(a, b)     _mm512_add_epi32(a, b)
+#define kern_vi_abs8(a)         _mm512_abs_epi8(a)
+#define kern_vi_maddubs(u, s)   _mm512_maddubs_epi16(u, s)
+#define kern_vi_madd16(a, b)    _mm512_madd_epi16(a, b)
+/* no vpsignb in AVX-512: x negated where w's sign bit is set */
+#define kern_vi_sign8(x, w)                                                    \
+    _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x)
+
+/* the elements past the last vector through a masked vector into s1, then
+ * the fold (returns from the function) */
+#define KERN_DOT_TAIL(s0, s1, s2, s3, a, b, i, n)                              \
+    do {                                                                       \
+        if (i < n) {                                                           \
+            __mmask16 m_ = (__mmask16)((1u << (n - i)) - 1);                   \
+            s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m_, a + i),             \
+                                 _mm512_maskz_loadu_ps(m_, b + i), s1);        \
+        }                                                                      \
+        return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1),       \
+                                                  _mm512_add_ps(s2, s3)));     \
+    } while (0)
+#define KERN_AXPY_TAIL(y, a, av, x, i, n)                                      \
+    do {                                                                       \
+        if (i < n) {                                                           \
+            __mmask16 m_ = (__mmask16)((1u << (n - i)) - 1);                   \
+            __m512 yv_ = _mm512_maskz_loadu_ps(m_, y + i);                     \
+            _mm512_mask_storeu_ps(y + i, m_, _mm512_add_ps(yv_,                \
+                _mm512_mul_ps(av, _mm512_maskz_loadu_ps(m_, x + i))));         \
+        }                                                                      \
+    } while (0)
 
 #else
 #error "KERN_SIMD_W must be 256 or 512"
 #endif
 
-/* 4 activation bytes broadcast to every 32-bit lane (one per row). */
+/* 4 activation bytes broadcast to every 32-bit lane (one per row) */
 KERN_VATTR static inline kern_vi kern_vi_bcast4(const int8_t *xq)
 {
     return kern_vi_set1_32(kern_ld_i32(xq));
 }
 
-/* d_w * d_x for KERN_VN rows: their f16 scales at dw, times dx. */
+/* d_w * d_x for KERN_VN rows: their f16 scales at dw, times dx */
 KERN_VATTR static inline kern_vf kern_vf_block_d(const uint8_t *dw, float dx)
 {
     return kern_vf_mul(kern_vf_ld_half(dw), kern_vf_set1(dx));
+}
+
+/* The last levels of kern_ref.c's fold64 (and of kern_avx512.c's fold16):
+ * 8 lane sums to one, the upper 4 lanes added to the lower 4, then lanes
+ * 2-3 to 0-1, then lane 1 to lane 0. */
+KERN_VATTR static inline float kern_fold8(__m256 t8)
+{
+    __m128 t4 = _mm_add_ps(_mm256_extractf128_ps(t8, 1), _mm256_castps256_ps128(t8));
+    __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));   /* t0+t2, t1+t3 */
+    return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
 }
 
 /* ---- the tile kernels' pieces ---------------------------------------------
@@ -226,6 +263,50 @@ KERN_VATTR static inline void q8_lanes(const uint8_t *q, const int8_t *xq,
         isum[g] = kern_vi_madd16(kern_vi_maddubs(kern_vi_abs8(ws), kern_vi_sign8(xb, ws)),
                                  ones);
     }
+}
+
+/* ---- the vector kernels of the tables --------------------------------------
+ * dot_f32: four vector accumulators (column i in accumulator (i / KERN_VN)
+ * % 4), then one vector at a time into the first, the tail and the fold the
+ * tier's (the tests compare the sum with a tolerance: the order is not the
+ * reference's).  axpy_f32: y += a x with the reference's rounding (mul,
+ * then add).  act_f16: kern_act_f16_ref's halves, KERN_VN at a time
+ * (vcvtps2ph rounds to nearest even, as kern_f2h). */
+KERN_VATTR static float dot_f32(const float *a, const float *b, unsigned n)
+{
+    kern_vf s0 = kern_vf_zero(), s1 = kern_vf_zero();
+    kern_vf s2 = kern_vf_zero(), s3 = kern_vf_zero();
+    unsigned i = 0;
+    for (; i + 4 * KERN_VN <= n; i += 4 * KERN_VN) {
+        s0 = kern_vf_fma(kern_vf_loadu(a + i), kern_vf_loadu(b + i), s0);
+        s1 = kern_vf_fma(kern_vf_loadu(a + i + KERN_VN),
+                         kern_vf_loadu(b + i + KERN_VN), s1);
+        s2 = kern_vf_fma(kern_vf_loadu(a + i + 2 * KERN_VN),
+                         kern_vf_loadu(b + i + 2 * KERN_VN), s2);
+        s3 = kern_vf_fma(kern_vf_loadu(a + i + 3 * KERN_VN),
+                         kern_vf_loadu(b + i + 3 * KERN_VN), s3);
+    }
+    for (; i + KERN_VN <= n; i += KERN_VN)
+        s0 = kern_vf_fma(kern_vf_loadu(a + i), kern_vf_loadu(b + i), s0);
+    KERN_DOT_TAIL(s0, s1, s2, s3, a, b, i, n);
+}
+
+KERN_VATTR static void axpy_f32(float *y, float a, const float *x, unsigned n)
+{
+    const kern_vf av = kern_vf_set1(a);
+    unsigned i = 0;
+    for (; i + KERN_VN <= n; i += KERN_VN)
+        kern_vf_storeu(y + i, kern_vf_add(kern_vf_loadu(y + i),
+                                          kern_vf_mul(av, kern_vf_loadu(x + i))));
+    KERN_AXPY_TAIL(y, a, av, x, i, n);
+}
+
+KERN_VATTR static void act_f16(const float *x, unsigned n, uint16_t *h)
+{
+    unsigned i = 0;
+    for (; i + KERN_VN <= n; i += KERN_VN)
+        kern_vf_st_half(h + i, kern_vf_loadu(x + i));
+    kern_act_f16_ref(x + i, n - i, h + i);
 }
 
 #endif /* CFLOW_KERN_SIMD_H */
