@@ -549,9 +549,14 @@ static int cfg_u32(cfgctx *c, const char *key, uint32_t *out)
     if (!json_object_object_get_ex(c->o, key, &v) || !v)
         return 0;
     uint64_t x;
-    if (json_u64(v, &x) < 0 || x > UINT32_MAX) {
+    if (json_u64(v, &x) < 0) {
         fmt_err(c->err, c->errlen, "%s: %s is not a non-negative integer",
                 c->path, key);
+        return -1;
+    }
+    if (x > UINT32_MAX) {
+        fmt_err(c->err, c->errlen, "%s: %s %llu is over the %u cflow reads", c->path,
+                key, (unsigned long long)x, UINT32_MAX);
         return -1;
     }
     *out = (uint32_t)x;

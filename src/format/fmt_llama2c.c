@@ -53,17 +53,60 @@ static void hdr_read(l2c_hdr *h, const uint8_t *p)
     h->seq_len = v[6];
 }
 
-/* Bounds keep every product below in 64 bits. */
-static int hdr_plausible(const l2c_hdr *h)
+/* The header's fields with their valid ranges (bounds keep every product
+ * below in 64 bits); a field that divides another names it in div. */
+typedef struct l2c_field {
+    const char *name;
+    int32_t     v, lo, hi;
+    const char *div_name;       /* the field v must divide, or NULL */
+    int32_t     div;
+} l2c_field;
+
+static unsigned hdr_fields(const l2c_hdr *h, l2c_field f[7])
 {
-    return h->dim > 0 && h->dim <= (1 << 16) && h->hidden > 0 &&
-           h->hidden <= (1 << 20) && h->n_layers > 0 &&
-           h->n_layers <= 1024 && h->n_heads > 0 && h->n_heads <= h->dim &&
-           h->dim % h->n_heads == 0 && h->n_kv_heads > 0 &&
-           h->n_kv_heads <= h->n_heads && h->n_heads % h->n_kv_heads == 0 &&
-           h->vocab != 0 && h->vocab >= -(1 << 22) &&
-           h->vocab <= (1 << 22) && h->seq_len > 0 &&
-           h->seq_len <= (1 << 24);
+    const l2c_field t[7] = {
+        { "dim", h->dim, 1, 1 << 16, NULL, 0 },
+        { "hidden_dim", h->hidden, 1, 1 << 20, NULL, 0 },
+        { "n_layers", h->n_layers, 1, 1024, NULL, 0 },
+        { "n_heads", h->n_heads, 1, 1 << 16, "dim", h->dim },
+        { "n_kv_heads", h->n_kv_heads, 1, 1 << 16, "n_heads", h->n_heads },
+        /* negative: the classifier is stored unshared */
+        { "vocab_size", h->vocab, -(1 << 22), 1 << 22, NULL, 0 },
+        { "seq_len", h->seq_len, 1, 1 << 24, NULL, 0 },
+    };
+    memcpy(f, t, sizeof t);
+    return 7;
+}
+
+static int field_in_range(const l2c_field *f)
+{
+    return f->v >= f->lo && f->v <= f->hi && f->v != 0;
+}
+
+/* The first field out of its range, or NULL when all are valid. */
+static const l2c_field *hdr_bad_field(const l2c_hdr *h, l2c_field f[7])
+{
+    unsigned n = hdr_fields(h, f);
+    for (unsigned i = 0; i < n; i++) {
+        if (!field_in_range(&f[i]))
+            return &f[i];
+        if (f[i].div_name && (f[i].div <= 0 || f[i].v > f[i].div || f[i].div % f[i].v))
+            return &f[i];
+    }
+    return NULL;
+}
+
+/* A file is taken for a checkpoint when at least 5 of the 7 header fields
+ * are each in their range: then one or two bad fields are reported by
+ * name, not as an unknown file.  Text, a tokenizer.bin or another format's
+ * header puts most fields far outside. */
+static int hdr_recognised(const l2c_hdr *h)
+{
+    l2c_field f[7];
+    unsigned n = hdr_fields(h, f), ok = 0;
+    for (unsigned i = 0; i < n; i++)
+        ok += (unsigned)field_in_range(&f[i]);
+    return ok >= 5;
 }
 
 /* Floats after the header that the geometry implies. */
@@ -98,10 +141,11 @@ int fmt_llama2c_detect(const char *path, const uint8_t *head, size_t nhead,
     if (memcmp(head, "ak42", 4) == 0)
         return 1; /* a newer export: fmt_llama2c_open explains */
     hdr_read(&h, head);
-    /* a plausible header is enough to claim the file: a wrong size is then
-     * reported as such by fmt_llama2c_open rather than as "unknown" */
+    /* a recognisable header is enough to claim the file: a bad field or a
+     * wrong size is then reported as such by fmt_llama2c_open rather than
+     * as "unknown" */
     (void)file_size;
-    return hdr_plausible(&h);
+    return hdr_recognised(&h);
 }
 
 int fmt_llama2c_open(fmt_src *s, const char *path, const char *tokenizer,
@@ -129,11 +173,17 @@ int fmt_llama2c_open(fmt_src *s, const char *path, const char *tokenizer,
         return FMT_EFORMAT;
     }
     hdr_read(&h, p);
-    if (!hdr_plausible(&h)) {
-        fmt_err(err, errlen, "%s: implausible llama2.c header (dim %d, "
-                "hidden %d, layers %d, heads %d/%d, vocab %d, seq %d)", path,
-                h.dim, h.hidden, h.n_layers, h.n_heads, h.n_kv_heads, h.vocab,
-                h.seq_len);
+    l2c_field f[7];
+    const l2c_field *bad = hdr_bad_field(&h, f);
+    if (bad && bad->div_name && field_in_range(bad)) {
+        fmt_err(err, errlen, "%s: llama2.c header: %s %d does not divide %s %d",
+                path, bad->name, bad->v, bad->div_name, bad->div);
+        return FMT_EFORMAT;
+    }
+    if (bad) {
+        fmt_err(err, errlen, "%s: llama2.c header: %s %d is out of range "
+                "(%d..%d%s)", path, bad->name, bad->v, bad->lo, bad->hi,
+                bad->lo < 0 ? ", not 0" : "");
         return FMT_EFORMAT;
     }
     uint64_t want = 28 + 4 * hdr_floats(&h);

@@ -23,10 +23,14 @@ static int kv_u32_req(const fmt_src *s, const char *arch, const char *suffix,
 {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    int64_t v;
     if (fmt_kv_get_u32(s->kv, key, out) < 0) {
-        fmt_err(err, errlen, "%s: metadata %s is %s", s->path, key,
-                fmt_kv_has(s->kv, key) ? "not an unsigned integer"
-                                       : "missing");
+        if (fmt_kv_get_i64(s->kv, key, &v) == 0 && v > (int64_t)UINT32_MAX)
+            fmt_err(err, errlen, "%s: metadata %s %lld is over the %u cflow reads",
+                    s->path, key, (long long)v, UINT32_MAX);
+        else
+            fmt_err(err, errlen, "%s: metadata %s is %s", s->path, key,
+                    fmt_kv_has(s->kv, key) ? "not an unsigned integer" : "missing");
         return FMT_EFORMAT;
     }
     return FMT_OK;

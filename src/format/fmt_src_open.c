@@ -18,6 +18,7 @@
 
 #include "format/cflow_format.h"
 #include "format/fmt_impl.h"
+#include "format/fmt_layout.h"
 
 int fmt_src_open(fmt_src **out, const char *path, const char *tokenizer_path,
                  char *err, size_t errlen)
@@ -55,6 +56,10 @@ int fmt_src_open(fmt_src **out, const char *path, const char *tokenizer_path,
         } else if (fmt_llama2c_detect(path, head, got, size)) {
             s->kind = "llama2c";
             rc = fmt_llama2c_open(s, path, tokenizer_path, err, errlen);
+        } else if (got >= 8 && (!memcmp(head, FMT_MAGIC, 8) || !memcmp(head, FMT_VMAGIC, 8))) {
+            fmt_err(err, errlen, "%s: a .cflow model already (the sources are GGUF "
+                    "files, llama2.c checkpoints and Hugging Face model directories)", path);
+            rc = FMT_EUNSUP;
         } else {
             fmt_err(err, errlen, "%s: not a GGUF file, a llama2.c checkpoint "
                     "or a Hugging Face model directory", path);

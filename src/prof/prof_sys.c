@@ -232,7 +232,9 @@ static int hash_range(int fd, uint64_t size, uint64_t off, uint64_t len,
 int prof_file_hash(const char *path, char hex[17], uint64_t *size, char *err,
                    size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO in the model's place must not block the open;
+     * the fstat below refuses it (reads of a regular file never block) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
     unsigned char sz[8], *buf;
     uint64_t h = FNV_OFF, n;

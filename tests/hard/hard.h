@@ -7,6 +7,7 @@
 #define CFLOW_TESTS_HARD_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "testutil.h"
@@ -28,6 +29,11 @@ const char *hard_default_model(void);
 /* tests/fuzz/corpus/rel of the source tree, tu_require'd (one of 4
  * rotating static buffers). */
 const char *hard_seed(const char *rel);
+
+/* The llama2.c seed (llama2c/shared.a) unpacked into tu_tmp(name) with
+ * int32 header field `field` (0 dim .. 6 seq_len) set to value; its
+ * model.bin and tokenizer.bin paths into model and tok (4096 bytes). */
+void hard_l2c_patched(const char *name, int field, int32_t value, char *model, char *tok);
 
 /* Run cflow with args (NULL-terminated; address space capped at 1 GiB
  * outside the sanitizer build), at most timeout_s seconds: a run that

@@ -126,3 +126,18 @@ void hard_refused(const char *file, const char *want, int timeout_s,
     assert_int_equal(tu_count_lines(p.err), 1);
     tu_proc_free(&p);
 }
+
+void hard_l2c_patched(const char *name, int field, int32_t value, char *model, char *tok)
+{
+    const char *dir = tu_tmp(name);
+    assert_int_equal(hard_unpack(hard_seed("llama2c/shared.a"), dir, NULL, NULL), 0);
+    snprintf(model, 4096, "%s/model.bin", dir);
+    snprintf(tok, 4096, "%s/tokenizer.bin", dir);
+    size_t len;
+    char *m = tu_read_file(model, &len);
+    assert_non_null(m);
+    assert_true(len >= 28 && field >= 0 && field < 7);
+    memcpy(m + 4 * field, &value, 4);
+    assert_int_equal(tu_write_file(model, m, len), 0);
+    free(m);
+}

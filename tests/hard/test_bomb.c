@@ -401,16 +401,8 @@ static void test_llama2c(void **state)
         { "seq-2e20", 6, 1 << 20 },
     };
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) {
-        const char *dir = tu_tmp(ps[i].name);
-        assert_int_equal(hard_unpack(hard_seed("llama2c/shared.a"), dir, NULL, NULL), 0);
         char model[4096], tok[4096];
-        snprintf(model, sizeof model, "%s/model.bin", dir);
-        snprintf(tok, sizeof tok, "%s/tokenizer.bin", dir);
-        size_t len;
-        unsigned char *m = load(model, &len);
-        wr32(m + 4 * ps[i].field, (uint32_t)ps[i].value);
-        save(model, m, len);
-        free(m);
+        hard_l2c_patched(ps[i].name, ps[i].field, ps[i].value, model, tok);
         expect_refused(model, HARD_ARGS("convert", model, tu_tmp("out.cflow"), "--tokenizer", tok));
     }
 }

@@ -19,7 +19,12 @@
  *     as the offset and the data start, not their wrapped sum;
  *   - shapes: trailing unit dimensions are one rule, so a [16, 276, 1]
  *     embedding converts as a [16, 16, 1, 1] attention matrix does, in
- *     GGUF and in safetensors.
+ *     GGUF and in safetensors;
+ *   - refusals that say which field of which format failed: a llama2.c
+ *     checkpoint with one bad header field is recognised as one and the
+ *     field named with its value and range (not "not a GGUF file, a
+ *     llama2.c checkpoint or a Hugging Face model directory"); a .cflow
+ *     model given to convert is called one.
  *
  * Inputs come from the fuzz seeds (tests/fuzz/corpus), each with one
  * thing changed.
@@ -248,6 +253,14 @@ static void test_narrowing(void **state)
     struct stat st;
     assert_int_not_equal(stat(out, &st), 0);
 
+    /* past the 32 bits every reader reads: the value and the limit, not
+     * "not a non-negative integer" */
+    dir = hf_folder("layers-2e32", NULL);
+    edit(dir, "config.json", "\"num_hidden_layers\": 1", "\"num_hidden_layers\": 4294967296");
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    hard_refused(cfg, "num_hidden_layers 4294967296 is over the 4294967295 cflow reads", 60,
+                 HARD_ARGS("convert", dir, out));
+
     /* the widest window that fits is stored whole */
     dir = hf_folder("swa-65535", NULL);
     edit(dir, "config.json", "LlamaForCausalLM", "MistralForCausalLM");
@@ -317,6 +330,31 @@ static void test_unit_dims(void **state)
                  HARD_ARGS("convert", dir, out));
 }
 
+/* ---- class 10: which field of which format ------------------------------ */
+
+static void test_llama2c_fields(void **state)
+{
+    (void)state;
+    static const struct { const char *name; int field; int32_t value; const char *want; } ps[] = {
+        { "dim-0", 0, 0, "llama2.c header: dim 0 is out of range (1..65536)" },
+        { "heads-0", 3, 0, "llama2.c header: n_heads 0 is out of range (1..65536)" },
+        { "kv-heads-5", 4, 5, "llama2.c header: n_kv_heads 5 does not divide n_heads" },
+        { "vocab-0", 5, 0, "llama2.c header: vocab_size 0 is out of range "
+                           "(-4194304..4194304, not 0)" },
+        { "seq-neg", 6, -16, "llama2.c header: seq_len -16 is out of range (1..16777216)" },
+    };
+    const char *out = tu_tmp("l2c.cflow");
+    for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) {
+        char model[4096], tok[4096];
+        hard_l2c_patched(ps[i].name, ps[i].field, ps[i].value, model, tok);
+        hard_refused(model, ps[i].want, 60,
+                     HARD_ARGS("convert", model, out, "--tokenizer", tok));
+    }
+    /* a converted model is not a source */
+    const char *cf = hard_seed("cflow/llama-q8_0.cflow");
+    hard_refused(cf, "a .cflow model already", 60, HARD_ARGS("convert", cf, out));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,6 +362,7 @@ int main(void)
         cmocka_unit_test(test_narrowing),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_unit_dims),
+        cmocka_unit_test(test_llama2c_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
