@@ -7,6 +7,7 @@
  *   cflow inspect   header, geometry and tiles of a .cflow file
  *   cflow runs      the run log: list, show, compare, export
  *   cflow bench     throughput (llama-bench's tests), membw, l1d, directio
+ *   cflow models    the cache of models converted on the fly: list, rm, clear
  */
 #include "config.h"
 
@@ -29,6 +30,7 @@ static const struct {
     { "ppl", ui_cmd_ppl, "perplexity and bits per byte over a text file" },
     { "runs", ui_cmd_runs, "list, show, compare and export logged runs" },
     { "bench", ui_cmd_bench, "throughput as llama-bench measures it; membw, l1d, directio" },
+    { "models", ui_cmd_models, "list and free the cache of models converted on the fly" },
 };
 
 static void usage(FILE *f)

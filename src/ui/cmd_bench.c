@@ -553,8 +553,11 @@ static int bench_models(const bench_cfg *c)
         rc = ui_error("out of memory");
     else
         b.lg = log_open(c);
-    for (unsigned mi = 0; mi < c->n_models && rc == UI_EXIT_OK; mi++)
-        rc = bench_model(&b, c->models[mi]);
+    for (unsigned mi = 0; mi < c->n_models && rc == UI_EXIT_OK; mi++) {
+        char mbuf[PATH_MAX];   /* a GGUF, HF folder or llama2.c file: its cached conversion */
+        const char *model = ui_model_path(c->models[mi], mbuf, sizeof mbuf);
+        rc = model ? bench_model(&b, model) : UI_EXIT_ERR;
+    }
     if (b.lg) {
         if (!b.first)
             fprintf(stderr, "cflow bench: results logged in %s\n", prof_log_path(b.lg));

@@ -434,6 +434,9 @@ int ui_cmd_inspect(int argc, char **argv)
     if (o.critical_path && stat(path, &st) != 0 &&
         (rc = preset_critical_path(path, o.bytes_per_param, o.json)) >= 0)
         return rc;
+    char mbuf[PATH_MAX];   /* a GGUF, HF folder or llama2.c file: its cached conversion */
+    if (!(path = ui_model_path(path, mbuf, sizeof mbuf)))
+        return UI_EXIT_ERR;
     if (fmt_model_open(&m, path, err, sizeof err))
         return ui_error("%s", err);
     if (o.critical_path) {

@@ -171,6 +171,9 @@ int ui_cmd_ppl(int argc, char **argv)
     const char *path = argv[first];
     if (!(text = ui_read_text(path, "corpus", UI_CORPUS_MAX, &tlen)))
         return UI_EXIT_ERR;
+    char mbuf[PATH_MAX];   /* a GGUF, HF folder or llama2.c file: its cached conversion */
+    if (!(model = ui_model_path(model, mbuf, sizeof mbuf)))
+        return free(text), UI_EXIT_ERR;
 
     memset(&c, 0, sizeof c);
     memset(&sum, 0, sizeof sum);

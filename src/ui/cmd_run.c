@@ -247,6 +247,9 @@ int ui_cmd_run(int argc, char **argv)
         prompt = ptext;
     if (o.system && !o.chat)
         return free(ptext), ui_usage_error("run", "--system needs --chat");
+    char mbuf[PATH_MAX];   /* a GGUF, HF folder or llama2.c file: its cached conversion */
+    if (!(model = ui_model_path(model, mbuf, sizeof mbuf)))
+        return free(ptext), UI_EXIT_ERR;
     if (o.chat) {               /* one user turn in the model's template */
         char err[512];
         if (eng_chat_prompt(model, o.system, prompt, &ctext, err, sizeof err))

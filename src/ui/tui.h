@@ -83,6 +83,20 @@ void   tui_chat_append(tui_chat *c, size_t i, const char *s, size_t n);
  * chat pane): then nothing is appended and 1 comes back at once. */
 int    tui_chat_append_try(tui_chat *c, size_t i, const char *s, size_t n);
 void   tui_chat_clear(tui_chat *c);
+/* Replace entry i's text. */
+void   tui_chat_set(tui_chat *c, size_t i, const char *text);
+/* A progress note for work the generation thread does before a model
+ * loads (converting a GGUF into the cache): the first call adds a note
+ * "<what> <subject>: N%", later ones rewrite it when N changes and write
+ * a byte to wake_fd.  An fmt_progress_fn; ud is a tui_chat_prog. */
+typedef struct tui_chat_prog {
+    tui_chat   *chat;
+    const char *subject;
+    int         wake_fd;
+    long        idx;     /* the note, -1 before the first call */
+    int         pct;
+} tui_chat_prog;
+void   tui_chat_progress(void *ud, const char *what, uint64_t done, uint64_t total);
 /* The transcript as Markdown into path; 0 or -1 (errno set). */
 int    tui_chat_save(tui_chat *c, const char *path, const char *model,
                      const char *system);

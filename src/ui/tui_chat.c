@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ui/tui.h"
 
@@ -121,6 +122,37 @@ void tui_chat_clear(tui_chat *c)
     c->n = 0;
     c->version++;
     pthread_mutex_unlock(&c->mu);
+}
+
+void tui_chat_set(tui_chat *c, size_t i, const char *text)
+{
+    pthread_mutex_lock(&c->mu);
+    if (i < c->n) {
+        c->e[i].len = 0;
+        c->e[i].text[0] = 0;
+        append_locked(c, i, text, strlen(text));
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void tui_chat_progress(void *ud, const char *what, uint64_t done, uint64_t total)
+{
+    tui_chat_prog *p = ud;
+    int pct = total ? (int)(100.0 * (double)done / (double)total) : 0;
+    if (p->idx >= 0 && pct == p->pct)
+        return;
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s %s: %d%%", !strcmp(what, "convert") ? "converting" : what,
+             p->subject, pct);
+    if (p->idx < 0)
+        p->idx = tui_chat_add(p->chat, TUI_NOTE, buf);
+    else
+        tui_chat_set(p->chat, (size_t)p->idx, buf);
+    p->pct = pct;
+    char b = 1;
+    if (p->wake_fd >= 0 && write(p->wake_fd, &b, 1) < 0) {
+        /* a full pipe already wakes the UI */
+    }
 }
 
 int tui_chat_save(tui_chat *c, const char *path, const char *model, const char *system)

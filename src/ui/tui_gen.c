@@ -416,6 +416,26 @@ static void job_load(tui_gen *g, const char *path)
     prof *np = NULL;
 
     snap_refresh(g, TUI_LOADING);
+    /* a GGUF, HF folder or llama2.c file: its conversion in the cache,
+     * made now (a note in the chat counts the percent) when missing */
+    char mpath[sizeof g->snap.model];
+    int converted;
+    tui_chat_prog pr = { g->cfg.chat, path, g->cfg.wake_fd, -1, -1 };
+    ui_models_cb mcb = { eng_log_cb, g, tui_chat_progress, &pr };
+    if (ui_models_resolve(path, &mcb, mpath, sizeof mpath, &converted, err, sizeof err)) {
+        note(g, TUI_ERROR, "cannot load model: %s%s", err,
+             g->s ? " (the previous model stays loaded)" : " (no model loaded: /model PATH)");
+        return;
+    }
+    if (converted) {
+        char line[PATH_MAX * 2 + 128];
+        ui_models_converted_line(line, sizeof line, path, mpath);
+        if (pr.idx >= 0)
+            tui_chat_set(g->cfg.chat, (size_t)pr.idx, line);
+        else
+            note(g, TUI_NOTE, "%s", line);
+    }
+    path = mpath;
     eng_opts_default(&eo);
     eo.n_threads = g->cur.threads;
     eo.n_ctx = g->cfg.n_ctx;

@@ -31,6 +31,7 @@ int ui_cmd_synth(int argc, char **argv);
 int ui_cmd_ppl(int argc, char **argv);
 int ui_cmd_runs(int argc, char **argv);
 int ui_cmd_bench(int argc, char **argv);
+int ui_cmd_models(int argc, char **argv);
 
 /* ---- cmd_run_log.c: profiling and logging one `cflow run` ---- */
 typedef struct ui_run_cfg {
@@ -207,6 +208,58 @@ char *ui_read_text(const char *path, const char *what, size_t cap, size_t *len);
 /* The model used when no -m is given ($CFLOW_MODEL, else the shipped one),
  * or NULL when there is none. */
 const char *ui_default_model(void);
+
+/* ---- ui_models.c: the model cache ($XDG_CACHE_HOME/cflow) -----------
+ * A GGUF file, a Hugging Face folder or a llama2.c checkpoint (its
+ * tokenizer beside it) given where a model is taken is converted once into
+ * the cache, keyed by its content, and the conversion opened instead. */
+typedef struct ui_models_cb {
+    fmt_log_fn      log;        /* the converter's warnings, "waiting for ..." */
+    void           *log_ud;
+    fmt_progress_fn progress;   /* "hashing", then "convert" */
+    void           *progress_ud;
+} ui_models_cb;
+/* The file to open for model into out[n]: model itself when it is a
+ * .cflow or .vflow or nothing cflow converts (the opener then says why),
+ * else its conversion in the cache, made now when missing (*converted
+ * set to 1).  0, or -1 with one line in err naming the file or the cache
+ * folder.  Prints nothing. */
+int  ui_models_resolve(const char *model, const ui_models_cb *cb, char *out, size_t n,
+                       int *converted, char *err, size_t errlen);
+/* b bytes in KiB, MiB or GiB ("1.2 MiB"). */
+void ui_models_size(uint64_t b, char *buf, size_t n);
+/* "converted MODEL into PATH (SIZE; ...)": the one line said after a
+ * conversion. */
+void ui_models_converted_line(char *buf, size_t n, const char *model, const char *cflow);
+/* For cflow's commands: ui_models_resolve with ui_log and ui_progress,
+ * the converted line on stderr; buf, or NULL after the error (ui_error). */
+const char *ui_model_path(const char *model, char *buf, size_t n);
+/* The cache folder's path (it may not exist yet): 0, or -1 with err. */
+int  ui_models_dir(char *buf, size_t n, char *err, size_t errlen);
+/* The folder's lock, taken (waiting for a conversion in progress, said
+ * through cb->log): a descriptor for ui_models_unlock, or -1 with err. */
+int  ui_models_lock(const char *dir, const ui_models_cb *cb, char *err, size_t errlen);
+void ui_models_unlock(int fd);
+/* Under the lock: remove what interrupted conversions left; the bytes. */
+uint64_t ui_models_sweep(const char *dir);
+enum { UI_SRC_SAME, UI_SRC_CHANGED, UI_SRC_GONE, UI_SRC_UNKNOWN };
+typedef struct ui_model_entry {
+    char     cflow[PATH_MAX];   /* the conversion */
+    char     name[256];         /* its file name without .cflow: STEM-HASH */
+    char     hash[17];
+    char     source[PATH_MAX];  /* what it was made from ("": not recorded) */
+    char     kind[16];          /* "gguf", "hf", "llama2c" */
+    uint64_t size;              /* bytes */
+    int64_t  converted;         /* unix seconds */
+    int      state;             /* UI_SRC_*: the source now */
+} ui_model_entry;
+/* The cache's conversions, newest first (*out malloc'd, none when the
+ * folder does not exist), and the bytes of interrupted ones.  0 or -1. */
+int  ui_models_list(const char *dir, ui_model_entry **out, size_t *n, uint64_t *partial,
+                    char *err, size_t errlen);
+/* Under the lock: delete one conversion and its record, adding the bytes
+ * to *freed.  0, or -1 with errno. */
+int  ui_models_remove(const ui_model_entry *e, uint64_t *freed);
 
 /* ---- ui_runlog.c: the run log as both programs open and describe it -- */
 /* Open the run log: db (--db PATH), else the default ($CFLOW_DB, then

@@ -463,6 +463,47 @@ static void test_bad_model(void **state)
     stop();
 }
 
+/* Issue 20 item 1: a GGUF at -m and at /model is converted into the
+ * cache ($HOME/.cache/cflow here), a note in the chat says where, and the
+ * model then loads and answers. */
+static void test_gguf_model(void **state)
+{
+    (void)state;
+    const char *src = tu_shared("models/stories260K-q8_0.gguf"), *src2 =
+        tu_shared("models/stories260K-q4_0.gguf");
+    tu_require(src);
+    tu_require(src2);
+    char args[8192];
+    snprintf(args, sizeof args, "-n 8 -m %s", src);
+    start(160, 40, args);
+    char *scr = wait_for(LOADED);
+    assert_non_null(strstr(scr, "converted"));
+    assert_non_null(strstr(scr, "stories260K-q8_0-"));
+    free(scr);
+    type_line("Once upon a time");
+    free(wait_for("stopped: -n limit"));
+    free(wait_idle());
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "/model %s", src2);
+    type_line(cmd);
+    free(wait_for("stories260K-q4_0-"));
+    free(wait_idle());
+    scr = screen();
+    assert_null(strstr(scr, "cannot load model"));
+    free(scr);
+    quit_clean();
+    stop();
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/.cache/cflow", home);
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *de; d && (de = readdir(d));)
+        n += strstr(de->d_name, ".cflow") && !strstr(de->d_name, ".tmp.");
+    if (d)
+        closedir(d);
+    assert_int_equal(n, 2);
+}
+
 /* The rest of what a user does: multi-line input, a context that fills
  * (the oldest turn dropped and said so), /system, /save as Markdown,
  * hiding and zooming panes, NO_COLOR, and the history kept for the next
@@ -1004,6 +1045,7 @@ int main(void)
         cmocka_unit_test_teardown(test_run_browser, teardown),
         cmocka_unit_test_teardown(test_ctrl_c, teardown),
         cmocka_unit_test_teardown(test_bad_model, teardown),
+        cmocka_unit_test_teardown(test_gguf_model, teardown),
         cmocka_unit_test_teardown(test_context_and_commands, teardown),
         cmocka_unit_test_teardown(test_signals, teardown),
         cmocka_unit_test_teardown(test_small_screen, teardown),
