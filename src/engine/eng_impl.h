@@ -89,15 +89,21 @@ typedef struct eng_xio eng_xio;
 extern ssize_t (*eng_io_pread)(int fd, void *buf, size_t n, off_t off);
 /* Open path for direct reads (buffered, with a notice through log, where
  * O_DIRECT is refused); n_slots staging slots, each large enough for a
- * range of max_bytes; n_readers reader threads (0: 2). */
+ * range of max_bytes, that keep what they read for keys 0..n_keys-1 (the
+ * RAM expert cache); n_readers reader threads (0: 2). */
 int  eng_xio_new(eng_xio **out, const char *path, uint64_t max_bytes,
-                 unsigned n_slots, unsigned n_readers, eng_log_fn log, void *ud,
-                 char *err, size_t errlen);
+                 unsigned n_slots, unsigned n_keys, unsigned n_readers,
+                 eng_log_fn log, void *ud, char *err, size_t errlen);
 void eng_xio_free(eng_xio *x);
 int  eng_xio_direct(const eng_xio *x);     /* 1 O_DIRECT, 0 buffered */
-/* Queue the read of file bytes [off, off+len) into a free slot; the slot
- * number, or -1 when the range is too large or every slot is held. */
-int  eng_xio_issue(eng_xio *x, uint64_t off, uint64_t len);
+/* The slot holding file bytes [off, off+len) for key (an expert: layer x
+ * n_experts + e; -1: not cached): the slot that already holds them or is
+ * reading them (*hit = 1, no read), else the read queued into a free slot
+ * or the one used longest ago (*hit = 0).  -1 when the range is too large
+ * or every slot is held. */
+int  eng_xio_issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit);
+/* Issues that found their bytes in a slot, and those that read them. */
+void eng_xio_hits(eng_xio *x, uint64_t *hits, uint64_t *misses);
 /* Wait for slot's read; *data gets the range's first byte, *busy_done
  * the pool's busy seconds (the union of the times any read was queued or
  * in flight, eng_io.c) when its last byte arrived.  ENG_EIO with err on a
@@ -219,6 +225,8 @@ struct eng_session {
     eng_xio     *xio;          /* reader pool and staging slots (sync/staged) */
     struct eng_stage *stage;   /* [n_stage] tiles rebased into each slot */
     unsigned     n_stage;
+    uint64_t     xio_cache_bytes; /* the slots' bytes beyond a token's staging */
+    int          xio_keyed;    /* a cache budget: slots keep what they read */
     struct eng_route *route;   /* [expert_delay + 1] routed, not yet injected */
     int          xio_failed;   /* a read of this token failed: xio_err says why */
     double       xio_busy;     /* the reader pool's busy seconds charged so far */
@@ -267,6 +275,7 @@ typedef struct eng_route {
     int      expert[ENG_MAX_TOPK];
     float    w[ENG_MAX_TOPK];        /* renormalised router weights */
     int      slot[ENG_MAX_TOPK];     /* staging slot, -1: read in place */
+    uint8_t  hit[ENG_MAX_TOPK];      /* the slot held the expert already */
     int      ready;                  /* reads waited for */
     float   *xr;                     /* [dim] N_m(h) at the routing layer */
 } eng_route;

@@ -74,7 +74,9 @@ typedef struct xio_slot {
     uint8_t       *buf;        /* [slot_bytes], ENG_IO_ALIGN-aligned */
     const uint8_t *data;       /* the expert's first byte inside buf */
     uint64_t       off, len;   /* the expert's range in the file */
-    int            held;       /* issued and not yet released */
+    int            held;       /* issues not yet released (a hit shares a slot) */
+    int            key;        /* the cached expert (eng_xio_issue), -1 none */
+    uint64_t       used;       /* the clock at its last issue: LRU order */
     atomic_int     pending;    /* chunks queued or being read */
     int            failed;     /* a chunk failed: err holds why */
     char           err[256];
@@ -100,6 +102,11 @@ struct eng_xio {
     size_t           slot_bytes;
     unsigned         n_slots;
     xio_slot        *slots;
+    /* the cache: key_slot [n_keys] the slot holding each key's bytes (-1
+     * none), a clock stamped on every issue, hits and misses so far */
+    int             *key_slot;
+    unsigned         n_keys;
+    uint64_t         clock, hits, misses;
     /* request queue: a ring of cap entries */
     xio_req         *q;
     unsigned         cap, head, count;
@@ -242,8 +249,8 @@ static void *reader(void *arg)
 }
 
 int eng_xio_new(eng_xio **out, const char *path, uint64_t max_bytes,
-                unsigned n_slots, unsigned n_readers, eng_log_fn log, void *ud,
-                char *err, size_t errlen)
+                unsigned n_slots, unsigned n_keys, unsigned n_readers, eng_log_fn log,
+                void *ud, char *err, size_t errlen)
 {
     eng_xio *x = calloc(1, sizeof *x);
     *out = NULL;
@@ -262,13 +269,18 @@ int eng_xio_new(eng_xio **out, const char *path, uint64_t max_bytes,
     unsigned per_slot = (unsigned)((x->slot_bytes + ENG_IO_CHUNK - 1) / ENG_IO_CHUNK);
     x->cap = x->n_slots * per_slot;
     x->q = calloc(x->cap, sizeof *x->q);
-    if (!x->path || !x->slots || !x->q)
+    x->n_keys = n_keys;
+    x->key_slot = malloc((n_keys ? n_keys : 1) * sizeof *x->key_slot);
+    if (!x->path || !x->slots || !x->q || !x->key_slot)
         goto oom;
+    for (unsigned i = 0; i < n_keys; i++)
+        x->key_slot[i] = -1;
     for (unsigned i = 0; i < x->n_slots; i++) {
         void *b = NULL;
         if (posix_memalign(&b, ENG_IO_ALIGN, x->slot_bytes))
             goto oom;
         x->slots[i].buf = b;
+        x->slots[i].key = -1;
         atomic_init(&x->slots[i].pending, 0);
     }
     x->fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
@@ -334,24 +346,53 @@ void eng_xio_free(eng_xio *x)
         free(x->slots[i].buf);
     free(x->slots);
     free(x->q);
+    free(x->key_slot);
     free(x->path);
     free(x);
 }
 
 int eng_xio_direct(const eng_xio *x) { return atomic_load(&((eng_xio *)x)->direct); }
 
-int eng_xio_issue(eng_xio *x, uint64_t off, uint64_t len)
+/* A slot for a miss: a free one that never held an expert, else the one
+ * used longest ago among those neither held nor being filled; -1 none.
+ * Under mu. */
+static int victim(const eng_xio *x)
+{
+    int k = -1;
+    for (unsigned i = 0; i < x->n_slots; i++) {
+        const xio_slot *sl = &x->slots[i];
+        if (sl->held || atomic_load(&sl->pending) != 0)
+            continue;
+        if (sl->key < 0)
+            return (int)i;
+        if (k < 0 || sl->used < x->slots[k].used)
+            k = (int)i;
+    }
+    return k;
+}
+
+int eng_xio_issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit)
 {
     uint64_t a = off / ENG_IO_ALIGN * ENG_IO_ALIGN;
     uint64_t end = (off + len + ENG_IO_ALIGN - 1) / ENG_IO_ALIGN * ENG_IO_ALIGN;
     int k = -1;
-    if (end - a > x->slot_bytes)
+    *hit = 0;
+    if (end - a > x->slot_bytes || key >= (int)x->n_keys)
         return -1;
     pthread_mutex_lock(&x->mu);
+    x->clock++;
+    if (key >= 0 && (k = x->key_slot[key]) >= 0 && !x->slots[k].failed &&
+        x->slots[k].off == off && x->slots[k].len == len) {
+        /* a hit: the bytes are there, or on their way for another holder */
+        x->slots[k].held++;
+        x->slots[k].used = x->clock;
+        x->hits++;
+        *hit = 1;
+        pthread_mutex_unlock(&x->mu);
+        return k;
+    }
     for (;;) {
-        for (unsigned i = 0; i < x->n_slots && k < 0; i++)
-            if (!x->slots[i].held && atomic_load(&x->slots[i].pending) == 0)
-                k = (int)i;
+        k = victim(x);
         if (k >= 0)
             break;
         /* every free slot still has a read in flight from an abandoned
@@ -365,6 +406,16 @@ int eng_xio_issue(eng_xio *x, uint64_t off, uint64_t len)
         }
         pthread_cond_wait(&x->done, &x->mu);
     }
+    x->misses++;
+    if (x->slots[k].key >= 0)
+        x->key_slot[x->slots[k].key] = -1;   /* evicted */
+    if (key >= 0) {
+        if (x->key_slot[key] >= 0)
+            x->slots[x->key_slot[key]].key = -1;  /* a failed copy: forgotten */
+        x->key_slot[key] = k;
+    }
+    x->slots[k].key = key;
+    x->slots[k].used = x->clock;
     xio_slot *sl = &x->slots[k];
     sl->held = 1;
     sl->failed = 0;
@@ -413,10 +464,24 @@ int eng_xio_wait(eng_xio *x, int slot, const uint8_t **data, double *busy_done,
     return rc;
 }
 
+void eng_xio_hits(eng_xio *x, uint64_t *hits, uint64_t *misses)
+{
+    pthread_mutex_lock(&x->mu);
+    *hits = x->hits;
+    *misses = x->misses;
+    pthread_mutex_unlock(&x->mu);
+}
+
 void eng_xio_release(eng_xio *x, int slot)
 {
     pthread_mutex_lock(&x->mu);
-    x->slots[slot].held = 0;
+    xio_slot *sl = &x->slots[slot];
+    if (sl->held > 0)
+        sl->held--;
+    if (sl->failed && sl->key >= 0 && !sl->held) {
+        x->key_slot[sl->key] = -1;      /* never hand out a failed read again */
+        sl->key = -1;
+    }
     pthread_cond_broadcast(&x->done);
     pthread_mutex_unlock(&x->mu);
 }
@@ -437,9 +502,84 @@ int eng_expert_io_from_name(const char *name)
     return -1;
 }
 
+/* Bytes the kernel says can be taken without pushing anything out:
+ * MemAvailable, or the cgroup's memory.max less memory.current where that
+ * is lower (a container's limit); 0 when neither can be read. */
+static uint64_t mem_free_bytes(void)
+{
+    uint64_t avail = 0, max = 0, cur = 0;
+    char line[256];
+    FILE *f = fopen("/proc/meminfo", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long long kb;
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            avail = (uint64_t)kb * 1024;
+    }
+    if (f)
+        fclose(f);
+    if ((f = fopen("/sys/fs/cgroup/memory.max", "r"))) {
+        unsigned long long v;
+        if (fscanf(f, "%llu", &v) == 1)   /* "max": no limit */
+            max = v;
+        fclose(f);
+    }
+    if (max && (f = fopen("/sys/fs/cgroup/memory.current", "r"))) {
+        unsigned long long v;
+        if (fscanf(f, "%llu", &v) == 1)
+            cur = v;
+        fclose(f);
+        uint64_t room = max > cur ? max - cur : 0;
+        if (!avail || room < avail)
+            avail = room;
+    }
+    return avail;
+}
+
+/* eng_opts.expert_cache in bytes: auto is half the free memory, so the
+ * page cache of the dense weights, the KV cache and the rest of the system
+ * keep the other half. */
+static uint64_t cache_budget(int64_t opt)
+{
+    if (opt == ENG_CACHE_AUTO)
+        return mem_free_bytes() / 2;
+    return opt > 0 ? (uint64_t)opt : 0;
+}
+
+int eng_expert_cache_from_text(const char *text, int64_t *bytes)
+{
+    char *end = NULL;
+    if (!text || !*text)
+        return -1;
+    if (!strcmp(text, "auto")) {
+        *bytes = ENG_CACHE_AUTO;
+        return 0;
+    }
+    if (!strcmp(text, "off")) {
+        *bytes = 0;
+        return 0;
+    }
+    if (*text < '0' || *text > '9')
+        return -1;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text)
+        return -1;
+    const char *units = "KMGT";
+    const char *u = *end ? strchr(units, *end) : NULL;
+    if (*end && (!u || end[1]))
+        return -1;
+    for (const char *p = units; u && p <= u; p++)
+        v *= 1024.0;
+    if (!(v >= 0.0 && v < 9.0e18))
+        return -1;
+    *bytes = (int64_t)v;
+    return 0;
+}
+
 /* Staging for sync/staged: one slot per route and chosen expert (the ring
  * holds expert_delay + 1 routes of top_k experts), each as large as the
- * largest expert, and the rebased tile arrays of every slot. */
+ * largest expert, and the rebased tile arrays of every slot; with a cache
+ * budget, as many more slots as it holds (at most one per expert). */
 static int xio_open(eng_session *s, char *err, size_t errlen)
 {
     const fmt_hparams *hp = s->hp;
@@ -458,9 +598,18 @@ static int xio_open(eng_session *s, char *err, size_t errlen)
             if (s->layers[l].exp_down[e].st->n_tiles > max_t[1])
                 max_t[1] = s->layers[l].exp_down[e].st->n_tiles;
         }
-    unsigned n = (hp->expert_delay + 1u) * hp->top_k;
-    int rc = eng_xio_new(&s->xio, fmt_model_path(s->model), max_len, n, s->opts.io_readers,
-                         s->opts.log, s->opts.log_ud, err, errlen);
+    unsigned n = (hp->expert_delay + 1u) * hp->top_k, n_min = n;
+    const uint64_t slot = (max_len + 2 * ENG_IO_ALIGN - 1) / ENG_IO_ALIGN * ENG_IO_ALIGN;
+    uint64_t budget = cache_budget(s->opts.expert_cache);
+    uint64_t n_keys = (uint64_t)hp->n_layers * hp->n_experts;
+    if (slot && budget / slot > n)   /* more slots than experts are never used */
+        n = (unsigned)(budget / slot < n_keys ? budget / slot : n_keys);
+    if (n < n_min)
+        n = n_min;
+    s->xio_cache_bytes = (uint64_t)(n - n_min) * slot;
+    s->xio_keyed = budget > 0;
+    int rc = eng_xio_new(&s->xio, fmt_model_path(s->model), max_len, n, (unsigned)n_keys,
+                         s->opts.io_readers, s->opts.log, s->opts.log_ud, err, errlen);
     if (rc)
         return rc;
     s->stage = calloc(n, sizeof *s->stage);
@@ -510,6 +659,14 @@ int eng_io_opts_from_env(eng_opts *o, char *err, size_t errlen)
             (o->expert_io = eng_expert_io_from_name(v)) < 0)
             return eng_fail(err, errlen, ENG_EARG,
                         "CFLOW_EXPERT_IO='%s': use mmap, sync or staged", v);
+    }
+    if (o->expert_cache == -1) {
+        o->expert_cache = 0;
+        if ((v = getenv("CFLOW_EXPERT_CACHE")) && *v &&
+            eng_expert_cache_from_text(v, &o->expert_cache))
+            return eng_fail(err, errlen, ENG_EARG,
+                        "CFLOW_EXPERT_CACHE='%s': use auto, off or a size such as 512M or 4G",
+                        v);
     }
     if (o->prefetch < 0) {
         o->prefetch = 0;

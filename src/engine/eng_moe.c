@@ -107,6 +107,8 @@ void eng_moe_wait(eng_session *s, eng_route *r, double *pt)
                      fmt_model_path(s->model), r->layer, e);
             continue;
         }
+        if (r->hit[j])
+            continue;                /* from the cache: nothing was read */
         if (bd > busy)
             busy = bd;
         bytes += len;
@@ -198,7 +200,10 @@ void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
         for (uint32_t j = 0; j < K; j++) {
             uint64_t off = 0, len = 0;
             fmt_model_expert(s->model, l, (unsigned)r->expert[j], NULL, NULL, &off, &len);
-            r->slot[j] = eng_xio_issue(s->xio, off, len);
+            int hit = 0;
+            int key = s->xio_keyed ? (int)(l * hp->n_experts + (unsigned)r->expert[j]) : -1;
+            r->slot[j] = eng_xio_issue(s->xio, key, off, len, &hit);
+            r->hit[j] = (uint8_t)hit;
             if (r->slot[j] < 0)
                 eng_xio_fail(s, "%s: layer %u expert %d: no staging slot for %llu bytes",
                          fmt_model_path(s->model), l, r->expert[j],

@@ -121,7 +121,10 @@ static int run_staged(eng_session *s, unsigned l, double *pt)
             uint64_t off = 0, len = 0;
             fmt_model_expert(s->model, l, e, NULL, NULL, &off, &len);
             r.expert[r.k] = (int)e;
-            r.slot[r.k] = eng_xio_issue(s->xio, off, len);
+            int hit = 0;
+            r.slot[r.k] = eng_xio_issue(s->xio, s->xio_keyed ? (int)(l * E + e) : -1, off,
+                                        len, &hit);
+            r.hit[r.k] = (uint8_t)hit;
             if (r.slot[r.k] < 0)
                 eng_xio_fail(s, "%s: layer %u expert %u: no staging slot for %llu bytes",
                              fmt_model_path(s->model), l, e, (unsigned long long)len);

@@ -52,6 +52,7 @@ void eng_opts_default(eng_opts *o)
     o->kv_f16 = -1;
     o->expert_io = -1;   /* $CFLOW_EXPERT_IO, else mmap (eng_io_setup) */
     o->prefetch = -1;    /* $CFLOW_PREFETCH, else off */
+    o->expert_cache = -1; /* $CFLOW_EXPERT_CACHE, else none */
 }
 
 /* Whether llama.cpp is the model's peer: it was converted from GGUF. */
@@ -591,6 +592,9 @@ void eng_get_stats(const eng_session *s, eng_stats *st)
         st->pf_lines += lines;
         st->pf_dropped += dropped;
     }
+    if (s->xio)
+        eng_xio_hits(s->xio, &st->xio_hits, &st->xio_misses);
+    st->xio_cache_bytes = s->xio_cache_bytes;
 }
 
 void eng_set_trace(eng_session *s, eng_trace *t)

@@ -208,6 +208,14 @@ typedef struct eng_opts {
     int        expert_io;
     int        prefetch;
     unsigned   io_readers;
+    /* The RAM expert cache of sync/staged I/O, in bytes: the staging slots
+     * keep what they read, least recently used out first, so an expert
+     * routed again is not read again.  0: none (a token's slots only);
+     * ENG_CACHE_AUTO: half of what the kernel says is free (MemAvailable,
+     * and the cgroup's memory.max less memory.current where lower); -1:
+     * $CFLOW_EXPERT_CACHE (eng_expert_cache_from_text), else none.
+     * eng_opts_default sets -1. */
+    int64_t    expert_cache;
     /* 1: read the model into anonymous memory with huge pages advised
      * (llama.cpp's --no-mmap; decode streams it faster on some machines,
      * at the cost of the copy), 0: map the file (default). */
@@ -295,6 +303,9 @@ typedef struct eng_stats {
      * them (the stall) */
     uint64_t xio_bytes;
     double   xio_s, xio_stall_s;
+    /* the RAM expert cache (eng_opts.expert_cache): routed experts found
+     * in a slot, routed experts read, and the cache's size in bytes */
+    uint64_t xio_hits, xio_misses, xio_cache_bytes;
     uint64_t pf_lines, pf_dropped;  /* prefetch: lines hinted, commands dropped */
 } eng_stats;
 void eng_get_stats(const eng_session *s, eng_stats *st);
@@ -329,6 +340,11 @@ void eng_set_prof(eng_session *s, struct prof *p);
  * for at the injection layer (expert_delay later), overlapping the layers
  * between.  All three give the same tokens. */
 enum eng_expert_io { ENG_XIO_MMAP = 0, ENG_XIO_SYNC = 1, ENG_XIO_STAGED = 2 };
+#define ENG_CACHE_AUTO (-2)
+/* "auto", "off"/"0", or a size with an optional K, M, G or T (binary)
+ * suffix into *bytes (ENG_CACHE_AUTO, 0, the size); 0, or -1 when text is
+ * none of these or NULL. */
+int         eng_expert_cache_from_text(const char *text, int64_t *bytes);
 const char *eng_expert_io_name(int mode);  /* "mmap", "sync", "staged"; "?" */
 int         eng_expert_io_from_name(const char *name);  /* -1 unknown or NULL */
 /* Switch between tokens.  Opening the file for direct reads may fail

@@ -111,6 +111,7 @@ typedef struct bench_cfg {
     const char *db;                /* --db PATH, NULL: the default log */
     int      no_log;
     int      no_mmap;              /* --no-mmap: eng_opts.no_mmap */
+    int64_t  expert_cache;         /* --expert-cache: eng_opts.expert_cache */
 } bench_cfg;
 
 /* ---- the run log: one session per model, one bench row per test ---------
@@ -393,6 +394,7 @@ static int open_model(bench_run *b, const char *model, long ctx, eng_session **s
     eo.n_ctx = (uint32_t)ctx;
     eo.kv_f16 = c->kv_f16;
     eo.no_mmap = c->no_mmap;
+    eo.expert_cache = c->expert_cache;
     eo.log = ui_log;
     if (eng_open(s, model, &eo, b->err, sizeof b->err))
         return ui_error("%s", b->err);
@@ -731,7 +733,7 @@ static int bench_l1d(const bench_cfg *c, unsigned rows_div)
 static const int bench_opts[] = {
     UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH, UI_O_B_REPS,
     UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_OUTPUT, UI_O_B_READ_BW, UI_O_KV_TYPE,
-    UI_O_NO_MMAP, UI_O_B_NO_WARMUP, UI_O_B_SEED, UI_O_B_ROWS_DIV, UI_O_DB, UI_O_NO_LOG,
+    UI_O_EXPERT_CACHE, UI_O_NO_MMAP, UI_O_B_NO_WARMUP, UI_O_B_SEED, UI_O_B_ROWS_DIV, UI_O_DB, UI_O_NO_LOG,
     UI_O_HELP, UI_O_END
 };
 
@@ -779,6 +781,7 @@ static void bench_cfg_of(const ui_settings *o, bench_cfg *c)
     c->db = o->db;
     c->no_log = o->no_log;
     c->no_mmap = o->no_mmap;
+    c->expert_cache = o->expert_cache;
 }
 
 int ui_cmd_bench(int argc, char **argv)

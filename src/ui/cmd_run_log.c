@@ -162,6 +162,16 @@ static void print_figures(const ui_runlog *rl)
                 direct > 0 ? "O_DIRECT" : "buffered", (double)io.bytes / MIB, io.io_s,
                 io.stall_s, io.c_s, 100.0 * io.hidden, io.pred);
     }
+    eng_stats es;
+    eng_get_stats(rl->s, &es);
+    if (es.xio_hits + es.xio_misses && (es.xio_hits || es.xio_cache_bytes))
+        fprintf(stderr,
+                "cflow: expert cache %.1f MiB: %llu of %llu routed experts found in RAM "
+                "(%.1f%%), %llu read\n",
+                (double)es.xio_cache_bytes / MIB, (unsigned long long)es.xio_hits,
+                (unsigned long long)(es.xio_hits + es.xio_misses),
+                100.0 * (double)es.xio_hits / (double)(es.xio_hits + es.xio_misses),
+                (unsigned long long)es.xio_misses);
     if (t.read_bw_gbs > 0 && t.n_gen)
         fprintf(stderr,
                 "cflow: bandwidth: decode %.2f GB/s of weights, %.1f%% of the"

@@ -45,6 +45,7 @@ typedef struct tui_settings {
     int          prefetch;       /* 1 on, 0 off, -1 the engine's default */
     char         expert_io[16];  /* "mmap", "sync", "staged"; "" the default */
     int          no_mmap;        /* --no-mmap: models read into memory */
+    int64_t      expert_cache;   /* --expert-cache: eng_opts.expert_cache */
     eng_sampling sp;
     long         n_predict;      /* most tokens per reply, 0: no limit */
     int          ignore_eos;     /* keep going past end-of-sequence */

@@ -444,6 +444,7 @@ static void job_load(tui_gen *g, const char *path)
     eo.prefetch = g->cur.prefetch;   /* -1: $CFLOW_PREFETCH, else off */
     eo.expert_io = g->cur.expert_io[0] ? eng_expert_io_from_name(g->cur.expert_io) : -1;
     eo.no_mmap = g->cur.no_mmap;
+    eo.expert_cache = g->cur.expert_cache;
     if (eng_open(&ns, path, &eo, err, sizeof err)) {
         note(g, TUI_ERROR, "cannot load model: %s%s", err,
              g->s ? " (the previous model stays loaded)" : " (no model loaded: /model PATH)");

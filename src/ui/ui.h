@@ -61,7 +61,8 @@ enum ui_opt_id {
     UI_O_MODEL, UI_O_PROMPT, UI_O_FILE, UI_O_N_PREDICT, UI_O_CTX, UI_O_THREADS,
     UI_O_TEMP, UI_O_TOP_K, UI_O_TOP_P, UI_O_MIN_P, UI_O_REPEAT_PENALTY,
     UI_O_REPEAT_LAST_N, UI_O_SEED, UI_O_IGNORE_EOS, UI_O_SYSTEM, UI_O_CHAT, UI_O_DB, UI_O_NO_LOG,
-    UI_O_NO_PROFILE, UI_O_KV_TYPE, UI_O_PREFETCH, UI_O_EXPERT_IO, UI_O_NO_MMAP,
+    UI_O_NO_PROFILE, UI_O_KV_TYPE, UI_O_PREFETCH, UI_O_EXPERT_IO, UI_O_EXPERT_CACHE,
+    UI_O_NO_MMAP,
     /* cflow ppl, cflow inspect */
     UI_O_STORIES, UI_O_NO_EOS, UI_O_JSON, UI_O_CRITICAL_PATH, UI_O_BYTES_PER_PARAM,
     /* cflow bench: lists of values, one test per combination */
@@ -82,7 +83,8 @@ enum ui_opt_type {
     UI_T_CHOICE,   /* one of choices[] -> its index + base */
     UI_T_LIST,     /* "a,b,c", "a-b" or "a-b+step" of longs within [min, max] */
     UI_T_CHOICES,  /* "x,y" of choices[] -> their indices */
-    UI_T_STRS      /* a string; repeat the option for several */
+    UI_T_STRS,     /* a string; repeat the option for several */
+    UI_T_SIZE      /* auto, off or bytes with K/M/G/T (eng_expert_cache_from_text) -> int64_t */
 };
 
 #define UI_LIST_MAX 32    /* entries of a list option */
@@ -123,6 +125,7 @@ typedef struct ui_settings {
     int         kv_f16;          /* -1 auto, 0 f32, 1 f16 */
     int         prefetch;        /* -1 the environment's, 0 off, 1 on */
     int         expert_io;       /* -1 the environment's, else enum eng_expert_io */
+    int64_t     expert_cache;    /* eng_opts.expert_cache: -1 the environment's */
     /* cflow ppl, cflow inspect */
     long        stories;         /* 0: all */
     int         no_eos, json, critical_path;

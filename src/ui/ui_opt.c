@@ -92,6 +92,10 @@ const ui_opt ui_opts[UI_O_N] = {
       OFF(expert_io), "$CFLOW_EXPERT_IO, else mmap",
       "expert fetch: mmap, sync (O_DIRECT reads at the routing layer) or staged (read "
       "at the routing layer, waited for at the injection layer)" },
+    { UI_O_EXPERT_CACHE, "expert-cache", 0, UI_T_SIZE, "SIZE", 0, 0, NULL, NULL, 0,
+      OFF(expert_cache), "$CFLOW_EXPERT_CACHE, else off",
+      "RAM cache of experts read by sync and staged I/O: auto (half the free memory), "
+      "off, or a size such as 512M or 4G" },
     { UI_O_NO_MMAP, "no-mmap", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(no_mmap), NULL,
       "read the model into memory instead of mapping it (expert banks stay mapped "
       "for sync and staged I/O)" },
@@ -155,6 +159,7 @@ void ui_settings_default(ui_settings *s)
     s->kv_f16 = -1;
     s->prefetch = -1;
     s->expert_io = -1;
+    s->expert_cache = -1;
     /* llama-bench's tests: pp512 and tg128, five repetitions */
     s->b_prompt = (ui_ilist){ { 512 }, 1 };
     s->b_gen = (ui_ilist){ { 128 }, 1 };
@@ -247,6 +252,9 @@ void ui_opt_range(const ui_opt *o, char *buf, size_t n)
         choice_words(o->choices, ", ", words, sizeof words);
         snprintf(buf, n, "a comma-separated list of %s", words);
         break;
+    case UI_T_SIZE:
+        snprintf(buf, n, "auto, off or a size such as 512M or 4G");
+        break;
     default:
         snprintf(buf, n, "%s", o->arg ? o->arg : "no value");
     }
@@ -328,6 +336,7 @@ int ui_opt_value(const ui_opt *o, const char *arg, void *out, char *err, size_t 
             *(double *)out = d;
         break;
     case UI_T_U64: bad = ui_parse_u64(arg, (uint64_t *)out); break;
+    case UI_T_SIZE: bad = eng_expert_cache_from_text(arg, (int64_t *)out); break;
     case UI_T_CHOICE:
         if (!(bad = (i = choice_index(o->choices, arg)) < 0))
             *(int *)out = i + o->base;
@@ -467,6 +476,14 @@ static void value_text(const ui_opt *o, const ui_settings *s, char *buf, size_t 
     }
     case UI_T_FLOAT: snprintf(buf, n, "%.2f", *(const double *)at); break;
     case UI_T_U64: snprintf(buf, n, "%" PRIu64, *(const uint64_t *)at); break;
+    case UI_T_SIZE: {
+        int64_t v = *(const int64_t *)at;
+        if (v >= 0)
+            snprintf(buf, n, v ? "%" PRId64 : "off", v);
+        else if (v == ENG_CACHE_AUTO)
+            snprintf(buf, n, "auto");
+        break;
+    }
     case UI_T_CHOICE: {
         int i = *(const int *)at - o->base;
         if (i >= 0 && o->choices[i])

@@ -11,6 +11,12 @@
  *     limit) and never a crash; the session decodes on once reads work;
  *   - a file system that refuses O_DIRECT reads gets buffered reads and a
  *     notice through the log callback, and the same tokens;
+ *   - the RAM expert cache (issue 17, must-shows 1 and 3): sync and staged
+ *     with a budget from nothing to more than the banks, smaller than one
+ *     layer's experts included, give mmap's tokens; a budget that holds
+ *     every expert reads each at most once; a read error or a short read
+ *     through the cache is an error naming the file and offset, and the
+ *     failed slot is never handed out as a hit;
  *   - --no-mmap leaves the expert banks mapped for sync and staged I/O
  *     and copies the rest, with the same bytes and the same tokens.
  */
@@ -67,6 +73,8 @@ static void cap_log(void *ud, int level, const char *msg)
     c->n++;
 }
 
+static int64_t cache_opt;   /* eng_opts.expert_cache of the sessions opened */
+
 static eng_session *open_model(const char *path, int mode, int prefetch, logcap *lc)
 {
     eng_session *s = NULL;
@@ -76,6 +84,7 @@ static eng_session *open_model(const char *path, int mode, int prefetch, logcap 
     o.n_ctx = 64;
     o.n_threads = 2;
     o.expert_io = mode;
+    o.expert_cache = cache_opt;
     o.prefetch = prefetch;
     if (lc) {
         o.log = cap_log;
@@ -269,6 +278,86 @@ static void test_read_faults_api(void **state)
         }
     }
     fail_mode = 0;
+    remove(path);
+}
+
+/* Must show (issue 17, 1 and 3): the expert cache at every budget gives
+ * mmap's tokens; a full one reads each expert once; faults through it. */
+static void test_cache(void **state)
+{
+    (void)state;
+    static const char *const presets[] = { "tiny-moe", "tiny-mixtral", "report-arch4" };
+    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
+        char path[4096];
+        int32_t ref[N_TOK], got[N_TOK];
+        synth(presets[i], ".cflow", 0, path);
+        cache_opt = 0;
+        eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
+        greedy(s, ref, N_TOK, 0);
+        const fmt_hparams *hp = eng_hparams(s);
+        const uint64_t n_experts = (uint64_t)hp->n_layers * hp->n_experts;
+        eng_stats st;
+        eng_get_stats(s, &st);
+        const uint64_t bank = st.expert_bank_bytes, one = bank / n_experts;
+        eng_close(s);
+        /* none, a byte, under one layer's experts, half the banks, all */
+        const int64_t budgets[] = { 0, 1, (int64_t)(one * (hp->n_experts - 1)),
+                                    (int64_t)(bank / 2), (int64_t)(4 * bank + (1 << 20)) };
+        for (int mode = ENG_XIO_SYNC; mode <= ENG_XIO_STAGED; mode++)
+            for (size_t b = 0; b < sizeof budgets / sizeof *budgets; b++) {
+                cache_opt = budgets[b];
+                s = open_model(path, mode, 0, NULL);
+                greedy(s, got, N_TOK, 0);
+                eng_get_stats(s, &st);
+                fprintf(stderr, "%-13s %-6s cache %9lld: tokens %s; hits %llu misses %llu "
+                        "read %llu cache %llu\n", presets[i], eng_expert_io_name(mode),
+                        (long long)budgets[b], memcmp(ref, got, sizeof ref) ? "DIFFER" : "agree",
+                        (unsigned long long)st.xio_hits, (unsigned long long)st.xio_misses,
+                        (unsigned long long)st.xio_bytes,
+                        (unsigned long long)st.xio_cache_bytes);
+                assert_memory_equal(ref, got, sizeof ref);
+                if (budgets[b] == 0)
+                    assert_int_equal(st.xio_hits, 0);   /* no cache: every expert read */
+                if (b == 4) {
+                    /* everything fits: each expert read at most once */
+                    assert_true(st.xio_misses <= n_experts);
+                    assert_true(st.xio_hits > 0);
+                    assert_true(st.xio_bytes <= bank + n_experts * 8192);
+                }
+                eng_close(s);
+            }
+        remove(path);
+    }
+    /* a fault inside a token, through the cache: an error naming the file,
+     * then the same tokens (the failed slot is not a hit next time) */
+    char path[4096];
+    int32_t ref[N_TOK], got[N_TOK];
+    synth("tiny-moe", ".cflow", 0, path);
+    cache_opt = 0;
+    eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
+    greedy(s, ref, N_TOK, 0);
+    eng_close(s);
+    cache_opt = 1 << 30;
+    for (int mode = ENG_XIO_SYNC; mode <= ENG_XIO_STAGED; mode++)
+        for (int f = 1; f <= 2; f++) {
+            char err[512] = "";
+            s = open_model(path, mode, 0, NULL);
+            fail_mode = f;
+            fail_after = 1;      /* the token's second read fails */
+            eng_io_pread = faulty_pread;
+            int rc = eng_decode(s, 1, err, sizeof err);
+            eng_io_pread = pread;
+            fail_mode = 0;
+            assert_int_equal(rc, ENG_EIO);
+            assert_non_null(strstr(err, path));
+            assert_non_null(strstr(err, "offset"));
+            assert_non_null(strstr(err, f == 1 ? strerror(EIO) : "short read"));
+            eng_reset(s);
+            greedy(s, got, N_TOK, 0);
+            assert_memory_equal(ref, got, sizeof ref);
+            eng_close(s);
+        }
+    cache_opt = 0;
     remove(path);
 }
 
@@ -619,6 +708,7 @@ int main(void)
         cmocka_unit_test(test_modes_same_tokens),
         cmocka_unit_test(test_prefetch_dense),
         cmocka_unit_test(test_read_faults_api),
+        cmocka_unit_test(test_cache),
         cmocka_unit_test(test_no_recycle_in_flight),
         cmocka_unit_test(test_read_faults_cli),
         cmocka_unit_test(test_direct_fallback),
