@@ -19,10 +19,12 @@
  * from conv_first on are what the model sees, rendered through the model's
  * chat template (completion mode, plain concatenation, for base models).
  * kv[0..n_kv) mirrors the tokens in the session's KV cache: a new prompt
- * is rendered in full, and when the cache holds a prefix of it only the
- * rest is prefilled.  When the context fills, the oldest turns are dropped
- * (conv_first moves on, the system prompt stays), the pane is told, and the
- * rest is prefilled again from position 0; a single reply longer than the
+ * is rendered in full, and the engine keeps the longest prefix of it the
+ * cache already holds (the earlier turns; on /regen the whole prompt) and
+ * prefills only the rest (eng_prefill_reuse).  When the context fills, the
+ * oldest turns are dropped (conv_first moves on, the system prompt stays),
+ * the pane is told, and the rest is prefilled again from where it first
+ * differs (after the system prompt); a single reply longer than the
  * context keeps its second half.
  *
  * The screen before the cores.  When a prompt is sent, the UI has the
@@ -90,6 +92,7 @@ struct tui_gen {
     int             in_reply;
     prof_totals     rf_base;
     uint64_t        rf_prompt, rf_gen;
+    size_t          rf_cached;   /* prompt tokens the cache already held */
     double          rf_prefill_s, rf_decode_s;
 
     pthread_mutex_t  draw_mu;    /* draw_req, drawn */
@@ -678,30 +681,24 @@ static int drop_turn(tui_gen *g, size_t u)
     return dropped;
 }
 
-/* Feed ids into the cache: only the part after what it already holds when
- * that is a prefix, else everything from position 0. */
-static int feed(tui_gen *g, const int32_t *ids, size_t n, char *err, size_t errlen)
+/* Feed ids into the cache: the engine keeps the longest prefix it already
+ * holds (the earlier turns; on /regen all of the prompt) and prefills only
+ * the rest (eng_prefill_reuse); *cached (may be NULL) gets the prefix. */
+static int feed(tui_gen *g, const int32_t *ids, size_t n, size_t *cached, char *err,
+                size_t errlen)
 {
-    size_t k = 0;
-    while (k < n && k < g->n_kv && ids[k] == g->kv[k])
-        k++;
-    if (k == 0 || k < g->n_kv || k == n) {
-        eng_reset(g->s);
-        g->n_kv = 0;
-        k = 0;
-    }
     if (kv_reserve(g, n)) {
         snprintf(err, errlen, "out of memory");
         return ENG_ENOMEM;
     }
     snap_refresh(g, TUI_PREFILL);
-    int rc = eng_prefill(g->s, ids + k, n - k, err, errlen);
+    int rc = eng_prefill_reuse(g->s, ids, n, cached, err, errlen);
     if (rc) {
         eng_reset(g->s);
         g->n_kv = 0;
         return rc;
     }
-    memcpy(g->kv + k, ids + k, (n - k) * sizeof *ids);
+    memcpy(g->kv, ids, n * sizeof *ids);
     g->n_kv = n;
     run_token(g);
     return 0;
@@ -797,18 +794,25 @@ static void reply_begin(tui_gen *g)
 {
     g->in_reply = 1;
     g->rf_prompt = g->rf_gen = 0;
+    g->rf_cached = 0;
     g->rf_prefill_s = g->rf_decode_s = 0;
     prof_totals_get(g->p, &g->rf_base);
 }
 
-/* The line after a reply, as `ollama run --verbose` gives it. */
+/* The line after a reply, as `ollama run --verbose` gives it; the prompt
+ * tokens are those prefilled, with those the cache already held. */
 static void reply_end(tui_gen *g, size_t n_tok, const char *why)
 {
+    char cached[48] = "", speed[48] = "";
     reply_take(g);
     g->in_reply = 0;
-    note(g, TUI_NOTE, "prompt %llu tok, %.1f tok/s prefill; reply %zu tok, %.1f tok/s "
-         "decode; stopped: %s", (unsigned long long)g->rf_prompt,
-         g->rf_prefill_s > 0 ? (double)g->rf_prompt / g->rf_prefill_s : 0.0, n_tok,
+    if (g->rf_cached)
+        snprintf(cached, sizeof cached, " (+%zu cached)", g->rf_cached);
+    if (g->rf_prompt)   /* a regenerate prefills nothing: no speed to give */
+        snprintf(speed, sizeof speed, ", %.1f tok/s prefill",
+                 g->rf_prefill_s > 0 ? (double)g->rf_prompt / g->rf_prefill_s : 0.0);
+    note(g, TUI_NOTE, "prompt %llu tok%s%s; reply %zu tok, %.1f tok/s decode; stopped: %s",
+         (unsigned long long)g->rf_prompt, cached, speed, n_tok,
          g->rf_decode_s > 0 ? (double)g->rf_gen / g->rf_decode_s : 0.0, why);
 }
 
@@ -839,8 +843,8 @@ static int refit(tui_gen *g, size_t u, size_t a, size_t limit, int *cut)
         return -1;
     say_dropped(g, nd, ct && !*cut);   /* a reply is cut: said once */
     *cut |= ct;
-    g->n_kv = 0;   /* a new context: prefill it all */
-    int rc = m > 1 ? feed(g, ids, m - 1, err, sizeof err) : 0;
+    g->n_kv = 0;   /* a new context: prefilled from where it differs */
+    int rc = m > 1 ? feed(g, ids, m - 1, NULL, err, sizeof err) : 0;
     if (rc)
         note(g, TUI_ERROR, "%s", err);
     else if (m <= 1)
@@ -952,7 +956,7 @@ static void generate(tui_gen *g, size_t u)
         return;
     }
     say_dropped(g, n_dropped, 0);
-    int rc = feed(g, ids, n, err, sizeof err);
+    int rc = feed(g, ids, n, &g->rf_cached, err, sizeof err);
     free(ids);
     long a = rc ? -1 : tui_chat_add(g->cfg.chat, TUI_ASSISTANT, "");
     if (rc || a < 0) {

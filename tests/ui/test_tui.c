@@ -28,6 +28,7 @@
 #include <json-c/json.h>
 
 #include "testutil.h"
+#include "ui/tui_tmux.h"
 
 #define WAIT_S 180        /* per wait: the sanitizer build on a busy machine */
 #define PROMPT "tuitest$ "
@@ -42,26 +43,8 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* tmux -L sock -f /dev/null ARGS...; returns its stdout (malloc'd). */
-static char *tmux(const char *first, ...)
-{
-    const char *argv[40] = { "/usr/bin/env", "tmux", "-u", "-L", sock, "-f", "/dev/null" };
-    int n = 7;
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a && n < 39; a = va_arg(ap, const char *))
-        argv[n++] = a;
-    va_end(ap);
-    argv[n] = NULL;
-    tu_proc p;
-    if (tu_run(&p, (char *const *)argv, NULL, 60)) {
-        fail_msg("cannot run tmux");
-    }
-    char *out = p.out;
-    p.out = NULL;
-    tu_proc_free(&p);
-    return out;
-}
+/* tmux on this test's socket (tui_tmux.h). */
+#define tmux(...) tt_tmux(sock, __VA_ARGS__)
 
 static char *screen(void)
 {

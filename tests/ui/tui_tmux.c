@@ -1,0 +1,32 @@
+/*
+ * tui_tmux.c — tmux for the tests that drive cflow-tui (tui_tmux.h).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+
+#include "testutil.h"
+#include "ui/tui_tmux.h"
+
+char *tt_tmux(const char *sock, ...)
+{
+    const char *argv[40] = { "/usr/bin/env", "tmux", "-u", "-L", sock, "-f", "/dev/null" };
+    int n = 7;
+    va_list ap;
+    va_start(ap, sock);
+    for (const char *a = va_arg(ap, const char *); a && n < 39; a = va_arg(ap, const char *))
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    tu_proc p;
+    if (tu_run(&p, (char *const *)argv, NULL, 60))
+        fail_msg("cannot run tmux");
+    char *out = p.out;
+    p.out = NULL;
+    tu_proc_free(&p);
+    return out;
+}
