@@ -227,6 +227,7 @@ struct eng_session {
     unsigned     n_stage;
     uint64_t     xio_cache_bytes; /* the slots' bytes beyond a token's staging */
     int          xio_keyed;    /* a cache budget: slots keep what they read */
+    int          xio_auto;     /* the mode was chosen by ENG_XIO_AUTO */
     struct eng_route *route;   /* [expert_delay + 1] routed, not yet injected */
     int          xio_failed;   /* a read of this token failed: xio_err says why */
     double       xio_busy;     /* the reader pool's busy seconds charged so far */
@@ -394,6 +395,9 @@ int  eng_io_setup(eng_session *s, char *err, size_t errlen);
 void eng_io_teardown(eng_session *s);
 /* A failed expert read of the last token, as eng_decode's error. */
 int  eng_xio_error(eng_session *s, char *err, size_t errlen);
+/* The mode ENG_XIO_AUTO stands for with the model at path (mmap or
+ * staged; staged sets o->expert_cache to auto unless one was given). */
+int  eng_io_auto(eng_opts *o, const char *path);
 
 /* ---- eng_prefetch.c: the session's prefetch ---- */
 void eng_prefetch_next(eng_session *s, unsigned l);

@@ -487,16 +487,16 @@ void eng_xio_release(eng_xio *x, int slot)
 }
 
 /* ---- the session's side: modes, switching, setup ------------------------ */
-static const char *const xio_names[] = { "mmap", "sync", "staged" };
+static const char *const xio_names[] = { "mmap", "sync", "staged", "auto" };
 
 const char *eng_expert_io_name(int mode)
 {
-    return mode >= 0 && mode < 3 ? xio_names[mode] : "?";
+    return mode >= 0 && mode <= ENG_XIO_AUTO ? xio_names[mode] : "?";
 }
 
 int eng_expert_io_from_name(const char *name)
 {
-    for (int i = 0; name && i < 3; i++)
+    for (int i = 0; name && i <= ENG_XIO_AUTO; i++)
         if (!strcmp(name, xio_names[i]))
             return i;
     return -1;
@@ -504,11 +504,16 @@ int eng_expert_io_from_name(const char *name)
 
 /* Bytes the kernel says can be taken without pushing anything out:
  * MemAvailable, or the cgroup's memory.max less memory.current where that
- * is lower (a container's limit); 0 when neither can be read. */
+ * is lower (a container's limit); 0 when neither can be read.
+ * $CFLOW_MEM_FREE (bytes) stands in for both: to try what auto I/O and the
+ * auto cache do with less memory than the machine has. */
 static uint64_t mem_free_bytes(void)
 {
     uint64_t avail = 0, max = 0, cur = 0;
     char line[256];
+    const char *fake = getenv("CFLOW_MEM_FREE");
+    if (fake && *fake)
+        return strtoull(fake, NULL, 10);
     FILE *f = fopen("/proc/meminfo", "r");
     while (f && fgets(line, sizeof line, f)) {
         unsigned long long kb;
@@ -625,10 +630,30 @@ oom:
     return ENG_ENOMEM;
 }
 
+/* ENG_XIO_AUTO for the model at path: mmap where the file fits in 90% of
+ * the free memory (or where that cannot be read), else staged, with the
+ * RAM cache at auto unless one was given. */
+int eng_io_auto(eng_opts *o, const char *path)
+{
+    struct stat st;
+    uint64_t avail = mem_free_bytes();
+    if (stat(path, &st) || !avail || (uint64_t)st.st_size <= avail / 10 * 9)
+        return ENG_XIO_MMAP;
+    if (o->expert_cache == -1)
+        o->expert_cache = ENG_CACHE_AUTO;
+    return ENG_XIO_STAGED;
+}
+
 int eng_set_expert_io(eng_session *s, int mode, char *err, size_t errlen)
 {
+    if (mode == ENG_XIO_AUTO) {
+        s->xio_auto = 1;
+        mode = s->hp->n_experts ? eng_io_auto(&s->opts, fmt_model_path(s->model))
+                                : ENG_XIO_MMAP;
+    }
     if (mode < ENG_XIO_MMAP || mode > ENG_XIO_STAGED)
-        return eng_fail(err, errlen, ENG_EARG, "expert I/O mode %d: use mmap, sync or staged", mode);
+        return eng_fail(err, errlen, ENG_EARG,
+                        "expert I/O mode %d: use mmap, sync, staged or auto", mode);
     if (mode != ENG_XIO_MMAP) {
         int rc = xio_open(s, err, errlen);
         if (rc)
@@ -654,14 +679,15 @@ int eng_io_opts_from_env(eng_opts *o, char *err, size_t errlen)
 {
     const char *v;
     if (o->expert_io < 0) {
-        o->expert_io = ENG_XIO_MMAP;
+        o->expert_io = ENG_XIO_AUTO;
         if ((v = getenv("CFLOW_EXPERT_IO")) && *v &&
             (o->expert_io = eng_expert_io_from_name(v)) < 0)
             return eng_fail(err, errlen, ENG_EARG,
-                        "CFLOW_EXPERT_IO='%s': use mmap, sync or staged", v);
+                        "CFLOW_EXPERT_IO='%s': use mmap, sync, staged or auto", v);
     }
+    /* -1 stays -1 (none) without the variable, so auto I/O can tell a
+     * cache nobody asked for from "off" */
     if (o->expert_cache == -1) {
-        o->expert_cache = 0;
         if ((v = getenv("CFLOW_EXPERT_CACHE")) && *v &&
             eng_expert_cache_from_text(v, &o->expert_cache))
             return eng_fail(err, errlen, ENG_EARG,
@@ -691,11 +717,22 @@ int eng_io_setup(eng_session *s, char *err, size_t errlen)
         if (!(s->route[i].xr = calloc(hp->dim ? hp->dim : 1, sizeof(float))))
             return eng_fail(err, errlen, ENG_ENOMEM, "%s: out of memory", fmt_model_path(s->model));
     }
-    int rc = eng_set_expert_io(s, s->opts.expert_io, err, errlen);
+    int mode = s->opts.expert_io;
+    if (s->xio_auto && !hp->n_experts)
+        mode = ENG_XIO_MMAP;         /* nothing to read but the mapping */
+    int rc = eng_set_expert_io(s, mode, err, errlen);
     if (rc)
         return rc;
     if (eng_set_prefetch(s, s->opts.prefetch))
         return eng_fail(err, errlen, ENG_ENOMEM, "cannot start the prefetch thread");
+    if (s->xio_auto && mode == ENG_XIO_STAGED && s->opts.log) {
+        char msg[512];
+        snprintf(msg, sizeof msg,
+                 "%s: more than 90%% of the free memory: experts are read with staged "
+                 "I/O into a %.1f GiB RAM cache (--expert-io auto)",
+                 fmt_model_path(s->model), (double)s->xio_cache_bytes / (1 << 30));
+        s->opts.log(s->opts.log_ud, 1, msg);   /* a run from storage: worth a line */
+    }
     return 0;
 }
 

@@ -192,6 +192,10 @@ static int open_model(eng_session *s, const char *model_path, const eng_opts *o,
         eng_opts_default(&s->opts);
     if ((rc = eng_io_opts_from_env(&s->opts, err, errlen)))
         return rc;
+    if (s->opts.expert_io == ENG_XIO_AUTO) {  /* before the open: --no-mmap's flags */
+        s->xio_auto = 1;
+        s->opts.expert_io = eng_io_auto(&s->opts, model_path);
+    }
     /* --no-mmap copies the weights; the expert banks stay mapped when
      * sync or staged I/O reads them from the file (switching to mmap
      * later still finds them in place) */

@@ -201,8 +201,8 @@ typedef struct eng_opts {
      * eng_opts_default sets -1. */
     int        kv_f16;
     /* Expert fetch (enum eng_expert_io) and the PREFETCHT0 thread (1 on,
-     * 0 off); -1: from $CFLOW_EXPERT_IO ("mmap", "sync", "staged") and
-     * $CFLOW_PREFETCH ("on"/"1", "off"/"0"), else mmap and off.
+     * 0 off); -1: from $CFLOW_EXPERT_IO ("mmap", "sync", "staged", "auto")
+     * and $CFLOW_PREFETCH ("on"/"1", "off"/"0"), else auto and off.
      * eng_opts_default sets -1.  io_readers: reader threads of sync and
      * staged (0: 2). */
     int        expert_io;
@@ -339,13 +339,18 @@ void eng_set_prof(eng_session *s, struct prof *p);
  * waited for at once; staged: read issued at the routing layer, waited
  * for at the injection layer (expert_delay later), overlapping the layers
  * between.  All three give the same tokens. */
-enum eng_expert_io { ENG_XIO_MMAP = 0, ENG_XIO_SYNC = 1, ENG_XIO_STAGED = 2 };
+/* ENG_XIO_AUTO is a request, never a session's mode: mmap where the file
+ * fits in free memory (MemAvailable, and the cgroup's room), else staged
+ * reads into a RAM expert cache (--expert-cache auto unless given); a model
+ * without experts always maps.  The default. */
+enum eng_expert_io { ENG_XIO_MMAP = 0, ENG_XIO_SYNC = 1, ENG_XIO_STAGED = 2,
+                     ENG_XIO_AUTO = 3 };
 #define ENG_CACHE_AUTO (-2)
 /* "auto", "off"/"0", or a size with an optional K, M, G or T (binary)
  * suffix into *bytes (ENG_CACHE_AUTO, 0, the size); 0, or -1 when text is
  * none of these or NULL. */
 int         eng_expert_cache_from_text(const char *text, int64_t *bytes);
-const char *eng_expert_io_name(int mode);  /* "mmap", "sync", "staged"; "?" */
+const char *eng_expert_io_name(int mode);  /* "mmap", "sync", "staged", "auto"; "?" */
 int         eng_expert_io_from_name(const char *name);  /* -1 unknown or NULL */
 /* Switch between tokens.  Opening the file for direct reads may fail
  * (ENG_EIO with err); a dense model accepts any mode and reads nothing. */

@@ -67,7 +67,7 @@ static int set_io(eng_session *s, int pf, int xio, char *err, size_t errlen)
 }
 
 static const char *const onoff[] = { "off", "on" };
-static const char *const xio_names[] = { "mmap", "sync", "staged" };
+static const char *const xio_names[] = { "mmap", "sync", "staged", "auto" };
 
 /* ---- statistics --------------------------------------------------------- */
 static void mean_sd(const double *x, unsigned n, double *mean, double *sd)

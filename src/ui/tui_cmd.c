@@ -127,7 +127,7 @@ static void cycle_expert_io(tui_app *a, const char *to)
     int m;
     if (to && *to) {
         if ((m = eng_expert_io_from_name(to)) < 0) {
-            tui_say(a, TUI_ERROR, "/expert-io: bad value '%s': mmap, sync or staged", to);
+            tui_say(a, TUI_ERROR, "/expert-io: bad value '%s': mmap, sync, staged or auto", to);
             return;
         }
     } else {
@@ -335,7 +335,7 @@ const tui_cmd tui_cmds[] = {
     { "prefetch", NULL, "[on|off]", TUI_A_ONOFF, 1, NULL, cmd_prefetch,
       "expert prefetch (none: the other state)" },
     { "expert-io", NULL, "[MODE]", TUI_A_TEXT, 1, NULL, cmd_expert_io,
-      "mmap, sync or staged (none: the next)" },
+      "mmap, sync, staged or auto (none: the next)" },
     { "temp", NULL, "T", TUI_A_REAL, 0, "temp", cmd_temp, "temperature (0: greedy)" },
     { "top-k", NULL, "K", TUI_A_INT, 0, "top-k", cmd_top_k, "sample from the K likeliest (0: all)" },
     { "top-p", NULL, "P", TUI_A_REAL, 0, "top-p", cmd_top_p, "nucleus sampling" },

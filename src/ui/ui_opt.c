@@ -34,7 +34,7 @@
 
 static const char *const onoff[] = { "off", "on", NULL };
 static const char *const kv_types[] = { "auto", "f32", "f16", NULL };
-static const char *const xio_names[] = { "mmap", "sync", "staged", NULL };
+static const char *const xio_names[] = { "mmap", "sync", "staged", "auto", NULL };
 static const char *const out_fmts[] = { "md", "csv", "json", NULL };
 
 #define OFF(f) offsetof(ui_settings, f)
@@ -89,9 +89,10 @@ const ui_opt ui_opts[UI_O_N] = {
       OFF(prefetch), "$CFLOW_PREFETCH, else off",
       "PREFETCHT0 thread one layer ahead" },
     { UI_O_EXPERT_IO, "expert-io", 0, UI_T_CHOICE, "MODE", 0, 0, NULL, xio_names, 0,
-      OFF(expert_io), "$CFLOW_EXPERT_IO, else mmap",
+      OFF(expert_io), "$CFLOW_EXPERT_IO, else auto",
       "expert fetch: mmap, sync (O_DIRECT reads at the routing layer) or staged (read "
-      "at the routing layer, waited for at the injection layer)" },
+      "at the routing layer, waited for at the injection layer) or auto (mmap where the "
+      "model fits in free memory, else staged with a RAM expert cache)" },
     { UI_O_EXPERT_CACHE, "expert-cache", 0, UI_T_SIZE, "SIZE", 0, 0, NULL, NULL, 0,
       OFF(expert_cache), "$CFLOW_EXPERT_CACHE, else off",
       "RAM cache of experts read by sync and staged I/O: auto (half the free memory), "

@@ -357,6 +357,30 @@ static void test_cache(void **state)
             assert_memory_equal(ref, got, sizeof ref);
             eng_close(s);
         }
+    /* auto: mmap where the model fits in free memory; with less free
+     * memory than the file ($CFLOW_MEM_FREE), staged reads into a cache of
+     * half of it; the same tokens either way */
+    cache_opt = -1;
+    for (int small = 0; small <= 1; small++) {
+        eng_opts o;
+        char err[512];
+        eng_opts_default(&o);
+        o.n_ctx = 64;
+        o.n_threads = 2;
+        o.expert_io = ENG_XIO_AUTO;
+        if (small)
+            setenv("CFLOW_MEM_FREE", "65536", 1);
+        assert_int_equal(eng_open(&s, path, &o, err, sizeof err), 0);
+        unsetenv("CFLOW_MEM_FREE");
+        assert_int_equal(eng_expert_io(s), small ? ENG_XIO_STAGED : ENG_XIO_MMAP);
+        greedy(s, got, N_TOK, 0);
+        assert_memory_equal(ref, got, sizeof ref);
+        eng_stats st;
+        eng_get_stats(s, &st);
+        if (small)
+            assert_true(st.xio_misses > 0 && st.xio_cache_bytes <= 32768);
+        eng_close(s);
+    }
     cache_opt = 0;
     remove(path);
 }
