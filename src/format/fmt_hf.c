@@ -59,19 +59,26 @@
 #define HF_MAX_HEADER   (100u << 20)  /* safetensors header (the spec's cap) */
 #define HF_MAX_SHARDS   4096
 
+/* The names both tables share: embeddings, norms, attention (with
+ * Qwen2's biases and Qwen3's q/k norms). */
+#define HF_COMMON_NAMES \
+    [FMT_R_TOK_EMBD] = "model.embed_tokens.weight", \
+    [FMT_R_OUT_NORM] = "model.norm.weight", \
+    [FMT_R_OUTPUT] = "lm_head.weight", \
+    [FMT_R_ATTN_NORM] = "model.layers.%u.input_layernorm.weight", \
+    [FMT_R_Q] = "model.layers.%u.self_attn.q_proj.weight", \
+    [FMT_R_K] = "model.layers.%u.self_attn.k_proj.weight", \
+    [FMT_R_V] = "model.layers.%u.self_attn.v_proj.weight", \
+    [FMT_R_O] = "model.layers.%u.self_attn.o_proj.weight", \
+    [FMT_R_Q_BIAS] = "model.layers.%u.self_attn.q_proj.bias", \
+    [FMT_R_K_BIAS] = "model.layers.%u.self_attn.k_proj.bias", \
+    [FMT_R_V_BIAS] = "model.layers.%u.self_attn.v_proj.bias", \
+    [FMT_R_FFN_NORM] = "model.layers.%u.post_attention_layernorm.weight", \
+    [FMT_R_Q_NORM] = "model.layers.%u.self_attn.q_norm.weight", \
+    [FMT_R_K_NORM] = "model.layers.%u.self_attn.k_norm.weight",
+
 static const fmt_role_names hf_role_names = {
-    [FMT_R_TOK_EMBD] = "model.embed_tokens.weight",
-    [FMT_R_OUT_NORM] = "model.norm.weight",
-    [FMT_R_OUTPUT] = "lm_head.weight",
-    [FMT_R_ATTN_NORM] = "model.layers.%u.input_layernorm.weight",
-    [FMT_R_Q] = "model.layers.%u.self_attn.q_proj.weight",
-    [FMT_R_K] = "model.layers.%u.self_attn.k_proj.weight",
-    [FMT_R_V] = "model.layers.%u.self_attn.v_proj.weight",
-    [FMT_R_O] = "model.layers.%u.self_attn.o_proj.weight",
-    [FMT_R_Q_BIAS] = "model.layers.%u.self_attn.q_proj.bias",
-    [FMT_R_K_BIAS] = "model.layers.%u.self_attn.k_proj.bias",
-    [FMT_R_V_BIAS] = "model.layers.%u.self_attn.v_proj.bias",
-    [FMT_R_FFN_NORM] = "model.layers.%u.post_attention_layernorm.weight",
+    HF_COMMON_NAMES
     [FMT_R_GATE] = "model.layers.%u.mlp.gate_proj.weight",
     [FMT_R_UP] = "model.layers.%u.mlp.up_proj.weight",
     [FMT_R_DOWN] = "model.layers.%u.mlp.down_proj.weight",
@@ -82,8 +89,6 @@ static const fmt_role_names hf_role_names = {
     [FMT_R_EXP_GATE] = "model.layers.%u.moe.experts.gate_proj.weight",
     [FMT_R_EXP_UP] = "model.layers.%u.moe.experts.up_proj.weight",
     [FMT_R_EXP_DOWN] = "model.layers.%u.moe.experts.down_proj.weight",
-    [FMT_R_Q_NORM] = "model.layers.%u.self_attn.q_norm.weight",
-    [FMT_R_K_NORM] = "model.layers.%u.self_attn.k_norm.weight",
 };
 
 /* Qwen3-MoE: the router is mlp.gate; the experts are one tensor per expert
@@ -91,24 +96,11 @@ static const fmt_role_names hf_role_names = {
  * 3-D tensors named here (no such names exist in the file). */
 #define HF_QMOE_STACK "model.layers.%u.mlp.experts.%s.weight"
 static const fmt_role_names hf_qwen3moe_names = {
-    [FMT_R_TOK_EMBD] = "model.embed_tokens.weight",
-    [FMT_R_OUT_NORM] = "model.norm.weight",
-    [FMT_R_OUTPUT] = "lm_head.weight",
-    [FMT_R_ATTN_NORM] = "model.layers.%u.input_layernorm.weight",
-    [FMT_R_Q] = "model.layers.%u.self_attn.q_proj.weight",
-    [FMT_R_K] = "model.layers.%u.self_attn.k_proj.weight",
-    [FMT_R_V] = "model.layers.%u.self_attn.v_proj.weight",
-    [FMT_R_O] = "model.layers.%u.self_attn.o_proj.weight",
-    [FMT_R_Q_BIAS] = "model.layers.%u.self_attn.q_proj.bias",
-    [FMT_R_K_BIAS] = "model.layers.%u.self_attn.k_proj.bias",
-    [FMT_R_V_BIAS] = "model.layers.%u.self_attn.v_proj.bias",
-    [FMT_R_FFN_NORM] = "model.layers.%u.post_attention_layernorm.weight",
+    HF_COMMON_NAMES
     [FMT_R_ROUTER] = "model.layers.%u.mlp.gate.weight",
     [FMT_R_EXP_GATE] = "model.layers.%u.mlp.experts.gate_proj.weight",
     [FMT_R_EXP_UP] = "model.layers.%u.mlp.experts.up_proj.weight",
     [FMT_R_EXP_DOWN] = "model.layers.%u.mlp.experts.down_proj.weight",
-    [FMT_R_Q_NORM] = "model.layers.%u.self_attn.q_norm.weight",
-    [FMT_R_K_NORM] = "model.layers.%u.self_attn.k_norm.weight",
 };
 
 /* Assemble each layer's per-expert gate/up/down tensors into one 3-D
