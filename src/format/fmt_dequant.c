@@ -281,6 +281,21 @@ static void get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
     }
 }
 
+/* Sub-blocks is and is + 1 of a Q4_K/Q5_K block, which every 64 weights
+ * take together: their scales d1, d2 and mins m1, m2 in floats, from the
+ * block's f16 scale d and min scale min. */
+static void k4_pair(const uint8_t *scales, int is, float d, float min,
+                    float *d1, float *m1, float *d2, float *m2)
+{
+    uint8_t sc, m;
+    get_scale_min_k4(is + 0, scales, &sc, &m);
+    *d1 = d * sc;
+    *m1 = min * m;
+    get_scale_min_k4(is + 1, scales, &sc, &m);
+    *d2 = d * sc;
+    *m2 = min * m;
+}
+
 static void dq_q4_k(const uint8_t *x, float *y, uint64_t nb)
 {
     for (uint64_t i = 0; i < nb; i++, x += 144) {
@@ -289,14 +304,9 @@ static void dq_q4_k(const uint8_t *x, float *y, uint64_t nb)
         const uint8_t *scales = x + 4;
         const uint8_t *q = x + 16;
         int is = 0;
-        uint8_t sc, m;
         for (int j = 0; j < QK_K; j += 64) {
-            get_scale_min_k4(is + 0, scales, &sc, &m);
-            const float d1 = d * sc;
-            const float m1 = min * m;
-            get_scale_min_k4(is + 1, scales, &sc, &m);
-            const float d2 = d * sc;
-            const float m2 = min * m;
+            float d1, m1, d2, m2;
+            k4_pair(scales, is, d, min, &d1, &m1, &d2, &m2);
             for (int l = 0; l < 32; ++l)
                 *y++ = d1 * (q[l] & 0xF) - m1;
             for (int l = 0; l < 32; ++l)
@@ -316,15 +326,10 @@ static void dq_q5_k(const uint8_t *x, float *y, uint64_t nb)
         const uint8_t *qh = x + 16;
         const uint8_t *ql = x + 48;
         int is = 0;
-        uint8_t sc, m;
         uint8_t u1 = 1, u2 = 2;
         for (int j = 0; j < QK_K; j += 64) {
-            get_scale_min_k4(is + 0, scales, &sc, &m);
-            const float d1 = d * sc;
-            const float m1 = min * m;
-            get_scale_min_k4(is + 1, scales, &sc, &m);
-            const float d2 = d * sc;
-            const float m2 = min * m;
+            float d1, m1, d2, m2;
+            k4_pair(scales, is, d, min, &d1, &m1, &d2, &m2);
             for (int l = 0; l < 32; ++l)
                 *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
             for (int l = 0; l < 32; ++l)
