@@ -18,6 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <setjmp.h>
+#include <stddef.h>
+#include <cmocka.h>
+
 #include "testutil.h"
 
 extern char **environ;
@@ -46,6 +50,13 @@ void tu_require(const char *path)
                 path);
         exit(1);
     }
+}
+
+const char *tu_shared_file(const char *rel)
+{
+    const char *p = tu_shared(rel);
+    tu_require(p);
+    return p;
 }
 
 static char tmpdir[256];
@@ -224,6 +235,20 @@ int tu_write_file(const char *path, const void *buf, size_t len)
     return rc;
 }
 
+void *tu_slurp(const char *path, size_t *len)
+{
+    char *b = tu_read_file(path, len);
+    if (!b)
+        fail_msg("cannot read %s", path);
+    return b;
+}
+
+void tu_spit(const char *path, const void *buf, size_t len)
+{
+    if (tu_write_file(path, buf, len) != 0)
+        fail_msg("cannot write %s", path);
+}
+
 int tu_count_lines(const char *s)
 {
     int n = 0;
@@ -271,8 +296,7 @@ int tu_ok(const tu_proc *p, const char *what)
 
 const char *tu_convert_shared(const char *rel, const char *name)
 {
-    const char *src = tu_shared(rel);
-    tu_require(src);
+    const char *src = tu_shared_file(rel);
     const char *out = tu_tmp(name);
     tu_proc p;
     if (tu_cflow_run(&p, "convert", src, out, (char *)NULL) != 0)

@@ -15,6 +15,8 @@
 const char *tu_shared(const char *rel);
 /* Abort the test run (not skip) when a shared file is missing. */
 void tu_require(const char *path);
+/* tu_shared(rel), after tu_require: the shared file must be there. */
+const char *tu_shared_file(const char *rel);
 /* A fresh scratch folder (removed at exit); returns dir/name. */
 const char *tu_tmp(const char *name);
 /* The cflow binary under test ($CFLOW_BIN, else ./cflow). */
@@ -57,6 +59,9 @@ const char *tu_convert_shared(const char *rel, const char *name);
 /* Read a whole file (malloc'd, NUL-terminated); NULL on error. */
 char *tu_read_file(const char *path, size_t *len);
 int   tu_write_file(const char *path, const void *buf, size_t len);
+/* The same, failing the test (cmocka) where they return NULL or -1. */
+void *tu_slurp(const char *path, size_t *len);
+void  tu_spit(const char *path, const void *buf, size_t len);
 /* Count newline-terminated lines in s. */
 int   tu_count_lines(const char *s);
 

@@ -27,50 +27,9 @@
 
 #include "engine/engine.h"
 #include "format/cflow_format.h"
+#include "testutil.h"
 
 /* ---- helpers ----------------------------------------------------------- */
-static char g_shared[4096];
-
-static const char *shared_dir(void)
-{
-    const char *s = getenv("CFLOW_SHARED");
-    if (s && *s)
-        return s;
-    s = getenv("CFLOW_SRCDIR");
-    snprintf(g_shared, sizeof g_shared, "%s/../shared", s ? s : ".");
-    return g_shared;
-}
-
-static char *shared_path(const char *rel)
-{
-    static char buf[8][8192];
-    static int k;
-    char *p = buf[k++ & 7];
-    snprintf(p, 8192, "%.4000s/%.4000s", shared_dir(), rel);
-    return p;
-}
-
-/* The whole file, NUL-terminated; fails the test when it cannot be read. */
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *b;
-    long n;
-    if (!f)
-        fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    b = malloc((size_t)n + 1);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    b[n] = 0;
-    if (len)
-        *len = (size_t)n;
-    return b;
-}
-
 /* Encode into a malloc'd array (checks the retry-with-larger-buffer
  * contract on the way). */
 static int32_t *encode(const eng_tok *t, const char *s, size_t len, int add,
@@ -100,7 +59,7 @@ static void run_vectors(const char *name, const eng_tok *t, const char *inp,
 {
     static const char sep[] = "\n__ggml_vocab_test__\n";
     size_t ilen, n_ok = 0, n_all = 0, shown = 0;
-    char *in = slurp(inp, &ilen), *out = slurp(outp, NULL);
+    char *in = tu_slurp(inp, &ilen), *out = tu_slurp(outp, NULL);
     char *pos = in, *line = out;
     while (pos < in + ilen) {
         char *nx = strstr(pos, sep), *eol;
@@ -154,7 +113,7 @@ static eng_tok *load_gguf_tok(const char *rel, fmt_gguf **g)
 {
     char err[256];
     eng_tok *t = NULL;
-    if (fmt_gguf_open(g, shared_path(rel), err, sizeof err) != 0)
+    if (fmt_gguf_open(g, tu_shared(rel), err, sizeof err) != 0)
         fail_msg("%s", err);
     if (eng_tok_load(&t, fmt_gguf_kv(*g), err, sizeof err) != 0)
         fail_msg("%s", err);
@@ -170,7 +129,7 @@ static void gguf_vectors(const char *vocab)
     t = load_gguf_tok(rel, &g);
     snprintf(inp, sizeof inp, "%s.inp", rel);
     snprintf(out, sizeof out, "%s.out", rel);
-    run_vectors(vocab, t, shared_path(inp), shared_path(out));
+    run_vectors(vocab, t, tu_shared(inp), tu_shared(out));
     eng_tok_free(t);
     fmt_gguf_close(g);
 }
@@ -222,11 +181,11 @@ static void test_vocab_qwen2_hf(void **st)
     fmt_kv *kv;
     eng_tok *t;
     (void)st;
-    t = load_vocab_tok(shared_path("tokenizer-tests/qwen2-hf"), &kv);
+    t = load_vocab_tok(tu_shared("tokenizer-tests/qwen2-hf"), &kv);
     assert_kv_str(kv, "tokenizer.ggml.model", "gpt2");
     assert_kv_str(kv, "tokenizer.ggml.pre", "qwen2");
-    run_vectors("qwen2 (vocab.json + merges.txt)", t, shared_path(QWEN2_INP),
-                shared_path(QWEN2_OUT));
+    run_vectors("qwen2 (vocab.json + merges.txt)", t, tu_shared(QWEN2_INP),
+                tu_shared(QWEN2_OUT));
     eng_tok_free(t);
     fmt_kv_free(kv);
 }
@@ -287,9 +246,9 @@ static void make_qwen2_json(const char *dir, const char *regex)
 {
     json_object *root = json_object_new_object(), *model, *merges, *pre,
                 *seq, *split, *pat, *bl, *added, *dec;
-    char *mt = slurp(shared_path("tokenizer-tests/qwen2-hf/merges.txt"), NULL);
+    char *mt = tu_slurp(tu_shared("tokenizer-tests/qwen2-hf/merges.txt"), NULL);
     json_object *vocab =
-        json_object_from_file(shared_path("tokenizer-tests/qwen2-hf/vocab.json"));
+        json_object_from_file(tu_shared("tokenizer-tests/qwen2-hf/vocab.json"));
     assert_non_null(vocab);
     merges = json_object_new_array();
     for (char *l = mt; *l;) {
@@ -375,8 +334,8 @@ static void test_vocab_qwen2_tokenizer_json(void **st)
     assert_false(eng_tok_add_bos(t));
     assert_true(eng_tok_is_control(t, 151644));
     assert_false(eng_tok_is_control(t, 9707));
-    run_vectors("qwen2 (tokenizer.json)", t, shared_path(QWEN2_INP),
-                shared_path(QWEN2_OUT));
+    run_vectors("qwen2 (tokenizer.json)", t, tu_shared(QWEN2_INP),
+                tu_shared(QWEN2_OUT));
 
     /* special tokens are text unless parse_special */
     {
@@ -405,7 +364,7 @@ static void test_vocab_qwen2_tokenizer_json(void **st)
     assert_kv_str(kv, "tokenizer.ggml.pre", "cflow-regex");
     assert_int_equal(fmt_kv_arr_len(kv, "tokenizer.cflow.pre_regex"), 1);
     run_vectors("qwen2 (tokenizer.json, verbatim regex)", t,
-                shared_path(QWEN2_INP), shared_path(QWEN2_OUT));
+                tu_shared(QWEN2_INP), tu_shared(QWEN2_OUT));
     eng_tok_free(t);
     fmt_kv_free(kv);
     rm_dir(dir, qwen_files);
@@ -437,7 +396,7 @@ static void test_vocab_spm_tokenizer_json(void **st)
     fmt_kv *kv;
     eng_tok *t;
     (void)st;
-    if (fmt_gguf_open(&g, shared_path("tokenizer-tests/ggml-vocab-llama-spm.gguf"),
+    if (fmt_gguf_open(&g, tu_shared("tokenizer-tests/ggml-vocab-llama-spm.gguf"),
                       err, sizeof err))
         fail_msg("%s", err);
     gk = fmt_gguf_kv(g);
@@ -523,8 +482,8 @@ static void test_vocab_spm_tokenizer_json(void **st)
     assert_int_equal(eng_tok_bos(t), 1);
     assert_int_equal(eng_tok_eos(t), 2);
     run_vectors("llama-spm (tokenizer.json)", t,
-                shared_path("tokenizer-tests/ggml-vocab-llama-spm.gguf.inp"),
-                shared_path("tokenizer-tests/ggml-vocab-llama-spm.gguf.out"));
+                tu_shared("tokenizer-tests/ggml-vocab-llama-spm.gguf.inp"),
+                tu_shared("tokenizer-tests/ggml-vocab-llama-spm.gguf.out"));
     eng_tok_free(t);
     fmt_kv_free(kv);
     fmt_gguf_close(g);
@@ -540,9 +499,9 @@ static void test_tok512_matches_gguf(void **st)
     char err[256];
     uint64_t n;
     (void)st;
-    if (fmt_vocab_load(kv, shared_path("models/tok512.bin"), err, sizeof err))
+    if (fmt_vocab_load(kv, tu_shared("models/tok512.bin"), err, sizeof err))
         fail_msg("%s", err);
-    if (fmt_gguf_open(&g, shared_path("models/stories260K-f32.gguf"), err,
+    if (fmt_gguf_open(&g, tu_shared("models/stories260K-f32.gguf"), err,
                       sizeof err))
         fail_msg("%s", err);
     gk = fmt_gguf_kv(g);
@@ -583,7 +542,7 @@ typedef struct l2c {
 static void l2c_load(l2c *v)
 {
     size_t len, off = 4;
-    char *d = slurp(shared_path("models/tok512.bin"), &len);
+    char *d = tu_slurp(tu_shared("models/tok512.bin"), &len);
     v->s = calloc(1024, sizeof *v->s);
     v->score = calloc(1024, sizeof *v->score);
     v->n = 0;
@@ -679,7 +638,7 @@ static void test_tok512_runc(void **st)
         "caf\xc3\xa9 \xe2\x80\x94 na\xc3\xafve \xf0\x9f\x98\x80 end", "a", " leading",
         "trailing ", "tab\there\nnew line",
     };
-    eng_tok *t = load_vocab_tok(shared_path("models/tok512.bin"), NULL);
+    eng_tok *t = load_vocab_tok(tu_shared("models/tok512.bin"), NULL);
     l2c v;
     (void)st;
     l2c_load(&v);
@@ -728,14 +687,14 @@ static void test_roundtrip_corpus(void **st)
 {
     static const char *const vocabs[] = {"models/tok512.bin", NULL};
     size_t len;
-    char *corpus = slurp(shared_path("corpus/tinystories-valid-1000.txt"), &len);
+    char *corpus = tu_slurp(tu_shared("corpus/tinystories-valid-1000.txt"), &len);
     (void)st;
     if (len > 20000)
         corpus[20000] = 0;
     /* cut at a line end so no character is split */
     *strrchr(corpus, '\n') = 0;
     for (size_t k = 0; vocabs[k]; k++) {
-        eng_tok *t = load_vocab_tok(shared_path(vocabs[k]), NULL);
+        eng_tok *t = load_vocab_tok(tu_shared(vocabs[k]), NULL);
         size_t n;
         int32_t *ids = encode(t, corpus, strlen(corpus), 1, 0, &n);
         char *back = detok_all(t, ids, n, -1);
@@ -1033,7 +992,7 @@ static double now_s(void)
 static void test_encode_speed(void **st)
 {
     size_t len, n;
-    char *corpus = slurp(shared_path("corpus/tinystories-valid-1000.txt"), &len);
+    char *corpus = tu_slurp(tu_shared("corpus/tinystories-valid-1000.txt"), &len);
     fmt_gguf *g;
     const char *rels[] = {"tokenizer-tests/ggml-vocab-llama-spm.gguf",
                           "tokenizer-tests/ggml-vocab-deepseek-llm.gguf"};

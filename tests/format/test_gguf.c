@@ -29,56 +29,17 @@
 #include <unistd.h>
 
 #include "format/cflow_format.h"
+#include "testutil.h"
 
 /* ---- helpers ----------------------------------------------------------- */
-static char *shared_path(const char *rel)
-{
-    const char *sh = getenv("CFLOW_SHARED");
-    char base[4096];
-    if (sh && *sh) {
-        snprintf(base, sizeof base, "%s", sh);
-    } else {
-        const char *src = getenv("CFLOW_SRCDIR");
-        snprintf(base, sizeof base, "%s/../shared", src ? src : ".");
-    }
-    size_t n = strlen(base) + strlen(rel) + 2;
-    char *p = malloc(n);
-    snprintf(p, n, "%s/%s", base, rel);
-    return p;
-}
-
-static uint8_t *read_all(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s (set CFLOW_SHARED)", path);
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(sz > 0 ? (size_t)sz : 1);
-    assert_int_equal(fread(b, 1, (size_t)sz, f), (size_t)sz);
-    fclose(f);
-    *n = (size_t)sz;
-    return b;
-}
-
-static void write_all(const char *path, const uint8_t *b, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
 static fmt_gguf *open_ok(const char *rel)
 {
-    char *p = shared_path(rel);
+    const char *p = tu_shared(rel);
     fmt_gguf *g = NULL;
     char err[512] = "";
     int rc = fmt_gguf_open(&g, p, err, sizeof err);
     if (rc != FMT_OK)
         fail_msg("%s: rc %d: %s", p, rc, err);
-    free(p);
     return g;
 }
 
@@ -93,7 +54,7 @@ static uint32_t kv_u32(const fmt_kv *kv, const char *k)
 /* ---- every shared GGUF opens; metadata round-trips byte for byte ------- */
 static int open_dir(const char *rel)
 {
-    char *dir = shared_path(rel);
+    const char *dir = tu_shared(rel);
     DIR *d = opendir(dir);
     if (!d)
         fail_msg("cannot open %s", dir);
@@ -116,7 +77,7 @@ static int open_dir(const char *rel)
         assert_true(fmt_kv_arr_len(kv, "tokenizer.ggml.tokens") > 0);
         /* the KV section re-serialises to the file's own bytes */
         size_t n;
-        uint8_t *file = read_all(path, &n);
+        uint8_t *file = tu_slurp(path, &n);
         size_t m = fmt_kv_write(kv, NULL);
         assert_true(24 + m <= n);
         uint8_t *w = malloc(m);
@@ -139,7 +100,6 @@ static int open_dir(const char *rel)
         count++;
     }
     closedir(d);
-    free(dir);
     return count;
 }
 
@@ -668,7 +628,7 @@ typedef struct corrupt_env {
 static int try_open(corrupt_env *E, const uint8_t *b, size_t n, char *err,
                     size_t errlen)
 {
-    write_all(E->path, b, n);
+    tu_spit(E->path, b, n);
     fmt_gguf *g = NULL;
     err[0] = '\0';
     int rc = fmt_gguf_open(&g, E->path, err, errlen);
@@ -686,9 +646,8 @@ static int try_open(corrupt_env *E, const uint8_t *b, size_t n, char *err,
 static int setup_corrupt(void **state)
 {
     corrupt_env *E = calloc(1, sizeof *E);
-    char *p = shared_path("models/stories260K-q4_0.gguf");
-    E->orig = read_all(p, &E->n);
-    free(p);
+    const char *p = tu_shared("models/stories260K-q4_0.gguf");
+    E->orig = tu_slurp(p, &E->n);
     walk(&E->L, E->orig, E->n);
     const char *tmp = getenv("TMPDIR");
     snprintf(E->dir, sizeof E->dir, "%s/cflow-gguf-XXXXXX",
@@ -698,7 +657,7 @@ static int setup_corrupt(void **state)
     /* the end of the tensor data, from the intact file */
     fmt_gguf *g;
     char err[256];
-    write_all(E->path, E->orig, E->n);
+    tu_spit(E->path, E->orig, E->n);
     assert_int_equal(fmt_gguf_open(&g, E->path, err, sizeof err), FMT_OK);
     for (uint64_t i = 0; i < fmt_gguf_n_tensors(g); i++) {
         const fmt_tensor *t = fmt_gguf_tensor(g, i);

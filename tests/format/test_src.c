@@ -30,26 +30,9 @@
 #include <unistd.h>
 
 #include "format/cflow_format.h"
+#include "testutil.h"
 
 /* ---- helpers ----------------------------------------------------------- */
-static char *shared_path(const char *rel)
-{
-    const char *sh = getenv("CFLOW_SHARED");
-    char base[4096];
-    if (sh && *sh) {
-        snprintf(base, sizeof base, "%s", sh);
-    } else {
-        const char *src = getenv("CFLOW_SRCDIR");
-        snprintf(base, sizeof base, "%s/../shared", src ? src : ".");
-    }
-    size_t n = strlen(base) + strlen(rel) + 2;
-    char *p = malloc(n);
-    snprintf(p, n, "%s/%s", base, rel);
-    if (access(p, R_OK) != 0)
-        fail_msg("missing shared file %s (set CFLOW_SHARED)", p);
-    return p;
-}
-
 static char tmpdir[512];
 
 static int setup_tmp(void **state)
@@ -138,9 +121,9 @@ static float bf16_round(float f)
 static void test_llama2c(void **state)
 {
     (void)state;
-    char *bin = shared_path("models/stories260K.bin");
-    char *tok = shared_path("models/tok512.bin");
-    char *gg = shared_path("models/stories260K-f32.gguf");
+    const char *bin = tu_shared_file("models/stories260K.bin");
+    const char *tok = tu_shared_file("models/tok512.bin");
+    const char *gg = tu_shared_file("models/stories260K-f32.gguf");
     fmt_src *s = open_ok(bin, tok);
     const fmt_hparams *h = fmt_src_hparams(s);
     assert_string_equal(fmt_src_kind(s), "llama2c");
@@ -198,40 +181,15 @@ static void test_llama2c(void **state)
 
     /* no tokenizer: refused with the flag to use */
     open_fails(bin, NULL, FMT_EARG, "--tokenizer");
-    free(bin);
-    free(tok);
-    free(gg);
-}
-
-static uint8_t *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)sz + 1);
-    assert_int_equal(fread(b, 1, (size_t)sz, f), (size_t)sz);
-    fclose(f);
-    *n = (size_t)sz;
-    return b;
-}
-
-static void spit(const char *path, const void *b, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
 }
 
 static void test_llama2c_variants(void **state)
 {
     (void)state;
-    char *bin = shared_path("models/stories260K.bin");
-    char *tok = shared_path("models/tok512.bin");
+    const char *bin = tu_shared_file("models/stories260K.bin");
+    const char *tok = tu_shared_file("models/tok512.bin");
     size_t n;
-    uint8_t *b = slurp(bin, &n);
+    uint8_t *b = tu_slurp(bin, &n);
     int32_t v;
 
     /* unshared classifier: vocab < 0 and wcls appended */
@@ -242,7 +200,7 @@ static void test_llama2c_variants(void **state)
     float *wcls = (float *)(void *)(u + n);
     for (int i = 0; i < 512 * 64; i++)
         wcls[i] = (float)i * 0.001f;
-    spit(tmp("unshared.bin"), u, n + 512 * 64 * 4);
+    tu_spit(tmp("unshared.bin"), u, n + 512 * 64 * 4);
     fmt_src *s = open_ok(tmp("unshared.bin"), tok);
     assert_int_equal(fmt_src_hparams(s)->flags & FMT_FLAG_TIED, 0);
     assert_int_equal(fmt_src_hparams(s)->vocab_size, 512);
@@ -253,17 +211,17 @@ static void test_llama2c_variants(void **state)
     assert_memory_equal(o->data, wcls, 512 * 64 * 4);
     fmt_src_close(s);
     /* the same header without wcls: size mismatch */
-    spit(tmp("unshared-short.bin"), u, n);
+    tu_spit(tmp("unshared-short.bin"), u, n);
     open_fails(tmp("unshared-short.bin"), tok, FMT_EFORMAT,
                "unshared-short.bin");
     free(u);
 
     /* truncated, one float too many */
-    spit(tmp("trunc.bin"), b, n - 4);
+    tu_spit(tmp("trunc.bin"), b, n - 4);
     open_fails(tmp("trunc.bin"), tok, FMT_EFORMAT, "implies");
     uint8_t *big = calloc(1, n + 4);
     memcpy(big, b, n);
-    spit(tmp("long.bin"), big, n + 4);
+    tu_spit(tmp("long.bin"), big, n + 4);
     open_fails(tmp("long.bin"), tok, FMT_EFORMAT, "long.bin");
     free(big);
     /* implausible headers are not recognised at all */
@@ -273,7 +231,7 @@ static void test_llama2c_variants(void **state)
         uint8_t *c = malloc(n);
         memcpy(c, b, n);
         memcpy(c + 4 * bad[i][0], &bad[i][1], 4);
-        spit(tmp("bad.bin"), c, n);
+        tu_spit(tmp("bad.bin"), c, n);
         open_fails(tmp("bad.bin"), tok, FMT_EFORMAT, "bad.bin");
         free(c);
     }
@@ -282,17 +240,17 @@ static void test_llama2c_variants(void **state)
     memcpy(c, b, n);
     v = 6;
     memcpy(c + 8, &v, 4);
-    spit(tmp("layers.bin"), c, n);
+    tu_spit(tmp("layers.bin"), c, n);
     open_fails(tmp("layers.bin"), tok, FMT_EFORMAT, "implies");
     /* newer export versions */
     memcpy(c, "ak42", 4);
-    spit(tmp("v1.bin"), c, n);
+    tu_spit(tmp("v1.bin"), c, n);
     open_fails(tmp("v1.bin"), tok, FMT_EUNSUP, "v1.bin");
     free(c);
     /* a tokenizer with fewer tokens than the vocabulary */
     size_t tn;
-    uint8_t *t = slurp(tok, &tn);
-    spit(tmp("tok-short.bin"), t, tn / 2);
+    uint8_t *t = tu_slurp(tok, &tn);
+    tu_spit(tmp("tok-short.bin"), t, tn / 2);
     fmt_src *s2 = NULL;
     char err[512];
     assert_true(fmt_src_open(&s2, bin, tmp("tok-short.bin"), err,
@@ -302,8 +260,6 @@ static void test_llama2c_variants(void **state)
     /* a missing path */
     open_fails(tmp("nonexistent.bin"), tok, FMT_EIO, "nonexistent.bin");
     free(b);
-    free(bin);
-    free(tok);
 }
 
 /* ---- GGUF --------------------------------------------------------------- */
@@ -315,7 +271,7 @@ static void test_gguf_shared(void **state)
                             "models/stories260K-q8_0.gguf",
                             "models/stories260K-q4_0.gguf" };
     for (size_t i = 0; i < 4; i++) {
-        char *p = shared_path(files[i]);
+        const char *p = tu_shared_file(files[i]);
         fmt_src *s = open_ok(p, NULL);
         const fmt_hparams *h = fmt_src_hparams(s);
         assert_string_equal(h->arch, "llama");
@@ -337,9 +293,8 @@ static void test_gguf_shared(void **state)
         assert_int_equal(fmt_kv_arr_len(fmt_src_kv(s),
                                         "tokenizer.ggml.tokens"), 512);
         fmt_src_close(s);
-        free(p);
     }
-    char *p = shared_path("models/llama-2-tiny-random.gguf");
+    const char *p = tu_shared_file("models/llama-2-tiny-random.gguf");
     fmt_src *s = open_ok(p, NULL);
     const fmt_hparams *h = fmt_src_hparams(s);
     assert_int_equal(h->dim, 8);
@@ -348,17 +303,13 @@ static void test_gguf_shared(void **state)
     assert_int_equal(h->vocab_size, 32000);
     assert_int_equal(h->ffn_dim, 32);
     fmt_src_close(s);
-    free(p);
     /* vocabulary-only GGUFs: wrong architecture, or no tensors */
-    p = shared_path("tokenizer-tests/ggml-vocab-gpt-2.gguf");
+    p = tu_shared_file("tokenizer-tests/ggml-vocab-gpt-2.gguf");
     open_fails(p, NULL, FMT_EUNSUP, "gpt2");
-    free(p);
-    p = shared_path("tokenizer-tests/ggml-vocab-llama-spm.gguf");
+    p = tu_shared_file("tokenizer-tests/ggml-vocab-llama-spm.gguf");
     open_fails(p, NULL, FMT_EFORMAT, "token_embd.weight");
-    free(p);
-    p = shared_path("models/tok512.bin");
+    p = tu_shared_file("models/tok512.bin");
     open_fails(p, NULL, FMT_EFORMAT, "tok512.bin");
-    free(p);
 }
 
 /* A GGUF writer for the variants below. */
@@ -383,10 +334,9 @@ typedef struct gsrc {
 static void gs_load(gsrc *g)
 {
     memset(g, 0, sizeof *g);
-    char *p = shared_path("models/stories260K-f32.gguf");
+    const char *p = tu_shared_file("models/stories260K-f32.gguf");
     char err[256];
     assert_int_equal(fmt_gguf_open(&g->base, p, err, sizeof err), 0);
-    free(p);
     const fmt_kv *kv = fmt_gguf_kv(g->base);
     g->kv = fmt_kv_new();
     for (size_t i = 0; i < fmt_kv_count(kv); i++) {
@@ -1053,8 +1003,8 @@ static void check_hf(const fmt_src *hf, const fmt_src *l2c, int bf16)
 static void test_hf(void **state)
 {
     (void)state;
-    char *bin = shared_path("models/stories260K.bin");
-    char *tok = shared_path("models/tok512.bin");
+    const char *bin = tu_shared_file("models/stories260K.bin");
+    const char *tok = tu_shared_file("models/tok512.bin");
     fmt_src *l2c = open_ok(bin, tok);
 
     /* BF16 matrices, tied, one file */
@@ -1166,8 +1116,6 @@ static void test_hf(void **state)
         open_fails(tmp(bad[i].dir), tok, bad[i].rc, bad[i].dir);
     }
     fmt_src_close(l2c);
-    free(bin);
-    free(tok);
 }
 
 /* A safetensors file from a header text and DATA_N data bytes (zeros). */
@@ -1179,7 +1127,7 @@ static void spit_st(const char *path, const char *hdr, size_t data_n)
     uint64_t h64 = hl;
     memcpy(b, &h64, 8);
     memcpy(b + 8, hdr, hl);
-    spit(path, b, n);
+    tu_spit(path, b, n);
     free(b);
 }
 
@@ -1187,8 +1135,8 @@ static void spit_st(const char *path, const char *hdr, size_t data_n)
 static void test_hf_damage(void **state)
 {
     (void)state;
-    char *bin = shared_path("models/stories260K.bin");
-    char *tok = shared_path("models/tok512.bin");
+    const char *bin = tu_shared_file("models/stories260K.bin");
+    const char *tok = tu_shared_file("models/tok512.bin");
     fmt_src *l2c = open_ok(bin, tok);
     hfopt o = { 0 };
     make_hf(tmp("hf-base"), l2c, &o);
@@ -1196,8 +1144,8 @@ static void test_hf_damage(void **state)
     snprintf(st, sizeof st, "%s/model.safetensors", tmp("hf-base"));
     snprintf(cfg, sizeof cfg, "%s/config.json", tmp("hf-base"));
     size_t n, cn;
-    uint8_t *orig = slurp(st, &n);
-    uint8_t *corig = slurp(cfg, &cn);
+    uint8_t *orig = tu_slurp(st, &n);
+    uint8_t *corig = tu_slurp(cfg, &cn);
     uint64_t hl;
     memcpy(&hl, orig, 8);
     uint8_t *b = malloc(n);
@@ -1207,14 +1155,14 @@ static void test_hf_damage(void **state)
     for (size_t i = 0; i < 5; i++) {
         memcpy(b, orig, n);
         memcpy(b, &lens[i], 8);
-        spit(st, b, n);
+        tu_spit(st, b, n);
         open_fails(tmp("hf-base"), tok, FMT_EFORMAT, "model.safetensors");
     }
     /* truncations: inside the header, inside the data */
     size_t cuts[] = { 0, 4, 8, 8 + (size_t)hl / 2, 8 + (size_t)hl,
                       n - 1 };
     for (size_t i = 0; i < 6; i++) {
-        spit(st, orig, cuts[i]);
+        tu_spit(st, orig, cuts[i]);
         open_fails(tmp("hf-base"), tok, FMT_EFORMAT, "model.safetensors");
     }
     /* JSON damage: a byte at every 97th position of the header */
@@ -1222,7 +1170,7 @@ static void test_hf_damage(void **state)
     for (size_t pos = 8; pos < 8 + hl; pos += 97) {
         memcpy(b, orig, n);
         b[pos] = (b[pos] == '"') ? 'x' : '"';
-        spit(st, b, n);
+        tu_spit(st, b, n);
         fmt_src *s = NULL;
         char err[512];
         int rc = fmt_src_open(&s, tmp("hf-base"), tok, err, sizeof err);
@@ -1245,10 +1193,10 @@ static void test_hf_damage(void **state)
         at += strlen(keys[k]);
         /* bump the first digit: a wrong end offset / a wrong row count */
         *at = *at == '9' ? '1' : (char)(*at + 1);
-        spit(st, b, n);
+        tu_spit(st, b, n);
         open_fails(tmp("hf-base"), tok, FMT_EFORMAT, "model.safetensors");
     }
-    spit(st, orig, n);
+    tu_spit(st, orig, n);
     fmt_src_close(open_ok(tmp("hf-base"), tok));
 
     /* The tensors must tile the data (the specification; its reference
@@ -1257,7 +1205,7 @@ static void test_hf_damage(void **state)
     uint8_t *b2 = malloc(n + 4);
     memcpy(b2, orig, n);
     memset(b2 + n, 0, 4);
-    spit(st, b2, n + 4);
+    tu_spit(st, b2, n + 4);
     free(b2);
     open_fails(tmp("hf-base"), tok, FMT_EFORMAT, "cover");
     /* ... two tensors on the same bytes, a hole between two, one that
@@ -1290,14 +1238,14 @@ static void test_hf_damage(void **state)
         else if (strstr(err, "data_offsets") || strstr(err, "cover"))
             fail_msg("an exact tiling was refused: %s", err);
     }
-    spit(st, orig, n);
+    tu_spit(st, orig, n);
 
     /* config.json damage */
-    spit(cfg, corig, cn / 2);
+    tu_spit(cfg, corig, cn / 2);
     open_fails(tmp("hf-base"), tok, FMT_EFORMAT, "config.json");
-    spit(cfg, "[1, 2]", 6);
+    tu_spit(cfg, "[1, 2]", 6);
     open_fails(tmp("hf-base"), tok, FMT_EFORMAT, "config.json");
-    spit(cfg, corig, cn);
+    tu_spit(cfg, corig, cn);
     /* no weights */
     unlink(st);
     open_fails(tmp("hf-base"), tok, FMT_EFORMAT, "model.safetensors");
@@ -1308,27 +1256,27 @@ static void test_hf_damage(void **state)
     char ix[1024];
     snprintf(ix, sizeof ix, "%s/model.safetensors.index.json", tmp("hf-idx"));
     size_t in;
-    uint8_t *iorig = slurp(ix, &in);
+    uint8_t *iorig = tu_slurp(ix, &in);
     char *t = malloc(in + 256);
     memcpy(t, iorig, in);
     t[in] = 0;
     char *p = strstr(t, "model-00002-of-00002");
     assert_non_null(p);
     memcpy(p, "../", 3);
-    spit(ix, t, in);
+    tu_spit(ix, t, in);
     open_fails(tmp("hf-idx"), tok, FMT_EFORMAT, "shard");
     snprintf(t, in + 256, "{\"weight_map\":{\"model.norm.weight\":"
              "\"model-00001-of-00002.safetensors\"}}");
-    spit(ix, t, strlen(t));
+    tu_spit(ix, t, strlen(t));
     open_fails(tmp("hf-idx"), tok, FMT_EFORMAT, "model.norm.weight");
     snprintf(t, in + 256, "{\"weight_map\":{\"x\":"
              "\"missing.safetensors\"}}");
-    spit(ix, t, strlen(t));
+    tu_spit(ix, t, strlen(t));
     open_fails(tmp("hf-idx"), tok, FMT_EIO, "missing.safetensors");
     snprintf(t, in + 256, "{\"weight_map\": 3}");
-    spit(ix, t, strlen(t));
+    tu_spit(ix, t, strlen(t));
     open_fails(tmp("hf-idx"), tok, FMT_EFORMAT, "weight_map");
-    spit(ix, iorig, in);
+    tu_spit(ix, iorig, in);
     fmt_src_close(open_ok(tmp("hf-idx"), tok));
 
     /* a pipeline config whose delays its combine style cannot take, or
@@ -1359,8 +1307,6 @@ static void test_hf_damage(void **state)
     free(orig);
     free(corig);
     fmt_src_close(l2c);
-    free(bin);
-    free(tok);
 }
 
 static void test_role_names(void **state)

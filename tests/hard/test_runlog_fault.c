@@ -51,47 +51,31 @@ static void run_cflow(tu_proc *p, const char *db, const char *fault)
     assert_int_equal(tu_run(p, argv, env, 300), 0);
 }
 
-static int64_t q_int(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st;
-    int64_t v = -1;
-    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
 /* integrity_check, and only whole batches; returns the number of runs and
  * (in *tokens) the number of token rows. */
 static int64_t check_db(const char *path, int64_t *tokens)
 {
-    sqlite3 *db;
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    assert_string_equal((const char *)sqlite3_column_text(st, 0), "ok");
-    sqlite3_finalize(st);
+    char ok[64];
+    tu_db_text(path, "PRAGMA integrity_check", ok, sizeof ok);  /* "" without a row */
+    assert_string_equal(ok, "ok");
     int64_t runs = 0;
     *tokens = 0;
-    if (q_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'run'") == 1) {
-        runs = q_int(db, "SELECT count(*) FROM run");
-        *tokens = q_int(db, "SELECT count(*) FROM token");
+    if (tu_db_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'run'") == 1) {
+        runs = tu_db_int(path, "SELECT count(*) FROM run");
+        *tokens = tu_db_int(path, "SELECT count(*) FROM token");
         /* runs whose tokens are not exactly 0..n_prompt+n_gen-1 */
-        assert_int_equal(q_int(db,
+        assert_int_equal(tu_db_int(path,
             "SELECT count(*) FROM run r WHERE"
             " (SELECT count(*) FROM token t WHERE t.run_id = r.id)"
             "   != coalesce(r.n_prompt, 0) + coalesce(r.n_gen, 0)"
             " OR coalesce((SELECT max(idx) + 1 FROM token t WHERE t.run_id = r.id), 0)"
             "   != coalesce(r.n_prompt, 0) + coalesce(r.n_gen, 0)"), 0);
         /* per-layer totals written with the same batch */
-        assert_int_equal(q_int(db,
+        assert_int_equal(tu_db_int(path,
             "SELECT count(*) FROM layer_stat l JOIN run r ON r.id = l.run_id"
             " WHERE l.n_tokens != r.n_gen"), 0);   /* decode tokens */
-        assert_int_equal(q_int(db, "PRAGMA foreign_key_check"), -1);  /* no rows */
+        assert_int_equal(tu_db_int(path, "PRAGMA foreign_key_check"), TU_DB_NONE);  /* no rows */
     }
-    sqlite3_close(db);
     return runs;
 }
 
