@@ -238,6 +238,27 @@ static json_object *jtok(int id, const char *content, int special)
     return o;
 }
 
+/* A tokenizer.json node {"type": type}. */
+static json_object *jnode(const char *type)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "type", json_object_new_string(type));
+    return o;
+}
+
+/* The "model" object: BPE over vocab and merges (both references taken
+ * over). */
+static json_object *bpe_model(json_object *vocab, json_object *merges,
+                              int byte_fallback)
+{
+    json_object *m = jnode("BPE");
+    json_object_object_add(m, "vocab", vocab);
+    json_object_object_add(m, "merges", merges);
+    json_object_object_add(m, "byte_fallback",
+                           json_object_new_boolean(byte_fallback));
+    return m;
+}
+
 #define HF_QWEN2_RE "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 /* A Qwen2 tokenizer.json from the shared vocab.json and merges.txt, with
@@ -262,34 +283,26 @@ static void make_qwen2_json(const char *dir, const char *regex)
         l = e + 1;
     }
     free(mt);
-    model = json_object_new_object();
-    json_object_object_add(model, "type", json_object_new_string("BPE"));
-    json_object_object_add(model, "vocab", vocab);
-    json_object_object_add(model, "merges", merges);
-    json_object_object_add(model, "byte_fallback", json_object_new_boolean(0));
+    model = bpe_model(vocab, merges, 0);
     pat = json_object_new_object();
     json_object_object_add(pat, "Regex", json_object_new_string(regex));
-    split = json_object_new_object();
-    json_object_object_add(split, "type", json_object_new_string("Split"));
+    split = jnode("Split");
     json_object_object_add(split, "pattern", pat);
     json_object_object_add(split, "behavior", json_object_new_string("Isolated"));
     json_object_object_add(split, "invert", json_object_new_boolean(0));
-    bl = json_object_new_object();
-    json_object_object_add(bl, "type", json_object_new_string("ByteLevel"));
+    bl = jnode("ByteLevel");
     json_object_object_add(bl, "add_prefix_space", json_object_new_boolean(0));
     json_object_object_add(bl, "use_regex", json_object_new_boolean(0));
     seq = json_object_new_array();
     json_object_array_add(seq, split);
     json_object_array_add(seq, bl);
-    pre = json_object_new_object();
-    json_object_object_add(pre, "type", json_object_new_string("Sequence"));
+    pre = jnode("Sequence");
     json_object_object_add(pre, "pretokenizers", seq);
     added = json_object_new_array();
     json_object_array_add(added, jtok(151643, "<|endoftext|>", 1));
     json_object_array_add(added, jtok(151644, "<|im_start|>", 1));
     json_object_array_add(added, jtok(151645, "<|im_end|>", 1));
-    dec = json_object_new_object();
-    json_object_object_add(dec, "type", json_object_new_string("ByteLevel"));
+    dec = jnode("ByteLevel");
     json_object_object_add(root, "version", json_object_new_string("1.0"));
     json_object_object_add(root, "added_tokens", added);
     json_object_object_add(root, "normalizer", NULL);
@@ -440,30 +453,23 @@ static void test_vocab_spm_tokenizer_json(void **st)
         }
     }
     free(order);
-    model = json_object_new_object();
-    json_object_object_add(model, "type", json_object_new_string("BPE"));
-    json_object_object_add(model, "vocab", vocab);
-    json_object_object_add(model, "merges", merges);
-    json_object_object_add(model, "byte_fallback", json_object_new_boolean(1));
+    model = bpe_model(vocab, merges, 1);
     json_object_object_add(model, "unk_token", json_object_new_string("<unk>"));
     added = json_object_new_array();
     json_object_array_add(added, jtok(0, "<unk>", 1));
     json_object_array_add(added, jtok(1, "<s>", 1));
     json_object_array_add(added, jtok(2, "</s>", 1));
     nseq = json_object_new_array();
-    o = json_object_new_object();
-    json_object_object_add(o, "type", json_object_new_string("Prepend"));
+    o = jnode("Prepend");
     json_object_object_add(o, "prepend", json_object_new_string("\xe2\x96\x81"));
     json_object_array_add(nseq, o);
-    o = json_object_new_object();
+    o = jnode("Replace");
     pat = json_object_new_object();
     json_object_object_add(pat, "String", json_object_new_string(" "));
-    json_object_object_add(o, "type", json_object_new_string("Replace"));
     json_object_object_add(o, "pattern", pat);
     json_object_object_add(o, "content", json_object_new_string("\xe2\x96\x81"));
     json_object_array_add(nseq, o);
-    norm = json_object_new_object();
-    json_object_object_add(norm, "type", json_object_new_string("Sequence"));
+    norm = jnode("Sequence");
     json_object_object_add(norm, "normalizers", nseq);
     json_object_object_add(root, "added_tokens", added);
     json_object_object_add(root, "normalizer", norm);

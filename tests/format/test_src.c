@@ -33,36 +33,6 @@
 #include "testutil.h"
 
 /* ---- helpers ----------------------------------------------------------- */
-static char tmpdir[512];
-
-static int setup_tmp(void **state)
-{
-    (void)state;
-    const char *t = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/cflow-src-XXXXXX",
-             t && *t ? t : "/tmp");
-    if (!mkdtemp(tmpdir))
-        return -1;
-    return 0;
-}
-
-static int teardown_tmp(void **state)
-{
-    (void)state;
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static const char *tmp(const char *name)
-{
-    static char p[4][1024];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/%s", tmpdir, name);
-    return p[k];
-}
-
 static fmt_src *open_ok(const char *path, const char *tok)
 {
     fmt_src *s = NULL;
@@ -200,8 +170,8 @@ static void test_llama2c_variants(void **state)
     float *wcls = (float *)(void *)(u + n);
     for (int i = 0; i < 512 * 64; i++)
         wcls[i] = (float)i * 0.001f;
-    tu_spit(tmp("unshared.bin"), u, n + 512 * 64 * 4);
-    fmt_src *s = open_ok(tmp("unshared.bin"), tok);
+    tu_spit(tu_tmp("unshared.bin"), u, n + 512 * 64 * 4);
+    fmt_src *s = open_ok(tu_tmp("unshared.bin"), tok);
     assert_int_equal(fmt_src_hparams(s)->flags & FMT_FLAG_TIED, 0);
     assert_int_equal(fmt_src_hparams(s)->vocab_size, 512);
     const fmt_tensor *o = fmt_src_tensor(s, FMT_R_OUTPUT, 0);
@@ -211,18 +181,18 @@ static void test_llama2c_variants(void **state)
     assert_memory_equal(o->data, wcls, 512 * 64 * 4);
     fmt_src_close(s);
     /* the same header without wcls: size mismatch */
-    tu_spit(tmp("unshared-short.bin"), u, n);
-    open_fails(tmp("unshared-short.bin"), tok, FMT_EFORMAT,
+    tu_spit(tu_tmp("unshared-short.bin"), u, n);
+    open_fails(tu_tmp("unshared-short.bin"), tok, FMT_EFORMAT,
                "unshared-short.bin");
     free(u);
 
     /* truncated, one float too many */
-    tu_spit(tmp("trunc.bin"), b, n - 4);
-    open_fails(tmp("trunc.bin"), tok, FMT_EFORMAT, "implies");
+    tu_spit(tu_tmp("trunc.bin"), b, n - 4);
+    open_fails(tu_tmp("trunc.bin"), tok, FMT_EFORMAT, "implies");
     uint8_t *big = calloc(1, n + 4);
     memcpy(big, b, n);
-    tu_spit(tmp("long.bin"), big, n + 4);
-    open_fails(tmp("long.bin"), tok, FMT_EFORMAT, "long.bin");
+    tu_spit(tu_tmp("long.bin"), big, n + 4);
+    open_fails(tu_tmp("long.bin"), tok, FMT_EFORMAT, "long.bin");
     free(big);
     /* implausible headers are not recognised at all */
     int32_t bad[][2] = { { 3, 0 }, { 4, 3 }, { 3, 7 }, { 0, -5 },
@@ -231,8 +201,8 @@ static void test_llama2c_variants(void **state)
         uint8_t *c = malloc(n);
         memcpy(c, b, n);
         memcpy(c + 4 * bad[i][0], &bad[i][1], 4);
-        tu_spit(tmp("bad.bin"), c, n);
-        open_fails(tmp("bad.bin"), tok, FMT_EFORMAT, "bad.bin");
+        tu_spit(tu_tmp("bad.bin"), c, n);
+        open_fails(tu_tmp("bad.bin"), tok, FMT_EFORMAT, "bad.bin");
         free(c);
     }
     /* a plausible header with other numbers: the size gives it away */
@@ -240,25 +210,25 @@ static void test_llama2c_variants(void **state)
     memcpy(c, b, n);
     v = 6;
     memcpy(c + 8, &v, 4);
-    tu_spit(tmp("layers.bin"), c, n);
-    open_fails(tmp("layers.bin"), tok, FMT_EFORMAT, "implies");
+    tu_spit(tu_tmp("layers.bin"), c, n);
+    open_fails(tu_tmp("layers.bin"), tok, FMT_EFORMAT, "implies");
     /* newer export versions */
     memcpy(c, "ak42", 4);
-    tu_spit(tmp("v1.bin"), c, n);
-    open_fails(tmp("v1.bin"), tok, FMT_EUNSUP, "v1.bin");
+    tu_spit(tu_tmp("v1.bin"), c, n);
+    open_fails(tu_tmp("v1.bin"), tok, FMT_EUNSUP, "v1.bin");
     free(c);
     /* a tokenizer with fewer tokens than the vocabulary */
     size_t tn;
     uint8_t *t = tu_slurp(tok, &tn);
-    tu_spit(tmp("tok-short.bin"), t, tn / 2);
+    tu_spit(tu_tmp("tok-short.bin"), t, tn / 2);
     fmt_src *s2 = NULL;
     char err[512];
-    assert_true(fmt_src_open(&s2, bin, tmp("tok-short.bin"), err,
+    assert_true(fmt_src_open(&s2, bin, tu_tmp("tok-short.bin"), err,
                              sizeof err) < 0);
     assert_null(s2);
     free(t);
     /* a missing path */
-    open_fails(tmp("nonexistent.bin"), tok, FMT_EIO, "nonexistent.bin");
+    open_fails(tu_tmp("nonexistent.bin"), tok, FMT_EIO, "nonexistent.bin");
     free(b);
 }
 
@@ -484,8 +454,8 @@ static void test_gguf_written(void **state)
 
     /* the unchanged copy opens like the original */
     gs_load(&g);
-    gs_write(&g, tmp("same.gguf"));
-    fmt_src *s = open_ok(tmp("same.gguf"), NULL);
+    gs_write(&g, tu_tmp("same.gguf"));
+    fmt_src *s = open_ok(tu_tmp("same.gguf"), NULL);
     assert_int_equal(fmt_src_hparams(s)->n_layers, 5);
     fmt_src_close(s);
     gs_free(&g);
@@ -507,8 +477,8 @@ static void test_gguf_written(void **state)
         snprintf(name, sizeof name, "blk.%u.attn_v.bias", l);
         gs_add_f32(&g, name, 1, &ne, bias + 2);
     }
-    gs_write(&g, tmp("qwen2.gguf"));
-    s = open_ok(tmp("qwen2.gguf"), NULL);
+    gs_write(&g, tu_tmp("qwen2.gguf"));
+    s = open_ok(tu_tmp("qwen2.gguf"), NULL);
     const fmt_hparams *h = fmt_src_hparams(s);
     assert_string_equal(h->arch, "qwen2");
     assert_int_equal(h->flags & (FMT_FLAG_ROPE_NEOX | FMT_FLAG_QKV_BIAS |
@@ -522,17 +492,17 @@ static void test_gguf_written(void **state)
     fmt_src_close(s);
     /* ...with one bias missing */
     gs_drop(&g, "blk.2.attn_v.bias");
-    gs_write(&g, tmp("qwen2-nobias.gguf"));
-    open_fails(tmp("qwen2-nobias.gguf"), NULL, FMT_EFORMAT,
+    gs_write(&g, tu_tmp("qwen2-nobias.gguf"));
+    open_fails(tu_tmp("qwen2-nobias.gguf"), NULL, FMT_EFORMAT,
                "blk.2.attn_v.bias");
     gs_free(&g);
 
     /* a missing tensor, a misshapen one, a short vocabulary */
     gs_load(&g);
     gs_drop(&g, "blk.3.ffn_up.weight");
-    gs_write(&g, tmp("missing.gguf"));
-    open_fails(tmp("missing.gguf"), NULL, FMT_EFORMAT, "blk.3.ffn_up.weight");
-    open_fails(tmp("missing.gguf"), NULL, FMT_EFORMAT, "missing.gguf");
+    gs_write(&g, tu_tmp("missing.gguf"));
+    open_fails(tu_tmp("missing.gguf"), NULL, FMT_EFORMAT, "blk.3.ffn_up.weight");
+    open_fails(tu_tmp("missing.gguf"), NULL, FMT_EFORMAT, "missing.gguf");
     gs_free(&g);
     gs_load(&g);
     {
@@ -543,8 +513,8 @@ static void test_gguf_written(void **state)
         k->data = q->data;
         k->nbytes = q->nbytes;
     }
-    gs_write(&g, tmp("shape.gguf"));
-    open_fails(tmp("shape.gguf"), NULL, FMT_EFORMAT, "blk.2.attn_k.weight");
+    gs_write(&g, tu_tmp("shape.gguf"));
+    open_fails(tu_tmp("shape.gguf"), NULL, FMT_EFORMAT, "blk.2.attn_k.weight");
     gs_free(&g);
     gs_load(&g);
     {
@@ -558,8 +528,8 @@ static void test_gguf_written(void **state)
         fmt_kv_copy(g.kv, kv2, "tokenizer.ggml.tokens");
         fmt_kv_free(kv2);
     }
-    gs_write(&g, tmp("shortvocab.gguf"));
-    open_fails(tmp("shortvocab.gguf"), NULL, FMT_EFORMAT, "500 tokens");
+    gs_write(&g, tu_tmp("shortvocab.gguf"));
+    open_fails(tu_tmp("shortvocab.gguf"), NULL, FMT_EFORMAT, "500 tokens");
     gs_free(&g);
 
     /* absurd geometry */
@@ -583,31 +553,31 @@ static void test_gguf_written(void **state)
     for (size_t i = 0; i < sizeof geo / sizeof geo[0]; i++) {
         gs_load(&g);
         fmt_kv_set_u32(g.kv, geo[i].key, geo[i].v);
-        gs_write(&g, tmp("geo.gguf"));
-        open_fails(tmp("geo.gguf"), NULL, geo[i].rc, geo[i].msg);
+        gs_write(&g, tu_tmp("geo.gguf"));
+        open_fails(tu_tmp("geo.gguf"), NULL, geo[i].rc, geo[i].msg);
         gs_free(&g);
     }
     /* a geometry consistent in itself that the tensors contradict */
     gs_load(&g);
     fmt_kv_set_u32(g.kv, "llama.embedding_length", 128);
     fmt_kv_set_u32(g.kv, "llama.rope.dimension_count", 16);
-    gs_write(&g, tmp("dim.gguf"));
-    open_fails(tmp("dim.gguf"), NULL, FMT_EFORMAT, "token_embd.weight");
+    gs_write(&g, tu_tmp("dim.gguf"));
+    open_fails(tu_tmp("dim.gguf"), NULL, FMT_EFORMAT, "token_embd.weight");
     gs_free(&g);
     gs_load(&g);
     fmt_kv_set_f32(g.kv, "llama.attention.layer_norm_rms_epsilon", 0.0f);
-    gs_write(&g, tmp("eps.gguf"));
-    open_fails(tmp("eps.gguf"), NULL, FMT_EFORMAT, "epsilon");
+    gs_write(&g, tu_tmp("eps.gguf"));
+    open_fails(tu_tmp("eps.gguf"), NULL, FMT_EFORMAT, "epsilon");
     fmt_kv_set_str(g.kv, "llama.block_count", "five", 4);
-    gs_write(&g, tmp("str.gguf"));
-    open_fails(tmp("str.gguf"), NULL, FMT_EFORMAT, "llama.block_count");
+    gs_write(&g, tu_tmp("str.gguf"));
+    open_fails(tu_tmp("str.gguf"), NULL, FMT_EFORMAT, "llama.block_count");
     gs_free(&g);
     /* RoPE base and epsilon are read */
     gs_load(&g);
     fmt_kv_set_f32(g.kv, "llama.rope.freq_base", 500000.0f);
     fmt_kv_set_f32(g.kv, "llama.attention.layer_norm_rms_epsilon", 1e-6f);
-    gs_write(&g, tmp("theta.gguf"));
-    s = open_ok(tmp("theta.gguf"), NULL);
+    gs_write(&g, tu_tmp("theta.gguf"));
+    s = open_ok(tu_tmp("theta.gguf"), NULL);
     assert_true(fmt_src_hparams(s)->rope_theta == 500000.0f);
     assert_true(fmt_src_hparams(s)->norm_eps == 1e-6f);
     fmt_src_close(s);
@@ -643,8 +613,8 @@ static void test_gguf_rope(void **state)
     l3_factors(10000.0f, 8, 8.0f, 1.0f, 4.0f, 8192.0f, f);
     assert_true(f[0] == 1.0f && f[3] > 1.0f && f[3] < 8.0f);
     gs_add_f32(&g, "rope_freqs.weight", 1, &ne, f);
-    gs_write(&g, tmp("l3.gguf"));
-    fmt_src *s = open_ok(tmp("l3.gguf"), NULL);
+    gs_write(&g, tu_tmp("l3.gguf"));
+    fmt_src *s = open_ok(tu_tmp("l3.gguf"), NULL);
     const fmt_hparams *h = fmt_src_hparams(s);
     assert_true(h->flags & FMT_FLAG_ROPE_LLAMA3);
     assert_true(fabsf(h->rope_factor - 8.0f) < 1e-3f);
@@ -654,28 +624,28 @@ static void test_gguf_rope(void **state)
     /* keys take precedence and must agree with the tensor */
     fmt_kv_set_f32(g.kv, "llama.rope.scaling.factor", 8.0f);
     fmt_kv_set_u32(g.kv, "llama.rope.scaling.original_context_length", 8192);
-    gs_write(&g, tmp("l3k.gguf"));
-    s = open_ok(tmp("l3k.gguf"), NULL);
+    gs_write(&g, tu_tmp("l3k.gguf"));
+    s = open_ok(tu_tmp("l3k.gguf"), NULL);
     assert_true(fmt_src_hparams(s)->rope_factor == 8.0f);
     fmt_src_close(s);
     fmt_kv_set_u32(g.kv, "llama.rope.scaling.original_context_length", 4096);
-    gs_write(&g, tmp("l3bad.gguf"));
-    open_fails(tmp("l3bad.gguf"), NULL, FMT_EUNSUP, "rope_freqs");
+    gs_write(&g, tu_tmp("l3bad.gguf"));
+    open_fails(tu_tmp("l3bad.gguf"), NULL, FMT_EUNSUP, "rope_freqs");
     gs_free(&g);
     /* factors that are not Llama-3 scaling */
     gs_load(&g);
     float junk[4] = { 2, 2, 2, 2 };
     gs_add_f32(&g, "rope_freqs.weight", 1, &ne, junk);
-    gs_write(&g, tmp("junk.gguf"));
-    open_fails(tmp("junk.gguf"), NULL, FMT_EUNSUP, "rope_freqs");
+    gs_write(&g, tu_tmp("junk.gguf"));
+    open_fails(tu_tmp("junk.gguf"), NULL, FMT_EUNSUP, "rope_freqs");
     gs_free(&g);
     /* by keys only */
     gs_load(&g);
     fmt_kv_set_str(g.kv, "llama.rope.scaling.type", "llama3", 6);
     fmt_kv_set_f32(g.kv, "llama.rope.scaling.factor", 32.0f);
     fmt_kv_set_u32(g.kv, "llama.rope.scaling.original_context_length", 4096);
-    gs_write(&g, tmp("l3keys.gguf"));
-    s = open_ok(tmp("l3keys.gguf"), NULL);
+    gs_write(&g, tu_tmp("l3keys.gguf"));
+    s = open_ok(tu_tmp("l3keys.gguf"), NULL);
     h = fmt_src_hparams(s);
     assert_true(h->flags & FMT_FLAG_ROPE_LLAMA3);
     assert_true(h->rope_factor == 32.0f);
@@ -683,11 +653,11 @@ static void test_gguf_rope(void **state)
     assert_int_equal(h->rope_orig_ctx, 4096);
     fmt_src_close(s);
     fmt_kv_set_str(g.kv, "llama.rope.scaling.type", "yarn", 4);
-    gs_write(&g, tmp("yarn.gguf"));
-    open_fails(tmp("yarn.gguf"), NULL, FMT_EUNSUP, "yarn");
+    gs_write(&g, tu_tmp("yarn.gguf"));
+    open_fails(tu_tmp("yarn.gguf"), NULL, FMT_EUNSUP, "yarn");
     fmt_kv_set_str(g.kv, "llama.rope.scaling.type", "none", 4);
-    gs_write(&g, tmp("none.gguf"));
-    s = open_ok(tmp("none.gguf"), NULL);
+    gs_write(&g, tu_tmp("none.gguf"));
+    s = open_ok(tu_tmp("none.gguf"), NULL);
     assert_int_equal(fmt_src_hparams(s)->flags & FMT_FLAG_ROPE_LLAMA3, 0);
     fmt_src_close(s);
     gs_free(&g);
@@ -717,8 +687,8 @@ static void test_gguf_moe(void **state)
         snprintf(name, sizeof name, "blk.%u.ffn_down_exps.weight", l);
         gs_add_f32(&g, name, 3, dn, NULL);
     }
-    gs_write(&g, tmp("moe.gguf"));
-    fmt_src *s = open_ok(tmp("moe.gguf"), NULL);
+    gs_write(&g, tu_tmp("moe.gguf"));
+    fmt_src *s = open_ok(tu_tmp("moe.gguf"), NULL);
     const fmt_hparams *h = fmt_src_hparams(s);
     assert_int_equal(h->n_experts, 4);
     assert_int_equal(h->top_k, 2);
@@ -732,8 +702,8 @@ static void test_gguf_moe(void **state)
     fmt_src_close(s);
     /* top_k above the expert count */
     fmt_kv_set_u32(g.kv, "llama.expert_used_count", 5);
-    gs_write(&g, tmp("moe-bad.gguf"));
-    open_fails(tmp("moe-bad.gguf"), NULL, FMT_EFORMAT, "expert");
+    gs_write(&g, tu_tmp("moe-bad.gguf"));
+    open_fails(tu_tmp("moe-bad.gguf"), NULL, FMT_EFORMAT, "expert");
     gs_free(&g);
 }
 
@@ -1009,8 +979,8 @@ static void test_hf(void **state)
 
     /* BF16 matrices, tied, one file */
     hfopt o1 = { .bf16 = 1 };
-    make_hf(tmp("hf-bf16"), l2c, &o1);
-    fmt_src *s = open_ok(tmp("hf-bf16"), tok);
+    make_hf(tu_tmp("hf-bf16"), l2c, &o1);
+    fmt_src *s = open_ok(tu_tmp("hf-bf16"), tok);
     assert_string_equal(fmt_src_kind(s), "hf");
     assert_string_equal(fmt_src_hparams(s)->arch, "llama");
     assert_true(fmt_src_hparams(s)->flags & FMT_FLAG_TIED);
@@ -1027,8 +997,8 @@ static void test_hf(void **state)
 
     /* F32, separate lm_head, sharded over two files with an index */
     hfopt o2 = { .lm_head = 1, .shards = 2 };
-    make_hf(tmp("hf-shards"), l2c, &o2);
-    s = open_ok(tmp("hf-shards"), tok);
+    make_hf(tu_tmp("hf-shards"), l2c, &o2);
+    s = open_ok(tu_tmp("hf-shards"), tok);
     assert_int_equal(fmt_src_hparams(s)->flags & FMT_FLAG_TIED, 0);
     const fmt_tensor *out = fmt_src_tensor(s, FMT_R_OUTPUT, 0);
     assert_non_null(out);
@@ -1037,16 +1007,16 @@ static void test_hf(void **state)
     fmt_src_close(s);
     /* the same with tie_word_embeddings true: the head is ignored */
     hfopt o2b = { .lm_head = 1, .cfg_extra = "\"tie_word_embeddings\": true" };
-    make_hf(tmp("hf-tie"), l2c, &o2b);
-    s = open_ok(tmp("hf-tie"), tok);
+    make_hf(tu_tmp("hf-tie"), l2c, &o2b);
+    s = open_ok(tu_tmp("hf-tie"), tok);
     assert_true(fmt_src_hparams(s)->flags & FMT_FLAG_TIED);
     assert_null(fmt_src_tensor(s, FMT_R_OUTPUT, 0));
     fmt_src_close(s);
 
     /* Qwen2 with biases */
     hfopt o3 = { .qwen = 1, .bf16 = 1 };
-    make_hf(tmp("hf-qwen"), l2c, &o3);
-    s = open_ok(tmp("hf-qwen"), tok);
+    make_hf(tu_tmp("hf-qwen"), l2c, &o3);
+    s = open_ok(tu_tmp("hf-qwen"), tok);
     const fmt_hparams *h = fmt_src_hparams(s);
     assert_string_equal(h->arch, "qwen2");
     assert_true(h->flags & FMT_FLAG_QKV_BIAS);
@@ -1061,8 +1031,8 @@ static void test_hf(void **state)
 
     /* an embedding larger than the tokenizer: padded like llama.cpp */
     hfopt o4 = { .vocab_pad = 8 };
-    make_hf(tmp("hf-pad"), l2c, &o4);
-    s = open_ok(tmp("hf-pad"), tok);
+    make_hf(tu_tmp("hf-pad"), l2c, &o4);
+    s = open_ok(tu_tmp("hf-pad"), tok);
     assert_int_equal(fmt_src_hparams(s)->vocab_size, 520);
     const fmt_kv *kv = fmt_src_kv(s);
     assert_int_equal(fmt_kv_arr_len(kv, "tokenizer.ggml.tokens"), 520);
@@ -1078,8 +1048,8 @@ static void test_hf(void **state)
                               "\"factor\": 32.0, \"low_freq_factor\": 1.0, "
                               "\"high_freq_factor\": 4.0, "
                               "\"original_max_position_embeddings\": 8192}" };
-    make_hf(tmp("hf-l3"), l2c, &o5);
-    s = open_ok(tmp("hf-l3"), tok);
+    make_hf(tu_tmp("hf-l3"), l2c, &o5);
+    s = open_ok(tu_tmp("hf-l3"), tok);
     h = fmt_src_hparams(s);
     assert_true(h->flags & FMT_FLAG_ROPE_LLAMA3);
     assert_true(h->rope_factor == 32.0f);
@@ -1110,10 +1080,10 @@ static void test_hf(void **state)
           "embed_tokens" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        make_hf(tmp(bad[i].dir), l2c, &bad[i].o);
+        make_hf(tu_tmp(bad[i].dir), l2c, &bad[i].o);
         /* the message names the folder or the file inside it */
-        open_fails(tmp(bad[i].dir), tok, bad[i].rc, bad[i].msg);
-        open_fails(tmp(bad[i].dir), tok, bad[i].rc, bad[i].dir);
+        open_fails(tu_tmp(bad[i].dir), tok, bad[i].rc, bad[i].msg);
+        open_fails(tu_tmp(bad[i].dir), tok, bad[i].rc, bad[i].dir);
     }
     fmt_src_close(l2c);
 }
@@ -1139,10 +1109,10 @@ static void test_hf_damage(void **state)
     const char *tok = tu_shared_file("models/tok512.bin");
     fmt_src *l2c = open_ok(bin, tok);
     hfopt o = { 0 };
-    make_hf(tmp("hf-base"), l2c, &o);
+    make_hf(tu_tmp("hf-base"), l2c, &o);
     char st[1024], cfg[1024];
-    snprintf(st, sizeof st, "%s/model.safetensors", tmp("hf-base"));
-    snprintf(cfg, sizeof cfg, "%s/config.json", tmp("hf-base"));
+    snprintf(st, sizeof st, "%s/model.safetensors", tu_tmp("hf-base"));
+    snprintf(cfg, sizeof cfg, "%s/config.json", tu_tmp("hf-base"));
     size_t n, cn;
     uint8_t *orig = tu_slurp(st, &n);
     uint8_t *corig = tu_slurp(cfg, &cn);
@@ -1156,14 +1126,14 @@ static void test_hf_damage(void **state)
         memcpy(b, orig, n);
         memcpy(b, &lens[i], 8);
         tu_spit(st, b, n);
-        open_fails(tmp("hf-base"), tok, FMT_EFORMAT, "model.safetensors");
+        open_fails(tu_tmp("hf-base"), tok, FMT_EFORMAT, "model.safetensors");
     }
     /* truncations: inside the header, inside the data */
     size_t cuts[] = { 0, 4, 8, 8 + (size_t)hl / 2, 8 + (size_t)hl,
                       n - 1 };
     for (size_t i = 0; i < 6; i++) {
         tu_spit(st, orig, cuts[i]);
-        open_fails(tmp("hf-base"), tok, FMT_EFORMAT, "model.safetensors");
+        open_fails(tu_tmp("hf-base"), tok, FMT_EFORMAT, "model.safetensors");
     }
     /* JSON damage: a byte at every 97th position of the header */
     int fails = 0, tries = 0;
@@ -1173,7 +1143,7 @@ static void test_hf_damage(void **state)
         tu_spit(st, b, n);
         fmt_src *s = NULL;
         char err[512];
-        int rc = fmt_src_open(&s, tmp("hf-base"), tok, err, sizeof err);
+        int rc = fmt_src_open(&s, tu_tmp("hf-base"), tok, err, sizeof err);
         tries++;
         if (rc == FMT_OK)
             fmt_src_close(s);
@@ -1194,10 +1164,10 @@ static void test_hf_damage(void **state)
         /* bump the first digit: a wrong end offset / a wrong row count */
         *at = *at == '9' ? '1' : (char)(*at + 1);
         tu_spit(st, b, n);
-        open_fails(tmp("hf-base"), tok, FMT_EFORMAT, "model.safetensors");
+        open_fails(tu_tmp("hf-base"), tok, FMT_EFORMAT, "model.safetensors");
     }
     tu_spit(st, orig, n);
-    fmt_src_close(open_ok(tmp("hf-base"), tok));
+    fmt_src_close(open_ok(tu_tmp("hf-base"), tok));
 
     /* The tensors must tile the data (the specification; its reference
      * loader refuses the rest): bytes after the last tensor, ... */
@@ -1207,7 +1177,7 @@ static void test_hf_damage(void **state)
     memset(b2 + n, 0, 4);
     tu_spit(st, b2, n + 4);
     free(b2);
-    open_fails(tmp("hf-base"), tok, FMT_EFORMAT, "cover");
+    open_fails(tu_tmp("hf-base"), tok, FMT_EFORMAT, "cover");
     /* ... two tensors on the same bytes, a hole between two, one that
      * starts after 0 ... */
     const char *bad[] = {
@@ -1221,7 +1191,7 @@ static void test_hf_damage(void **state)
     };
     for (int i = 0; i < 4; i++) {
         spit_st(st, bad[i], 12);
-        open_fails(tmp("hf-base"), tok, FMT_EFORMAT, "data_offsets start at");
+        open_fails(tu_tmp("hf-base"), tok, FMT_EFORMAT, "data_offsets start at");
     }
     /* ... while an exact tiling in any key order, with an empty tensor on
      * a boundary, passes the check (and fails later, for the missing
@@ -1232,7 +1202,7 @@ static void test_hf_damage(void **state)
     {
         fmt_src *s = NULL;
         char err[512] = "";
-        int rc = fmt_src_open(&s, tmp("hf-base"), tok, err, sizeof err);
+        int rc = fmt_src_open(&s, tu_tmp("hf-base"), tok, err, sizeof err);
         if (rc == FMT_OK)
             fmt_src_close(s);
         else if (strstr(err, "data_offsets") || strstr(err, "cover"))
@@ -1242,19 +1212,19 @@ static void test_hf_damage(void **state)
 
     /* config.json damage */
     tu_spit(cfg, corig, cn / 2);
-    open_fails(tmp("hf-base"), tok, FMT_EFORMAT, "config.json");
+    open_fails(tu_tmp("hf-base"), tok, FMT_EFORMAT, "config.json");
     tu_spit(cfg, "[1, 2]", 6);
-    open_fails(tmp("hf-base"), tok, FMT_EFORMAT, "config.json");
+    open_fails(tu_tmp("hf-base"), tok, FMT_EFORMAT, "config.json");
     tu_spit(cfg, corig, cn);
     /* no weights */
     unlink(st);
-    open_fails(tmp("hf-base"), tok, FMT_EFORMAT, "model.safetensors");
+    open_fails(tu_tmp("hf-base"), tok, FMT_EFORMAT, "model.safetensors");
 
     /* index pointing outside the folder, or at a missing tensor */
     hfopt os = { .shards = 2 };
-    make_hf(tmp("hf-idx"), l2c, &os);
+    make_hf(tu_tmp("hf-idx"), l2c, &os);
     char ix[1024];
-    snprintf(ix, sizeof ix, "%s/model.safetensors.index.json", tmp("hf-idx"));
+    snprintf(ix, sizeof ix, "%s/model.safetensors.index.json", tu_tmp("hf-idx"));
     size_t in;
     uint8_t *iorig = tu_slurp(ix, &in);
     char *t = malloc(in + 256);
@@ -1264,20 +1234,20 @@ static void test_hf_damage(void **state)
     assert_non_null(p);
     memcpy(p, "../", 3);
     tu_spit(ix, t, in);
-    open_fails(tmp("hf-idx"), tok, FMT_EFORMAT, "shard");
+    open_fails(tu_tmp("hf-idx"), tok, FMT_EFORMAT, "shard");
     snprintf(t, in + 256, "{\"weight_map\":{\"model.norm.weight\":"
              "\"model-00001-of-00002.safetensors\"}}");
     tu_spit(ix, t, strlen(t));
-    open_fails(tmp("hf-idx"), tok, FMT_EFORMAT, "model.norm.weight");
+    open_fails(tu_tmp("hf-idx"), tok, FMT_EFORMAT, "model.norm.weight");
     snprintf(t, in + 256, "{\"weight_map\":{\"x\":"
              "\"missing.safetensors\"}}");
     tu_spit(ix, t, strlen(t));
-    open_fails(tmp("hf-idx"), tok, FMT_EIO, "missing.safetensors");
+    open_fails(tu_tmp("hf-idx"), tok, FMT_EIO, "missing.safetensors");
     snprintf(t, in + 256, "{\"weight_map\": 3}");
     tu_spit(ix, t, strlen(t));
-    open_fails(tmp("hf-idx"), tok, FMT_EFORMAT, "weight_map");
+    open_fails(tu_tmp("hf-idx"), tok, FMT_EFORMAT, "weight_map");
     tu_spit(ix, iorig, in);
-    fmt_src_close(open_ok(tmp("hf-idx"), tok));
+    fmt_src_close(open_ok(tu_tmp("hf-idx"), tok));
 
     /* a pipeline config whose delays its combine style cannot take, or
      * that reach past the last layer: refused at open, as the .cflow
@@ -1293,14 +1263,14 @@ static void test_hf_damage(void **state)
     };
     for (size_t i = 0; i < sizeof pipe / sizeof pipe[0]; i++) {
         hfopt op = { .arch = "CflowPipelineForCausalLM", .cfg_extra = pipe[i].extra };
-        make_hf(tmp("hf-pipe"), l2c, &op);
-        open_fails(tmp("hf-pipe"), tok, FMT_EFORMAT, pipe[i].why);
+        make_hf(tu_tmp("hf-pipe"), l2c, &op);
+        open_fails(tu_tmp("hf-pipe"), tok, FMT_EFORMAT, pipe[i].why);
     }
     hfopt okp = { .arch = "CflowPipelineForCausalLM",
                   .cfg_extra = PIPE "\"dense_delay\": 1, \"combine_style\": 1" };
 #undef PIPE
-    make_hf(tmp("hf-pipe"), l2c, &okp);
-    fmt_src_close(open_ok(tmp("hf-pipe"), tok));
+    make_hf(tu_tmp("hf-pipe"), l2c, &okp);
+    fmt_src_close(open_ok(tu_tmp("hf-pipe"), tok));
     free(t);
     free(iorig);
     free(b);
@@ -1334,5 +1304,5 @@ int main(void)
         cmocka_unit_test(test_hf),
         cmocka_unit_test(test_hf_damage),
     };
-    return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }
