@@ -9,9 +9,11 @@
  *     promises the batched kernels bit-identical results, so the
  *     comparison is exact, on ragged tiles (rows and columns that are not
  *     multiples of the 16-row panel, the 32-column block, 128 or 256) and
- *     at every batch size class m in {1, 3, 4, 5, 8, 23, 512} (below, at
- *     and around the native kernels' 8-input groups), with y strides wider
- *     than the tile so that a write past a row shows;
+ *     at every batch size class m in {1, 2, 3, 4, 5, 7, 8, 9, 16, 23, 31,
+ *     32, 512} (below, at and around the native kernels' 8-input groups,
+ *     and the engine's prefill chunk of 32), with y strides wider than the
+ *     tile so that a write past a row shows, for every ISA table this CPU
+ *     runs (an AVX-512 CPU checks its avx2 table too);
  *   - attn_f16: the scalar reference kern_attn_f16_ref (through
  *     kern_attn_decode_f16 for whole head ranges; its golden outputs from
  *     ggml are checked in test_kern.c), exactly, per head range, for head
@@ -77,7 +79,10 @@ static kern_tile_mv_fn mv_of(const kern_ops *ops, enum kern_type t, int rp)
 static void test_tile_mm(void **state)
 {
     (void)state;
-    static const unsigned ms[] = { 1, 3, 4, 5, 8, 23, 512 };
+    /* every batch class: one input (decode); below, at, just past and at
+     * whole multiples of the native kernels' 8-input groups; the prefill's
+     * full chunk of 32 (ENG_BATCH) and one short of it; far past it */
+    static const unsigned ms[] = { 1, 2, 3, 4, 5, 7, 8, 9, 16, 23, 31, 32, 512 };
     static const struct { unsigned r, c, col0; } shapes[] = {
         { 128, 256, 0 }, { 100, 200, 32 }, { 17, 33, 64 }, { 1, 7, 0 },
         { 127, 255, 96 }, { 48, 96, 32 }, { 16, 32, 0 }, { 5, 250, 0 },
