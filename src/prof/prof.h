@@ -240,9 +240,22 @@ size_t prof_counters_line(const int64_t ev[PROF_NEV],
 /* "model name" of /proc/cpuinfo (else the uname machine), into buf. */
 void   prof_cpu_model(char *buf, size_t n);
 int    prof_cpu_cores(void);
-/* Read bandwidth of the machine in GB/s (1e9 bytes/s): n_threads threads
- * summing a 256 MiB buffer, best of three passes (about 0.3 s).  0 on
- * failure. */
+/* Read bandwidth of the machine in GB/s (1e9 bytes/s), as `cflow bench
+ * membw` reports it: n_threads threads, each pinned to its own CPU of the
+ * process's affinity set (round robin past them), sum their slices of a
+ * buffer of four times the last-level cache (512 MiB to 2 GiB, at most a
+ * quarter of the available memory); one untimed pass, then passes timed
+ * passes (1 .. PROF_MEMBW_MAXPASS).  The median with the min and max. */
+#define PROF_MEMBW_MAXPASS 64
+typedef struct prof_membw {
+    int      threads;
+    unsigned passes;
+    uint64_t bytes;                          /* read per pass */
+    double   median_gbs, min_gbs, max_gbs;
+} prof_membw;
+/* 0, or -1 (out of memory, no threads): *out zeroed. */
+int    prof_measure_membw(int n_threads, unsigned passes, prof_membw *out);
+/* prof_measure_membw's median of 5 passes; 0 on failure. */
 double prof_measure_read_bw(int n_threads);
 /* A cheap content hash of a file, as 16 hex digits into hex[17]:
  * 64-bit FNV-1a over the file size (8 bytes, little endian), the first
@@ -258,7 +271,7 @@ int    prof_file_hash(const char *path, char hex[17], uint64_t *size, char *err,
 /* ======================================================================= */
 typedef struct prof_log prof_log;
 
-#define PROF_LOG_SCHEMA 5   /* PRAGMA user_version of a current database */
+#define PROF_LOG_SCHEMA 6   /* PRAGMA user_version of a current database */
 
 enum { PROF_LOG_CREATE = 1 };  /* create the file (and its folder) if absent */
 
@@ -306,6 +319,14 @@ typedef struct prof_run_cfg {
 /* The read bandwidth already recorded for the host cflow runs on (same
  * hostname, CPU model and core count), or 0. */
 double prof_log_machine_bw(prof_log *l, const prof_machine *m);
+/* Record a read-bandwidth measurement of machine m (its hostname, CPU
+ * model and cores; isa and read_bw_gbs unused): 0, or -1 with err. */
+int  prof_log_membw(prof_log *l, const prof_machine *m, const prof_membw *r, char *err,
+                    size_t errlen);
+/* The latest figure recorded for machine m at n_threads: 0 with *r (and
+ * measured, may be NULL, its time), 1 when there is none, -1 on error. */
+int  prof_log_membw_find(prof_log *l, const prof_machine *m, int n_threads, prof_membw *r,
+                         char measured[32]);
 /* Start a session (machine and model rows are found or made). */
 int  prof_log_session(prof_log *l, const prof_machine *m, const prof_model_info *mi,
                       const char *program, char *err, size_t errlen);

@@ -74,13 +74,19 @@
  *       One `cflow bench` test (version 5): llama-bench's names and
  *       meanings (avg_ts the mean of the repetitions' tokens per second);
  *       gb_s and bw_pct for decode tests only (NULL otherwise).
+ *   membw(id, hostname, cpu_model, cores, threads, measured, passes, bytes,
+ *         median_gbs, min_gbs, max_gbs)
+ *       One `cflow bench membw` measurement (version 6; prof_log_membw.c
+ *       says more): the machine's read bandwidth at a thread count, which
+ *       later `cflow bench` runs reuse.
  *
  * Migrations.  migrations[v] takes a database from user_version v to v+1;
  * a new database runs them all from 0, so a fresh log and a migrated one
  * are the same schema by construction.  Version 1 was the first layout
  * (no bandwidth, geometry, per-layer or counter data); version 2 added
  * them; version 3 added streamed bytes and the critical-path model; version 4
- * the expert I/O per layer (io_s, io_bytes); version 5 the bench table.
+ * the expert I/O per layer (io_s, io_bytes); version 5 the bench table;
+ * version 6 the membw table.
  * Migrating runs inside the BEGIN IMMEDIATE transaction that reads
  * user_version, so two processes opening an old log at once migrate it
  * once.  A log newer than this program is refused, never downgraded.
@@ -215,6 +221,13 @@ static const char *const migrations[PROF_LOG_SCHEMA] = {
     " stddev_ts REAL, bytes_per_token INTEGER, gb_s REAL, read_bw_gbs REAL,"
     " bw_pct REAL);"
     "CREATE INDEX bench_session ON bench(session_id);",
+
+    /* 5 -> 6: read-bandwidth figures (prof_log_membw.c) */
+    "CREATE TABLE membw(id INTEGER PRIMARY KEY, hostname TEXT NOT NULL,"
+    " cpu_model TEXT NOT NULL, cores INTEGER NOT NULL, threads INTEGER NOT NULL,"
+    " measured TEXT NOT NULL, passes INTEGER NOT NULL, bytes INTEGER NOT NULL,"
+    " median_gbs REAL NOT NULL, min_gbs REAL NOT NULL, max_gbs REAL NOT NULL);"
+    "CREATE INDEX membw_machine ON membw(cpu_model, threads);",
 };
 
 int prof_log_fail(prof_log *l, char *err, size_t errlen, const char *what)

@@ -1,11 +1,12 @@
 /*
  * prof_log_impl.h — private to src/prof: the run log's handle and the few
- * SQLite helpers its three files share.  Never included outside src/prof.
+ * SQLite helpers its files share.  Never included outside src/prof.
  *
  *   prof_log.c        the schema, its migrations, opening (check first,
  *                     then WAL and migrate) and closing
  *   prof_log_write.c  sessions, runs, token and per-layer rows, bench rows
  *   prof_log_read.c   the readers behind `cflow runs` and the run browser
+ *   prof_log_membw.c  the read-bandwidth figures of `cflow bench membw`
  *
  * struct prof_log:
  *   db, path        the connection and the file it was opened on
@@ -50,6 +51,8 @@ int  prof_log_begin(prof_log *l);
 int  prof_log_commit(prof_log *l);
 /* Roll back the open transaction, if any. */
 void prof_log_rollback(prof_log *l);
+/* Now as the log writes times: ISO 8601 UTC with milliseconds. */
+void prof_log_now_iso(char out[32]);
 /* Bind text, or NULL for a NULL s. */
 void prof_log_bind_text(sqlite3_stmt *st, int i, const char *s);
 

@@ -31,7 +31,7 @@ static const char *binding_name(int st)
     return st == PROF_ST_FFN ? "dense" : st == PROF_ST_EXPERTS ? "experts" : "attention";
 }
 
-static void now_iso(char out[32])
+void prof_log_now_iso(char out[32])
 {
     struct timespec ts;
     struct tm tm;
@@ -179,7 +179,7 @@ int prof_log_session(prof_log *l, const prof_machine *m, const prof_model_info *
         }
     }
     if (rc == SQLITE_OK) {
-        now_iso(now);
+        prof_log_now_iso(now);
         rc = sqlite3_prepare_v2(l->db,
                                 "INSERT INTO session(machine_id, model_id, program, started,"
                                 " pid) VALUES(?1, ?2, ?3, ?4, ?5)",
@@ -253,7 +253,7 @@ int prof_log_run_begin(prof_log *l, prof *p, const prof_run_cfg *c, int64_t *run
     sqlite3_exec(l->db, "PRAGMA cache_size=-256", NULL, NULL, NULL);
     if ((rc = prof_log_begin(l)) != SQLITE_OK)
         return prof_log_fail(l, err, errlen, NULL);
-    now_iso(now);
+    prof_log_now_iso(now);
     rc = sqlite3_prepare_v2(
         l->db,
         "INSERT INTO run(session_id, started, status, threads, prefetch, expert_io,"
@@ -354,7 +354,7 @@ static int write_totals(prof_log *l, prof *p, int final)
     bind_pos_real(st, 9, t.gb_s);
     bind_pos_real(st, 10, t.bw_share);
     if (final) {
-        now_iso(now);
+        prof_log_now_iso(now);
         prof_log_bind_text(st, 11, now);
     } else {
         sqlite3_bind_null(st, 11);

@@ -9,14 +9,18 @@
  * system's limit).  It is measured the way decoding reads: n threads each
  * sum their own slice of a buffer far larger than any cache, with several
  * independent vector accumulators so the loads, not the adds, set the
- * pace (see the notes at prof_measure_read_bw for the rest).  The best of
- * three passes counts.
+ * pace (see the notes at prof_measure_membw for the rest).  So that the
+ * figure holds still from one run to the next, each thread is pinned to
+ * its own CPU, the buffer is four times the last-level cache, one untimed
+ * pass settles page faults and frequency, and the median of several timed
+ * passes is the figure (with their min and max beside it).
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,26 +66,43 @@ int prof_cpu_cores(void)
     return c > 0 ? (int)c : 1;
 }
 
-/* ---- read bandwidth ---------------------------------------------------- */
+/* ---- read bandwidth ----------------------------------------------------- */
 /* Each thread reads BW_STREAMS parts of its slice side by side, 256 bytes
  * of each in turn, with the widest loads the CPU has.  Both matter: on
  * 2 vCPUs of a Sapphire Rapids Xeon one thread reading one stream
  * with 32-byte generic loads measured 13 GB/s, with 64-byte loads 15.7,
  * and with 64-byte loads over 4 streams 16.5; two threads 25 / 30 / 32.
  * Decode (and llama.cpp's decode) reached 30, so the old figure made
- * decode look faster than the memory system.  The measurement is meant as
- * the ceiling a kernel can approach, so it takes the best reading. */
+ * decode look faster than the memory system.  What moved the figure
+ * between runs (31-48 GB/s on one machine, issue 18) was the scheduler
+ * (threads migrating, two readers on one core), a buffer only twice the
+ * last-level cache, and taking the best of three passes: hence pinned
+ * threads, four times the cache, and the median. */
 #define BW_STREAMS 4
 #define BW_CHUNK   256
+#define BW_MAXT    256
 
 typedef uint64_t prof_v4 __attribute__((vector_size(32)));
 typedef uint64_t prof_v8 __attribute__((vector_size(64)));
+
+/* What the threads of one measurement share: the workers wait on cv
+ * until every one of them has started (go 1; -1: one could not, give up),
+ * then meet at the two barriers around each pass. */
+typedef struct bw_sync {
+    pthread_mutex_t   mu;
+    pthread_cond_t    cv;
+    int               go;
+    unsigned          rounds;   /* passes, the untimed one included */
+    pthread_barrier_t start, done;
+} bw_sync;
 
 typedef struct bw_job {
     const unsigned char *p;
     size_t   n;         /* bytes, a multiple of BW_STREAMS * BW_CHUNK */
     uint64_t sum;       /* keeps the loads from being optimised away */
     int      wide;      /* 2: 64-byte loads, 1: 32-byte, 0: generic */
+    int      cpu;       /* the CPU to pin to, -1: none */
+    bw_sync *sync;
 } bw_job;
 
 /* One body for every load width: T is the vector type, the loop reads
@@ -113,85 +134,212 @@ __attribute__((target("avx512f")))
 static uint64_t bw_read_avx512(const unsigned char *p, size_t n) BW_BODY(prof_v8)
 #endif
 
-static void *bw_sum(void *arg)
+static void bw_sum(bw_job *j)
 {
-    bw_job *j = arg;
 #if HAVE_ISA_X86 && defined(__x86_64__)
     if (j->wide == 2)
-        j->sum = bw_read_avx512(j->p, j->n);
+        j->sum += bw_read_avx512(j->p, j->n);
     else if (j->wide == 1)
-        j->sum = bw_read_avx2(j->p, j->n);
+        j->sum += bw_read_avx2(j->p, j->n);
     else
 #endif
-        j->sum = bw_read_generic(j->p, j->n);
+        j->sum += bw_read_generic(j->p, j->n);
+}
+
+static void bw_pin(int cpu)
+{
+#ifdef CPU_SET
+    if (cpu >= 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    }
+#else
+    (void)cpu;
+#endif
+}
+
+/* A worker: once all have started, pinned, one slice per pass between the
+ * two barriers. */
+static void *bw_worker(void *arg)
+{
+    bw_job *j = arg;
+    bw_sync *y = j->sync;
+    pthread_mutex_lock(&y->mu);
+    while (!y->go)
+        pthread_cond_wait(&y->cv, &y->mu);
+    const int go = y->go > 0;
+    pthread_mutex_unlock(&y->mu);
+    if (!go)
+        return NULL;
+    bw_pin(j->cpu);
+    for (unsigned r = 0; r < y->rounds; r++) {
+        pthread_barrier_wait(&y->start);
+        bw_sum(j);
+        pthread_barrier_wait(&y->done);
+    }
     return NULL;
 }
 
-/* Twice the last-level cache (so no pass is served from it), at least
- * 256 MiB, at most 1 GiB. */
-static size_t bw_bytes(void)
+/* The largest cache of CPU 0 in bytes (0: unknown). */
+static size_t bw_llc(void)
 {
-    size_t bytes = (size_t)256 << 20;
-    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
-    unsigned long kib = 0;
-    char unit = 0;
-    if (f) {
-        if (fscanf(f, "%lu%c", &kib, &unit) == 2 && (unit == 'K' || unit == 'k') &&
-            kib < (1ul << 30) && (size_t)kib * 2048 > bytes)
-            bytes = (size_t)kib * 2048;
+    size_t best = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        FILE *f = fopen(path, "r");
+        unsigned long v = 0;
+        char unit = 0;
+        if (!f)
+            continue;
+        if (fscanf(f, "%lu%c", &v, &unit) == 2 && v < (1ul << 30)) {
+            size_t b = unit == 'K' || unit == 'k' ? (size_t)v << 10
+                     : unit == 'M' || unit == 'm' ? (size_t)v << 20 : (size_t)v;
+            if (b > best)
+                best = b;
+        }
         fclose(f);
     }
-    if (bytes > (size_t)1 << 30)
-        bytes = (size_t)1 << 30;
+    return best;
+}
+
+/* Four times the last-level cache (so that no pass is served from it,
+ * whatever the replacement policy), at least 512 MiB, at most 2 GiB and a
+ * quarter of the memory available now. */
+static size_t bw_bytes(void)
+{
+    size_t bytes = (size_t)512 << 20, llc = bw_llc();
+    if (llc * 4 > bytes)
+        bytes = llc * 4;
+    if (bytes > (size_t)2 << 30)
+        bytes = (size_t)2 << 30;
+    long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psz > 0 && (size_t)pages / 4 * (size_t)psz < bytes)
+        bytes = (size_t)pages / 4 * (size_t)psz;
+    if (bytes < (size_t)64 << 20)
+        bytes = (size_t)64 << 20;
     return bytes;
 }
 
-double prof_measure_read_bw(int n_threads)
+static int cmp_double(const void *a, const void *b)
 {
-    const size_t bytes = bw_bytes();
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The CPUs this process may run on, in order, into cpus (at most max);
+ * returns how many (0: unknown, threads stay unpinned). */
+static int bw_cpus(int *cpus, int max)
+{
+    int n = 0;
+#ifdef CPU_SET
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE && n < max; c++)
+            if (CPU_ISSET(c, &set))
+                cpus[n++] = c;
+#else
+    (void)cpus;
+    (void)max;
+#endif
+    return n;
+}
+
+int prof_measure_membw(int n_threads, unsigned passes, prof_membw *out)
+{
     const size_t unit = BW_STREAMS * BW_CHUNK;
-    int wide = 0;
+    int wide = 0, cpus[BW_MAXT];
+    memset(out, 0, sizeof *out);
     if (n_threads < 1)
         n_threads = 1;
-    if (n_threads > 256)
-        n_threads = 256;
+    if (n_threads > BW_MAXT)
+        n_threads = BW_MAXT;
+    if (passes < 1)
+        passes = 1;
+    if (passes > PROF_MEMBW_MAXPASS)
+        passes = PROF_MEMBW_MAXPASS;
 #if HAVE_ISA_X86 && defined(__x86_64__)
     __builtin_cpu_init();
     wide = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
 #endif
+    const size_t per = bw_bytes() / (size_t)n_threads / unit * unit;
+    const size_t bytes = per * (size_t)n_threads;
     uint64_t *buf = aligned_alloc((size_t)2 << 20, bytes);
-    pthread_t tid[256];
-    bw_job job[256];
-    double best = 0.0;
     if (!buf)
-        return 0.0;
+        return -1;
 #ifdef MADV_HUGEPAGE
     madvise(buf, bytes, MADV_HUGEPAGE);   /* as the engine's --no-mmap weights */
 #endif
     for (size_t i = 0; i < bytes / 8; i++)   /* touch every page, with data */
         buf[i] = i;
-    size_t per = bytes / (size_t)n_threads / unit * unit;
-    for (int pass = 0; pass < 3; pass++) {
-        double t0 = prof_now();
-        int started = 0;
-        for (int t = 0; t < n_threads; t++) {
-            job[t].p = (const unsigned char *)buf + (size_t)t * per;
-            job[t].n = per;
-            job[t].wide = wide;
-            if (t > 0 && pthread_create(&tid[t], NULL, bw_sum, &job[t]) != 0)
-                break;
-            started = t + 1;
-        }
-        bw_sum(&job[0]);
-        for (int t = 1; t < started; t++)
-            pthread_join(tid[t], NULL);
-        double dt = prof_now() - t0;
-        size_t done = (size_t)started * per;
-        if (dt > 0 && (double)done / dt / 1e9 > best)
-            best = (double)done / dt / 1e9;
+
+    const int ncpu = bw_cpus(cpus, BW_MAXT);
+#ifdef CPU_SET
+    cpu_set_t saved;
+    const int restore = ncpu > 0 && pthread_getaffinity_np(pthread_self(), sizeof saved,
+                                                           &saved) == 0;
+#endif
+    bw_sync y = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+                  .rounds = passes + 1 };
+    pthread_t tid[BW_MAXT];
+    bw_job job[BW_MAXT];
+    int started = 1, rc = -1;
+    pthread_barrier_init(&y.start, NULL, (unsigned)n_threads);
+    pthread_barrier_init(&y.done, NULL, (unsigned)n_threads);
+    for (int t = 0; t < n_threads; t++) {
+        bw_job j = { (const unsigned char *)buf + (size_t)t * per, per, 0, wide,
+                     ncpu ? cpus[t % ncpu] : -1, &y };
+        job[t] = j;
     }
+    for (int t = 1; t < n_threads; t++) {
+        if (pthread_create(&tid[t], NULL, bw_worker, &job[t]) != 0)
+            break;
+        started = t + 1;
+    }
+    pthread_mutex_lock(&y.mu);
+    y.go = started == n_threads ? 1 : -1;
+    pthread_cond_broadcast(&y.cv);
+    pthread_mutex_unlock(&y.mu);
+    if (started == n_threads) {
+        double gbs[PROF_MEMBW_MAXPASS];
+        bw_pin(job[0].cpu);
+        for (unsigned r = 0; r <= passes; r++) {   /* pass 0: untimed */
+            double t0 = prof_now();
+            pthread_barrier_wait(&y.start);
+            bw_sum(&job[0]);
+            pthread_barrier_wait(&y.done);
+            double dt = prof_now() - t0;
+            if (r)
+                gbs[r - 1] = dt > 0 ? (double)bytes / dt / 1e9 : 0.0;
+        }
+        qsort(gbs, passes, sizeof gbs[0], cmp_double);
+        out->threads = n_threads;
+        out->passes = passes;
+        out->bytes = bytes;
+        out->min_gbs = gbs[0];
+        out->max_gbs = gbs[passes - 1];
+        out->median_gbs = passes % 2 ? gbs[passes / 2]
+                                     : 0.5 * (gbs[passes / 2 - 1] + gbs[passes / 2]);
+        rc = out->min_gbs > 0 ? 0 : -1;
+    }
+    for (int t = 1; t < started; t++)
+        pthread_join(tid[t], NULL);
+    pthread_barrier_destroy(&y.start);
+    pthread_barrier_destroy(&y.done);
+#ifdef CPU_SET
+    if (restore)
+        pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
+#endif
     free(buf);
-    return best;
+    return rc;
+}
+
+double prof_measure_read_bw(int n_threads)
+{
+    prof_membw m;
+    return prof_measure_membw(n_threads, 5, &m) ? 0.0 : m.median_gbs;
 }
 
 /* ---- model hash -------------------------------------------------------- */

@@ -2,7 +2,7 @@
  * cmd_bench.c — `cflow bench`: throughput in the manner of llama-bench.
  *
  *   cflow bench -m MODEL [-t LIST] [-p LIST] [-n LIST] [-d LIST] [-r N] ...
- *   cflow bench membw [-t LIST] [-r N]
+ *   cflow bench membw [-t LIST] [-r N] [--db PATH] [--no-log]
  *   cflow bench l1d [-r N] [--rows-div K]
  *   cflow bench directio -m MODEL [-m MODEL.vflow] ...
  *
@@ -20,9 +20,14 @@
  *
  * For decode tests GB/s = weight bytes streamed per token (the engine's
  * count: attention, dense FFN, k/E of each expert bank, output head) times
- * t/s, and "% bw" divides it by the machine's read bandwidth (measured here
- * by prof_measure_read_bw with the most threads asked for, unless --read-bw
- * gives it).
+ * t/s, and "% bw" divides it by the machine's read bandwidth: --read-bw,
+ * else the run log's figure for this machine at the most threads asked for
+ * (what `cflow bench membw` measured and recorded), else measured here as
+ * membw measures it (and recorded, for the next run).
+ *
+ * membw: per -t count, prof_measure_membw's median of -r timed passes (9
+ * when -r is not given) with the min and max, each row recorded in the run
+ * log's membw table (schema 6) for this machine and thread count.
  *
  * -o json prints one JSON array, one object per test, with llama-bench's
  * field names where they mean the same (model_filename, model_size,
@@ -33,7 +38,7 @@
  * -o md (the default) a table like llama-bench's.
  *
  * Results go to stdout; progress and notes to stderr.  Each test's result
- * is also a row of the run log's bench table (schema 5; --db, --no-log),
+ * is also a row of the run log's bench table (schema 5+; --db, --no-log),
  * under a session "cflow bench" per model.
  */
 #include "config.h"
@@ -103,6 +108,7 @@ typedef struct bench_cfg {
     ilist    t, p, n, d, pf, xio;
     int      pf_set, xio_set, p_set, n_set;   /* given, not the defaults */
     unsigned reps;
+    int      reps_set;             /* -r given */
     int      fmt;                  /* 0 md, 1 csv, 2 json */
     int      warmup;
     int      kv_f16;
@@ -145,6 +151,58 @@ static int log_session(prof_log *l, eng_session *s, const char *model, double bw
         return -1;
     }
     return 0;
+}
+
+/* This machine as the membw table keys it (hostname, CPU model, cores),
+ * its strings in ls. */
+static prof_machine bench_machine(ui_logsess *ls)
+{
+    ls->host[0] = '\0';
+    gethostname(ls->host, sizeof ls->host - 1);
+    ls->host[sizeof ls->host - 1] = '\0';
+    prof_cpu_model(ls->cpu, sizeof ls->cpu);
+    prof_machine m = { ls->host, ls->cpu, kern_isa_name(kern_init()->isa), prof_cpu_cores(),
+                       0.0 };
+    return m;
+}
+
+#define MEMBW_PASSES 9   /* membw's timed passes unless -r gives them */
+
+/* Measure at n threads and record the figure in l (may be NULL). */
+static int membw_measure(prof_log *l, int n, unsigned passes, prof_membw *r)
+{
+    if (prof_measure_membw(n, passes, r))
+        return ui_error("bench membw: the measurement failed (out of memory?)");
+    if (l) {
+        ui_logsess ls;
+        char err[1024];
+        prof_machine m = bench_machine(&ls);
+        if (prof_log_membw(l, &m, r, err, sizeof err))
+            log_warn(err);
+    }
+    return 0;
+}
+
+/* The read bandwidth for "% bw" at n threads: the log's figure for this
+ * machine, else measured now (and recorded). */
+static double read_bw_for(prof_log *l, int n)
+{
+    prof_membw r;
+    char when[32];
+    ui_logsess ls;
+    prof_machine m = bench_machine(&ls);
+    if (l && prof_log_membw_find(l, &m, n, &r, when) == 0) {
+        fprintf(stderr, "cflow bench: machine read bandwidth %.2f GB/s (%d threads, median "
+                "of %u passes, %.2f-%.2f, measured %s; from the run log)\n",
+                r.median_gbs, n, r.passes, r.min_gbs, r.max_gbs, when);
+        return r.median_gbs;
+    }
+    if (membw_measure(l, n, MEMBW_PASSES, &r))
+        return 0.0;
+    fprintf(stderr, "cflow bench: machine read bandwidth %.2f GB/s (%d threads, median of "
+            "%u passes, %.2f-%.2f; measured now%s)\n", r.median_gbs, n, r.passes,
+            r.min_gbs, r.max_gbs, l ? ", recorded in the run log" : "");
+    return r.median_gbs;
 }
 
 static uint64_t rng_next(uint64_t *s)
@@ -401,11 +459,8 @@ static int open_model(bench_run *b, const char *model, long ctx, eng_session **s
     if (eng_n_ctx(*s) < (uint32_t)ctx)
         return ui_error("%s: the tests need a context of %ld tokens, the model allows %u",
                         model, ctx, eng_n_ctx(*s));
-    if (b->read_bw <= 0) {
-        b->read_bw = prof_measure_read_bw((int)list_max(&c->t));
-        fprintf(stderr, "cflow bench: machine read bandwidth %.2f GB/s (%ld threads)\n",
-                b->read_bw, list_max(&c->t));
-    }
+    if (b->read_bw <= 0)
+        b->read_bw = read_bw_for(b->lg, (int)list_max(&c->t));
     return 0;
 }
 
@@ -578,33 +633,41 @@ static int bench_models(const bench_cfg *c)
 /* ---- membw -------------------------------------------------------------- */
 static int bench_membw(const bench_cfg *c)
 {
-    double v[MAXL];
-    if (c->fmt == 0) {
-        printf("| threads | read GB/s |\n| ------: | --------: |\n");
-    } else if (c->fmt == 1)
-        printf("n_threads,avg_gb_s,stddev_gb_s,repetitions\n");
+    const unsigned passes = c->reps_set ? c->reps : MEMBW_PASSES;
+    prof_log *l = log_open(c);
+    int rc = UI_EXIT_OK;
+    if (c->fmt == 0)
+        printf("| threads | read GB/s (median) |   min |   max | passes | MiB per pass |\n"
+               "| ------: | -----------------: | ----: | ----: | -----: | -----------: |\n");
+    else if (c->fmt == 1)
+        printf("n_threads,median_gb_s,min_gb_s,max_gb_s,passes,bytes\n");
     else
         printf("[\n");
-    for (unsigned ti = 0; ti < c->t.n; ti++) {
-        double m, sd;
-        unsigned reps = c->reps > MAXL ? MAXL : c->reps;
-        for (unsigned k = 0; k < reps; k++)
-            v[k] = prof_measure_read_bw((int)c->t.v[ti]);
-        mean_sd(v, reps, &m, &sd);
-        if (m <= 0)
-            return ui_error("bench membw: the measurement failed (out of memory?)");
+    for (unsigned ti = 0; ti < c->t.n && rc == UI_EXIT_OK; ti++) {
+        prof_membw r;
+        if ((rc = membw_measure(l, (int)c->t.v[ti], passes, &r)))
+            break;
         if (c->fmt == 0)
-            printf("| %ld | %.2f ± %.2f |\n", c->t.v[ti], m, sd);
+            printf("| %d | %.2f | %.2f | %.2f | %u | %llu |\n", r.threads, r.median_gbs,
+                   r.min_gbs, r.max_gbs, r.passes, (unsigned long long)(r.bytes >> 20));
         else if (c->fmt == 1)
-            printf("%ld,%.3f,%.3f,%u\n", c->t.v[ti], m, sd, reps);
+            printf("%d,%.3f,%.3f,%.3f,%u,%llu\n", r.threads, r.median_gbs, r.min_gbs,
+                   r.max_gbs, r.passes, (unsigned long long)r.bytes);
         else
-            printf("%s  { \"n_threads\": %ld, \"avg_gb_s\": %.3f, \"stddev_gb_s\": %.3f,"
-                   " \"repetitions\": %u }", ti ? ",\n" : "", c->t.v[ti], m, sd, reps);
+            printf("%s  { \"n_threads\": %d, \"median_gb_s\": %.3f, \"min_gb_s\": %.3f,"
+                   " \"max_gb_s\": %.3f, \"passes\": %u, \"bytes\": %llu }", ti ? ",\n" : "",
+                   r.threads, r.median_gbs, r.min_gbs, r.max_gbs, r.passes,
+                   (unsigned long long)r.bytes);
         fflush(stdout);
     }
     if (c->fmt == 2)
         printf("\n]\n");
-    return UI_EXIT_OK;
+    if (l) {
+        if (rc == UI_EXIT_OK)
+            fprintf(stderr, "cflow bench: read bandwidth recorded in %s\n", prof_log_path(l));
+        prof_log_close(l);
+    }
+    return rc;
 }
 
 /* ---- l1d: tiled vs row-major mat-vec ------------------------------------ */
@@ -740,14 +803,16 @@ static const int bench_opts[] = {
 static void help(const ui_settings *d)
 {
     printf("usage: cflow bench [OPTIONS] [-m MODEL ...]\n"
-           "       cflow bench membw [-t LIST] [-r N] [-o FMT]\n"
+           "       cflow bench membw [-t LIST] [-r N] [-o FMT] [--db PATH] [--no-log]\n"
            "       cflow bench l1d [-r N] [--rows-div K] [-o FMT]\n"
            "       cflow bench directio [-m MODEL] [-m MODEL.vflow] [OPTIONS]\n\n"
            "Throughput in the manner of llama-bench: ppN prefills N random tokens,\n"
            "tgN decodes N tokens one by one; each test is warmed up once and\n"
            "repeated -r times (mean ± sd).  LIST is a,b,c or a-b or a-b+step.\n\n");
     ui_opts_help(stdout, bench_opts, d);
-    printf("\nmembw: the machine's read bandwidth (GB/s) per thread count.\n"
+    printf("\nmembw: the machine's read bandwidth (GB/s) per thread count, the median\n"
+           "of -r passes (9) with min and max, recorded in the run log; later bench\n"
+           "runs take their %% bw from it unless --read-bw is given.\n"
            "l1d: tiled vs row-major f32 mat-vec at the report's d 8192 shapes.\n"
            "directio: tg tests over --prefetch off,on and --expert-io\n"
            "mmap,sync,staged (unless given) for each model.\n");
@@ -773,6 +838,7 @@ static void bench_cfg_of(const ui_settings *o, bench_cfg *c)
     c->p_set = o->given[UI_O_B_PROMPT];
     c->n_set = o->given[UI_O_B_GEN];
     c->reps = (unsigned)o->reps;
+    c->reps_set = o->given[UI_O_B_REPS];
     c->fmt = o->output;
     c->warmup = !o->no_warmup;
     c->kv_f16 = o->kv_f16;

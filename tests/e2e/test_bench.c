@@ -206,12 +206,12 @@ static void test_membw_l1d(void **state)
     (void)state;
     tu_proc p;
     assert_int_equal(tu_cflow_run(&p, "bench", "membw", "-t", "1", "-r", "1", "-o",
-                                  "json", (char *)NULL), 0);
+                                  "json", "--no-log", (char *)NULL), 0);
     assert_int_equal(p.status, 0);
     json_object *a = json_tokener_parse(p.out);
     assert_non_null(a);
     assert_int_equal(json_object_array_length(a), 1);
-    assert_true(num_of(json_object_array_get_idx(a, 0), "avg_gb_s") > 0);
+    assert_true(num_of(json_object_array_get_idx(a, 0), "median_gb_s") > 0);
     json_object_put(a);
     tu_proc_free(&p);
 
@@ -232,6 +232,81 @@ static void test_membw_l1d(void **state)
     assert_non_null(strstr(p.err, "L1D"));
     json_object_put(a);
     tu_proc_free(&p);
+}
+
+/* bench's read_bw_gbs in the one bench row of db whose n_threads is t */
+static double bench_bw(const char *db, int t)
+{
+    char sql[160], out[64];
+    snprintf(sql, sizeof sql, "SELECT printf('%%.3f', read_bw_gbs) FROM bench WHERE"
+             " n_threads = %d ORDER BY id DESC LIMIT 1", t);
+    tu_db_text(db, sql, out, sizeof out);
+    return atof(out);
+}
+
+/* membw: the median of -r passes with min and max, recorded in the run log
+ * per machine and thread count; a later `cflow bench` takes "% bw" from
+ * the recorded figure (unless --read-bw), and measures and records one
+ * for a thread count the log has none for. */
+static void test_membw_recorded(void **state)
+{
+    (void)state;
+    const char *db = tu_tmp("membw.db");
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "bench", "membw", "-t", "1", "-r", "3", "-o", "json",
+                                  "--db", db, (char *)NULL), 0);
+    assert_true(tu_ok(&p, "bench membw"));
+    json_object *a = json_tokener_parse(p.out);
+    assert_non_null(a);
+    assert_int_equal(json_object_array_length(a), 1);
+    json_object *o = json_object_array_get_idx(a, 0);
+    const double med = num_of(o, "median_gb_s");
+    assert_true(num_of(o, "min_gb_s") > 0 && num_of(o, "min_gb_s") <= med &&
+                med <= num_of(o, "max_gb_s"));
+    assert_int_equal((int)num_of(o, "passes"), 3);
+    assert_true(num_of(o, "bytes") >= 64.0 * (1 << 20));
+    json_object_put(a);
+    tu_proc_free(&p);
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM membw WHERE threads = 1 AND"
+                                   " passes = 3 AND min_gbs <= median_gbs AND"
+                                   " median_gbs <= max_gbs AND cores > 0"), 1);
+    assert_int_equal(tu_db_int(db, "PRAGMA user_version"), 6);
+
+    /* a later figure no measurement gives, so that its reuse shows */
+    tu_db_int(db, "INSERT INTO membw(hostname, cpu_model, cores, threads, measured, passes,"
+                  " bytes, median_gbs, min_gbs, max_gbs) SELECT hostname, cpu_model, cores,"
+                  " 1, measured, 3, bytes, 4321.5, 4000, 4500 FROM membw");
+    assert_int_equal(tu_cflow_run(&p, "bench", "-m", model, "-t", "1", "-p", "0", "-n", "2",
+                                  "-r", "1", "--db", db, (char *)NULL), 0);
+    assert_true(tu_ok(&p, "bench with the recorded figure"));
+    assert_non_null(strstr(p.err, "machine read bandwidth 4321.50 GB/s (1 threads"));
+    assert_non_null(strstr(p.err, "from the run log"));
+    tu_proc_free(&p);
+    assert_true(fabs(bench_bw(db, 1) - 4321.5) < 1e-6);
+
+    /* --read-bw wins over the log */
+    assert_int_equal(tu_cflow_run(&p, "bench", "-m", model, "-t", "1", "-p", "0", "-n", "2",
+                                  "-r", "1", "--read-bw", "77", "--db", db, (char *)NULL), 0);
+    assert_true(tu_ok(&p, "bench --read-bw"));
+    assert_null(strstr(p.err, "from the run log"));
+    tu_proc_free(&p);
+    assert_true(fabs(bench_bw(db, 1) - 77.0) < 1e-6);
+
+    /* no figure at 2 threads: measured now, recorded, then reused */
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM membw WHERE threads = 2"), 0);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(tu_cflow_run(&p, "bench", "-m", model, "-t", "2", "-p", "0", "-n",
+                                      "2", "-r", "1", "--db", db, (char *)NULL), 0);
+        assert_true(tu_ok(&p, "bench -t 2"));
+        assert_non_null(strstr(p.err, k ? "from the run log" : "measured now, recorded"));
+        tu_proc_free(&p);
+        assert_int_equal(tu_db_int(db, "SELECT count(*) FROM membw WHERE threads = 2"), 1);
+    }
+    assert_true(bench_bw(db, 2) > 0);
+    char want[64];
+    tu_db_text(db, "SELECT printf('%.3f', median_gbs) FROM membw WHERE threads = 2", want,
+               sizeof want);
+    assert_true(fabs(bench_bw(db, 2) - atof(want)) < 1e-6);
 }
 
 /* directio: every prefetch x expert-io combination, switched between tests
@@ -340,6 +415,7 @@ int main(void)
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_md_csv),
         cmocka_unit_test(test_membw_l1d),
+        cmocka_unit_test(test_membw_recorded),
         cmocka_unit_test(test_directio),
         cmocka_unit_test(test_log),
         cmocka_unit_test(test_synth_gguf_refusals),
