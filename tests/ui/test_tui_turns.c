@@ -241,13 +241,23 @@ static void test_turns_prefill_new_tokens(void **state)
     conversation(s, own == ENG_CHAT_NONE ? ENG_CHAT_CHATML : ENG_CHAT_NONE);
     eng_close(s);
     send_line("/quit");
-    free(tt_tmux(sock, "kill-server", NULL));
+}
+
+/* A failed check returns before /quit: the server (and cflow-tui in it)
+ * must not outlive the test. */
+static int teardown(void **state)
+{
+    (void)state;
+    if (sock[0])
+        free(tt_tmux(sock, "kill-server", NULL));
+    sock[0] = 0;
+    return 0;
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_turns_prefill_new_tokens),
+        cmocka_unit_test_teardown(test_turns_prefill_new_tokens, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
