@@ -419,15 +419,6 @@ const char *fmt_cp_stream_name(int s);
 int fmt_synth_open(fmt_src **out, const char *preset, uint64_t seed,
                    char *err, size_t errlen);
 const char *fmt_synth_preset_name(unsigned i);
-/* Write a llama-architecture preset (tiny-mixtral and the benchmark
- * presets tinyllama-1.1b, llama2-7b, olmoe-1b-7b, qwen3-30b-a3b) as a GGUF
- * that llama.cpp loads: Q4_0 matrices, f32 norms and router, the tokenizer
- * keys of vocab_gguf (NULL: a synthetic SentencePiece vocabulary) padded to
- * the preset's vocabulary.  Streams to path; memory stays small. */
-int fmt_synth_write_gguf(const char *preset, const char *path,
-                         const char *vocab_gguf, uint64_t seed,
-                         fmt_progress_fn progress, void *ud,
-                         char *err, size_t errlen);
 /* A preset's geometry without its weights (for analytic figures such as
  * the critical path of presets too large to synthesise): hp, and *lg
  * [n_layers] (malloc'd, NULL when every layer has the header's). */
@@ -435,11 +426,12 @@ int fmt_synth_geometry(const char *preset, fmt_hparams *hp,
                        fmt_layer_geom **lg, char *err, size_t errlen);
 /* Write a llama-architecture preset (tiny-mixtral and the benchmark
  * presets tinyllama-1.1b, llama2-7b, olmoe-1b-7b, qwen3-30b-a3b) as a GGUF
- * that llama.cpp loads: Q4_0 matrices, f32 norms and router, the tokenizer
- * keys of vocab_gguf (NULL: a synthetic SentencePiece vocabulary) padded to
- * the preset's vocabulary.  Streams to path; memory stays small. */
+ * that llama.cpp loads: quant (KERN_Q4_0 or KERN_Q8_0) matrices, f32 norms
+ * and router, the tokenizer keys of vocab_gguf (NULL: a synthetic
+ * SentencePiece vocabulary) padded to the preset's vocabulary.  Streams to
+ * path, which appears only when complete; memory stays small. */
 int fmt_synth_write_gguf(const char *preset, const char *path,
-                         const char *vocab_gguf, uint64_t seed,
+                         const char *vocab_gguf, uint64_t seed, int quant,
                          fmt_progress_fn progress, void *ud,
                          char *err, size_t errlen);
 

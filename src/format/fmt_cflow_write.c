@@ -4,10 +4,18 @@
  * The file is written front to back in compute order (fmt_layout.h has the
  * byte map): a zeroed header and layer table first, then each layer's
  * sections, the vocabulary tiles and the metadata, and finally the real
- * header and table over the zeros.  Everything goes to a temporary file
- * beside the output that is renamed into place only when complete, so an
- * interrupted conversion never leaves a half-written model under the
- * requested name.
+ * header and table over the zeros.  Everything goes to an unnamed file in
+ * the output's folder that gets its name only when complete (fmt_out in
+ * fmt_convert_io.c), so an interrupted conversion never leaves a
+ * half-written model under the requested name.
+ *
+ * Memory: the source is read one 128-row stripe of each fused matrix at a
+ * time (fmt_plan's order), each stripe's pages handed back as soon as its
+ * tiles are out (fmt_conv_release), and the output goes through a 1 MiB
+ * stdio buffer with write(2).  Peak RSS is the program and the source's
+ * tables (vocabulary, tensor index) plus a few stripes: per fused matrix
+ * 128 rows of source bytes, and of f32 where a type has no direct packer,
+ * so it does not grow with the model.
  *
  * Tile types: without force_type each matrix keeps its source type where a
  * tile type exists (F32, F16, Q8_0, Q4_0); others are requantised to the
@@ -31,7 +39,9 @@
 #include "format/fmt_plan.h"
 
 typedef struct writer {
-    FILE                   *f;
+    FILE                   *f;          /* the output (fmt_out's) */
+    const fmt_src          *src;        /* the model being read */
+    fmt_conv_src            in;         /* its pages, loaded and released */
     const char             *path;       /* final name, for messages */
     const char             *in_path;    /* the source's, for what is wrong in it */
     uint64_t                pos;        /* bytes written so far */
@@ -44,6 +54,8 @@ typedef struct writer {
     long                    stripe_id[FMT_MAX_FUSED];
     int                     warned[32]; /* per source dtype */
     int                     expert;     /* expert id of the tiles, -1 dense */
+    uint64_t                done, total; /* source bytes tiled so far, of all */
+    uint64_t                next_tick;  /* done that moves the bar next */
 } writer;
 
 static int vfail(writer *w, const char *path, int code, const char *fmt, va_list ap)
@@ -85,6 +97,28 @@ static void logf_(writer *w, int level, const char *fmt, ...)
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     w->opts->log(w->opts->ud, level, buf);
+}
+
+/* Source bytes [p, p + n) are consumed: their pages go back, the bar moves. */
+static void consumed(writer *w, const void *p, uint64_t n)
+{
+    fmt_conv_release(&w->in, p, n);
+    w->done += n;
+    /* a thousand steps at most: a big model has ~10^5 stripes */
+    if (w->opts && w->opts->progress && w->done < w->total && w->done >= w->next_tick) {
+        w->next_tick = w->done + w->total / 1000;
+        w->opts->progress(w->opts->ud, "convert", w->done, w->total);
+    }
+}
+
+static int load(writer *w, const fmt_tensor *t, const void *p, uint64_t n)
+{
+    if (fmt_conv_load(&w->in, p, n))
+        return fail_src(w, FMT_EFORMAT, "tensor %s: cannot draw %llu bytes at %llu",
+                        t->name, (unsigned long long)n,
+                        (unsigned long long)((const uint8_t *)p -
+                                             (const uint8_t *)t->data));
+    return 0;
 }
 
 static int put(writer *w, const void *p, size_t n)
@@ -165,6 +199,10 @@ static int write_vec(writer *w, const fmt_tensor *const *parts, unsigned n,
         float *v = malloc(cnt * sizeof *v);
         if (!v)
             return fail(w, FMT_ENOMEM, "out of memory");
+        if ((rc = load(w, parts[i], parts[i]->data, parts[i]->nbytes))) {
+            free(v);
+            return rc;
+        }
         if (fmt_dequant(parts[i]->dtype, parts[i]->data, v, cnt)) {
             free(v);
             return fail_src(w, FMT_EUNSUP, "tensor %s: unsupported type %s",
@@ -179,6 +217,7 @@ static int write_vec(writer *w, const fmt_tensor *const *parts, unsigned n,
         /* the file is little endian, like every host we build for */
         rc = put(w, v, cnt * sizeof *v);
         free(v);
+        consumed(w, parts[i]->data, parts[i]->nbytes);
         if (rc)
             return rc;
     }
@@ -190,6 +229,8 @@ typedef struct stream_ctx {
     writer           *w;
     const fmt_tensor *src[FMT_MAX_FUSED];
     fmt_plan_mat      mat[FMT_MAX_FUSED];
+    const uint8_t    *cur[FMT_MAX_FUSED];   /* source stripe being tiled */
+    uint64_t          cur_n[FMT_MAX_FUSED]; /* its bytes */
     unsigned          layer;
     int               rc;
 } stream_ctx;
@@ -218,6 +259,14 @@ static int emit_tile(void *ud, unsigned mi, uint32_t row0, uint32_t col0,
     size_t stride;
     enum kern_src enc = src_enc(t->dtype);
 
+    if (col0 == 0) { /* a new stripe: the last one's pages go back */
+        size_t rb = (size_t)fmt_dtype_size(t->dtype, ncols);
+        consumed(w, c->cur[mi], c->cur_n[mi]);
+        c->cur[mi] = (const uint8_t *)t->data + (uint64_t)row0 * rb;
+        c->cur_n[mi] = (uint64_t)rows * rb;
+        if ((c->rc = load(w, t, c->cur[mi], c->cur_n[mi])))
+            return 1;
+    }
     if ((int)enc >= 0) {
         stride = (size_t)fmt_dtype_size(t->dtype, ncols);
         src = (const uint8_t *)t->data + (uint64_t)row0 * stride +
@@ -297,7 +346,10 @@ static int write_stream(writer *w, const fmt_group *g, const fmt_tensor **src,
     if ((rc = pad_to(w, FMT_ALIGN)))
         return rc;
     uint64_t start = w->pos;
-    if (fmt_plan_walk(c.mat, g->n, emit_tile, &c) < 0)
+    long walked = fmt_plan_walk(c.mat, g->n, emit_tile, &c);
+    for (unsigned i = 0; i < g->n; i++)
+        consumed(w, c.cur[i], c.cur_n[i]);
+    if (walked < 0)
         return c.rc ? c.rc : fail(w, FMT_EIO, "tile stream failed");
     for (unsigned i = 0; i < g->n; i++) {
         slot *sl = &slots[g->slots[i]];
@@ -590,8 +642,6 @@ static int write_layers_vflow(writer *w, const fmt_src *src, slot *table,
     for (unsigned l = 0; l < L; l++) {
         if ((rc = write_moe(w, src, l, &table[(size_t)l * FMT_NSLOT])))
             return rc;
-        if (w->opts && w->opts->progress)
-            w->opts->progress(w->opts->ud, "convert", l + 1, L + 1);
     }
     bank[1] = w->pos - bank[0];
     return 0;
@@ -614,8 +664,6 @@ static int write_layers(writer *w, const fmt_src *src, slot *table)
             return rc;
         if ((rc = write_moe(w, src, l, sl)))
             return rc;
-        if (w->opts && w->opts->progress)
-            w->opts->progress(w->opts->ud, "convert", l + 1, L + 1);
     }
     return 0;
 }
@@ -706,7 +754,7 @@ static void header_store(uint8_t *h, const fmt_hparams *hp, uint64_t ltab,
 
 /* What fmt_cflow_write carries between its phases. */
 typedef struct out_file {
-    const char *tmp;                   /* temporary name beside the output */
+    fmt_out     out;                   /* the file, named when complete */
     slot       *table;                 /* [(L + 1) * FMT_NSLOT] */
     uint8_t    *tbuf;                  /* the same, stored */
     uint8_t     hdr[FMT_HEADER_SIZE], vhdr[FMT_VHEADER_SIZE];
@@ -725,24 +773,6 @@ static int check_geometry(writer *w, const fmt_hparams *hp)
     char why[160];
     if (fmt_hparams_fit(hp, why, sizeof why))
         return fail_src(w, FMT_EUNSUP, "%s", why);
-    return 0;
-}
-
-/* Create the temporary file o->tmp (mode as a plain create would give) and
- * open w->f on it. */
-static int open_tmp(writer *w, out_file *o)
-{
-    int fd = mkstemp((char *)o->tmp);
-    if (fd < 0 || !(w->f = fdopen(fd, "wb"))) {
-        int rc = fail(w, FMT_EIO, "cannot create: %s", strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return rc;
-    }
-    mode_t um = umask(022);
-    umask(um);
-    fchmod(fileno(w->f), 0666 & ~um);
-    setvbuf(w->f, NULL, _IOFBF, 1 << 20);
     return 0;
 }
 
@@ -873,8 +903,7 @@ static int write_vflow_tables(writer *w, out_file *o)
 
 /* The real header and layer table over their placeholders, then the file
  * to disk and renamed into place. */
-static int finish(writer *w, const fmt_hparams *hp, out_file *o,
-                  const char *out_path)
+static int finish(writer *w, const fmt_hparams *hp, out_file *o)
 {
     size_t nslot = (size_t)(hp->n_layers + 1) * FMT_NSLOT;
     int rc;
@@ -887,16 +916,10 @@ static int finish(writer *w, const fmt_hparams *hp, out_file *o,
     if (fflush(w->f) || fseek(w->f, (long)o->ghdr_off, SEEK_SET) ||
         fwrite(o->hdr, 1, sizeof o->hdr, w->f) != sizeof o->hdr ||
         fseek(w->f, (long)o->ltab, SEEK_SET) ||
-        fwrite(o->tbuf, FMT_SLOT_SIZE, nslot, w->f) != nslot ||
-        fflush(w->f) || fsync(fileno(w->f)))
+        fwrite(o->tbuf, FMT_SLOT_SIZE, nslot, w->f) != nslot)
         return fail(w, FMT_EIO, "write failed: %s", strerror(errno));
-    FILE *f = w->f;
     w->f = NULL;
-    if (fclose(f))
-        return fail(w, FMT_EIO, "write failed: %s", strerror(errno));
-    if (rename(o->tmp, out_path))
-        return fail(w, FMT_EIO, "cannot rename into place: %s", strerror(errno));
-    return 0;
+    return fmt_out_commit(&o->out, w->err, w->errlen);
 }
 
 int fmt_cflow_write(const fmt_src *src, const char *out_path,
@@ -906,7 +929,6 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
     unsigned L = hp->n_layers;
     writer w;
     out_file o;
-    char *tmp = NULL;
     int rc;
 
     memset(&w, 0, sizeof w);
@@ -914,6 +936,8 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
     w.expert = -1;
     w.path = out_path;
     w.in_path = src->path;
+    w.src = src;
+    w.total = fmt_conv_total(src);
     w.opts = opts;
     w.err = err;
     w.errlen = errlen;
@@ -926,27 +950,26 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
     o.tbuf = calloc((size_t)(L + 1) * FMT_NSLOT, FMT_SLOT_SIZE);
     w.payload = malloc(kern_tile_payload_size(KERN_F32, KERN_TILE_ROWS,
                                               KERN_TILE_COLS));
-    tmp = malloc(strlen(out_path) + 16);
-    if (!o.table || !o.tbuf || !w.payload || !tmp) {
+    if (!o.table || !o.tbuf || !w.payload || fmt_conv_begin(&w.in, src)) {
         rc = fail(&w, FMT_ENOMEM, "out of memory");
         goto out;
     }
-    sprintf(tmp, "%s.tmp.XXXXXX", out_path);
-    o.tmp = tmp;
-    if ((rc = open_tmp(&w, &o)) || (rc = write_body(&w, src, &o)) ||
+    if ((rc = fmt_out_open(&o.out, out_path, err, errlen)))
+        goto out;
+    w.f = o.out.f;
+    if (opts && opts->progress)
+        opts->progress(opts->ud, "convert", 0, w.total);
+    if ((rc = write_body(&w, src, &o)) ||
         (rc = write_globals(&w, src, &o)))
         goto out;
-    if (opts && opts->progress)
-        opts->progress(opts->ud, "convert", L + 1, L + 1);
-    if ((rc = write_meta(&w, src, &o)))
+    if ((rc = write_meta(&w, src, &o)) || (rc = finish(&w, hp, &o)))
         goto out;
-    rc = finish(&w, hp, &o, out_path);
+    if (opts && opts->progress)
+        opts->progress(opts->ud, "convert", w.total, w.total);
 
 out:
-    if (w.f)
-        fclose(w.f);
-    if (rc && tmp)
-        unlink(tmp);
+    fmt_out_abort(&o.out);
+    fmt_conv_end(&w.in);
     for (int i = 0; i < FMT_MAX_FUSED; i++)
         free(w.stripe[i]);
     free(w.payload);
@@ -955,7 +978,6 @@ out:
     free(o.grp);
     free(o.table);
     free(o.tbuf);
-    free(tmp);
     return rc;
 }
 

@@ -9,6 +9,7 @@
 #define CFLOW_FMT_IMPL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -163,9 +164,50 @@ int fmt_synth_vocab(fmt_kv *kv, unsigned vocab);
  * the preset is not one llama.cpp could run. */
 int fmt_synth_llama_geom(const char *name, fmt_synth_geom *g);
 
+/* ---- fmt_synth.c ------------------------------------------------------- */
+/* Draw bytes [p, p + n) of a synthetic source's tensor (a range inside one
+ * tensor, whole f32 values); 0, or -1 when the range is not one.  Nothing
+ * (0) for any other source. */
+int fmt_synth_fill(const fmt_src *s, const void *p, uint64_t n);
+
 /* ---- fmt_synth_gguf.c -------------------------------------------------- */
 /* A benchmark preset as a source, through a temporary GGUF. */
 int fmt_synth_bench_open(fmt_src **out, const char *preset, uint64_t seed,
                          char *err, size_t errlen);
+
+/* ---- fmt_convert_io.c: bounded input, all-or-nothing output ------------ */
+/* The writer's view of a source's memory: the address ranges of its
+ * mappings (a GGUF's as the span of its tensors). */
+typedef struct fmt_conv_src {
+    const fmt_src *s;
+    int            synth;       /* drawn on demand, freed on release */
+    uintptr_t      page;
+    struct { uintptr_t lo, hi; } *r;    /* [n] */
+    size_t         n;
+} fmt_conv_src;
+/* 0, or -1 when out of memory. */
+int  fmt_conv_begin(fmt_conv_src *c, const fmt_src *s);
+void fmt_conv_end(fmt_conv_src *c);
+/* Make bytes [p, p + n) of one of the source's tensors readable (0, or -1
+ * when a synthetic source cannot draw that range). */
+int  fmt_conv_load(fmt_conv_src *c, const void *p, uint64_t n);
+/* The writer is done with [p, p + n): hand its pages back. */
+void fmt_conv_release(fmt_conv_src *c, const void *p, uint64_t n);
+/* Bytes of the source tensors the .cflow writer reads: the progress bar's
+ * total (each tensor once; the output head not when it is tied). */
+uint64_t fmt_conv_total(const fmt_src *src);
+
+/* An output file that appears under its name only when complete. */
+typedef struct fmt_out {
+    FILE       *f;      /* write here */
+    const char *path;   /* the final name (borrowed) */
+    char       *tmp;    /* the temporary name, NULL while unnamed */
+} fmt_out;
+int  fmt_out_open(fmt_out *o, const char *path, char *err, size_t errlen);
+/* Flush, fsync, name it path (replacing what was there); 0 or FMT_EIO
+ * with the message.  fmt_out_abort must follow a failure. */
+int  fmt_out_commit(fmt_out *o, char *err, size_t errlen);
+/* Close and remove a file that was not committed (safe after commit). */
+void fmt_out_abort(fmt_out *o);
 
 #endif /* CFLOW_FMT_IMPL_H */

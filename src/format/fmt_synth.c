@@ -11,8 +11,17 @@
  * norms are 1.  The vocabulary is a small synthetic SentencePiece one (byte
  * fallback plus single characters) so the models can be run and tokenised.
  *
- * Tensors live in one anonymous mapping registered as the source's map, so
- * fmt_src_close releases them like any file-backed source.
+ * The weights are drawn lazily, so a synthetic source costs memory only for
+ * what the writer is tiling now.  One anonymous MAP_NORESERVE reservation,
+ * registered as the source's map (fmt_src_close unmaps it like any file),
+ * holds at its start the generator table (synth_hdr: per tensor its byte
+ * offset, size, the index of its first draw in the seeded stream, its fill
+ * and sd) and after it every tensor at a page boundary, untouched until
+ * fmt_synth_fill draws a byte range of it.  splitmix64's state after k
+ * draws is seed + k * golden, so any range is drawn by jumping straight to
+ * its first draw: the bytes are those of drawing every tensor in order.
+ * The writer hands pages back (MADV_DONTNEED) once tiled; tensors never
+ * share a page, so that never drops a live one.
  */
 #include "config.h"
 
@@ -21,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "format/cflow_format.h"
 #include "format/fmt_impl.h"
@@ -43,13 +53,30 @@ static float next_normal(uint64_t *s, float sd)
     return (acc - 2.0f) * sd * 1.7320508f;
 }
 
+#define SYNTH_GOLDEN 0x9e3779b97f4a7c15ull
+
+/* One tensor's generator: bytes [off, off + nbytes) of the reservation are
+ * f32 values, element i the draws draw0 + 4i .. + 3 (sd > 0) or fill. */
+typedef struct synth_gen {
+    uint64_t off, nbytes, draw0;
+    float    fill, sd;
+} synth_gen;
+
+/* The reservation's first bytes. */
+typedef struct synth_hdr {
+    uint64_t  seed;
+    size_t    n;            /* tensors in g[] */
+    synth_gen g[];          /* [n], in increasing off */
+} synth_hdr;
+
 typedef struct synth_ctx {
-    fmt_src  *s;
-    uint8_t  *base;
-    size_t    used, cap;
-    uint64_t  rng;
-    char     *err;
-    size_t    errlen;
+    fmt_src   *s;
+    uint8_t   *base;
+    synth_hdr *hdr;
+    size_t     used, cap, max_tensors, page;
+    uint64_t   draws;       /* draws of the seeded stream so far */
+    char      *err;
+    size_t     errlen;
 } synth_ctx;
 
 static int add(synth_ctx *c, const char *name, unsigned ndim, uint64_t n0,
@@ -57,16 +84,53 @@ static int add(synth_ctx *c, const char *name, unsigned ndim, uint64_t n0,
 {
     uint64_t ne[4] = { n0, n1, n2, 1 };
     uint64_t n = n0 * n1 * n2;
-    float *p = (float *)(void *)(c->base + c->used);
-    for (uint64_t i = 0; i < n; i++)
-        p[i] = sd > 0 ? next_normal(&c->rng, sd) : fill;
-    c->used += n * sizeof(float);
-    return fmt_src_add_tensor(c->s, name, FMT_DT_F32, ndim, ne, p, n * sizeof(float),
-                              c->err, c->errlen);
+    if (c->hdr->n >= c->max_tensors || c->used + n * sizeof(float) > c->cap) {
+        fmt_err(c->err, c->errlen, "%s: tensor %s outside the reservation",
+                c->s->path, name);
+        return FMT_EFORMAT;
+    }
+    synth_gen *g = &c->hdr->g[c->hdr->n++];
+    g->off = c->used;
+    g->nbytes = n * sizeof(float);
+    g->draw0 = c->draws;
+    g->fill = fill;
+    g->sd = sd;
+    if (sd > 0)
+        c->draws += 4 * n;
+    c->used += (n * sizeof(float) + c->page - 1) / c->page * c->page;
+    return fmt_src_add_tensor(c->s, name, FMT_DT_F32, ndim, ne, c->base + g->off,
+                              n * sizeof(float), c->err, c->errlen);
 }
 
-/* Draw every tensor of the preset in c->s->hp into c->base, in the order
- * the .cflow writer reads them, and register each as a view. */
+int fmt_synth_fill(const fmt_src *s, const void *p, uint64_t n)
+{
+    if (!s->kind || strcmp(s->kind, "synth") || !s->n_maps)
+        return 0;
+    const uint8_t *base = s->maps[0].p;
+    const synth_hdr *h = (const synth_hdr *)(const void *)base;
+    uint64_t off = (uint64_t)((const uint8_t *)p - base);
+    size_t lo = 0, hi = h->n;
+    while (hi - lo > 1) { /* the last tensor starting at or before off */
+        size_t mid = (lo + hi) / 2;
+        if (h->g[mid].off <= off)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const synth_gen *g = &h->g[lo];
+    if (h->n == 0 || off < g->off || off + n > g->off + g->nbytes ||
+        (off - g->off) % sizeof(float) || n % sizeof(float))
+        return -1;
+    float *v = (float *)(void *)(uintptr_t)p;
+    uint64_t i0 = (off - g->off) / sizeof(float), cnt = n / sizeof(float);
+    uint64_t rng = h->seed + (g->draw0 + 4 * i0) * SYNTH_GOLDEN;
+    for (uint64_t i = 0; i < cnt; i++)
+        v[i] = g->sd > 0 ? next_normal(&rng, g->sd) : g->fill;
+    return 0;
+}
+
+/* Lay out every tensor of the preset in c->s->hp in the reservation, in
+ * the order of the seeded stream, and register each as a view. */
 static int synth_tensors(synth_ctx *c)
 {
     fmt_src *s = c->s;
@@ -132,6 +196,12 @@ static uint64_t synth_bytes(const fmt_src *s)
            sizeof(float);
 }
 
+/* Tensors synth_tensors adds at most: two globals, 15 per layer. */
+static size_t synth_max_tensors(const fmt_src *s)
+{
+    return 2 + (size_t)s->hp.n_layers * 16;
+}
+
 int fmt_synth_open(fmt_src **out, const char *name, uint64_t seed, char *err,
                    size_t errlen)
 {
@@ -152,7 +222,7 @@ int fmt_synth_open(fmt_src **out, const char *name, uint64_t seed, char *err,
         goto fail;
     const fmt_hparams *p = &s->hp;
     uint64_t total = synth_bytes(s);
-    /* the random weights are held as f32 before the writer tiles them */
+    /* the tiled output of more f32 weights than this is not a test model */
     if (total > ((uint64_t)8 << 30)) {
         fmt_err(err, errlen, "%s: %.1f GiB of f32 weights is too large to "
                 "synthesise (cflow inspect --critical-path --bytes-per-param 0.5 "
@@ -161,22 +231,27 @@ int fmt_synth_open(fmt_src **out, const char *name, uint64_t seed, char *err,
         rc = FMT_EUNSUP;
         goto fail;
     }
-    void *mem = mmap(NULL, total, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t nt = synth_max_tensors(s);
+    size_t head = (sizeof(synth_hdr) + nt * sizeof(synth_gen) + page - 1) / page * page;
+    /* each tensor rounded up to its own pages */
+    uint64_t span = head + total + (uint64_t)nt * page;
+    void *mem = mmap(NULL, span, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mem == MAP_FAILED) {
-        fmt_err(err, errlen, "%s: cannot allocate %llu bytes", name,
-                (unsigned long long)total);
+        fmt_err(err, errlen, "%s: cannot reserve %llu bytes", name,
+                (unsigned long long)span);
         rc = FMT_ENOMEM;
         goto fail;
     }
     s->maps[0].p = mem;
-    s->maps[0].n = total;
+    s->maps[0].n = span;
     s->n_maps = 1;
 
-    synth_ctx c = { s, mem, 0, total, seed ? seed : 0x5eedull, err, errlen };
+    synth_ctx c = { s, mem, mem, head, span, nt, page, 0, err, errlen };
+    c.hdr->seed = seed ? seed : 0x5eedull;
     if ((rc = synth_tensors(&c)))
         goto fail;
-    mprotect(mem, total, PROT_READ);
     s->kv_own = fmt_kv_new();
     if (!s->kv_own || fmt_synth_vocab(s->kv_own, p->vocab_size) ||
         fmt_kv_set_str(s->kv_own, "general.name", name, strlen(name))) {

@@ -3,25 +3,30 @@
  * files that both llama.cpp and `cflow convert` read.
  *
  * Why GGUF: the speed comparison against llama.cpp (issue 4) is only fair
- * on identical weights.  We write one Q4_0 GGUF; llama.cpp runs it as it
- * stands, cflow converts it (`cflow convert` copies Q4_0 blocks bit for bit
- * into its tiles), so both engines multiply the very same bits.
+ * on identical weights.  We write one Q4_0 (or Q8_0) GGUF; llama.cpp runs
+ * it as it stands, cflow converts it (`cflow convert` copies Q4_0 and Q8_0
+ * blocks bit for bit into its tiles), so both engines multiply the very
+ * same bits.
  *
- * Why not through fmt_synth.c's f32 path: a 30B-parameter preset would need
- * 120 GB of f32.  Here every Q4_0 block is drawn straight from a cheap
+ * Why not through fmt_synth.c's f32 path: a 30B-parameter preset would be
+ * 120 GB of f32 to draw and quantise.  Here every block is drawn straight from a cheap
  * generator (splitmix64: three 64-bit draws per 32 weights) and streamed to
  * the file through a 4 MiB buffer, so memory stays flat and a 17 GB file
- * takes as long as the disk needs.
+ * takes as long as the disk needs.  The file is unnamed until complete
+ * (fmt_out), so a failed or interrupted run leaves whatever was at the
+ * path untouched.
  *
  * The file (GGUF v3, little endian, alignment 32):
  *   "GGUF" u32 version=3, u64 n_tensors, u64 n_kv
  *   n_kv key/values (fmt_kv's encoding, which is GGUF's)
  *   n_tensors infos: name (u64 len + bytes), u32 ndim, u64 ne[ndim],
- *                    u32 ggml type, u64 offset from the data section
+ *                    u32 ggml type (F32 0, Q4_0 2, Q8_0 8), u64 offset
+ *                    from the data section
  *   zero padding to 32, then the data section; each tensor at a multiple
  *   of 32 from its start.
+ * general.file_type is llama.cpp's MOSTLY_Q4_0 (2) or MOSTLY_Q8_0 (7).
  * Tensors, in this order (llama.cpp's "llama" architecture names; shapes in
- * GGML order, ne[0] innermost):
+ * GGML order, ne[0] innermost; "Q4_0" below is the chosen matrix type):
  *   token_embd  Q4_0 [dim, vocab]      output_norm f32 [dim]
  *   output      Q4_0 [dim, vocab]      (absent when the preset is tied)
  *   per layer:  attn_norm f32 [dim]; attn_q Q4_0 [dim, H*hd];
@@ -36,9 +41,12 @@
  * sizes: their per-head q/k norms (a few KB) are left out, every byte that
  * matters for bandwidth is there.
  *
- * Weights: Q4_0 nibbles uniform in 0..15 (value (q - 8) * d) with d near
- * 0.02 / 4.6, so each weight has a standard deviation near 0.02; norms 1;
- * the router f32 with sd 0.2 so that routing varies from token to token.
+ * Weights: Q4_0 blocks (f16 d, 16 bytes of nibbles, 18 bytes per 32) hold
+ * nibbles uniform in 0..15 (value (q - 8) * d) with d near 0.02 / 4.6;
+ * Q8_0 blocks (f16 d, 32 int8, 34 bytes per 32) hold q uniform in
+ * -127..127 with d near 0.02 / 73.3: either way each weight has a standard
+ * deviation near 0.02.  Norms 1; the router f32 with sd 0.2 so that routing
+ * varies from token to token.
  */
 #include "config.h"
 
@@ -140,6 +148,26 @@ static void wr_q4_0(wr *w, uint64_t *rng, uint64_t nblocks, float sd)
     }
 }
 
+/* nblocks Q8_0 blocks (2-byte f16 scale + 32 int8 each). */
+static void wr_q8_0(wr *w, uint64_t *rng, uint64_t nblocks, float sd)
+{
+    const float base = sd / 73.3f; /* sd of q, uniform -127..127 */
+    for (uint64_t b = 0; b < nblocks; b++) {
+        uint8_t blk[34];
+        uint64_t r[5];
+        for (int k = 0; k < 5; k++)
+            r[k] = sm64(rng);
+        float d = base * (0.75f + 0.5f * (float)(r[4] >> 40) * (1.0f / 16777216.0f));
+        uint16_t h = f32_to_f16(d);
+        memcpy(blk, &h, 2);
+        memcpy(blk + 2, r, 32);
+        for (int k = 2; k < 34; k++) /* -128 is not a value ggml's quantiser makes */
+            if (blk[k] == 0x80)
+                blk[k] = 0x81;
+        wr_bytes(w, blk, sizeof blk);
+    }
+}
+
 static void wr_f32(wr *w, uint64_t *rng, uint64_t n, float fill, float sd)
 {
     for (uint64_t i = 0; i < n; i++) {
@@ -157,13 +185,13 @@ static void wr_f32(wr *w, uint64_t *rng, uint64_t n, float fill, float sd)
 /* ---- the tensor list ---------------------------------------------------- */
 typedef struct tdesc {
     char     name[48];
-    int      dtype;         /* FMT_DT_F32 or FMT_DT_Q4_0 */
+    int      dtype;         /* FMT_DT_F32, FMT_DT_Q4_0 or FMT_DT_Q8_0 */
     unsigned ndim;
     uint64_t ne[3];
     float    fill, sd;      /* f32: constant fill, or N(0, sd) when sd > 0 */
 } tdesc;
 
-static size_t tensor_list(const fmt_synth_geom *g, uint32_t vocab, tdesc *t)
+static size_t tensor_list(const fmt_synth_geom *g, uint32_t vocab, int mt, tdesc *t)
 {
     size_t n = 0;
     uint64_t d = g->dim, q = (uint64_t)g->n_heads * g->head_dim,
@@ -179,30 +207,30 @@ static size_t tensor_list(const fmt_synth_geom *g, uint32_t vocab, tdesc *t)
         n++; \
     } while (0)
     char nm[48];
-    ADD("token_embd.weight", FMT_DT_Q4_0, 2, d, vocab, 1, 0, sd);
+    ADD("token_embd.weight", mt, 2, d, vocab, 1, 0, sd);
     ADD("output_norm.weight", FMT_DT_F32, 1, d, 1, 1, 1.0f, 0);
     if (!g->tied)
-        ADD("output.weight", FMT_DT_Q4_0, 2, d, vocab, 1, 0, sd);
+        ADD("output.weight", mt, 2, d, vocab, 1, 0, sd);
     for (unsigned l = 0; l < g->n_layers; l++) {
 #define L(suffix, dt_, nd_, a_, b_, c_, fill_, sd_) do { \
         snprintf(nm, sizeof nm, "blk.%u." suffix ".weight", l); \
         ADD(nm, dt_, nd_, a_, b_, c_, fill_, sd_); \
     } while (0)
         L("attn_norm", FMT_DT_F32, 1, d, 1, 1, 1.0f, 0);
-        L("attn_q", FMT_DT_Q4_0, 2, d, q, 1, 0, sd);
-        L("attn_k", FMT_DT_Q4_0, 2, d, kv, 1, 0, sd);
-        L("attn_v", FMT_DT_Q4_0, 2, d, kv, 1, 0, sd);
-        L("attn_output", FMT_DT_Q4_0, 2, q, d, 1, 0, sd);
+        L("attn_q", mt, 2, d, q, 1, 0, sd);
+        L("attn_k", mt, 2, d, kv, 1, 0, sd);
+        L("attn_v", mt, 2, d, kv, 1, 0, sd);
+        L("attn_output", mt, 2, q, d, 1, 0, sd);
         L("ffn_norm", FMT_DT_F32, 1, d, 1, 1, 1.0f, 0);
         if (g->n_exp == 0) {
-            L("ffn_gate", FMT_DT_Q4_0, 2, d, g->ffn, 1, 0, sd);
-            L("ffn_up", FMT_DT_Q4_0, 2, d, g->ffn, 1, 0, sd);
-            L("ffn_down", FMT_DT_Q4_0, 2, g->ffn, d, 1, 0, sd);
+            L("ffn_gate", mt, 2, d, g->ffn, 1, 0, sd);
+            L("ffn_up", mt, 2, d, g->ffn, 1, 0, sd);
+            L("ffn_down", mt, 2, g->ffn, d, 1, 0, sd);
         } else {
             L("ffn_gate_inp", FMT_DT_F32, 2, d, g->n_exp, 1, 0, 0.2f);
-            L("ffn_gate_exps", FMT_DT_Q4_0, 3, d, g->ffn, g->n_exp, 0, sd);
-            L("ffn_up_exps", FMT_DT_Q4_0, 3, d, g->ffn, g->n_exp, 0, sd);
-            L("ffn_down_exps", FMT_DT_Q4_0, 3, g->ffn, d, g->n_exp, 0, sd);
+            L("ffn_gate_exps", mt, 3, d, g->ffn, g->n_exp, 0, sd);
+            L("ffn_up_exps", mt, 3, d, g->ffn, g->n_exp, 0, sd);
+            L("ffn_down_exps", mt, 3, g->ffn, d, g->n_exp, 0, sd);
         }
 #undef L
     }
@@ -213,7 +241,7 @@ static size_t tensor_list(const fmt_synth_geom *g, uint32_t vocab, tdesc *t)
 static uint64_t tensor_bytes(const tdesc *t)
 {
     uint64_t n = t->ne[0] * t->ne[1] * t->ne[2];
-    return t->dtype == FMT_DT_F32 ? n * 4 : n / 32 * 18;
+    return t->dtype == FMT_DT_F32 ? n * 4 : n / 32 * (t->dtype == FMT_DT_Q8_0 ? 34 : 18);
 }
 
 /* The tokenizer keys: copied from a vocabulary GGUF, or the synthetic
@@ -263,7 +291,7 @@ static int build_vocab(fmt_kv *kv, const char *vocab_gguf, uint32_t *vocab,
 }
 
 int fmt_synth_write_gguf(const char *preset, const char *path,
-                         const char *vocab_gguf, uint64_t seed,
+                         const char *vocab_gguf, uint64_t seed, int quant,
                          fmt_progress_fn progress, void *ud,
                          char *err, size_t errlen)
 {
@@ -277,10 +305,17 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
                 "tinyllama-1.1b, llama2-7b, olmoe-1b-7b, qwen3-30b-a3b", preset);
         return FMT_EARG;
     }
+    if (quant != KERN_Q4_0 && quant != KERN_Q8_0) {
+        fmt_err(err, errlen, "%s: a GGUF holds q4_0 or q8_0 matrices, not %s", path,
+                kern_type_name(quant));
+        return FMT_EARG;
+    }
+    int mt = quant == KERN_Q8_0 ? FMT_DT_Q8_0 : FMT_DT_Q4_0;
     uint32_t vocab = g.vocab;
     fmt_kv *kv = fmt_kv_new();
     tdesc *t = NULL;
     wr w = { 0 };
+    fmt_out out = { 0 };
     int rc = FMT_ENOMEM;
     if (!kv)
         goto out;
@@ -291,7 +326,8 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
     const char *nm = g.name;
     if (fmt_kv_set_str(kv, "general.architecture", "llama", 5) ||
         fmt_kv_set_str(kv, "general.name", nm, strlen(nm)) ||
-        fmt_kv_set_u32(kv, "general.file_type", 2) || /* MOSTLY_Q4_0 */
+        /* llama.cpp's MOSTLY_Q8_0 and MOSTLY_Q4_0 */
+        fmt_kv_set_u32(kv, "general.file_type", mt == FMT_DT_Q8_0 ? 7 : 2) ||
         fmt_kv_set_u32(kv, "general.alignment", 32) ||
         fmt_kv_set_u32(kv, "llama.vocab_size", vocab) ||
         fmt_kv_set_u32(kv, "llama.context_length", g.ctx) ||
@@ -311,24 +347,24 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
          fmt_kv_set_u32(kv, "llama.expert_used_count", g.top_k)))
         goto out;
     if (g.dim % 32 || g.ffn % 32 || ((uint64_t)g.n_heads * g.head_dim) % 32) {
-        fmt_err(err, errlen, "%s: Q4_0 needs rows that are multiples of 32", nm);
+        fmt_err(err, errlen, "%s: %s needs rows that are multiples of 32", nm,
+                kern_type_name(quant));
         rc = FMT_EARG;
         goto out;
     }
 
-    size_t nt = tensor_list(&g, vocab, NULL);
+    size_t nt = tensor_list(&g, vocab, mt, NULL);
     if (!(t = calloc(nt, sizeof *t)) || !(w.buf = malloc(WR_CAP)))
         goto out;
-    tensor_list(&g, vocab, t);
+    tensor_list(&g, vocab, mt, t);
     uint64_t total = 0;
     for (size_t i = 0; i < nt; i++)
         total += (tensor_bytes(&t[i]) + 31) / 32 * 32;
 
-    if (!(w.f = fopen(path, "wb"))) {
-        fmt_err(err, errlen, "%s: cannot create: %s", path, strerror(errno));
-        rc = FMT_EIO;
+    if ((rc = fmt_out_open(&out, path, err, errlen)))
         goto out;
-    }
+    rc = FMT_ENOMEM;
+    w.f = out.f;
     size_t kvn = fmt_kv_write(kv, NULL);
     uint8_t *kvb = malloc(kvn ? kvn : 1);
     if (!kvb)
@@ -356,6 +392,8 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
         uint64_t n = t[i].ne[0] * t[i].ne[1] * t[i].ne[2];
         if (t[i].dtype == FMT_DT_F32)
             wr_f32(&w, &rng, n, t[i].fill, t[i].sd);
+        else if (t[i].dtype == FMT_DT_Q8_0)
+            wr_q8_0(&w, &rng, n / 32, t[i].sd);
         else
             wr_q4_0(&w, &rng, n / 32, t[i].sd);
         wr_pad(&w, 32);
@@ -364,25 +402,16 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
             progress(ud, "synth", done, total);
     }
     wr_flush(&w);
-    if (!w.bad && fflush(w.f))
-        w.bad = errno ? errno : EIO;
-    if (fclose(w.f) && !w.bad)
-        w.bad = errno ? errno : EIO;
-    w.f = NULL;
     if (w.bad) {
         fmt_err(err, errlen, "%s: write failed: %s", path, strerror(w.bad));
-        unlink(path);
         rc = FMT_EIO;
         goto out;
     }
-    rc = FMT_OK;
+    rc = fmt_out_commit(&out, err, errlen);
 out:
     if (rc == FMT_ENOMEM && err && !*err)
         fmt_err(err, errlen, "%s: out of memory", path);
-    if (w.f) {
-        fclose(w.f);
-        unlink(path);
-    }
+    fmt_out_abort(&out);
     free(w.buf);
     free(t);
     fmt_kv_free(kv);
@@ -406,8 +435,8 @@ int fmt_synth_bench_open(fmt_src **out, const char *preset, uint64_t seed,
         return FMT_EIO;
     }
     close(fd);
-    int rc = fmt_synth_write_gguf(preset, path, NULL, seed, NULL, NULL, err,
-                                  errlen);
+    int rc = fmt_synth_write_gguf(preset, path, NULL, seed, KERN_Q4_0, NULL, NULL,
+                                  err, errlen);
     if (rc == 0)
         rc = fmt_src_open(out, path, NULL, err, errlen);
     unlink(path);

@@ -14,16 +14,17 @@
 static void help(void)
 {
     printf("usage: cflow synth [-q TYPE] [--seed S] [--vflow] PRESET OUTPUT\n"
-           "       cflow synth --gguf [--vocab FILE] [--seed S] PRESET OUTPUT\n\n"
+           "       cflow synth --gguf [-q q4_0|q8_0] [--vocab FILE] [--seed S] PRESET OUTPUT\n\n"
            "Write a random-weight model for PRESET to OUTPUT (.cflow).\n\n"
-           "  -q, --quant TYPE  tile type of the weight matrices (default q4_0)\n"
+           "  -q, --quant TYPE  tile type of the weight matrices (default q4_0;\n"
+           "                    with --gguf, q4_0 or q8_0)\n"
            "      --seed S      weights seed (default 1)\n"
            "      --vflow       write the stage-major .vflow layout\n"
-           "      --gguf        write a Q4_0 GGUF that llama.cpp loads (llama\n"
-           "                    architecture presets: tiny-mixtral and the\n"
-           "                    benchmark presets); `cflow convert` copies its\n"
-           "                    Q4_0 blocks bit for bit, so both engines run\n"
-           "                    identical weights\n"
+           "      --gguf        write a Q4_0 (or -q q8_0: Q8_0) GGUF that llama.cpp\n"
+           "                    loads (llama architecture presets: tiny-mixtral\n"
+           "                    and the benchmark presets); `cflow convert`\n"
+           "                    copies its blocks bit for bit, so both engines\n"
+           "                    run identical weights\n"
            "      --vocab FILE  with --gguf: copy the tokenizer of this GGUF\n"
            "                    (padded to the preset's vocabulary; default: a\n"
            "                    synthetic SentencePiece vocabulary)\n"
@@ -81,11 +82,14 @@ int ui_cmd_synth(int argc, char **argv)
         return ui_usage_error("synth", "expected PRESET and OUTPUT");
     if (vocab && !gguf)
         return ui_usage_error("synth", "--vocab needs --gguf");
-    if (gguf && (o.vflow || (quant_set && o.force_type != KERN_Q4_0)))
-        return ui_usage_error("synth", "--gguf writes Q4_0 GGUF only (no --vflow, -q)");
+    if (gguf && o.vflow)
+        return ui_usage_error("synth", "--gguf writes a GGUF, not --vflow");
+    if (gguf && quant_set && o.force_type != KERN_Q4_0 && o.force_type != KERN_Q8_0)
+        return ui_usage_error("synth", "--gguf writes q4_0 or q8_0 matrices, not '%s'",
+                              kern_type_name(o.force_type));
     if (gguf) {
         if (fmt_synth_write_gguf(argv[optind], argv[optind + 1], vocab, seed,
-                                 ui_progress, NULL, err, sizeof err))
+                                 o.force_type, ui_progress, NULL, err, sizeof err))
             return ui_error("%s", err);
         return UI_EXIT_OK;
     }

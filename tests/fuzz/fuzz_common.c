@@ -200,10 +200,18 @@ int __wrap_munmap(void *addr, size_t len)
 int __wrap_madvise(void *addr, size_t len, int advice);
 int __wrap_madvise(void *addr, size_t len, int advice)
 {
+    /* the converters hand back pages anywhere inside a mapping (its pages
+     * rounded up past the file's end included): MADV_DONTNEED on the heap
+     * block would zero it, so advice touching one is a no-op */
+    const char *a = addr, *b = a + len;
+    int hit = 0;
     pthread_mutex_lock(&maps_lock);
-    int i = map_find(addr);
+    for (int i = 0; i < MAX_MAPS && !hit; i++) {
+        const char *lo = maps[i].p, *hi = lo + ((maps[i].len + 4095) & ~(size_t)4095);
+        hit = lo && a < hi && b > lo;
+    }
     pthread_mutex_unlock(&maps_lock);
-    if (i >= 0)
+    if (hit)
         return 0;     /* advice about a heap block: nothing to do */
     return __real_madvise(addr, len, advice);
 }
