@@ -176,8 +176,9 @@ int fmt_vocab_load(fmt_kv *kv, const char *path, char *err, size_t errlen)
         return FMT_EFORMAT;
     }
     if (!S_ISREG(st.st_mode)) {
-        fmt_err(err, errlen, "%s: not a regular file", path);
-        return FMT_EFORMAT;
+        fmt_err(err, errlen, "%s: not a regular file (it is %s)", path,
+                fmt_file_kind(st.st_mode));
+        return FMT_EIO;
     }
     if (!strcmp(base_of(path), "vocab.json")) {
         char dir[4096];
@@ -192,17 +193,16 @@ int fmt_vocab_load(fmt_kv *kv, const char *path, char *err, size_t errlen)
         /* JSON starts with '{' (after white space); tokenizer.bin starts
          * with a small int32, whose first byte is never '{' followed by
          * JSON.  Peek at the first bytes. */
-        FILE *f = fopen(path, "rb");
-        int c = EOF;
-        if (!f) {
-            fmt_err(err, errlen, "%s: %s", path, strerror(errno));
-            return FMT_EIO;
-        }
-        do
-            c = fgetc(f);
-        while (c == ' ' || c == '\n' || c == '\r' || c == '\t');
-        fclose(f);
-        if (c == '{')
+        char head[4096];
+        size_t got, i = 0;
+        uint64_t size;
+        int rc = fmt_file_head(path, head, sizeof head, &got, &size, err, errlen);
+        if (rc < 0)
+            return rc;
+        while (i < got && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' ||
+                           head[i] == '\t'))
+            i++;
+        if (i < got && head[i] == '{')
             return fmt_vocab_hf_json(kv, path, err, errlen);
     }
     return load_llama2c(kv, path, err, errlen);

@@ -69,8 +69,8 @@ int32_t fmt_vb_find(const fmt_vb *v, const char *s, size_t n);
 /* Is s[0..n) a byte token "<0xNN>"? */
 int fmt_vb_is_byte_token(const char *s, size_t n);
 
-/* dir "/" name into out[cap]; 1 when it fits and names a regular file
- * (after links), else 0. */
+/* dir "/" name into out[cap]; 1 when it fits and names something (a
+ * regular file, or a FIFO or folder that the reader then refuses), else 0. */
 int fmt_vocab_file_in(char *out, size_t cap, const char *dir,
                       const char *name);
 /* The directory part of path (without the slash; "." for none) into out. */

@@ -303,6 +303,7 @@ static int read_vocab_obj(fmt_vb *v, json_object *vo, const char *path,
 
 /* tokenizer_config.json (optional) and chat_template.jinja. */
 typedef struct hf_cfg {
+    char         path[4096];  /* tokenizer_config.json's, for its errors */
     json_object *root;
     const char  *cls;         /* tokenizer_class */
     char        *jinja;       /* chat_template.jinja contents */
@@ -313,19 +314,22 @@ static int cfg_load(hf_cfg *c, const char *dir, char *err, size_t errlen)
 {
     char p[4096];
     memset(c, 0, sizeof *c);
-    if (fmt_vocab_file_in(p, sizeof p, dir, "tokenizer_config.json")) {
-        c->root = json_load(p, err, errlen);
+    if (fmt_vocab_file_in(c->path, sizeof c->path, dir, "tokenizer_config.json")) {
+        c->root = json_load(c->path, err, errlen);
         if (!c->root)
             return FMT_EFORMAT;
         if (!json_object_is_type(c->root, json_type_object)) {
-            fmt_err(err, errlen, "%s: not a JSON object", p);
+            fmt_err(err, errlen, "%s: not a JSON object", c->path);
             return FMT_EFORMAT;
         }
         c->cls = jstr(jget(c->root, "tokenizer_class"), NULL);
     }
     if (fmt_vocab_file_in(p, sizeof p, dir, "chat_template.jinja")) {
         fmt_map m;
-        if (fmt_map_open(&m, p, err, errlen) == 0) {
+        int rc = fmt_map_open(&m, p, err, errlen);
+        if (rc == FMT_EIO)      /* a FIFO or a folder in its place: said */
+            return rc;
+        if (rc == 0) {
             c->jinja = malloc(m.n + 1);
             if (c->jinja) {
                 memcpy(c->jinja, m.p, m.n);
@@ -344,10 +348,11 @@ static void cfg_free(hf_cfg *c)
     free(c->jinja);
 }
 
-/* added_tokens_decoder {"id": {"content": ..., "special": bool}} */
-static int cfg_added(fmt_vb *v, const hf_cfg *c, const char *path,
-                     char *err, size_t errlen)
+/* added_tokens_decoder {"id": {"content": ..., "special": bool}}, whose
+ * errors name tokenizer_config.json, not the tokenizer file beside it */
+static int cfg_added(fmt_vb *v, const hf_cfg *c, char *err, size_t errlen)
 {
+    const char *path = c->path;
     json_object *d = jget(c->root, "added_tokens_decoder");
     if (!d || !json_object_is_type(d, json_type_object))
         return FMT_OK;
@@ -638,7 +643,7 @@ int fmt_vocab_hf_json(fmt_kv *kv, const char *path, char *err,
                                   errlen)) < 0)
                 goto out;
         }
-    if ((rc = cfg_added(&v, &c, path, err, errlen)) < 0)
+    if ((rc = cfg_added(&v, &c, err, errlen)) < 0)
         goto out;
     {
         /* the model's unknown token is typed UNKNOWN, as llama.cpp's
@@ -753,7 +758,7 @@ int fmt_vocab_hf_merges(fmt_kv *kv, const char *vpath, const char *mpath,
         rc = FMT_EFORMAT;
         goto out;
     }
-    if ((rc = cfg_added(&v, &c, vpath, err, errlen)) < 0)
+    if ((rc = cfg_added(&v, &c, err, errlen)) < 0)
         goto out;
     if (fmt_vb_index(&v) < 0)
         goto nomem;

@@ -218,14 +218,17 @@ void fmt_vocab_dir_of(const char *path, char *out, size_t cap)
     out[l] = 0;
 }
 
-static int is_file(const char *p)
+/* Anything under the name counts: a FIFO or a folder in a tokenizer
+ * file's place is then refused by fmt_map_open in words, never skipped
+ * as if the file were missing. */
+static int exists(const char *p)
 {
     struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    return stat(p, &st) == 0;
 }
 
 int fmt_vocab_file_in(char *out, size_t cap, const char *dir,
                       const char *name)
 {
-    return path_join(out, cap, dir, name) == 0 && is_file(out);
+    return path_join(out, cap, dir, name) == 0 && exists(out);
 }

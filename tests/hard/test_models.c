@@ -10,12 +10,15 @@
  *   - special files as model paths: a FIFO nobody writes to (open(2)
  *     alone would block for ever), /dev/zero, a folder where a file is
  *     expected, and a Hugging Face folder whose config.json or
- *     model.safetensors is a FIFO, are refused before any blocking open;
+ *     model.safetensors, tokenizer.json, tokenizer_config.json or
+ *     chat_template.jinja is a FIFO, are refused before any blocking open
+ *     and never taken for a missing file;
  *   - narrowing: a value wider than its .cflow field (an HF sliding_window
  *     of 70000 in a 16-bit field) is refused with value and limit, and the
  *     widest value that fits is stored whole;
  *   - names: non-finite weights are the input's fault (its path and the
- *     tensor, not the output's), a GGUF tensor offset near 2^64 is printed
+ *     tensor, not the output's), an error in tokenizer_config.json names
+ *     it (not tokenizer.json), a GGUF tensor offset near 2^64 is printed
  *     as the offset and the data start, not their wrapped sum;
  *   - shapes: trailing unit dimensions are one rule, so a [16, 276, 1]
  *     embedding converts as a [16, 16, 1, 1] attention matrix does, in
@@ -220,17 +223,19 @@ static void test_special_model_paths(void **state)
     assert_int_equal(hard_unpack(hard_seed("llama2c/shared.a"), l2c, NULL, NULL), 0);
     char model[4096];
     snprintf(model, sizeof model, "%s/model.bin", l2c);
-    hard_refused(fifo, "not a regular file", 20,
-                 HARD_ARGS("convert", model, out, "--tokenizer", fifo));
+    hard_refused(fifo, fifo_kind, 20, HARD_ARGS("convert", model, out, "--tokenizer", fifo));
 
     /* a Hugging Face folder with a FIFO in a file's place: refused, never
      * taken for a missing file */
-    static const char *const files[] = { "config.json", "model.safetensors" };
+    static const char *const files[] = { "config.json", "model.safetensors", "tokenizer.json",
+                                         "tokenizer_config.json", "chat_template.jinja" };
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         const char *hf = hf_folder(files[i], files[i]);
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", hf, files[i]);
         hard_refused(path, fifo_kind, 20, HARD_ARGS("convert", hf, out));
+        if (i >= 2)                             /* the tokenizer's files */
+            hard_refused(path, fifo_kind, 20, HARD_ARGS("tokenize", "-m", hf, "hi"));
     }
 }
 
@@ -293,6 +298,16 @@ static void test_names(void **state)
         !strstr(p.err, "token_embd.weight") || strstr(p.err, out))
         fail_msg("expected %s and its tensor, not %s: %s", in, out, p.err);
     tu_proc_free(&p);
+
+    /* a bad id in tokenizer_config.json: named, not tokenizer.json beside it */
+    const char *dir = hf_folder("bad-added-id", NULL);
+    char cfg[4096];
+    snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", dir);
+    static const char bad_id[] = "{\"added_tokens_decoder\": {\"x1\": {\"content\": \"<a>\"}}}";
+    assert_int_equal(tu_write_file(cfg, bad_id, sizeof bad_id - 1), 0);
+    hard_refused(cfg, "added_tokens_decoder has a bad id", 60, HARD_ARGS("convert", dir, out));
+    hard_refused(cfg, "added_tokens_decoder has a bad id", 60,
+                 HARD_ARGS("tokenize", "-m", dir, "hi"));
 
     /* an offset of 2^64 - 32: the data start plus it wraps */
     in = tu_tmp("offset-2e64.gguf");
