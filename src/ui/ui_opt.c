@@ -44,7 +44,8 @@ static const char *const out_fmts[] = { "md", "csv", "json", NULL };
 /* Rows in enum ui_opt_id order (checked by ui_opts_parse). */
 const ui_opt ui_opts[UI_O_N] = {
     { UI_O_MODEL, "model", 'm', UI_T_STR, "FILE", 0, 0, NULL, NULL, 0, OFF(model),
-      "$CFLOW_MODEL, then the shipped one", ".cflow model" },
+      "$CFLOW_MODEL, then the shipped one",
+      ".cflow model, or a GGUF, HF folder or llama2.c file (converted once into the cache)" },
     { UI_O_PROMPT, "prompt", 'p', UI_T_STR, "TEXT", 0, 0, NULL, NULL, 0, OFF(prompt),
       NULL, "prompt text" },
     { UI_O_FILE, "file", 'f', UI_T_STR, "FILE", 0, 0, NULL, NULL, 0, OFF(prompt_file),
@@ -113,7 +114,8 @@ const ui_opt ui_opts[UI_O_N] = {
       NULL, 0, OFF(bytes_per_param), "the file's tile bytes",
       "size streams from parameter counts (the report uses 0.5)" },
     { UI_O_B_MODELS, "model", 'm', UI_T_STRS, "FILE", 0, 0, NULL, NULL, 0, 0,
-      "$CFLOW_MODEL, then the shipped one", "model (.cflow/.vflow); repeat for several" },
+      "$CFLOW_MODEL, then the shipped one",
+      "model (.cflow/.vflow, or GGUF, HF, llama2.c: converted once); repeat for several" },
     { UI_O_B_THREADS, "threads", 't', UI_T_LIST, "LIST", 0, 1024, "all cores", NULL, 0,
       OFF(b_threads), "all cores", "worker threads" },
     { UI_O_B_PROMPT, "n-prompt", 'p', UI_T_LIST, "LIST", 0, 1L << 20, "no pp test", NULL,

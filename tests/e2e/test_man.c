@@ -1,0 +1,223 @@
+/*
+ * test_man.c — the man pages against today's limits.  `cflow run --help`,
+ * `cflow bench --help`, `cflow ppl --help` and `cflow-tui --help` are built
+ * from the one option table (src/ui/ui_opt.c); every option they list must
+ * have an entry in its section of man/cflow.1 or man/cflow-tui.1, that
+ * entry must give the option's range (both ends, as numbers), say
+ * "random seed" where the default seed is random, and name $CFLOW_MODEL where
+ * the default model is the shipped one.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+/* One option of a --help text: its long name and its whole description
+ * (the wrapped lines joined). */
+typedef struct hopt {
+    char name[64];
+    char desc[1024];
+} hopt;
+
+/* The options of a --help text into o[max]; returns their count. */
+static int help_opts(const char *help, hopt *o, int max)
+{
+    int n = 0;
+    for (const char *l = help; *l && n < max; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "") {
+        size_t len = strcspn(l, "\n");
+        const char *dd = memmem(l, len, "--", 2);
+        /* "  -x, --name ARG   text" or "      --name ARG   text" */
+        if (dd && l[0] == ' ' && l[1] == ' ' && dd - l == 6 &&
+            (l[2] == '-' || l[2] == ' ')) {
+            hopt *h = &o[n++];
+            sscanf(dd + 2, "%63[a-z0-9-]", h->name);
+            const char *t = dd + 2 + strlen(h->name);
+            while (t < l + len && *t == ' ')
+                t++;
+            while (t < l + len && *t != ' ')   /* the argument's name */
+                t++;
+            snprintf(h->desc, sizeof h->desc, "%.*s", (int)(l + len - t), t);
+        } else if (n > 0 && len > 25 && strspn(l, " ") >= 20) {
+            hopt *h = &o[n - 1];
+            size_t dl = strlen(h->desc);
+            snprintf(h->desc + dl, sizeof h->desc - dl, " %.*s", (int)(len - strspn(l, " ")),
+                     l + strspn(l, " "));
+        }
+    }
+    return n;
+}
+
+/* The range a description gives ("from A (words) to B", "of A (...) to
+ * B"): 1 with both ends, else 0. */
+static int help_range(const char *d, double *lo, double *hi)
+{
+    for (const char *t = strstr(d, " to "); t; t = strstr(t + 1, " to ")) {
+        char *end;
+        *hi = strtod(t + 4, &end);
+        if (end == t + 4)
+            continue;
+        const char *b = t;
+        if (b[-1] == ')') {   /* "0 (all cores) to" */
+            while (b > d && *b != '(')
+                b--;
+            b--;
+        }
+        while (b > d && b[-1] != ' ')
+            b--;
+        *lo = strtod(b, &end);
+        if (end != b)
+            return 1;
+    }
+    return 0;
+}
+
+/* The text of a man page from the line starting with start up to the next
+ * line starting with stop (malloc'd), NULL when start is absent. */
+static char *section(const char *man, const char *start, const char *stop)
+{
+    const char *a = strstr(man, start);
+    if (!a)
+        return NULL;
+    const char *b = strstr(a + strlen(start), stop);
+    size_t n = b ? (size_t)(b - a) : strlen(a);
+    char *s = malloc(n + 1);
+    memcpy(s, a, n);
+    s[n] = 0;
+    return s;
+}
+
+/* The entry of --name in sec: from its .It line to the next .It or .El
+ * (malloc'd), NULL when there is none. */
+static char *entry(const char *sec, const char *name)
+{
+    char want[96];
+    snprintf(want, sizeof want, "\\-");
+    for (const char *p = name; *p; p++) {
+        size_t l = strlen(want);
+        if (*p == '-')
+            snprintf(want + l, sizeof want - l, "\\-");
+        else
+            snprintf(want + l, sizeof want - l, "%c", *p);
+    }
+    for (const char *it = strstr(sec, ".It "); it; it = strstr(it + 1, "\n.It ")) {
+        const char *eol = strchr(it + 1, '\n');
+        const char *hit = strstr(it, want);
+        if (!hit || !eol || hit > eol)
+            continue;
+        char c = hit[strlen(want)];
+        if (isalnum((unsigned char)c) || c == '\\')   /* --top-k is not --top */
+            continue;
+        const char *next = strstr(eol, "\n.It "), *el = strstr(eol, "\n.El");
+        const char *end = next && (!el || next < el) ? next : el ? el : eol + strlen(eol);
+        char *e = malloc((size_t)(end - it) + 1);
+        memcpy(e, it, (size_t)(end - it));
+        e[end - it] = 0;
+        return e;
+    }
+    return NULL;
+}
+
+/* Whether the number v is written in text (as a number of its own). */
+static int has_number(const char *text, double v)
+{
+    for (const char *p = text; *p; p++) {
+        if (!isdigit((unsigned char)*p) || (p > text && (isalnum((unsigned char)p[-1]) ||
+                                                         p[-1] == '.')))
+            continue;
+        char *end;
+        double x = strtod(p, &end);
+        if (x == v)
+            return 1;
+        p = end - 1;
+    }
+    return 0;
+}
+
+/* prog's --help against its section of a man page; returns the number of
+ * disagreements, each printed. */
+static int check(const char *prog, const char *sub, const char *manfile, const char *start,
+                 const char *stop)
+{
+    char *argv[] = { (char *)prog, (char *)sub, "--help", NULL };
+    if (!sub) {
+        argv[1] = "--help";
+        argv[2] = NULL;
+    }
+    tu_proc p;
+    assert_int_equal(tu_run(&p, argv, NULL, 60), 0);
+    assert_true(tu_ok(&p, "--help"));
+    const char *sd = getenv("CFLOW_SRCDIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/man/%s", sd ? sd : "..", manfile);
+    char *man = tu_read_file(path, NULL);
+    assert_non_null(man);
+    char *sec = section(man, start, stop);
+    assert_non_null(sec);
+    hopt o[64];
+    int n = help_opts(p.out, o, 64), bad = 0;
+    if (n < 5)
+        print_error("%s %s --help: %d options read:\n%s\n", prog, sub ? sub : "", n, p.out);
+    assert_true(n >= 5);
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(o[i].name, "help") || !strcmp(o[i].name, "version"))
+            continue;
+        char *e = entry(sec, o[i].name);
+        double lo, hi;
+        if (!e) {
+            print_error("%s: no entry for --%s in %s\n", manfile, o[i].name, start);
+            bad++;
+            continue;
+        }
+        if (help_range(o[i].desc, &lo, &hi) && (!has_number(e, lo) || !has_number(e, hi))) {
+            print_error("%s: --%s's entry lacks the range %g to %g (--help: %s):\n%s\n",
+                        manfile, o[i].name, lo, hi, o[i].desc, e);
+            bad++;
+        }
+        if (strstr(o[i].desc, "default random") && !strstr(e, "random seed")) {
+            print_error("%s: --%s's entry does not say the default is random:\n%s\n",
+                        manfile, o[i].name, e);
+            bad++;
+        }
+        if (strstr(o[i].desc, "$CFLOW_MODEL") && !strstr(e, "CFLOW_MODEL")) {
+            print_error("%s: --%s's entry does not name the default model:\n%s\n", manfile,
+                        o[i].name, e);
+            bad++;
+        }
+        free(e);
+    }
+    free(sec);
+    free(man);
+    tu_proc_free(&p);
+    return bad;
+}
+
+static void test_man_matches_help(void **state)
+{
+    (void)state;
+    const char *bd = getenv("CFLOW_BUILDDIR");
+    char tui[4096];
+    snprintf(tui, sizeof tui, "%s/cflow-tui", bd && *bd ? bd : ".");
+    int bad = check(tu_cflow(), "run", "cflow.1", ".Ss cflow run", "\n.Ss ");
+    bad += check(tu_cflow(), "bench", "cflow.1", ".Ss cflow bench", "\n.Ss cflow ppl");
+    bad += check(tu_cflow(), "ppl", "cflow.1", ".Ss cflow ppl", "\n.Ss ");
+    bad += check(tui, NULL, "cflow-tui.1", ".Sh OPTIONS", "\n.Sh ");
+    assert_int_equal(bad, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_man_matches_help),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
