@@ -63,7 +63,8 @@
 /* One input file of a source and its identity when it was statted. */
 typedef struct in_file {
     char        path[PATH_MAX];
-    const char *name;              /* into path: the key's name */
+    size_t      name;              /* offset in path of the key's name (an
+                                      offset: the array is realloc'd) */
     struct stat st;
 } in_file;
 
@@ -232,7 +233,8 @@ void ui_models_unlock(int fd)
 /* ---- what the model argument is --------------------------------------- */
 static int name_cmp(const void *a, const void *b)
 {
-    return strcmp(((const in_file *)a)->name, ((const in_file *)b)->name);
+    const in_file *x = a, *y = b;
+    return strcmp(x->path + x->name, y->path + y->name);
 }
 
 static int add_input(src_info *s, const char *dir, const char *name)
@@ -249,7 +251,7 @@ static int add_input(src_info *s, const char *dir, const char *name)
     if (w < 0 || (size_t)w >= sizeof f->path || stat(f->path, &f->st))
         return -1;
     const char *slash = strrchr(f->path, '/');
-    f->name = slash ? slash + 1 : f->path;
+    f->name = slash ? (size_t)(slash + 1 - f->path) : 0;
     s->n++;
     return 0;
 }
@@ -430,7 +432,7 @@ static int make_key(src_info *s, const ui_models_cb *cb, char *err, size_t errle
         /* a single file's name is not its content: only HF members are named */
         len += (size_t)snprintf(m + len, cap - len, "\n%s %llu %016llx",
                                 strcmp(s->kind, "hf") ? (i ? "tokenizer" : "model")
-                                                      : s->f[i].name,
+                                                      : s->f[i].path + s->f[i].name,
                                 (unsigned long long)s->f[i].st.st_size,
                                 (unsigned long long)fh);
     }
