@@ -281,7 +281,8 @@ static int hf_inputs(src_info *s, char *err, size_t errlen)
         }
     }
     closedir(d);
-    qsort(s->f, s->n, sizeof *s->f, name_cmp);
+    if (s->n)
+        qsort(s->f, s->n, sizeof *s->f, name_cmp);
     return 0;
 }
 
@@ -824,7 +825,8 @@ int ui_models_list(const char *dir, ui_model_entry **out, size_t *n, uint64_t *p
     }
     if (d)
         closedir(d);
-    qsort(c.e, c.n, sizeof *c.e, newest_first);
+    if (c.n)   /* qsort of NULL is undefined even for no elements */
+        qsort(c.e, c.n, sizeof *c.e, newest_first);
     *out = c.e;
     *n = c.n;
     return 0;
