@@ -14,10 +14,11 @@
  *                     "mtime_ns" of the .cflow, "files": [{"path", "size",
  *                     "dev", "ino", "mtime_ns", "ctime_ns"}...]}
  *   .lock             flock'd while a conversion or a removal runs
- * A conversion goes to STEM-HASH.cflow.tmp.XXXXXX (fmt_convert's
- * temporary name) and is renamed into place only when complete, so an
- * interrupted one never leaves a file named like a model; the next
- * conversion removes such leftovers under the lock.  Two processes that
+ * fmt_convert names its output only when it is complete (an O_TMPFILE
+ * linked in, or a STEM-HASH.cflow.tmp.* renamed where the file system
+ * lacks O_TMPFILE), so an interrupted conversion never leaves a file named
+ * like a model; the next conversion removes named leftovers under the
+ * lock.  Two processes that
  * convert at once meet at the lock: the second waits, then finds the
  * first one's result.
  *
