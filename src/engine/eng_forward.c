@@ -1,427 +1,34 @@
 /*
- * eng_forward.c — one token through the model: the blocks of a layer and
- * the walk from the embedding to the logits.
+ * eng_forward.c — the walk and the calls that run it: a token from the
+ * embedding to the logits, decode, prefill, each under the guard.
  *
  * eng_forward is the whole walk, as in llama2.c's run.c: the token's
  * embedding row into the residual x, the layer stack (eng_run_layers: the
  * model's combine style picks the schedule, eng_sched.c), the output norm
- * and the LM head into the logits.  The blocks the schedules are built of
- * live here: attention (QKV, RoPE, the cache store and attend, the output
- * projection) and the dense SwiGLU/GeGLU FFN; routed experts are
- * eng_moe.c's, a batched prompt eng_prefill.c's.
+ * and the LM head into the logits.  The blocks it is built of are
+ * eng_blocks.c's, routed experts eng_moe.c's, a batched prompt chunk
+ * eng_prefill.c's.
  *
- * The forward pass reads like run.c, but every weight matrix is a
- * stream of tiles straight from the mapping: one pass over the fused QKV
- * stream fills q, k and v (the tile's matrix id picks the output buffer),
- * one pass over the fused gate/up stream fills both FFN halves.  Each
- * mat-vec input is prepared once (kern_act_set) for every tile type that
- * reads it.
- *
- * Buffers (floats unless noted):
- *   x      [dim]           residual stream
- *   xb     [dim]           normalised residual / attention-out projection
- *   q      [n_heads*hd]    queries; att [n_heads*hd] attention output
- *   kc, vc [L][n_ctx][n_kv*hd]  the KV cache, position-major per layer:
- *                          floats, or halves (kc16, vc16) with kv_f16
- *   k_tmp, v_tmp [n_kv*hd] this position's k and v before rounding to f16
- *   att16  [2*hd]          halves: scratch of the f16 attention
- *   hb,hb2 [ffn]           gate and up activations
- *   logits [vocab]
- *
- * Arithmetic.  Each model is held to the output of its peer program: a
- * llama2.c checkpoint to run.c, a GGUF model to llama.cpp (its x86 CPU
- * backend, AVX-512 build).  On Q8_0/Q4_0 models every mat-vec input is
- * quantised to Q8_0 blocks, round(x * 127/amax) turns a last-bit
- * difference into a whole quantisation step now and then, and greedy text
- * parts a few dozen tokens later: with run.c's arithmetic, stories260K Q4_0
- * left llama.cpp's text after 18 words.  So a session follows its peer's
- * roundings, chosen from the model's "cflow.source":
- *   - "gguf" (s->ggml): RMSNorm, RoPE and SwiGLU as ggml computes them
- *     (kern_*_ggml), and Q4_0 matrices whose row count is a multiple of 8
- *     summed as llama.cpp's repacked kernel (tile_mv_q4_0_rp), since
- *     llama.cpp repacks exactly those;
- *   - anything else: run.c's order (kern_rmsnorm, kern_rope, kern_swiglu).
- * The tile kernels and the Q8_0 activation quantiser follow llama.cpp for
- * every model (kernels/kern_ref.c); run.c models are F32, where the
- * kernels keep run.c's sum.
- *
- * KV precision.  llama.cpp's CPU backend keeps the cache in f16 by default
- * and runs flash attention over it, accumulating the weighted values in
- * f16: the largest single difference from an f32 softmax.  kv_f16
- * (eng_opts) therefore defaults to f16 for GGUF models and to f32 (run.c's
- * attention) otherwise; the f16 cache also halves the cache's memory and
- * bandwidth.  With both, stories260K's F32/F16/Q8_0/Q4_0 GGUF files give
- * llama.cpp's greedy texts byte for byte.
+ * The public calls that run tokens live here, on top of everything else
+ * in the module: eng_decode (one token), eng_prefill (a prompt, in chunks
+ * where the schedule allows, else token by token) and the checks around
+ * them — a token's id and the room left in the context (eng_check_token),
+ * a model file that shrank under the mapping (eng_guarded_run,
+ * eng_model_fault), logits that are not finite (eng_check_finite, which
+ * runs the token again to name the first layer that went wrong).
+ * Nothing below calls up into this file.
  */
 #include "config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "engine/engine.h"
 #include "engine/eng_impl.h"
-#include "kernels/kern.h"
 #include "prof/prof.h"
-
-#define ENG_PAR_MIN_BYTES (256u * 1024u)
-
-typedef struct mv_task {
-    const kern_ops *ops;
-    const eng_mv   *mv;
-    const kern_act *x;
-    float *const   *out;
-    eng_pool       *pool;
-} mv_task;
-
-/* The kernel for a tile: its type's, or the repacked Q4_0 flavour for the
- * matrices mv_init marked. */
-static kern_tile_mv_fn tile_fn(const kern_ops *ops, const eng_mv *mv,
-                               const fmt_tile *ti)
-{
-    if (ti->type == KERN_Q4_0 && (mv->rp >> ti->matrix & 1))
-        return ops->tile_mv_q4_0_rp;
-    return ops->tile_mv[ti->type];
-}
-
-static void mv_run(void *ctx, int tid, int n_threads)
-{
-    const mv_task *t = ctx;
-    const eng_mv *mv = t->mv;
-    const fmt_tile *tiles = mv->st->tiles;
-    for (;;) {
-        size_t u = eng_pool_claim(t->pool, tid, n_threads, mv->n_units);
-        if (u >= mv->n_units)
-            break;
-        for (uint32_t i = mv->unit[u]; i < mv->unit[u + 1]; i++) {
-            const fmt_tile *ti = &tiles[i];
-            tile_fn(t->ops, mv, ti)(ti->payload, ti->rows, ti->cols, t->x,
-                                    ti->col0, t->out[ti->matrix] + ti->row0);
-        }
-    }
-}
-
-/* One pass over a (fused) tile stream: out[matrix] receives each tile's
- * partial sums.  Outputs must be zeroed by the caller. */
-static void matvec_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
-                          float *const *out)
-{
-    mv_task t = { s->ops, mv, x, out, s->pool };
-    s->mv_bytes += mv->st->length;   /* every tile of the stream is read */
-    /* Waking workers costs microseconds: below a few hundred KB of tiles
-     * (or with one unit) the caller does the whole stream itself. */
-    if (mv->n_units < 2 || mv->st->length < ENG_PAR_MIN_BYTES) {
-        const fmt_tile *ti = mv->st->tiles;
-        for (uint32_t i = 0; i < mv->st->n_tiles; i++, ti++)
-            tile_fn(s->ops, mv, ti)(ti->payload, ti->rows, ti->cols, x, ti->col0,
-                                    out[ti->matrix] + ti->row0);
-        return;
-    }
-    eng_pool_run(s->pool, mv_run, &t);
-}
-
-
-/* Row `token` of the tiled embedding matrix into x[dim]. */
-void eng_embed(eng_session *s, int32_t token, float *x)
-{
-    uint32_t stripe = (uint32_t)token / KERN_TILE_ROWS;
-    unsigned r = (unsigned)token % KERN_TILE_ROWS;
-    const fmt_tile *t = s->embd->tiles + (size_t)stripe * s->embd_col_tiles;
-    for (uint32_t j = 0; j < s->embd_col_tiles; j++, t++)
-        kern_tile_row((enum kern_type)t->type, t->rows, t->cols, t->payload, r,
-                      x + t->col0);
-    if (s->hp->flags & FMT_FLAG_EMBED_SCALE) {
-        float sc = sqrtf((float)s->hp->dim);
-        for (uint32_t i = 0; i < s->hp->dim; i++)
-            x[i] *= sc;
-    }
-}
-
-/* The session's peer decides the arithmetic (see the essay at the top). */
-void eng_rmsnorm(const eng_session *s, float *out, const float *x,
-                    const float *w, unsigned n)
-{
-    if (s->ggml)
-        kern_rmsnorm_ggml(out, x, w, n, s->hp->norm_eps);
-    else
-        kern_rmsnorm(out, x, w, n, s->hp->norm_eps);
-}
-
-/* RoPE of layer ly: its head size, rotated dimensions and base. */
-static void rope(const eng_session *s, const eng_layer *ly, float *x,
-                 unsigned n_heads, uint32_t pos)
-{
-    const fmt_hparams *hp = s->hp;
-    const fmt_layer_geom *g = ly->g;
-    int neox = (hp->flags & FMT_FLAG_ROPE_NEOX) != 0;
-    if (s->ggml)
-        kern_rope_ggml(x, n_heads, g->head_dim, g->rope_dims, pos,
-                       g->rope_theta, s->rope_ff, neox);
-    else
-        kern_rope(x, n_heads, g->head_dim, g->rope_dims, pos, ly->inv_freq, neox);
-}
-
-/* What happens to one position's q, k, v between the QKV projection and
- * the cache: bias, K = V sharing, QK-norm, V-norm, RoPE.  Shared by
- * decode (attn_block) and batched prefill (forward_batch). */
-void eng_attn_qkv_post(eng_session *s, const eng_layer *ly, uint32_t pos,
-                          float *q, float *k, float *v)
-{
-    const fmt_hparams *hp = s->hp;
-    const fmt_layer_geom *g = ly->g;
-    uint32_t hd = g->head_dim;
-    uint32_t qd = ly->q_dim, kvd = ly->kv_dim;   /* this layer's widths */
-    int shared = (g->flags & FMT_LG_KV_SHARED) != 0;
-    if (ly->qkv_bias) {
-        const float *b = ly->qkv_bias;
-        for (uint32_t i = 0; i < qd; i++) q[i] += b[i];
-        for (uint32_t i = 0; i < kvd; i++) k[i] += b[qd + i];
-        for (uint32_t i = 0; !shared && i < kvd; i++) v[i] += b[qd + kvd + i];
-    }
-    if (shared)                     /* V is K's projection (K = V sharing) */
-        memcpy(v, k, kvd * sizeof(float));
-    /* Qwen3: per-head RMSNorm of q and k (one weight vector for all heads),
-     * before RoPE */
-    if (ly->q_norm)
-        for (uint32_t hh = 0; hh < g->n_heads; hh++)
-            eng_rmsnorm(s, q + hh * hd, q + hh * hd, ly->q_norm, hd);
-    if (ly->k_norm)
-        for (uint32_t hh = 0; hh < g->n_kv_heads; hh++)
-            eng_rmsnorm(s, k + hh * hd, k + hh * hd, ly->k_norm, hd);
-    if (hp->flags & FMT_FLAG_V_NORM)
-        for (uint32_t hh = 0; hh < g->n_kv_heads; hh++)
-            eng_rmsnorm(s, v + hh * hd, v + hh * hd, NULL, hd);
-    rope(s, ly, q, g->n_heads, pos);
-    rope(s, ly, k, g->n_kv_heads, pos);
-}
-
-typedef struct attn_task {
-    eng_session *s;
-    const float *q;
-    float       *att;
-    const void  *k, *v;      /* first visible position of this layer's cache */
-    uint32_t     n_pos, n_heads, n_kv_heads, hd;
-} attn_task;
-
-/* Heads [h0, h1) of an attention task, each with its own scratch. */
-static void attn_heads(const attn_task *t, unsigned h0, unsigned h1)
-{
-    eng_session *s = t->s;
-    /* the heads' score rows are contiguous: (h1 - h0) * n_ctx floats */
-    if (s->kv_f16) {
-        s->ops->attn_f16(t->att, t->q, t->k, t->v, t->n_pos, h0, h1,
-                         t->n_heads, t->n_kv_heads, t->hd, s->kv_dim,
-                         1.0f / sqrtf((float)t->hd), 0.0f,
-                         s->par_sc + (size_t)h0 * s->n_ctx,
-                         s->par_h16 + (size_t)h0 * 2 * s->hd_max);
-        return;
-    }
-    s->ops->attn_f32(t->att, t->q, t->k, t->v, t->n_pos, h0, h1, t->n_heads,
-                     t->n_kv_heads, t->hd, s->kv_dim, 1.0f / sqrtf((float)t->hd),
-                     0.0f, s->par_sc + (size_t)h0 * s->n_ctx);
-}
-
-/* Heads are independent: each thread claims whole kv-head groups (the
- * query heads that share one kv head read the same K and V rows, so they
- * stay on one core), at least 4 heads a claim so that the kernels that run
- * several heads side by side get them even without GQA.  The arithmetic
- * of a head does not depend on who runs it. */
-static void attn_run(void *ctx, int tid, int n_threads)
-{
-    const attn_task *t = ctx;
-    unsigned G = t->n_kv_heads ? t->n_heads / t->n_kv_heads : 1;
-    if (!G)
-        G = 1;
-    const unsigned chunk = G * ((4 + G - 1) / G);
-    (void)tid;
-    (void)n_threads;
-    for (;;) {
-        size_t c = eng_pool_next(t->s->pool, 1);
-        if (c * chunk >= t->n_heads)
-            break;
-        unsigned h0 = (unsigned)c * chunk;
-        attn_heads(t, h0, h0 + chunk < t->n_heads ? h0 + chunk : t->n_heads);
-    }
-}
-
-/* Store this position's k, v into the cache of effective layer kvl and
- * attend over the visible positions: att[n_heads*hd] from q. */
-void eng_attn_store_attend(eng_session *s, const eng_layer *ly, unsigned kvl,
-                              uint32_t pos, const float *q, const float *k,
-                              const float *v, float *att)
-{
-    const fmt_layer_geom *g = ly->g;
-    uint32_t hd = g->head_dim, kvd = ly->kv_dim;
-    const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
-    /* sliding-window layers see only the last sliding_window positions */
-    uint32_t first = 0, W = g->sliding_window;
-    if (W && pos + 1 > W)
-        first = pos + 1 - W;
-    attn_task t = { s, q, att, NULL, NULL, pos + 1 - first, g->n_heads,
-                    g->n_kv_heads, hd };
-    if (s->kv_f16) {
-        uint16_t *kc = s->kc16 + lo, *vc = s->vc16 + lo;
-        uint16_t *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
-        for (uint32_t i = 0; i < kvd; i++) {
-            kp[i] = kern_fp32_to_fp16(k[i]);
-            vp[i] = kern_fp32_to_fp16(v[i]);
-        }
-        t.k = kc + (size_t)first * s->kv_dim;
-        t.v = vc + (size_t)first * s->kv_dim;
-    } else {
-        float *kc = s->kc + lo, *vc = s->vc + lo;
-        float *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
-        if (kp != k)
-            memcpy(kp, k, kvd * sizeof(float));
-        if (vp != v)
-            memcpy(vp, v, kvd * sizeof(float));
-        t.k = kc + (size_t)first * s->kv_dim;
-        t.v = vc + (size_t)first * s->kv_dim;
-    }
-    /* per-head scratch for the parallel path (grown on demand) */
-    if (s->par_heads < g->n_heads) {
-        float *sc = realloc(s->par_sc, (size_t)g->n_heads * s->n_ctx * sizeof(float));
-        if (sc)
-            s->par_sc = sc;
-        uint16_t *h16 = realloc(s->par_h16, (size_t)g->n_heads * 2 * s->hd_max *
-                                            sizeof(uint16_t));
-        if (h16)
-            s->par_h16 = h16;
-        if (sc && h16)
-            s->par_heads = g->n_heads;
-    }
-    /* The work is about n_pos * n_heads * hd multiply-adds: small caches
-     * stay on the caller; without scratch, the scalar kernels as before. */
-    if (s->par_heads >= g->n_heads && eng_pool_size(s->pool) >= 2 &&
-        (uint64_t)t.n_pos * g->n_heads * hd >= 16384u) {
-        eng_pool_run(s->pool, attn_run, &t);
-    } else if (s->par_heads >= g->n_heads) {
-        attn_heads(&t, 0, g->n_heads);
-    } else {
-        if (s->kv_f16)
-            kern_attn_decode_f16(att, q, t.k, t.v, t.n_pos, g->n_heads,
-                                 g->n_kv_heads, hd, s->kv_dim,
-                                 1.0f / sqrtf((float)hd), 0.0f, s->att16);
-        else
-            kern_attn_decode(att, q, t.k, t.v, t.n_pos, g->n_heads, g->n_kv_heads,
-                             hd, s->kv_dim, 1.0f / sqrtf((float)hd), 0.0f, s->scores);
-    }
-}
-
-/* m = Attn(N_a(h)) into mout[dim]; kvl picks the KV cache (the effective
- * layer).  h and mout may not alias. */
-void eng_attn_block(eng_session *s, const eng_layer *ly, unsigned kvl,
-                       const float *h, float *mout)
-{
-    const fmt_hparams *hp = s->hp;
-    uint32_t dim = hp->dim, pos = s->n_past;
-    uint32_t qd = ly->q_dim, kvd = ly->kv_dim;   /* this layer's widths */
-    const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
-    float *out[FMT_NMATRIX] = { 0 };
-    float *k, *v;                   /* this position's k and v */
-    if (s->kv_f16) {
-        k = s->k_tmp;               /* rounded into kc16/vc16 below */
-        v = s->v_tmp;
-    } else {
-        k = s->kc + lo + (size_t)pos * s->kv_dim;
-        v = s->vc + lo + (size_t)pos * s->kv_dim;
-    }
-    eng_rmsnorm(s, s->xb, h, ly->attn_norm, dim);
-    kern_act_set(&s->act_dim, s->xb, dim, ly->qkv.need);
-    memset(s->q, 0, qd * sizeof(float));
-    memset(k, 0, kvd * sizeof(float));
-    memset(v, 0, kvd * sizeof(float));
-    out[FMT_M_Q] = s->q;
-    out[FMT_M_K] = k;
-    out[FMT_M_V] = v;
-    matvec_stream(s, &ly->qkv, &s->act_dim, out);
-    eng_attn_qkv_post(s, ly, pos, s->q, k, v);
-    eng_attn_store_attend(s, ly, kvl, pos, s->q, k, v, s->att);
-    kern_act_set(&s->act_q, s->att, qd, ly->o.need);
-    memset(mout, 0, dim * sizeof(float));
-    out[FMT_M_O] = mout;
-    matvec_stream(s, &ly->o, &s->act_q, out);
-}
-
-/* One SwiGLU/GeGLU FFN over the prepared input act, from a fused gate/up
- * stream and a down stream, into dout[dim] (overwritten). */
-/* g[0..n) = act(g) * u: GeGLU where the header says so, else SwiGLU in
- * llama.cpp's arithmetic for GGUF-sourced models or run.c's otherwise. */
-void eng_glu_act(eng_session *s, float *g, const float *u, uint32_t n)
-{
-    if (s->hp->flags & FMT_FLAG_GELU)
-        kern_geglu(g, g, u, n);
-    else if (s->ggml)
-        s->ops->swiglu_ggml(g, g, u, n);
-    else
-        kern_swiglu(g, g, u, n);
-}
-
-void eng_glu_ffn(eng_session *s, const eng_mv *gu, const eng_mv *down,
-                    uint32_t hidden, uint8_t mg, uint8_t mu, uint8_t md,
-                    const kern_act *act, float *dout)
-{
-    float *out[FMT_NMATRIX] = { 0 };
-    memset(s->hb, 0, hidden * sizeof(float));
-    memset(s->hb2, 0, hidden * sizeof(float));
-    out[mg] = s->hb;
-    out[mu] = s->hb2;
-    matvec_stream(s, gu, act, out);
-    eng_glu_act(s, s->hb, s->hb2, hidden);
-    kern_act_set(&s->act_ffn, s->hb, hidden, down->need);
-    memset(dout, 0, s->hp->dim * sizeof(float));
-    out[md] = dout;
-    matvec_stream(s, down, &s->act_ffn, out);
-}
-
-/* d = FFN(N_f(h)) into dout; zero when there is no dense FFN or no h (a
- * delayed residual from before layer 0). */
-void eng_ffn_block(eng_session *s, const eng_layer *ly, const float *h,
-                      float *dout)
-{
-    const fmt_hparams *hp = s->hp;
-    if (!hp->ffn_dim || !h) {
-        memset(dout, 0, hp->dim * sizeof(float));
-        return;
-    }
-    eng_rmsnorm(s, s->xb, h, ly->ffn_norm, hp->dim);
-    kern_act_set(&s->act_dim, s->xb, hp->dim, ly->gate_up.need);
-    eng_glu_ffn(s, &ly->gate_up, &ly->down, hp->ffn_dim, FMT_M_GATE, FMT_M_UP,
-            FMT_M_DOWN, &s->act_dim, dout);
-}
-
-/* The L2 norm of x[0..n), in double. */
-double eng_l2(const float *x, uint32_t n)
-{
-    double acc = 0.0;
-    for (uint32_t i = 0; i < n; i++)
-        acc += (double)x[i] * x[i];
-    return sqrt(acc);
-}
-
-
-/* The LM head: s->x (the final residual) through the output norm and the
- * output matrix into s->logits [vocab], soft-capped where the header says. */
-void eng_lm_head(eng_session *s)
-{
-    const fmt_hparams *hp = s->hp;
-    uint32_t dim = hp->dim;
-    float *out[FMT_NMATRIX] = { 0 };
-
-    if (s->trace)
-        s->trace->final_in_l2 = eng_l2(s->x, dim);
-    eng_rmsnorm(s, s->x, s->x, s->out_norm, dim);
-    if (s->trace)
-        s->trace->final_norm_l2 = eng_l2(s->x, dim);
-    kern_act_set(&s->act_dim, s->x, dim, s->output.need);
-    memset(s->logits, 0, hp->vocab_size * sizeof(float));
-    out[FMT_M_OUTPUT] = s->logits;
-    out[FMT_M_TOK_EMBD] = s->logits;
-    matvec_stream(s, &s->output, &s->act_dim, out);
-    if (hp->softcap > 0.0f)
-        for (uint32_t i = 0; i < hp->vocab_size; i++)
-            s->logits[i] = tanhf(s->logits[i] / hp->softcap) * hp->softcap;
-}
 
 /* The walk: embedding, layers, head. */
 int eng_forward(eng_session *s, int32_t token, int want_logits)
@@ -440,14 +47,6 @@ int eng_forward(eng_session *s, int32_t token, int want_logits)
 
     eng_lm_head(s);
     return 0;
-}
-
-int eng_finite(const float *x, uint32_t n)
-{
-    for (uint32_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return 0;
-    return 1;
 }
 
 /* Non-finite logits are rare and a scan of them is cheap, so the layer to
@@ -519,5 +118,132 @@ int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
     if (s->prof)
         prof_token_end(s->prof, PROF_DECODE);
     s->stats.n_gen++;
+    return 0;
+}
+
+/* The error of a session whose model file shrank under the mapping. */
+int eng_model_fault(eng_session *s, char *err, size_t errlen)
+{
+    struct stat st;
+    const char *path = fmt_model_path(s->model);
+    if (stat(path, &st) == 0)
+        return eng_fail(err, errlen, ENG_EIO,
+                    "%s: the model file changed while in use: reading byte %llu "
+                    "failed (the file is now %lld bytes, %llu when opened)",
+                    path, (unsigned long long)s->fault_off, (long long)st.st_size,
+                    (unsigned long long)fmt_model_file_size(s->model));
+    return eng_fail(err, errlen, ENG_EIO,
+                "%s: the model file changed while in use: reading byte %llu "
+                "failed (%s)", path, (unsigned long long)s->fault_off, strerror(errno));
+}
+
+/* tokens[0..m) through eng_forward (batch 0: one token) or
+ * eng_forward_batch, with a guard over the model's mapping (eng_guard.c):
+ * a SIGBUS from a file truncated under us, on this thread or a worker,
+ * comes back as ENG_EIO and breaks the session. */
+int eng_guarded_run(eng_session *s, const int32_t *tokens, unsigned m,
+                       int batch, int want_logits, char *err, size_t errlen)
+{
+    uint64_t size = 0;
+    const uint8_t *base = fmt_model_map(s->model, &size);
+    eng_guard g;
+    g.lo = base;
+    g.hi = base + size;
+    if (sigsetjmp(g.jb, 0)) {
+        eng_guard_pop(&g);
+        s->broken = 1;
+        s->fault_off = (uint64_t)((const uint8_t *)g.addr - base);
+        return eng_model_fault(s, err, errlen);
+    }
+    eng_guard_push(&g);
+    if (batch)
+        eng_forward_batch(s, tokens, m, want_logits);
+    else
+        eng_forward(s, tokens[0], want_logits);
+    eng_guard_pop(&g);
+    return 0;
+}
+
+int eng_check_token(eng_session *s, int32_t token, char *err, size_t errlen)
+{
+    if (s->broken)
+        return eng_model_fault(s, err, errlen);
+    if (token < 0 || (uint32_t)token >= s->hp->vocab_size)
+        return eng_fail(err, errlen, ENG_EARG, "token id %d is outside the %u-token vocabulary",
+                    token, s->hp->vocab_size);
+    if (s->n_past >= s->n_ctx)
+        return eng_fail(err, errlen, ENG_ECTX,
+                    "context full: all %u positions are used", s->n_ctx);
+    return 0;
+}
+
+/* Batched prefill of tokens[0..n), or 1 when the model's schedule (or
+ * memory) does not allow it and the caller should go token by token.
+ * Every token is checked before any is run. */
+static int prefill_batched(eng_session *s, const int32_t *tokens, size_t n,
+                           char *err, size_t errlen)
+{
+    if (n < 2 || !eng_batch_eligible(s) || getenv("CFLOW_NO_BATCH") || eng_batch_init(s))
+        return 1;
+    if (s->broken)
+        return eng_model_fault(s, err, errlen);
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->hp->vocab_size)
+            return eng_fail(err, errlen, ENG_EARG,
+                        "token id %d is outside the %u-token vocabulary", tokens[i],
+                        s->hp->vocab_size);
+    for (size_t i = 0; i < n;) {
+        if (s->n_past >= s->n_ctx)
+            return eng_fail(err, errlen, ENG_ECTX,
+                        "context full: all %u positions are used", s->n_ctx);
+        size_t m = n - i < ENG_BATCH ? n - i : ENG_BATCH;
+        if (m > s->n_ctx - s->n_past)
+            m = s->n_ctx - s->n_past;
+        if (s->prof)
+            prof_token_begin(s->prof);
+        int rc = eng_guarded_run(s, tokens + i, (unsigned)m, 1, i + m == n, err, errlen);
+        if (rc)
+            return rc;
+        if (s->xio_failed)
+            return eng_xio_error(s, err, errlen);
+        /* The profiler counts tokens: the chunk's time, bytes and counters
+         * go on the record of its first position, the others get empty
+         * records, so run totals and per-layer sums stay right. */
+        if (s->prof) {
+            prof_token_end(s->prof, PROF_PREFILL);
+            for (size_t k = 1; k < m; k++) {
+                prof_token_begin(s->prof);
+                prof_token_end(s->prof, PROF_PREFILL);
+            }
+        }
+        i += m;
+    }
+    return 0;
+}
+
+int eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
+                size_t errlen)
+{
+    double t0 = prof_now();
+    int rc = prefill_batched(s, tokens, n, err, errlen);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; rc > 0 && i < n; i++) {   /* token by token */
+        if ((rc = eng_check_token(s, tokens[i], err, errlen)))
+            return rc;
+        if (s->prof)
+            prof_token_begin(s->prof);
+        if ((rc = eng_guarded_run(s, tokens + i, 1, 0, i + 1 == n, err, errlen)))
+            return rc;
+        if (s->xio_failed)
+            return eng_xio_error(s, err, errlen);
+        if (s->prof)
+            prof_token_end(s->prof, PROF_PREFILL);
+        rc = 1;
+    }
+    if (n && (rc = eng_check_finite(s, tokens[n - 1], err, errlen)))
+        return rc;
+    s->stats.prefill_s += prof_now() - t0;
+    s->stats.n_prompt += n;
     return 0;
 }

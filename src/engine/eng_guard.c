@@ -12,8 +12,9 @@
  * handler re-executes the load.  So the engine turns the fault into an
  * error with sigsetjmp/siglongjmp, scoped to the code that reads weights:
  *
- *   - eng_decode / eng_prefill push a guard (ENG_GUARD_TRY) holding the
- *     mapping's address range before the forward pass and pop it after.
+ *   - eng_decode / eng_prefill push a guard holding the mapping's address
+ *     range before the forward pass and pop it after (eng_guarded_run,
+ *     eng_forward.c).
  *   - eng_pool_run gives every thread of a region (the caller too) its own
  *     guard with the same range, so a worker that faults leaves the region
  *     through its own frame and records the fault; the region completes as
@@ -118,62 +119,3 @@ void eng_guard_raise(eng_guard *g, const void *addr)
     g->addr = addr;
     siglongjmp(g->jb, 1);
 }
-
-/* ---- the session's side: every token runs under a guard ---------------- */
-
-/* The error of a session whose model file shrank under the mapping. */
-int eng_model_fault(eng_session *s, char *err, size_t errlen)
-{
-    struct stat st;
-    const char *path = fmt_model_path(s->model);
-    if (stat(path, &st) == 0)
-        return eng_fail(err, errlen, ENG_EIO,
-                    "%s: the model file changed while in use: reading byte %llu "
-                    "failed (the file is now %lld bytes, %llu when opened)",
-                    path, (unsigned long long)s->fault_off, (long long)st.st_size,
-                    (unsigned long long)fmt_model_file_size(s->model));
-    return eng_fail(err, errlen, ENG_EIO,
-                "%s: the model file changed while in use: reading byte %llu "
-                "failed (%s)", path, (unsigned long long)s->fault_off, strerror(errno));
-}
-
-/* eng_forward() with a guard over the model's mapping (eng_guard.c): a SIGBUS
- * from a file truncated under us, on this thread or a worker, comes back
- * as ENG_EIO and breaks the session. */
-/* tokens[0..m) through eng_forward() (batch 0: one token) or eng_forward_batch(). */
-int eng_guarded_run(eng_session *s, const int32_t *tokens, unsigned m,
-                       int batch, int want_logits, char *err, size_t errlen)
-{
-    uint64_t size = 0;
-    const uint8_t *base = fmt_model_map(s->model, &size);
-    eng_guard g;
-    g.lo = base;
-    g.hi = base + size;
-    if (sigsetjmp(g.jb, 0)) {
-        eng_guard_pop(&g);
-        s->broken = 1;
-        s->fault_off = (uint64_t)((const uint8_t *)g.addr - base);
-        return eng_model_fault(s, err, errlen);
-    }
-    eng_guard_push(&g);
-    if (batch)
-        eng_forward_batch(s, tokens, m, want_logits);
-    else
-        eng_forward(s, tokens[0], want_logits);
-    eng_guard_pop(&g);
-    return 0;
-}
-
-int eng_check_token(eng_session *s, int32_t token, char *err, size_t errlen)
-{
-    if (s->broken)
-        return eng_model_fault(s, err, errlen);
-    if (token < 0 || (uint32_t)token >= s->hp->vocab_size)
-        return eng_fail(err, errlen, ENG_EARG, "token id %d is outside the %u-token vocabulary",
-                    token, s->hp->vocab_size);
-    if (s->n_past >= s->n_ctx)
-        return eng_fail(err, errlen, ENG_ECTX,
-                    "context full: all %u positions are used", s->n_ctx);
-    return 0;
-}
-

@@ -125,17 +125,21 @@ void    eng_pf_range(eng_pf *pf, const void *p, size_t n);
 void    eng_pf_counts(const eng_pf *pf, uint64_t *lines, uint64_t *dropped);
 
 /* ======================================================================= */
-/* The session: what its files share.  One job a file:                      */
+/* The session: what its files share.  One job a file, top to bottom (a   */
+/* file calls only files below it):                                         */
 /*   eng_session.c   open (in named phases), close, accessors, threads,     */
 /*                   profiler attachment, statistics                        */
-/*   eng_kv.c        the KV cache: reset, context shift                     */
-/*   eng_forward.c   one token through the model: the blocks and the walk   */
+/*   eng_kv.c        the KV cache: reset, rewind, reuse, context shift      */
+/*   eng_forward.c   the walk; decode and prefill under the guard, checks   */
+/*   eng_prefill.c   a batched prompt chunk through the layers              */
 /*   eng_sched.c     the layer schedule of each combine style (a table)     */
+/*   eng_moe_batch.c a chunk's routed experts, grouped by expert            */
 /*   eng_moe.c       routed experts: routing, fetch, deferred compute       */
-/*   eng_prefill.c   batched prefill of a prompt                            */
-/*   eng_guard.c     SIGBUS guard of the mapping, the token checks          */
-/*   eng_io.c        expert I/O modes and their reader pool                 */
+/*   eng_blocks.c    the blocks: norms, attention, FFN, head, mat-vec/mat   */
+/*   eng_io.c        expert I/O modes, their reader pool and RAM cache      */
 /*   eng_prefetch.c  the PREFETCHT0 thread and its setter                   */
+/*   eng_pool.c      the worker pool;  eng_guard.c  the SIGBUS guard        */
+/*   eng_util.c      the error line and the aligned allocation              */
 /* ======================================================================= */
 #include <stdarg.h>
 #include "kernels/kern.h"
@@ -290,7 +294,7 @@ typedef struct eng_stage {
     eng_mv     mv[2];
 } eng_stage;
 
-/* ---- eng_session.c ---- */
+/* ---- eng_util.c ---- */
 /* printf into err[errlen]; returns code. */
 int   eng_fail(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -298,7 +302,7 @@ int   eng_fail(char *err, size_t errlen, int code, const char *fmt, ...)
  * failure (NULL).  Freed with free(). */
 void *eng_xalloc(size_t n, int *oom);
 
-/* ---- eng_forward.c: the blocks of one position ---- */
+/* ---- eng_blocks.c: the blocks of one position ---- */
 double eng_l2(const float *x, uint32_t n);
 void eng_embed(eng_session *s, int32_t token, float *x);
 void eng_rmsnorm(const eng_session *s, float *out, const float *x,
@@ -319,11 +323,18 @@ void eng_ffn_block(eng_session *s, const eng_layer *ly, const float *h,
 /* s->x (the final residual) through the output norm and the LM head into
  * s->logits. */
 void eng_lm_head(eng_session *s);
+/* 1 when x[0..n) holds no NaN and no infinity. */
+int  eng_finite(const float *x, uint32_t n);
+/* The m-position mat-mat of a (fused) tile stream: out[matrix] + j *
+ * ld[matrix] receives position j's sums of x[j] (outputs zeroed by the
+ * caller), each exactly the sums the mat-vec gives that position alone. */
+void eng_matmat_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
+                       unsigned m, float *const *out, const size_t *ld);
+
+/* ---- eng_forward.c: the walk and the calls that run it ---- */
 /* One token at position n_past through the model; ENG_EIO when an expert
  * read failed (the position is not taken). */
 int  eng_forward(eng_session *s, int32_t token, int want_logits);
-/* 1 when x[0..n) holds no NaN and no infinity. */
-int  eng_finite(const float *x, uint32_t n);
 /* After the logits of token (the last fed, at n_past - 1): 0 when they are
  * all finite, else ENG_ENAN naming the first bad layer; the position is
  * dropped. */
@@ -368,17 +379,17 @@ void eng_moe_release(eng_session *s, eng_route *r);
 int  eng_moe_batch(eng_session *s, unsigned l, const float *h, unsigned m,
                    float *eout, double *pt);
 
-/* ---- eng_prefill.c ---- */
+/* ---- eng_prefill.c: a batched prompt chunk ---- */
 void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
                        int want_logits);
-/* The m-position mat-mat of a (fused) tile stream: out[matrix] + j *
- * ld[matrix] receives position j's sums of x[j] (outputs zeroed by the
- * caller), each exactly the sums the mat-vec gives that position alone. */
-void eng_matmat_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
-                       unsigned m, float *const *out, const size_t *ld);
+/* 1 when the model's schedule runs chunks batched (ParallelSqrt2, no
+ * trace); eng_batch_init allocates the chunk buffers once (0, or -1 out of
+ * memory), eng_batch_free frees them. */
+int  eng_batch_eligible(const eng_session *s);
+int  eng_batch_init(eng_session *s);
 void eng_batch_free(eng_session *s);
 
-/* ---- eng_guard.c: the session's side of the guard ---- */
+/* ---- eng_forward.c: tokens under the guard ---- */
 /* tokens[0..m) through eng_forward (batch 0: one token) or
  * eng_forward_batch under a guard over the model's mapping. */
 int  eng_guarded_run(eng_session *s, const int32_t *tokens, unsigned m,

@@ -25,7 +25,7 @@
  * computed; a failed or short read stops the chunk with the reader's
  * message (eng_xio_fail), and the chunk's positions are not taken.
  *
- * Buffers (eng_impl.h, batch_init in eng_prefill.c): bxr [B][dim] router
+ * Buffers (eng_impl.h, eng_batch_init in eng_prefill.c): bxr [B][dim] router
  * inputs and their prepared inputs bact_xr [B]; bsel/bw [B][k] each
  * position's choices and weights; bord [B*k] the choices grouped by
  * expert, bcnt [E+1] where each group starts (bcur [E] the cursors that

@@ -1,6 +1,7 @@
 /*
- * eng_prefill.c — a prompt through the model, ENG_BATCH positions at a
- * time where the schedule allows it, token by token otherwise.
+ * eng_prefill.c — a chunk of a prompt through the layers together:
+ * ENG_BATCH positions at a time where the schedule allows it (eng_prefill,
+ * eng_forward.c, goes token by token otherwise).
  *
  * A prompt goes through the layers ENG_BATCH positions at a time: each
  * fused tile stream is read once per chunk and multiplied into every
@@ -55,7 +56,7 @@ void eng_batch_free(eng_session *s)
     s->batch_ready = 0;
 }
 
-static int batch_init(eng_session *s)
+int eng_batch_init(eng_session *s)
 {
     const size_t B = ENG_BATCH, dim = s->hp->dim;
     int oom = 0;
@@ -102,66 +103,11 @@ static int batch_init(eng_session *s)
     return 0;
 }
 
-static int batch_eligible(const eng_session *s)
+int eng_batch_eligible(const eng_session *s)
 {
     const fmt_hparams *hp = s->hp;
     return hp->combine_style == FMT_COMBINE_PARALLEL_SQRT2 &&
            (hp->ffn_dim || hp->n_experts) && !s->trace && s->n_eff == hp->n_layers;
-}
-
-typedef struct mm_task {
-    const kern_ops *ops;
-    const eng_mv   *mv;
-    const kern_act *x;       /* [m] */
-    unsigned        m;
-    float *const   *out;     /* per matrix: position 0's output */
-    const size_t   *ld;      /* per matrix: floats between positions */
-    eng_pool       *pool;
-} mm_task;
-
-static kern_tile_mm_fn tile_mm_fn(const kern_ops *ops, const eng_mv *mv,
-                                  const fmt_tile *ti)
-{
-    if (ti->type == KERN_Q4_0 && (mv->rp >> ti->matrix & 1))
-        return ops->tile_mm_q4_0_rp;
-    return ops->tile_mm[ti->type];
-}
-
-static void mm_unit(const mm_task *t, size_t u)
-{
-    const eng_mv *mv = t->mv;
-    for (uint32_t i = mv->unit[u]; i < mv->unit[u + 1]; i++) {
-        const fmt_tile *ti = &mv->st->tiles[i];
-        tile_mm_fn(t->ops, mv, ti)(ti->payload, ti->rows, ti->cols, t->x, t->m,
-                                   ti->col0, t->out[ti->matrix] + ti->row0,
-                                   t->ld[ti->matrix]);
-    }
-}
-
-static void mm_run(void *ctx, int tid, int n_threads)
-{
-    const mm_task *t = ctx;
-    (void)tid;
-    (void)n_threads;
-    for (;;) {
-        size_t u = eng_pool_next(t->pool, 1);
-        if (u >= t->mv->n_units)
-            break;
-        mm_unit(t, u);
-    }
-}
-
-void eng_matmat_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
-                       unsigned m, float *const *out, const size_t *ld)
-{
-    mm_task t = { s->ops, mv, x, m, out, ld, s->pool };
-    s->mv_bytes += mv->st->length;
-    if (mv->n_units < 2) {
-        for (size_t u = 0; u < mv->n_units; u++)
-            mm_unit(&t, u);
-        return;
-    }
-    eng_pool_run(s->pool, mm_run, &t);
 }
 
 /* dst [m][dim] = mv x[j] for the m positions (mv has one matrix,
@@ -302,73 +248,3 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
     eng_lm_head(s);
 }
 
-/* Batched prefill of tokens[0..n), or 1 when the model's schedule (or
- * memory) does not allow it and the caller should go token by token.
- * Every token is checked before any is run. */
-static int prefill_batched(eng_session *s, const int32_t *tokens, size_t n,
-                           char *err, size_t errlen)
-{
-    if (n < 2 || !batch_eligible(s) || getenv("CFLOW_NO_BATCH") || batch_init(s))
-        return 1;
-    if (s->broken)
-        return eng_model_fault(s, err, errlen);
-    for (size_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->hp->vocab_size)
-            return eng_fail(err, errlen, ENG_EARG,
-                        "token id %d is outside the %u-token vocabulary", tokens[i],
-                        s->hp->vocab_size);
-    for (size_t i = 0; i < n;) {
-        if (s->n_past >= s->n_ctx)
-            return eng_fail(err, errlen, ENG_ECTX,
-                        "context full: all %u positions are used", s->n_ctx);
-        size_t m = n - i < ENG_BATCH ? n - i : ENG_BATCH;
-        if (m > s->n_ctx - s->n_past)
-            m = s->n_ctx - s->n_past;
-        if (s->prof)
-            prof_token_begin(s->prof);
-        int rc = eng_guarded_run(s, tokens + i, (unsigned)m, 1, i + m == n, err, errlen);
-        if (rc)
-            return rc;
-        if (s->xio_failed)
-            return eng_xio_error(s, err, errlen);
-        /* The profiler counts tokens: the chunk's time, bytes and counters
-         * go on the record of its first position, the others get empty
-         * records, so run totals and per-layer sums stay right. */
-        if (s->prof) {
-            prof_token_end(s->prof, PROF_PREFILL);
-            for (size_t k = 1; k < m; k++) {
-                prof_token_begin(s->prof);
-                prof_token_end(s->prof, PROF_PREFILL);
-            }
-        }
-        i += m;
-    }
-    return 0;
-}
-
-int eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
-                size_t errlen)
-{
-    double t0 = prof_now();
-    int rc = prefill_batched(s, tokens, n, err, errlen);
-    if (rc < 0)
-        return rc;
-    for (size_t i = 0; rc > 0 && i < n; i++) {   /* token by token */
-        if ((rc = eng_check_token(s, tokens[i], err, errlen)))
-            return rc;
-        if (s->prof)
-            prof_token_begin(s->prof);
-        if ((rc = eng_guarded_run(s, tokens + i, 1, 0, i + 1 == n, err, errlen)))
-            return rc;
-        if (s->xio_failed)
-            return eng_xio_error(s, err, errlen);
-        if (s->prof)
-            prof_token_end(s->prof, PROF_PREFILL);
-        rc = 1;
-    }
-    if (n && (rc = eng_check_finite(s, tokens[n - 1], err, errlen)))
-        return rc;
-    s->stats.prefill_s += prof_now() - t0;
-    s->stats.n_prompt += n;
-    return 0;
-}

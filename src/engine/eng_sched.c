@@ -2,7 +2,7 @@
  * eng_sched.c — the layer schedules: how each combine style walks the
  * layer stack (scripts/train/ARCHITECTURES.md is the contract).
  *
- * Every style is built from the same blocks of eng_forward.c and eng_moe.c,
+ * Every style is built from the same blocks of eng_blocks.c and eng_moe.c,
  * applied to the residual x [dim] with the branch outputs in the session's
  * scratch rows:
  *   m = Attn(N_a(h))    eng_attn_block      into s->bm [dim]
@@ -32,7 +32,7 @@
 #include "prof/prof.h"
 
 /* Each mark also hands over the bytes its part streamed (s->mv_bytes,
- * counted by the mat-vec of eng_forward.c). */
+ * counted by the mat-vec of eng_blocks.c). */
 void eng_mark(eng_session *s, unsigned l, int part, double *pt)
 {
     if (s->prof) {

@@ -3,7 +3,8 @@
  * it, and the accessors, threads, profiler and statistics around it.
  *
  * The session struct lives in eng_impl.h, which says what each buffer
- * holds; the forward pass that uses them is eng_forward.c.  eng_open runs
+ * holds; the forward pass that uses them is eng_forward.c (the walk) and
+ * eng_blocks.c (its blocks).  eng_open runs
  * these phases in order, each filling its part of the session:
  *
  *   open_model      the options (environment defaults for expert I/O and
@@ -36,15 +37,6 @@
 #include "engine/eng_impl.h"
 #include "kernels/kern.h"
 #include "prof/prof.h"
-
-int eng_fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return code;
-}
 
 void eng_opts_default(eng_opts *o)
 {
@@ -95,24 +87,6 @@ static int mv_init(eng_mv *mv, const fmt_stream *st, int ggml)
         if ((q4 >> m & 1) && rows[m] % 8 == 0)
             mv->rp |= 1u << m;
     return 0;
-}
-
-/* Every activation and cache buffer starts on a cache line.  malloc's
- * 16-byte alignment depends on the heap's history (which arena, which
- * frees came before), so the same model decoded measurably slower in one
- * program than in another: a 64-byte vector load that straddles two lines
- * costs two.  Freed with free(). */
-void *eng_xalloc(size_t n, int *oom)
-{
-    void *p = NULL;
-    if (n == 0)
-        n = 1;
-    if (posix_memalign(&p, 64, (n + 63) & ~(size_t)63)) {
-        *oom = 1;
-        return NULL;
-    }
-    memset(p, 0, n);
-    return p;
 }
 
 /* Rotation frequencies, with Llama-3 scaling when the model asks for it
