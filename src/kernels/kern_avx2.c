@@ -963,7 +963,7 @@ const kern_ops kern_ops_avx2 = {
     .attn_f32 = kern_attn_f32_avx2,
     .swiglu_ggml = swiglu_ggml,
     .act_q8 = act_q8,
-    .act_f16 = act_f16,
+    .act_f16 = simd_act_f16,
 };
 
 #endif /* HAVE_ISA_X86 */

@@ -789,7 +789,7 @@ const kern_ops kern_ops_avx512 = {
     .attn_f32 = kern_attn_f32_avx2,
     .swiglu_ggml = swiglu_ggml,
     .act_q8 = act_q8,
-    .act_f16 = act_f16,
+    .act_f16 = simd_act_f16,
 };
 
 const kern_ops kern_ops_avx512_vnni = {
@@ -811,7 +811,7 @@ const kern_ops kern_ops_avx512_vnni = {
     .attn_f32 = kern_attn_f32_avx2,
     .swiglu_ggml = swiglu_ggml,
     .act_q8 = act_q8,
-    .act_f16 = act_f16,
+    .act_f16 = simd_act_f16,
 };
 
 #endif /* HAVE_ISA_X86 */

@@ -270,7 +270,7 @@ KERN_VATTR static inline void q8_lanes(const uint8_t *q, const int8_t *xq,
  * % 4), then one vector at a time into the first, the tail and the fold the
  * tier's (the tests compare the sum with a tolerance: the order is not the
  * reference's).  axpy_f32: y += a x with the reference's rounding (mul,
- * then add).  act_f16: kern_act_f16_ref's halves, KERN_VN at a time
+ * then add).  simd_act_f16: kern_act_f16_ref's halves, KERN_VN at a time
  * (vcvtps2ph rounds to nearest even, as kern_f2h). */
 KERN_VATTR static float dot_f32(const float *a, const float *b, unsigned n)
 {
@@ -301,7 +301,7 @@ KERN_VATTR static void axpy_f32(float *y, float a, const float *x, unsigned n)
     KERN_AXPY_TAIL(y, a, av, x, i, n);
 }
 
-KERN_VATTR static void act_f16(const float *x, unsigned n, uint16_t *h)
+KERN_VATTR static void simd_act_f16(const float *x, unsigned n, uint16_t *h)
 {
     unsigned i = 0;
     for (; i + KERN_VN <= n; i += KERN_VN)
