@@ -89,7 +89,7 @@ void fmt_conv_end(fmt_conv_src *c)
 
 int fmt_conv_load(fmt_conv_src *c, const void *p, uint64_t n)
 {
-    return n && c->synth ? fmt_synth_fill(c->s, p, n) : 0;
+    return n && c->s->fill ? c->s->fill(c->s, p, n) : 0;
 }
 
 void fmt_conv_release(fmt_conv_src *c, const void *p, uint64_t n)

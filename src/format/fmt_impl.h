@@ -100,6 +100,11 @@ struct fmt_src {
                                    * of the assembled 3-D tensors, owned */
     fmt_layer_geom    *lgeom;     /* [n_layers] when FMT_FLAG_LAYER_GEOM
                                    * (synthetic Gemma-4 geometry), else NULL */
+    /* A source whose tensor bytes are made on demand (synth: drawn from
+     * the seeded stream) makes bytes [p, p + n) readable before the writer
+     * reads them: 0, or -1 when the range is not one it made.  NULL: the
+     * bytes are there (a file's mapping). */
+    int              (*fill)(const fmt_src *s, const void *p, uint64_t n);
 };
 
 /* Geometry of source layer l: its own when s->lgeom, else the header's. */
@@ -163,12 +168,6 @@ int fmt_synth_vocab(fmt_kv *kv, unsigned vocab);
 /* The geometry of an f32 preset in the "llama" architecture (0), or -1 when
  * the preset is not one llama.cpp could run. */
 int fmt_synth_llama_geom(const char *name, fmt_synth_geom *g);
-
-/* ---- fmt_synth.c ------------------------------------------------------- */
-/* Draw bytes [p, p + n) of a synthetic source's tensor (a range inside one
- * tensor, whole f32 values); 0, or -1 when the range is not one.  Nothing
- * (0) for any other source. */
-int fmt_synth_fill(const fmt_src *s, const void *p, uint64_t n);
 
 /* ---- fmt_synth_gguf.c -------------------------------------------------- */
 /* A benchmark preset as a source, through a temporary GGUF. */

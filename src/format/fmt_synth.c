@@ -17,9 +17,10 @@
  * holds at its start the generator table (synth_hdr: per tensor its byte
  * offset, size, the index of its first draw in the seeded stream, its fill
  * and sd) and after it every tensor at a page boundary, untouched until
- * fmt_synth_fill draws a byte range of it.  splitmix64's state after k
- * draws is seed + k * golden, so any range is drawn by jumping straight to
- * its first draw: the bytes are those of drawing every tensor in order.
+ * the source's fill (synth_fill) draws a byte range of it.  splitmix64's
+ * state after k draws is seed + k * golden, so any range is drawn by
+ * jumping straight to its first draw: the bytes are those of drawing every
+ * tensor in order.
  * The writer hands pages back (MADV_DONTNEED) once tiled; tensors never
  * share a page, so that never drops a live one.
  */
@@ -102,7 +103,8 @@ static int add(synth_ctx *c, const char *name, unsigned ndim, uint64_t n0,
                               n * sizeof(float), c->err, c->errlen);
 }
 
-int fmt_synth_fill(const fmt_src *s, const void *p, uint64_t n)
+/* fmt_src.fill: draw bytes [p, p + n) of one tensor (whole f32 values). */
+static int synth_fill(const fmt_src *s, const void *p, uint64_t n)
 {
     if (!s->kind || strcmp(s->kind, "synth") || !s->n_maps)
         return 0;
@@ -218,6 +220,7 @@ int fmt_synth_open(fmt_src **out, const char *name, uint64_t seed, char *err,
         return FMT_ENOMEM;
     }
     s->kind = "synth";
+    s->fill = synth_fill;
     if ((rc = fmt_synth_geometry(name, &s->hp, &s->lgeom, err, errlen)))
         goto fail;
     const fmt_hparams *p = &s->hp;
