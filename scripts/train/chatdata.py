@@ -9,8 +9,8 @@ story really is an answer to its request:
 * Main character: the name after "named" ("a dog named Max" -> Max, with
   its kind "dog"), else the most frequent capitalised word that is not a
   sentence start or a common word (Mom, The, ...) and occurs twice or more.
-* Things: words of the story from three lists below -- ANIMALS, THINGS and
-  PLACES -- with the colour/size adjective in front of them when the story
+* Things: words of the story's first EARLY (3) sentences (--early; 0:
+  the whole story) from three lists below -- ANIMALS, THINGS and PLACES -- with the colour/size adjective in front of them when the story
   has one ("a red ball").  The main character's own kind is not a thing.
 * One request names the character and one animal, thing or place of the
   story, in one of the phrasings of PHRASINGS (some say "finds" only when
@@ -116,6 +116,8 @@ PLAIN_REQUESTS = ["Tell me a story.", "Can you tell me a story?",
                   "Write a short story for me.", "Please tell me a story."]
 
 WORD = re.compile(r"[A-Za-z]+")
+# requests name a thing of the story's first EARLY sentences (make_request)
+EARLY = 3
 
 
 def read_stories(path):
@@ -183,13 +185,23 @@ def finds(story, name, word):
                      % (re.escape(name), re.escape(word)), story) is not None
 
 
-def make_request(story, rng):
-    """(request, name, thing) or None when the story gives no character."""
+def opening(story, early):
+    """The story's first `early` sentences (all of it when early is 0)."""
+    if not early:
+        return story
+    return " ".join(re.split(r"(?<=[.!?])\s+", story)[:early])
+
+
+def make_request(story, rng, early=EARLY):
+    """(request, name, thing) or None when the story gives no character.
+    The thing is one the story's first `early` sentences mention: the
+    story's own prominent things, and an answer that writes its request's
+    thing near its start, where a first mention teaches the copy."""
     mc = main_character(story)
     if not mc:
         return None
     name, kind = mc
-    ths = things(story, {kind} if kind else set())
+    ths = things(opening(story, early), {kind} if kind else set())
     choices = []
     for needs, text in PHRASINGS:
         if needs == "kind":
@@ -229,7 +241,7 @@ def followup(story, rng):
     return rng.choice(FOLLOWUPS).format(name=name, athing=ths.get(w, "a " + w))
 
 
-def build(stories, rng, per_story):
+def build(stories, rng, per_story, early=EARLY):
     docs = []
     short = [s for s in stories if len(s) < 700]
     for story in stories:
@@ -238,7 +250,7 @@ def build(stories, rng, per_story):
             if rng.random() < 0.04:
                 docs.append(render([(rng.choice(PLAIN_REQUESTS), story)], system))
                 continue
-            r = make_request(story, rng)
+            r = make_request(story, rng, early)
             if not r:
                 continue
             turns = [(r[0], story)]
@@ -258,11 +270,15 @@ def main():
     b = sub.add_parser("build")
     b.add_argument("--seed", type=int, default=1)
     b.add_argument("--per-story", type=int, default=2)
+    b.add_argument("--early", type=int, default=EARLY,
+                   help="the thing from the story's first N sentences (0: anywhere)")
     b.add_argument("out")
     b.add_argument("stories", nargs="+")
     r = sub.add_parser("requests")
     r.add_argument("--seed", type=int, default=7)
     r.add_argument("--n", type=int, default=120)
+    r.add_argument("--early", type=int, default=EARLY,
+                   help="the thing from the story's first N sentences (0: anywhere)")
     r.add_argument("out")
     r.add_argument("stories")
     args = ap.parse_args()
@@ -273,7 +289,7 @@ def main():
             if "valid" in os.path.basename(p):
                 sys.exit(f"chatdata.py: refusing to build training data from {p}")
             stories += read_stories(p)
-        docs = build(stories, rng, args.per_story)
+        docs = build(stories, rng, args.per_story, args.early)
         with open(args.out, "w", encoding="utf-8") as f:
             for d in docs:
                 f.write(d + EOT + "\n")
@@ -284,7 +300,7 @@ def main():
     for story in read_stories(args.stories):
         if len(out) >= args.n:
             break
-        req = make_request(story, rng)
+        req = make_request(story, rng, args.early)
         if not req:
             continue
         system = rng.choice(SYSTEMS) if rng.random() < 0.25 else None
