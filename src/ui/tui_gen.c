@@ -1,7 +1,8 @@
 /*
  * tui_gen.c — the generation thread of cflow-tui: its jobs, settings,
  * snapshot and run log (the conversation and the reply: tui_gen_conv.c;
- * the state both share: tui_gen_impl.h).
+ * the thread's loop, start and end: tui_gen_thread.c; the state all three
+ * share: tui_gen_impl.h).
  *
  * It owns the engine session, its sampler, the profiler attached to it and
  * the run log's writer; nothing else touches them (the UI reads the
@@ -43,7 +44,6 @@
 #include "ui/tui_gen_impl.h"
 #include "ui/ui.h"
 
-
 /* ---- settings ---------------------------------------------------------- */
 void tui_settings_free(tui_settings *s)
 {
@@ -59,7 +59,7 @@ void tui_settings_copy(tui_settings *dst, const tui_settings *src)
     dst->system = sys;
 }
 
-static void wake(tui_gen *g)
+void tui_gen_wake(tui_gen *g)
 {
     char b = 1;
     if (g->cfg.wake_fd >= 0 && write(g->cfg.wake_fd, &b, 1) < 0) {
@@ -81,7 +81,7 @@ void tui_gen_show_wait(tui_gen *g)
     dl.tv_nsec %= 1000000000L;
     pthread_mutex_lock(&g->draw_mu);
     uint64_t want = ++g->draw_req;
-    wake(g);   /* a non-blocking pipe: never waits under the lock */
+    tui_gen_wake(g);   /* a non-blocking pipe: never waits under the lock */
     while (g->drawn < want)
         if (pthread_cond_timedwait(&g->draw_cv, &g->draw_mu, &dl) == ETIMEDOUT)
             break;
@@ -112,7 +112,7 @@ void tui_gen_note(tui_gen *g, int role, const char *fmt, ...)
     va_start(ap, fmt);
     tui_chat_addv(g->cfg.chat, role, fmt, ap);
     va_end(ap);
-    wake(g);
+    tui_gen_wake(g);
 }
 
 static void eng_log_cb(void *ud, int level, const char *msg)
@@ -233,7 +233,7 @@ void tui_gen_reply_take(tui_gen *g)
     g->rf_base = t;
 }
 
-static void run_end(tui_gen *g)
+void tui_gen_run_end(tui_gen *g)
 {
     char err[1024];
     if (g->run_open && g->log && g->log_session &&
@@ -247,7 +247,7 @@ void tui_gen_run_begin(tui_gen *g)
 {
     char err[1024];
     eng_stats es;
-    run_end(g);
+    tui_gen_run_end(g);
     if (!g->s || !g->p)
         return;
     eng_get_stats(g->s, &es);
@@ -340,7 +340,7 @@ void tui_gen_apply(tui_gen *g)
     tui_gen_snap_refresh(g, g->snap.state);
 }
 
-static void job_load(tui_gen *g, const char *path)
+void tui_gen_job_load(tui_gen *g, const char *path)
 {
     char err[1024];
     eng_opts eo;
@@ -404,7 +404,7 @@ static void job_load(tui_gen *g, const char *path)
     }
     enum eng_chat tmpl = eng_session_chat(ns);   /* the model's chat template */
 
-    run_end(g);
+    tui_gen_run_end(g);
     pthread_rwlock_wrlock(&g->plock);
     if (g->s)
         eng_set_prof(g->s, NULL);
@@ -457,7 +457,7 @@ static void job_load(tui_gen *g, const char *path)
 
 /* /mode NAME: "chat" (the model's template), "completion", or a family
  * (eng_chat_from_name).  The next prompt is rendered anew. */
-static void job_mode(tui_gen *g, const char *name)
+void tui_gen_job_mode(tui_gen *g, const char *name)
 {
     int c = !strcmp(name, "chat") ? (int)g->model_tmpl : eng_chat_from_name(name);
     if (c < 0 || (c == ENG_CHAT_NONE && !strcmp(name, "chat"))) {
@@ -474,124 +474,6 @@ static void job_mode(tui_gen *g, const char *name)
     pthread_mutex_unlock(&g->snap_mu);
     tui_gen_note(g, TUI_NOTE, "%s mode",
                  c == ENG_CHAT_NONE ? "completion" : eng_chat_name(g->tmpl));
-}
-
-static void *gen_main(void *arg)
-{
-    tui_gen *g = arg;
-    for (;;) {
-        pthread_mutex_lock(&g->mu);
-        while (!g->q_n && !g->quit && g->want_gen == g->cur_gen)
-            pthread_cond_wait(&g->cv, &g->mu);
-        int job = 0, quit = g->quit;
-        char *jarg = NULL;
-        if (g->q_n && !quit) {
-            job = g->q_job[0];
-            jarg = g->q_arg[0];
-            g->q_n--;
-            memmove(g->q_job, g->q_job + 1, (size_t)g->q_n * sizeof *g->q_job);
-            memmove(g->q_arg, g->q_arg + 1, (size_t)g->q_n * sizeof *g->q_arg);
-            g->running = job;
-        }
-        pthread_mutex_unlock(&g->mu);
-        if (quit) {
-            free(jarg);
-            break;
-        }
-        tui_gen_apply(g);
-        if (job) {
-            atomic_store(&g->stop, 0);
-            /* busy on the status line before the job shows anything */
-            tui_gen_snap_refresh(g, job == TUI_JOB_LOAD ? TUI_LOADING : job == TUI_JOB_CLEAR
-                                                                   ? TUI_IDLE : TUI_PREFILL);
-            switch (job) {
-            case TUI_JOB_CHAT: tui_gen_job_chat(g, jarg); break;
-            case TUI_JOB_REGEN: tui_gen_job_regen(g); break;
-            case TUI_JOB_LOAD: job_load(g, jarg); break;
-            case TUI_JOB_MODE: job_mode(g, jarg); break;
-            case TUI_JOB_CLEAR:
-                tui_chat_clear(g->cfg.chat);
-                g->conv_first = 0;
-                g->n_kv = 0;
-                if (g->s)
-                    eng_reset(g->s);
-                break;
-            }
-            free(jarg);
-            tui_gen_snap_refresh(g, TUI_IDLE);
-            pthread_mutex_lock(&g->mu);
-            g->running = 0;
-            atomic_store(&g->busy, g->q_n > 0);
-            pthread_mutex_unlock(&g->mu);
-            wake(g);
-        }
-    }
-    run_end(g);
-    return NULL;
-}
-
-/* ---- the UI's side ----------------------------------------------------- */
-int tui_gen_start(tui_gen **out, const tui_gen_cfg *cfg, const tui_settings *st)
-{
-    tui_gen *g = calloc(1, sizeof *g);
-    if (!g)
-        return -1;
-    g->cfg = *cfg;
-    pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
-    pthread_mutex_init(&g->draw_mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&g->draw_cv, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_rwlock_init(&g->plock, NULL);
-    pthread_mutex_init(&g->snap_mu, NULL);
-    tui_settings_copy(&g->want, st);
-    tui_settings_copy(&g->cur, st);
-    tui_gen_snap_refresh(g, TUI_IDLE);
-    if (pthread_create(&g->th, NULL, gen_main, g)) {
-        tui_settings_free(&g->want);
-        tui_settings_free(&g->cur);
-        free(g);
-        return -1;
-    }
-    *out = g;
-    return 0;
-}
-
-void tui_gen_quit(tui_gen *g)
-{
-    if (!g)
-        return;
-    atomic_store(&g->stop, 1);
-    pthread_mutex_lock(&g->mu);
-    g->quit = 1;
-    pthread_cond_signal(&g->cv);
-    pthread_mutex_unlock(&g->mu);
-    pthread_join(g->th, NULL);
-    for (int i = 0; i < g->q_n; i++)
-        free(g->q_arg[i]);
-    prof_log_close(g->log);
-    if (g->s)
-        eng_set_prof(g->s, NULL);
-    eng_close(g->s);
-    prof_free(g->p);
-    eng_sampler_free(g->smp);
-    free(g->kv);
-    free(g->tok_end);
-    free(g->lay_bytes);
-    free(g->lay_sec);
-    free(g->lay_io);
-    tui_settings_free(&g->want);
-    tui_settings_free(&g->cur);
-    pthread_mutex_destroy(&g->mu);
-    pthread_cond_destroy(&g->cv);
-    pthread_mutex_destroy(&g->draw_mu);
-    pthread_cond_destroy(&g->draw_cv);
-    pthread_rwlock_destroy(&g->plock);
-    pthread_mutex_destroy(&g->snap_mu);
-    free(g);
 }
 
 int tui_gen_post(tui_gen *g, int job, const char *arg)

@@ -72,7 +72,11 @@ struct tui_gen {
     unsigned         lay_n;
 };
 
-/* tui_gen.c, for tui_gen_conv.c */
+/* tui_gen.c, for tui_gen_conv.c and tui_gen_thread.c */
+void tui_gen_wake(tui_gen *g);        /* tell the UI through wake_fd */
+void tui_gen_run_end(tui_gen *g);     /* the open run flushed to the log */
+void tui_gen_job_load(tui_gen *g, const char *path);   /* open a model */
+void tui_gen_job_mode(tui_gen *g, const char *name);   /* /mode NAME */
 void tui_gen_note(tui_gen *g, int role, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));      /* a chat line; wakes the UI */
 void tui_gen_snap_refresh(tui_gen *g, int state);   /* the UI's snapshot */
