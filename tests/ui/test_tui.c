@@ -632,7 +632,8 @@ static void test_small_screen(void **state)
     assert_non_null(strstr(scr, "F10Quit"));
     free(scr);
     type_line("Once upon a time");
-    free(wait_for("\u2502> Once upon a time"));
+    /* (not waited for: at 80x24 a reply of a few lines scrolls the prompt
+     * out of the chat pane within one poll; the reply's line is the sign) */
     free(wait_for("stopped: -n limit"));
     scr = wait_idle();
     char *nl = strchr(scr, '\n');
