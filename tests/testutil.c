@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <ftw.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -304,4 +305,27 @@ const char *tu_convert_shared(const char *rel, const char *name)
     int ok = tu_ok(&p, "cflow convert");
     tu_proc_free(&p);
     return ok ? out : NULL;
+}
+
+int32_t tu_argmax(const float *x, uint32_t n)
+{
+    int32_t best = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = (int32_t)i;
+    return best;
+}
+
+void tu_same_logits(const char *what, const float *a, const float *b, uint32_t n,
+                    double tol)
+{
+    double amax = 0;
+    for (uint32_t i = 0; i < n; i++)
+        amax = fmax(amax, fabs(b[i]));
+    for (uint32_t i = 0; i < n; i++) {
+        int ok = tol > 0 ? fabs((double)a[i] - b[i]) <= tol * amax
+                         : memcmp(&a[i], &b[i], sizeof a[i]) == 0;
+        if (!ok)
+            fail_msg("%s: logit %u: got %.9g, want %.9g", what, i, a[i], b[i]);
+    }
 }

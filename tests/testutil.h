@@ -64,6 +64,13 @@ void *tu_slurp(const char *path, size_t *len);
 void  tu_spit(const char *path, const void *buf, size_t len);
 /* Count newline-terminated lines in s. */
 int   tu_count_lines(const char *s);
+/* The index of the largest of x[0..n) (the first of equals). */
+int32_t tu_argmax(const float *x, uint32_t n);
+/* Fail the test (cmocka) unless a[i] and b[i] agree for every i < n: bit
+ * for bit with tol 0, else within tol of the largest |b[i]|; the message
+ * names what, the index and both values (a as "got", b as "want"). */
+void  tu_same_logits(const char *what, const float *a, const float *b, uint32_t n,
+                     double tol);
 
 /* The first column of the first row sql gives in database db (opened
  * read-write, waiting for locks up to 5 s): an integer, TU_DB_NONE when

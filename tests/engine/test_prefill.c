@@ -89,26 +89,6 @@ static size_t encode(eng_session *s, const char *text, int32_t *ids, size_t cap)
     return n;
 }
 
-static int32_t argmax(const float *x, uint32_t n)
-{
-    int32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = (int32_t)i;
-    return best;
-}
-
-static void same_logits(const char *what, const float *a, const float *b, uint32_t n)
-{
-    double amax = 0;
-    for (uint32_t i = 0; i < n; i++)
-        amax = fmax(amax, fabs(b[i]));
-    for (uint32_t i = 0; i < n; i++)
-        if (!(fabs((double)a[i] - b[i]) <= 1e-4 * amax))
-            fail_msg("%s: logit %u: batched %.9g, token by token %.9g", what, i,
-                     a[i], b[i]);
-}
-
 static const char *const prompt =
     "Once upon a time, there was a little girl named Lily. She loved to play "
     "outside in the park with her friends. One day, she saw a big red ball "
@@ -134,12 +114,12 @@ static void check_model(const char *path, int threads)
     assert_int_equal(eng_n_past(a), n);
     assert_int_equal(eng_n_past(b), n);
     memcpy(la, eng_logits(a), nv * sizeof(float));
-    same_logits(path, la, eng_logits(b), nv);
+    tu_same_logits(path, la, eng_logits(b), nv, 1e-4);
 
     /* a few greedy steps, then a second prompt piece at a later position */
     for (int k = 0; k < 5; k++) {
-        int32_t t = argmax(eng_logits(a), nv);
-        assert_int_equal(t, argmax(eng_logits(b), nv));
+        int32_t t = tu_argmax(eng_logits(a), nv);
+        assert_int_equal(t, tu_argmax(eng_logits(b), nv));
         assert_int_equal(eng_decode(a, t, err, sizeof err), 0);
         assert_int_equal(eng_decode(b, t, err, sizeof err), 0);
     }
@@ -149,7 +129,7 @@ static void check_model(const char *path, int threads)
     for (size_t i = 1; i <= m; i++)
         assert_int_equal(eng_decode(b, ids[i], err, sizeof err), 0);
     memcpy(la, eng_logits(a), nv * sizeof(float));
-    same_logits(path, la, eng_logits(b), nv);
+    tu_same_logits(path, la, eng_logits(b), nv, 1e-4);
     free(la);
     eng_close(a);
     eng_close(b);
@@ -273,7 +253,7 @@ static void greedy(const char *path, int n_threads0, const int *switch_at,
             assert_int_equal(eng_set_threads(s, switch_at[k]), 0);
             assert_int_equal(eng_threads(s), switch_at[k]);
         }
-        out[k] = argmax(eng_logits(s), nv);
+        out[k] = tu_argmax(eng_logits(s), nv);
         int rc = eng_decode(s, out[k], err, sizeof err);
         if (rc)
             fail_msg("token %d: %s", k, err);

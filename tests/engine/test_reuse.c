@@ -64,37 +64,13 @@ static size_t encode(eng_session *s, const char *text, int bos, int32_t *ids, si
     return n;
 }
 
-static int32_t argmax(const float *x, uint32_t n)
-{
-    int32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = (int32_t)i;
-    return best;
-}
-
-/* tol 0: bit for bit; else within tol of the largest |logit| */
-static void same_logits(const char *what, const float *a, const float *b, uint32_t n,
-                        double tol)
-{
-    double amax = 0;
-    for (uint32_t i = 0; i < n; i++)
-        amax = fmax(amax, fabs(b[i]));
-    for (uint32_t i = 0; i < n; i++) {
-        int ok = tol > 0 ? fabs((double)a[i] - b[i]) <= tol * amax
-                         : memcmp(&a[i], &b[i], sizeof a[i]) == 0;
-        if (!ok)
-            fail_msg("%s: logit %u: reused %.9g, fresh %.9g", what, i, a[i], b[i]);
-    }
-}
-
 /* Greedy tokens after the current logits, decoded into the cache. */
 static void greedy(eng_session *s, int32_t *out, int n)
 {
     char err[512];
     const uint32_t nv = eng_hparams(s)->vocab_size;
     for (int k = 0; k < n; k++) {
-        out[k] = argmax(eng_logits(s), nv);
+        out[k] = tu_argmax(eng_logits(s), nv);
         if (eng_decode(s, out[k], err, sizeof err))
             fail_msg("decode %d: %s", k, err);
     }
@@ -145,7 +121,7 @@ static void check_model(const char *path, int kv_f16, double tol)
     memcpy(kept, eng_logits(a), nv * sizeof *kept);
 
     assert_int_equal(eng_prefill(b, l2, n2, err, sizeof err), 0);
-    same_logits(path, eng_logits(a), eng_logits(b), nv, tol);
+    tu_same_logits(path, eng_logits(a), eng_logits(b), nv, tol);
     greedy(a, ga, N_GREEDY);
     greedy(b, gb, N_GREEDY);
     for (int k = 0; k < N_GREEDY; k++)
@@ -154,7 +130,7 @@ static void check_model(const char *path, int kv_f16, double tol)
 
     /* regenerate: the same list, nothing prefilled, the kept logits */
     reuse(a, l2, n2, n2, 0);
-    same_logits("regenerate", eng_logits(a), kept, nv, 0);
+    tu_same_logits("regenerate", eng_logits(a), kept, nv, 0);
     greedy(a, gc, N_GREEDY);
     assert_memory_equal(gc, ga, sizeof ga);
     /* all held but not ending where the last prefill did: the last token
@@ -163,11 +139,11 @@ static void check_model(const char *path, int kv_f16, double tol)
     memcpy(l4, l2, n2 * sizeof *l4);
     memcpy(l4 + n2, gc, 5 * sizeof *l4);
     reuse(a, l4, n2 + 5, n2 + 4, 1);
-    assert_int_equal(argmax(eng_logits(a), nv), gc[5]);
+    assert_int_equal(tu_argmax(eng_logits(a), nv), gc[5]);
     /* the list less its last token, then all of it: one token each */
     reuse(a, l2, n2 - 1, n2 - 2, 1);
     reuse(a, l2, n2, n2 - 1, 1);
-    same_logits("rerun", eng_logits(a), kept, nv, tol);
+    tu_same_logits("rerun", eng_logits(a), kept, nv, tol);
 
     /* a shift: rows after n_keep saw the dropped tokens */
     int32_t *l3 = malloc(CAP * sizeof *l3);
@@ -179,7 +155,7 @@ static void check_model(const char *path, int kv_f16, double tol)
     reuse(a, l3, n3, keep, n3 - keep);
     eng_reset(b);
     reuse(b, l3, n3, 0, n3);
-    same_logits("after a shift", eng_logits(a), eng_logits(b), nv, tol);
+    tu_same_logits("after a shift", eng_logits(a), eng_logits(b), nv, tol);
     /* the cache now holds l3 as a prefill computes it: all of it reused */
     reuse(a, l3, n3, n3, 0);
     eng_reset(a);
