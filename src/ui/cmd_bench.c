@@ -21,13 +21,13 @@
  * For decode tests GB/s = weight bytes streamed per token (the engine's
  * count: attention, dense FFN, k/E of each expert bank, output head) times
  * t/s, and "% bw" divides it by the machine's read bandwidth: --read-bw,
- * else the run log's figure for this machine at the most threads asked for
- * (what `cflow bench membw` measured and recorded), else measured here as
- * membw measures it (and recorded, for the next run).
+ * else the run log's figure for the host it runs on at the most threads
+ * asked for (what `cflow bench membw` measured and recorded), else measured
+ * here as membw measures it (and recorded, for the next run).
  *
  * membw: per -t count, prof_measure_membw's median of -r timed passes (9
  * when -r is not given) with the min and max, each row recorded in the run
- * log's membw table (schema 6) for this machine and thread count.
+ * log's membw table (schema 6) for the host it runs on and its thread count.
  *
  * -o json prints one JSON array, one object per test, with llama-bench's
  * field names where they mean the same (model_filename, model_size,
@@ -153,7 +153,7 @@ static int log_session(prof_log *l, eng_session *s, const char *model, double bw
     return 0;
 }
 
-/* This machine as the membw table keys it (hostname, CPU model, cores),
+/* The host as the membw table keys it (hostname, CPU model, cores),
  * its strings in ls. */
 static prof_machine bench_machine(ui_logsess *ls)
 {
