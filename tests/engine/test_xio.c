@@ -294,14 +294,14 @@ static void test_cache(void **state)
         cache_opt = 0;
         eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
         greedy(s, ref, N_TOK, 0);
-        const fmt_hparams *hp = eng_hparams(s);
-        const uint64_t n_experts = (uint64_t)hp->n_layers * hp->n_experts;
+        const uint32_t per_layer = eng_hparams(s)->n_experts;   /* (s is closed below) */
+        const uint64_t n_experts = (uint64_t)eng_hparams(s)->n_layers * per_layer;
         eng_stats st;
         eng_get_stats(s, &st);
         const uint64_t bank = st.expert_bank_bytes, one = bank / n_experts;
         eng_close(s);
         /* none, a byte, under one layer's experts, half the banks, all */
-        const int64_t budgets[] = { 0, 1, (int64_t)(one * (hp->n_experts - 1)),
+        const int64_t budgets[] = { 0, 1, (int64_t)(one * (per_layer - 1)),
                                     (int64_t)(bank / 2), (int64_t)(4 * bank + (1 << 20)) };
         for (int mode = ENG_XIO_SYNC; mode <= ENG_XIO_STAGED; mode++)
             for (size_t b = 0; b < sizeof budgets / sizeof *budgets; b++) {

@@ -207,8 +207,11 @@ int __wrap_madvise(void *addr, size_t len, int advice)
     int hit = 0;
     pthread_mutex_lock(&maps_lock);
     for (int i = 0; i < MAX_MAPS && !hit; i++) {
-        const char *lo = maps[i].p, *hi = lo + ((maps[i].len + 4095) & ~(size_t)4095);
-        hit = lo && a < hi && b > lo;
+        const char *lo = maps[i].p;
+        if (!lo)
+            continue;   /* a free slot: no pointer arithmetic on NULL */
+        const char *hi = lo + ((maps[i].len + 4095) & ~(size_t)4095);
+        hit = a < hi && b > lo;
     }
     pthread_mutex_unlock(&maps_lock);
     if (hit)
