@@ -73,12 +73,18 @@ typedef struct mv_task {
     eng_pool       *pool;
 } mv_task;
 
-/* The kernel for a tile: its type's, or the repacked Q4_0 flavour for the
- * matrices mv_init marked. */
+/* Whether a tile takes the repacked Q4_0 kernel: a Q4_0 tile of a matrix
+ * mv_init marked (the one rule for the mat-vec and the mat-mat). */
+static int tile_rp(const eng_mv *mv, const fmt_tile *ti)
+{
+    return ti->type == KERN_Q4_0 && (mv->rp >> ti->matrix & 1);
+}
+
+/* The kernel for a tile: its type's, or the repacked Q4_0 flavour. */
 static kern_tile_mv_fn tile_fn(const kern_ops *ops, const eng_mv *mv,
                                const fmt_tile *ti)
 {
-    if (ti->type == KERN_Q4_0 && (mv->rp >> ti->matrix & 1))
+    if (tile_rp(mv, ti))
         return ops->tile_mv_q4_0_rp;
     return ops->tile_mv[ti->type];
 }
@@ -441,7 +447,7 @@ typedef struct mm_task {
 static kern_tile_mm_fn tile_mm_fn(const kern_ops *ops, const eng_mv *mv,
                                   const fmt_tile *ti)
 {
-    if (ti->type == KERN_Q4_0 && (mv->rp >> ti->matrix & 1))
+    if (tile_rp(mv, ti))
         return ops->tile_mm_q4_0_rp;
     return ops->tile_mm[ti->type];
 }
