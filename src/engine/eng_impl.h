@@ -211,6 +211,9 @@ struct eng_session {
      * the normalised router input */
     float *bm, *bd, *be, *bt, *ba, *hist, *pend, *probs, *xr;
     int32_t *pend_target;
+    /* routed [n_layers][n_experts]: how often each expert was chosen
+     * (eng_moe_route: decode and prefill), eng_expert_routed's counts */
+    uint64_t *routed;
     unsigned n_eff;                     /* effective layers (FixedPoint) */
     eng_trace *trace;                   /* per-layer norms of the last pass */
     uint32_t hmax;                      /* max(ffn, expert ffn) */
@@ -359,9 +362,12 @@ int  eng_moe_take(eng_session *s, int32_t target, float *x, double *pt);
 void eng_moe_flush(eng_session *s);
 /* The router over xr = N_m(h) [dim] of layer ly: softmax, top-k with ties
  * to the lower index, weights renormalised over the k unless the header
- * says not; expert[top_k], w[top_k].  Uses s->probs. */
+ * says not; expert[top_k], w[top_k].  Uses s->probs.  eng_moe_route also
+ * counts the choices (s->routed); eng_moe_topk, for guesses, does not. */
 void eng_moe_route(eng_session *s, const eng_layer *ly, const float *xr,
                    int *expert, float *w);
+void eng_moe_topk(eng_session *s, const eng_layer *ly, const float *xr,
+                  int *expert, float *w);
 /* Wait for route r's reads and rebase its experts into their slots (the
  * profiler's I/O figures; the wait is taken out of *pt); release them. */
 void eng_moe_wait(eng_session *s, eng_route *r, double *pt);

@@ -348,6 +348,7 @@ static int alloc_buffers(eng_session *s, const char *model_path, char *err,
     s->pend = eng_xalloc((hp->expert_delay + 1u) * hp->dim * sizeof(float), &oom);
     s->pend_target = eng_xalloc((hp->expert_delay + 1u) * sizeof(int32_t), &oom);
     s->probs = eng_xalloc((hp->n_experts + 1u) * sizeof(float), &oom);
+    s->routed = eng_xalloc((size_t)hp->n_layers * hp->n_experts * sizeof(uint64_t), &oom);
     s->logits = eng_xalloc(hp->vocab_size * sizeof(float), &oom);
     s->scores = eng_xalloc(s->n_ctx * sizeof(float), &oom);
     s->k_tmp = eng_xalloc(s->kv_dim * sizeof(float), &oom);
@@ -447,6 +448,7 @@ void eng_close(eng_session *s)
     eng_batch_free(s);
     free(s->bm); free(s->bd); free(s->be); free(s->bt); free(s->ba); free(s->xr);
     free(s->hist); free(s->pend); free(s->pend_target); free(s->probs);
+    free(s->routed);
     for (unsigned l = 0; s->layers && l < s->hp->n_layers; l++) {
         eng_layer *ly = &s->layers[l];
         for (unsigned e = 0; e < s->hp->n_experts; e++) {

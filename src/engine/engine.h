@@ -359,6 +359,11 @@ int  eng_expert_io(const eng_session *s);
 /* 1 when sync/staged reads bypass the page cache, 0 when the file system
  * refused O_DIRECT (buffered fallback), -1 in mmap mode. */
 int  eng_expert_io_direct(const eng_session *s);
+/* How often each of layer's n_experts experts was routed to since the
+ * session opened (each token, decode and prefill, adds top_k choices per
+ * MoE layer) into counts [n_experts]: 0, or ENG_EARG for a layer out of
+ * range or a dense model. */
+int  eng_expert_routed(const eng_session *s, unsigned layer, uint64_t *counts);
 /* The PREFETCHT0 thread on (1) or off (0), between tokens. */
 int  eng_set_prefetch(eng_session *s, int on);   /* 0 or ENG_ENOMEM */
 int  eng_prefetch(const eng_session *s);

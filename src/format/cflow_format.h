@@ -415,8 +415,12 @@ const char *fmt_cp_stream_name(int s);
 
 /* ---- synthetic models ------------------------------------------------- */
 /* Open a random-weight source for a named preset (report-arch1 ...);
- * seed picks the weights.  Names: fmt_synth_preset_name(i) until NULL. */
-int fmt_synth_open(fmt_src **out, const char *preset, uint64_t seed,
+ * seed picks the weights.  Names: fmt_synth_preset_name(i) until NULL.
+ * zipf 0: random routers (every expert about as popular as any other);
+ * zipf S > 0: a Zipf-like expert popularity of exponent S per layer, the
+ * router bias built into the weights (fmt_synth_route.c); the weights are
+ * otherwise those of zipf 0. */
+int fmt_synth_open(fmt_src **out, const char *preset, uint64_t seed, float zipf,
                    char *err, size_t errlen);
 const char *fmt_synth_preset_name(unsigned i);
 /* A preset's geometry without its weights (for analytic figures such as
@@ -428,11 +432,12 @@ int fmt_synth_geometry(const char *preset, fmt_hparams *hp,
  * presets tinyllama-1.1b, llama2-7b, olmoe-1b-7b, qwen3-30b-a3b) as a GGUF
  * that llama.cpp loads: quant (KERN_Q4_0 or KERN_Q8_0) matrices, f32 norms
  * and router, the tokenizer keys of vocab_gguf (NULL: a synthetic
- * SentencePiece vocabulary) padded to the preset's vocabulary.  Streams to
- * path, which appears only when complete; memory stays small. */
+ * SentencePiece vocabulary) padded to the preset's vocabulary; zipf as
+ * fmt_synth_open's.  Streams to path, which appears only when complete;
+ * memory stays small. */
 int fmt_synth_write_gguf(const char *preset, const char *path,
                          const char *vocab_gguf, uint64_t seed, int quant,
-                         fmt_progress_fn progress, void *ud,
+                         float zipf, fmt_progress_fn progress, void *ud,
                          char *err, size_t errlen);
 
 /* ---- conversion ----------------------------------------------------- */

@@ -169,10 +169,24 @@ int fmt_synth_vocab(fmt_kv *kv, unsigned vocab);
  * the preset is not one llama.cpp could run. */
 int fmt_synth_llama_geom(const char *name, fmt_synth_geom *g);
 
+/* ---- fmt_synth_route.c: --routing zipf, the bias built into the weights */
+/* h[dim - 1] of every embedding row: the norm of a row of the other
+ * dimensions (sd 0.02 each), so the constant takes half the residual's
+ * RMS at the embedding and less and less deeper */
+#define FMT_SYNTH_ZC(dim) (0.02f * sqrtf((float)(dim)))
+#define FMT_SYNTH_ZK      0.8f   /* router column dim - 1 per unit of -S ln(rank) */
+#define FMT_SYNTH_MAX_EXP 1024u
+/* What --routing zipf does to a tensor (by its name; *layer its blk.N). */
+enum { FMT_SR_NONE = 0, FMT_SR_CONST, FMT_SR_COL0, FMT_SR_ROW0, FMT_SR_ROUTER };
+int   fmt_synth_rule(const char *name, unsigned *layer);
+/* Layer layer's router entry for expert e in the constant dimension. */
+float fmt_synth_zipf_bias(uint64_t seed, unsigned layer, unsigned e, unsigned n_exp,
+                          float s);
+
 /* ---- fmt_synth_gguf.c -------------------------------------------------- */
 /* A benchmark preset as a source, through a temporary GGUF. */
 int fmt_synth_bench_open(fmt_src **out, const char *preset, uint64_t seed,
-                         char *err, size_t errlen);
+                         float zipf, char *err, size_t errlen);
 
 /* ---- fmt_convert_io.c: bounded input, all-or-nothing output ------------ */
 /* The writer's view of a source's memory: the address ranges of its

@@ -23,6 +23,8 @@
  * tensor in order.
  * The writer hands pages back (MADV_DONTNEED) once tiled; tensors never
  * share a page, so that never drops a live one.
+ * --routing zipf (fmt_synth_route.c) patches drawn ranges as they are
+ * filled: one residual dimension made constant, read only by the routers.
  */
 #include "config.h"
 
@@ -57,15 +59,22 @@ static float next_normal(uint64_t *s, float sd)
 #define SYNTH_GOLDEN 0x9e3779b97f4a7c15ull
 
 /* One tensor's generator: bytes [off, off + nbytes) of the reservation are
- * f32 values, element i the draws draw0 + 4i .. + 3 (sd > 0) or fill. */
+ * f32 values, element i the draws draw0 + 4i .. + 3 (sd > 0) or fill;
+ * with --routing zipf, then patched by rule (FMT_SR_*, fmt_synth_route.c)
+ * as a [ne1][ne0] matrix (stacked experts: more of them) of layer. */
 typedef struct synth_gen {
     uint64_t off, nbytes, draw0;
     float    fill, sd;
+    uint64_t ne0, ne1;
+    int      rule;
+    unsigned layer;
 } synth_gen;
 
 /* The reservation's first bytes. */
 typedef struct synth_hdr {
     uint64_t  seed;
+    float     zipf;         /* --routing zipf:S, 0 uniform */
+    uint32_t  dim, n_exp;
     size_t    n;            /* tensors in g[] */
     synth_gen g[];          /* [n], in increasing off */
 } synth_hdr;
@@ -96,11 +105,36 @@ static int add(synth_ctx *c, const char *name, unsigned ndim, uint64_t n0,
     g->draw0 = c->draws;
     g->fill = fill;
     g->sd = sd;
+    g->ne0 = n0;
+    g->ne1 = n1;
+    g->rule = c->hdr->zipf > 0 ? fmt_synth_rule(name, &g->layer) : FMT_SR_NONE;
     if (sd > 0)
         c->draws += 4 * n;
     c->used += (n * sizeof(float) + c->page - 1) / c->page * c->page;
     return fmt_src_add_tensor(c->s, name, FMT_DT_F32, ndim, ne, c->base + g->off,
                               n * sizeof(float), c->err, c->errlen);
+}
+
+/* --routing zipf: elements [i0, i0 + cnt) of g's tensor, drawn into v,
+ * patched (fmt_synth_route.c): the constant dimension z = dim - 1. */
+static void synth_patch(const synth_hdr *h, const synth_gen *g, float *v, uint64_t i0,
+                        uint64_t cnt)
+{
+    const uint64_t z = h->dim - 1;
+    for (uint64_t i = i0; i < i0 + cnt; i++) {
+        uint64_t col = i % g->ne0, row = i / g->ne0;
+        float *p = &v[i - i0];
+        switch (g->rule) {
+        case FMT_SR_CONST:  if (col == z) *p = FMT_SYNTH_ZC(h->dim); break;
+        case FMT_SR_COL0:   if (col == z) *p = 0.0f; break;
+        case FMT_SR_ROW0:   if (row % g->ne1 == z) *p = 0.0f; break;
+        case FMT_SR_ROUTER:
+            if (col == z)
+                *p = fmt_synth_zipf_bias(h->seed, g->layer, (unsigned)row, h->n_exp, h->zipf);
+            break;
+        default: return;
+        }
+    }
 }
 
 /* fmt_src.fill: draw bytes [p, p + n) of one tensor (whole f32 values). */
@@ -128,6 +162,8 @@ static int synth_fill(const fmt_src *s, const void *p, uint64_t n)
     uint64_t rng = h->seed + (g->draw0 + 4 * i0) * SYNTH_GOLDEN;
     for (uint64_t i = 0; i < cnt; i++)
         v[i] = g->sd > 0 ? next_normal(&rng, g->sd) : g->fill;
+    if (g->rule != FMT_SR_NONE)
+        synth_patch(h, g, v, i0, cnt);
     return 0;
 }
 
@@ -204,14 +240,14 @@ static size_t synth_max_tensors(const fmt_src *s)
     return 2 + (size_t)s->hp.n_layers * 16;
 }
 
-int fmt_synth_open(fmt_src **out, const char *name, uint64_t seed, char *err,
-                   size_t errlen)
+int fmt_synth_open(fmt_src **out, const char *name, uint64_t seed, float zipf,
+                   char *err, size_t errlen)
 {
     fmt_src *s;
     int rc;
     *out = NULL;
     if (fmt_synth_bench_find(name)) /* real geometry: Q4_0 through a GGUF */
-        return fmt_synth_bench_open(out, name, seed, err, errlen);
+        return fmt_synth_bench_open(out, name, seed, zipf, err, errlen);
     s = calloc(1, sizeof *s);
     if (!s || !(s->path = strdup(name)) || !(s->maps = calloc(1, sizeof *s->maps))) {
         free(s ? s->path : NULL);
@@ -253,6 +289,15 @@ int fmt_synth_open(fmt_src **out, const char *name, uint64_t seed, char *err,
 
     synth_ctx c = { s, mem, mem, head, span, nt, page, 0, err, errlen };
     c.hdr->seed = seed ? seed : 0x5eedull;
+    c.hdr->zipf = zipf > 0 ? zipf : 0.0f;
+    c.hdr->dim = p->dim;
+    c.hdr->n_exp = p->n_experts;
+    if (zipf > 0 && (p->n_experts == 0 || p->n_experts > FMT_SYNTH_MAX_EXP)) {
+        fmt_err(err, errlen, "%s: --routing zipf needs a preset with 1 to %u experts, "
+                "not %u", name, FMT_SYNTH_MAX_EXP, p->n_experts);
+        rc = FMT_EARG;
+        goto fail;
+    }
     if ((rc = synth_tensors(&c)))
         goto fail;
     s->kv_own = fmt_kv_new();

@@ -46,7 +46,9 @@
  * Q8_0 blocks (f16 d, 32 int8, 34 bytes per 32) hold q uniform in
  * -127..127 with d near 0.02 / 73.3: either way each weight has a standard
  * deviation near 0.02.  Norms 1; the router f32 with sd 0.2 so that routing
- * varies from token to token.
+ * varies from token to token.  --routing zipf patches blocks as they are
+ * drawn (patch_block; fmt_synth_route.c says why): the constant residual
+ * dimension dim - 1, read only by the routers.
  */
 #include "config.h"
 
@@ -131,8 +133,46 @@ static uint16_t f32_to_f16(float f)
     return (uint16_t)(sign | h);
 }
 
+/* --routing zipf (fmt_synth_route.c): the patch of one tensor, seen as
+ * rows of ne0 values (ne1 rows a matrix; stacked experts: more rows). */
+typedef struct zpatch {
+    int      rule;          /* FMT_SR_*; FMT_SR_NONE: the drawn bytes */
+    uint64_t ne0, ne1, z;   /* z: the constant dimension, dim - 1 */
+    unsigned layer, n_exp;
+    uint64_t seed;
+    float    zipf;
+} zpatch;
+
+/* Patch quantised block b (q8: Q8_0, else Q4_0) of zp's tensor: the
+ * element of the constant dimension c (embedding: that block holds c and
+ * zeros), or 0 (column z of a reading matrix), or the whole block zero
+ * (row z of a writing matrix: scale 0). */
+static void patch_block(uint8_t *blk, int q8, const zpatch *zp, uint64_t b)
+{
+    uint64_t per_row = zp->ne0 / 32, row = b / per_row, cb = b % per_row;
+    unsigned j = (unsigned)(zp->z % 32);
+    if (zp->rule == FMT_SR_ROW0 && row % zp->ne1 == zp->z) {
+        blk[0] = blk[1] = 0;                     /* f16 scale 0: all zero */
+        return;
+    }
+    if (cb != zp->z / 32 || (zp->rule != FMT_SR_CONST && zp->rule != FMT_SR_COL0))
+        return;
+    if (zp->rule == FMT_SR_CONST) {              /* c = 127 d or 7 d */
+        uint16_t h = f32_to_f16(FMT_SYNTH_ZC(zp->z + 1) / (q8 ? 127.0f : 7.0f));
+        memcpy(blk, &h, 2);
+        memset(blk + 2, q8 ? 0 : 0x88, q8 ? 32 : 16);
+    }
+    uint8_t q = zp->rule == FMT_SR_CONST ? (q8 ? 127 : 15) : (q8 ? 0 : 8);
+    if (q8)
+        blk[2 + j] = q;
+    else if (j < 16)
+        blk[2 + j] = (uint8_t)((blk[2 + j] & 0xf0) | q);
+    else
+        blk[2 + j - 16] = (uint8_t)((blk[2 + j - 16] & 0x0f) | (q << 4));
+}
+
 /* nblocks Q4_0 blocks (2-byte f16 scale + 16 bytes of nibbles each). */
-static void wr_q4_0(wr *w, uint64_t *rng, uint64_t nblocks, float sd)
+static void wr_q4_0(wr *w, uint64_t *rng, uint64_t nblocks, float sd, const zpatch *zp)
 {
     const float base = sd / 4.6f; /* sd of (q - 8), q uniform 0..15 */
     for (uint64_t b = 0; b < nblocks; b++) {
@@ -144,12 +184,14 @@ static void wr_q4_0(wr *w, uint64_t *rng, uint64_t nblocks, float sd)
         memcpy(blk, &h, 2);
         memcpy(blk + 2, &r0, 8);
         memcpy(blk + 10, &r1, 8);
+        if (zp->rule != FMT_SR_NONE)
+            patch_block(blk, 0, zp, b);
         wr_bytes(w, blk, sizeof blk);
     }
 }
 
 /* nblocks Q8_0 blocks (2-byte f16 scale + 32 int8 each). */
-static void wr_q8_0(wr *w, uint64_t *rng, uint64_t nblocks, float sd)
+static void wr_q8_0(wr *w, uint64_t *rng, uint64_t nblocks, float sd, const zpatch *zp)
 {
     const float base = sd / 73.3f; /* sd of q, uniform -127..127 */
     for (uint64_t b = 0; b < nblocks; b++) {
@@ -164,11 +206,14 @@ static void wr_q8_0(wr *w, uint64_t *rng, uint64_t nblocks, float sd)
         for (int k = 2; k < 34; k++) /* -128 is not a value ggml's quantiser makes */
             if (blk[k] == 0x80)
                 blk[k] = 0x81;
+        if (zp->rule != FMT_SR_NONE)
+            patch_block(blk, 1, zp, b);
         wr_bytes(w, blk, sizeof blk);
     }
 }
 
-static void wr_f32(wr *w, uint64_t *rng, uint64_t n, float fill, float sd)
+static void wr_f32(wr *w, uint64_t *rng, uint64_t n, float fill, float sd,
+                   const zpatch *zp)
 {
     for (uint64_t i = 0; i < n; i++) {
         float v = fill;
@@ -178,6 +223,9 @@ static void wr_f32(wr *w, uint64_t *rng, uint64_t n, float fill, float sd)
                 acc += (float)(sm64(rng) >> 40) * (1.0f / 16777216.0f);
             v = (acc - 2.0f) * sd * 1.7320508f;
         }
+        if (zp->rule == FMT_SR_ROUTER && i % zp->ne0 == zp->z)
+            v = fmt_synth_zipf_bias(zp->seed, zp->layer, (unsigned)(i / zp->ne0),
+                                    zp->n_exp, zp->zipf);
         wr_bytes(w, &v, 4);
     }
 }
@@ -292,7 +340,7 @@ static int build_vocab(fmt_kv *kv, const char *vocab_gguf, uint32_t *vocab,
 
 int fmt_synth_write_gguf(const char *preset, const char *path,
                          const char *vocab_gguf, uint64_t seed, int quant,
-                         fmt_progress_fn progress, void *ud,
+                         float zipf, fmt_progress_fn progress, void *ud,
                          char *err, size_t errlen)
 {
     fmt_synth_geom g;
@@ -308,6 +356,11 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
     if (quant != KERN_Q4_0 && quant != KERN_Q8_0) {
         fmt_err(err, errlen, "%s: a GGUF holds q4_0 or q8_0 matrices, not %s", path,
                 kern_type_name(quant));
+        return FMT_EARG;
+    }
+    if (zipf > 0 && (g.n_exp == 0 || g.n_exp > FMT_SYNTH_MAX_EXP)) {
+        fmt_err(err, errlen, "%s: --routing zipf needs a preset with 1 to %u experts, "
+                "not %u", preset, FMT_SYNTH_MAX_EXP, g.n_exp);
         return FMT_EARG;
     }
     int mt = quant == KERN_Q8_0 ? FMT_DT_Q8_0 : FMT_DT_Q4_0;
@@ -390,12 +443,16 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
     uint64_t rng = seed ? seed : 0x5eedull, done = 0;
     for (size_t i = 0; i < nt && !w.bad; i++) {
         uint64_t n = t[i].ne[0] * t[i].ne[1] * t[i].ne[2];
+        zpatch zp = { FMT_SR_NONE, t[i].ne[0], t[i].ne[1], g.dim - 1u, 0, g.n_exp,
+                      seed ? seed : 0x5eedull, zipf };
+        if (zipf > 0)
+            zp.rule = fmt_synth_rule(t[i].name, &zp.layer);
         if (t[i].dtype == FMT_DT_F32)
-            wr_f32(&w, &rng, n, t[i].fill, t[i].sd);
+            wr_f32(&w, &rng, n, t[i].fill, t[i].sd, &zp);
         else if (t[i].dtype == FMT_DT_Q8_0)
-            wr_q8_0(&w, &rng, n / 32, t[i].sd);
+            wr_q8_0(&w, &rng, n / 32, t[i].sd, &zp);
         else
-            wr_q4_0(&w, &rng, n / 32, t[i].sd);
+            wr_q4_0(&w, &rng, n / 32, t[i].sd, &zp);
         wr_pad(&w, 32);
         done += (tensor_bytes(&t[i]) + 31) / 32 * 32;
         if (progress)
@@ -422,7 +479,7 @@ out:
  * (its mapping keeps the bytes alive until the source is closed), so a
  * 7B-parameter .cflow never needs its f32 weights in memory. */
 int fmt_synth_bench_open(fmt_src **out, const char *preset, uint64_t seed,
-                         char *err, size_t errlen)
+                         float zipf, char *err, size_t errlen)
 {
     const char *dir = getenv("TMPDIR");
     char path[4096];
@@ -435,7 +492,7 @@ int fmt_synth_bench_open(fmt_src **out, const char *preset, uint64_t seed,
         return FMT_EIO;
     }
     close(fd);
-    int rc = fmt_synth_write_gguf(preset, path, NULL, seed, KERN_Q4_0, NULL, NULL,
+    int rc = fmt_synth_write_gguf(preset, path, NULL, seed, KERN_Q4_0, zipf, NULL, NULL,
                                   err, errlen);
     if (rc == 0)
         rc = fmt_src_open(out, path, NULL, err, errlen);
