@@ -135,6 +135,7 @@ void    eng_pf_counts(const eng_pf *pf, uint64_t *lines, uint64_t *dropped);
 /*   eng_sched.c     the layer schedule of each combine style (a table)     */
 /*   eng_moe_batch.c a chunk's routed experts, grouped by expert            */
 /*   eng_moe.c       routed experts: routing, fetch, deferred compute       */
+/*   eng_moe_ahead.c look-ahead: the next layer's experts guessed, read    */
 /*   eng_blocks.c    the blocks: norms, attention, FFN, head, mat-vec/mat   */
 /*   eng_io.c        expert I/O modes, their reader pool and RAM cache      */
 /*   eng_prefetch.c  the PREFETCHT0 thread and its setter                   */
@@ -239,6 +240,7 @@ struct eng_session {
     int          xio_failed;   /* a read of this token failed: xio_err says why */
     double       xio_busy;     /* the reader pool's busy seconds charged so far */
     char         xio_err[320];
+    struct eng_ahead *ahead;   /* look-ahead guesses (eng_moe_ahead.c), NULL off */
     eng_pf      *pf;           /* the PREFETCHT0 thread, NULL when off */
     /* the model file shrank under its mapping (eng_guard.c): the offset
      * of the byte whose read faulted; every later token fails */
@@ -376,6 +378,27 @@ void eng_moe_wait(eng_session *s, eng_route *r, double *pt);
 void eng_xio_fail(eng_session *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void eng_moe_release(eng_session *s, eng_route *r);
+
+/* ---- eng_moe_ahead.c: look-ahead reads of the next layer's experts ---- */
+/* Resolve eng_opts.expert_ahead (-1: $CFLOW_EXPERT_AHEAD, else on) and
+ * allocate the guesses where the model can use them (experts, expert_delay
+ * 0); before eng_io_setup.  0, ENG_EARG or ENG_ENOMEM. */
+int      eng_moe_ahead_setup(eng_session *s, char *err, size_t errlen);
+void     eng_moe_ahead_free(eng_session *s);
+/* Staging slots the guesses need beside a token's own, with a cache of
+ * budget bytes (0 without one: no guesses then). */
+unsigned eng_moe_ahead_slots(eng_session *s, uint64_t budget);
+/* Effective layer i ended with residual h [dim] (the one the next MoE
+ * block's norm reads): guess the next block's experts and issue their
+ * reads into the cache. */
+void     eng_moe_ahead_guess(eng_session *s, unsigned i, const float *h);
+/* Layer l routed (r; its reads issued): count the pending guess against
+ * it and release the guesses' slots. */
+void     eng_moe_ahead_settle(eng_session *s, unsigned l, const eng_route *r);
+/* Release a pending guess (a failed token). */
+void     eng_moe_ahead_drop(eng_session *s);
+/* The xio_pred* counts into st; xio_hits and xio_misses less the guesses'. */
+void     eng_moe_ahead_stats(const eng_session *s, eng_stats *st);
 
 /* ---- eng_moe_batch.c: a chunk's experts, grouped by expert ---- */
 /* h [m][dim] (m <= ENG_BATCH): the residuals of m prompt positions after

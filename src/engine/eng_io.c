@@ -607,6 +607,7 @@ static int xio_open(eng_session *s, char *err, size_t errlen)
     const uint64_t slot = (max_len + 2 * ENG_IO_ALIGN - 1) / ENG_IO_ALIGN * ENG_IO_ALIGN;
     uint64_t budget = cache_budget(s->opts.expert_cache);
     uint64_t n_keys = (uint64_t)hp->n_layers * hp->n_experts;
+    n_min = n += eng_moe_ahead_slots(s, budget);   /* look-ahead's guesses */
     if (slot && budget / slot > n)   /* more slots than experts are never used */
         n = (unsigned)(budget / slot < n_keys ? budget / slot : n_keys);
     if (n < n_min)

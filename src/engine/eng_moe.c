@@ -23,7 +23,9 @@
  *
  * The route ring and the staging slots are declared in eng_impl.h (the
  * expert I/O setup of eng_io.c sizes them); the reads themselves are the
- * reader pool's (eng_io.c).
+ * reader pool's (eng_io.c).  Look-ahead (eng_moe_ahead.c) may have read
+ * a layer's experts before it routes: eng_moe_issue then finds them as
+ * cache hits and settles the guesses.
  */
 #include "config.h"
 
@@ -107,13 +109,15 @@ void eng_moe_wait(eng_session *s, eng_route *r, double *pt)
                      fmt_model_path(s->model), r->layer, e);
             continue;
         }
-        if (r->hit[j])
-            continue;                /* from the cache: nothing was read */
+        /* a hit on a slot still being read (a look-ahead guess,
+         * eng_moe_ahead.c) waited for storage too: its time counts */
         if (bd > busy)
             busy = bd;
+        if (r->hit[j])
+            continue;                /* from the cache: nothing was read */
         bytes += len;
     }
-    if (bytes) {
+    if (bytes || busy > s->xio_busy) {
         double io = busy > s->xio_busy ? busy - s->xio_busy : 0.0;
         if (busy > s->xio_busy)
             s->xio_busy = busy;
@@ -209,6 +213,7 @@ void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
     r->ready = 0;
     if (!ly->exp_gu) {               /* a layer without experts adds nothing */
         r->k = 0;
+        eng_moe_ahead_settle(s, l, r);
         return;
     }
     eng_rmsnorm(s, r->xr, h, ly->moe_norm, hp->dim);
@@ -228,6 +233,7 @@ void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
                          fmt_model_path(s->model), l, r->expert[j],
                          (unsigned long long)len);
         }
+        eng_moe_ahead_settle(s, l, r);   /* the guesses' holds: the route has its own */
         if (s->xio_mode == ENG_XIO_SYNC)
             eng_moe_wait(s, r, pt);      /* the read is a dead stop here */
     } else if (s->pf) {
@@ -303,6 +309,7 @@ int eng_moe_take(eng_session *s, int32_t target, float *x, double *pt)
 
 void eng_moe_flush(eng_session *s)
 {
+    eng_moe_ahead_drop(s);
     for (unsigned i = 0; i <= s->hp->expert_delay; i++)
         if (s->route[i].layer >= 0)
             eng_moe_release(s, &s->route[i]);

@@ -111,6 +111,7 @@ static int run_staged(eng_session *s, unsigned l, double *pt)
     const uint32_t E = s->hp->n_experts;
     eng_route r;
     uint32_t e = 0;
+    eng_moe_ahead_drop(s);           /* a wave may take every slot */
     while (e < E && !s->xio_failed) {
         memset(&r, 0, sizeof r);
         r.layer = (int32_t)l;

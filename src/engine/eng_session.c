@@ -45,6 +45,7 @@ void eng_opts_default(eng_opts *o)
     o->expert_io = -1;   /* $CFLOW_EXPERT_IO, else mmap (eng_io_setup) */
     o->prefetch = -1;    /* $CFLOW_PREFETCH, else off */
     o->expert_cache = -1; /* $CFLOW_EXPERT_CACHE, else none */
+    o->expert_ahead = -1; /* $CFLOW_EXPERT_AHEAD, else on */
 }
 
 /* Whether llama.cpp is the model's peer: it was converted from GGUF. */
@@ -420,7 +421,8 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
         if (!(rc = bind_layers(s, model_path, err, errlen)) &&
             !(rc = bind_head(s, model_path, err, errlen)) &&
             !(rc = alloc_buffers(s, model_path, err, errlen)) &&
-            !(rc = bind_rope(s, model_path, err, errlen)))
+            !(rc = bind_rope(s, model_path, err, errlen)) &&
+            !(rc = eng_moe_ahead_setup(s, err, errlen)))
             rc = eng_io_setup(s, err, errlen);
     }
     if (rc) {
@@ -436,6 +438,7 @@ void eng_close(eng_session *s)
     if (!s)
         return;
     eng_io_teardown(s);
+    eng_moe_ahead_free(s);
     kern_act_free(&s->act_dim);
     kern_act_free(&s->act_q);
     kern_act_free(&s->act_ffn);
@@ -575,6 +578,7 @@ void eng_get_stats(const eng_session *s, eng_stats *st)
     if (s->xio)
         eng_xio_hits(s->xio, &st->xio_hits, &st->xio_misses);
     st->xio_cache_bytes = s->xio_cache_bytes;
+    eng_moe_ahead_stats(s, st);
 }
 
 void eng_set_trace(eng_session *s, eng_trace *t)

@@ -216,6 +216,12 @@ typedef struct eng_opts {
      * $CFLOW_EXPERT_CACHE (eng_expert_cache_from_text), else none.
      * eng_opts_default sets -1. */
     int64_t    expert_cache;
+    /* Look-ahead (eng_moe_ahead.c): with sync/staged I/O and a RAM expert
+     * cache, a standard MoE (expert_delay 0) guesses the next layer's
+     * experts with its router over this layer's output and reads them
+     * ahead; the tokens never change.  1 on, 0 off, -1: $CFLOW_EXPERT_AHEAD
+     * ("on"/"1", "off"/"0"), else on.  eng_opts_default sets -1. */
+    int        expert_ahead;
     /* 1: read the model into anonymous memory with huge pages advised
      * (llama.cpp's --no-mmap; decode streams it faster on some machines,
      * at the cost of the copy), 0: map the file (default). */
@@ -306,6 +312,11 @@ typedef struct eng_stats {
     /* the RAM expert cache (eng_opts.expert_cache): routed experts found
      * in a slot, routed experts read, and the cache's size in bytes */
     uint64_t xio_hits, xio_misses, xio_cache_bytes;
+    /* look-ahead (eng_opts.expert_ahead): experts guessed for the next
+     * layer, guesses that layer then routed, guesses read from the file
+     * (not already in a slot), of those the ones not routed (wasted), and
+     * the bytes the guesses read (also counted in xio_bytes) */
+    uint64_t xio_pred, xio_pred_hits, xio_pred_reads, xio_pred_wasted, xio_pred_bytes;
     uint64_t pf_lines, pf_dropped;  /* prefetch: lines hinted, commands dropped */
 } eng_stats;
 void eng_get_stats(const eng_session *s, eng_stats *st);

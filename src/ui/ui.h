@@ -62,7 +62,7 @@ enum ui_opt_id {
     UI_O_TEMP, UI_O_TOP_K, UI_O_TOP_P, UI_O_MIN_P, UI_O_REPEAT_PENALTY,
     UI_O_REPEAT_LAST_N, UI_O_SEED, UI_O_IGNORE_EOS, UI_O_SYSTEM, UI_O_CHAT, UI_O_DB, UI_O_NO_LOG,
     UI_O_NO_PROFILE, UI_O_KV_TYPE, UI_O_PREFETCH, UI_O_EXPERT_IO, UI_O_EXPERT_CACHE,
-    UI_O_NO_MMAP,
+    UI_O_EXPERT_AHEAD, UI_O_NO_MMAP,
     /* cflow ppl, cflow inspect */
     UI_O_STORIES, UI_O_NO_EOS, UI_O_JSON, UI_O_CRITICAL_PATH, UI_O_BYTES_PER_PARAM,
     /* cflow bench: lists of values, one test per combination */
@@ -126,6 +126,7 @@ typedef struct ui_settings {
     int         prefetch;        /* -1 the environment's, 0 off, 1 on */
     int         expert_io;       /* -1 the environment's, else enum eng_expert_io */
     int64_t     expert_cache;    /* eng_opts.expert_cache: -1 the environment's */
+    int         expert_ahead;    /* eng_opts.expert_ahead: -1 the environment's */
     /* cflow ppl, cflow inspect */
     long        stories;         /* 0: all */
     int         no_eos, json, critical_path;

@@ -98,6 +98,10 @@ const ui_opt ui_opts[UI_O_N] = {
       OFF(expert_cache), "$CFLOW_EXPERT_CACHE, else off",
       "RAM cache of experts read by sync and staged I/O: auto (half the free memory), "
       "off, or a size such as 512M or 4G" },
+    { UI_O_EXPERT_AHEAD, "expert-ahead", 0, UI_T_CHOICE, "on|off", 0, 0, NULL, onoff, 0,
+      OFF(expert_ahead), "$CFLOW_EXPERT_AHEAD, else on",
+      "with sync/staged I/O and an expert cache, read the next layer's guessed experts "
+      "while this layer runs (standard MoE; never changes the tokens)" },
     { UI_O_NO_MMAP, "no-mmap", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(no_mmap), NULL,
       "read the model into memory instead of mapping it (expert banks stay mapped "
       "for sync and staged I/O)" },
@@ -163,6 +167,7 @@ void ui_settings_default(ui_settings *s)
     s->prefetch = -1;
     s->expert_io = -1;
     s->expert_cache = -1;
+    s->expert_ahead = -1;
     /* llama-bench's tests: pp512 and tg128, five repetitions */
     s->b_prompt = (ui_ilist){ { 512 }, 1 };
     s->b_gen = (ui_ilist){ { 128 }, 1 };

@@ -10,6 +10,19 @@
  *     top_k / n_experts, 0.25 to 0.5 here, if all were equally popular),
  *     averaged over the MoE layers, and at least SKEW_MARGIN more than
  *     with --routing uniform of the same preset and seed.
+ *   - look-ahead (eng_moe_ahead.c) never changes a token: greedy tokens
+ *     with it on and off are mmap's, in every mode (mmap, sync, staged,
+ *     auto), with the cache off, under one layer's experts and holding
+ *     everything, on synthetic models of every schedule without an expert
+ *     delay (and one with, where it guesses nothing), a zipf one, and the
+ *     tiny Mixtral and Qwen3-MoE GGUF fixtures, converted;
+ *   - its counts add up: with a cache and sync/staged I/O it guesses
+ *     (xio_pred > 0), some guesses are routed (0 < xio_pred_hits <=
+ *     xio_pred), wasted <= reads <= guesses, its bytes are inside
+ *     xio_bytes, and the cache's hits and misses still sum to the routed
+ *     experts; off, without a cache or with mmap it guesses nothing;
+ *   - $CFLOW_EXPERT_AHEAD=off turns it off, a bad value is refused;
+ *     `cflow run --expert-ahead on|off` prints mmap's text either way.
  */
 #include "config.h"
 
@@ -53,7 +66,7 @@ static void synth(const char *name, char *out, ...)
     tu_proc_free(&p);
 }
 
-static eng_session *open_model(const char *path, int mode, int64_t cache)
+static eng_session *open_ahead(const char *path, int mode, int64_t cache, int ahead)
 {
     eng_session *s = NULL;
     char err[512];
@@ -63,11 +76,17 @@ static eng_session *open_model(const char *path, int mode, int64_t cache)
     o.n_threads = 2;
     o.expert_io = mode;
     o.expert_cache = cache;
+    o.expert_ahead = ahead;
     int rc = eng_open(&s, path, &o, err, sizeof err);
     if (rc)
         fprintf(stderr, "%s: %s\n", path, err);
     assert_int_equal(rc, 0);
     return s;
+}
+
+static eng_session *open_model(const char *path, int mode, int64_t cache)
+{
+    return open_ahead(path, mode, cache, 0);
 }
 
 /* TOKENS varied tokens (a fixed pseudo-random walk over the vocabulary),
@@ -165,10 +184,182 @@ static void test_zipf_skew(void **state)
     assert_true(sg[1] - sg[0] >= SKEW_MARGIN);
 }
 
+/* ---- look-ahead ---------------------------------------------------------- */
+#define N_TOK 12
+
+static void greedy(eng_session *s, int32_t *out)
+{
+    char err[512];
+    int32_t tok = 1;
+    for (int i = 0; i < N_TOK; i++) {
+        int rc = eng_decode(s, tok, err, sizeof err);
+        if (rc)
+            fprintf(stderr, "decode: %s\n", err);
+        assert_int_equal(rc, 0);
+        out[i] = tok = tu_argmax(eng_logits(s), eng_hparams(s)->vocab_size);
+    }
+}
+
+static uint64_t routed_total(eng_session *s)
+{
+    const fmt_hparams *hp = eng_hparams(s);
+    uint64_t c[1024], tot = 0;
+    for (unsigned l = 0; l < hp->n_layers; l++)
+        if (eng_expert_routed(s, l, c) == 0)
+            for (unsigned e = 0; e < hp->n_experts; e++)
+                tot += c[e];
+    return tot;
+}
+
+/* One model: every mode, budget and look-ahead setting against mmap. */
+static void check_ahead(const char *name, const char *path)
+{
+    int32_t ref[N_TOK], got[N_TOK];
+    eng_session *s = open_model(path, ENG_XIO_MMAP, 0);
+    greedy(s, ref);
+    const fmt_hparams *hp = eng_hparams(s);
+    const int guessing = hp->expert_delay == 0;
+    const uint32_t E = hp->n_experts;
+    eng_stats st;
+    eng_get_stats(s, &st);
+    const uint64_t one = st.expert_bank_bytes / ((uint64_t)hp->n_layers * E);
+    const int64_t budgets[] = { 0, (int64_t)(one * (E - 1)),
+                                (int64_t)(2 * st.expert_bank_bytes + (1 << 20)) };
+    eng_close(s);
+    for (int mode = ENG_XIO_MMAP; mode <= ENG_XIO_AUTO; mode++)
+        for (size_t b = 0; b < 3; b++)
+            for (int ahead = 0; ahead <= 1; ahead++) {
+                if ((mode == ENG_XIO_MMAP || mode == ENG_XIO_AUTO) && b != 1)
+                    continue;
+                if (mode == ENG_XIO_AUTO)   /* less free memory than the file: staged */
+                    setenv("CFLOW_MEM_FREE", "65536", 1);
+                s = open_ahead(path, mode, mode == ENG_XIO_AUTO ? -1 : budgets[b], ahead);
+                unsetenv("CFLOW_MEM_FREE");
+                greedy(s, got);
+                eng_get_stats(s, &st);
+                const int io = eng_expert_io(s) != ENG_XIO_MMAP;
+                fprintf(stderr, "%-22s %-6s cache %9lld ahead %-3s: tokens %s; guessed %llu, "
+                        "routed %llu, read %llu (wasted %llu); hits %llu misses %llu\n", name,
+                        eng_expert_io_name(mode), (long long)budgets[b], ahead ? "on" : "off",
+                        memcmp(ref, got, sizeof ref) ? "DIFFER" : "agree",
+                        (unsigned long long)st.xio_pred, (unsigned long long)st.xio_pred_hits,
+                        (unsigned long long)st.xio_pred_reads,
+                        (unsigned long long)st.xio_pred_wasted,
+                        (unsigned long long)st.xio_hits, (unsigned long long)st.xio_misses);
+                assert_memory_equal(ref, got, sizeof ref);
+                if (ahead && guessing && io && (budgets[b] > 0 || mode == ENG_XIO_AUTO)) {
+                    assert_true(st.xio_pred > 0);
+                    assert_true(st.xio_pred_hits > 0 && st.xio_pred_hits <= st.xio_pred);
+                    assert_true(st.xio_pred_wasted <= st.xio_pred_reads);
+                    assert_true(st.xio_pred_reads <= st.xio_pred);
+                    assert_true(st.xio_pred_bytes <= st.xio_bytes);
+                    assert_true(st.xio_pred_reads == 0 || st.xio_pred_bytes > 0);
+                } else {
+                    assert_int_equal(st.xio_pred + st.xio_pred_hits + st.xio_pred_reads +
+                                     st.xio_pred_bytes, 0);
+                }
+                if (io)   /* one issue per routed expert: a hit or a miss */
+                    assert_int_equal(st.xio_hits + st.xio_misses, routed_total(s));
+                eng_close(s);
+            }
+}
+
+static void test_ahead_tokens(void **state)
+{
+    (void)state;
+    static const struct { const char *preset, *routing; } models[] = {
+        { "tiny-mixtral", "uniform" },     /* ParallelSqrt2 without dense FFN */
+        { "tiny-mixtral", "zipf" },
+        { "report-arch1", "uniform" },     /* DecoupledStreams */
+        { "report-arch3", "uniform" },     /* PipelineRegisters */
+        { "report-arch5", "uniform" },     /* FixedPoint */
+        { "report-arch2_4_sync", "zipf" }, /* DelayedSum, expert_delay 0 */
+        { "tiny-moe", "uniform" },         /* expert_delay 2: nothing to guess */
+    };
+    char path[4096], name[64];
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        synth("ahead.cflow", path, "--routing", models[i].routing, models[i].preset,
+              (char *)NULL);
+        snprintf(name, sizeof name, "%s %s", models[i].preset, models[i].routing);
+        check_ahead(name, path);
+        remove(path);
+    }
+    static const char *const fixtures[] = { "mixtral-tiny", "qwen3moe-tiny" };
+    const char *src = getenv("CFLOW_SRCDIR");
+    for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
+        char gguf[4096];
+        snprintf(gguf, sizeof gguf, "%s/tests/data/moe/%s.gguf", src ? src : ".", fixtures[i]);
+        snprintf(path, sizeof path, "%s", tu_tmp("ahead-fixture.cflow"));
+        tu_proc p;
+        assert_int_equal(tu_cflow_run(&p, "convert", gguf, path, (char *)NULL), 0);
+        if (p.status)
+            fprintf(stderr, "convert %s: %s", gguf, p.err);
+        assert_int_equal(p.status, 0);
+        tu_proc_free(&p);
+        check_ahead(fixtures[i], path);
+        remove(path);
+    }
+}
+
+/* $CFLOW_EXPERT_AHEAD: off is off; a bad value is an error. */
+static void test_ahead_env(void **state)
+{
+    (void)state;
+    char path[4096], err[512];
+    int32_t got[N_TOK];
+    synth("ahead-env.cflow", path, "tiny-mixtral", (char *)NULL);
+    eng_opts o;
+    eng_opts_default(&o);
+    o.n_ctx = 64;
+    o.expert_io = ENG_XIO_SYNC;
+    o.expert_cache = 1 << 30;
+    eng_session *s = NULL;
+    setenv("CFLOW_EXPERT_AHEAD", "sideways", 1);
+    assert_int_equal(eng_open(&s, path, &o, err, sizeof err), ENG_EARG);
+    assert_null(s);
+    assert_non_null(strstr(err, "CFLOW_EXPERT_AHEAD='sideways'"));
+    for (int on = 0; on <= 1; on++) {
+        setenv("CFLOW_EXPERT_AHEAD", on ? "on" : "off", 1);
+        assert_int_equal(eng_open(&s, path, &o, err, sizeof err), 0);
+        greedy(s, got);
+        eng_stats st;
+        eng_get_stats(s, &st);
+        assert_true(on ? st.xio_pred > 0 : st.xio_pred == 0);
+        eng_close(s);
+    }
+    unsetenv("CFLOW_EXPERT_AHEAD");
+    /* the real binary: the same text with look-ahead on, off and mmap */
+    char out[3][2048];
+    for (int k = 0; k < 3; k++) {
+        tu_proc p;
+        static const char *const io[] = { "mmap", "sync", "staged" };
+        assert_int_equal(tu_cflow_run(&p, "run", "-m", path, "-p", "ab", "-n", "12",
+                                      "--temp", "0", "--no-log", "--expert-io", io[k],
+                                      "--expert-cache", "1M", "--expert-ahead",
+                                      k == 1 ? "off" : "on", (char *)NULL), 0);
+        if (p.status)
+            fprintf(stderr, "cflow run: %s", p.err);
+        assert_int_equal(p.status, 0);
+        snprintf(out[k], sizeof out[k], "%s", p.out);
+        tu_proc_free(&p);
+    }
+    assert_string_equal(out[0], out[1]);
+    assert_string_equal(out[0], out[2]);
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "run", "-m", path, "-n", "1", "--no-log",
+                                  "--expert-ahead", "maybe", (char *)NULL), 0);
+    assert_int_equal(p.status, 2);
+    assert_non_null(strstr(p.err, "expert-ahead"));
+    tu_proc_free(&p);
+    remove(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zipf_skew),
+        cmocka_unit_test(test_ahead_tokens),
+        cmocka_unit_test(test_ahead_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
