@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <json-c/json.h>
+
 #include "testutil.h"
 
 extern char **environ;
@@ -328,4 +330,24 @@ void tu_same_logits(const char *what, const float *a, const float *b, uint32_t n
         if (!ok)
             fail_msg("%s: logit %u: got %.9g, want %.9g", what, i, a[i], b[i]);
     }
+}
+
+void tu_synth_moe(const char *preset, const char *out, tu_moe *g)
+{
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "synth", preset, out, (char *)NULL), 0);
+    assert_true(tu_ok(&p, "synth"));
+    tu_proc_free(&p);
+    assert_int_equal(tu_cflow_run(&p, "inspect", "--json", out, (char *)NULL), 0);
+    assert_true(tu_ok(&p, "inspect --json"));
+    json_object *o = json_tokener_parse(p.out), *ml = json_object_object_get(o, "moe_layers");
+    assert_non_null(ml);
+    json_object *l0 = json_object_array_get_idx(ml, 0);
+    json_object *e0 = json_object_array_get_idx(json_object_object_get(l0, "experts"), 0);
+    g->n_moe = (unsigned)json_object_array_length(ml);
+    g->top_k = (unsigned)json_object_get_int(json_object_object_get(l0, "top_k"));
+    g->expert_len = (uint64_t)json_object_get_int64(json_object_object_get(e0, "length"));
+    assert_true(g->n_moe > 0 && g->top_k > 0 && g->expert_len > 0);
+    json_object_put(o);
+    tu_proc_free(&p);
 }

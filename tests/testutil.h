@@ -56,6 +56,16 @@ int  tu_ok(const tu_proc *p, const char *what);
  * failed (its output already printed by tu_ok). */
 const char *tu_convert_shared(const char *rel, const char *name);
 
+/* `cflow synth PRESET OUT` of a MoE preset and its geometry as `cflow
+ * inspect --json` reports it: MoE layers, top-k, and the first expert's
+ * length in bytes (a synthetic bank's experts are all alike).  Fails the
+ * test when either command does. */
+typedef struct tu_moe {
+    unsigned n_moe, top_k;
+    uint64_t expert_len;
+} tu_moe;
+void tu_synth_moe(const char *preset, const char *out, tu_moe *g);
+
 /* Read a whole file (malloc'd, NUL-terminated); NULL on error. */
 char *tu_read_file(const char *path, size_t *len);
 int   tu_write_file(const char *path, const void *buf, size_t len);

@@ -647,11 +647,10 @@ int eng_io_auto(eng_opts *o, const char *path)
 
 int eng_set_expert_io(eng_session *s, int mode, char *err, size_t errlen)
 {
-    if (mode == ENG_XIO_AUTO) {
-        s->xio_auto = 1;
+    const int asked_auto = mode == ENG_XIO_AUTO;
+    if (asked_auto)
         mode = s->hp->n_experts ? eng_io_auto(&s->opts, fmt_model_path(s->model))
                                 : ENG_XIO_MMAP;
-    }
     if (mode < ENG_XIO_MMAP || mode > ENG_XIO_STAGED)
         return eng_fail(err, errlen, ENG_EARG,
                         "expert I/O mode %d: use mmap, sync, staged or auto", mode);
@@ -661,10 +660,12 @@ int eng_set_expert_io(eng_session *s, int mode, char *err, size_t errlen)
             return rc;
     }
     s->xio_mode = mode;
+    s->xio_auto = asked_auto;        /* a mode asked for by name clears it */
     return 0;
 }
 
 int eng_expert_io(const eng_session *s) { return s->xio_mode; }
+int eng_expert_io_auto(const eng_session *s) { return s->xio_auto; }
 
 int eng_expert_io_direct(const eng_session *s)
 {
@@ -721,7 +722,9 @@ int eng_io_setup(eng_session *s, char *err, size_t errlen)
     int mode = s->opts.expert_io;
     if (s->xio_auto && !hp->n_experts)
         mode = ENG_XIO_MMAP;         /* nothing to read but the mapping */
+    int was_auto = s->xio_auto;      /* mode is what auto resolved to */
     int rc = eng_set_expert_io(s, mode, err, errlen);
+    s->xio_auto = was_auto;
     if (rc)
         return rc;
     if (eng_set_prefetch(s, s->opts.prefetch))

@@ -312,6 +312,10 @@ typedef struct eng_stats {
     /* the RAM expert cache (eng_opts.expert_cache): routed experts found
      * in a slot, routed experts read, and the cache's size in bytes */
     uint64_t xio_hits, xio_misses, xio_cache_bytes;
+    /* reads in flight integrated over time (request-seconds: the mean
+     * queue depth is xio_depth_s / xio_s); 0 where the reader does not
+     * measure it */
+    double   xio_depth_s;
     /* look-ahead (eng_opts.expert_ahead): experts guessed for the next
      * layer, guesses that layer then routed, guesses read from the file
      * (not already in a slot), of those the ones not routed (wasted), and
@@ -367,6 +371,8 @@ int         eng_expert_io_from_name(const char *name);  /* -1 unknown or NULL */
  * (ENG_EIO with err); a dense model accepts any mode and reads nothing. */
 int  eng_set_expert_io(eng_session *s, int mode, char *err, size_t errlen);
 int  eng_expert_io(const eng_session *s);
+/* 1 when ENG_XIO_AUTO chose the mode eng_expert_io reports, else 0. */
+int  eng_expert_io_auto(const eng_session *s);
 /* 1 when sync/staged reads bypass the page cache, 0 when the file system
  * refused O_DIRECT (buffered fallback), -1 in mmap mode. */
 int  eng_expert_io_direct(const eng_session *s);

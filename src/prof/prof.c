@@ -512,3 +512,21 @@ void prof_io_get(const prof *p, unsigned layer, prof_io_fig *f)
     }
     prof_io_derive(c, io, stall, bytes, f);
 }
+
+/* Every ratio is -1 where its divisor is 0: a run without reads has no
+ * storage GB/s, one without a cache lookup no hit rate. */
+static double ratio(double num, double den) { return den > 0 ? num / den : -1.0; }
+
+void prof_xio_derive(prof_xio_fig *f)
+{
+    f->hit_rate = ratio((double)f->hits, (double)(f->hits + f->misses));
+    f->bytes_tok = ratio((double)f->bytes, (double)f->tokens);
+    f->gb_s = f->bytes ? ratio((double)f->bytes / 1e9, f->io_s) : -1.0;
+    f->depth = f->depth_s > 0 ? ratio(f->depth_s, f->io_s) : -1.0;
+    f->bound_diskbw = f->disk_gbs > 0;
+    f->bound_gbs = f->bound_diskbw ? f->disk_gbs : f->gb_s;
+    f->limit_tok_s = f->bound_gbs > 0 && f->bytes_tok > 0
+                         ? f->bound_gbs * 1e9 / f->bytes_tok : -1.0;
+    f->reached = f->tok_s > 0 ? ratio(f->tok_s, f->limit_tok_s) : -1.0;
+    f->pred_acc = ratio((double)f->pred_hits, (double)f->pred);
+}

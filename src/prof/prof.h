@@ -267,11 +267,42 @@ int    prof_file_hash(const char *path, char hex[17], uint64_t *size, char *err,
                       size_t errlen);
 
 /* ======================================================================= */
+/* Expert streaming figures                                                 */
+/* ======================================================================= */
+/* The figures of expert streaming (issue 17 item 7), from what the engine
+ * counted over the same tokens (the inputs) to what every front end shows
+ * and the run log keeps (the derived half, prof_xio_derive).  A figure the
+ * inputs do not give is -1 ("n/a"). */
+typedef struct prof_xio_fig {
+    /* inputs */
+    uint64_t hits, misses;      /* routed experts found in the RAM cache / read */
+    uint64_t tokens;            /* forward passes that routed experts */
+    uint64_t bytes;             /* bytes read from storage */
+    double   io_s;              /* seconds the reader was busy (xio_s) */
+    double   depth_s;           /* reads in flight integrated over time; 0 unknown */
+    uint64_t pred, pred_hits;   /* look-ahead predictions, and the right ones */
+    double   tok_s;             /* decode tokens per second reached; 0 unknown */
+    double   disk_gbs;          /* storage bandwidth (cflow bench diskbw); 0 unknown */
+    /* derived */
+    double   hit_rate;          /* hits / (hits + misses) */
+    double   bytes_tok;         /* bytes / tokens: missed expert bytes per token */
+    double   gb_s;              /* bytes / io_s / 1e9: storage GB/s while busy */
+    double   depth;             /* depth_s / io_s: mean reads in flight */
+    double   bound_gbs;         /* the bandwidth the limit assumes: disk_gbs, else gb_s */
+    int      bound_diskbw;      /* 1 when bound_gbs is disk_gbs */
+    double   limit_tok_s;       /* bound_gbs * 1e9 / bytes_tok: the storage-bound tok/s */
+    double   reached;           /* tok_s / limit_tok_s */
+    double   pred_acc;          /* pred_hits / pred */
+} prof_xio_fig;
+/* Fill f's derived half from its inputs. */
+void prof_xio_derive(prof_xio_fig *f);
+
+/* ======================================================================= */
 /* The run log (SQLite)                                                     */
 /* ======================================================================= */
 typedef struct prof_log prof_log;
 
-#define PROF_LOG_SCHEMA 6   /* PRAGMA user_version of a current database */
+#define PROF_LOG_SCHEMA 7   /* PRAGMA user_version of a current database */
 
 enum { PROF_LOG_CREATE = 1 };  /* create the file (and its folder) if absent */
 
@@ -302,6 +333,7 @@ typedef struct prof_machine {
 
 typedef struct prof_model_info {
     const char *path, *hash, *arch, *quant;
+    const char *named;          /* the model as the user named it (NULL: path) */
     uint64_t    size;
     uint32_t    n_layers, dim, ffn_dim, n_heads, n_kv_heads, vocab_size;
     uint32_t    n_experts, top_k, dense_delay, expert_delay;
@@ -310,6 +342,8 @@ typedef struct prof_model_info {
 typedef struct prof_run_cfg {
     int         threads;
     const char *prefetch, *expert_io;  /* "off", "none", ... */
+    const char *expert_io_asked;       /* "auto" or the mode named; NULL: expert_io */
+    uint64_t    expert_cache_bytes;    /* the RAM expert cache's size */
     uint32_t    n_ctx;
     double      temp, top_p, min_p, rep_penalty;
     int         top_k, rep_last_n;
@@ -327,6 +361,15 @@ int  prof_log_membw(prof_log *l, const prof_machine *m, const prof_membw *r, cha
  * measured, may be NULL, its time), 1 when there is none, -1 on error. */
 int  prof_log_membw_find(prof_log *l, const prof_machine *m, int n_threads, prof_membw *r,
                          char measured[32]);
+/* Storage bandwidth (`cflow bench diskbw`): record gbs measured on the
+ * device dev (st_dev of the file read, at path) of host hostname: 0, or
+ * -1 with err.  _find: the latest figure for (hostname, dev) into *gbs
+ * (and measured, may be NULL, its time): 0, 1 when there is none, -1 on
+ * error. */
+int  prof_log_diskbw(prof_log *l, const char *hostname, uint64_t dev, const char *path,
+                     double gbs, char *err, size_t errlen);
+int  prof_log_diskbw_find(prof_log *l, const char *hostname, uint64_t dev, double *gbs,
+                          char measured[32]);
 /* Start a session (machine and model rows are found or made). */
 int  prof_log_session(prof_log *l, const prof_machine *m, const prof_model_info *mi,
                       const char *program, char *err, size_t errlen);
@@ -334,6 +377,9 @@ int  prof_log_session(prof_log *l, const prof_machine *m, const prof_model_info 
  * started (prof_run_begin) just before: its records are the run's tokens. */
 int  prof_log_run_begin(prof_log *l, prof *p, const prof_run_cfg *cfg,
                         int64_t *run_id, char *err, size_t errlen);
+/* The expert streaming figures the run's next flushes write (a copy;
+ * NULL: none, the columns stay NULL). */
+void prof_log_set_xio(prof_log *l, const prof_xio_fig *f);
 /* Is a flush due (64 tokens waiting or half a second since the last)? */
 int  prof_log_due(const prof_log *l, const prof *p);
 /* Write the tokens waiting in the ring and the run's running totals in one
@@ -355,6 +401,11 @@ typedef struct prof_run_row {
     double   read_bw_gbs;
     int      threads;
     char     prefetch[16], expert_io[16];
+    char     expert_io_asked[16];     /* "" when not recorded (before schema 7) */
+    uint64_t expert_cache_bytes;
+    char     model_file[1024];        /* the file that ran (model: as named) */
+    int      has_xio;                 /* xio holds the run's expert figures */
+    prof_xio_fig xio;
     uint32_t n_ctx;
     double   temp, top_p, min_p, rep_penalty;
     int      top_k, rep_last_n;
@@ -472,6 +523,7 @@ typedef struct prof_bench_row {
     double      avg_ns, stddev_ns, avg_ts, stddev_ts;
     uint64_t    bytes_per_token;
     double      gb_s, read_bw_gbs, bw_pct;  /* 0: not applicable / unknown */
+    const prof_xio_fig *xio;        /* the test's expert figures; NULL: none */
 } prof_bench_row;
 /* One test's result in the current session (prof_log_session first). */
 int prof_log_bench(prof_log *l, const prof_bench_row *r, char *err, size_t errlen);

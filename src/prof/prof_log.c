@@ -79,6 +79,23 @@
  *       One `cflow bench membw` measurement (version 6; prof_log_membw.c
  *       says more): the machine's read bandwidth at a thread count, which
  *       later `cflow bench` runs reuse.
+ *   diskbw(id, hostname, dev, path, measured, gbs)
+ *       One `cflow bench diskbw` measurement (version 7): the storage
+ *       device (st_dev of the file read) and the GB/s it gave, which the
+ *       storage-bound limit of expert streaming reuses.
+ * Version 7 also added, to run and bench, the expert streaming figures
+ * (prof_xio_fig, NULL without routed experts): the counts xio_hits,
+ * xio_misses (routed experts found in the RAM cache, read), xio_tokens,
+ * xio_bytes (read from storage), xio_s (the reader's busy seconds),
+ * xio_depth_s (reads in flight integrated over time), xio_pred and
+ * xio_pred_hits (look-ahead), disk_gbs (the storage bandwidth the limit
+ * used, NULL when none was recorded), and the figures prof_xio_derive
+ * makes of them (xio_hit_rate, xio_bytes_tok, xio_gb_s, xio_depth,
+ * xio_limit_tok_s, xio_reached, xio_pred_acc; NULL where "n/a"); to run
+ * expert_io_asked (what --expert-io said: "auto" beside expert_io, the
+ * mode it resolved to) and expert_cache_bytes (the RAM cache's size); to
+ * session model_named, the model as the user named it (a GGUF or Hugging
+ * Face folder runs from its conversion, which model.path names).
  *
  * Migrations.  migrations[v] takes a database from user_version v to v+1;
  * a new database runs them all from 0, so a fresh log and a migrated one
@@ -86,7 +103,7 @@
  * (no bandwidth, geometry, per-layer or counter data); version 2 added
  * them; version 3 added streamed bytes and the critical-path model; version 4
  * the expert I/O per layer (io_s, io_bytes); version 5 the bench table;
- * version 6 the membw table.
+ * version 6 the membw table; version 7 the expert streaming figures.
  * Migrating runs inside the BEGIN IMMEDIATE transaction that reads
  * user_version, so two processes opening an old log at once migrate it
  * once.  A log newer than this program is refused, never downgraded.
@@ -113,6 +130,26 @@
 
 #define BUSY_TIMEOUT_MS 1000
 #define BUSY_RETRIES    2
+
+/* The expert streaming figures (prof_xio_fig), inputs then derived, as
+ * columns of table t (schema 7). */
+#define XIO_COLS(t)                                                              \
+    "ALTER TABLE " t " ADD COLUMN xio_hits INTEGER;"                              \
+    "ALTER TABLE " t " ADD COLUMN xio_misses INTEGER;"                            \
+    "ALTER TABLE " t " ADD COLUMN xio_tokens INTEGER;"                            \
+    "ALTER TABLE " t " ADD COLUMN xio_bytes INTEGER;"                             \
+    "ALTER TABLE " t " ADD COLUMN xio_s REAL;"                                    \
+    "ALTER TABLE " t " ADD COLUMN xio_depth_s REAL;"                              \
+    "ALTER TABLE " t " ADD COLUMN xio_pred INTEGER;"                              \
+    "ALTER TABLE " t " ADD COLUMN xio_pred_hits INTEGER;"                         \
+    "ALTER TABLE " t " ADD COLUMN disk_gbs REAL;"                                 \
+    "ALTER TABLE " t " ADD COLUMN xio_hit_rate REAL;"                             \
+    "ALTER TABLE " t " ADD COLUMN xio_bytes_tok REAL;"                            \
+    "ALTER TABLE " t " ADD COLUMN xio_gb_s REAL;"                                 \
+    "ALTER TABLE " t " ADD COLUMN xio_depth REAL;"                                \
+    "ALTER TABLE " t " ADD COLUMN xio_limit_tok_s REAL;"                          \
+    "ALTER TABLE " t " ADD COLUMN xio_reached REAL;"                              \
+    "ALTER TABLE " t " ADD COLUMN xio_pred_acc REAL;"
 
 static const char *const migrations[PROF_LOG_SCHEMA] = {
     /* 0 -> 1: the first layout */
@@ -228,6 +265,19 @@ static const char *const migrations[PROF_LOG_SCHEMA] = {
     " measured TEXT NOT NULL, passes INTEGER NOT NULL, bytes INTEGER NOT NULL,"
     " median_gbs REAL NOT NULL, min_gbs REAL NOT NULL, max_gbs REAL NOT NULL);"
     "CREATE INDEX membw_machine ON membw(cpu_model, threads);",
+
+    /* 6 -> 7: expert streaming figures per run and bench test, the mode
+     * --expert-io asked for beside the one it ran, the model as named,
+     * storage bandwidth (prof_log_membw.c) */
+    "ALTER TABLE session ADD COLUMN model_named TEXT;"
+    "ALTER TABLE run ADD COLUMN expert_io_asked TEXT;"
+    "ALTER TABLE run ADD COLUMN expert_cache_bytes INTEGER;"
+    XIO_COLS("run")
+    XIO_COLS("bench")
+    "CREATE TABLE diskbw(id INTEGER PRIMARY KEY, hostname TEXT NOT NULL,"
+    " dev INTEGER NOT NULL, path TEXT NOT NULL, measured TEXT NOT NULL,"
+    " gbs REAL NOT NULL);"
+    "CREATE INDEX diskbw_dev ON diskbw(hostname, dev);",
 };
 
 int prof_log_fail(prof_log *l, char *err, size_t errlen, const char *what)
@@ -274,6 +324,18 @@ int prof_log_commit(prof_log *l)
     if (rc != SQLITE_OK)
         prof_log_rollback(l);
     return rc;
+}
+
+int prof_log_end(prof_log *l, int rc, char *err, size_t errlen)
+{
+    if (rc != SQLITE_OK) {
+        prof_log_fail(l, err, errlen, NULL);
+        prof_log_rollback(l);
+        return -1;
+    }
+    if (prof_log_commit(l) != SQLITE_OK)
+        return prof_log_fail(l, err, errlen, NULL);
+    return 0;
 }
 
 void prof_log_bind_text(sqlite3_stmt *st, int i, const char *s)

@@ -20,6 +20,8 @@
  *   ins_token, upd_run, ins_layer, ins_counter
  *                   the writers' prepared statements (NULL until the first
  *                   run begins)
+ *   has_xio, xio    the expert streaming figures the flushes write
+ *                   (prof_log_set_xio)
  */
 #ifndef CFLOW_PROF_LOG_IMPL_H
 #define CFLOW_PROF_LOG_IMPL_H
@@ -41,6 +43,8 @@ struct prof_log {
     uint64_t      cursor;       /* ring cursor */
     double        last_flush;
     sqlite3_stmt *ins_token, *upd_run, *ins_layer, *ins_counter;
+    int           has_xio;      /* prof_log_set_xio gave the run's figures */
+    prof_xio_fig  xio;
 };
 
 /* "PATH: what: sqlite's message" into err; returns -1. */
@@ -51,6 +55,9 @@ int  prof_log_begin(prof_log *l);
 int  prof_log_commit(prof_log *l);
 /* Roll back the open transaction, if any. */
 void prof_log_rollback(prof_log *l);
+/* End the transaction a writer began: commit when rc is SQLITE_OK, else
+ * roll back.  0, or -1 with one line in err. */
+int  prof_log_end(prof_log *l, int rc, char *err, size_t errlen);
 /* Now as the log writes times: ISO 8601 UTC with milliseconds. */
 void prof_log_now_iso(char out[32]);
 /* Bind text, or NULL for a NULL s. */

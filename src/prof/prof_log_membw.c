@@ -1,8 +1,9 @@
 /*
- * prof_log_membw.c — the run log's read-bandwidth figures: what `cflow
- * bench membw` measured on a machine at a thread count, kept so that later
- * `cflow bench` runs compare their GB/s with the same figure instead of a
- * fresh, noisier one.
+ * prof_log_membw.c — the run log's bandwidth figures: what `cflow bench
+ * membw` measured on a machine at a thread count, kept so that later runs
+ * compare their GB/s with the same figure instead of a fresh, noisier one;
+ * and what `cflow bench diskbw` measured of a storage device, which the
+ * storage-bound limit of expert streaming divides by.
  *
  *   membw(id, hostname, cpu_model, cores, threads, measured, passes, bytes,
  *         median_gbs, min_gbs, max_gbs)
@@ -14,6 +15,12 @@
  *       threads) is the machine's figure at that thread count.
  * The kernel ISA is not part of the key: the figure is the memory
  * system's, whichever kernels later run against it.
+ *
+ *   diskbw(id, hostname, dev, path, measured, gbs)
+ *       One row per storage measurement (schema version 7): dev the
+ *       st_dev of the file that was read (path), gbs what it gave in GB/s.
+ *       The latest row of a (hostname, dev) is the device's figure: a
+ *       model on that device is read at most that fast.
  */
 #include "config.h"
 
@@ -54,14 +61,7 @@ int prof_log_membw(prof_log *l, const prof_machine *m, const prof_membw *r, char
         rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
         sqlite3_finalize(st);
     }
-    if (rc != SQLITE_OK) {
-        prof_log_fail(l, err, errlen, "membw");
-        prof_log_rollback(l);
-        return -1;
-    }
-    if (prof_log_commit(l) != SQLITE_OK)
-        return prof_log_fail(l, err, errlen, NULL);
-    return 0;
+    return prof_log_end(l, rc, err, errlen);
 }
 
 int prof_log_membw_find(prof_log *l, const prof_machine *m, int threads, prof_membw *r,
@@ -91,6 +91,63 @@ int prof_log_membw_find(prof_log *l, const prof_machine *m, int threads, prof_me
         r->min_gbs = sqlite3_column_double(st, 3);
         r->max_gbs = sqlite3_column_double(st, 4);
         const unsigned char *t = sqlite3_column_text(st, 5);
+        if (measured)
+            snprintf(measured, 32, "%s", t ? (const char *)t : "");
+        found = 0;
+    } else if (rc != SQLITE_DONE) {
+        found = -1;
+    }
+    sqlite3_finalize(st);
+    return found;
+}
+
+int prof_log_diskbw(prof_log *l, const char *hostname, uint64_t dev, const char *path,
+                    double gbs, char *err, size_t errlen)
+{
+    char now[32];
+    sqlite3_stmt *st = NULL;
+    if (!l || !(gbs > 0)) {
+        snprintf(err, errlen, "run log: no storage bandwidth to record");
+        return -1;
+    }
+    if (prof_log_begin(l) != SQLITE_OK)
+        return prof_log_fail(l, err, errlen, NULL);
+    prof_log_now_iso(now);
+    int rc = sqlite3_prepare_v2(l->db,
+                                "INSERT INTO diskbw(hostname, dev, path, measured, gbs)"
+                                " VALUES(?1, ?2, ?3, ?4, ?5)",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        prof_log_bind_text(st, 1, hostname ? hostname : "");
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)dev);
+        prof_log_bind_text(st, 3, path ? path : "");
+        prof_log_bind_text(st, 4, now);
+        sqlite3_bind_double(st, 5, gbs);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+        sqlite3_finalize(st);
+    }
+    return prof_log_end(l, rc, err, errlen);
+}
+
+int prof_log_diskbw_find(prof_log *l, const char *hostname, uint64_t dev, double *gbs,
+                         char measured[32])
+{
+    sqlite3_stmt *st;
+    int found = 1;
+    *gbs = 0;
+    if (measured)
+        measured[0] = '\0';
+    if (sqlite3_prepare_v2(l->db,
+                           "SELECT gbs, measured FROM diskbw WHERE hostname=?1 AND dev=?2"
+                           " AND gbs > 0 ORDER BY id DESC LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    prof_log_bind_text(st, 1, hostname ? hostname : "");
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)dev);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *gbs = sqlite3_column_double(st, 0);
+        const unsigned char *t = sqlite3_column_text(st, 1);
         if (measured)
             snprintf(measured, 32, "%s", t ? (const char *)t : "");
         found = 0;

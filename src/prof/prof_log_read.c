@@ -99,7 +99,8 @@ static int binding_from_name(const char *s)
     " FROM layer_stat ls WHERE ls.run_id = r.id AND ls.n_tokens > 0)"
 #define RUN_COLS                                                                      \
     "SELECT r.id, r.session_id, r.started, coalesce(r.ended, ''), r.status,"          \
-    " coalesce(s.program, ''), m.path, m.hash, coalesce(m.arch, ''),"                 \
+    " coalesce(s.program, ''), coalesce(s.model_named, m.path), m.hash,"              \
+    " coalesce(m.arch, ''),"                                                          \
     " coalesce(m.quant, ''), m.size, coalesce(m.n_layers, 0), ma.hostname,"           \
     " ma.cpu_model, ma.isa, ma.cores, coalesce(ma.read_bw_gbs, 0),"                   \
     " coalesce(r.threads, 0), r.prefetch, r.expert_io, coalesce(r.n_ctx, 0),"         \
@@ -113,6 +114,10 @@ static int binding_from_name(const char *s)
     " coalesce(r.experts_bytes, 0), coalesce(r.cp_naive_bytes, 0),"                   \
     " coalesce(r.cp_critical_bytes, 0),"                                              \
     TOK_BYTES("attn_bytes") "," TOK_BYTES("ffn_bytes") "," TOK_BYTES("experts_bytes")  \
+    ", m.path, coalesce(r.expert_io_asked, ''), coalesce(r.expert_cache_bytes, 0),"   \
+    " r.xio_hits, r.xio_misses, r.xio_tokens, r.xio_bytes, r.xio_s, r.xio_depth_s,"   \
+    " r.xio_pred, r.xio_pred_hits, r.disk_gbs, r.xio_hit_rate, r.xio_bytes_tok,"      \
+    " r.xio_gb_s, r.xio_depth, r.xio_limit_tok_s, r.xio_reached, r.xio_pred_acc"      \
     " FROM run r JOIN session s ON s.id = r.session_id"                               \
     " JOIN model m ON m.id = s.model_id JOIN machine ma ON ma.id = s.machine_id"
 
@@ -120,6 +125,31 @@ static void col_str(sqlite3_stmt *st, int i, char *dst, size_t n)
 {
     const unsigned char *s = sqlite3_column_text(st, i);
     snprintf(dst, n, "%s", s ? (const char *)s : "");
+}
+
+/* The columns after RUN_COLS' first ones from i on: the file that ran,
+ * the mode asked for, the cache, and the expert figures (NULL: none). */
+static void read_xio(sqlite3_stmt *st, int i, prof_run_row *r)
+{
+    col_str(st, i++, r->model_file, sizeof r->model_file);
+    col_str(st, i++, r->expert_io_asked, sizeof r->expert_io_asked);
+    r->expert_cache_bytes = (uint64_t)sqlite3_column_int64(st, i++);
+    prof_xio_fig *f = &r->xio;
+    r->has_xio = sqlite3_column_type(st, i) != SQLITE_NULL;
+    uint64_t *n[4] = { &f->hits, &f->misses, &f->tokens, &f->bytes };
+    for (int k = 0; k < 4; k++)
+        *n[k] = (uint64_t)sqlite3_column_int64(st, i++);
+    f->io_s = sqlite3_column_double(st, i++);
+    f->depth_s = sqlite3_column_double(st, i++);
+    f->pred = (uint64_t)sqlite3_column_int64(st, i++);
+    f->pred_hits = (uint64_t)sqlite3_column_int64(st, i++);
+    f->disk_gbs = sqlite3_column_double(st, i++);
+    double *d[7] = { &f->hit_rate, &f->bytes_tok, &f->gb_s, &f->depth, &f->limit_tok_s,
+                     &f->reached, &f->pred_acc };
+    for (int k = 0; k < 7; k++, i++)
+        *d[k] = sqlite3_column_type(st, i) == SQLITE_NULL ? -1.0 : sqlite3_column_double(st, i);
+    f->bound_diskbw = f->disk_gbs > 0;
+    f->bound_gbs = f->bound_diskbw ? f->disk_gbs : f->gb_s;
 }
 
 static void read_row(sqlite3_stmt *st, void *item, void *ctx)
@@ -173,6 +203,7 @@ static void read_row(sqlite3_stmt *st, void *item, void *ctx)
     r->cp_critical = sqlite3_column_double(st, i + 2 + PROF_LOG_NBST);
     for (int k = 0; k < 3; k++)
         r->tok_bytes[k] = sqlite3_column_double(st, i + 3 + PROF_LOG_NBST + k);
+    read_xio(st, i + 6 + PROF_LOG_NBST, r);
     if (!strcmp(r->status, "running") && sqlite3_column_type(st, i) != SQLITE_NULL) {
         char host[256] = "";
         long long pid = sqlite3_column_int64(st, i);
@@ -214,6 +245,7 @@ int prof_log_list(prof_log *l, const char *model_filter, prof_run_row **rows, si
 {
     const log_query q = {
         .sql = RUN_COLS " WHERE ?1 IS NULL OR instr(m.path, ?1) > 0 OR m.hash = ?1"
+                        " OR instr(coalesce(s.model_named, ''), ?1) > 0"
                         " ORDER BY r.id",
         .text_arg = 1, .text = model_filter,
         .size = sizeof **rows, .cap0 = 16, .row = read_row,

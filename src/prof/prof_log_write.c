@@ -49,26 +49,51 @@ static int step_done(sqlite3_stmt *st)
     return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
-/* End the transaction a writer began: commit when rc is SQLITE_OK, else
- * roll back.  0, or -1 with one line in err. */
-static int end_txn(prof_log *l, int rc, char *err, size_t errlen)
-{
-    if (rc != SQLITE_OK) {
-        prof_log_fail(l, err, errlen, NULL);
-        prof_log_rollback(l);
-        return -1;
-    }
-    if (prof_log_commit(l) != SQLITE_OK)
-        return prof_log_fail(l, err, errlen, NULL);
-    return 0;
-}
-
 static void bind_pos_real(sqlite3_stmt *st, int i, double v)
 {
     if (v > 0)
         sqlite3_bind_double(st, i, v);
     else
         sqlite3_bind_null(st, i);
+}
+
+/* The expert figures (prof_xio_fig) into the XIO_N parameters from i on,
+ * in the order of prof_log.c's XIO_COLS; all NULL without f, and each
+ * "n/a" (-1) or unknown (0 for the bandwidth) figure NULL. */
+#define XIO_N 16
+#define XIO_SQL_COLS " xio_hits, xio_misses, xio_tokens, xio_bytes, xio_s, xio_depth_s,"    \
+    " xio_pred, xio_pred_hits, disk_gbs, xio_hit_rate, xio_bytes_tok, xio_gb_s,"            \
+    " xio_depth, xio_limit_tok_s, xio_reached, xio_pred_acc"
+static void bind_xio(sqlite3_stmt *st, int i, const prof_xio_fig *f)
+{
+    if (!f) {
+        for (int k = 0; k < XIO_N; k++)
+            sqlite3_bind_null(st, i + k);
+        return;
+    }
+    const uint64_t n[4] = { f->hits, f->misses, f->tokens, f->bytes };
+    for (int k = 0; k < 4; k++)
+        sqlite3_bind_int64(st, i + k, (sqlite3_int64)n[k]);
+    sqlite3_bind_double(st, i + 4, f->io_s);
+    bind_pos_real(st, i + 5, f->depth_s);
+    sqlite3_bind_int64(st, i + 6, (sqlite3_int64)f->pred);
+    sqlite3_bind_int64(st, i + 7, (sqlite3_int64)f->pred_hits);
+    bind_pos_real(st, i + 8, f->disk_gbs);
+    const double d[7] = { f->hit_rate, f->bytes_tok, f->gb_s, f->depth, f->limit_tok_s,
+                          f->reached, f->pred_acc };
+    for (int k = 0; k < 7; k++) {
+        if (d[k] >= 0)
+            sqlite3_bind_double(st, i + 9 + k, d[k]);
+        else
+            sqlite3_bind_null(st, i + 9 + k);
+    }
+}
+
+void prof_log_set_xio(prof_log *l, const prof_xio_fig *f)
+{
+    l->has_xio = f != NULL;
+    if (f)
+        l->xio = *f;
 }
 
 /* Find or make a row; *id gets it. */
@@ -182,7 +207,7 @@ int prof_log_session(prof_log *l, const prof_machine *m, const prof_model_info *
         prof_log_now_iso(now);
         rc = sqlite3_prepare_v2(l->db,
                                 "INSERT INTO session(machine_id, model_id, program, started,"
-                                " pid) VALUES(?1, ?2, ?3, ?4, ?5)",
+                                " pid, model_named) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
                                 -1, &st, NULL);
         if (rc == SQLITE_OK) {
             sqlite3_bind_int64(st, 1, l->machine_id);
@@ -190,12 +215,13 @@ int prof_log_session(prof_log *l, const prof_machine *m, const prof_model_info *
             prof_log_bind_text(st, 3, program);
             prof_log_bind_text(st, 4, now);
             sqlite3_bind_int64(st, 5, (sqlite3_int64)getpid());
+            prof_log_bind_text(st, 6, mi->named ? mi->named : mi->path);
             rc = step_done(st);
             sqlite3_finalize(st);
             l->session_id = sqlite3_last_insert_rowid(l->db);
         }
     }
-    return end_txn(l, rc, err, errlen);
+    return prof_log_end(l, rc, err, errlen);
 }
 
 /* The statements every flush runs, prepared once per log. */
@@ -216,7 +242,11 @@ static int prepare_writers(prof_log *l)
         { "UPDATE run SET n_prompt=?2, n_gen=?3, prefill_s=?4, decode_s=?5,"
           " bytes_per_token=?6, prefill_tok_s=?7, decode_tok_s=?8, gb_s=?9,"
           " bw_share=?10, ended=?11, status=?12, attn_bytes=?13, ffn_bytes=?14,"
-          " experts_bytes=?15, cp_naive_bytes=?16, cp_critical_bytes=?17 WHERE id=?1",
+          " experts_bytes=?15, cp_naive_bytes=?16, cp_critical_bytes=?17, xio_hits=?18,"
+          " xio_misses=?19, xio_tokens=?20, xio_bytes=?21, xio_s=?22, xio_depth_s=?23,"
+          " xio_pred=?24, xio_pred_hits=?25, disk_gbs=?26, xio_hit_rate=?27,"
+          " xio_bytes_tok=?28, xio_gb_s=?29, xio_depth=?30, xio_limit_tok_s=?31,"
+          " xio_reached=?32, xio_pred_acc=?33 WHERE id=?1",
           &l->upd_run },
         { "INSERT OR REPLACE INTO layer_stat(run_id, layer, attn_s, ffn_s, experts_s,"
           " io_wait_s, n_tokens, attn_bytes, ffn_bytes, experts_bytes, cp_attn_bytes,"
@@ -258,8 +288,9 @@ int prof_log_run_begin(prof_log *l, prof *p, const prof_run_cfg *c, int64_t *run
         l->db,
         "INSERT INTO run(session_id, started, status, threads, prefetch, expert_io,"
         " n_ctx, temp, top_k, top_p, min_p, rep_penalty, rep_last_n, seed, n_prompt,"
-        " n_gen, prefill_s, decode_s) VALUES(?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7,"
-        " ?8, ?9, ?10, ?11, ?12, ?13, 0, 0, 0, 0)",
+        " n_gen, prefill_s, decode_s, expert_io_asked, expert_cache_bytes)"
+        " VALUES(?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
+        " 0, 0, 0, 0, ?14, ?15)",
         -1, &st, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, l->session_id);
@@ -276,12 +307,16 @@ int prof_log_run_begin(prof_log *l, prof *p, const prof_run_cfg *c, int64_t *run
         sqlite3_bind_int(st, 12, c->rep_last_n);
         /* seeds are unsigned 64-bit: stored as the same bits */
         sqlite3_bind_int64(st, 13, (sqlite3_int64)c->seed);
+        prof_log_bind_text(st, 14, c->expert_io_asked ? c->expert_io_asked
+                                   : c->expert_io ? c->expert_io : "none");
+        sqlite3_bind_int64(st, 15, (sqlite3_int64)c->expert_cache_bytes);
         rc = step_done(st);
         sqlite3_finalize(st);
     }
     if (rc == SQLITE_OK)
         l->run_id = sqlite3_last_insert_rowid(l->db);
-    if (end_txn(l, rc, err, errlen))
+    l->has_xio = 0;                  /* a new run: its own figures */
+    if (prof_log_end(l, rc, err, errlen))
         return -1;
     /* the run's records: those of the profiler's current generation */
     prof_totals_get(p, &t);
@@ -364,6 +399,7 @@ static int write_totals(prof_log *l, prof *p, int final)
         sqlite3_bind_int64(st, 13 + k, (sqlite3_int64)t.bytes[k]);
     bind_pos_real(st, 16, t.cp_layers ? t.cp_naive : 0);
     bind_pos_real(st, 17, t.cp_layers ? t.cp_critical : 0);
+    bind_xio(st, 18, l->has_xio ? &l->xio : NULL);
     if ((rc = step_done(st)) != SQLITE_OK)
         return rc;
 
@@ -457,8 +493,9 @@ int prof_log_bench(prof_log *l, const prof_bench_row *r, char *err, size_t errle
         l->db,
         "INSERT INTO bench(session_id, test_time, n_threads, n_prompt, n_gen, n_depth,"
         " prefetch, expert_io, repetitions, avg_ns, stddev_ns, avg_ts, stddev_ts,"
-        " bytes_per_token, gb_s, read_bw_gbs, bw_pct) VALUES(?1, ?2, ?3, ?4, ?5, ?6,"
-        " ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+        " bytes_per_token, gb_s, read_bw_gbs, bw_pct," XIO_SQL_COLS ") VALUES(?1, ?2,"
+        " ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,"
+        " ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)",
         -1, &st, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, l->session_id);
@@ -478,8 +515,9 @@ int prof_log_bench(prof_log *l, const prof_bench_row *r, char *err, size_t errle
         bind_pos_real(st, 15, r->gb_s);
         bind_pos_real(st, 16, r->read_bw_gbs);
         bind_pos_real(st, 17, r->bw_pct);
+        bind_xio(st, 18, r->xio);
         rc = step_done(st);
         sqlite3_finalize(st);
     }
-    return end_txn(l, rc, err, errlen);
+    return prof_log_end(l, rc, err, errlen);
 }

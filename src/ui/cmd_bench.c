@@ -99,6 +99,9 @@ typedef struct result {
     double      avg_ns, sd_ns, avg_ts, sd_ts;
     uint64_t    bytes_per_token;
     double      gb_s, read_bw, bw_pct;
+    int         has_xio;          /* xio holds the test's expert figures */
+    prof_xio_fig xio;             /* over the timed repetitions (ui_xio.c) */
+    uint64_t    cache_bytes;      /* the RAM expert cache */
     char        time[32];
 } result;
 
@@ -139,13 +142,14 @@ static prof_log *log_open(const bench_cfg *c)
     return l;
 }
 
-static int log_session(prof_log *l, eng_session *s, const char *model, double bw)
+static int log_session(prof_log *l, eng_session *s, const char *model, const char *named,
+                       double bw)
 {
     char err[1024];
     ui_logsess ls;
     ui_logsess_machine(&ls, s, NULL);   /* the bandwidth is the bench's own */
     ls.m.read_bw_gbs = bw;
-    if (ui_logsess_model(&ls, model, eng_hparams(s), err, sizeof err) ||
+    if (ui_logsess_model(&ls, model, named, eng_hparams(s), err, sizeof err) ||
         prof_log_session(l, &ls.m, &ls.mi, "cflow bench", err, sizeof err)) {
         log_warn(err);
         return -1;
@@ -153,56 +157,14 @@ static int log_session(prof_log *l, eng_session *s, const char *model, double bw
     return 0;
 }
 
-/* The host as the membw table keys it (hostname, CPU model, cores),
- * its strings in ls. */
-static prof_machine bench_machine(ui_logsess *ls)
-{
-    ls->host[0] = '\0';
-    gethostname(ls->host, sizeof ls->host - 1);
-    ls->host[sizeof ls->host - 1] = '\0';
-    prof_cpu_model(ls->cpu, sizeof ls->cpu);
-    prof_machine m = { ls->host, ls->cpu, kern_isa_name(kern_init()->isa), prof_cpu_cores(),
-                       0.0 };
-    return m;
-}
-
-#define MEMBW_PASSES 9   /* membw's timed passes unless -r gives them */
-
-/* Measure at n threads and record the figure in l (may be NULL). */
-static int membw_measure(prof_log *l, int n, unsigned passes, prof_membw *r)
-{
-    if (prof_measure_membw(n, passes, r))
-        return ui_error("bench membw: the measurement failed (out of memory?)");
-    if (l) {
-        ui_logsess ls;
-        char err[1024];
-        prof_machine m = bench_machine(&ls);
-        if (prof_log_membw(l, &m, r, err, sizeof err))
-            log_warn(err);
-    }
-    return 0;
-}
-
-/* The read bandwidth for "% bw" at n threads: the log's figure for this
- * machine, else measured now (and recorded). */
+/* The read bandwidth for "% bw" at n threads (ui_read_bw: the membw
+ * figure stored for this host, else measured now and recorded). */
 static double read_bw_for(prof_log *l, int n)
 {
-    prof_membw r;
-    char when[32];
-    ui_logsess ls;
-    prof_machine m = bench_machine(&ls);
-    if (l && prof_log_membw_find(l, &m, n, &r, when) == 0) {
-        fprintf(stderr, "cflow bench: machine read bandwidth %.2f GB/s (%d threads, median "
-                "of %u passes, %.2f-%.2f, measured %s; from the run log)\n",
-                r.median_gbs, n, r.passes, r.min_gbs, r.max_gbs, when);
-        return r.median_gbs;
-    }
-    if (membw_measure(l, n, MEMBW_PASSES, &r))
-        return 0.0;
-    fprintf(stderr, "cflow bench: machine read bandwidth %.2f GB/s (%d threads, median of "
-            "%u passes, %.2f-%.2f; measured now%s)\n", r.median_gbs, n, r.passes,
-            r.min_gbs, r.max_gbs, l ? ", recorded in the run log" : "");
-    return r.median_gbs;
+    char src[256];
+    double bw = ui_read_bw(l, n, 1, src, sizeof src);
+    fprintf(stderr, "cflow bench: machine read bandwidth %s\n", src);
+    return bw;
 }
 
 static uint64_t rng_next(uint64_t *s)
@@ -220,10 +182,13 @@ static void random_tokens(int32_t *ids, size_t n, uint32_t n_vocab, uint64_t *rn
 }
 
 /* Fill the cache with depth tokens, then time the test once (seconds);
- * negative on an engine error (message in err). */
+ * negative on an engine error (message in err).  The expert counts of the
+ * timed part add to xio (NULL: not counted). */
 static double run_once(eng_session *s, long n_prompt, long n_gen, long depth,
-                       int32_t *ids, uint64_t *rng, char *err, size_t errlen)
+                       int32_t *ids, uint64_t *rng, prof_xio_fig *xio, char *err,
+                       size_t errlen)
 {
+    eng_stats e0, e1;
     uint32_t nv = eng_hparams(s)->vocab_size;
     eng_reset(s);
     if (depth > 0) {
@@ -231,6 +196,7 @@ static double run_once(eng_session *s, long n_prompt, long n_gen, long depth,
         if (eng_prefill(s, ids, (size_t)depth, err, errlen))
             return -1;
     }
+    eng_get_stats(s, &e0);
     double t0 = prof_now();
     if (n_prompt > 0) {
         random_tokens(ids, (size_t)n_prompt, nv, rng);
@@ -243,7 +209,11 @@ static double run_once(eng_session *s, long n_prompt, long n_gen, long depth,
                 return -1;
         }
     }
-    return prof_now() - t0;
+    double dt = prof_now() - t0;
+    eng_get_stats(s, &e1);
+    if (xio)
+        ui_xio_accum(xio, &e1, &e0);
+    return dt;
 }
 
 static uint64_t param_count(const fmt_hparams *h)
@@ -288,12 +258,32 @@ static const char *base_name(const char *p)
     return s ? s + 1 : p;
 }
 
+/* With --expert-io the table adds the expert figures: hit rate, MiB read
+ * per token, the storage-bound tok/s and the share of it reached. */
 static void print_md_head(const bench_cfg *c)
 {
-    printf("| model | size | params | backend | threads |%s%s test | t/s | GB/s | %% bw |\n",
-           c->pf_set ? " prefetch |" : "", c->xio_set ? " expert_io |" : "");
-    printf("| ----- | ---: | -----: | ------- | ------: |%s%s ---: | ---: | ---: | ---: |\n",
-           c->pf_set ? " -------- |" : "", c->xio_set ? " --------- |" : "");
+    printf("| model | size | params | backend | threads |%s%s test | t/s | GB/s | %% bw |%s\n",
+           c->pf_set ? " prefetch |" : "", c->xio_set ? " expert_io |" : "",
+           c->xio_set ? " hit % | MiB/tok | bound t/s | % bound |" : "");
+    printf("| ----- | ---: | -----: | ------- | ------: |%s%s ---: | ---: | ---: | ---: |%s\n",
+           c->pf_set ? " -------- |" : "", c->xio_set ? " --------- |" : "",
+           c->xio_set ? " ----: | ------: | --------: | ------: |" : "");
+}
+
+static void md_xio(const result *r)
+{
+    const prof_xio_fig *f = &r->xio;
+    char v[4][32];
+    const double d[4] = { f->hit_rate >= 0 ? 100.0 * f->hit_rate : -1.0,
+                          f->bytes_tok >= 0 ? f->bytes_tok / (1024.0 * 1024.0) : -1.0,
+                          f->limit_tok_s, f->reached >= 0 ? 100.0 * f->reached : -1.0 };
+    static const char *const fmt[4] = { "%.1f", "%.3f", "%.2f", "%.1f" };
+    for (int k = 0; k < 4; k++)
+        if (r->has_xio && d[k] >= 0)
+            snprintf(v[k], sizeof v[k], fmt[k], d[k]);
+        else
+            snprintf(v[k], sizeof v[k], "-");
+    printf(" %s | %s | %s | %s |", v[0], v[1], v[2], v[3]);
 }
 
 static void print_md(const bench_cfg *c, const result *r)
@@ -312,15 +302,47 @@ static void print_md(const bench_cfg *c, const result *r)
         printf(" %s |", onoff[r->prefetch]);
     if (c->xio_set)
         printf(" %s |", xio_names[r->expert_io]);
-    printf(" %s | %.2f ± %.2f | %s | %s |\n", tn, r->avg_ts, r->sd_ts, gb, pct);
+    printf(" %s | %.2f ± %.2f | %s | %s |", tn, r->avg_ts, r->sd_ts, gb, pct);
+    if (c->xio_set)
+        md_xio(r);
+    putchar('\n');
     fflush(stdout);
 }
 
+/* The expert streaming figures (prof_xio_fig) of a test, as csv and json
+ * carry them: counts, then figures; empty (csv) or null (json) where a
+ * figure is n/a or the test read no experts. */
+#define XIO_FIELDS "expert_cache_bytes,expert_hits,expert_misses,hit_rate," \
+    "read_bytes_per_token,storage_gbs,queue_depth,bound_gbs,bound_source," \
+    "storage_bound_ts,bound_pct,pred_acc"
 static const char *const csv_fields =
     "model_filename,model_type,model_size,model_n_params,backends,cpu_info,"
     "n_threads,n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,"
     "stddev_ts,isa,prefetch,expert_io,repetitions,bytes_per_token,gb_s,"
-    "read_bw_gbs,bw_pct";
+    "read_bw_gbs,bw_pct," XIO_FIELDS;
+
+#define XIO_NF 12
+static void xio_values(const result *r, char v[XIO_NF][48], const char *na)
+{
+    const prof_xio_fig *f = &r->xio;
+    const double d[7] = { f->hit_rate, f->bytes_tok, f->gb_s, f->depth, f->bound_gbs,
+                          f->limit_tok_s, f->reached >= 0 ? 100.0 * f->reached : -1.0 };
+    static const int slot[7] = { 3, 4, 5, 6, 7, 9, 10 };
+    snprintf(v[0], 48, "%llu", (unsigned long long)r->cache_bytes);
+    snprintf(v[1], 48, "%llu", (unsigned long long)f->hits);
+    snprintf(v[2], 48, "%llu", (unsigned long long)f->misses);
+    for (int k = 0; k < 7; k++)
+        if (r->has_xio && d[k] >= 0)
+            snprintf(v[slot[k]], 48, "%.6g", d[k]);
+        else
+            snprintf(v[slot[k]], 48, "%s", na);
+    snprintf(v[8], 48, "%s", !r->has_xio || f->bound_gbs < 0 ? na
+                             : f->bound_diskbw ? "\"diskbw\"" : "\"reads\"");
+    if (r->has_xio && f->pred_acc >= 0)
+        snprintf(v[11], 48, "%.6g", f->pred_acc);
+    else
+        snprintf(v[11], 48, "%s", na);
+}
 
 static void json_str(const char *s)
 {
@@ -340,12 +362,17 @@ static void json_str(const char *s)
 static void print_csv(const result *r, const char *cpu)
 {
     printf("\"%s\",\"%s %s\",%llu,%llu,\"cflow\",\"%s\",%d,%ld,%ld,%ld,\"%s\","
-           "%.0f,%.0f,%.6f,%.6f,%s,%s,%s,%u,%llu,%.4f,%.3f,%.2f\n",
+           "%.0f,%.0f,%.6f,%.6f,%s,%s,%s,%u,%llu,%.4f,%.3f,%.2f",
            r->model, r->arch, r->quant, (unsigned long long)r->model_size,
            (unsigned long long)r->n_params, cpu, r->threads, r->n_prompt, r->n_gen,
            r->n_depth, r->time, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts, r->isa,
            onoff[r->prefetch], xio_names[r->expert_io], r->reps,
            (unsigned long long)r->bytes_per_token, r->gb_s, r->read_bw, r->bw_pct);
+    char v[XIO_NF][48];
+    xio_values(r, v, "");
+    for (int k = 0; k < XIO_NF; k++)
+        printf(",%s", v[k]);
+    putchar('\n');
     fflush(stdout);
 }
 
@@ -374,9 +401,15 @@ static void print_json(const result *r, const char *cpu, int first)
     printf(" ],\n    \"isa\": \"%s\",\n    \"prefetch\": \"%s\",\n"
            "    \"expert_io\": \"%s\",\n    \"repetitions\": %u,\n"
            "    \"bytes_per_token\": %llu,\n    \"gb_s\": %.4f,\n"
-           "    \"read_bw_gbs\": %.3f,\n    \"bw_pct\": %.2f\n  }",
+           "    \"read_bw_gbs\": %.3f,\n    \"bw_pct\": %.2f",
            r->isa, onoff[r->prefetch], xio_names[r->expert_io], r->reps,
            (unsigned long long)r->bytes_per_token, r->gb_s, r->read_bw, r->bw_pct);
+    char v[XIO_NF][48], names[] = XIO_FIELDS;
+    xio_values(r, v, "null");
+    char *save = NULL, *name = strtok_r(names, ",", &save);
+    for (int k = 0; k < XIO_NF && name; k++, name = strtok_r(NULL, ",", &save))
+        printf(",\n    \"%s\": %s", name, v[k]);
+    printf("\n  }");
     fflush(stdout);
 }
 
@@ -395,6 +428,7 @@ typedef struct bench_run {
     const bench_cfg *c;
     ilist     p, n;           /* the tests of the model at hand (defaults fitted) */
     double    read_bw;        /* GB/s: --read-bw, else measured at the first model */
+    double    disk_gbs;       /* the model's storage bandwidth (ui_disk_bw); 0 none */
     int32_t  *ids;            /* random tokens [idcap] */
     size_t    idcap;
     double   *ns, *ts;        /* per repetition [reps] */
@@ -461,6 +495,7 @@ static int open_model(bench_run *b, const char *model, long ctx, eng_session **s
                         model, ctx, eng_n_ctx(*s));
     if (b->read_bw <= 0)
         b->read_bw = read_bw_for(b->lg, (int)list_max(&c->t));
+    b->disk_gbs = ui_disk_bw(b->lg, model);
     return 0;
 }
 
@@ -493,6 +528,7 @@ static void emit_row(bench_run *b, const result *r, int *logging)
         .avg_ts = r->avg_ts, .stddev_ts = r->sd_ts,
         .bytes_per_token = r->bytes_per_token, .gb_s = r->gb_s,
         .read_bw_gbs = r->read_bw, .bw_pct = r->bw_pct,
+        .xio = r->has_xio ? &r->xio : NULL,
     };
     if (prof_log_bench(b->lg, &br, b->err, sizeof b->err)) {
         log_warn(b->err);
@@ -517,12 +553,13 @@ static int run_test(bench_run *b, eng_session *s, const char *model, result *r)
     gmtime_r(&now, &tmv);
     strftime(r->time, sizeof r->time, "%Y-%m-%dT%H:%M:%SZ", &tmv);
     err[0] = '\0';
-    if (c->warmup && run_once(s, r->n_prompt, r->n_prompt ? 0 : 1, 0, b->ids, &b->rng, err,
-                              errlen) < 0)
+    if (c->warmup && run_once(s, r->n_prompt, r->n_prompt ? 0 : 1, 0, b->ids, &b->rng, NULL,
+                              err, errlen) < 0)
         return ui_error("%s: %s", model, err);
+    memset(&r->xio, 0, sizeof r->xio);
     for (unsigned k = 0; k < c->reps; k++) {
-        double sec = run_once(s, r->n_prompt, r->n_gen, r->n_depth, b->ids, &b->rng, err,
-                              errlen);
+        double sec = run_once(s, r->n_prompt, r->n_gen, r->n_depth, b->ids, &b->rng, &r->xio,
+                              err, errlen);
         if (sec < 0)
             return ui_error("%s: %s", model, err);
         if (sec < 1e-9)
@@ -537,12 +574,17 @@ static int run_test(bench_run *b, eng_session *s, const char *model, result *r)
     r->bytes_per_token = es.bytes_per_token;
     r->gb_s = r->n_gen > 0 ? (double)es.bytes_per_token * r->avg_ts / 1e9 : 0;
     r->bw_pct = r->gb_s > 0 && b->read_bw > 0 ? 100.0 * r->gb_s / b->read_bw : 0;
+    r->xio.tok_s = r->avg_ts;
+    r->xio.disk_gbs = b->disk_gbs;
+    prof_xio_derive(&r->xio);
+    r->has_xio = ui_xio_shown(&r->xio);
+    r->cache_bytes = es.xio_cache_bytes;
     return UI_EXIT_OK;
 }
 
 /* Every test of one model: expert I/O, prefetch, threads, depth, then
  * pp before tg (llama-bench's order). */
-static int bench_model(bench_run *b, const char *model)
+static int bench_model(bench_run *b, const char *model, const char *named)
 {
     const bench_cfg *c = b->c;
     eng_session *s = NULL;
@@ -567,7 +609,7 @@ static int bench_model(bench_run *b, const char *model)
     r.ns = b->ns;
     r.ts = b->ts;
     r.use_mmap = !c->no_mmap;
-    int logging = b->lg && log_session(b->lg, s, model, b->read_bw) == 0;
+    int logging = b->lg && log_session(b->lg, s, model, named, b->read_bw) == 0;
     for (unsigned xi = 0; xi < c->xio.n && !rc; xi++)
     for (unsigned pi = 0; pi < c->pf.n && !rc; pi++)
     for (unsigned ti = 0; ti < c->t.n && !rc; ti++)
@@ -613,7 +655,7 @@ static int bench_models(const bench_cfg *c)
     for (unsigned mi = 0; mi < c->n_models && rc == UI_EXIT_OK; mi++) {
         char mbuf[PATH_MAX];   /* a GGUF, HF folder or llama2.c file: its cached conversion */
         const char *model = ui_model_path(c->models[mi], mbuf, sizeof mbuf);
-        rc = model ? bench_model(&b, model) : UI_EXIT_ERR;
+        rc = model ? bench_model(&b, model, c->models[mi]) : UI_EXIT_ERR;
     }
     if (b.lg) {
         if (!b.first)
@@ -633,7 +675,7 @@ static int bench_models(const bench_cfg *c)
 /* ---- membw -------------------------------------------------------------- */
 static int bench_membw(const bench_cfg *c)
 {
-    const unsigned passes = c->reps_set ? c->reps : MEMBW_PASSES;
+    const unsigned passes = c->reps_set ? c->reps : UI_MEMBW_PASSES;
     prof_log *l = log_open(c);
     int rc = UI_EXIT_OK;
     if (c->fmt == 0)
@@ -645,7 +687,7 @@ static int bench_membw(const bench_cfg *c)
         printf("[\n");
     for (unsigned ti = 0; ti < c->t.n && rc == UI_EXIT_OK; ti++) {
         prof_membw r;
-        if ((rc = membw_measure(l, (int)c->t.v[ti], passes, &r)))
+        if ((rc = ui_membw_measure(l, (int)c->t.v[ti], passes, &r)))
             break;
         if (c->fmt == 0)
             printf("| %d | %.2f | %.2f | %.2f | %u | %llu |\n", r.threads, r.median_gbs,

@@ -81,6 +81,12 @@ static int open_session(run_ctx *r, const char *model)
     eo.log = ui_log;
     if (eng_open(&r->s, model, &eo, r->err, sizeof r->err))
         return ui_error("%s", r->err);
+    /* --expert-io auto says what it chose: staged reads say so from the
+     * engine (with the cache's size), the mapping here */
+    if (eng_hparams(r->s)->n_experts && eng_expert_io_auto(r->s) &&
+        eng_expert_io(r->s) == ENG_XIO_MMAP)
+        fprintf(stderr, "cflow: %s fits in the free memory: experts are read in place "
+                "(mmap; --expert-io auto)\n", model);
     return 0;
 }
 
@@ -239,7 +245,7 @@ int ui_cmd_run(int argc, char **argv)
         return rc;
     if (o.prompt && o.prompt_file)
         return ui_usage_error("run", "-p and -f are exclusive");
-    const char *model = o.model, *prompt = o.prompt;
+    const char *model = o.model, *prompt = o.prompt, *named;
     if (!model && !(model = ui_default_model()))
         return ui_usage_error("run", "no model: give -m MODEL (no default model is installed)");
     size_t flen;
@@ -251,6 +257,7 @@ int ui_cmd_run(int argc, char **argv)
     if (o.system && !o.chat)
         return free(ptext), ui_usage_error("run", "--system needs --chat");
     char mbuf[PATH_MAX];   /* a GGUF, HF folder or llama2.c file: its cached conversion */
+    named = model;
     if (!(model = ui_model_path(model, mbuf, sizeof mbuf)))
         return free(ptext), UI_EXIT_ERR;
     if (o.chat) {               /* one user turn in the model's template */
@@ -263,7 +270,7 @@ int ui_cmd_run(int argc, char **argv)
     memset(&r, 0, sizeof r);
     r.o = &o;
     ui_settings_sampling(&o, &sp);
-    ui_run_cfg rcfg = { o.db, o.no_log, o.no_profile, &sp };   /* run log and profiling */
+    ui_run_cfg rcfg = { o.db, o.no_log, o.no_profile, &sp, named };   /* run log and profiling */
     if ((rc = open_session(&r, model)) || (rc = encode_prompt(&r, model, prompt)))
         goto out;
     if (!(r.rl = ui_runlog_start(r.s, model, &rcfg))) {
@@ -274,6 +281,7 @@ int ui_cmd_run(int argc, char **argv)
         rc = ui_error("%s", r.err);
         goto out;
     }
+    ui_runlog_decode(r.rl);
     ui_runlog_token(r.rl);
     if (!(r.smp = eng_sampler_new(&sp, eng_hparams(r.s)->vocab_size))) {
         rc = ui_error("out of memory");

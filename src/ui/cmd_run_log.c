@@ -25,7 +25,37 @@ struct ui_runlog {
     prof        *prof;
     prof_log    *log;
     int64_t      run_id;
+    double       disk_gbs;      /* storage bandwidth of the model's device; 0 none */
+    eng_stats    dec0;          /* the counters when decoding began (ui_runlog_decode) */
+    char         bw_src[256];   /* where the read bandwidth came from (ui_read_bw) */
 };
+
+/* The run's expert figures (ui_xio_figures) over its decode tokens, the
+ * ones the tok/s and the limit are about; 0 when the run routes no
+ * experts through sync/staged reads. */
+static int run_xio(const ui_runlog *rl, prof_xio_fig *f)
+{
+    eng_stats es;
+    eng_get_stats(rl->s, &es);
+    double dt = es.decode_s - rl->dec0.decode_s;
+    ui_xio_figures(&es, &rl->dec0, dt > 0 ? (double)(es.n_gen - rl->dec0.n_gen) / dt : 0.0,
+                   rl->disk_gbs, f);
+    return ui_xio_shown(f);
+}
+
+void ui_runlog_decode(ui_runlog *rl)
+{
+    if (rl)
+        eng_get_stats(rl->s, &rl->dec0);
+}
+
+/* Flush what is due (all, when final) with the expert figures of now. */
+static int run_flush(ui_runlog *rl, int final, char *err, size_t errlen)
+{
+    prof_xio_fig f;
+    prof_log_set_xio(rl->log, run_xio(rl, &f) ? &f : NULL);
+    return prof_log_flush(rl->log, rl->prof, final, err, errlen);
+}
 
 /* The log cannot be written: say so once and stop logging. */
 static void runlog_warn(ui_runlog *rl, const char *why)
@@ -62,12 +92,14 @@ ui_runlog *ui_runlog_start(eng_session *s, const char *model, const ui_run_cfg *
     /* the machine: its read bandwidth is measured once and kept in the log */
     ui_logsess ls;
     ui_logsess_machine(&ls, s, rl->log);
+    snprintf(rl->bw_src, sizeof rl->bw_src, "%s", ls.bw_src);
+    rl->disk_gbs = ui_disk_bw(rl->log, model);
     eng_get_stats(s, &es);
     if (rl->prof)
         prof_run_begin(rl->prof, es.bytes_per_token, ls.m.read_bw_gbs);
     if (!rl->log)
         return rl;
-    if (ui_logsess_model(&ls, model, hp, err, sizeof err)) {
+    if (ui_logsess_model(&ls, model, c->named, hp, err, sizeof err)) {
         runlog_warn(rl, err);
         return rl;
     }
@@ -84,7 +116,7 @@ void ui_runlog_token(ui_runlog *rl)
     char err[1024];
     if (!rl || !rl->log || !prof_log_due(rl->log, rl->prof))
         return;
-    if (prof_log_flush(rl->log, rl->prof, 0, err, sizeof err))
+    if (run_flush(rl, 0, err, sizeof err))
         runlog_warn(rl, err);
 }
 
@@ -152,31 +184,31 @@ static void print_figures(const ui_runlog *rl)
     }
     prof_io_fig io;
     prof_io_get(rl->prof, PROF_IO_ALL, &io);
+    char mode[32];
+    ui_expert_io_text(rl->s, mode, sizeof mode);
     if (io.bytes) {
         int direct = eng_expert_io_direct(rl->s);
         fprintf(stderr,
-                "cflow: expert I/O %s (%s): read %.1f MiB in %.3f s, stall %.3f s, "
+                "cflow: expert I/O %s, %s: read %.1f MiB in %.3f s, stall %.3f s, "
                 "compute %.3f s; %.0f%% of the read time hidden; model (C + IO) / "
                 "max(C, IO_eff) = %.2fx\n",
-                eng_expert_io_name(eng_expert_io(rl->s)),
-                direct > 0 ? "O_DIRECT" : "buffered", (double)io.bytes / MIB, io.io_s,
+                mode, direct > 0 ? "O_DIRECT" : "buffered", (double)io.bytes / MIB, io.io_s,
                 io.stall_s, io.c_s, 100.0 * io.hidden, io.pred);
     }
+    prof_xio_fig f;
+    char xl[UI_XIO_LINES][160];
     eng_stats es;
     eng_get_stats(rl->s, &es);
-    if (es.xio_hits + es.xio_misses && (es.xio_hits || es.xio_cache_bytes))
-        fprintf(stderr,
-                "cflow: expert cache %.1f MiB: %llu of %llu routed experts found in RAM "
-                "(%.1f%%), %llu read\n",
-                (double)es.xio_cache_bytes / MIB, (unsigned long long)es.xio_hits,
-                (unsigned long long)(es.xio_hits + es.xio_misses),
-                100.0 * (double)es.xio_hits / (double)(es.xio_hits + es.xio_misses),
-                (unsigned long long)es.xio_misses);
-    if (t.read_bw_gbs > 0 && t.n_gen)
+    int nl = run_xio(rl, &f) ? ui_xio_lines(&f, es.xio_cache_bytes, xl) : 0;
+    for (int i = 0; i < nl; i++)
+        fprintf(stderr, "cflow: experts %s: %s\n", mode, xl[i]);
+    if (t.n_gen && t.read_bw_gbs > 0)
         fprintf(stderr,
                 "cflow: bandwidth: decode %.2f GB/s of weights, %.1f%% of the"
-                " machine's %.1f GB/s read bandwidth\n",
-                t.gb_s, 100.0 * t.bw_share, t.read_bw_gbs);
+                " machine's read bandwidth %s\n", t.gb_s, 100.0 * t.bw_share, rl->bw_src);
+    else if (t.n_gen && rl->log)
+        fprintf(stderr, "cflow: bandwidth: decode %.2f GB/s of weights; the machine's read "
+                "bandwidth is %s\n", t.gb_s, rl->bw_src);
 }
 
 void ui_runlog_end(ui_runlog *rl, int print)
@@ -184,7 +216,7 @@ void ui_runlog_end(ui_runlog *rl, int print)
     char err[1024];
     if (!rl)
         return;
-    if (rl->log && prof_log_flush(rl->log, rl->prof, 1, err, sizeof err))
+    if (rl->log && run_flush(rl, 1, err, sizeof err))
         runlog_warn(rl, err);
     if (print && rl->prof)
         print_figures(rl);

@@ -119,6 +119,9 @@ typedef struct tui_snap {
     int          prefetch;        /* as the engine runs it */
     char         expert_io[16];
     int          expert_direct;   /* eng_expert_io_direct */
+    int          expert_io_auto;  /* eng_expert_io_auto: --expert-io auto chose it */
+    uint64_t     cache_bytes;     /* the RAM expert cache */
+    prof_xio_fig xio;             /* expert figures of the run's decode tokens */
     eng_sampling sp;
     long         n_predict;
     int          ignore_eos;

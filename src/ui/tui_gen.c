@@ -150,6 +150,14 @@ void tui_gen_snap_refresh(tui_gen *g, int state)
         snprintf(sn->expert_io, sizeof sn->expert_io, "%s",
                  eng_expert_io_name(eng_expert_io(g->s)));
         sn->expert_direct = eng_expert_io_direct(g->s);
+        sn->expert_io_auto = eng_expert_io_auto(g->s);
+        eng_stats es;
+        eng_get_stats(g->s, &es);
+        sn->cache_bytes = es.xio_cache_bytes;
+        sn->xio = g->xio;   /* the figures of the run's decode tokens (ui_xio.c) */
+        sn->xio.tok_s = sn->tot.decode_tok_s;
+        sn->xio.disk_gbs = g->disk_gbs;
+        prof_xio_derive(&sn->xio);
     } else {
         sn->prefetch = g->cur.prefetch > 0;
         snprintf(sn->expert_io, sizeof sn->expert_io, "%s",
@@ -233,12 +241,27 @@ void tui_gen_reply_take(tui_gen *g)
     g->rf_base = t;
 }
 
+/* The run's expert figures for the log's next flush (as the pane shows
+ * them). */
+static void log_xio(tui_gen *g)
+{
+    prof_totals t;
+    prof_xio_fig f = g->xio;
+    prof_totals_get(g->p, &t);
+    f.tok_s = t.decode_tok_s;
+    f.disk_gbs = g->disk_gbs;
+    prof_xio_derive(&f);
+    prof_log_set_xio(g->log, ui_xio_shown(&f) ? &f : NULL);
+}
+
 void tui_gen_run_end(tui_gen *g)
 {
     char err[1024];
-    if (g->run_open && g->log && g->log_session &&
-        prof_log_flush(g->log, g->p, 1, err, sizeof err))
-        tui_gen_log_fail(g, err);
+    if (g->run_open && g->log && g->log_session) {
+        log_xio(g);
+        if (prof_log_flush(g->log, g->p, 1, err, sizeof err))
+            tui_gen_log_fail(g, err);
+    }
     g->run_open = 0;
 }
 
@@ -253,6 +276,7 @@ void tui_gen_run_begin(tui_gen *g)
     eng_get_stats(g->s, &es);
     tui_gen_reply_take(g);
     prof_run_begin(g->p, es.bytes_per_token, g->bw);
+    memset(&g->xio, 0, sizeof g->xio);
     if (g->in_reply)
         prof_totals_get(g->p, &g->rf_base);   /* the new run's zeros */
     g->run_open = 1;
@@ -269,13 +293,15 @@ void tui_gen_run_begin(tui_gen *g)
 void tui_gen_run_token(tui_gen *g)
 {
     char err[1024];
-    if (g->log && g->log_session && g->run_open && prof_log_due(g->log, g->p) &&
-        prof_log_flush(g->log, g->p, 0, err, sizeof err))
+    if (!g->log || !g->log_session || !g->run_open || !prof_log_due(g->log, g->p))
+        return;
+    log_xio(g);
+    if (prof_log_flush(g->log, g->p, 0, err, sizeof err))
         tui_gen_log_fail(g, err);
 }
 
 /* Open the log (once) and start a session for the model just loaded. */
-static void log_session(tui_gen *g, const char *model)
+static void log_session(tui_gen *g, const char *model, const char *named)
 {
     char err[1024];
     const fmt_hparams *hp = eng_hparams(g->s);
@@ -295,7 +321,8 @@ static void log_session(tui_gen *g, const char *model)
     ui_logsess ls;
     ui_logsess_machine(&ls, g->s, g->log);
     g->bw = ls.m.read_bw_gbs;
-    if (ui_logsess_model(&ls, model, hp, err, sizeof err)) {
+    g->disk_gbs = ui_disk_bw(g->log, model);
+    if (ui_logsess_model(&ls, model, named, hp, err, sizeof err)) {
         tui_gen_log_fail(g, err);
         return;
     }
@@ -367,6 +394,7 @@ void tui_gen_job_load(tui_gen *g, const char *path)
         else
             tui_gen_note(g, TUI_NOTE, "%s", line);
     }
+    const char *named = path;   /* what the user gave, for the run log */
     path = mpath;
     eng_opts_default(&eo);
     eo.n_threads = g->cur.threads;
@@ -448,7 +476,7 @@ void tui_gen_job_load(tui_gen *g, const char *path)
     sn->have_tot = 0;
     pthread_mutex_unlock(&g->snap_mu);
 
-    log_session(g, path);
+    log_session(g, path, named);
     tui_gen_note(g, TUI_NOTE, "loaded %s: %s, %u layers, dim %u, %u experts (top-%u), "
          "delays %u/%u, context %u, %s, %s mode", path, hp->arch, hp->n_layers, hp->dim,
          hp->n_experts, hp->top_k, hp->dense_delay, hp->expert_delay, eng_n_ctx(g->s),

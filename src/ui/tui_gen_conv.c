@@ -393,8 +393,12 @@ static const char *decode_reply(tui_gen *g, size_t u, size_t a, size_t reserve, 
         if (g->cur.n_predict > 0 && (long)n_tok >= g->cur.n_predict)
             why = "-n limit";   /* the token is decoded still: the cache holds it */
         if (g->n_kv < n_ctx) {
+            eng_stats e0, e1;   /* the expert figures count decode tokens */
+            eng_get_stats(g->s, &e0);
             if (decode_one(g, next))
                 why = "error";
+            eng_get_stats(g->s, &e1);
+            ui_xio_accum(&g->xio, &e1, &e0);
         } else if (!why) {
             /* the cache is full: drop the oldest turns and prefill again */
             reply_text(g, a, &pend, NULL, 0, 1);   /* fit reads the reply */

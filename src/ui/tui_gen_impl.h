@@ -41,6 +41,8 @@ struct tui_gen {
     int             run_open, run_dirty, log_session;
     int64_t         run_id;
     double          bw;          /* the machine's read bandwidth, GB/s */
+    double          disk_gbs;    /* the model's storage bandwidth (ui_disk_bw), 0 none */
+    prof_xio_fig    xio;         /* expert counts over the run's decode tokens */
     size_t         *tok_end;     /* bytes of the reply after each token [tok_n] */
     size_t          tok_n, tok_cap;
     /* The reply's figures for its closing line: the profiler's run totals

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "ui/tui.h"
+#include "ui/ui.h"
 
 #define MAX_LAYERS 256
 
@@ -234,6 +235,13 @@ static void overlap_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
     wattron(w, tui_attr(a, TUI_C_MARK));
     tui_put(w, y++, 0, wd, line);
     wattroff(w, tui_attr(a, TUI_C_MARK));
+    /* the streaming figures (ui_xio.c: hit rate, bytes per token, GB/s,
+     * queue depth, the storage-bound limit, look-ahead), as cflow run
+     * prints them */
+    char xl[UI_XIO_LINES][160];
+    int nx = ui_xio_lines(&sn->xio, sn->cache_bytes, xl);
+    for (int i = 0; i < nx && y < h; i++)
+        tui_put(w, y++, 0, wd, xl[i]);
     /* per layer: compute (bar), then I/O time in the second colour; the
      * numbers are I/O and stall in ms per token */
     double max = 1e-12;

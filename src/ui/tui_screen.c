@@ -157,7 +157,11 @@ static int status_segs(const tui_snap *s, seg *g)
         SEG(5, "%s", s->isa);
     SEG(2, "threads %d", s->threads);
     SEG(6, "prefetch %s", s->prefetch ? "on" : "off");
-    SEG(6, "expert-io %s", s->expert_io);
+    /* what --expert-io auto chose is worth more room than a mode named */
+    if (s->expert_io_auto && s->hp.n_experts)
+        SEG(3, "expert-io %s (auto)", s->expert_io);
+    else
+        SEG(6, "expert-io %s", s->expert_io);
     if (s->loaded) {
         SEG(0, "ctx %u/%u", s->n_past, s->n_ctx);
         SEG(3, "temp %.2f", (double)s->sp.temp);

@@ -39,12 +39,15 @@ typedef struct ui_run_cfg {
     int                 no_log;      /* --no-log */
     int                 no_profile;  /* --no-profile */
     const eng_sampling *sp;
+    const char         *named;       /* the model as the user named it */
 } ui_run_cfg;
 typedef struct ui_runlog ui_runlog;
 /* Attach a profiler to s (unless no_profile and no_log), open the run log
  * (unless no_log) and start a run.  Problems with the log are one warning
  * on stderr and logging stops; NULL only when out of memory. */
 ui_runlog *ui_runlog_start(eng_session *s, const char *model, const ui_run_cfg *c);
+/* Decoding begins (after the prefill): the expert figures count from here. */
+void       ui_runlog_decode(ui_runlog *rl);
 /* After each token: write a batch to the log when one is due. */
 void       ui_runlog_token(ui_runlog *rl);
 /* Final flush; with print, the layers, counters, bandwidth and "logged run"
@@ -294,18 +297,57 @@ size_t ui_cmp_rows(const prof_run_row *a, const prof_run_row *b, ui_cmp_row *row
  * cflow-tui all describe it: the machine and the model.  The structures'
  * strings point into the buffers beside them. */
 typedef struct ui_logsess {
-    char            host[256], cpu[256], hash[17], real[PATH_MAX];
+    char            host[256], cpu[256], hash[17], real[PATH_MAX], named[PATH_MAX];
+    char            bw_src[256];   /* where m.read_bw_gbs came from (ui_read_bw) */
     prof_machine    m;
     prof_model_info mi;
 } ui_logsess;
-/* This machine; its read bandwidth (GB/s) is $CFLOW_READ_BW_GBS, else the
- * figure the log keeps for it, else measured now.  Without a log (NULL)
- * nothing is looked up or measured unless the environment gives it. */
+/* This machine; its read bandwidth (GB/s) at the session's thread count is
+ * ui_read_bw's (measured only with a log), its source in bw_src. */
 void ui_logsess_machine(ui_logsess *ls, const eng_session *s, prof_log *log);
-/* The model: resolved path, content hash, size and geometry.  -1 with
- * err filled when the file cannot be hashed. */
-int  ui_logsess_model(ui_logsess *ls, const char *model, const fmt_hparams *hp,
-                      char *err, size_t errlen);
+/* The model: resolved path, content hash, size and geometry; named is the
+ * model as the user gave it (a GGUF or folder whose conversion model is;
+ * NULL: model itself).  -1 with err filled when the file cannot be hashed. */
+int  ui_logsess_model(ui_logsess *ls, const char *model, const char *named,
+                      const fmt_hparams *hp, char *err, size_t errlen);
+/* The host as the run log keys its bandwidth figures (hostname, CPU model,
+ * cores; isa as given), its strings in ls. */
+prof_machine ui_host(ui_logsess *ls, const char *isa);
+/* The machine's read bandwidth for "% of read bw" at n_threads, in GB/s:
+ * $CFLOW_READ_BW_GBS, else the median `cflow bench membw` recorded for this
+ * host at n_threads, else (when measure) measured now as membw measures it
+ * and recorded in l (may be NULL); 0 when there is none.  src gets where
+ * the figure came from, e.g. "31.20 GB/s (2 threads, median of 9 passes,
+ * 30.10-32.00, measured 2026-12-03T10:00:00Z; from the run log)". */
+#define UI_MEMBW_PASSES 9   /* membw's timed passes unless -r gives them */
+double ui_read_bw(prof_log *l, int n_threads, int measure, char *src, size_t srclen);
+/* Measure the read bandwidth at n threads and record it in l (may be
+ * NULL): 0, or an exit code after a message. */
+int  ui_membw_measure(prof_log *l, int n, unsigned passes, prof_membw *r);
+/* The storage bandwidth `cflow bench diskbw` recorded for the device that
+ * holds path on this host, in GB/s; 0 when none is (or l is NULL). */
+double ui_disk_bw(prof_log *l, const char *path);
+
+/* ---- ui_xio.c: the expert streaming figures every front end shows ---- */
+/* The figures over the tokens since base (NULL: since the session opened)
+ * at tok_s decode tokens per second (0: unknown), the limit at disk_gbs
+ * (ui_disk_bw; 0: the reads' own GB/s). */
+void ui_xio_figures(const eng_stats *now, const eng_stats *base, double tok_s,
+                    double disk_gbs, prof_xio_fig *f);
+/* Add the counts between base (NULL: zero) and now to f's inputs, for
+ * figures over several stretches (then set tok_s, disk_gbs and call
+ * prof_xio_derive). */
+void ui_xio_accum(prof_xio_fig *f, const eng_stats *now, const eng_stats *base);
+/* 1 when f has routed experts read or found in the cache (sync, staged). */
+int  ui_xio_shown(const prof_xio_fig *f);
+/* The figures as lines without a newline ("cache 4.0 MiB: hit rate 37.5%
+ * (...)", "storage: ...", "storage-bound ...", "look-ahead: ..."); the
+ * count, 0 when !ui_xio_shown. */
+#define UI_XIO_LINES 4
+int  ui_xio_lines(const prof_xio_fig *f, uint64_t cache_bytes, char lines[UI_XIO_LINES][160]);
+/* The expert I/O mode s runs, as every front end names it: "staged",
+ * "mmap (auto)" when --expert-io auto chose it, "none" for a dense model. */
+const char *ui_expert_io_text(const eng_session *s, char *buf, size_t n);
 /* The settings a run ran under, as the log records them (floats as the
  * decimals the user gave). */
 void ui_logsess_run_cfg(const eng_session *s, const eng_sampling *sp, prof_run_cfg *rc);

@@ -1,0 +1,397 @@
+/*
+ * test_xio_figures.c — the expert streaming figures (issue 17 items 5 and
+ * 7) and the read bandwidth "% of read bw" divides by (issue 18), through
+ * the real `cflow run` and `cflow bench` on a synthetic MoE model:
+ *
+ *   1. `cflow run --expert-io sync --expert-cache SIZE` prints the hit
+ *      rate, bytes per token, storage GB/s and the storage-bound limit;
+ *      they hold together (hits + misses = decoded tokens x top-k x MoE
+ *      layers; bytes = misses x the expert's length from `cflow inspect`;
+ *      bytes per token = bytes / tokens; limit = GB/s / bytes per token;
+ *      the fraction reached = tok/s / limit), and the run log's row holds
+ *      the same numbers, the resolved mode and the cache's size;
+ *   2. a storage bandwidth recorded for the model's device (the diskbw
+ *      table) becomes the limit's bandwidth;
+ *   3. --expert-io auto says which mode it chose, on stderr and in the log;
+ *   4. the run log records the model as the user named it (a GGUF) beside
+ *      the conversion that ran;
+ *   5. `cflow bench -o csv` carries the figures, consistent with its
+ *      counts, and the bench table holds them;
+ *   6. `cflow run`'s "% of read bw" divides by the membw median stored for
+ *      the host and thread count, and says where a figure came from when
+ *      none is stored.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static char model[4096];
+static unsigned n_moe, top_k;
+static uint64_t expert_len;
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(model, sizeof model, "%s", tu_tmp("tiny-moe.cflow"));
+    tu_moe g;   /* the geometry the figures must agree with */
+    tu_synth_moe("tiny-moe", model, &g);
+    n_moe = g.n_moe;
+    top_k = g.top_k;
+    expert_len = g.expert_len;
+    return 0;
+}
+
+/* The first line of s containing needle, or fail. */
+static const char *line_with(const char *s, const char *needle)
+{
+    const char *l = strstr(s, needle);
+    if (!l)
+        fprintf(stderr, "no \"%s\" in:\n%s\n", needle, s);
+    assert_non_null(l);
+    return l;
+}
+
+static double db_real(const char *db, const char *sql)
+{
+    char buf[64];
+    tu_db_text(db, sql, buf, sizeof buf);
+    assert_true(buf[0] != '\0');
+    return strtod(buf, NULL);
+}
+
+/* got within rel of want, or within abs of it (what printing rounds) */
+static void near_abs(double got, double want, double rel, double abs, const char *what)
+{
+    if (!(fabs(got - want) <= rel * fabs(want) + abs)) {
+        fprintf(stderr, "%s: got %.9g, want %.9g\n", what, got, want);
+        fail();
+    }
+}
+
+static void near(double got, double want, double rel, const char *what)
+{
+    near_abs(got, want, rel, 1e-12, what);
+}
+
+/* What one `cflow run` printed of the figures. */
+typedef struct run_fig {
+    unsigned long long hits, total, misses, n_dec;
+    double hit_pct, mib_tok, gbs, limit, bound, reached, tok_s;
+} run_fig;
+
+static void parse_run(const char *err, const char *mode, run_fig *f)
+{
+    char needle[64];
+    memset(f, 0, sizeof *f);
+    assert_int_equal(sscanf(line_with(err, "; decode "), "; decode %llu tokens in %*f s (%lf",
+                            &f->n_dec, &f->tok_s), 2);
+    snprintf(needle, sizeof needle, "cflow: experts %s: cache ", mode);
+    const char *l = strstr(line_with(err, needle), ": hit rate ");
+    assert_int_equal(sscanf(l, ": hit rate %lf%% (%llu of %llu routed experts in RAM, %llu read)",
+                            &f->hit_pct, &f->hits, &f->total, &f->misses), 4);
+    snprintf(needle, sizeof needle, "cflow: experts %s: storage: ", mode);
+    l = line_with(err, needle) + strlen(needle);
+    assert_int_equal(sscanf(l, "%lf MiB/token read, %lf GB/s", &f->mib_tok, &f->gbs), 2);
+    snprintf(needle, sizeof needle, "cflow: experts %s: storage-bound ", mode);
+    l = line_with(err, needle) + strlen(needle);
+    assert_int_equal(sscanf(l, "%lf tok/s at %lf GB/s", &f->limit, &f->bound), 2);
+    l = line_with(l, "): ");
+    assert_int_equal(sscanf(l, "): %lf%% reached", &f->reached), 1);
+}
+
+/* 1: the figures of a sync run with a cache hold together, in the output
+ * and in the run log. */
+static void test_run_figures(void **state)
+{
+    (void)state;
+    const char *db = tu_tmp("fig.db");
+    char *const env[] = { "CFLOW_READ_BW_GBS=10", NULL };
+    tu_proc p;
+    uint64_t len_seen = 0;
+    for (int cached = 0; cached < 2; cached++) {
+        assert_int_equal(tu_cflow_env(&p, env, "run", "-m", model, "-p", "the cat sat", "-n",
+                                      "12", "--temp", "0", "--ignore-eos", "-t", "1", "--expert-io", "sync",
+                                      "--expert-cache", cached ? "128K" : "off", "--db", db,
+                                      (char *)NULL), 0);
+        assert_true(tu_ok(&p, "run --expert-io sync"));
+        run_fig f;
+        parse_run(p.err, "sync", &f);
+        tu_proc_free(&p);
+        /* every decoded token routes top-k experts in every MoE layer */
+        assert_int_equal(f.n_dec, 11);
+        assert_int_equal(f.total, f.n_dec * top_k * n_moe);
+        assert_int_equal(f.hits + f.misses, f.total);
+        near(f.hit_pct, 100.0 * (double)f.hits / (double)f.total, 0.002, "hit rate");
+        if (cached)
+            assert_true(f.hits > 0 && f.misses > 0);   /* 128K holds some experts, not all */
+        else
+            assert_int_equal(f.hits, 0);
+        /* a miss reads one expert: bytes per token from the expert's length */
+        /* printed to 4 and 3 significant digits */
+        near(f.mib_tok, (double)(f.misses * expert_len) / (double)f.n_dec / 1048576.0, 0.0006,
+             "MiB per token");
+        near(f.bound, f.gbs, 1e-9, "the limit's bandwidth (the reads' own)");
+        near(f.limit, f.bound * 1e9 / ((double)(f.misses * expert_len) / (double)f.n_dec),
+             0.006, "storage-bound tok/s");
+        near(f.reached, 100.0 * f.tok_s / f.limit, 0.01, "reached");
+
+        /* the run log's row: the same counts and figures */
+        char q[256], txt[64];
+        int id = cached + 1;
+#define RUNQ(col) (snprintf(q, sizeof q, "SELECT " col " FROM run WHERE id = %d", id), q)
+        assert_int_equal(tu_db_int(db, RUNQ("xio_hits")), (int64_t)f.hits);
+        assert_int_equal(tu_db_int(db, RUNQ("xio_misses")), (int64_t)f.misses);
+        assert_int_equal(tu_db_int(db, RUNQ("xio_tokens")), (int64_t)f.n_dec);
+        int64_t bytes = tu_db_int(db, RUNQ("xio_bytes"));
+        assert_int_equal(bytes, (int64_t)(f.misses * expert_len));
+        near(db_real(db, RUNQ("xio_bytes_tok")), (double)bytes / (double)f.n_dec, 1e-9,
+             "logged bytes per token");
+        near(db_real(db, RUNQ("xio_hit_rate")), (double)f.hits / (double)f.total, 1e-9,
+             "logged hit rate");
+        double gbs = db_real(db, RUNQ("xio_gb_s")), bt = db_real(db, RUNQ("xio_bytes_tok"));
+        near(db_real(db, RUNQ("xio_limit_tok_s")), gbs * 1e9 / bt, 1e-9, "logged limit");
+        near(db_real(db, RUNQ("xio_limit_tok_s")), f.limit, 0.01, "logged limit as printed");
+        tu_db_text(db, RUNQ("expert_io || '/' || expert_io_asked"), txt, sizeof txt);
+        assert_string_equal(txt, "sync/sync");
+        int64_t cache = tu_db_int(db, RUNQ("expert_cache_bytes"));
+        assert_true(cached ? cache > 0 && cache <= 128 * 1024 : cache == 0);
+        assert_int_equal(tu_db_int(db, RUNQ("xio_depth IS NULL AND xio_pred_acc IS NULL")), 1);
+#undef RUNQ
+        if (!len_seen)
+            len_seen = (uint64_t)bytes;
+    }
+    assert_true(len_seen > 0);
+}
+
+/* 2: the storage bandwidth recorded for the model's device is the one the
+ * limit divides by, and the output says so. */
+static void test_diskbw_limit(void **state)
+{
+    (void)state;
+    const char *db = tu_tmp("disk.db");
+    char *const env[] = { "CFLOW_READ_BW_GBS=10", NULL };
+    tu_proc p;
+    /* a first run makes the log; then the device's figure */
+    assert_int_equal(tu_cflow_env(&p, env, "run", "-m", model, "-n", "2", "--db", db,
+                                  (char *)NULL), 0);
+    assert_true(tu_ok(&p, "run"));
+    tu_proc_free(&p);
+    struct stat st;
+    char host[256] = "", sql[8192];
+    assert_int_equal(stat(model, &st), 0);
+    gethostname(host, sizeof host - 1);
+    snprintf(sql, sizeof sql, "INSERT INTO diskbw(hostname, dev, path, measured, gbs) VALUES("
+             "'%s', %llu, '%s', '2026-12-03T00:00:00Z', 0.5) RETURNING id", host,
+             (unsigned long long)st.st_dev, model);
+    assert_true(tu_db_int(db, sql) > 0);
+    assert_int_equal(tu_cflow_env(&p, env, "run", "-m", model, "-p", "the cat", "-n", "8",
+                                  "--temp", "0", "--ignore-eos", "-t", "1", "--expert-io", "staged", "--db", db,
+                                  (char *)NULL), 0);
+    assert_true(tu_ok(&p, "run staged"));
+    run_fig f;
+    parse_run(p.err, "staged", &f);
+    assert_non_null(strstr(p.err, "GB/s (cflow bench diskbw): "));
+    near(f.bound, 0.5, 1e-6, "the limit's bandwidth");
+    near(f.limit, 0.5e9 / ((double)(f.misses * expert_len) / (double)f.n_dec), 0.002,
+         "storage-bound tok/s at the recorded bandwidth");
+    tu_proc_free(&p);
+    near(db_real(db, "SELECT disk_gbs FROM run ORDER BY id DESC LIMIT 1"), 0.5, 1e-9,
+         "logged disk_gbs");
+}
+
+/* 3: auto says which mode it chose. */
+static void test_auto_says(void **state)
+{
+    (void)state;
+    const char *db = tu_tmp("auto.db");
+    char txt[64];
+    tu_proc p;
+    char *const roomy[] = { "CFLOW_READ_BW_GBS=10", NULL };
+    assert_int_equal(tu_cflow_env(&p, roomy, "run", "-m", model, "-n", "3", "--db", db,
+                                  (char *)NULL), 0);
+    assert_true(tu_ok(&p, "run auto (fits)"));
+    assert_non_null(strstr(p.err, "experts are read in place (mmap; --expert-io auto)"));
+    tu_proc_free(&p);
+    tu_db_text(db, "SELECT expert_io || '/' || expert_io_asked FROM run WHERE id = 1", txt,
+               sizeof txt);
+    assert_string_equal(txt, "mmap/auto");
+    /* less free memory than the model: staged reads, and the figures say auto */
+    char *const tight[] = { "CFLOW_READ_BW_GBS=10", "CFLOW_MEM_FREE=100000", NULL };
+    assert_int_equal(tu_cflow_env(&p, tight, "run", "-m", model, "-n", "3", "--db", db,
+                                  (char *)NULL), 0);
+    assert_true(tu_ok(&p, "run auto (does not fit)"));
+    assert_non_null(strstr(p.err, "experts are read with staged I/O"));
+    assert_non_null(strstr(p.err, "cflow: experts staged (auto): cache "));
+    assert_null(strstr(p.err, "(mmap; --expert-io auto)"));
+    tu_proc_free(&p);
+    tu_db_text(db, "SELECT expert_io || '/' || expert_io_asked FROM run WHERE id = 2", txt,
+               sizeof txt);
+    assert_string_equal(txt, "staged/auto");
+}
+
+/* 4: a GGUF runs from its conversion; the log names both. */
+static void test_model_named(void **state)
+{
+    (void)state;
+    const char *src = getenv("CFLOW_SRCDIR");
+    char gguf[4096], cache[4096], env_cache[4200], txt[4096];
+    snprintf(gguf, sizeof gguf, "%s/tests/data/moe/mixtral-tiny.gguf", src && *src ? src : ".");
+    tu_require(gguf);
+    snprintf(cache, sizeof cache, "%s", tu_tmp("xdg-cache"));
+    snprintf(env_cache, sizeof env_cache, "XDG_CACHE_HOME=%s", cache);
+    const char *db = tu_tmp("named.db");
+    char *const env[] = { "CFLOW_READ_BW_GBS=10", env_cache, NULL };
+    tu_proc p;
+    assert_int_equal(tu_cflow_env(&p, env, "run", "-m", gguf, "-n", "2", "--db", db,
+                                  (char *)NULL), 0);
+    assert_true(tu_ok(&p, "run a GGUF"));
+    tu_proc_free(&p);
+    tu_db_text(db, "SELECT model_named FROM session", txt, sizeof txt);
+    assert_non_null(strstr(txt, "mixtral-tiny.gguf"));
+    tu_db_text(db, "SELECT path FROM model", txt, sizeof txt);
+    assert_non_null(strstr(txt, cache));            /* the conversion that ran */
+    assert_null(strstr(txt, ".gguf"));
+    assert_int_equal(tu_cflow_env(&p, env, "runs", "list", "--json", "--db", db, (char *)NULL),
+                     0);
+    assert_true(tu_ok(&p, "runs list"));
+    assert_non_null(strstr(p.out, "mixtral-tiny.gguf"));
+    tu_proc_free(&p);
+}
+
+/* The value of field name in a csv row under header (no quoted commas). */
+static void csv_field(const char *header, const char *row, const char *name, char *out,
+                      size_t n)
+{
+    int col = -1, k = 0;
+    for (const char *h = header; *h && *h != '\n'; k++) {
+        size_t len = strcspn(h, ",\n");
+        if (len == strlen(name) && !strncmp(h, name, len))
+            col = k;
+        h += len + (h[len] == ',');
+    }
+    if (col < 0)
+        fprintf(stderr, "no column %s in %s\n", name, header);
+    assert_true(col >= 0);
+    const char *r = row;
+    for (k = 0; k < col; k++) {
+        r += strcspn(r, ",\n");
+        assert_int_equal(*r, ',');
+        r++;
+    }
+    size_t len = strcspn(r, ",\n");
+    snprintf(out, n, "%.*s", (int)len, r);
+}
+
+/* 5: bench's csv columns and its table. */
+static void test_bench_columns(void **state)
+{
+    (void)state;
+    const char *db = tu_tmp("bench.db");
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "bench", "-m", model, "-t", "1", "-p", "0", "-n", "6",
+                                  "-r", "2", "--expert-io", "sync,mmap", "--expert-cache",
+                                  "128K", "--read-bw", "10", "-o", "csv", "--db", db,
+                                  (char *)NULL), 0);
+    assert_true(tu_ok(&p, "bench -o csv"));
+    assert_int_equal(tu_count_lines(p.out), 3);
+    const char *row = strchr(p.out, '\n') + 1, *row2 = strchr(row, '\n') + 1;
+    char v[64];
+    csv_field(p.out, row, "expert_io", v, sizeof v);
+    assert_string_equal(v, "sync");
+    csv_field(p.out, row, "expert_hits", v, sizeof v);
+    unsigned long long hits = strtoull(v, NULL, 10);
+    csv_field(p.out, row, "expert_misses", v, sizeof v);
+    unsigned long long misses = strtoull(v, NULL, 10);
+    /* two repetitions of six decoded tokens */
+    assert_int_equal(hits + misses, 2ull * 6 * top_k * n_moe);
+    csv_field(p.out, row, "hit_rate", v, sizeof v);
+    near(strtod(v, NULL), (double)hits / (double)(hits + misses), 1e-5, "bench hit rate");
+    csv_field(p.out, row, "read_bytes_per_token", v, sizeof v);
+    double bt = strtod(v, NULL);
+    near(bt, (double)(misses * expert_len) / 12.0, 1e-5, "bench bytes per token");
+    csv_field(p.out, row, "storage_gbs", v, sizeof v);
+    double gbs = strtod(v, NULL);
+    csv_field(p.out, row, "storage_bound_ts", v, sizeof v);
+    near(strtod(v, NULL), gbs * 1e9 / bt, 1e-4, "bench storage-bound tok/s");
+    csv_field(p.out, row, "avg_ts", v, sizeof v);
+    double ts = strtod(v, NULL);
+    csv_field(p.out, row, "bound_pct", v, sizeof v);
+    near(strtod(v, NULL), 100.0 * ts / (gbs * 1e9 / bt), 1e-4, "bench bound_pct");
+    /* mmap reads nothing: the figures are empty */
+    csv_field(p.out, row2, "expert_io", v, sizeof v);
+    assert_string_equal(v, "mmap");
+    csv_field(p.out, row2, "hit_rate", v, sizeof v);
+    assert_string_equal(v, "");
+    tu_proc_free(&p);
+    near(db_real(db, "SELECT xio_hit_rate FROM bench WHERE expert_io = 'sync'"),
+         (double)hits / (double)(hits + misses), 1e-9, "bench table hit rate");
+    assert_int_equal(tu_db_int(db, "SELECT xio_hits + xio_misses FROM bench WHERE"
+                                   " expert_io = 'sync'"), (int64_t)(hits + misses));
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM bench WHERE expert_io = 'mmap' AND"
+                                   " xio_hit_rate IS NULL"), 1);
+}
+
+/* 6 (issue 18): "% of read bw" divides by the stored membw median of this
+ * host at the run's thread count, not the machine row's older figure. */
+static void test_read_bw_stored(void **state)
+{
+    (void)state;
+    const char *db = tu_tmp("bw.db");
+    tu_proc p;
+    /* a measurement at 1 thread (recorded), then a figure none gives */
+    assert_int_equal(tu_cflow_run(&p, "bench", "membw", "-t", "1", "-r", "1", "--db", db,
+                                  (char *)NULL), 0);
+    assert_true(tu_ok(&p, "bench membw"));
+    tu_proc_free(&p);
+    assert_true(tu_db_int(db, "UPDATE membw SET median_gbs = 4321.5, min_gbs = 4000,"
+                              " max_gbs = 4500 RETURNING id") > 0);
+    assert_int_equal(tu_cflow_run(&p, "run", "-m", model, "-p", "the cat", "-n", "8", "-t",
+                                  "1", "--db", db, (char *)NULL), 0);
+    assert_true(tu_ok(&p, "run -t 1"));
+    const char *l = line_with(p.err, "cflow: bandwidth: decode ");
+    double gb = 0, pct = 0;
+    assert_int_equal(sscanf(l, "cflow: bandwidth: decode %lf GB/s of weights, %lf%%", &gb,
+                            &pct), 2);
+    assert_non_null(strstr(l, "read bandwidth 4321.50 GB/s (1 threads, median of 1 passes"));
+    assert_non_null(strstr(l, "from the run log)"));
+    near_abs(pct, 100.0 * gb / 4321.5, 0.01, 0.051, "% of read bw (printed to 0.1)");
+    tu_proc_free(&p);
+    near(db_real(db, "SELECT read_bw_gbs FROM machine"), 4321.5, 1e-9,
+         "the machine row records the figure used");
+    /* 2 threads: none stored; measured now, said so, and recorded */
+    assert_int_equal(tu_cflow_run(&p, "run", "-m", model, "-n", "4", "-t", "2", "--db", db,
+                                  (char *)NULL), 0);
+    assert_true(tu_ok(&p, "run -t 2"));
+    l = line_with(p.err, "cflow: bandwidth: decode ");
+    assert_non_null(strstr(l, "(2 threads, median of 9 passes"));
+    assert_non_null(strstr(l, "none recorded for this host: measured now, recorded in the run"
+                              " log)"));
+    tu_proc_free(&p);
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM membw WHERE threads = 2"), 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run_figures),
+        cmocka_unit_test(test_diskbw_limit),
+        cmocka_unit_test(test_auto_says),
+        cmocka_unit_test(test_model_named),
+        cmocka_unit_test(test_bench_columns),
+        cmocka_unit_test(test_read_bw_stored),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

@@ -1,0 +1,135 @@
+/*
+ * test_tui_xio.c — cflow-tui's expert figures (issue 17 items 5 and 7):
+ * the real binary in tmux (private socket) on a synthetic MoE model
+ * (`cflow synth tiny-moe`) with --expert-io sync and a RAM cache.  After a
+ * reply of -n 8 tokens the overlap pane shows the hit-rate line of
+ * ui_xio.c with counts that hold together (hits + misses = the reply's
+ * decoded tokens x top-k x MoE layers, the rate their quotient) and the
+ * storage-bound line.  Then /expert-io auto: the status line says what
+ * auto chose ("expert-io mmap (auto)"); after /quit the run log's row of
+ * the reply has the pane's counts.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "ui/tui_tmux.h"
+
+#define LIMIT_S 180          /* per wait: the sanitizer build on a busy CPU */
+
+static char sock[64];
+
+static void send_line(const char *text)
+{
+    free(tt_tmux(sock, "send-keys", "-t", "t", "-l", text, NULL));
+    free(tt_tmux(sock, "send-keys", "-t", "t", "Enter", NULL));
+}
+
+/* Wait until the screen shows what; the screen (malloc'd). */
+static char *wait_screen(const char *what)
+{
+    time_t end = time(NULL) + LIMIT_S;
+    for (;;) {
+        char *scr = tt_tmux(sock, "capture-pane", "-p", "-t", "t", NULL);
+        if (scr && strstr(scr, what))
+            return scr;
+        if (time(NULL) > end) {
+            print_error("screen:\n%s\n", scr ? scr : "(none)");
+            fail_msg("waited %d s for '%s'", LIMIT_S, what);
+        }
+        free(scr);
+        struct timespec ts = { 0, 200000000L };
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void test_tui_expert_figures(void **state)
+{
+    (void)state;
+    char home[2048], model[2200], db[2200], cmd[16384];
+    const char *bd = getenv("CFLOW_BUILDDIR"), *sd = getenv("CFLOW_SRCDIR");
+    snprintf(sock, sizeof sock, "cflow-tui-xio-%d", (int)getpid());
+    snprintf(home, sizeof home, "%s", tu_tmp(sock));
+    mkdir(home, 0700);
+    snprintf(model, sizeof model, "%s/tiny-moe.cflow", home);
+    snprintf(db, sizeof db, "%s/runs.db", home);
+    tu_moe g;
+    tu_synth_moe("tiny-moe", model, &g);
+    const unsigned n_moe = g.n_moe, top_k = g.top_k;
+
+    snprintf(cmd, sizeof cmd,
+             "env -u CFLOW_MODEL HOME='%s' XDG_DATA_HOME='%s/data' LANG=C.UTF-8 "
+             "LC_ALL=C.UTF-8 CFLOW_READ_BW_GBS=10 "
+             "LSAN_OPTIONS=suppressions='%s/tests/ui/lsan.supp':print_suppressions=0 "
+             "'%s/cflow-tui' -m '%s' --db '%s' --temp 0 -n 8 --ignore-eos -t 1 "
+             "--expert-io sync --expert-cache 128K",
+             home, home, sd && *sd ? sd : ".", bd && *bd ? bd : ".", model, db);
+    free(tt_tmux(sock, "new-session", "-d", "-x", "160", "-y", "50", "-s", "t", cmd, NULL));
+    free(wait_screen("-- loaded "));
+    free(wait_screen("expert-io sync"));
+    send_line("/zoom overlap");
+    send_line("the cat sat");
+    char *scr = wait_screen(" read)");
+    const char *l = strstr(scr, ": hit rate ");
+    assert_non_null(l);
+    double pct = -1;
+    unsigned long long hits = 0, total = 0, misses = 0;
+    assert_int_equal(sscanf(l, ": hit rate %lf%% (%llu of %llu routed experts in RAM, %llu "
+                               "read)", &pct, &hits, &total, &misses), 4);
+    /* eight decoded tokens, each routing top-k experts in every MoE layer */
+    assert_int_equal(total, 8ull * top_k * n_moe);
+    assert_int_equal(hits + misses, total);
+    assert_true(misses > 0);
+    assert_true(fabs(pct - 100.0 * (double)hits / (double)total) < 0.051);
+    assert_non_null(strstr(scr, "storage-bound "));
+    assert_non_null(strstr(scr, "look-ahead: "));
+    free(scr);
+    /* auto: the status line says which mode it chose */
+    send_line("/expert-io auto");
+    free(wait_screen("expert-io mmap (auto)"));
+    /* /quit ends the reply's run: its final flush holds the same counts */
+    send_line("/quit");
+    time_t end = time(NULL) + LIMIT_S;
+    while (tu_db_int(db, "SELECT count(*) FROM run WHERE expert_io = 'sync' AND"
+                         " status = 'done'") != 1) {
+        if (time(NULL) > end)
+            fail_msg("the sync run was never finished in the log");
+        struct timespec ts = { 0, 200000000L };
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(tu_db_int(db, "SELECT xio_hits FROM run WHERE expert_io = 'sync'"),
+                     (int64_t)hits);
+    assert_int_equal(tu_db_int(db, "SELECT xio_misses FROM run WHERE expert_io = 'sync'"),
+                     (int64_t)misses);
+    assert_int_equal(tu_db_int(db, "SELECT xio_tokens FROM run WHERE expert_io = 'sync'"), 8);
+}
+
+/* A failed check returns before /quit: the server (and cflow-tui in it)
+ * must not outlive the test. */
+static int teardown(void **state)
+{
+    (void)state;
+    if (sock[0])
+        free(tt_tmux(sock, "kill-server", NULL));
+    sock[0] = 0;
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_tui_expert_figures, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
