@@ -71,6 +71,30 @@ static double tok_streamed(const prof_run_row *r)
     return r->tok_bytes[0] + r->tok_bytes[1] + r->tok_bytes[2];
 }
 
+/* The expert figures (prof_xio_fig, schema 7): counts, then the figures,
+ * null where n/a. */
+static json_object *xio_json(const prof_xio_fig *f)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "hits", jint((int64_t)f->hits));
+    json_object_object_add(o, "misses", jint((int64_t)f->misses));
+    json_object_object_add(o, "tokens", jint((int64_t)f->tokens));
+    json_object_object_add(o, "bytes", jint((int64_t)f->bytes));
+    json_object_object_add(o, "io_s", jnum(f->io_s));
+    json_object_object_add(o, "predictions", jint((int64_t)f->pred));
+    json_object_object_add(o, "predictions_right", jint((int64_t)f->pred_hits));
+    json_object_object_add(o, "disk_gbs", jpos(f->disk_gbs));
+    const struct { const char *k; double v; } d[] = {
+        { "hit_rate", f->hit_rate }, { "bytes_per_token", f->bytes_tok },
+        { "storage_gbs", f->gb_s }, { "queue_depth", f->depth },
+        { "storage_bound_tok_s", f->limit_tok_s }, { "bound_reached", f->reached },
+        { "prediction_accuracy", f->pred_acc },
+    };
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++)
+        json_object_object_add(o, d[i].k, d[i].v >= 0 ? jnum(d[i].v) : NULL);
+    return o;
+}
+
 static json_object *run_json(const prof_run_row *r)
 {
     json_object *o = json_object_new_object();
@@ -93,6 +117,11 @@ static json_object *run_json(const prof_run_row *r)
     json_object_object_add(o, "threads", jint(r->threads));
     json_object_object_add(o, "prefetch", jstr(r->prefetch));
     json_object_object_add(o, "expert_io", jstr(r->expert_io));
+    json_object_object_add(o, "expert_io_asked",
+                           r->expert_io_asked[0] ? jstr(r->expert_io_asked) : NULL);
+    json_object_object_add(o, "expert_cache_bytes", jint((int64_t)r->expert_cache_bytes));
+    json_object_object_add(o, "model_file", jstr(r->model_file));
+    json_object_object_add(o, "experts", r->has_xio ? xio_json(&r->xio) : NULL);
     json_object_object_add(o, "n_ctx", jint(r->n_ctx));
     json_object_object_add(o, "temp", jnum(r->temp));
     json_object_object_add(o, "top_k", jint(r->top_k));
@@ -275,8 +304,11 @@ static int cmd_show(prof_log *l, const char *arg)
     if (r.arch[0])
         printf(", %s, %u layers, %s", r.arch, r.n_layers, r.quant);
     printf(")\n");
-    printf("  %-11s threads %d, prefetch %s, expert-io %s, ctx %u\n", "settings", r.threads,
-           r.prefetch, r.expert_io, r.n_ctx);
+    if (r.model_file[0] && strcmp(r.model_file, r.model))
+        printf("  %-11s %s\n", "ran from", r.model_file);
+    printf("  %-11s threads %d, prefetch %s, expert-io %s%s, ctx %u\n", "settings", r.threads,
+           r.prefetch, r.expert_io, !strcmp(r.expert_io_asked, "auto") ? " (auto)" : "",
+           r.n_ctx);
     printf("  %-11s temp %.2f, top-k %d, top-p %.2f, min-p %.2f, repeat-penalty %.2f"
            " (last %d), seed %llu\n",
            "sampling", r.temp, r.top_k, r.top_p, r.min_p, r.rep_penalty, r.rep_last_n,
@@ -288,6 +320,10 @@ static int cmd_show(prof_log *l, const char *arg)
     if (r.bw_share > 0)
         printf(", %.1f%% of read bandwidth", 100.0 * r.bw_share);
     printf(")\n");
+    char xl[UI_XIO_LINES][160];   /* the expert figures as cflow run printed them */
+    int nx = r.has_xio ? ui_xio_lines(&r.xio, r.expert_cache_bytes, xl) : 0;
+    for (int i = 0; i < nx; i++)
+        printf("  %-11s %s\n", i ? "" : "experts", xl[i]);
     counters_of(&r, line, sizeof line);
     printf("  %-11s %s\n", "counters", line);
     const double *tb = r.tok_bytes;

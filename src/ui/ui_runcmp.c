@@ -11,6 +11,7 @@
  */
 #include "config.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -116,6 +117,32 @@ static void counter_row(ui_cmp_row *o, int e, const prof_run_row *a, const prof_
             clock ? 3 : 1, ha, hb);
 }
 
+/* The expert figures (schema 7) where either run has them; n/a where one
+ * has none or the figure is n/a. */
+static size_t xio_rows(const prof_run_row *a, const prof_run_row *b, ui_cmp_row *rows,
+                       size_t max)
+{
+    static const struct { const char *what; int decimals; double scale; size_t off; } x[] = {
+        { "expert hit rate %", 1, 100.0, offsetof(prof_xio_fig, hit_rate) },
+        { "read MiB/tok", 4, 1.0 / MIB, offsetof(prof_xio_fig, bytes_tok) },
+        { "storage GB/s", 3, 1.0, offsetof(prof_xio_fig, gb_s) },
+        { "storage-bound tok/s", 2, 1.0, offsetof(prof_xio_fig, limit_tok_s) },
+        { "bound reached %", 1, 100.0, offsetof(prof_xio_fig, reached) },
+    };
+    size_t n = 0;
+    if (!a->has_xio && !b->has_xio)
+        return 0;
+    for (size_t i = 0; i < sizeof x / sizeof *x && n < max; i++) {
+        double va = *(const double *)((const char *)&a->xio + x[i].off);
+        double vb = *(const double *)((const char *)&b->xio + x[i].off);
+        int ha = a->has_xio && va >= 0, hb = b->has_xio && vb >= 0;
+        ui_cmp_row *o = &rows[n++];
+        snprintf(o->what, sizeof o->what, "%s", x[i].what);
+        num_row(o, va * x[i].scale, vb * x[i].scale, x[i].decimals, ha, hb);
+    }
+    return n;
+}
+
 size_t ui_cmp_rows(const prof_run_row *a, const prof_run_row *b, ui_cmp_row *rows,
                    size_t max)
 {
@@ -131,6 +158,7 @@ size_t ui_cmp_rows(const prof_run_row *a, const prof_run_row *b, ui_cmp_row *row
         } else
             num_row(o, d->num(a), d->num(b), d->decimals, 1, 1);
     }
+    n += xio_rows(a, b, rows + n, max - n);
     for (int e = 0; e < PROF_NEV && n < max; e++)
         if (a->ev[e] >= 0 || b->ev[e] >= 0)
             counter_row(&rows[n++], e, a, b);

@@ -121,14 +121,18 @@ static void test_run_figures(void **state)
     char *const env[] = { "CFLOW_READ_BW_GBS=10", NULL };
     tu_proc p;
     uint64_t len_seen = 0;
+    char cache_line[256] = "";
     for (int cached = 0; cached < 2; cached++) {
         assert_int_equal(tu_cflow_env(&p, env, "run", "-m", model, "-p", "the cat sat", "-n",
-                                      "12", "--temp", "0", "--ignore-eos", "-t", "1", "--expert-io", "sync",
-                                      "--expert-cache", cached ? "128K" : "off", "--db", db,
-                                      (char *)NULL), 0);
+                                      "12", "--temp", "0", "--ignore-eos", "-t", "1",
+                                      "--expert-io", "sync", "--expert-cache",
+                                      cached ? "128K" : "off", "--db", db, (char *)NULL), 0);
         assert_true(tu_ok(&p, "run --expert-io sync"));
         run_fig f;
         parse_run(p.err, "sync", &f);
+        static const char pre[] = "cflow: experts sync: ";
+        const char *cl = strstr(line_with(p.err, pre), "cache ");
+        snprintf(cache_line, sizeof cache_line, "%.*s", (int)strcspn(cl, "\n"), cl);
         tu_proc_free(&p);
         /* every decoded token routes top-k experts in every MoE layer */
         assert_int_equal(f.n_dec, 11);
@@ -174,6 +178,13 @@ static void test_run_figures(void **state)
             len_seen = (uint64_t)bytes;
     }
     assert_true(len_seen > 0);
+    /* cflow runs show prints the logged figures as cflow run did */
+    assert_int_equal(tu_cflow_run(&p, "runs", "show", "2", "--db", db, (char *)NULL), 0);
+    assert_true(tu_ok(&p, "runs show"));
+    if (!strstr(p.out, cache_line))
+        fprintf(stderr, "no \"%s\" in:\n%s", cache_line, p.out);
+    assert_non_null(strstr(p.out, cache_line));
+    tu_proc_free(&p);
 }
 
 /* 2: the storage bandwidth recorded for the model's device is the one the
@@ -198,8 +209,8 @@ static void test_diskbw_limit(void **state)
              (unsigned long long)st.st_dev, model);
     assert_true(tu_db_int(db, sql) > 0);
     assert_int_equal(tu_cflow_env(&p, env, "run", "-m", model, "-p", "the cat", "-n", "8",
-                                  "--temp", "0", "--ignore-eos", "-t", "1", "--expert-io", "staged", "--db", db,
-                                  (char *)NULL), 0);
+                                  "--temp", "0", "--ignore-eos", "-t", "1", "--expert-io",
+                                  "staged", "--db", db, (char *)NULL), 0);
     assert_true(tu_ok(&p, "run staged"));
     run_fig f;
     parse_run(p.err, "staged", &f);
