@@ -79,7 +79,7 @@ int ui_xio_lines(const prof_xio_fig *f, uint64_t cache_bytes, char lines[UI_XIO_
     if (cache_bytes)
         ui_models_size(cache_bytes, cache, sizeof cache);
     else
-        snprintf(cache, sizeof cache, "off");
+        snprintf(cache, sizeof cache, "off (staging slots only)");
     int k = 0;
     snprintf(lines[k++], 160, "cache %s: hit rate %s (%llu of %llu routed experts in RAM, "
              "%llu read)", cache, hr, (unsigned long long)f->hits,

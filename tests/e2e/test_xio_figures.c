@@ -10,6 +10,7 @@
  *      bytes per token = bytes / tokens; limit = GB/s / bytes per token;
  *      the fraction reached = tok/s / limit), and the run log's row holds
  *      the same numbers, the resolved mode and the cache's size;
+ *      look-ahead's accuracy (a standard MoE) is right / predictions;
  *   2. a storage bandwidth recorded for the model's device (the diskbw
  *      table) becomes the limit's bandwidth;
  *   3. --expert-io auto says which mode it chose, on stderr and in the log;
@@ -185,6 +186,43 @@ static void test_run_figures(void **state)
         fprintf(stderr, "no \"%s\" in:\n%s", cache_line, p.out);
     assert_non_null(strstr(p.out, cache_line));
     tu_proc_free(&p);
+}
+
+/* 1b: look-ahead on a standard MoE (expert_delay 0): its accuracy is
+ * right / predictions, as printed and as logged. */
+static void test_lookahead(void **state)
+{
+    (void)state;
+    char mx[4096];
+    snprintf(mx, sizeof mx, "%s", tu_tmp("tiny-mixtral.cflow"));
+    tu_moe g;
+    tu_synth_moe("tiny-mixtral", mx, &g);
+    const char *db = tu_tmp("ahead.db");
+    char *const env[] = { "CFLOW_READ_BW_GBS=10", NULL };
+    tu_proc p;
+    assert_int_equal(tu_cflow_env(&p, env, "run", "-m", mx, "-p", "the cat", "-n", "12",
+                                  "--temp", "0", "--ignore-eos", "-t", "1", "--expert-io",
+                                  "staged", "--expert-cache", "32K", "--db", db,
+                                  (char *)NULL), 0);
+    assert_true(tu_ok(&p, "run tiny-mixtral staged"));
+    run_fig f;
+    parse_run(p.err, "staged", &f);
+    assert_int_equal(f.total, f.n_dec * g.top_k * g.n_moe);
+    double acc = -1;
+    unsigned long long right = 0, pred = 0;
+    assert_int_equal(sscanf(line_with(p.err, "cflow: experts staged: look-ahead: "),
+                            "cflow: experts staged: look-ahead: %lf%% right (%llu of %llu "
+                            "predictions)", &acc, &right, &pred), 3);
+    tu_proc_free(&p);
+    assert_true(pred > 0 && right <= pred);
+    near_abs(acc, 100.0 * (double)right / (double)pred, 0, 0.051, "look-ahead accuracy");
+    assert_int_equal(tu_db_int(db, "SELECT xio_pred FROM run"), (int64_t)pred);
+    assert_int_equal(tu_db_int(db, "SELECT xio_pred_hits FROM run"), (int64_t)right);
+    near(db_real(db, "SELECT xio_pred_acc FROM run"), (double)right / (double)pred, 1e-9,
+         "logged look-ahead accuracy");
+    near(db_real(db, "SELECT xio_bytes_tok FROM run"),
+         (double)tu_db_int(db, "SELECT xio_bytes FROM run") / (double)f.n_dec, 1e-9,
+         "logged bytes per token");
 }
 
 /* 2: the storage bandwidth recorded for the model's device is the one the
@@ -398,6 +436,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_figures),
+        cmocka_unit_test(test_lookahead),
         cmocka_unit_test(test_diskbw_limit),
         cmocka_unit_test(test_auto_says),
         cmocka_unit_test(test_model_named),
