@@ -129,6 +129,7 @@ typedef struct tui_snap {
     int          have_tot;
     int64_t      run_id;          /* in the run log, 0 none */
     char         log_path[1024];  /* "" when not logging */
+    char         bw_src[256];     /* where the read bandwidth came from (ui_read_bw) */
     uint64_t     version;         /* bumped on every refresh */
 } tui_snap;
 

@@ -322,6 +322,9 @@ static void log_session(tui_gen *g, const char *model, const char *named)
     ui_logsess_machine(&ls, g->s, g->log);
     g->bw = ls.m.read_bw_gbs;
     g->disk_gbs = ui_disk_bw(g->log, model);
+    pthread_mutex_lock(&g->snap_mu);
+    snprintf(g->snap.bw_src, sizeof g->snap.bw_src, "%s", ls.bw_src);
+    pthread_mutex_unlock(&g->snap_mu);
     if (ui_logsess_model(&ls, model, named, hp, err, sizeof err)) {
         tui_gen_log_fail(g, err);
         return;

@@ -422,7 +422,7 @@ static void speed_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
 {
     speed_st *s = pn->st;
     const prof_totals *t = &a->snap.tot;
-    char line[256];
+    char line[320];
     int y = 0;
     snprintf(line, sizeof line, "run: decode %.1f tok/s (%llu tok), prefill %.1f tok/s (%llu tok)",
              t->decode_tok_s, (unsigned long long)t->n_gen, t->prefill_tok_s,
@@ -439,6 +439,14 @@ static void speed_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
     tui_put(w, y++, 0, wd, line);
     if (y >= h)
         return;
+    /* the membw figure's source (ui_read_bw), where it leaves the
+     * sparkline two rows and its legend */
+    if (a->snap.bw_src[0] && h - y >= 5) {
+        snprintf(line, sizeof line, "read bw %s", a->snap.bw_src);
+        tui_put(w, y++, 0, wd, line);
+        if (y >= h)
+            return;
+    }
     /* the sparkline: the latest wd tokens, scaled to their maximum */
     int nshow = (int)s->n < wd ? (int)s->n : wd;
     float mx = 0, mn = 0;

@@ -5,7 +5,8 @@
  * reply of -n 8 tokens the overlap pane shows the hit-rate line of
  * ui_xio.c with counts that hold together (hits + misses = the reply's
  * decoded tokens x top-k x MoE layers, the rate their quotient) and the
- * storage-bound line.  Then /expert-io auto: the status line says what
+ * storage-bound line; the speed pane divides by the membw median stored
+ * for the host at the thread count and says so (issue 18).  Then /expert-io auto: the status line says what
  * auto chose ("expert-io mmap (auto)"); after /quit the run log's row of
  * the reply has the pane's counts.
  */
@@ -67,10 +68,18 @@ static void test_tui_expert_figures(void **state)
     tu_moe g;
     tu_synth_moe("tiny-moe", model, &g);
     const unsigned n_moe = g.n_moe, top_k = g.top_k;
+    /* issue 18: a membw figure stored for this host at 1 thread, which no
+     * measurement gives, for the speed pane's "% of read bw" */
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "bench", "membw", "-t", "1", "-r", "1", "--db", db,
+                                  (char *)NULL), 0);
+    assert_true(tu_ok(&p, "bench membw"));
+    tu_proc_free(&p);
+    assert_true(tu_db_int(db, "UPDATE membw SET median_gbs = 4321.5 RETURNING id") > 0);
 
     snprintf(cmd, sizeof cmd,
              "env -u CFLOW_MODEL HOME='%s' XDG_DATA_HOME='%s/data' LANG=C.UTF-8 "
-             "LC_ALL=C.UTF-8 CFLOW_READ_BW_GBS=10 "
+             "LC_ALL=C.UTF-8 "
              "LSAN_OPTIONS=suppressions='%s/tests/ui/lsan.supp':print_suppressions=0 "
              "'%s/cflow-tui' -m '%s' --db '%s' --temp 0 -n 8 --ignore-eos -t 1 "
              "--expert-io sync --expert-cache 128K",
@@ -94,6 +103,11 @@ static void test_tui_expert_figures(void **state)
     assert_true(fabs(pct - 100.0 * (double)hits / (double)total) < 0.051);
     assert_non_null(strstr(scr, "storage-bound "));
     assert_non_null(strstr(scr, "look-ahead: "));
+    free(scr);
+    send_line("/zoom speed");
+    scr = wait_screen("read bw 4321.50 GB/s (1 threads, median of 1 passes");
+    assert_non_null(strstr(scr, "from the run log)"));
+    assert_non_null(strstr(scr, "of 4321.5 GB/s read bw"));
     free(scr);
     /* auto: the status line says which mode it chose */
     send_line("/expert-io auto");
