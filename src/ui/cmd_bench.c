@@ -21,9 +21,10 @@
  * For decode tests GB/s = weight bytes streamed per token (the engine's
  * count: attention, dense FFN, k/E of each expert bank, output head) times
  * t/s, and "% bw" divides it by the machine's read bandwidth: --read-bw,
- * else the run log's figure for the host it runs on at the most threads
- * asked for (what `cflow bench membw` measured and recorded), else measured
- * here as membw measures it (and recorded, for the next run).
+ * else ui_read_bw's figure at the most threads asked for (the median
+ * `cflow bench membw` recorded for the host, else measured here as membw
+ * measures it and recorded, for the next run; `cflow run` and cflow-tui
+ * divide by the same).
  *
  * membw: per -t count, prof_measure_membw's median of -r timed passes (9
  * when -r is not given) with the min and max, each row recorded in the run
@@ -34,8 +35,11 @@
  * model_n_params, n_threads, n_prompt, n_gen, n_depth, avg_ns, stddev_ns,
  * avg_ts, stddev_ts, samples_ns, samples_ts) so one script reads both; our
  * own fields follow (backend "cflow", isa, prefetch, expert_io,
- * bytes_per_token, gb_s, read_bw_gbs, bw_pct).  -o csv has the same fields;
- * -o md (the default) a table like llama-bench's.
+ * bytes_per_token, gb_s, read_bw_gbs, bw_pct, then the expert streaming
+ * figures of the timed repetitions, XIO_FIELDS: ui_xio.c computes them
+ * for `cflow run` and the TUI too).  -o csv has the same fields; -o md
+ * (the default) a table like llama-bench's, with hit rate, MiB read per
+ * token, the storage-bound tok/s and the share reached under --expert-io.
  *
  * Results go to stdout; progress and notes to stderr.  Each test's result
  * is also a row of the run log's bench table (schema 5+; --db, --no-log),
