@@ -422,6 +422,9 @@ const char *fmt_cp_stream_name(int s);
  * otherwise those of zipf 0. */
 int fmt_synth_open(fmt_src **out, const char *preset, uint64_t seed, float zipf,
                    char *err, size_t errlen);
+/* The metadata key of a model's synthetic routing: "zipf:S" (cflow synth
+ * --routing zipf:S); absent for uniform routing and for real models. */
+#define FMT_SYNTH_ROUTING_KEY "cflow.synth.routing"
 const char *fmt_synth_preset_name(unsigned i);
 /* A preset's geometry without its weights (for analytic figures such as
  * the critical path of presets too large to synthesise): hp, and *lg

@@ -681,7 +681,8 @@ static int build_meta(writer *w, const fmt_src *src, fmt_kv *meta)
             continue;
         memcpy(key, k, len);
         key[len] = 0;
-        if (!strncmp(key, "tokenizer.", 10) || !strcmp(key, "general.name"))
+        if (!strncmp(key, "tokenizer.", 10) || !strcmp(key, "general.name") ||
+            !strcmp(key, FMT_SYNTH_ROUTING_KEY))
             if (fmt_kv_copy(meta, kv, key))
                 return fail(w, FMT_ENOMEM, "cannot copy metadata %s", key);
     }

@@ -179,6 +179,9 @@ int fmt_synth_llama_geom(const char *name, fmt_synth_geom *g);
 /* What --routing zipf does to a tensor (by its name; *layer its blk.N). */
 enum { FMT_SR_NONE = 0, FMT_SR_CONST, FMT_SR_COL0, FMT_SR_ROW0, FMT_SR_ROUTER };
 int   fmt_synth_rule(const char *name, unsigned *layer);
+/* The metadata key naming a zipf routing ("zipf:S"), set into kv when
+ * zipf > 0; 0 or -1 (out of memory). */
+int   fmt_synth_routing_kv(fmt_kv *kv, float zipf);
 /* Layer layer's router entry for expert e in the constant dimension. */
 float fmt_synth_zipf_bias(uint64_t seed, unsigned layer, unsigned e, unsigned n_exp,
                           float s);

@@ -302,7 +302,8 @@ int fmt_synth_open(fmt_src **out, const char *name, uint64_t seed, float zipf,
         goto fail;
     s->kv_own = fmt_kv_new();
     if (!s->kv_own || fmt_synth_vocab(s->kv_own, p->vocab_size) ||
-        fmt_kv_set_str(s->kv_own, "general.name", name, strlen(name))) {
+        fmt_kv_set_str(s->kv_own, "general.name", name, strlen(name)) ||
+        fmt_synth_routing_kv(s->kv_own, zipf)) {
         fmt_err(err, errlen, "%s: out of memory", name);
         rc = FMT_ENOMEM;
         goto fail;

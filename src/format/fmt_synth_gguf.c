@@ -396,7 +396,8 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
         fmt_kv_set_f32(kv, "llama.attention.layer_norm_rms_epsilon", g.eps))
         goto out;
     if (g.n_exp &&
-        (fmt_kv_set_u32(kv, "llama.expert_count", g.n_exp) ||
+        (fmt_synth_routing_kv(kv, zipf) ||
+         fmt_kv_set_u32(kv, "llama.expert_count", g.n_exp) ||
          fmt_kv_set_u32(kv, "llama.expert_used_count", g.top_k)))
         goto out;
     if (g.dim % 32 || g.ffn % 32 || ((uint64_t)g.n_heads * g.head_dim) % 32) {

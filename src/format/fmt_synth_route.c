@@ -33,10 +33,16 @@
  * depends on the model's residual, and tests measure it
  * (tests/engine/test_ahead.c).  The weights outside the patched rows and
  * columns are those of --routing uniform, drawn from the same stream.
+ *
+ * The file says so: metadata key "cflow.synth.routing" ("zipf:S"; absent
+ * for uniform, whose files stay byte for byte what they were), copied by
+ * the .cflow writer from a synthetic or GGUF source, so figures can name
+ * the routing they ran with.
  */
 #include "config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "format/fmt_impl.h"
@@ -71,6 +77,15 @@ int fmt_synth_rule(const char *name, unsigned *layer)
         if (strlen(rules[i].nm) == n && !memcmp(p, rules[i].nm, n))
             return rules[i].rule;
     return FMT_SR_NONE;
+}
+
+int fmt_synth_routing_kv(fmt_kv *kv, float zipf)
+{
+    char v[32];
+    if (!(zipf > 0))
+        return 0;                    /* uniform: no key, the bytes of old */
+    int n = snprintf(v, sizeof v, "zipf:%g", (double)zipf);
+    return fmt_kv_set_str(kv, FMT_SYNTH_ROUTING_KEY, v, (size_t)n) ? -1 : 0;
 }
 
 static uint64_t mix(uint64_t *s)

@@ -173,6 +173,10 @@ static json_object *header_json(const fmt_model *m)
         json_object_object_add(root, "vflow_version", json_object_new_int((int)vver));
     json_object_object_add(root, "architecture", json_object_new_string(hp->arch));
     json_object_object_add(root, "source", json_object_new_string_len(src ? src : "", (int)sl));
+    size_t rl = 0;   /* cflow synth --routing zipf; absent: uniform or a real model */
+    const char *rt = fmt_kv_get_str(fmt_model_kv(m), FMT_SYNTH_ROUTING_KEY, &rl);
+    if (rt)
+        json_object_object_add(root, "synth_routing", json_object_new_string_len(rt, (int)rl));
     json_object_object_add(root, "quant_type",
                            json_object_new_string(kern_type_name((enum kern_type)hp->quant_type)));
 #define G(k, v) json_object_object_add(geo, k, json_object_new_int64((int64_t)(v)))
@@ -336,6 +340,10 @@ static void print_text(const fmt_model *m, json_object *root)
            hp->n_layers, hp->dim, hp->ffn_dim, hp->n_heads, hp->n_kv_heads, hp->head_dim,
            hp->vocab_size, hp->max_seq);
     printf("experts:       %u (top-%u, ffn %u)\n", hp->n_experts, hp->top_k, hp->expert_ffn_dim);
+    json_object *rt = JGET(root, "synth_routing");
+    if (rt)
+        printf("routing:       %s (cflow synth --routing: skewed expert popularity)\n",
+               json_object_get_string(rt));
     printf("schedule:      dense_delay %u, expert_delay %u, combine %s, merge_interval %u, "
            "iterations %u, softcap %g\n", hp->dense_delay, hp->expert_delay,
            combine_text(hp), hp->merge_interval, hp->iterations,

@@ -9,7 +9,8 @@
  *     least SKEW_MIN of its routings (1.0: every token the same experts;
  *     top_k / n_experts, 0.25 to 0.5 here, if all were equally popular),
  *     averaged over the MoE layers, and at least SKEW_MARGIN more than
- *     with --routing uniform of the same preset and seed.
+ *     with --routing uniform of the same preset and seed; the file names
+ *     its routing (cflow inspect), a uniform one none;
  *   - look-ahead (eng_moe_ahead.c) never changes a token: greedy tokens
  *     with it on and off are mmap's, in every mode (mmap, sync, staged,
  *     auto), with the cache off, under one layer's experts and holding
@@ -137,8 +138,25 @@ static double top_share(eng_session *s)
     return sum / n;
 }
 
-static double share_of(const char *path)
+/* The routing `cflow inspect --json` reads from the file's metadata
+ * ("" when it names none: uniform). */
+static void inspect_routing(const char *path, char *out, size_t n)
 {
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "inspect", "--json", path, (char *)NULL), 0);
+    assert_int_equal(p.status, 0);
+    const char *r = strstr(p.out, "\"synth_routing\"");
+    out[0] = 0;
+    if (r && (r = strchr(r + 15, '"')))
+        snprintf(out, n, "%.*s", (int)strcspn(r + 1, "\""), r + 1);
+    tu_proc_free(&p);
+}
+
+static double share_of(const char *path, const char *routing)
+{
+    char rt[64];
+    inspect_routing(path, rt, sizeof rt);
+    assert_string_equal(rt, routing);
     eng_session *s = open_model(path, ENG_XIO_MMAP, 0);
     feed_varied(s);
     double sh = top_share(s);
@@ -156,7 +174,14 @@ static void test_zipf_skew(void **state)
     for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
         synth("uniform.cflow", u, presets[i], (char *)NULL);
         synth("zipf.cflow", z, "--routing", "zipf", presets[i], (char *)NULL);
-        double su = share_of(u), sz = share_of(z);
+        if (i == 0) {   /* the exponent given is the one the file names */
+            char z2[4096], rt[64];
+            synth("zipf2.cflow", z2, "--routing", "zipf:1.5", presets[i], (char *)NULL);
+            inspect_routing(z2, rt, sizeof rt);
+            assert_string_equal(rt, "zipf:1.5");
+            remove(z2);
+        }
+        double su = share_of(u, ""), sz = share_of(z, "zipf:1");
         fprintf(stderr, "%-13s top-k share of %d tokens' routings: uniform %.3f, "
                 "zipf %.3f\n", presets[i], TOKENS, su, sz);
         assert_true(sz >= SKEW_MIN);
@@ -164,24 +189,26 @@ static void test_zipf_skew(void **state)
         remove(u);
         remove(z);
     }
-    /* the GGUF llama.cpp runs, through cflow convert */
-    double sg[2];
-    for (int zipf = 0; zipf <= 1; zipf++) {
-        synth("routing.gguf", g, "--gguf", "--routing", zipf ? "zipf:1" : "uniform",
-              "tiny-mixtral", (char *)NULL);
-        snprintf(gc, sizeof gc, "%s", tu_tmp("routing-gguf.cflow"));
-        tu_proc p;
-        assert_int_equal(tu_cflow_run(&p, "convert", g, gc, (char *)NULL), 0);
-        assert_int_equal(p.status, 0);
-        tu_proc_free(&p);
-        sg[zipf] = share_of(gc);
-        remove(g);
-        remove(gc);
+    /* the GGUF llama.cpp runs (Q4_0 and Q8_0 blocks), through cflow convert */
+    for (int q8 = 0; q8 <= 1; q8++) {
+        double sg[2];
+        for (int zipf = 0; zipf <= 1; zipf++) {
+            synth("routing.gguf", g, "--gguf", "-q", q8 ? "q8_0" : "q4_0", "--routing",
+                  zipf ? "zipf:1" : "uniform", "tiny-mixtral", (char *)NULL);
+            snprintf(gc, sizeof gc, "%s", tu_tmp("routing-gguf.cflow"));
+            tu_proc p;
+            assert_int_equal(tu_cflow_run(&p, "convert", g, gc, (char *)NULL), 0);
+            assert_int_equal(p.status, 0);
+            tu_proc_free(&p);
+            sg[zipf] = share_of(gc, zipf ? "zipf:1" : "");
+            remove(g);
+            remove(gc);
+        }
+        fprintf(stderr, "tiny-mixtral --gguf -q %s, converted: uniform %.3f, zipf %.3f\n",
+                q8 ? "q8_0" : "q4_0", sg[0], sg[1]);
+        assert_true(sg[1] >= SKEW_MIN);
+        assert_true(sg[1] - sg[0] >= SKEW_MARGIN);
     }
-    fprintf(stderr, "tiny-mixtral --gguf, converted: uniform %.3f, zipf %.3f\n", sg[0],
-            sg[1]);
-    assert_true(sg[1] >= SKEW_MIN);
-    assert_true(sg[1] - sg[0] >= SKEW_MARGIN);
 }
 
 /* ---- look-ahead ---------------------------------------------------------- */
