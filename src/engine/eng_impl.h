@@ -84,15 +84,26 @@ void       eng_guard_raise(eng_guard *g, const void *addr)
 /* ---- eng_io.c: the staged expert reader (O_DIRECT into staging slots) ---- */
 #include <sys/types.h>
 typedef struct eng_xio eng_xio;
-/* Every expert read goes through this pointer (pread by default): tests
- * replace it to inject faults. */
-extern ssize_t (*eng_io_pread)(int fd, void *buf, size_t n, off_t off);
+/* Every expert read's result (bytes, or -errno) passes through this hook
+ * where it is set (NULL by default), on either reader: tests turn reads
+ * into errors, short counts or slow ones. */
+extern ssize_t (*eng_io_result)(int fd, void *buf, size_t n, off_t off, ssize_t res);
+/* The reader: reader "uring", "pool" or NULL ($CFLOW_XIO_READER, else
+ * io_uring where built and allowed); qd requests in flight (0: the
+ * default, $CFLOW_XIO_QD; the pool's threads when set); n_readers the
+ * pool's threads (0: 2); chunk bytes per request (0: $CFLOW_XIO_CHUNK or
+ * the default). */
+typedef struct eng_xio_cfg {
+    const char *reader;
+    unsigned    qd, n_readers;
+    uint32_t    chunk;
+} eng_xio_cfg;
 /* Open path for direct reads (buffered, with a notice through log, where
  * O_DIRECT is refused); n_slots staging slots, each large enough for a
  * range of max_bytes, that keep what they read for keys 0..n_keys-1 (the
- * RAM expert cache); n_readers reader threads (0: 2). */
+ * RAM expert cache); the reader cfg says. */
 int  eng_xio_new(eng_xio **out, const char *path, uint64_t max_bytes,
-                 unsigned n_slots, unsigned n_keys, unsigned n_readers,
+                 unsigned n_slots, unsigned n_keys, const eng_xio_cfg *cfg,
                  eng_log_fn log, void *ud, char *err, size_t errlen);
 void eng_xio_free(eng_xio *x);
 int  eng_xio_direct(const eng_xio *x);     /* 1 O_DIRECT, 0 buffered */
@@ -102,6 +113,12 @@ int  eng_xio_direct(const eng_xio *x);     /* 1 O_DIRECT, 0 buffered */
  * or the one used longest ago (*hit = 0).  -1 when the range is too large
  * or every slot is held. */
 int  eng_xio_issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit);
+/* Start the reads issued so far, together (one submission on io_uring):
+ * after a routing's issues.  (eng_xio_wait starts any not yet started.) */
+void eng_xio_submit(eng_xio *x);
+/* "io_uring" or "pool", with *qd the requests in flight at most and
+ * *chunk the bytes of one. */
+const char *eng_xio_reader(const eng_xio *x, unsigned *qd, uint32_t *chunk);
 /* Issues that found their bytes in a slot, and those that read them. */
 void eng_xio_hits(eng_xio *x, uint64_t *hits, uint64_t *misses);
 /* Wait for slot's read; *data gets the range's first byte, *busy_done

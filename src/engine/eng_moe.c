@@ -234,6 +234,7 @@ void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
                          (unsigned long long)len);
         }
         eng_moe_ahead_settle(s, l, r);   /* the guesses' holds: the route has its own */
+        eng_xio_submit(s->xio);          /* the routing's misses go out together */
         if (s->xio_mode == ENG_XIO_SYNC)
             eng_moe_wait(s, r, pt);      /* the read is a dead stop here */
     } else if (s->pf) {

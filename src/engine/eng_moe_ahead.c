@@ -178,6 +178,7 @@ void eng_moe_ahead_guess(eng_session *s, unsigned i, const float *h)
                 prof_layer_io(s->prof, next, 0.0, len);
         }
     }
+    eng_xio_submit(s->xio);          /* the guesses' reads go out together, now */
 }
 
 void eng_moe_ahead_stats(const eng_session *s, eng_stats *st)

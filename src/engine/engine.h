@@ -381,6 +381,25 @@ int  eng_expert_io_direct(const eng_session *s);
  * MoE layer) into counts [n_experts]: 0, or ENG_EARG for a layer out of
  * range or a dense model. */
 int  eng_expert_routed(const eng_session *s, unsigned layer, uint64_t *counts);
+/* The reader of sync/staged expert I/O: "io_uring" or "pool"
+ * ($CFLOW_XIO_READER=uring|pool chooses; io_uring where built and allowed),
+ * with *qd its requests in flight at most and *chunk the bytes of one
+ * (either may be NULL); NULL with mmap or a model without experts. */
+const char *eng_expert_reader(const eng_session *s, unsigned *qd, uint32_t *chunk);
+/* One pass of `cflow bench diskbw`: O_DIRECT reads of path's first GiB
+ * (less where it is smaller) through the expert reader at qd requests in
+ * flight (0: the reader's default), in bounded memory (eng_io_bench.c).
+ * ENG_EARG where the file is under 64 MiB, ENG_EIO where O_DIRECT is
+ * refused (the reads would be buffered) or a read fails; err says which,
+ * naming the file. */
+typedef struct eng_diskbw {
+    const char *reader;     /* "io_uring" or "pool" */
+    unsigned    qd;         /* requests in flight at most */
+    uint32_t    chunk;      /* bytes per request */
+    uint64_t    bytes;      /* read in the pass */
+    double      seconds;
+} eng_diskbw;
+int eng_disk_read(const char *path, unsigned qd, eng_diskbw *out, char *err, size_t errlen);
 /* The PREFETCHT0 thread on (1) or off (0), between tokens. */
 int  eng_set_prefetch(eng_session *s, int on);   /* 0 or ENG_ENOMEM */
 int  eng_prefetch(const eng_session *s);

@@ -3,6 +3,7 @@
  *
  *   cflow bench -m MODEL [-t LIST] [-p LIST] [-n LIST] [-d LIST] [-r N] ...
  *   cflow bench membw [-t LIST] [-r N] [--db PATH] [--no-log]
+ *   cflow bench diskbw [-m MODEL | --file PATH] [-r N] [--qd N]
  *   cflow bench l1d [-r N] [--rows-div K]
  *   cflow bench directio -m MODEL [-m MODEL.vflow] ...
  *
@@ -29,6 +30,11 @@
  * membw: per -t count, prof_measure_membw's median of -r timed passes (9
  * when -r is not given) with the min and max, each row recorded in the run
  * log's membw table (schema 6) for the host it runs on and its thread count.
+ *
+ * diskbw: O_DIRECT read GB/s of the storage the model (or --file) lives on
+ * through the expert reader (eng_disk_read: the reader, queue depth and
+ * request size expert misses use), the median of -r passes (9) with the
+ * min and max.
  *
  * -o json prints one JSON array, one object per test, with llama-bench's
  * field names where they mean the same (model_filename, model_size,
@@ -716,6 +722,45 @@ static int bench_membw(const bench_cfg *c)
     return rc;
 }
 
+/* ---- diskbw ------------------------------------------------------------- */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int bench_diskbw(const bench_cfg *c, const char *path, unsigned qd)
+{
+    const unsigned passes = c->reps_set ? (c->reps > MAXL ? MAXL : c->reps) : MEMBW_PASSES;
+    double gbs[MAXL];
+    eng_diskbw d;
+    char err[512];
+    for (unsigned i = 0; i < passes; i++) {
+        if (eng_disk_read(path, qd, &d, err, sizeof err))
+            return ui_error("bench diskbw: %s", err);
+        gbs[i] = (double)d.bytes / d.seconds / 1e9;
+    }
+    qsort(gbs, passes, sizeof *gbs, cmp_double);
+    double med = passes % 2 ? gbs[passes / 2] : (gbs[passes / 2 - 1] + gbs[passes / 2]) / 2;
+    if (c->fmt == 0)
+        printf("| reader | queue depth | KiB per read | read GB/s (median) |   min |   max | "
+               "passes | MiB per pass |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+               "| %s | %u | %u | %.2f | %.2f | %.2f | %u | %llu |\n", d.reader, d.qd,
+               d.chunk >> 10, med, gbs[0], gbs[passes - 1], passes,
+               (unsigned long long)(d.bytes >> 20));
+    else if (c->fmt == 1)
+        printf("reader,qd,chunk_bytes,median_gb_s,min_gb_s,max_gb_s,passes,bytes\n"
+               "%s,%u,%u,%.3f,%.3f,%.3f,%u,%llu\n", d.reader, d.qd, d.chunk, med, gbs[0],
+               gbs[passes - 1], passes, (unsigned long long)d.bytes);
+    else
+        printf("[\n  { \"reader\": \"%s\", \"qd\": %u, \"chunk_bytes\": %u, "
+               "\"median_gb_s\": %.3f, \"min_gb_s\": %.3f, \"max_gb_s\": %.3f, "
+               "\"passes\": %u, \"bytes\": %llu }\n]\n", d.reader, d.qd, d.chunk, med,
+               gbs[0], gbs[passes - 1], passes, (unsigned long long)d.bytes);
+    fprintf(stderr, "cflow bench diskbw: %s\n", path);
+    return UI_EXIT_OK;
+}
+
 /* ---- l1d: tiled vs row-major mat-vec ------------------------------------ */
 /*
  * The report's Table 5.1 shapes at d 8192 (out x in): attn-proj 8192 x 8192,
@@ -843,13 +888,14 @@ static const int bench_opts[] = {
     UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH, UI_O_B_REPS,
     UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_OUTPUT, UI_O_B_READ_BW, UI_O_KV_TYPE,
     UI_O_EXPERT_CACHE, UI_O_NO_MMAP, UI_O_B_NO_WARMUP, UI_O_B_SEED, UI_O_B_ROWS_DIV, UI_O_DB, UI_O_NO_LOG,
-    UI_O_HELP, UI_O_END
+    UI_O_B_QD, UI_O_B_DISK_FILE, UI_O_HELP, UI_O_END
 };
 
 static void help(const ui_settings *d)
 {
     printf("usage: cflow bench [OPTIONS] [-m MODEL ...]\n"
            "       cflow bench membw [-t LIST] [-r N] [-o FMT] [--db PATH] [--no-log]\n"
+           "       cflow bench diskbw [-m MODEL | --file PATH] [-r N] [--qd N] [-o FMT]\n"
            "       cflow bench l1d [-r N] [--rows-div K] [-o FMT]\n"
            "       cflow bench directio [-m MODEL] [-m MODEL.vflow] [OPTIONS]\n\n"
            "Throughput in the manner of llama-bench: ppN prefills N random tokens,\n"
@@ -859,6 +905,8 @@ static void help(const ui_settings *d)
     printf("\nmembw: the machine's read bandwidth (GB/s) per thread count, the median\n"
            "of -r passes (9) with min and max, recorded in the run log; later bench\n"
            "runs take their %% bw from it unless --read-bw is given.\n"
+           "diskbw: O_DIRECT read GB/s of the model's storage through the expert reader\n"
+           "($CFLOW_XIO_READER), the median of -r passes (9) with min and max.\n"
            "l1d: tiled vs row-major f32 mat-vec at the report's d 8192 shapes.\n"
            "directio: tg tests over --prefetch off,on and --expert-io\n"
            "mmap,sync,staged (unless given) for each model.\n");
@@ -905,8 +953,9 @@ int ui_cmd_bench(int argc, char **argv)
 
     if (argc > 1 && argv[1][0] != '-') {
         mode = argv[1];
-        if (strcmp(mode, "membw") && strcmp(mode, "l1d") && strcmp(mode, "directio"))
-            return ui_usage_error("bench", "unknown mode '%s' (membw, l1d, directio)",
+        if (strcmp(mode, "membw") && strcmp(mode, "l1d") && strcmp(mode, "directio") &&
+            strcmp(mode, "diskbw"))
+            return ui_usage_error("bench", "unknown mode '%s' (membw, diskbw, l1d, directio)",
                                   mode);
         argc--;
         argv++;
@@ -920,9 +969,13 @@ int ui_cmd_bench(int argc, char **argv)
         return bench_membw(&c);
     if (mode && !strcmp(mode, "l1d"))
         return bench_l1d(&c, (unsigned)o.rows_div);
+    if (mode && !strcmp(mode, "diskbw") && o.disk_file)
+        return bench_diskbw(&c, o.disk_file, (unsigned)o.qd);
     if (c.n_models == 0 && !(c.models[c.n_models++] = ui_default_model()))
         return ui_usage_error("bench", "no model: give -m MODEL (no default model is "
                                        "installed)");
+    if (mode && !strcmp(mode, "diskbw"))
+        return bench_diskbw(&c, c.models[0], (unsigned)o.qd);
     if (mode && !strcmp(mode, "directio")) {
         if (!o.given[UI_O_B_PROMPT])
             c.p.v[0] = 0;

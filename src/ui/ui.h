@@ -71,7 +71,7 @@ enum ui_opt_id {
     /* cflow bench: lists of values, one test per combination */
     UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH,
     UI_O_B_REPS, UI_O_B_OUTPUT, UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_READ_BW,
-    UI_O_B_NO_WARMUP, UI_O_B_SEED, UI_O_B_ROWS_DIV,
+    UI_O_B_NO_WARMUP, UI_O_B_SEED, UI_O_B_ROWS_DIV, UI_O_B_QD, UI_O_B_DISK_FILE,
     UI_O_HELP, UI_O_VERSION,
     UI_O_N,
     UI_O_END = -1
@@ -139,6 +139,8 @@ typedef struct ui_settings {
     unsigned    n_models;
     ui_ilist    b_threads, b_prompt, b_gen, b_depth, b_prefetch, b_expert_io;
     long        reps, rows_div;
+    long        qd;              /* bench diskbw: requests in flight, 0 the reader's */
+    const char *disk_file;       /* bench diskbw --file */
     int         output;          /* 0 md, 1 csv, 2 json */
     double      read_bw;         /* GB/s, 0: measure */
     int         no_warmup;

@@ -1,0 +1,117 @@
+/*
+ * eng_io_impl.h — what the expert reader's files share: the staging slots,
+ * the queue of chunk reads and the state of the two readers that drain it
+ * (eng_io.c: slots, cache, the reader thread pool; eng_io_uring.c: the
+ * io_uring reader; eng_io_bench.c: the disk bandwidth pass).  eng_io.c's
+ * top essay explains slots, chunks, pending counts and the busy time.
+ */
+#ifndef ENG_IO_IMPL_H
+#define ENG_IO_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "engine/eng_impl.h"
+
+#define ENG_IO_ALIGN 4096u              /* bytes: O_DIRECT block and buffer alignment */
+
+/* Defaults, and how they were chosen (eng_io.c's essay, "Queue depth"):
+ * requests of ENG_IO_CHUNK bytes, ENG_IO_QD of them in flight on the
+ * io_uring reader.  $CFLOW_XIO_CHUNK and $CFLOW_XIO_QD override them. */
+#define ENG_IO_CHUNK (1u << 20)         /* bytes per read request */
+#define ENG_IO_QD    32u                /* io_uring requests in flight */
+
+enum { XIO_POOL = 0, XIO_URING = 1 };   /* eng_xio.reader */
+
+typedef struct xio_slot {
+    uint8_t       *buf;        /* [slot_bytes], ENG_IO_ALIGN-aligned */
+    const uint8_t *data;       /* the expert's first byte inside buf */
+    uint64_t       off, len;   /* the expert's range in the file */
+    int            held;       /* issues not yet released (a hit shares a slot) */
+    int            key;        /* the cached expert (eng_xio_issue), -1 none */
+    uint64_t       used;       /* the clock at its last issue: LRU order */
+    atomic_int     pending;    /* chunks queued or being read */
+    int            failed;     /* a chunk failed: err holds why */
+    char           err[256];
+    double         busy_done;  /* the reader's busy seconds when it completed */
+} xio_slot;
+
+typedef struct xio_req {
+    int      slot;
+    uint64_t foff;             /* aligned file offset of the chunk */
+    uint32_t flen;             /* aligned bytes to request */
+    uint32_t need;             /* bytes that must arrive (the file may end) */
+    uint8_t *dst;
+} xio_req;
+
+typedef struct xio_uring xio_uring;     /* eng_io_uring.c */
+
+struct eng_xio {
+    char            *path;
+    /* the descriptor and whether it is O_DIRECT: readers load them
+     * without the lock, the fallback switches them under it */
+    atomic_int       fd, direct;
+    int              old_fd;   /* the O_DIRECT descriptor after a fallback */
+    eng_log_fn       log;
+    void            *log_ud;
+    size_t           slot_bytes;
+    uint32_t         chunk;    /* bytes per read request (a multiple of ENG_IO_ALIGN) */
+    unsigned         n_slots;
+    xio_slot        *slots;
+    /* the cache: key_slot [n_keys] the slot holding each key's bytes (-1
+     * none), a clock stamped on every issue, hits and misses so far */
+    int             *key_slot;
+    unsigned         n_keys;
+    uint64_t         clock, hits, misses;
+    /* request queue: a ring of cap entries, issued but not yet taken by a
+     * reader; issued counts those eng_xio_submit has released to them */
+    xio_req         *q;
+    unsigned         cap, head, count, issued;
+    pthread_mutex_t  mu;
+    pthread_cond_t   work, done;
+    /* the reader: XIO_POOL threads tid[n_readers], or XIO_URING (uring,
+     * its reaping thread, qd requests in flight at most) */
+    int              reader;
+    unsigned         qd;
+    pthread_t       *tid;
+    unsigned         n_readers;
+    xio_uring       *uring;
+    int              quit;
+    /* busy time: chunks queued or in flight (outstanding), the union of
+     * the intervals with outstanding > 0 so far (busy_s), and the start of
+     * the current one (busy_t0); under mu */
+    unsigned         outstanding;
+    double           busy_s, busy_t0;
+    /* fault injection (CFLOW_FAULT) */
+    int              fault;     /* 0 none, 1 eio, 2 short */
+    unsigned long    fault_from;
+    atomic_ulong     n_reads;
+};
+
+enum { FAULT_NONE = 0, FAULT_EIO = 1, FAULT_SHORT = 2 };
+
+/* eng_io.c, for the readers.  The fault CFLOW_FAULT sets for the next
+ * chunk read (FAULT_*), counted from the first. */
+int  eng_xio_fault_next(eng_xio *x);
+/* O_DIRECT refused on fd (a read failed with EINVAL): reopen buffered once
+ * and say so; 1 where the read should be retried on the (new) descriptor.
+ * Takes mu unless locked says the caller holds it. */
+int  eng_xio_refused(eng_xio *x, int fd, int locked);
+/* A chunk has landed (why NULL) or failed (why says how): the slot's
+ * pending count, error and busy stamp.  Under mu. */
+void eng_xio_chunk_done(eng_xio *x, const xio_req *r, const char *why);
+/* Take the next request the submitter has released to the readers; 0
+ * when none.  Under mu. */
+int  eng_xio_take(eng_xio *x, xio_req *r);
+
+/* eng_io_uring.c.  Start the reader on x (x->fd, x->qd set): 0, or an
+ * errno with why filled where io_uring is unavailable or refused.  kick
+ * (under mu) moves released requests into the submission ring up to qd in
+ * flight and submits them with one call; stop (without mu) drains what is
+ * queued or in flight and joins the reaping thread. */
+int  eng_xio_uring_start(eng_xio *x, char *why, size_t whylen);
+void eng_xio_uring_kick(eng_xio *x);
+void eng_xio_uring_stop(eng_xio *x);
+
+#endif
