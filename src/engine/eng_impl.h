@@ -116,6 +116,8 @@ int  eng_xio_issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit);
 /* Start the reads issued so far, together (one submission on io_uring):
  * after a routing's issues.  (eng_xio_wait starts any not yet started.) */
 void eng_xio_submit(eng_xio *x);
+/* Wait until no read is queued or in flight (reads always finish). */
+void eng_xio_drain(eng_xio *x);
 /* "io_uring" or "pool", with *qd the requests in flight at most and
  * *chunk the bytes of one. */
 const char *eng_xio_reader(const eng_xio *x, unsigned *qd, uint32_t *chunk);

@@ -254,6 +254,15 @@ static void submit_locked(eng_xio *x)
         pthread_cond_broadcast(&x->work);
 }
 
+void eng_xio_drain(eng_xio *x)
+{
+    pthread_mutex_lock(&x->mu);
+    submit_locked(x);
+    while (x->outstanding > 0)
+        pthread_cond_wait(&x->done, &x->mu);
+    pthread_mutex_unlock(&x->mu);
+}
+
 void eng_xio_submit(eng_xio *x)
 {
     pthread_mutex_lock(&x->mu);
@@ -861,9 +870,15 @@ void eng_io_teardown(eng_session *s)
     s->route = NULL;
 }
 
-/* A failed expert read of the last token, as eng_decode's error. */
+/* A failed expert read of the last token, as eng_decode's error, once
+ * every read still in flight has settled: a read of the failed token (or
+ * of a look-ahead guess) that fails late is then marked failed before the
+ * next token issues, so that token reads the expert again instead of
+ * sharing a read that will fail. */
 int eng_xio_error(eng_session *s, char *err, size_t errlen)
 {
+    if (s->xio)
+        eng_xio_drain(s->xio);
     s->xio_failed = 0;
     return eng_fail(err, errlen, ENG_EIO, "%s", s->xio_err);
 }

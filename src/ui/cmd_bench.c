@@ -34,7 +34,8 @@
  * diskbw: O_DIRECT read GB/s of the storage the model (or --file) lives on
  * through the expert reader (eng_disk_read: the reader, queue depth and
  * request size expert misses use), the median of -r passes (9) with the
- * min and max.
+ * min and max, recorded in the run log's diskbw table for the file's
+ * device (the storage-bound limit's figure).
  *
  * -o json prints one JSON array, one object per test, with llama-bench's
  * field names where they mean the same (model_filename, model_size,
@@ -731,7 +732,7 @@ static int cmp_double(const void *a, const void *b)
 
 static int bench_diskbw(const bench_cfg *c, const char *path, unsigned qd)
 {
-    const unsigned passes = c->reps_set ? (c->reps > MAXL ? MAXL : c->reps) : MEMBW_PASSES;
+    const unsigned passes = c->reps_set ? (c->reps > MAXL ? MAXL : c->reps) : UI_MEMBW_PASSES;
     double gbs[MAXL];
     eng_diskbw d;
     char err[512];
@@ -757,7 +758,18 @@ static int bench_diskbw(const bench_cfg *c, const char *path, unsigned qd)
                "\"median_gb_s\": %.3f, \"min_gb_s\": %.3f, \"max_gb_s\": %.3f, "
                "\"passes\": %u, \"bytes\": %llu }\n]\n", d.reader, d.qd, d.chunk, med,
                gbs[0], gbs[passes - 1], passes, (unsigned long long)d.bytes);
-    fprintf(stderr, "cflow bench diskbw: %s\n", path);
+    /* the figure the storage-bound limit divides by (ui_disk_bw) */
+    prof_log *l = log_open(c);
+    struct stat st;
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    if (l && !stat(path, &st) &&
+        prof_log_diskbw(l, host, (uint64_t)st.st_dev, path, med, err, sizeof err))
+        fprintf(stderr, "cflow bench diskbw: not recorded: %s\n", err);
+    else if (l)
+        fprintf(stderr, "cflow bench diskbw: %s: recorded in %s\n", path, prof_log_path(l));
+    if (l)
+        prof_log_close(l);
     return UI_EXIT_OK;
 }
 
