@@ -480,6 +480,11 @@ void eng_close(eng_session *s)
 const fmt_hparams *eng_hparams(const eng_session *s) { return s->hp; }
 const eng_tok *eng_tokenizer(const eng_session *s) { return s->tok; }
 const char *eng_isa(const eng_session *s) { return s->ops->name; }
+
+const char *eng_model_meta(const eng_session *s, const char *key, size_t *len)
+{
+    return fmt_kv_get_str(fmt_model_kv(s->model), key, len);
+}
 int eng_kv_f16(const eng_session *s) { return s->kv_f16; }
 uint32_t eng_n_ctx(const eng_session *s) { return s->n_ctx; }
 uint32_t eng_n_past(const eng_session *s) { return s->n_past; }

@@ -242,6 +242,9 @@ void eng_close(eng_session *s);             /* NULL: nothing */
 const fmt_hparams *eng_hparams(const eng_session *s);
 const eng_tok     *eng_tokenizer(const eng_session *s);
 const char        *eng_isa(const eng_session *s);
+/* The model file's metadata string under key (not NUL-terminated: *len
+ * bytes), NULL when absent ("cflow.source", FMT_SYNTH_ROUTING_KEY ...). */
+const char        *eng_model_meta(const eng_session *s, const char *key, size_t *len);
 /* The chat template family of the session's model (eng_chat_detect of
  * its tokenizer.chat_template; ENG_CHAT_NONE without one). */
 enum eng_chat      eng_session_chat(const eng_session *s);

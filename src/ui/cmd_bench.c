@@ -113,6 +113,7 @@ typedef struct result {
     int         has_xio;          /* xio holds the test's expert figures */
     prof_xio_fig xio;             /* over the timed repetitions (ui_xio.c) */
     uint64_t    cache_bytes;      /* the RAM expert cache */
+    char        routing[96];      /* ui_routing_text; "" for a real model */
     char        time[32];
 } result;
 
@@ -325,15 +326,15 @@ static void print_md(const bench_cfg *c, const result *r)
  * figure is n/a or the test read no experts. */
 #define XIO_FIELDS "expert_cache_bytes,expert_hits,expert_misses,hit_rate," \
     "read_bytes_per_token,storage_gbs,queue_depth,bound_gbs,bound_source," \
-    "storage_bound_ts,bound_pct,pred_acc"
+    "storage_bound_ts,bound_pct,pred_acc,routing"
 static const char *const csv_fields =
     "model_filename,model_type,model_size,model_n_params,backends,cpu_info,"
     "n_threads,n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,"
     "stddev_ts,isa,prefetch,expert_io,repetitions,bytes_per_token,gb_s,"
     "read_bw_gbs,bw_pct," XIO_FIELDS;
 
-#define XIO_NF 12
-static void xio_values(const result *r, char v[XIO_NF][48], const char *na)
+#define XIO_NF 13
+static void xio_values(const result *r, char v[XIO_NF][64], const char *na)
 {
     const prof_xio_fig *f = &r->xio;
     const double d[7] = { f->hit_rate, f->bytes_tok, f->gb_s, f->depth, f->bound_gbs,
@@ -353,6 +354,10 @@ static void xio_values(const result *r, char v[XIO_NF][48], const char *na)
         snprintf(v[11], 48, "%.6g", f->pred_acc);
     else
         snprintf(v[11], 48, "%s", na);
+    if (r->routing[0])   /* a synthetic model's routing (ui_routing_text) */
+        snprintf(v[12], 64, "\"%.60s\"", r->routing);
+    else
+        snprintf(v[12], 64, "%s", na);
 }
 
 static void json_str(const char *s)
@@ -379,7 +384,7 @@ static void print_csv(const result *r, const char *cpu)
            r->n_depth, r->time, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts, r->isa,
            onoff[r->prefetch], xio_names[r->expert_io], r->reps,
            (unsigned long long)r->bytes_per_token, r->gb_s, r->read_bw, r->bw_pct);
-    char v[XIO_NF][48];
+    char v[XIO_NF][64];
     xio_values(r, v, "");
     for (int k = 0; k < XIO_NF; k++)
         printf(",%s", v[k]);
@@ -415,7 +420,7 @@ static void print_json(const result *r, const char *cpu, int first)
            "    \"read_bw_gbs\": %.3f,\n    \"bw_pct\": %.2f",
            r->isa, onoff[r->prefetch], xio_names[r->expert_io], r->reps,
            (unsigned long long)r->bytes_per_token, r->gb_s, r->read_bw, r->bw_pct);
-    char v[XIO_NF][48], names[] = XIO_FIELDS;
+    char v[XIO_NF][64], names[] = XIO_FIELDS;
     xio_values(r, v, "null");
     char *save = NULL, *name = strtok_r(names, ",", &save);
     for (int k = 0; k < XIO_NF && name; k++, name = strtok_r(NULL, ",", &save))
@@ -620,6 +625,8 @@ static int bench_model(bench_run *b, const char *model, const char *named)
     r.ns = b->ns;
     r.ts = b->ts;
     r.use_mmap = !c->no_mmap;
+    if (!ui_routing_text(s, r.routing, sizeof r.routing))
+        r.routing[0] = '\0';
     int logging = b->lg && log_session(b->lg, s, model, named, b->read_bw) == 0;
     for (unsigned xi = 0; xi < c->xio.n && !rc; xi++)
     for (unsigned pi = 0; pi < c->pf.n && !rc; pi++)

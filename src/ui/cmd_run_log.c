@@ -199,7 +199,9 @@ static void print_figures(const ui_runlog *rl)
     char xl[UI_XIO_LINES][160];
     eng_stats es;
     eng_get_stats(rl->s, &es);
-    int nl = run_xio(rl, &f) ? ui_xio_lines(&f, es.xio_cache_bytes, xl) : 0;
+    char rt[96];
+    int nl = run_xio(rl, &f) ? ui_xio_lines(&f, es.xio_cache_bytes,
+                                            ui_routing_text(rl->s, rt, sizeof rt), xl) : 0;
     for (int i = 0; i < nl; i++)
         fprintf(stderr, "cflow: experts %s: %s\n", mode, xl[i]);
     if (t.n_gen && t.read_bw_gbs > 0)

@@ -321,7 +321,7 @@ static int cmd_show(prof_log *l, const char *arg)
         printf(", %.1f%% of read bandwidth", 100.0 * r.bw_share);
     printf(")\n");
     char xl[UI_XIO_LINES][160];   /* the expert figures as cflow run printed them */
-    int nx = r.has_xio ? ui_xio_lines(&r.xio, r.expert_cache_bytes, xl) : 0;
+    int nx = r.has_xio ? ui_xio_lines(&r.xio, r.expert_cache_bytes, NULL, xl) : 0;
     for (int i = 0; i < nx; i++)
         printf("  %-11s %s\n", i ? "" : "experts", xl[i]);
     counters_of(&r, line, sizeof line);

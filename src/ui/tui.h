@@ -122,6 +122,7 @@ typedef struct tui_snap {
     int          expert_io_auto;  /* eng_expert_io_auto: --expert-io auto chose it */
     uint64_t     cache_bytes;     /* the RAM expert cache */
     prof_xio_fig xio;             /* expert figures of the run's decode tokens */
+    char         routing[96];     /* ui_routing_text, "" for a model not synthesised */
     eng_sampling sp;
     long         n_predict;
     int          ignore_eos;

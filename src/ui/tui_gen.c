@@ -151,6 +151,8 @@ void tui_gen_snap_refresh(tui_gen *g, int state)
                  eng_expert_io_name(eng_expert_io(g->s)));
         sn->expert_direct = eng_expert_io_direct(g->s);
         sn->expert_io_auto = eng_expert_io_auto(g->s);
+        if (!ui_routing_text(g->s, sn->routing, sizeof sn->routing))
+            sn->routing[0] = '\0';
         eng_stats es;
         eng_get_stats(g->s, &es);
         sn->cache_bytes = es.xio_cache_bytes;

@@ -239,7 +239,8 @@ static void overlap_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
      * queue depth, the storage-bound limit, look-ahead), as cflow run
      * prints them */
     char xl[UI_XIO_LINES][160];
-    int nx = ui_xio_lines(&sn->xio, sn->cache_bytes, xl);
+    int nx = ui_xio_lines(&sn->xio, sn->cache_bytes, sn->routing[0] ? sn->routing : NULL,
+                          xl);
     for (int i = 0; i < nx && y < h; i++)
         tui_put(w, y++, 0, wd, xl[i]);
     /* per layer: compute (bar), then I/O time in the second colour; the

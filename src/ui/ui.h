@@ -343,10 +343,16 @@ void ui_xio_accum(prof_xio_fig *f, const eng_stats *now, const eng_stats *base);
 /* 1 when f has routed experts read or found in the cache (sync, staged). */
 int  ui_xio_shown(const prof_xio_fig *f);
 /* The figures as lines without a newline ("cache 4.0 MiB: hit rate 37.5%
- * (...)", "storage: ...", "storage-bound ...", "look-ahead: ..."); the
- * count, 0 when !ui_xio_shown. */
+ * (...)[; ROUTING]", "storage: ...", "storage-bound ...", "look-ahead:
+ * ..."); routing (may be NULL) ui_routing_text's; the count, 0 when
+ * !ui_xio_shown. */
 #define UI_XIO_LINES 4
-int  ui_xio_lines(const prof_xio_fig *f, uint64_t cache_bytes, char lines[UI_XIO_LINES][160]);
+int  ui_xio_lines(const prof_xio_fig *f, uint64_t cache_bytes, const char *routing,
+                  char lines[UI_XIO_LINES][160]);
+/* Which routing a synthetic model's figures ran under (issue 17 item 8):
+ * "zipf:1 routing (cflow synth)", "uniform routing (cflow synth: random
+ * routers)"; NULL for a model not made by cflow synth. */
+const char *ui_routing_text(const eng_session *s, char *buf, size_t n);
 /* The expert I/O mode s runs, as every front end names it: "staged",
  * "mmap (auto)" when --expert-io auto chose it, "none" for a dense model. */
 const char *ui_expert_io_text(const eng_session *s, char *buf, size_t n);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "format/cflow_format.h"
 #include "prof/prof.h"
 #include "ui/ui.h"
 
@@ -65,7 +66,8 @@ static void pct_or_na(double v, char *buf, size_t n)
         snprintf(buf, n, "n/a");
 }
 
-int ui_xio_lines(const prof_xio_fig *f, uint64_t cache_bytes, char lines[UI_XIO_LINES][160])
+int ui_xio_lines(const prof_xio_fig *f, uint64_t cache_bytes, const char *routing,
+                 char lines[UI_XIO_LINES][160])
 {
     char hr[16], reach[16], depth[32], cache[32];
     if (!ui_xio_shown(f))
@@ -82,8 +84,9 @@ int ui_xio_lines(const prof_xio_fig *f, uint64_t cache_bytes, char lines[UI_XIO_
         snprintf(cache, sizeof cache, "off (staging slots only)");
     int k = 0;
     snprintf(lines[k++], 160, "cache %s: hit rate %s (%llu of %llu routed experts in RAM, "
-             "%llu read)", cache, hr, (unsigned long long)f->hits,
-             (unsigned long long)(f->hits + f->misses), (unsigned long long)f->misses);
+             "%llu read)%s%s", cache, hr, (unsigned long long)f->hits,
+             (unsigned long long)(f->hits + f->misses), (unsigned long long)f->misses,
+             routing ? "; " : "", routing ? routing : "");
     snprintf(lines[k++], 160, "storage: %.4g MiB/token read, %.3g GB/s while busy "
              "(%.3f s), queue depth %s", f->bytes_tok > 0 ? f->bytes_tok / MIB : 0.0,
              f->gb_s > 0 ? f->gb_s : 0.0, f->io_s, depth);
@@ -101,6 +104,19 @@ int ui_xio_lines(const prof_xio_fig *f, uint64_t cache_bytes, char lines[UI_XIO_
     else
         snprintf(lines[k++], 160, "look-ahead: no predictions");
     return k;
+}
+
+const char *ui_routing_text(const eng_session *s, char *buf, size_t n)
+{
+    size_t sl = 0, rl = 0;
+    const char *src = eng_model_meta(s, "cflow.source", &sl);
+    const char *rt = eng_model_meta(s, FMT_SYNTH_ROUTING_KEY, &rl);
+    buf[0] = '\0';
+    if (rt)
+        snprintf(buf, n, "%.*s routing (cflow synth)", (int)rl, rt);
+    else if (src && sl == 5 && !memcmp(src, "synth", 5))
+        snprintf(buf, n, "uniform routing (cflow synth: random routers)");
+    return buf[0] ? buf : NULL;
 }
 
 const char *ui_expert_io_text(const eng_session *s, char *buf, size_t n)

@@ -133,7 +133,12 @@ static void test_run_figures(void **state)
         parse_run(p.err, "sync", &f);
         static const char pre[] = "cflow: experts sync: ";
         const char *cl = strstr(line_with(p.err, pre), "cache ");
-        snprintf(cache_line, sizeof cache_line, "%.*s", (int)strcspn(cl, "\n"), cl);
+        /* the routing follows (issue 17 item 8): tiny-moe's routers are random */
+        const char *end = strstr(cl, " read); ");
+        assert_non_null(end);
+        static const char tail[] = " read); uniform routing (cflow synth: random routers)\n";
+        assert_int_equal(strncmp(end, tail, sizeof tail - 1), 0);
+        snprintf(cache_line, sizeof cache_line, "%.*s", (int)(end - cl) + 6, cl);
         tu_proc_free(&p);
         /* every decoded token routes top-k experts in every MoE layer */
         assert_int_equal(f.n_dec, 11);
@@ -213,8 +218,9 @@ static void test_lookahead(void **state)
     assert_int_equal(sscanf(line_with(p.err, "cflow: experts staged: look-ahead: "),
                             "cflow: experts staged: look-ahead: %lf%% right (%llu of %llu "
                             "predictions)", &acc, &right, &pred), 3);
-    tu_proc_free(&p);
     assert_true(pred > 0 && right <= pred);
+    assert_non_null(strstr(p.err, " read); uniform routing (cflow synth: random routers)"));
+    tu_proc_free(&p);
     near_abs(acc, 100.0 * (double)right / (double)pred, 0, 0.051, "look-ahead accuracy");
     assert_int_equal(tu_db_int(db, "SELECT xio_pred FROM run"), (int64_t)pred);
     assert_int_equal(tu_db_int(db, "SELECT xio_pred_hits FROM run"), (int64_t)right);
@@ -223,6 +229,19 @@ static void test_lookahead(void **state)
     near(db_real(db, "SELECT xio_bytes_tok FROM run"),
          (double)tu_db_int(db, "SELECT xio_bytes FROM run") / (double)f.n_dec, 1e-9,
          "logged bytes per token");
+    /* skewed routing says so (the file names it: cflow synth --routing) */
+    snprintf(mx, sizeof mx, "%s", tu_tmp("tiny-mixtral-zipf.cflow"));
+    assert_int_equal(tu_cflow_run(&p, "synth", "--routing", "zipf", "tiny-mixtral", mx,
+                                  (char *)NULL), 0);
+    assert_true(tu_ok(&p, "synth --routing zipf"));
+    tu_proc_free(&p);
+    assert_int_equal(tu_cflow_env(&p, env, "run", "-m", mx, "-n", "4", "--ignore-eos",
+                                  "--expert-io", "staged", "--expert-cache", "32K", "--no-log",
+                                  (char *)NULL), 0);
+    assert_true(tu_ok(&p, "run zipf"));
+    assert_non_null(strstr(line_with(p.err, "cflow: experts staged: cache "),
+                           " read); zipf:1 routing (cflow synth)\n"));
+    tu_proc_free(&p);
 }
 
 /* 2: the storage bandwidth recorded for the model's device is the one the
@@ -360,6 +379,8 @@ static void test_bench_columns(void **state)
     char v[64];
     csv_field(p.out, row, "expert_io", v, sizeof v);
     assert_string_equal(v, "sync");
+    csv_field(p.out, row, "routing", v, sizeof v);
+    assert_string_equal(v, "\"uniform routing (cflow synth: random routers)\"");
     csv_field(p.out, row, "expert_hits", v, sizeof v);
     unsigned long long hits = strtoull(v, NULL, 10);
     csv_field(p.out, row, "expert_misses", v, sizeof v);

@@ -101,6 +101,7 @@ static void test_tui_expert_figures(void **state)
     assert_int_equal(hits + misses, total);
     assert_true(misses > 0);
     assert_true(fabs(pct - 100.0 * (double)hits / (double)total) < 0.051);
+    assert_non_null(strstr(scr, " read); uniform routing (cflow synth"));   /* item 8 */
     assert_non_null(strstr(scr, "storage-bound "));
     assert_non_null(strstr(scr, "look-ahead: "));
     free(scr);
