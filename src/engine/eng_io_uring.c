@@ -35,7 +35,8 @@
  *
  * Where liburing is not built in, or io_uring_queue_init is refused
  * (ENOSYS: no io_uring; EPERM: /proc/sys/kernel/io_uring_disabled or a
- * seccomp filter), eng_xio_uring_start says why and the pool is used.
+ * seccomp filter; CFLOW_FAULT=uring-init:eperm acts so for tests),
+ * eng_xio_uring_start says why and the pool is used.
  */
 #include "config.h"
 
@@ -225,7 +226,10 @@ int eng_xio_uring_start(eng_xio *x, char *why, size_t whylen)
         snprintf(why, whylen, "out of memory");
         goto fail_mem;
     }
-    int rc = io_uring_queue_init(qd, &u->ring, 0);
+    /* CFLOW_FAULT=uring-init:eperm: the kernel refuses, as a seccomp
+     * filter or kernel.io_uring_disabled does (for tests) */
+    const char *f = getenv("CFLOW_FAULT");
+    int rc = f && strstr(f, "uring-init:eperm") ? -EPERM : io_uring_queue_init(qd, &u->ring, 0);
     if (rc < 0) {
         refusal(rc, why, whylen);
         err = -rc;

@@ -799,6 +799,32 @@ static void test_reader_choice(void **state)
     assert_int_not_equal(rc, 0);
     assert_non_null(strstr(err, "CFLOW_XIO_READER='bogus'"));
 
+    /* io_uring refused at run time (CFLOW_FAULT=uring-init:eperm stands
+     * for a seccomp filter): the pool reads, one line through the log
+     * says why, and the tokens are mmap's */
+    if (have_uring()) {
+        int32_t ref[N_TOK], got[N_TOK];
+        s = open_model(path, ENG_XIO_MMAP, 0, NULL);
+        greedy(s, ref, N_TOK, 0);
+        eng_close(s);
+        logcap lc = { "", 0 };
+        o.log = cap_log;
+        o.log_ud = &lc;
+        setenv("CFLOW_FAULT", "uring-init:eperm", 1);
+        rc = eng_open(&s, path, &o, err, sizeof err);
+        unsetenv("CFLOW_FAULT");
+        assert_int_equal(rc, 0);
+        const char *r = eng_expert_reader(s, NULL, NULL);
+        greedy(s, got, N_TOK, 0);
+        eng_close(s);
+        fprintf(stderr, "io_uring refused: reader %s; log: %s", r ? r : "none", lc.text);
+        assert_true(r && !strcmp(r, "pool"));
+        assert_int_equal(lc.n, 1);
+        assert_non_null(strstr(lc.text, "reader pool"));
+        assert_non_null(strstr(lc.text, strerror(EPERM)));
+        assert_memory_equal(ref, got, sizeof ref);
+    }
+
     tu_proc p;
     assert_int_equal(tu_cflow_run(&p, "bench", "diskbw", "--file", path, (char *)NULL), 0);
     fprintf(stderr, "diskbw of a small file: exit %d: %s", p.status, p.err);
