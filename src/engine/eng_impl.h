@@ -121,8 +121,10 @@ void eng_xio_drain(eng_xio *x);
 /* "io_uring" or "pool", with *qd the requests in flight at most and
  * *chunk the bytes of one. */
 const char *eng_xio_reader(const eng_xio *x, unsigned *qd, uint32_t *chunk);
-/* Issues that found their bytes in a slot, and those that read them. */
-void eng_xio_hits(eng_xio *x, uint64_t *hits, uint64_t *misses);
+/* Issues that found their bytes in a slot, those that read them, and the
+ * chunks queued or in flight integrated over time (request-seconds; over
+ * the busy seconds, the mean queue depth). */
+void eng_xio_hits(eng_xio *x, uint64_t *hits, uint64_t *misses, double *depth_s);
 /* Wait for slot's read; *data gets the range's first byte, *busy_done
  * the pool's busy seconds (the union of the times any read was queued or
  * in flight, eng_io.c) when its last byte arrived.  ENG_EIO with err on a

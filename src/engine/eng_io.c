@@ -42,6 +42,9 @@
  * had when the slot's last chunk arrived.  The session charges each
  * routing the growth of that stamp since the previous routing finished,
  * so the per-layer times sum to the union: IO_eff of the report's model.
+ * Beside it the reader integrates the chunks outstanding over time
+ * (depth_s, request-seconds): over the busy time, the mean queue depth
+ * the figures show (eng_stats.xio_depth_s).
  *
  * Readers.  eng_xio_issue only queues a miss's chunks; eng_xio_submit,
  * after a routing's issues, releases them together to the reader: one
@@ -204,9 +207,18 @@ int eng_xio_take(eng_xio *x, xio_req *r)
     return 1;
 }
 
+/* Before outstanding changes: its time at the old value into depth_s. */
+static void depth_mark(eng_xio *x)
+{
+    double now = prof_now();
+    x->depth_s += (double)x->outstanding * (now - x->depth_t);
+    x->depth_t = now;
+}
+
 void eng_xio_chunk_done(eng_xio *x, const xio_req *r, const char *why)
 {
     xio_slot *sl = &x->slots[r->slot];
+    depth_mark(x);
     if (--x->outstanding == 0)
         x->busy_s += prof_now() - x->busy_t0;
     if (why && !sl->failed) {
@@ -532,6 +544,7 @@ int eng_xio_issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit)
     atomic_store(&sl->pending, (int)n);
     if (x->outstanding == 0)
         x->busy_t0 = prof_now();
+    depth_mark(x);
     x->outstanding += n;
     for (uint64_t p = a; p < end; p += x->chunk) {
         xio_req *r = &x->q[(x->head + x->count) % x->cap];
@@ -569,11 +582,13 @@ int eng_xio_wait(eng_xio *x, int slot, const uint8_t **data, double *busy_done,
     return rc;
 }
 
-void eng_xio_hits(eng_xio *x, uint64_t *hits, uint64_t *misses)
+void eng_xio_hits(eng_xio *x, uint64_t *hits, uint64_t *misses, double *depth_s)
 {
     pthread_mutex_lock(&x->mu);
     *hits = x->hits;
     *misses = x->misses;
+    depth_mark(x);                   /* the reads still out count up to now */
+    *depth_s = x->depth_s;
     pthread_mutex_unlock(&x->mu);
 }
 

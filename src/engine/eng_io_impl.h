@@ -83,6 +83,10 @@ struct eng_xio {
      * the current one (busy_t0); under mu */
     unsigned         outstanding;
     double           busy_s, busy_t0;
+    /* the queue depth: outstanding integrated over time (request-seconds
+     * so far, depth_s) and when outstanding last changed (depth_t); under
+     * mu (eng_xio_depth_mark before every change) */
+    double           depth_s, depth_t;
     /* fault injection (CFLOW_FAULT) */
     int              fault;     /* 0 none, 1 eio, 2 short */
     unsigned long    fault_from;

@@ -581,7 +581,7 @@ void eng_get_stats(const eng_session *s, eng_stats *st)
         st->pf_dropped += dropped;
     }
     if (s->xio)
-        eng_xio_hits(s->xio, &st->xio_hits, &st->xio_misses);
+        eng_xio_hits(s->xio, &st->xio_hits, &st->xio_misses, &st->xio_depth_s);
     st->xio_cache_bytes = s->xio_cache_bytes;
     eng_moe_ahead_stats(s, st);
 }

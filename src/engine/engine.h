@@ -315,9 +315,8 @@ typedef struct eng_stats {
     /* the RAM expert cache (eng_opts.expert_cache): routed experts found
      * in a slot, routed experts read, and the cache's size in bytes */
     uint64_t xio_hits, xio_misses, xio_cache_bytes;
-    /* reads in flight integrated over time (request-seconds: the mean
-     * queue depth is xio_depth_s / xio_s); 0 where the reader does not
-     * measure it */
+    /* chunk reads queued or in flight integrated over time (request-
+     * seconds: the mean queue depth is xio_depth_s / xio_s) */
     double   xio_depth_s;
     /* look-ahead (eng_opts.expert_ahead): experts guessed for the next
      * layer, guesses that layer then routed, guesses read from the file
