@@ -48,7 +48,8 @@
  * (the default) a table like llama-bench's, with hit rate, MiB read per
  * token, the storage-bound tok/s and the share reached under --expert-io.
  *
- * Results go to stdout; progress and notes to stderr.  Each test's result
+ * Results go to stdout (cmd_bench_out.c prints them); progress and notes
+ * to stderr.  Each test's result
  * is also a row of the run log's bench table (schema 5+; --db, --no-log),
  * under a session "cflow bench" per model.
  */
@@ -68,9 +69,8 @@
 #include "kernels/kern.h"
 #include "prof/prof.h"
 #include "ui/ui.h"
+#include "ui/cmd_bench_impl.h"
 
-#define MAXL UI_LIST_MAX   /* entries per list option */
-typedef ui_ilist ilist;
 
 static int set_io(eng_session *s, int pf, int xio, char *err, size_t errlen)
 {
@@ -82,8 +82,6 @@ static int set_io(eng_session *s, int pf, int xio, char *err, size_t errlen)
     return eng_set_expert_io(s, xio, err, errlen) ? -1 : 0;
 }
 
-static const char *const onoff[] = { "off", "on" };
-static const char *const xio_names[] = { "mmap", "sync", "staged", "auto" };
 
 /* ---- statistics --------------------------------------------------------- */
 static void mean_sd(const double *x, unsigned n, double *mean, double *sd)
@@ -98,42 +96,6 @@ static void mean_sd(const double *x, unsigned n, double *mean, double *sd)
     *sd = n > 1 ? sqrt(v / (n - 1)) : 0;
 }
 
-/* ---- one result --------------------------------------------------------- */
-typedef struct result {
-    const char *model;
-    uint64_t    model_size, n_params;
-    const char *arch, *isa, *quant;
-    int         threads, prefetch, expert_io, use_mmap;
-    long        n_prompt, n_gen, n_depth;
-    unsigned    reps;
-    double     *ns, *ts;          /* [reps] */
-    double      avg_ns, sd_ns, avg_ts, sd_ts;
-    uint64_t    bytes_per_token;
-    double      gb_s, read_bw, bw_pct;
-    int         has_xio;          /* xio holds the test's expert figures */
-    prof_xio_fig xio;             /* over the timed repetitions (ui_xio.c) */
-    uint64_t    cache_bytes;      /* the RAM expert cache */
-    char        routing[96];      /* ui_routing_text; "" for a real model */
-    char        time[32];
-} result;
-
-typedef struct bench_cfg {
-    const char *models[MAXL];
-    unsigned n_models;
-    ilist    t, p, n, d, pf, xio;
-    int      pf_set, xio_set, p_set, n_set;   /* given, not the defaults */
-    unsigned reps;
-    int      reps_set;             /* -r given */
-    int      fmt;                  /* 0 md, 1 csv, 2 json */
-    int      warmup;
-    int      kv_f16;
-    double   read_bw;              /* GB/s; 0: measure */
-    uint64_t seed;
-    const char *db;                /* --db PATH, NULL: the default log */
-    int      no_log;
-    int      no_mmap;              /* --no-mmap: eng_opts.no_mmap */
-    int64_t  expert_cache;         /* --expert-cache: eng_opts.expert_cache */
-} bench_cfg;
 
 /* ---- the run log: one session per model, one bench row per test ---------
  * Logging is a side effect: a log that cannot be opened or written is one
@@ -238,197 +200,6 @@ static uint64_t param_count(const fmt_hparams *h)
     return head * ((h->flags & FMT_FLAG_TIED) ? 1 : 2) + per * h->n_layers + d;
 }
 
-/* ---- printing ----------------------------------------------------------- */
-static void fmt_size(char *buf, size_t n, double bytes)
-{
-    snprintf(buf, n, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-    if (bytes < 1024.0 * 1024 * 1024)
-        snprintf(buf, n, "%.2f MiB", bytes / (1024.0 * 1024));
-}
-
-static void fmt_params(char *buf, size_t n, double p)
-{
-    if (p >= 1e9)
-        snprintf(buf, n, "%.2f B", p / 1e9);
-    else if (p >= 1e6)
-        snprintf(buf, n, "%.2f M", p / 1e6);
-    else
-        snprintf(buf, n, "%.2f K", p / 1e3);
-}
-
-static void test_name(char *buf, size_t n, const result *r)
-{
-    int k = r->n_prompt > 0 ? snprintf(buf, n, "pp%ld", r->n_prompt)
-                            : snprintf(buf, n, "tg%ld", r->n_gen);
-    if (r->n_depth > 0 && k > 0 && (size_t)k < n)
-        snprintf(buf + k, n - (size_t)k, " @ d%ld", r->n_depth);
-}
-
-static const char *base_name(const char *p)
-{
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
-}
-
-/* With --expert-io the table adds the expert figures: hit rate, MiB read
- * per token, the storage-bound tok/s and the share of it reached. */
-static void print_md_head(const bench_cfg *c)
-{
-    printf("| model | size | params | backend | threads |%s%s test | t/s | GB/s | %% bw |%s\n",
-           c->pf_set ? " prefetch |" : "", c->xio_set ? " expert_io |" : "",
-           c->xio_set ? " hit % | MiB/tok | bound t/s | % bound |" : "");
-    printf("| ----- | ---: | -----: | ------- | ------: |%s%s ---: | ---: | ---: | ---: |%s\n",
-           c->pf_set ? " -------- |" : "", c->xio_set ? " --------- |" : "",
-           c->xio_set ? " ----: | ------: | --------: | ------: |" : "");
-}
-
-static void md_xio(const result *r)
-{
-    const prof_xio_fig *f = &r->xio;
-    char v[4][32];
-    const double d[4] = { f->hit_rate >= 0 ? 100.0 * f->hit_rate : -1.0,
-                          f->bytes_tok >= 0 ? f->bytes_tok / (1024.0 * 1024.0) : -1.0,
-                          f->limit_tok_s, f->reached >= 0 ? 100.0 * f->reached : -1.0 };
-    static const char *const fmt[4] = { "%.1f", "%.3f", "%.2f", "%.1f" };
-    for (int k = 0; k < 4; k++)
-        if (r->has_xio && d[k] >= 0)
-            snprintf(v[k], sizeof v[k], fmt[k], d[k]);
-        else
-            snprintf(v[k], sizeof v[k], "-");
-    printf(" %s | %s | %s | %s |", v[0], v[1], v[2], v[3]);
-}
-
-static void print_md(const bench_cfg *c, const result *r)
-{
-    char sz[32], pr[32], tn[48], gb[32] = "-", pct[32] = "-";
-    fmt_size(sz, sizeof sz, (double)r->model_size);
-    fmt_params(pr, sizeof pr, (double)r->n_params);
-    test_name(tn, sizeof tn, r);
-    if (r->gb_s > 0)
-        snprintf(gb, sizeof gb, "%.2f", r->gb_s);
-    if (r->bw_pct > 0)
-        snprintf(pct, sizeof pct, "%.1f", r->bw_pct);
-    printf("| %s %s | %s | %s | cflow %s | %d |", base_name(r->model), r->quant, sz,
-           pr, r->isa, r->threads);
-    if (c->pf_set)
-        printf(" %s |", onoff[r->prefetch]);
-    if (c->xio_set)
-        printf(" %s |", xio_names[r->expert_io]);
-    printf(" %s | %.2f ± %.2f | %s | %s |", tn, r->avg_ts, r->sd_ts, gb, pct);
-    if (c->xio_set)
-        md_xio(r);
-    putchar('\n');
-    fflush(stdout);
-}
-
-/* The expert streaming figures (prof_xio_fig) of a test, as csv and json
- * carry them: counts, then figures; empty (csv) or null (json) where a
- * figure is n/a or the test read no experts. */
-#define XIO_FIELDS "expert_cache_bytes,expert_hits,expert_misses,hit_rate," \
-    "read_bytes_per_token,storage_gbs,queue_depth,bound_gbs,bound_source," \
-    "storage_bound_ts,bound_pct,pred_acc,routing"
-static const char *const csv_fields =
-    "model_filename,model_type,model_size,model_n_params,backends,cpu_info,"
-    "n_threads,n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,"
-    "stddev_ts,isa,prefetch,expert_io,repetitions,bytes_per_token,gb_s,"
-    "read_bw_gbs,bw_pct," XIO_FIELDS;
-
-#define XIO_NF 13
-static void xio_values(const result *r, char v[XIO_NF][64], const char *na)
-{
-    const prof_xio_fig *f = &r->xio;
-    const double d[7] = { f->hit_rate, f->bytes_tok, f->gb_s, f->depth, f->bound_gbs,
-                          f->limit_tok_s, f->reached >= 0 ? 100.0 * f->reached : -1.0 };
-    static const int slot[7] = { 3, 4, 5, 6, 7, 9, 10 };
-    snprintf(v[0], 48, "%llu", (unsigned long long)r->cache_bytes);
-    snprintf(v[1], 48, "%llu", (unsigned long long)f->hits);
-    snprintf(v[2], 48, "%llu", (unsigned long long)f->misses);
-    for (int k = 0; k < 7; k++)
-        if (r->has_xio && d[k] >= 0)
-            snprintf(v[slot[k]], 48, "%.6g", d[k]);
-        else
-            snprintf(v[slot[k]], 48, "%s", na);
-    snprintf(v[8], 48, "%s", !r->has_xio || f->bound_gbs < 0 ? na
-                             : f->bound_diskbw ? "\"diskbw\"" : "\"reads\"");
-    if (r->has_xio && f->pred_acc >= 0)
-        snprintf(v[11], 48, "%.6g", f->pred_acc);
-    else
-        snprintf(v[11], 48, "%s", na);
-    if (r->routing[0])   /* a synthetic model's routing (ui_routing_text) */
-        snprintf(v[12], 64, "\"%.60s\"", r->routing);
-    else
-        snprintf(v[12], 64, "%s", na);
-}
-
-static void json_str(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            printf("\\%c", ch);
-        else if (ch < 0x20)
-            printf("\\u%04x", ch);
-        else
-            putchar(ch);
-    }
-    putchar('"');
-}
-
-static void print_csv(const result *r, const char *cpu)
-{
-    printf("\"%s\",\"%s %s\",%llu,%llu,\"cflow\",\"%s\",%d,%ld,%ld,%ld,\"%s\","
-           "%.0f,%.0f,%.6f,%.6f,%s,%s,%s,%u,%llu,%.4f,%.3f,%.2f",
-           r->model, r->arch, r->quant, (unsigned long long)r->model_size,
-           (unsigned long long)r->n_params, cpu, r->threads, r->n_prompt, r->n_gen,
-           r->n_depth, r->time, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts, r->isa,
-           onoff[r->prefetch], xio_names[r->expert_io], r->reps,
-           (unsigned long long)r->bytes_per_token, r->gb_s, r->read_bw, r->bw_pct);
-    char v[XIO_NF][64];
-    xio_values(r, v, "");
-    for (int k = 0; k < XIO_NF; k++)
-        printf(",%s", v[k]);
-    putchar('\n');
-    fflush(stdout);
-}
-
-static void print_json(const result *r, const char *cpu, int first)
-{
-    printf("%s  {\n    \"model_filename\": ", first ? "" : ",\n");
-    json_str(r->model);
-    printf(",\n    \"model_type\": \"%s %s\",\n", r->arch, r->quant);
-    printf("    \"model_size\": %llu,\n    \"model_n_params\": %llu,\n",
-           (unsigned long long)r->model_size, (unsigned long long)r->n_params);
-    printf("    \"backends\": \"cflow\",\n    \"cpu_info\": ");
-    json_str(cpu);
-    printf(",\n    \"use_mmap\": %s", r->use_mmap ? "true" : "false");
-    printf(",\n    \"n_threads\": %d,\n    \"n_prompt\": %ld,\n    \"n_gen\": %ld,\n"
-           "    \"n_depth\": %ld,\n    \"test_time\": \"%s\",\n"
-           "    \"avg_ns\": %.0f,\n    \"stddev_ns\": %.0f,\n"
-           "    \"avg_ts\": %.6f,\n    \"stddev_ts\": %.6f,\n",
-           r->threads, r->n_prompt, r->n_gen, r->n_depth, r->time, r->avg_ns,
-           r->sd_ns, r->avg_ts, r->sd_ts);
-    printf("    \"samples_ns\": [");
-    for (unsigned i = 0; i < r->reps; i++)
-        printf("%s%.0f", i ? ", " : " ", r->ns[i]);
-    printf(" ],\n    \"samples_ts\": [");
-    for (unsigned i = 0; i < r->reps; i++)
-        printf("%s%.6f", i ? ", " : " ", r->ts[i]);
-    printf(" ],\n    \"isa\": \"%s\",\n    \"prefetch\": \"%s\",\n"
-           "    \"expert_io\": \"%s\",\n    \"repetitions\": %u,\n"
-           "    \"bytes_per_token\": %llu,\n    \"gb_s\": %.4f,\n"
-           "    \"read_bw_gbs\": %.3f,\n    \"bw_pct\": %.2f",
-           r->isa, onoff[r->prefetch], xio_names[r->expert_io], r->reps,
-           (unsigned long long)r->bytes_per_token, r->gb_s, r->read_bw, r->bw_pct);
-    char v[XIO_NF][64], names[] = XIO_FIELDS;
-    xio_values(r, v, "null");
-    char *save = NULL, *name = strtok_r(names, ",", &save);
-    for (int k = 0; k < XIO_NF && name; k++, name = strtok_r(NULL, ",", &save))
-        printf(",\n    \"%s\": %s", name, v[k]);
-    printf("\n  }");
-    fflush(stdout);
-}
-
 /* ---- the main benchmark ------------------------------------------------- */
 static long list_max(const ilist *l)
 {
@@ -518,28 +289,14 @@ static int open_model(bench_run *b, const char *model, long ctx, eng_session **s
 /* The result's row on stdout (the head before the first) and in the log. */
 static void emit_row(bench_run *b, const result *r, int *logging)
 {
-    const bench_cfg *c = b->c;
-    /* the head only once there is a row: an error before the first result
-     * leaves stdout empty */
-    if (b->first && c->fmt == 0)
-        print_md_head(c);
-    else if (b->first && c->fmt == 1)
-        printf("%s\n", csv_fields);
-    else if (b->first)
-        printf("[\n");
-    if (c->fmt == 0)
-        print_md(c, r);
-    else if (c->fmt == 1)
-        print_csv(r, b->cpu);
-    else
-        print_json(r, b->cpu, b->first);
+    ui_bench_emit(b->c, r, b->cpu, b->first);
     b->first = 0;
     if (!*logging)
         return;
     prof_bench_row br = {
         .test_time = r->time, .n_threads = r->threads,
         .n_prompt = r->n_prompt, .n_gen = r->n_gen, .n_depth = r->n_depth,
-        .prefetch = onoff[r->prefetch], .expert_io = xio_names[r->expert_io],
+        .prefetch = ui_bench_onoff[r->prefetch], .expert_io = ui_bench_xio[r->expert_io],
         .repetitions = r->reps, .avg_ns = r->avg_ns, .stddev_ns = r->sd_ns,
         .avg_ts = r->avg_ts, .stddev_ts = r->sd_ts,
         .bytes_per_token = r->bytes_per_token, .gb_s = r->gb_s,
@@ -562,7 +319,7 @@ static int run_test(bench_run *b, eng_session *s, const char *model, result *r)
     err[0] = '\0';
     if (eng_set_threads(s, r->threads) || set_io(s, r->prefetch, r->expert_io, err, errlen))
         return ui_error("%s: cannot set threads %d, prefetch %s, expert-io %s%s%s", model,
-                        r->threads, onoff[r->prefetch], xio_names[r->expert_io],
+                        r->threads, ui_bench_onoff[r->prefetch], ui_bench_xio[r->expert_io],
                         err[0] ? ": " : "", err);
     time_t now = time(NULL);
     struct tm tmv;

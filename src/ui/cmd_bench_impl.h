@@ -1,0 +1,62 @@
+/*
+ * cmd_bench_impl.h — private to `cflow bench`: what its tests
+ * (cmd_bench.c) and its printing (cmd_bench_out.c) share: the settings of
+ * a run of tests and one test's result.
+ */
+#ifndef CFLOW_CMD_BENCH_IMPL_H
+#define CFLOW_CMD_BENCH_IMPL_H
+
+#include <stdint.h>
+
+#include "prof/prof.h"
+#include "ui/ui.h"
+
+#define MAXL UI_LIST_MAX   /* entries per list option */
+typedef ui_ilist ilist;
+
+/* The words of the prefetch (0 off, 1 on) and expert I/O modes. */
+extern const char *const ui_bench_onoff[2];
+extern const char *const ui_bench_xio[4];
+
+/* ---- one result --------------------------------------------------------- */
+typedef struct ui_bench_result {
+    const char *model;
+    uint64_t    model_size, n_params;
+    const char *arch, *isa, *quant;
+    int         threads, prefetch, expert_io, use_mmap;
+    long        n_prompt, n_gen, n_depth;
+    unsigned    reps;
+    double     *ns, *ts;          /* [reps] */
+    double      avg_ns, sd_ns, avg_ts, sd_ts;
+    uint64_t    bytes_per_token;
+    double      gb_s, read_bw, bw_pct;
+    int         has_xio;          /* xio holds the test's expert figures */
+    prof_xio_fig xio;             /* over the timed repetitions (ui_xio.c) */
+    uint64_t    cache_bytes;      /* the RAM expert cache */
+    char        routing[96];      /* ui_routing_text; "" for a real model */
+    char        time[32];
+} result;   /* ui_bench_result */
+
+typedef struct ui_bench_cfg {
+    const char *models[MAXL];
+    unsigned n_models;
+    ilist    t, p, n, d, pf, xio;
+    int      pf_set, xio_set, p_set, n_set;   /* given, not the defaults */
+    unsigned reps;
+    int      reps_set;             /* -r given */
+    int      fmt;                  /* 0 md, 1 csv, 2 json */
+    int      warmup;
+    int      kv_f16;
+    double   read_bw;              /* GB/s; 0: measure */
+    uint64_t seed;
+    const char *db;                /* --db PATH, NULL: the default log */
+    int      no_log;
+    int      no_mmap;              /* --no-mmap: eng_opts.no_mmap */
+    int64_t  expert_cache;         /* --expert-cache: eng_opts.expert_cache */
+} bench_cfg;   /* ui_bench_cfg */
+
+/* The result's row on stdout in c's format (md 0, csv 1, json 2), the
+ * head (md table head, csv field names, json '[') before the first. */
+void ui_bench_emit(const bench_cfg *c, const result *r, const char *cpu, int first);
+
+#endif
