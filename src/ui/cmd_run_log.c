@@ -6,7 +6,9 @@
  * damaged model never touches the log: ui_log_open), one session and one
  * run per `cflow run`, a flush every 64 tokens or half second.  A log that
  * cannot be opened or written costs one warning (ui_log_warning's wording)
- * and logging stops; inference always goes on.
+ * and logging stops; inference always goes on.  The expert streaming
+ * figures (ui_xio.c) cover the decode tokens: the counters are taken when
+ * decoding begins (ui_runlog_decode), and every flush writes them.
  */
 #include "config.h"
 
@@ -89,7 +91,8 @@ ui_runlog *ui_runlog_start(eng_session *s, const char *model, const ui_run_cfg *
     if (!c->no_log && ui_log_open(&rl->log, c->db, PROF_LOG_CREATE, err, sizeof err))
         runlog_warn(rl, err);
 
-    /* the machine: its read bandwidth is measured once and kept in the log */
+    /* the machine, its read bandwidth at the session's threads (ui_read_bw:
+     * the membw figure the log keeps, else measured now and recorded) */
     ui_logsess ls;
     ui_logsess_machine(&ls, s, rl->log);
     snprintf(rl->bw_src, sizeof rl->bw_src, "%s", ls.bw_src);
