@@ -91,8 +91,8 @@ int ui_xio_lines(const prof_xio_fig *f, uint64_t cache_bytes, const char *routin
              "(%.3f s), queue depth %s", f->bytes_tok > 0 ? f->bytes_tok / MIB : 0.0,
              f->gb_s > 0 ? f->gb_s : 0.0, f->io_s, depth);
     if (f->limit_tok_s > 0)
-        snprintf(lines[k++], 160, "storage-bound %.4g tok/s at %.3g GB/s (%s): %s reached",
-                 f->limit_tok_s, f->bound_gbs,
+        snprintf(lines[k++], 160, "storage-bound %.*f tok/s at %.3g GB/s (%s): %s reached",
+                 f->limit_tok_s >= 100 ? 0 : 2, f->limit_tok_s, f->bound_gbs,
                  f->bound_diskbw ? "cflow bench diskbw" : "the reads' own GB/s", reach);
     else
         snprintf(lines[k++], 160, "storage-bound: n/a (%s)",
