@@ -144,6 +144,13 @@ int tu_run_watch(tu_proc *p, char *const argv[], char *const env[], int timeout_
             dup2(devnull, 0);
         for (int i = 0; env && env[i]; i++)
             putenv(env[i]);
+        /* A suite started in the background (`make check &`, nohup)
+         * inherits SIGINT and SIGQUIT (and SIGHUP) ignored, and an ignored
+         * signal stays ignored across exec: give the binary under test the
+         * dispositions a user's terminal session gives it. */
+        signal(SIGINT, SIG_DFL);
+        signal(SIGQUIT, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
         execv(argv[0], argv);
         _exit(127);
     }

@@ -189,7 +189,7 @@ static void write_hf(const char *dir)
     char path[4096], *hdr = malloc(1 << 20);
     assert_non_null(hdr);
     assert_int_equal(mkdir(dir, 0777), 0);
-    snprintf(path, sizeof path, "%s/config.json", dir);
+    assert_true(snprintf(path, sizeof path, "%s/config.json", dir) < (int)sizeof path);
     char cfg[1024];
     int n = snprintf(cfg, sizeof cfg,
         "{\"architectures\": [\"Qwen3ForCausalLM\"], \"hidden_size\": %u, "
@@ -205,7 +205,7 @@ static void write_hf(const char *dir)
     char tok[4096];
     snprintf(tok, sizeof tok, "%s/tests/data/moe/qwen3-tiny-hf/tokenizer.json",
              src ? src : ".");
-    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    assert_true(snprintf(path, sizeof path, "%s/tokenizer.json", dir) < (int)sizeof path);
     copy_file(tok, path);
 
     size_t h = 0;
@@ -229,7 +229,7 @@ static void write_hf(const char *dir)
     h += (size_t)snprintf(hdr + h, 1024, "}");
     while (h % 8)
         hdr[h++] = ' ';
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    assert_true(snprintf(path, sizeof path, "%s/model.safetensors", dir) < (int)sizeof path);
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     uint64_t hl = h;
@@ -296,7 +296,7 @@ static void test_hf_bounded(void **state)
     assert_true(file_mb(out) >= 550);
     unlink(out);
     char st[4096];
-    snprintf(st, sizeof st, "%s/model.safetensors", d);
+    assert_true(snprintf(st, sizeof st, "%s/model.safetensors", d) < (int)sizeof st);
     unlink(st);
 }
 

@@ -58,7 +58,7 @@ static int cached(char *first, int *tmp_left)
             *tmp_left = 1;
         if (l > 6 && !strcmp(de->d_name + l - 6, ".cflow")) {
             if (first && n == 0)
-                snprintf(first, 4096, "%s/%s", cache, de->d_name);
+                assert_true(snprintf(first, 4096, "%s/%s", cache, de->d_name) < 4096);
             n++;
         }
     }
@@ -115,7 +115,7 @@ static void test_gguf_runs_as_converted(void **state)
     assert_int_equal(cached(conv, NULL), 1);
     /* one line says where the conversion went; the run used it */
     char line[8192];
-    snprintf(line, sizeof line, "cflow: converted %s into %s (", gguf, conv);
+    assert_true(snprintf(line, sizeof line, "cflow: converted %s into %s (", gguf, conv) < (int)sizeof line);
     if (!strstr(err, line))
         print_error("stderr:\n%s\nwanted: %s\n", err, line);
     assert_non_null(strstr(err, line));
