@@ -55,11 +55,7 @@ static char *history(void)
     return tt_tmux(sock, "capture-pane", "-p", "-S", "-", "-t", "t", NULL);
 }
 
-static void send_line(const char *text)
-{
-    free(tt_tmux(sock, "send-keys", "-t", "t", "-l", text, NULL));
-    free(tt_tmux(sock, "send-keys", "-t", "t", "Enter", NULL));
-}
+static void send_line(const char *text) { tt_send_line(sock, text); }
 
 /* The n-th (from 1) reply line on scr, malloc'd, or NULL. */
 static char *reply_line(const char *scr, int n)
@@ -248,9 +244,7 @@ static void test_turns_prefill_new_tokens(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    if (sock[0])
-        free(tt_tmux(sock, "kill-server", NULL));
-    sock[0] = 0;
+    tt_kill(sock);
     return 0;
 }
 

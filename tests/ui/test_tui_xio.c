@@ -31,11 +31,7 @@
 
 static char sock[64];
 
-static void send_line(const char *text)
-{
-    free(tt_tmux(sock, "send-keys", "-t", "t", "-l", text, NULL));
-    free(tt_tmux(sock, "send-keys", "-t", "t", "Enter", NULL));
-}
+static void send_line(const char *text) { tt_send_line(sock, text); }
 
 /* Wait until the screen shows what; the screen (malloc'd). */
 static char *wait_screen(const char *what)
@@ -135,9 +131,7 @@ static void test_tui_expert_figures(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    if (sock[0])
-        free(tt_tmux(sock, "kill-server", NULL));
-    sock[0] = 0;
+    tt_kill(sock);
     return 0;
 }
 

@@ -30,3 +30,16 @@ char *tt_tmux(const char *sock, ...)
     tu_proc_free(&p);
     return out;
 }
+
+void tt_send_line(const char *sock, const char *text)
+{
+    free(tt_tmux(sock, "send-keys", "-t", "t", "-l", text, NULL));
+    free(tt_tmux(sock, "send-keys", "-t", "t", "Enter", NULL));
+}
+
+void tt_kill(char *sock)
+{
+    if (sock[0])
+        free(tt_tmux(sock, "kill-server", NULL));
+    sock[0] = 0;
+}

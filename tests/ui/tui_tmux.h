@@ -9,4 +9,11 @@
  * its stdout (malloc'd).  A tmux that cannot be run fails the test. */
 char *tt_tmux(const char *sock, ...);
 
+/* Type text into window "t" of sock's server, then Enter. */
+void tt_send_line(const char *sock, const char *text);
+
+/* A test's teardown: kill sock's server if one was started (sock[0] set)
+ * and forget it, so a failed check never leaves cflow-tui running. */
+void tt_kill(char *sock);
+
 #endif
