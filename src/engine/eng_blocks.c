@@ -65,12 +65,22 @@
 
 #define ENG_PAR_MIN_BYTES (256u * 1024u)
 
+/* A parallel region over n tile streams: stream j's units are units
+ * [first[j], first[j + 1]) of one index space, so the pool deals them out
+ * as one run (thread i takes the i-th contiguous slice of it) and a
+ * thread that finishes early helps with whichever stream is left.  The
+ * routed experts of a decode step go through one region so (their
+ * gate/up streams, then their down streams): 2 regions a layer instead of
+ * 2 per expert, so fewer wake-ups and waits at a region's end, and each
+ * thread streams one long run of weights across the experts' boundaries. */
 typedef struct mv_task {
-    const kern_ops *ops;
-    const eng_mv   *mv;
-    const kern_act *x;
-    float *const   *out;
-    eng_pool       *pool;
+    const kern_ops        *ops;
+    unsigned               n;      /* streams */
+    const eng_mv *const   *mv;     /* [n] */
+    const kern_act *const *x;      /* [n] each stream's prepared input */
+    float *const *const   *out;    /* [n] each an out[FMT_NMATRIX] */
+    size_t                 first[ENG_MV_MAX + 1];
+    eng_pool              *pool;
 } mv_task;
 
 /* Whether a tile takes the repacked Q4_0 kernel: a Q4_0 tile of a matrix
@@ -89,21 +99,55 @@ static kern_tile_mv_fn tile_fn(const kern_ops *ops, const eng_mv *mv,
     return ops->tile_mv[ti->type];
 }
 
+/* Tiles [i0, i1) of stream mv into out. */
+static void mv_tiles(const kern_ops *ops, const eng_mv *mv, uint32_t i0, uint32_t i1,
+                     const kern_act *x, float *const *out)
+{
+    const fmt_tile *ti = mv->st->tiles + i0;
+    for (uint32_t i = i0; i < i1; i++, ti++)
+        tile_fn(ops, mv, ti)(ti->payload, ti->rows, ti->cols, x, ti->col0,
+                             out[ti->matrix] + ti->row0);
+}
+
 static void mv_run(void *ctx, int tid, int n_threads)
 {
     const mv_task *t = ctx;
-    const eng_mv *mv = t->mv;
-    const fmt_tile *tiles = mv->st->tiles;
+    unsigned j = 0;
     for (;;) {
-        size_t u = eng_pool_claim(t->pool, tid, n_threads, mv->n_units);
-        if (u >= mv->n_units)
+        size_t u = eng_pool_claim(t->pool, tid, n_threads, t->first[t->n]);
+        if (u >= t->first[t->n])
             break;
-        for (uint32_t i = mv->unit[u]; i < mv->unit[u + 1]; i++) {
-            const fmt_tile *ti = &tiles[i];
-            tile_fn(t->ops, mv, ti)(ti->payload, ti->rows, ti->cols, t->x,
-                                    ti->col0, t->out[ti->matrix] + ti->row0);
-        }
+        while (u < t->first[j] || u >= t->first[j + 1])   /* mostly the same j */
+            j = u < t->first[j] ? j - 1 : j + 1;
+        const eng_mv *mv = t->mv[j];
+        size_t k = u - t->first[j];
+        mv_tiles(t->ops, mv, mv->unit[k], mv->unit[k + 1], t->x[j], t->out[j]);
     }
+}
+
+/* One pass over each of n (fused) tile streams (n <= ENG_MV_MAX), in one
+ * parallel region: out[j][matrix] receives stream j's tiles' partial sums.
+ * Outputs must be zeroed by the caller.  Each output row is summed by one
+ * thread in the stream's tile order, so the bits do not depend on n or on
+ * the thread count. */
+void eng_matvec_streams(eng_session *s, unsigned n, const eng_mv *const *mv,
+                        const kern_act *const *x, float *const *const *out)
+{
+    mv_task t = { .ops = s->ops, .n = n, .mv = mv, .x = x, .out = out, .pool = s->pool };
+    uint64_t bytes = 0;
+    for (unsigned j = 0; j < n; j++) {
+        t.first[j + 1] = t.first[j] + mv[j]->n_units;
+        bytes += mv[j]->st->length;
+    }
+    s->mv_bytes += bytes;   /* every tile of the streams is read */
+    /* Waking workers costs microseconds: below a few hundred KB of tiles
+     * (or with one unit) the caller does the whole pass itself. */
+    if (t.first[n] < 2 || bytes < ENG_PAR_MIN_BYTES) {
+        for (unsigned j = 0; j < n; j++)
+            mv_tiles(s->ops, mv[j], 0, mv[j]->st->n_tiles, x[j], out[j]);
+        return;
+    }
+    eng_pool_run(s->pool, mv_run, &t);
 }
 
 /* One pass over a (fused) tile stream: out[matrix] receives each tile's
@@ -111,18 +155,7 @@ static void mv_run(void *ctx, int tid, int n_threads)
 static void matvec_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
                           float *const *out)
 {
-    mv_task t = { s->ops, mv, x, out, s->pool };
-    s->mv_bytes += mv->st->length;   /* every tile of the stream is read */
-    /* Waking workers costs microseconds: below a few hundred KB of tiles
-     * (or with one unit) the caller does the whole stream itself. */
-    if (mv->n_units < 2 || mv->st->length < ENG_PAR_MIN_BYTES) {
-        const fmt_tile *ti = mv->st->tiles;
-        for (uint32_t i = 0; i < mv->st->n_tiles; i++, ti++)
-            tile_fn(s->ops, mv, ti)(ti->payload, ti->rows, ti->cols, x, ti->col0,
-                                    out[ti->matrix] + ti->row0);
-        return;
-    }
-    eng_pool_run(s->pool, mv_run, &t);
+    eng_matvec_streams(s, 1, &mv, &x, &out);
 }
 
 /* Row `token` of the tiled embedding matrix into x[dim]. */

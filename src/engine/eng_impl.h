@@ -244,6 +244,13 @@ struct eng_session {
     uint16_t *kc16, *vc16, *att16;
     float *rope_ff;                     /* [head_dim/2] ggml RoPE divisors, or NULL */
     kern_act act_dim, act_q, act_ffn;
+    /* the routed experts of one decode step, a group of n_xg <=
+     * ENG_MV_MAX at a time (eng_moe_inject): xg_h, xg_h2 [n_xg]
+     * [expert_ffn] gate and up activations, xg_o [n_xg][dim] outputs,
+     * xg_act [n_xg] the prepared down inputs */
+    unsigned  n_xg;
+    float    *xg_h, *xg_h2, *xg_o;
+    kern_act *xg_act;
     eng_stats stats;
     uint64_t bytes_per_token;
     struct prof *prof;   /* profiling (eng_set_prof): NULL when off */
@@ -298,6 +305,9 @@ struct eng_session {
 #define ENG_BATCH 32
 
 #define ENG_MAX_TOPK 256
+/* Routed experts a decode step multiplies in one parallel region
+ * (eng_matvec_streams); a larger top-k goes in groups of this many. */
+#define ENG_MV_MAX 16
 
 typedef struct eng_route {
     int32_t  layer;                  /* routing layer (stored block); -1: empty */
@@ -341,6 +351,10 @@ void eng_attn_store_attend(eng_session *s, const eng_layer *ly, unsigned kvl,
 void eng_attn_block(eng_session *s, const eng_layer *ly, unsigned kvl,
                     const float *h, float *mout);
 void eng_glu_act(eng_session *s, float *g, const float *u, uint32_t n);
+/* n tile streams in one parallel region (eng_blocks.c): out[j][matrix]
+ * += stream j's tiles over x[j]; n <= ENG_MV_MAX. */
+void eng_matvec_streams(eng_session *s, unsigned n, const eng_mv *const *mv,
+                        const kern_act *const *x, float *const *const *out);
 void eng_glu_ffn(eng_session *s, const eng_mv *gu, const eng_mv *down,
                  uint32_t hidden, uint8_t mg, uint8_t mu, uint8_t md,
                  const kern_act *act, float *dout);

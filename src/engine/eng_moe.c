@@ -252,6 +252,50 @@ void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
 
 /* The experts due at layer target, weighted, into eout[dim] (overwritten;
  * zero when nothing is due).  Returns the routing layer, or -1. */
+/* Experts j0 .. j0+n-1 of route r (n <= s->n_xg) on the prepared router
+ * input s->act_dim, weighted into eout: their gate/up streams in one
+ * parallel region, the GLU, their down streams in a second, then
+ * eout += w_j * out_j in j's order.  Each expert's sums are those of
+ * eng_glu_ffn (the same tiles, inputs and order), so the bits are too. */
+static void experts_group(eng_session *s, const eng_route *r, const eng_layer *ly,
+                          uint32_t j0, uint32_t n, float *eout)
+{
+    const uint32_t dim = s->hp->dim, hid = s->hp->expert_ffn_dim;
+    const eng_mv *gu[ENG_MV_MAX], *dn[ENG_MV_MAX];
+    const kern_act *in[ENG_MV_MAX];
+    float *o[ENG_MV_MAX][FMT_NMATRIX];
+    float *const *op[ENG_MV_MAX];
+    memset(o, 0, sizeof o);
+    for (uint32_t j = 0; j < n; j++) {
+        int e = r->expert[j0 + j], k = r->slot[j0 + j];
+        gu[j] = k >= 0 ? &s->stage[k].mv[0] : &ly->exp_gu[e];
+        dn[j] = k >= 0 ? &s->stage[k].mv[1] : &ly->exp_down[e];
+        in[j] = &s->act_dim;
+        o[j][FMT_M_EXP_GATE] = s->xg_h + (size_t)j * hid;
+        o[j][FMT_M_EXP_UP] = s->xg_h2 + (size_t)j * hid;
+        op[j] = o[j];
+    }
+    memset(s->xg_h, 0, (size_t)n * hid * sizeof(float));
+    memset(s->xg_h2, 0, (size_t)n * hid * sizeof(float));
+    eng_matvec_streams(s, n, gu, in, op);
+    for (uint32_t j = 0; j < n; j++) {
+        float *h = s->xg_h + (size_t)j * hid;
+        eng_glu_act(s, h, s->xg_h2 + (size_t)j * hid, hid);
+        kern_act_set(&s->xg_act[j], h, hid, dn[j]->need);
+        in[j] = &s->xg_act[j];
+        o[j][FMT_M_EXP_GATE] = o[j][FMT_M_EXP_UP] = NULL;
+        o[j][FMT_M_EXP_DOWN] = s->xg_o + (size_t)j * dim;
+    }
+    memset(s->xg_o, 0, (size_t)n * dim * sizeof(float));
+    eng_matvec_streams(s, n, dn, in, op);
+    for (uint32_t j = 0; j < n; j++) {
+        const float *y = s->xg_o + (size_t)j * dim, w = r->w[j0 + j];
+        for (uint32_t i = 0; i < dim; i++)
+            eout[i] += w * y[i];
+        s->stats.expert_bytes += gu[j]->st->length + dn[j]->st->length;
+    }
+}
+
 int eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
 {
     const fmt_hparams *hp = s->hp;
@@ -271,16 +315,8 @@ int eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
     for (uint32_t j = 0; j < r->k; j++)
         need |= ly->exp_gu[r->expert[j]].need;
     kern_act_set(&s->act_dim, r->xr, dim, need);
-    for (uint32_t j = 0; j < r->k; j++) {
-        int e = r->expert[j], k = r->slot[j];
-        const eng_mv *gu = k >= 0 ? &s->stage[k].mv[0] : &ly->exp_gu[e];
-        const eng_mv *dn = k >= 0 ? &s->stage[k].mv[1] : &ly->exp_down[e];
-        eng_glu_ffn(s, gu, dn, hp->expert_ffn_dim, FMT_M_EXP_GATE, FMT_M_EXP_UP,
-                FMT_M_EXP_DOWN, &s->act_dim, s->bt);
-        for (uint32_t i = 0; i < dim; i++)
-            eout[i] += r->w[j] * s->bt[i];
-        s->stats.expert_bytes += gu->st->length + dn->st->length;
-    }
+    for (uint32_t j0 = 0; j0 < r->k; j0 += s->n_xg)
+        experts_group(s, r, ly, j0, r->k - j0 < s->n_xg ? r->k - j0 : s->n_xg, eout);
     eng_moe_release(s, r);
     return l;
 }

@@ -368,6 +368,15 @@ static int alloc_buffers(eng_session *s, const char *model_path, char *err,
         s->kc = eng_xalloc(kv * sizeof(float), &oom);
         s->vc = eng_xalloc(kv * sizeof(float), &oom);
     }
+    if (hp->n_experts) {
+        s->n_xg = hp->top_k < ENG_MV_MAX ? hp->top_k : ENG_MV_MAX;
+        s->xg_h = eng_xalloc((size_t)s->n_xg * hp->expert_ffn_dim * sizeof(float), &oom);
+        s->xg_h2 = eng_xalloc((size_t)s->n_xg * hp->expert_ffn_dim * sizeof(float), &oom);
+        s->xg_o = eng_xalloc((size_t)s->n_xg * hp->dim * sizeof(float), &oom);
+        s->xg_act = eng_xalloc(s->n_xg * sizeof(kern_act), &oom);
+        for (unsigned j = 0; !oom && j < s->n_xg; j++)
+            oom = kern_act_init(&s->xg_act[j], hp->expert_ffn_dim) != 0;
+    }
     if (oom || kern_act_init(&s->act_dim, hp->dim) ||
         kern_act_init(&s->act_q, s->q_dim) ||
         kern_act_init(&s->act_ffn, s->hmax))
@@ -442,6 +451,9 @@ void eng_close(eng_session *s)
     kern_act_free(&s->act_dim);
     kern_act_free(&s->act_q);
     kern_act_free(&s->act_ffn);
+    for (unsigned j = 0; s->xg_act && j < s->n_xg; j++)
+        kern_act_free(&s->xg_act[j]);
+    free(s->xg_act); free(s->xg_h); free(s->xg_h2); free(s->xg_o);
     free(s->x); free(s->xb); free(s->q); free(s->att); free(s->hb);
     free(s->hb2); free(s->logits); free(s->scores); free(s->kc); free(s->vc);
     free(s->k_tmp); free(s->v_tmp); free(s->inv_freq); free(s->ctx_tok);
