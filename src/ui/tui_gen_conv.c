@@ -399,8 +399,11 @@ static const char *decode_reply(tui_gen *g, size_t u, size_t a, size_t reserve, 
                 why = "error";
             eng_get_stats(g->s, &e1);
             ui_xio_accum(&g->xio, &e1, &e0);
-        } else if (!why) {
-            /* the cache is full: drop the oldest turns and prefill again */
+        } else {
+            /* the cache is full: drop the oldest turns and prefill again,
+             * for the -n limit's last token too, which the cache must hold
+             * as it does when there is room (and the speed pane and the
+             * log count it as the reply's line does) */
             reply_text(g, a, &pend, NULL, 0, 1);   /* fit reads the reply */
             if (refit(g, u, a, n_ctx - reserve, cut))
                 why = "context full";
