@@ -70,6 +70,59 @@ static void type_line(const char *text)
  * under /tmp/ci on an AVX2 CPU). */
 #define LOADED "chatml"
 
+/* The chat pane's text as one line: each row's text between the left
+ * border and the next box character, runs of blanks as one space.  The
+ * pane wraps a note where the numbers in it put the break ("stopped: -n"
+ * and "limit" were two rows when the prefill ran at 20894.5 tok/s). */
+static char *chat_text(const char *scr)
+{
+    static const char bar[] = "\u2502";   /* the box's vertical */
+    size_t n = strlen(scr);
+    char *o = malloc(n + 1), *q = o;
+    assert_non_null(o);
+    for (const char *p = scr; *p;) {
+        const char *eol = strchr(p, '\n');
+        if (!eol)
+            eol = p + strlen(p);
+        if (!strncmp(p, bar, 3)) {
+            const char *t = p + 3, *e = strstr(t, bar);
+            if (!e || e > eol)
+                e = eol;
+            for (; t < e; t++)
+                if (*t != ' ' || (q > o && q[-1] != ' '))
+                    *q++ = *t;
+            if (q > o && q[-1] != ' ')
+                *q++ = ' ';
+        }
+        p = *eol ? eol + 1 : eol;
+    }
+    *q = 0;
+    return o;
+}
+
+/* s is on the screen, on one row or wrapped in the chat pane. */
+static int on_screen(const char *scr, const char *s)
+{
+    if (!scr)
+        return 0;
+    if (strstr(scr, s))
+        return 1;
+    char *t = chat_text(scr);
+    int r = strstr(t, s) != NULL;
+    free(t);
+    return r;
+}
+
+/* scr must contain s; on failure the screen goes to the log, since a
+ * pane's layout is what a failure here is usually about. */
+static void expect_on(const char *scr, const char *s)
+{
+    if (on_screen(scr, s))
+        return;
+    fprintf(stderr, "screen without '%s':\n%s\n", s, scr ? scr : "(none)");
+    fail_msg("'%s' is not on the screen", s);
+}
+
 /* Wait until the screen contains s; returns the screen (malloc'd). */
 static char *wait_for(const char *s)
 {
@@ -78,13 +131,13 @@ static char *wait_for(const char *s)
     for (;;) {
         free(scr);
         scr = screen();
-        if (scr && strstr(scr, s))
+        if (on_screen(scr, s))
             return scr;
         if (time(NULL) > end)
             break;
         sleep_ms(200);
     }
-    print_error("screen while waiting for '%s':\n%s\n", s, scr ? scr : "(none)");
+    fprintf(stderr, "screen while waiting for '%s':\n%s\n", s, scr ? scr : "(none)");
     free(scr);
     fail_msg("'%s' never appeared", s);
     return NULL;
@@ -106,7 +159,7 @@ static void wait_gone(const char *s)
         if (scr && !strstr(scr, s))
             break;
         if (time(NULL) > end) {
-            print_error("screen while waiting for '%s' to go:\n%s\n", s, scr ? scr : "");
+            fprintf(stderr, "screen while waiting for '%s' to go:\n%s\n", s, scr ? scr : "");
             free(scr);
             fail_msg("'%s' never went away", s);
         }
@@ -115,24 +168,37 @@ static void wait_gone(const char *s)
     free(scr);
 }
 
-/* Wait until the status line says idle and the reply count grew. */
+/* Wait until the status line says idle and the screen holds still: the
+ * frame reaches tmux in more than one write, top line first, so a capture
+ * can hold the new "idle" above panes still drawn from the frame before
+ * (on a loaded machine a speed pane with the reply's last tokens missing).
+ * Two captures 200 ms apart that agree are one whole frame. */
 static char *wait_idle(void)
 {
     time_t end = time(NULL) + WAIT_S;
-    char *scr = NULL;
+    char *scr = NULL, *prev = NULL;   /* prev: the capture before, when idle */
     for (;;) {
-        free(scr);
+        free(prev);
+        prev = scr;
         scr = screen();
         char *nl = scr ? strchr(scr, '\n') : NULL;
-        if (nl && memmem(scr, (size_t)(nl - scr), "| idle |", 8))
+        int idle = nl && memmem(scr, (size_t)(nl - scr), "| idle |", 8);
+        if (idle && prev && !strcmp(prev, scr)) {
+            free(prev);
             return scr;
+        }
+        if (!idle) {   /* no pair to compare yet */
+            free(prev);
+            prev = NULL;
+        }
         if (time(NULL) > end)
             break;
         sleep_ms(200);
     }
-    print_error("screen while waiting for idle:\n%s\n", scr ? scr : "(none)");
+    free(prev);
+    fprintf(stderr, "screen while waiting for idle:\n%s\n", scr ? scr : "(none)");
     free(scr);
-    fail_msg("the status line never said idle");
+    fail_msg("the status line never said idle on a still screen");
     return NULL;
 }
 
@@ -149,7 +215,7 @@ static void expect_positive(const char *scr, const char *label)
             v = strtod(p, NULL);
     }
     if (!(v > 0)) {
-        print_error("screen:\n%s\n", scr);
+        fprintf(stderr, "screen:\n%s\n", scr);
         fail_msg("no positive number after '%s'", label);
     }
 }
@@ -276,18 +342,18 @@ static void test_chat_and_panes(void **state)
     type_line("Once upon a time");
     free(wait_for("│> Once upon a time"));
     char *scr = wait_idle();
-    assert_non_null(strstr(scr, words));
+    expect_on(scr, words);
     /* the panes and their numbers */
-    assert_non_null(strstr(scr, "1 layers"));
-    assert_non_null(strstr(scr, "2 expert fetch"));
-    assert_non_null(strstr(scr, "3 counters"));
-    assert_non_null(strstr(scr, "4 speed"));
+    expect_on(scr, "1 layers");
+    expect_on(scr, "2 expert fetch");
+    expect_on(scr, "3 counters");
+    expect_on(scr, "4 speed");
     expect_positive(scr, "decode ");
     expect_positive(scr, "prefill ");
     expect_positive(scr, "task-clock");
     expect_positive(scr, "expert compute ");
-    assert_non_null(strstr(scr, "GB/s of weights"));
-    assert_non_null(strstr(scr, "L0 "));
+    expect_on(scr, "GB/s of weights");
+    expect_on(scr, "L0 ");
     free(scr);
     /* 160x45: the counters in two columns, each line whole (the first
      * column's "ms/tok" was cut to "ms/to" at this width) */
@@ -296,9 +362,9 @@ static void test_chat_and_panes(void **state)
     /* 80x24: the chat above, the four panes in a grid below */
     free(tmux("resize-window", "-t", "t", "-x", "80", "-y", "24", NULL));
     scr = wait_for("4 speed");
-    assert_non_null(strstr(scr, "1 layers"));
-    assert_non_null(strstr(scr, "2 expert"));
-    assert_non_null(strstr(scr, "3 counters"));
+    expect_on(scr, "1 layers");
+    expect_on(scr, "2 expert");
+    expect_on(scr, "3 counters");
     free(scr);
     quit_clean();
     stop();
@@ -319,7 +385,7 @@ static void test_threads_new_run(void **state)
     type_line("The dog");
     free(wait_for("│> The dog"));
     char *scr = wait_idle();
-    assert_non_null(strstr(scr, "threads 1 |"));
+    expect_on(scr, "threads 1 |");
     free(scr);
     quit_clean();
     stop();
@@ -355,15 +421,15 @@ static void test_run_browser(void **state)
     keys("Space");
     keys("c");
     char *scr = wait_for("compare  A = run");
-    assert_non_null(strstr(scr, "decode tok/s"));
-    assert_non_null(strstr(scr, "B/A"));
-    assert_non_null(strstr(scr, "temperature"));
+    expect_on(scr, "decode tok/s");
+    expect_on(scr, "B/A");
+    expect_on(scr, "temperature");
     free(scr);
     keys("q");
     free(wait_for("run log: 2 runs"));
     keys("Enter");   /* one run's per-layer picture */
     scr = wait_for("streamed/tok");
-    assert_non_null(strstr(scr, "L0 "));
+    expect_on(scr, "L0 ");
     free(scr);
     keys("q");
     free(wait_for("run log: 2 runs"));
@@ -419,7 +485,7 @@ static void test_bad_model(void **state)
     /* the help, built from the key and command tables */
     keys("F1");
     char *scr = wait_for("F10                quit");
-    assert_non_null(strstr(scr, "F12                temperature + 0.1"));
+    expect_on(scr, "F12                temperature + 0.1");
     free(scr);
     keys("NPage");
     free(wait_for("/repeat-last-n N"));
@@ -427,7 +493,7 @@ static void test_bad_model(void **state)
     wait_gone("/repeat-last-n N");
     type_line("/model /nonexistent/model.cflow");
     scr = wait_for("cannot load model");
-    assert_non_null(strstr(scr, "/nonexistent/model.cflow"));
+    expect_on(scr, "/nonexistent/model.cflow");
     free(scr);
     free(wait_idle());
     /* wide characters in and out; editing keys on the way */
@@ -439,7 +505,7 @@ static void test_bad_model(void **state)
     keys("Enter");
     free(wait_for("│> Lily sagte: grüß dich ≈✓"));
     scr = wait_idle();   /* the reply may end early (end of text) or at -n */
-    assert_non_null(strstr(scr, "default.cflow |"));
+    expect_on(scr, "default.cflow |");
     expect_positive(scr, "prefill ");
     free(scr);
     quit_clean();
@@ -460,8 +526,8 @@ static void test_gguf_model(void **state)
     snprintf(args, sizeof args, "-n 8 --ignore-eos -m %s", src);
     start(160, 40, args);
     char *scr = wait_for("completion");   /* stories260K has no chat template */
-    assert_non_null(strstr(scr, "converted"));
-    assert_non_null(strstr(scr, "stories260K-q8_0-"));
+    expect_on(scr, "converted");
+    expect_on(scr, "stories260K-q8_0-");
     free(scr);
     type_line("Once upon a time");
     free(wait_for("stopped: -n limit"));
@@ -519,7 +585,7 @@ static void test_context_and_commands(void **state)
     keys("M-Enter");
     type_line("a time");
     scr = wait_for("│  a time");   /* the chat's entry, not the input line */
-    assert_non_null(strstr(scr, "│> Once upon"));
+    expect_on(scr, "│> Once upon");
     free(scr);
     free(wait_idle());   /* the reply ends at its end of turn or at -n */
     /* two more turns cannot all fit in 64 positions */
@@ -529,7 +595,7 @@ static void test_context_and_commands(void **state)
     type_line("The cat sat");
     free(wait_for("│> The cat sat"));
     scr = wait_for("oldest turn");
-    assert_non_null(strstr(scr, "context full (64 tokens)"));
+    expect_on(scr, "context full (64 tokens)");
     free(scr);
     free(wait_idle());
     /* the transcript */
@@ -627,9 +693,9 @@ static void test_small_screen(void **state)
     (void)state;
     start(80, 24, "-n 24 --ignore-eos");   /* the chat model may end a reply sooner */
     char *scr = wait_for(LOADED);
-    assert_non_null(strstr(scr, "F1 or /help: keys and commands; F10 quits"));
-    assert_non_null(strstr(scr, "F1Help"));
-    assert_non_null(strstr(scr, "F10Quit"));
+    expect_on(scr, "F1 or /help: keys and commands; F10 quits");
+    expect_on(scr, "F1Help");
+    expect_on(scr, "F10Quit");
     free(scr);
     type_line("Once upon a time");
     /* (not waited for: at 80x24 a reply of a few lines scrolls the prompt
@@ -646,11 +712,11 @@ static void test_small_screen(void **state)
     assert_true(tui_width_ok(scr, 80));
     *nl = '\n';
     /* the reply's line and the panes count the same 24 tokens */
-    assert_non_null(strstr(scr, "reply 24 tok,"));
-    assert_non_null(strstr(scr, "(24 tok)"));        /* speed: the run's decode */
-    assert_non_null(strstr(scr, "sparkline, last 24"));
-    assert_non_null(strstr(scr, "L0-"));             /* not every layer fits */
-    assert_non_null(strstr(scr, "\u2026"));          /* cut text is marked */
+    expect_on(scr, "reply 24 tok,");
+    expect_on(scr, "(24 tok)");        /* speed: the run's decode */
+    expect_on(scr, "sparkline, last 24");
+    expect_on(scr, "L0-");             /* not every layer fits */
+    expect_on(scr, "\u2026");          /* cut text is marked */
     free(scr);
     /* a long reply; the terminal grows and shrinks while it streams */
     free(tmux("resize-window", "-t", "t", "-x", "130", "-y", "40", NULL));
@@ -679,7 +745,7 @@ static void test_small_screen(void **state)
         free(s2);
     }
     if (!moved) {
-        print_error("screen:\n%s\n", s1);
+        fprintf(stderr, "screen:\n%s\n", s1);
         fail_msg("the chat stopped following the reply after the resize");
     }
     free(r1);
@@ -709,9 +775,9 @@ static void test_counts_agree(void **state)
     free(wait_for("\u2502> Once upon a time"));
     free(wait_for("stopped: -n limit"));
     char *scr = wait_idle();
-    assert_non_null(strstr(scr, "context full (64 tokens)"));
-    assert_non_null(strstr(scr, "reply 100 tok,"));
-    assert_non_null(strstr(scr, "(100 tok)"));   /* the speed pane: the run's decode */
+    expect_on(scr, "context full (64 tokens)");
+    expect_on(scr, "reply 100 tok,");
+    expect_on(scr, "(100 tok)");   /* the speed pane: the run's decode */
     free(scr);
     quit_clean();
     stop();
@@ -920,7 +986,7 @@ static const char *reply_after(const char *scr, const char *prompt)
 {
     const char *p = strstr(scr, prompt);
     if (!p) {
-        print_error("screen:\n%s\n", scr);
+        fprintf(stderr, "screen:\n%s\n", scr);
         fail_msg("'%s' is not on the screen", prompt);
     }
     return p + strlen(prompt);

@@ -93,7 +93,7 @@ static long wait_screen(const char *what, int n, const char *old)
             v = 0;
         free(line);
         if (v < 0 && time(NULL) > end) {
-            print_error("screen:\n%s\n", scr ? scr : "(none)");
+            fprintf(stderr, "screen:\n%s\n", scr ? scr : "(none)");
             fail_msg("waited %d s for %s", LIMIT_S, what);
         }
         free(scr);
@@ -115,7 +115,7 @@ static void wait_cleared(void)
             return;
         }
         if (time(NULL) > end) {
-            print_error("screen:\n%s\n", scr ? scr : "(none)");
+            fprintf(stderr, "screen:\n%s\n", scr ? scr : "(none)");
             fail_msg("/clear left the replies");
         }
         free(scr);

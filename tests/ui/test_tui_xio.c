@@ -42,7 +42,7 @@ static char *wait_screen(const char *what)
         if (scr && strstr(scr, what))
             return scr;
         if (time(NULL) > end) {
-            print_error("screen:\n%s\n", scr ? scr : "(none)");
+            fprintf(stderr, "screen:\n%s\n", scr ? scr : "(none)");
             fail_msg("waited %d s for '%s'", LIMIT_S, what);
         }
         free(scr);
