@@ -170,10 +170,15 @@ int fmt_synth_vocab(fmt_kv *kv, unsigned vocab);
 int fmt_synth_llama_geom(const char *name, fmt_synth_geom *g);
 
 /* ---- fmt_synth_route.c: --routing zipf, the bias built into the weights */
-/* h[dim - 1] of every embedding row: the norm of a row of the other
- * dimensions (sd 0.02 each), so the constant takes half the residual's
- * RMS at the embedding and less and less deeper */
-#define FMT_SYNTH_ZC(dim) (0.02f * sqrtf((float)(dim)))
+/* The sd of every embedding weight of a --routing zipf file (uniform
+ * files keep 0.02): large beside what the layers add to the residual, so
+ * the residual the routers read changes from token to token
+ * (fmt_synth_route.c says how it was chosen). */
+#define FMT_SYNTH_ZIPF_EMBD_SD 2.0f
+/* h[dim - 1] of every embedding row: 0.2 times the norm of a row of the
+ * other dimensions, where the bias -S ln(rank) stands to the token's part
+ * of the router logits as a Zipf law of exponent S (fmt_synth_route.c) */
+#define FMT_SYNTH_ZC(dim) (0.2f * FMT_SYNTH_ZIPF_EMBD_SD * sqrtf((float)(dim)))
 #define FMT_SYNTH_ZK      0.8f   /* router column dim - 1 per unit of -S ln(rank) */
 #define FMT_SYNTH_MAX_EXP 1024u
 /* What --routing zipf does to a tensor (by its name; *layer its blk.N). */

@@ -24,7 +24,10 @@
  * The writer hands pages back (MADV_DONTNEED) once tiled; tensors never
  * share a page, so that never drops a live one.
  * --routing zipf (fmt_synth_route.c) patches drawn ranges as they are
- * filled: one residual dimension made constant, read only by the routers.
+ * filled: one residual dimension made constant, read only by the routers;
+ * and so that tokens route by token, draws the embedding with sd
+ * FMT_SYNTH_ZIPF_EMBD_SD and adds an untied output head at the end of the
+ * stream (a uniform file stays tied, byte for byte what it was).
  */
 #include "config.h"
 
@@ -177,7 +180,8 @@ static int synth_tensors(synth_ctx *c)
     int rc;
     char nm[96];
     const float sd = 0.02f;
-    if ((rc = add(c, "token_embd", 2, d, p->vocab_size, 1, 0, sd)) ||
+    const float esd = c->hdr->zipf > 0 ? FMT_SYNTH_ZIPF_EMBD_SD : sd;
+    if ((rc = add(c, "token_embd", 2, d, p->vocab_size, 1, 0, esd)) ||
         (rc = add(c, "output_norm", 1, d, 1, 1, 1.0f, 0)))
         return rc;
     for (unsigned l = 0; l < p->n_layers; l++) {
@@ -211,12 +215,18 @@ static int synth_tensors(synth_ctx *c)
         }
 #undef T
     }
+    /* zipf: an untied head, last in the stream so every weight before it
+     * is drawn where the uniform file draws it (tied to an embedding this
+     * large, the head would echo its input token: fmt_synth_route.c) */
+    if (c->hdr->zipf > 0 && (rc = add(c, "output", 2, d, p->vocab_size, 1, 0, sd)))
+        return rc;
     return 0;
 }
 
-/* Bytes of f32 weights the preset in s->hp needs: an upper bound over both
- * layer kinds when the layers have their own geometry. */
-static uint64_t synth_bytes(const fmt_src *s)
+/* Bytes of f32 weights the preset in s->hp needs (untied: with an output
+ * head): an upper bound over both layer kinds when the layers have their
+ * own geometry. */
+static uint64_t synth_bytes(const fmt_src *s, int untied)
 {
     const fmt_hparams *h = &s->hp;
     uint64_t d = h->dim, q = (uint64_t)h->n_heads * h->head_dim,
@@ -230,14 +240,15 @@ static uint64_t synth_bytes(const fmt_src *s)
     }
     uint64_t per_layer = 3 * d + q * d + 2 * kv * d + d * q + 3 * d * h->ffn_dim +
                          (uint64_t)h->n_experts * (d + 3 * d * h->expert_ffn_dim);
-    return ((uint64_t)h->vocab_size * d + d + per_layer * h->n_layers) *
-           sizeof(float);
+    /* the embedding, the output norm and, for zipf, an untied head */
+    return ((untied ? 2 : 1) * (uint64_t)h->vocab_size * d + d +
+            per_layer * h->n_layers) * sizeof(float);
 }
 
-/* Tensors synth_tensors adds at most: two globals, 15 per layer. */
+/* Tensors synth_tensors adds at most: three globals, 15 per layer. */
 static size_t synth_max_tensors(const fmt_src *s)
 {
-    return 2 + (size_t)s->hp.n_layers * 16;
+    return 3 + (size_t)s->hp.n_layers * 16;
 }
 
 int fmt_synth_open(fmt_src **out, const char *name, uint64_t seed, float zipf,
@@ -260,7 +271,7 @@ int fmt_synth_open(fmt_src **out, const char *name, uint64_t seed, float zipf,
     if ((rc = fmt_synth_geometry(name, &s->hp, &s->lgeom, err, errlen)))
         goto fail;
     const fmt_hparams *p = &s->hp;
-    uint64_t total = synth_bytes(s);
+    uint64_t total = synth_bytes(s, zipf > 0);
     /* the tiled output of more f32 weights than this is not a test model */
     if (total > ((uint64_t)8 << 30)) {
         fmt_err(err, errlen, "%s: %.1f GiB of f32 weights is too large to "
@@ -311,6 +322,7 @@ int fmt_synth_open(fmt_src **out, const char *name, uint64_t seed, float zipf,
     s->kv = s->kv_own;
     static const fmt_role_names synth_names = {
         [FMT_R_TOK_EMBD] = "token_embd", [FMT_R_OUT_NORM] = "output_norm",
+        [FMT_R_OUTPUT] = "output",   /* zipf only (fmt_src_bind ties the others) */
         [FMT_R_ATTN_NORM] = "blk.%u.attn_norm", [FMT_R_Q] = "blk.%u.attn_q",
         [FMT_R_K] = "blk.%u.attn_k", [FMT_R_V] = "blk.%u.attn_v",
         [FMT_R_O] = "blk.%u.attn_output", [FMT_R_FFN_NORM] = "blk.%u.ffn_norm",
@@ -322,7 +334,7 @@ int fmt_synth_open(fmt_src **out, const char *name, uint64_t seed, float zipf,
         [FMT_R_MOE_NORM] = "blk.%u.moe_norm",
     };
     if ((rc = fmt_src_check_hparams(s, err, errlen)) ||
-        (rc = fmt_src_bind(s, synth_names, 1, err, errlen)))
+        (rc = fmt_src_bind(s, synth_names, !(zipf > 0), err, errlen)))
         goto fail;
     *out = s;
     return 0;

@@ -48,7 +48,12 @@
  * deviation near 0.02.  Norms 1; the router f32 with sd 0.2 so that routing
  * varies from token to token.  --routing zipf patches blocks as they are
  * drawn (patch_block; fmt_synth_route.c says why): the constant residual
- * dimension dim - 1, read only by the routers.
+ * dimension dim - 1, read only by the routers; and so that the routing
+ * follows the token, draws token_embd with sd FMT_SYNTH_ZIPF_EMBD_SD and
+ * Q4_0 nibbles symmetric about 8 (a drawn 0, -8, is taken as 8, 0: values
+ * -7..7 with mean 0, where 0..15 has mean -0.5 and every matrix would
+ * push the residual along the all-ones direction).  Uniform files keep
+ * their bytes.
  */
 #include "config.h"
 
@@ -174,7 +179,9 @@ static void patch_block(uint8_t *blk, int q8, const zpatch *zp, uint64_t b)
 /* nblocks Q4_0 blocks (2-byte f16 scale + 16 bytes of nibbles each). */
 static void wr_q4_0(wr *w, uint64_t *rng, uint64_t nblocks, float sd, const zpatch *zp)
 {
-    const float base = sd / 4.6f; /* sd of (q - 8), q uniform 0..15 */
+    const int sym = zp->zipf > 0;
+    /* sd of (q - 8): q uniform 0..15 (4.61), or 1..15 with 8 twice (4.18) */
+    const float base = sd / (sym ? 4.18f : 4.6f);
     for (uint64_t b = 0; b < nblocks; b++) {
         uint8_t blk[18];
         uint64_t r0 = sm64(rng), r1 = sm64(rng), r2 = sm64(rng);
@@ -184,6 +191,12 @@ static void wr_q4_0(wr *w, uint64_t *rng, uint64_t nblocks, float sd, const zpat
         memcpy(blk, &h, 2);
         memcpy(blk + 2, &r0, 8);
         memcpy(blk + 10, &r1, 8);
+        for (int k = 2; sym && k < 18; k++) {   /* nibble 0 (-8) becomes 8 (0) */
+            if (!(blk[k] & 0x0f))
+                blk[k] |= 0x08;
+            if (!(blk[k] & 0xf0))
+                blk[k] |= 0x80;
+        }
         if (zp->rule != FMT_SR_NONE)
             patch_block(blk, 0, zp, b);
         wr_bytes(w, blk, sizeof blk);
@@ -239,7 +252,8 @@ typedef struct tdesc {
     float    fill, sd;      /* f32: constant fill, or N(0, sd) when sd > 0 */
 } tdesc;
 
-static size_t tensor_list(const fmt_synth_geom *g, uint32_t vocab, int mt, tdesc *t)
+static size_t tensor_list(const fmt_synth_geom *g, uint32_t vocab, int mt, tdesc *t,
+                          float zipf)
 {
     size_t n = 0;
     uint64_t d = g->dim, q = (uint64_t)g->n_heads * g->head_dim,
@@ -255,7 +269,7 @@ static size_t tensor_list(const fmt_synth_geom *g, uint32_t vocab, int mt, tdesc
         n++; \
     } while (0)
     char nm[48];
-    ADD("token_embd.weight", mt, 2, d, vocab, 1, 0, sd);
+    ADD("token_embd.weight", mt, 2, d, vocab, 1, 0, zipf > 0 ? FMT_SYNTH_ZIPF_EMBD_SD : sd);
     ADD("output_norm.weight", FMT_DT_F32, 1, d, 1, 1, 1.0f, 0);
     if (!g->tied)
         ADD("output.weight", mt, 2, d, vocab, 1, 0, sd);
@@ -407,10 +421,10 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
         goto out;
     }
 
-    size_t nt = tensor_list(&g, vocab, mt, NULL);
+    size_t nt = tensor_list(&g, vocab, mt, NULL, zipf);
     if (!(t = calloc(nt, sizeof *t)) || !(w.buf = malloc(WR_CAP)))
         goto out;
-    tensor_list(&g, vocab, mt, t);
+    tensor_list(&g, vocab, mt, t, zipf);
     uint64_t total = 0;
     for (size_t i = 0; i < nt; i++)
         total += (tensor_bytes(&t[i]) + 31) / 32 * 32;
