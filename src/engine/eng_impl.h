@@ -92,9 +92,10 @@ extern ssize_t (*eng_io_result)(int fd, void *buf, size_t n, off_t off, ssize_t 
  * io_uring where built and allowed); qd requests in flight (0: the
  * default, $CFLOW_XIO_QD; the pool's threads when set); n_readers the
  * pool's threads (0: 2); chunk bytes per request (0: $CFLOW_XIO_CHUNK or
- * the default). */
+ * the default); policy the cache's replacement, "lru", "lfu" or NULL
+ * ($CFLOW_XIO_POLICY, else the default: eng_io.c, "Replacement"). */
 typedef struct eng_xio_cfg {
-    const char *reader;
+    const char *reader, *policy;
     unsigned    qd, n_readers;
     uint32_t    chunk;
 } eng_xio_cfg;
@@ -110,7 +111,7 @@ int  eng_xio_direct(const eng_xio *x);     /* 1 O_DIRECT, 0 buffered */
 /* The slot holding file bytes [off, off+len) for key (an expert: layer x
  * n_experts + e; -1: not cached): the slot that already holds them or is
  * reading them (*hit = 1, no read), else the read queued into a free slot
- * or the one used longest ago (*hit = 0).  -1 when the range is too large
+ * or the coldest by the policy (*hit = 0).  -1 when the range is too large
  * or every slot is held. */
 int  eng_xio_issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit);
 /* Start the reads issued so far, together (one submission on io_uring):

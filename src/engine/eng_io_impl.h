@@ -16,13 +16,16 @@
 
 #define ENG_IO_ALIGN 4096u              /* bytes: O_DIRECT block and buffer alignment */
 
-/* Defaults, and how they were chosen (eng_io.c's essay, "Queue depth"):
- * requests of ENG_IO_CHUNK bytes, ENG_IO_QD of them in flight on the
- * io_uring reader.  $CFLOW_XIO_CHUNK and $CFLOW_XIO_QD override them. */
+/* Defaults, and how they were chosen (eng_io.c's essay, "Queue depth" and
+ * "Replacement"): requests of ENG_IO_CHUNK bytes, ENG_IO_QD of them in
+ * flight on the io_uring reader, the cache's policy ENG_IO_POLICY.
+ * $CFLOW_XIO_CHUNK, $CFLOW_XIO_QD and $CFLOW_XIO_POLICY override them. */
 #define ENG_IO_CHUNK (1u << 20)         /* bytes per read request */
 #define ENG_IO_QD    32u                /* io_uring requests in flight */
+#define ENG_IO_POLICY XIO_LFU           /* the cache's replacement ($CFLOW_XIO_POLICY) */
 
 enum { XIO_POOL = 0, XIO_URING = 1 };   /* eng_xio.reader */
+enum { XIO_LRU = 0, XIO_LFU = 1 };      /* eng_xio.policy (eng_io.c, "Replacement") */
 
 typedef struct xio_slot {
     uint8_t       *buf;        /* [slot_bytes], ENG_IO_ALIGN-aligned */
@@ -30,7 +33,7 @@ typedef struct xio_slot {
     uint64_t       off, len;   /* the expert's range in the file */
     int            held;       /* issues not yet released (a hit shares a slot) */
     int            key;        /* the cached expert (eng_xio_issue), -1 none */
-    uint64_t       used;       /* the clock at its last issue: LRU order */
+    uint64_t       used;       /* the clock at its last issue: LRU order, LFU's ties */
     atomic_int     pending;    /* chunks queued or being read */
     int            failed;     /* a chunk failed: err holds why */
     char           err[256];
@@ -60,10 +63,15 @@ struct eng_xio {
     unsigned         n_slots;
     xio_slot        *slots;
     /* the cache: key_slot [n_keys] the slot holding each key's bytes (-1
-     * none), a clock stamped on every issue, hits and misses so far */
+     * none), a clock stamped on every issue, hits and misses so far; the
+     * replacement policy (XIO_*), and for XIO_LFU freq [n_keys] each key's
+     * issues, halved every age_every issues (kept for keys not cached) */
     int             *key_slot;
     unsigned         n_keys;
     uint64_t         clock, hits, misses;
+    int              policy;
+    uint32_t        *freq;
+    uint64_t         age_every;
     /* request queue: a ring of cap entries, issued but not yet taken by a
      * reader; issued counts those eng_xio_submit has released to them */
     xio_req         *q;

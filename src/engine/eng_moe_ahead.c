@@ -20,8 +20,8 @@
  *     routes (eng_moe_issue), a correct guess is a slot that holds, or is
  *     receiving, the expert's bytes: a hit, read while layer l + 1's
  *     attention ran.  Then (eng_moe_ahead_settle) the guesses' holds are
- *     released; a wrong guess stays cached like any other read, least
- *     recently used first out.
+ *     released; a wrong guess stays cached like any other read, replaced
+ *     as the cache's policy says (eng_io.c, "Replacement").
  *
  * A guess never changes a token: the routed experts are the router's, read
  * from the same file bytes whether a guess or the route started the read.
