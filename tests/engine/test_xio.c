@@ -13,10 +13,16 @@
  *     notice through the log callback, and the same tokens;
  *   - the RAM expert cache (issue 17, must-shows 1 and 3): sync and staged
  *     with a budget from nothing to more than the banks, smaller than one
- *     layer's experts included, give mmap's tokens; a budget that holds
+ *     layer's experts included, under either replacement policy
+ *     ($CFLOW_XIO_POLICY lru and lfu), give mmap's tokens; a budget that holds
  *     every expert reads each at most once; a read error or a short read
  *     through the cache is an error naming the file and offset, and the
  *     failed slot is never handed out as a hit;
+ *   - the policy itself, through eng_xio_* on a file of 4 KiB blocks: a
+ *     hot key survives a scan of more cold keys than slots under lfu (the
+ *     default) and not under lru, a cycle through more keys than the
+ *     slots hits under lfu and never under lru, and a bad
+ *     $CFLOW_XIO_POLICY is an error naming it;
  *   - --no-mmap leaves the expert banks mapped for sync and staged I/O
  *     and copies the rest, with the same bytes and the same tokens.
  */
@@ -41,12 +47,10 @@
 #endif
 
 #include "engine/engine.h"
+#include "engine/eng_impl.h"      /* eng_xio_*: the cache's policy, unit by unit */
 #include "format/cflow_format.h"
 #include "testutil.h"
 
-/* the engine's read hook (src/engine/eng_impl.h): every read's result,
- * bytes or -errno, on either reader */
-extern ssize_t (*eng_io_result)(int fd, void *buf, size_t n, off_t off, ssize_t res);
 
 #define N_TOK 16
 
@@ -322,11 +326,13 @@ static void test_read_faults_api(void **state)
     remove(path);
 }
 
-/* Must show (issue 17, 1 and 3): the expert cache at every budget gives
- * mmap's tokens; a full one reads each expert once; faults through it. */
+/* Must show (issue 17, 1 and 3): the expert cache at every budget and
+ * under every policy gives mmap's tokens; a full one reads each expert
+ * once; faults through it. */
 static void test_cache(void **state)
 {
     (void)state;
+    static const char *const policies[] = { "lru", "lfu" };
     static const char *const presets[] = { "tiny-moe", "tiny-mixtral", "report-arch4" };
     for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
         char path[4096];
@@ -344,15 +350,19 @@ static void test_cache(void **state)
         /* none, a byte, under one layer's experts, half the banks, all */
         const int64_t budgets[] = { 0, 1, (int64_t)(one * (per_layer - 1)),
                                     (int64_t)(bank / 2), (int64_t)(4 * bank + (1 << 20)) };
+        for (int pol = 0; pol < 2; pol++)   /* every policy ($CFLOW_XIO_POLICY) */
         for (int mode = ENG_XIO_SYNC; mode <= ENG_XIO_STAGED; mode++)
             for (size_t b = 0; b < sizeof budgets / sizeof *budgets; b++) {
                 cache_opt = budgets[b];
+                setenv("CFLOW_XIO_POLICY", policies[pol], 1);
                 s = open_model(path, mode, 0, NULL);
+                unsetenv("CFLOW_XIO_POLICY");
                 greedy(s, got, N_TOK, 0);
                 eng_get_stats(s, &st);
-                fprintf(stderr, "%-13s %-6s cache %9lld: tokens %s; hits %llu misses %llu "
+                fprintf(stderr, "%-13s %-6s %s cache %9lld: tokens %s; hits %llu misses %llu "
                         "read %llu cache %llu\n", presets[i], eng_expert_io_name(mode),
-                        (long long)budgets[b], memcmp(ref, got, sizeof ref) ? "DIFFER" : "agree",
+                        policies[pol], (long long)budgets[b],
+                        memcmp(ref, got, sizeof ref) ? "DIFFER" : "agree",
                         (unsigned long long)st.xio_hits, (unsigned long long)st.xio_misses,
                         (unsigned long long)st.xio_bytes,
                         (unsigned long long)st.xio_cache_bytes);
@@ -425,6 +435,119 @@ static void test_cache(void **state)
     }
     cache_opt = 0;
     remove(path);
+}
+
+/* ---- the cache's policy, through eng_xio_* ---- */
+#define POL_KEYS  16       /* keys of the test file: one 4 KiB block each */
+#define POL_SLOTS 4
+
+/* Issue key (its block: every byte the key), wait for it, check the bytes
+ * and release it; 1 for a hit. */
+static int pol_issue(eng_xio *x, int key)
+{
+    int hit = -1;
+    char err[512] = "";
+    const uint8_t *data = NULL;
+    double busy = 0.0;
+    int k = eng_xio_issue(x, key, (uint64_t)key * 4096, 4096, &hit);
+    assert_true(k >= 0);
+    eng_xio_submit(x);
+    assert_int_equal(eng_xio_wait(x, k, &data, &busy, err, sizeof err), 0);
+    assert_int_equal(data[0], key);
+    assert_int_equal(data[4095], key);
+    eng_xio_release(x, k);
+    return hit;
+}
+
+static eng_xio *pol_open(const char *path, const char *policy)
+{
+    eng_xio *x = NULL;
+    char err[512] = "";
+    const eng_xio_cfg cfg = { .policy = policy };
+    int rc = eng_xio_new(&x, path, 4096, POL_SLOTS, POL_KEYS, &cfg, NULL, NULL, err,
+                         sizeof err);
+    if (rc)
+        fprintf(stderr, "eng_xio_new: %s\n", err);
+    assert_int_equal(rc, 0);
+    return x;
+}
+
+/* Issue 17 ("a replacement policy chosen by measurement"): a hot expert
+ * survives a scan of more cold ones than there are slots under lfu, not
+ * under lru; a cycle through more keys than the slots hits under lfu
+ * (ties to the most recent keep a subset resident), never under lru; the
+ * default is lfu; a bad $CFLOW_XIO_POLICY is an error naming it. */
+static void test_policy(void **state)
+{
+    (void)state;
+    char path[4096], err[512];
+    snprintf(path, sizeof path, "%s", tu_tmp("policy.bin"));
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    for (int k = 0; k < POL_KEYS; k++) {
+        uint8_t block[4096];
+        memset(block, k, sizeof block);
+        assert_int_equal(fwrite(block, 1, sizeof block, f), sizeof block);
+    }
+    assert_int_equal(fclose(f), 0);
+    static const char *const policies[] = { "lru", "lfu", NULL };
+    for (int p = 0; p < 3; p++) {
+        const int lfu = p != 0;          /* NULL: the default */
+        eng_xio *x = pol_open(path, policies[p]);
+        /* the hot key: read once, then found */
+        for (int i = 0; i < 8; i++)
+            assert_int_equal(pol_issue(x, 0), i > 0);
+        /* a scan of 2 x POL_SLOTS cold keys, each once: all read */
+        for (int k = 1; k <= 2 * POL_SLOTS; k++)
+            assert_int_equal(pol_issue(x, k), 0);
+        int hot = pol_issue(x, 0);
+        /* a cycle through POL_SLOTS + 1 fresh keys, five times */
+        int cyc = 0;
+        for (int r = 0; r < 5; r++)
+            for (int k = 0; k <= POL_SLOTS; k++)
+                cyc += pol_issue(x, 10 + k);
+        uint64_t hits = 0, misses = 0;
+        double depth = 0.0;
+        eng_xio_hits(x, &hits, &misses, &depth);
+        fprintf(stderr, "policy %s: hot key after the scan: %s; cycle of %d keys in %d "
+                "slots: %d of %d hits; %llu hits, %llu misses\n",
+                policies[p] ? policies[p] : "(default)", hot ? "hit" : "read", POL_SLOTS + 1,
+                POL_SLOTS, cyc, 5 * (POL_SLOTS + 1), (unsigned long long)hits,
+                (unsigned long long)misses);
+        assert_int_equal(hot, lfu);
+        if (lfu)    /* the hot key keeps its slot; once two rounds have
+                     * evened the counts, 2 of the 5 keys stay in the 3 left */
+            assert_true(cyc >= 2 * 3);
+        else
+            assert_int_equal(cyc, 0);
+        assert_int_equal(hits + misses, 8 + 2 * POL_SLOTS + 1 + 5 * (POL_SLOTS + 1));
+        eng_xio_free(x);
+    }
+    /* a bad name: from the configuration, then from the environment
+     * through a session */
+    eng_xio *x = NULL;
+    const eng_xio_cfg bad = { .policy = "mru" };
+    assert_int_equal(eng_xio_new(&x, path, 4096, POL_SLOTS, POL_KEYS, &bad, NULL, NULL, err,
+                                 sizeof err), ENG_EARG);
+    assert_null(x);
+    assert_non_null(strstr(err, "'mru'"));
+    remove(path);
+    char model[4096];
+    synth("tiny-moe", ".cflow", 0, model);
+    eng_opts o;
+    eng_opts_default(&o);
+    o.n_ctx = 64;
+    o.expert_io = ENG_XIO_SYNC;
+    o.expert_cache = 1 << 20;
+    eng_session *s = NULL;
+    setenv("CFLOW_XIO_POLICY", "sideways", 1);
+    int rc = eng_open(&s, model, &o, err, sizeof err);
+    unsetenv("CFLOW_XIO_POLICY");
+    fprintf(stderr, "CFLOW_XIO_POLICY=sideways: %s\n", err);
+    assert_int_equal(rc, ENG_EARG);
+    assert_null(s);
+    assert_non_null(strstr(err, "CFLOW_XIO_POLICY='sideways'"));
+    remove(model);
 }
 
 /* ---- slots are not recycled while a read is in flight ---- */
@@ -897,6 +1020,7 @@ int main(void)
         cmocka_unit_test(test_modes_same_tokens),
         cmocka_unit_test(test_read_faults_api),
         cmocka_unit_test(test_cache),
+        cmocka_unit_test(test_policy),
         cmocka_unit_test(test_no_recycle_in_flight),
         cmocka_unit_test(test_read_faults_cli),
         cmocka_unit_test(test_direct_fallback),
