@@ -474,6 +474,9 @@ int  eng_xio_error(eng_session *s, char *err, size_t errlen);
 /* The mode ENG_XIO_AUTO stands for with the model at path (mmap or
  * staged; staged sets o->expert_cache to auto unless one was given). */
 int  eng_io_auto(eng_opts *o, const char *path);
+/* Bytes the kernel can give without pushing anything out (eng_io.c:
+ * MemAvailable or the cgroup's room, $CFLOW_MEM_FREE); 0: unknown. */
+uint64_t eng_mem_free(void);
 
 /* ---- eng_prefetch.c: the session's prefetch ---- */
 void eng_prefetch_next(eng_session *s, unsigned l);

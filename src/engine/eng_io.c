@@ -744,7 +744,7 @@ int eng_expert_io_from_name(const char *name)
  * is lower (a container's limit); 0 when neither can be read.
  * $CFLOW_MEM_FREE (bytes) stands in for both: to try what auto I/O and the
  * auto cache do with less memory than the machine has. */
-static uint64_t mem_free_bytes(void)
+uint64_t eng_mem_free(void)
 {
     uint64_t avail = 0, max = 0, cur = 0;
     char line[256];
@@ -783,7 +783,7 @@ static uint64_t mem_free_bytes(void)
 static uint64_t cache_budget(int64_t opt)
 {
     if (opt == ENG_CACHE_AUTO)
-        return mem_free_bytes() / 2;
+        return eng_mem_free() / 2;
     return opt > 0 ? (uint64_t)opt : 0;
 }
 
@@ -875,7 +875,7 @@ oom:
 int eng_io_auto(eng_opts *o, const char *path)
 {
     struct stat st;
-    uint64_t avail = mem_free_bytes();
+    uint64_t avail = eng_mem_free();
     if (stat(path, &st) || !avail || (uint64_t)st.st_size <= avail / 10 * 9)
         return ENG_XIO_MMAP;
     if (o->expert_cache == -1)

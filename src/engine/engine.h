@@ -224,12 +224,18 @@ typedef struct eng_opts {
      * ("on"/"1", "off"/"0"), else on.  eng_opts_default sets -1. */
     int        expert_ahead;
     /* 1: read the model into anonymous memory with huge pages advised
-     * (llama.cpp's --no-mmap; decode streams it faster on some machines,
-     * at the cost of the copy), 0: map the file (default). */
+     * (llama.cpp's --no-mmap: decode streams it faster, docs/PERFORMANCE.md,
+     * at the cost of the copy), 0: map the file, -1 (default): read it in
+     * when the file is at most half the free memory (MemAvailable, or the
+     * cgroup's room; $CFLOW_MEM_FREE stands in), else map it. */
     int        no_mmap;
 } eng_opts;
 
 void eng_opts_default(eng_opts *o);
+
+/* Bytes of the model that s read into anonymous memory at open (0: it
+ * maps the whole file); eng_opts.no_mmap's outcome.  s must not be NULL. */
+uint64_t eng_weights_copied(const eng_session *s);
 
 /* Open model_path with options o (NULL: eng_opts_default).  0 and *out,
  * or an ENG_E* code with *out NULL and one line in err: ENG_EIO,

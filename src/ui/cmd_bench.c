@@ -381,7 +381,7 @@ static int bench_model(bench_run *b, const char *model, const char *named)
     r.reps = c->reps;
     r.ns = b->ns;
     r.ts = b->ts;
-    r.use_mmap = !c->no_mmap;
+    r.use_mmap = eng_weights_copied(s) == 0;   /* what the open chose */
     if (!ui_routing_text(s, r.routing, sizeof r.routing))
         r.routing[0] = '\0';
     int logging = b->lg && log_session(b->lg, s, model, named, b->read_bw) == 0;
@@ -663,7 +663,7 @@ static int bench_l1d(const bench_cfg *c, unsigned rows_div)
 static const int bench_opts[] = {
     UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH, UI_O_B_REPS,
     UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_OUTPUT, UI_O_B_READ_BW, UI_O_KV_TYPE,
-    UI_O_EXPERT_CACHE, UI_O_NO_MMAP, UI_O_B_NO_WARMUP, UI_O_B_SEED, UI_O_B_ROWS_DIV, UI_O_DB, UI_O_NO_LOG,
+    UI_O_EXPERT_CACHE, UI_O_NO_MMAP, UI_O_MMAP, UI_O_B_NO_WARMUP, UI_O_B_SEED, UI_O_B_ROWS_DIV, UI_O_DB, UI_O_NO_LOG,
     UI_O_B_QD, UI_O_B_DISK_FILE, UI_O_HELP, UI_O_END
 };
 
@@ -716,7 +716,7 @@ static void bench_cfg_of(const ui_settings *o, bench_cfg *c)
     c->seed = o->b_seed;
     c->db = o->db;
     c->no_log = o->no_log;
-    c->no_mmap = o->no_mmap;
+    c->no_mmap = ui_no_mmap(o);
     c->expert_cache = o->expert_cache;
 }
 

@@ -51,7 +51,7 @@ typedef struct ui_bench_cfg {
     uint64_t seed;
     const char *db;                /* --db PATH, NULL: the default log */
     int      no_log;
-    int      no_mmap;              /* --no-mmap: eng_opts.no_mmap */
+    int      no_mmap;              /* eng_opts.no_mmap (ui_no_mmap) */
     int64_t  expert_cache;         /* --expert-cache: eng_opts.expert_cache */
 } bench_cfg;   /* ui_bench_cfg */
 

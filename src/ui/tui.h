@@ -44,7 +44,7 @@ typedef struct tui_settings {
     int          threads;        /* requested worker threads, 0: all cores */
     int          prefetch;       /* 1 on, 0 off, -1 the engine's default */
     char         expert_io[16];  /* "mmap", "sync", "staged"; "" the default */
-    int          no_mmap;        /* --no-mmap: models read into memory */
+    int          no_mmap;        /* eng_opts.no_mmap: --no-mmap 1, --mmap 0, else -1 */
     int64_t      expert_cache;   /* --expert-cache: eng_opts.expert_cache */
     eng_sampling sp;
     long         n_predict;      /* most tokens per reply, 0: no limit */

@@ -65,7 +65,7 @@ enum ui_opt_id {
     UI_O_TEMP, UI_O_TOP_K, UI_O_TOP_P, UI_O_MIN_P, UI_O_REPEAT_PENALTY,
     UI_O_REPEAT_LAST_N, UI_O_SEED, UI_O_IGNORE_EOS, UI_O_SYSTEM, UI_O_CHAT, UI_O_DB, UI_O_NO_LOG,
     UI_O_NO_PROFILE, UI_O_KV_TYPE, UI_O_PREFETCH, UI_O_EXPERT_IO, UI_O_EXPERT_CACHE,
-    UI_O_EXPERT_AHEAD, UI_O_NO_MMAP,
+    UI_O_EXPERT_AHEAD, UI_O_NO_MMAP, UI_O_MMAP,
     /* cflow ppl, cflow inspect */
     UI_O_STORIES, UI_O_NO_EOS, UI_O_JSON, UI_O_CRITICAL_PATH, UI_O_BYTES_PER_PARAM,
     /* cflow bench: lists of values, one test per combination */
@@ -124,6 +124,7 @@ typedef struct ui_settings {
     long        top_k, rep_last_n;
     uint64_t    seed;
     int         ignore_eos, no_log, no_profile, no_mmap;
+    int         mmap;            /* --mmap: map the model, never read it in */
     int         chat;            /* cflow run --chat */
     int         kv_f16;          /* -1 auto, 0 f32, 1 f16 */
     int         prefetch;        /* -1 the environment's, 0 off, 1 on */
@@ -148,6 +149,14 @@ typedef struct ui_settings {
     int         help, version;
     unsigned char given[UI_O_N];
 } ui_settings;
+
+/* eng_opts.no_mmap from --no-mmap (1: read the model in), --mmap (0: map
+ * it) and neither (-1: the engine's choice, by free memory); --no-mmap
+ * wins when both are given. */
+static inline int ui_no_mmap(const ui_settings *o)
+{
+    return o->no_mmap ? 1 : o->mmap ? 0 : -1;
+}
 
 /* The defaults every program starts from (eng_sampling_default's
  * sampling, 128 tokens, the environment's I/O, bench's llama-bench

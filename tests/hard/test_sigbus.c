@@ -6,7 +6,11 @@
  * turns that into ENG_EIO).  Shown twice: through the library (eng_decode
  * with one thread and with a pool of workers, whose faults must travel to
  * the caller) and through `cflow run`, truncated by this test while it
- * generates: one clear error line, exit status 1, no signal.
+ * generates: one clear error line, exit status 1, no signal.  These map
+ * the file on purpose (eng_opts.no_mmap 0, `--mmap`): by default a model
+ * that fits in half the free memory is read in at open, and then a later
+ * truncation changes nothing (test_copied: the same tokens, no error);
+ * with less free memory ($CFLOW_MEM_FREE) the default maps it.
  */
 #include "config.h"
 
@@ -38,6 +42,7 @@ static void engine_truncated(const char *path, int threads)
     eng_opts o;
     eng_opts_default(&o);
     o.n_threads = threads;
+    o.no_mmap = 0;   /* mapped (a small model is read in by default) */
     eng_session *s = NULL;
     assert_int_equal(eng_open(&s, path, &o, err, sizeof err), 0);
     int32_t tok = eng_tok_bos(eng_tokenizer(s));
@@ -74,6 +79,51 @@ static void test_engine_one_thread(void **state)
     const char *path = tu_tmp("one.cflow");
     assert_int_equal(hard_copy(hard_default_model(), path), 0);
     engine_truncated(path, 1);
+}
+
+/* The default reads a small model in at open; truncating the file then
+ * takes nothing from the session, whose tokens stay those of an untouched
+ * run.  With too little free memory for a copy the default maps the file,
+ * as --mmap (no_mmap 0) does whatever the memory. */
+static void test_copied(void **state)
+{
+    (void)state;
+    const char *path = tu_tmp("copied.cflow");
+    char err[512];
+    int32_t ref[8], got[8];
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(hard_copy(hard_default_model(), path), 0);
+        eng_opts o;
+        eng_opts_default(&o);
+        o.n_threads = 2;
+        eng_session *s = NULL;
+        assert_int_equal(eng_open(&s, path, &o, err, sizeof err), 0);
+        assert_true(eng_weights_copied(s) > 0);
+        int32_t tok = eng_tok_bos(eng_tokenizer(s));
+        if (k)
+            assert_int_equal(truncate(path, 4096), 0);
+        for (int i = 0; i < 8; i++) {
+            assert_int_equal(eng_decode(s, tok, err, sizeof err), 0);
+            tok = (k ? got : ref)[i] = tu_argmax(eng_logits(s), eng_hparams(s)->vocab_size);
+        }
+        eng_close(s);
+    }
+    assert_memory_equal(ref, got, sizeof ref);
+    assert_int_equal(hard_copy(hard_default_model(), path), 0);
+    for (int k = 0; k < 2; k++) {
+        eng_opts o;
+        eng_opts_default(&o);
+        if (k)
+            o.no_mmap = 0;
+        else
+            setenv("CFLOW_MEM_FREE", "65536", 1);
+        eng_session *s = NULL;
+        int rc = eng_open(&s, path, &o, err, sizeof err);
+        unsetenv("CFLOW_MEM_FREE");
+        assert_int_equal(rc, 0);
+        assert_int_equal(eng_weights_copied(s), 0);
+        eng_close(s);
+    }
 }
 
 /* Streams of a few MB run on the pool's workers (the shipped model's are
@@ -154,7 +204,7 @@ static void run_truncated(const char *threads)
     assert_int_equal(stat(path, &st), 0);
     trunc_ctx t = { path, st.st_size / 2, 0, 0 };
     char *argv[] = { cflow, "run", "-m", path, "-n", "1000000", "--ignore-eos",
-                     "--temp", "0.8", "-t", (char *)threads, "--no-log", NULL };
+                     "--temp", "0.8", "-t", (char *)threads, "--no-log", "--mmap", NULL };
     tu_proc p;
     assert_int_equal(tu_run_watch(&p, argv, NULL, 300, truncate_when_running, &t, 5), 0);
     assert_true(t.done);
@@ -268,6 +318,7 @@ int main(void)
         cmocka_unit_test(test_pool_fault),
         cmocka_unit_test(test_engine_one_thread),
         cmocka_unit_test(test_engine_pool),
+        cmocka_unit_test(test_copied),
         cmocka_unit_test(test_foreign_sigbus),
         cmocka_unit_test(test_run_one_thread),
         cmocka_unit_test(test_run_two_threads),
