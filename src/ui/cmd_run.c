@@ -219,11 +219,18 @@ static void print_stats(const run_ctx *r, const char *model, const eng_sampling 
         fprintf(stderr, "cflow: context full (%u tokens): shifted %ld times, keeping the "
                         "first %u and dropping %llu in all\n",
                 eng_n_ctx(r->s), r->n_shift, r->n_keep, (unsigned long long)r->n_dropped);
+    const uint64_t copied = eng_weights_copied(r->s);
+    char where[96];
+    if (copied)
+        snprintf(where, sizeof where, "weights read into memory (%.1f MiB; --mmap maps them)",
+                 (double)copied / (1024.0 * 1024.0));
+    else
+        snprintf(where, sizeof where, "weights mapped from the file");
     fprintf(stderr,
-            "cflow: model %s, kernels %s\n"
+            "cflow: model %s, kernels %s, %s\n"
             "cflow: prompt %llu tokens in %.3f s (%.2f tok/s)\n"
             "cflow: generated %ld tokens; decode %llu tokens in %.3f s (%.2f tok/s, %.2f GB/s of weights)\n",
-            model, eng_isa(r->s), (unsigned long long)st.n_prompt, st.prefill_s,
+            model, eng_isa(r->s), where, (unsigned long long)st.n_prompt, st.prefill_s,
             st.prefill_s > 0 ? (double)st.n_prompt / st.prefill_s : 0.0,
             r->n_out, (unsigned long long)st.n_gen, st.decode_s,
             st.decode_s > 0 ? (double)st.n_gen / st.decode_s : 0.0,

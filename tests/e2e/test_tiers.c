@@ -234,7 +234,7 @@ static char *run_text(const model *m, const char *tier, const char *threads, int
                                   "--no-log", (char *)NULL), 0);
     assert_true(tu_ok(&p, "cflow run"));
     char want[96];
-    snprintf(want, sizeof want, "kernels %s\n", tier);
+    snprintf(want, sizeof want, "kernels %s, weights ", tier);
     if (!strstr(p.err, want))
         fail_msg("CFLOW_ISA=%s: stderr does not name the tier:\n%s", tier, p.err);
     assert_true(p.out_len > 50);
