@@ -739,14 +739,96 @@ int eng_expert_io_from_name(const char *name)
     return -1;
 }
 
+/* A number from a one-line file of a cgroup folder; 0 when absent or not
+ * a number ("max": no limit). */
+static uint64_t cg_read(const char *dir, const char *name)
+{
+    char path[1280];
+    unsigned long long v = 0;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    if (fscanf(f, "%llu", &v) != 1)
+        v = 0;
+    fclose(f);
+    return v;
+}
+
+/* The value of key in a cgroup folder's memory.stat; 0 when absent. */
+static uint64_t cg_stat(const char *dir, const char *key)
+{
+    char path[1280], line[256];
+    unsigned long long v = 0;
+    size_t n = strlen(key);
+    snprintf(path, sizeof path, "%s/memory.stat", dir);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && line[n] == ' ') {
+            v = strtoull(line + n + 1, NULL, 10);
+            break;
+        }
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* The room a cgroup's memory limit leaves this process, 0 when there is
+ * no limit: limit less usage, the usage counted without the page cache
+ * (file pages: the kernel drops them for the group before it refuses
+ * memory, and a model file's pages are in it after the open's validation
+ * read the whole file).  cgroup v2: memory.max, memory.current, stat
+ * "file", in /sys/fs/cgroup (the process's own group inside a container).
+ * v1, which Docker and systemd still use on some hosts:
+ * memory.limit_in_bytes, memory.usage_in_bytes, stat "total_cache", in
+ * the folder /proc/self/cgroup's "memory:" line names under
+ * /sys/fs/cgroup/memory (or in that mount itself, inside a container).
+ * $CFLOW_CGROUP_ROOT stands for /sys/fs/cgroup (tests). */
+static uint64_t cg_left(const char *dir, const char *lim_name, const char *use_name,
+                        const char *file_key)
+{
+    uint64_t lim = cg_read(dir, lim_name);
+    if (!lim || lim >= ((uint64_t)1 << 60))   /* v1's "none": a page-rounded 2^63 */
+        return 0;
+    uint64_t use = cg_read(dir, use_name), file = cg_stat(dir, file_key);
+    use = use > file ? use - file : 0;
+    return lim > use ? lim - use : 1;
+}
+
+static uint64_t cg_room(void)
+{
+    char line[1024], dir[1200];
+    const char *root = getenv("CFLOW_CGROUP_ROOT");   /* tests: a made-up tree */
+    if (!root || !*root)
+        root = "/sys/fs/cgroup";
+    uint64_t room = cg_left(root, "memory.max", "memory.current", "file");
+    FILE *f = room ? NULL : fopen("/proc/self/cgroup", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        char *p = strstr(line, ":memory:");
+        if (!p)
+            continue;
+        p += strlen(":memory:");
+        p[strcspn(p, "\n")] = 0;
+        for (int k = 0; k < 2 && !room; k++) {
+            snprintf(dir, sizeof dir, "%.512s/memory%s", root, k ? "" : p);
+            room = cg_left(dir, "memory.limit_in_bytes", "memory.usage_in_bytes",
+                           "total_cache");
+        }
+        break;
+    }
+    if (f)
+        fclose(f);
+    return room;
+}
+
 /* Bytes the kernel says can be taken without pushing anything out:
- * MemAvailable, or the cgroup's memory.max less memory.current where that
- * is lower (a container's limit); 0 when neither can be read.
+ * MemAvailable, or the room a cgroup's memory limit leaves (cg_room)
+ * where that is less (a container's limit); 0 when neither can be read.
  * $CFLOW_MEM_FREE (bytes) stands in for both: to try what auto I/O and the
  * auto cache do with less memory than the machine has. */
 uint64_t eng_mem_free(void)
 {
-    uint64_t avail = 0, max = 0, cur = 0;
+    uint64_t avail = 0;
     char line[256];
     const char *fake = getenv("CFLOW_MEM_FREE");
     if (fake && *fake)
@@ -759,21 +841,9 @@ uint64_t eng_mem_free(void)
     }
     if (f)
         fclose(f);
-    if ((f = fopen("/sys/fs/cgroup/memory.max", "r"))) {
-        unsigned long long v;
-        if (fscanf(f, "%llu", &v) == 1)   /* "max": no limit */
-            max = v;
-        fclose(f);
-    }
-    if (max && (f = fopen("/sys/fs/cgroup/memory.current", "r"))) {
-        unsigned long long v;
-        if (fscanf(f, "%llu", &v) == 1)
-            cur = v;
-        fclose(f);
-        uint64_t room = max > cur ? max - cur : 0;
-        if (!avail || room < avail)
-            avail = room;
-    }
+    uint64_t room = cg_room();
+    if (room && (!avail || room < avail))
+        avail = room;
     return avail;
 }
 

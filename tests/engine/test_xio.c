@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -550,6 +551,68 @@ static void test_policy(void **state)
     remove(model);
 }
 
+/* The memory limit --expert-io auto goes by, read from a made-up cgroup
+ * tree ($CFLOW_CGROUP_ROOT): cgroup v2's memory.max less memory.current,
+ * v1's memory.limit_in_bytes less memory.usage_in_bytes, the page cache
+ * (memory.stat "file", "total_cache") not counted as used.  A limit that
+ * leaves less than the model gives staged I/O, one whose usage is all page
+ * cache leaves the model mapped, as no limit does. */
+static void put(const char *dir, const char *name, const char *text)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    assert_int_equal(tu_write_file(path, text, strlen(text)), 0);
+}
+
+static void test_cgroup_room(void **state)
+{
+    (void)state;
+    char path[4096], root[4096], v1[4200];
+    synth("tiny-moe", ".cflow", 0, path);
+    static const struct {
+        int v1;
+        const char *lim, *use, *stat;
+        int want;
+    } cases[] = {
+        { 0, "65536", "0", "file 0\n", ENG_XIO_STAGED },
+        { 0, "1073741824", "1073741824", "anon 4096\nfile 1073737728\n", ENG_XIO_MMAP },
+        { 0, "max", "1073741824", "file 0\n", ENG_XIO_MMAP },
+        { 1, "65536", "0", "cache 0\ntotal_cache 0\n", ENG_XIO_STAGED },
+        { 1, "1073741824", "1073741824", "total_cache 1073737728\n", ENG_XIO_MMAP },
+        { 1, "9223372036854771712", "1073741824", "total_cache 0\n", ENG_XIO_MMAP },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(root, sizeof root, "%s%zu", tu_tmp("cgroup"), i);
+        snprintf(v1, sizeof v1, "%s/memory", root);
+        assert_true(mkdir(root, 0700) == 0 || errno == EEXIST);   /* (run per reader) */
+        assert_true(mkdir(v1, 0700) == 0 || errno == EEXIST);
+        if (cases[i].v1) {
+            put(v1, "memory.limit_in_bytes", cases[i].lim);
+            put(v1, "memory.usage_in_bytes", cases[i].use);
+            put(v1, "memory.stat", cases[i].stat);
+        } else {
+            put(root, "memory.max", cases[i].lim);
+            put(root, "memory.current", cases[i].use);
+            put(root, "memory.stat", cases[i].stat);
+        }
+        setenv("CFLOW_CGROUP_ROOT", root, 1);
+        eng_opts o;
+        char err[512];
+        eng_session *s = NULL;
+        eng_opts_default(&o);
+        o.n_ctx = 64;
+        o.expert_io = ENG_XIO_AUTO;
+        int rc = eng_open(&s, path, &o, err, sizeof err);
+        unsetenv("CFLOW_CGROUP_ROOT");
+        assert_int_equal(rc, 0);
+        fprintf(stderr, "cgroup v%d limit %s, usage %s: %s\n", cases[i].v1 ? 1 : 2,
+                cases[i].lim, cases[i].use, eng_expert_io_name(eng_expert_io(s)));
+        assert_int_equal(eng_expert_io(s), cases[i].want);
+        eng_close(s);
+    }
+    remove(path);
+}
+
 /* ---- slots are not recycled while a read is in flight ---- */
 static int slow_fail_once;
 
@@ -1021,6 +1084,7 @@ int main(void)
         cmocka_unit_test(test_read_faults_api),
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_policy),
+        cmocka_unit_test(test_cgroup_room),
         cmocka_unit_test(test_no_recycle_in_flight),
         cmocka_unit_test(test_read_faults_cli),
         cmocka_unit_test(test_direct_fallback),
