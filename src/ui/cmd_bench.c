@@ -296,7 +296,7 @@ static void emit_row(bench_run *b, const result *r, int *logging)
     prof_bench_row br = {
         .test_time = r->time, .n_threads = r->threads,
         .n_prompt = r->n_prompt, .n_gen = r->n_gen, .n_depth = r->n_depth,
-        .prefetch = ui_bench_onoff[r->prefetch], .expert_io = ui_bench_xio[r->expert_io],
+        .prefetch = ui_bench_onoff[r->prefetch], .expert_io = r->xio_name,
         .repetitions = r->reps, .avg_ns = r->avg_ns, .stddev_ns = r->sd_ns,
         .avg_ts = r->avg_ts, .stddev_ts = r->sd_ts,
         .bytes_per_token = r->bytes_per_token, .gb_s = r->gb_s,
@@ -321,6 +321,9 @@ static int run_test(bench_run *b, eng_session *s, const char *model, result *r)
         return ui_error("%s: cannot set threads %d, prefetch %s, expert-io %s%s%s", model,
                         r->threads, ui_bench_onoff[r->prefetch], ui_bench_xio[r->expert_io],
                         err[0] ? ": " : "", err);
+    r->xio_name = ui_bench_xio[r->expert_io];
+    if (eng_expert_io_auto(s))
+        r->xio_name = ui_bench_xio_auto[eng_expert_io(s)];
     time_t now = time(NULL);
     struct tm tmv;
     gmtime_r(&now, &tmv);

@@ -17,6 +17,7 @@ typedef ui_ilist ilist;
 /* The words of the prefetch (0 off, 1 on) and expert I/O modes. */
 extern const char *const ui_bench_onoff[2];
 extern const char *const ui_bench_xio[4];
+extern const char *const ui_bench_xio_auto[3];
 
 /* ---- one result --------------------------------------------------------- */
 typedef struct ui_bench_result {
@@ -24,6 +25,7 @@ typedef struct ui_bench_result {
     uint64_t    model_size, n_params;
     const char *arch, *isa, *quant;
     int         threads, prefetch, expert_io, use_mmap;
+    const char *xio_name;   /* ui_bench_xio's, or "auto:MODE" where auto chose */
     long        n_prompt, n_gen, n_depth;
     unsigned    reps;
     double     *ns, *ts;          /* [reps] */

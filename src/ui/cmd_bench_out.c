@@ -16,6 +16,7 @@
 
 const char *const ui_bench_onoff[2] = { "off", "on" };
 const char *const ui_bench_xio[4] = { "mmap", "sync", "staged", "auto" };
+const char *const ui_bench_xio_auto[3] = { "auto:mmap", "auto:sync", "auto:staged" };
 
 static void fmt_size(char *buf, size_t n, double bytes)
 {
@@ -91,7 +92,7 @@ static void print_md(const bench_cfg *c, const result *r)
     if (c->pf_set)
         printf(" %s |", ui_bench_onoff[r->prefetch]);
     if (c->xio_set)
-        printf(" %s |", ui_bench_xio[r->expert_io]);
+        printf(" %s |", r->xio_name);
     printf(" %s | %.2f ± %.2f | %s | %s |", tn, r->avg_ts, r->sd_ts, gb, pct);
     if (c->xio_set)
         md_xio(r);
@@ -160,7 +161,7 @@ static void print_csv(const result *r, const char *cpu)
            r->model, r->arch, r->quant, (unsigned long long)r->model_size,
            (unsigned long long)r->n_params, cpu, r->threads, r->n_prompt, r->n_gen,
            r->n_depth, r->time, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts, r->isa,
-           ui_bench_onoff[r->prefetch], ui_bench_xio[r->expert_io], r->reps,
+           ui_bench_onoff[r->prefetch], r->xio_name, r->reps,
            (unsigned long long)r->bytes_per_token, r->gb_s, r->read_bw, r->bw_pct);
     char v[XIO_NF][64];
     xio_values(r, v, "");
@@ -196,7 +197,7 @@ static void print_json(const result *r, const char *cpu, int first)
            "    \"expert_io\": \"%s\",\n    \"repetitions\": %u,\n"
            "    \"bytes_per_token\": %llu,\n    \"gb_s\": %.4f,\n"
            "    \"read_bw_gbs\": %.3f,\n    \"bw_pct\": %.2f",
-           r->isa, ui_bench_onoff[r->prefetch], ui_bench_xio[r->expert_io], r->reps,
+           r->isa, ui_bench_onoff[r->prefetch], r->xio_name, r->reps,
            (unsigned long long)r->bytes_per_token, r->gb_s, r->read_bw, r->bw_pct);
     char v[XIO_NF][64], names[] = XIO_FIELDS;
     xio_values(r, v, "null");

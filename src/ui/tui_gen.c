@@ -178,9 +178,11 @@ unsigned tui_gen_layers(tui_gen *g, uint64_t (*bytes)[PROF_NST], double (*sec)[P
 {
     pthread_mutex_lock(&g->snap_mu);
     unsigned n = g->lay_n < max ? g->lay_n : max;
-    if (bytes)
+    /* (n is 0 and the arrays NULL until a model's first pass: memcpy
+     * must not see a NULL source even for 0 bytes) */
+    if (bytes && n)
         memcpy(bytes, g->lay_bytes, (size_t)n * PROF_NST * sizeof **bytes);
-    if (sec)
+    if (sec && n)
         memcpy(sec, g->lay_sec, (size_t)n * PROF_NST * sizeof **sec);
     if (io && n)
         memcpy(io, g->lay_io, (size_t)n * sizeof *io);

@@ -138,7 +138,8 @@ const ui_opt ui_opts[UI_O_N] = {
     { UI_O_B_PREFETCH, "prefetch", 0, UI_T_CHOICES, "LIST", 0, 0, NULL, onoff, 0,
       OFF(b_prefetch), NULL, "off,on" },
     { UI_O_B_EXPERT_IO, "expert-io", 0, UI_T_CHOICES, "LIST", 0, 0, NULL, xio_names, 0,
-      OFF(b_expert_io), NULL, "mmap,sync,staged" },
+      OFF(b_expert_io), "auto", "mmap,sync,staged,auto (auto: as cflow run chooses; the "
+      "rows say auto:MODE)" },
     { UI_O_B_READ_BW, "read-bw", 0, UI_T_FLOAT, "GBS", 0, 1e6, "measure", NULL, 0,
       OFF(read_bw), NULL, "machine read bandwidth for % bw" },
     { UI_O_B_NO_WARMUP, "no-warmup", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0,
@@ -181,7 +182,7 @@ void ui_settings_default(ui_settings *s)
     s->b_depth = (ui_ilist){ { 0 }, 1 };
     s->b_threads = (ui_ilist){ { 0 }, 1 };
     s->b_prefetch = (ui_ilist){ { 0 }, 1 };
-    s->b_expert_io = (ui_ilist){ { 0 }, 1 };
+    s->b_expert_io = (ui_ilist){ { 3 }, 1 };   /* auto, as run and the TUI */
     s->reps = 5;
     s->rows_div = 1;
     s->b_seed = 1;

@@ -169,7 +169,7 @@ static void test_json(void **state)
             assert_true(gb == 0 && pct == 0);
         }
         assert_string_equal(str_of(o, "prefetch"), "off");
-        assert_string_equal(str_of(o, "expert_io"), "mmap");
+        assert_string_equal(str_of(o, "expert_io"), "auto:mmap");   /* the default */
     }
     json_object_put(a);
     tu_proc_free(&p);
