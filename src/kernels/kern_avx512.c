@@ -204,7 +204,18 @@ AVX512 static void mv_f16(const void *payload, unsigned rows, unsigned cols,
 
 /* ---- Q8_0 / Q4_0 ---------------------------------------------------------- */
 
-#define QGROUP 2   /* panels processed side by side (8 accumulators each) */
+/* Panels processed side by side (8 accumulators each) by MV_LANES.  Q4_0
+ * goes 2 at a time, so that a block's activations serve both.  Q8_0 goes
+ * one at a time: two Q8_0 panels' 16 accumulators, 8 group dots and 8
+ * activation broadcasts need more than AVX-512's 32 vector registers, and
+ * GCC spilled accumulators to the stack inside the block loop; one panel
+ * fits.  tinyllama-1.1b Q8_0 decode on 2 cores of a Zen 5 EPYC: 32.1-33.0
+ * against 27.5-29.2 tok/s in three alternating rounds, olmoe-1b-7b Q8_0
+ * 29.0-30.3 against 22.6-27.1 in two (docs/PERFORMANCE.md); 4 at a time
+ * was between.
+ * The sums of each panel are the same operations either way: same bits. */
+#define QGROUP 2
+#define Q8_GROUP 1
 
 AVX512 static inline __m512i ld64(const uint8_t *p)
 {
@@ -297,7 +308,7 @@ AVX512 static inline __m512 fold8(const __m512 *l)
  * starting from init = -OFFSET x the group's activation sum (OFFSET 8,
  * 128, or 0 when LANES works on signed weights).  Panels go QGROUP at a
  * time so that a block's activations serve several panels. */
-#define MV_LANES(NAME, ATTR, BLOCK_BYTES, LANES, OFFSET)                       \
+#define MV_LANES(NAME, ATTR, BLOCK_BYTES, LANES, OFFSET, QG)                   \
 ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
                       const kern_act *x, unsigned col0, float *y)              \
 {                                                                              \
@@ -310,31 +321,31 @@ ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
         init[k] = -(OFFSET) * (xq[0] + xq[1] + xq[2] + xq[3]);                 \
     }                                                                          \
     unsigned p = 0;                                                            \
-    for (; p + QGROUP <= g.np; p += QGROUP) {                                  \
-        __m512 acc[QGROUP][8];                                                 \
+    for (; p + QG <= g.np; p += QG) {                                          \
+        __m512 acc[QG][8];                                                     \
         _Pragma("GCC unroll 2")                                                \
-        for (unsigned k = 0; k < QGROUP; k++)                                  \
+        for (unsigned k = 0; k < QG; k++)                                      \
             _Pragma("GCC unroll 8")                                            \
             for (int j = 0; j < 8; j++)                                        \
                 acc[k][j] = _mm512_setzero_ps();                               \
         for (unsigned b = 0; b < g.nb; b++) {                                  \
             const int8_t *xq = x->q8 + col0 + KERN_QBLOCK * b;                 \
             _Pragma("GCC unroll 2")                                            \
-            for (unsigned k = 0; k < QGROUP; k++) {                            \
+            for (unsigned k = 0; k < QG; k++) {                                \
                 const size_t pb = (size_t)(p + k) * g.nb + b;                  \
                 __m512i isum[8];                                               \
                 pf_ahead(qbase + pb * (BLOCK_BYTES), (BLOCK_BYTES) / 64);      \
                 LANES(qbase + pb * (BLOCK_BYTES), xq, init + 8 * b, isum);     \
-                const __m512 d = kern_vf_block_d(w + 2 * pb * KERN_PANEL,              \
+                const __m512 d = kern_vf_block_d(w + 2 * pb * KERN_PANEL,      \
                                          x->q8_d[xb0 + b]);                    \
                 _Pragma("GCC unroll 8")                                        \
                 for (int j = 0; j < 8; j++)                                    \
-                    acc[k][j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[j]),\
+                    acc[k][j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[j]), \
                                                 acc[k][j]);                    \
             }                                                                  \
         }                                                                      \
         _Pragma("GCC unroll 2")                                                \
-        for (unsigned k = 0; k < QGROUP; k++)                                  \
+        for (unsigned k = 0; k < QG; k++)                                      \
             add_panel(y, rows, p + k, fold8(acc[k]));                          \
     }                                                                          \
     for (; p < g.np; p++) {                                                    \
@@ -348,19 +359,19 @@ ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
             pf_ahead(qbase + pb * (BLOCK_BYTES), (BLOCK_BYTES) / 64);          \
             LANES(qbase + pb * (BLOCK_BYTES), x->q8 + col0 + KERN_QBLOCK * b,  \
                   init + 8 * b, isum);                                         \
-            const __m512 d = kern_vf_block_d(w + 2 * pb * KERN_PANEL, x->q8_d[xb0 + b]);\
+            const __m512 d = kern_vf_block_d(w + 2 * pb * KERN_PANEL, x->q8_d[xb0 + b]); \
             _Pragma("GCC unroll 8")                                            \
             for (int j = 0; j < 8; j++)                                        \
-                acc[j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[j]), acc[j]);\
+                acc[j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[j]), acc[j]); \
         }                                                                      \
         add_panel(y, rows, p, fold8(acc));                                     \
     }                                                                          \
 }
 
-MV_LANES(mv_q8_0, AVX512, KERN_Q8_BLOCK_BYTES, q8_lanes, 0)
-MV_LANES(mv_q4_0, AVX512, KERN_Q4_BLOCK_BYTES, q4_lanes, 8)
-MV_LANES(mv_q8_0_vnni, VNNI, KERN_Q8_BLOCK_BYTES, q8_lanes_vnni, 128)
-MV_LANES(mv_q4_0_vnni, VNNI, KERN_Q4_BLOCK_BYTES, q4_lanes_vnni, 8)
+MV_LANES(mv_q8_0, AVX512, KERN_Q8_BLOCK_BYTES, q8_lanes, 0, Q8_GROUP)
+MV_LANES(mv_q4_0, AVX512, KERN_Q4_BLOCK_BYTES, q4_lanes, 8, QGROUP)
+MV_LANES(mv_q8_0_vnni, VNNI, KERN_Q8_BLOCK_BYTES, q8_lanes_vnni, 128, Q8_GROUP)
+MV_LANES(mv_q4_0_vnni, VNNI, KERN_Q4_BLOCK_BYTES, q4_lanes_vnni, 8, QGROUP)
 
 /* Repacked Q4_0: sum = fma((float)isum_block, d_w * d_x, sum).  PANEL
  * makes panel p of a tile and adds it to y. */
