@@ -427,10 +427,16 @@ int fmt_gguf_open(fmt_gguf **out, const char *path, char *err, size_t errlen)
     gguf_rd r = { g, path, g->map.p, g->map.n, 0, 0, err, errlen };
     if ((rc = gguf_header(&r)) < 0)
         goto fail;
-    /* Tensor infos.  The names are copied (NUL-terminated) into one block:
-     * the name bytes left in the file bound its size. */
+    /* Tensor infos.  The names are copied (NUL-terminated) into one block,
+     * of at most GGUF_MAX_NAME bytes a name and never more than the bytes
+     * left in the file.  The file alone was the bound once: a 32 GB GGUF
+     * asked malloc for 32 GB, which a machine with less memory refuses
+     * (overcommit's heuristic), so the open failed "out of memory". */
+    uint64_t name_bytes = r.n - r.o;
+    if (g->n_tensors < name_bytes / GGUF_MAX_NAME)
+        name_bytes = g->n_tensors * GGUF_MAX_NAME;
     g->t = calloc(g->n_tensors ? (size_t)g->n_tensors : 1, sizeof *g->t);
-    g->names = malloc(r.n - r.o + (size_t)g->n_tensors + 1);
+    g->names = malloc((size_t)name_bytes + (size_t)g->n_tensors + 1);
     if (!g->t || !g->names) {
         fmt_err(err, errlen, "%s: out of memory", path);
         rc = FMT_ENOMEM;

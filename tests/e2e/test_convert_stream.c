@@ -13,6 +13,10 @@
  * writer before streaming held every mapped input page it had read (the
  * whole model by the end) and a synthetic model's f32 weights in memory.
  *
+ * Address space: the GGUF converts with RLIMIT_AS at its size plus 512
+ * MiB, so nothing asks for a second file's worth of memory (a 31 GB GGUF
+ * failed "out of memory" on a 23 GiB machine).
+ *
  * All or nothing: a convert stopped by SIGINT or SIGKILL half-way, or one
  * whose writes fail (RLIMIT_FSIZE with SIGXFSZ ignored, so write(2) gives
  * EFBIG as on a full disk), leaves an existing file at the output path
@@ -284,6 +288,40 @@ static void test_gguf_bounded(void **state)
     unlink(out);
 }
 
+/* Address space: a GGUF whose size is more than the memory converts, so
+ * the converter may not ask for the file's size again (the tensor-name
+ * block once took the bytes left in the file: 32 GB for a 31 GB GGUF,
+ * which malloc refused on 23 GiB).  The convert runs with its address
+ * space limited to the mapped file plus 512 MiB (RLIMIT_AS), where that
+ * allocation fails.  A sanitizer build reserves terabytes of shadow
+ * memory, so it runs without the limit and checks the conversion only. */
+static void test_gguf_address_space(void **state)
+{
+    (void)state;
+    const char *san = getenv("CFLOW_SANITIZERS");
+    const int limit = !(san && *san == '1');
+    const char *out = tu_tmp("tl-as.cflow");
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_AS, &old), 0);
+    lim = old;
+    lim.rlim_cur = ((rlim_t)file_mb(gguf) + 512) << 20;
+    if (limit)
+        assert_int_equal(setrlimit(RLIMIT_AS, &lim), 0);
+    char *argv[] = { (char *)tu_cflow(), "convert", gguf, (char *)out, NULL };
+    tu_proc p;
+    int rc = tu_run(&p, argv, NULL, 300);
+    if (limit)
+        setrlimit(RLIMIT_AS, &old);
+    assert_int_equal(rc, 0);
+    fprintf(stderr, "convert (GGUF), address space %s: status %d\n",
+            limit ? "the file + 512 MiB" : "not limited (sanitizers)", p.status);
+    int ok = tu_ok(&p, "convert (GGUF), limited address space");
+    tu_proc_free(&p);
+    assert_true(ok);
+    assert_true(file_mb(out) >= 550);
+    unlink(out);
+}
+
 static void test_hf_bounded(void **state)
 {
     (void)state;
@@ -439,6 +477,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_free_space),
         cmocka_unit_test(test_gguf_bounded),
+        cmocka_unit_test(test_gguf_address_space),
         cmocka_unit_test(test_hf_bounded),
         cmocka_unit_test(test_synth_bounded),
         cmocka_unit_test(test_interrupted),
