@@ -412,9 +412,15 @@ AVX512 static void mv_q4_0_rp(const void *payload, unsigned rows, unsigned cols,
  * block runs are read side by side, G streams 2 KiB apart (llama.cpp's
  * AMX-buffer gemv reads 4 row groups so).  Tinyllama decode on 2 vCPUs of
  * a Sapphire Rapids Xeon: 1-2% faster than one panel at a time in each of 5
- * alternating pairs (1 and 2 threads).  The sums per panel are the same
- * operations in the same order, so the bits are. */
-#define RP_G 4
+ * alternating pairs (1 and 2 threads).  8 panels, 8 streams 2 KiB apart,
+ * keep more of the core's misses in flight: tinyllama-1.1b Q4_0 decode on
+ * 2 vCPUs of a Zen 5 EPYC 53.4-54.8 against 45.1-47.3 tok/s in four
+ * alternating rounds with 2 threads (6 of 7 rounds faster, 1.13-1.21x),
+ * 39.1-39.8 against 30.8-31.1 with one; on Zen 4 8 and 4 were level in
+ * the trial of docs/PERFORMANCE.md; not yet timed on Sapphire Rapids.
+ * The sums per panel are the same operations in the same order, so the
+ * bits are. */
+#define RP_G 8
 VNNI static void mv_q4_0_rp_vnni(const void *payload, unsigned rows, unsigned cols,
                                  const kern_act *x, unsigned col0, float *y)
 {
