@@ -477,6 +477,10 @@ int  eng_io_auto(eng_opts *o, const char *path);
 /* Bytes the kernel can give without pushing anything out (eng_io.c:
  * MemAvailable or the cgroup's room, $CFLOW_MEM_FREE); 0: unknown. */
 uint64_t eng_mem_free(void);
+/* Whether the file at path takes at most num/den of eng_mem_free: 1 yes,
+ * 0 no, -1 unknown (no such file, free memory unreadable, den 0).  The one
+ * test behind auto expert I/O (9/10) and the weights' placement (1/2). */
+int eng_file_fits(const char *path, unsigned num, unsigned den);
 
 /* ---- eng_prefetch.c: the session's prefetch ---- */
 void eng_prefetch_next(eng_session *s, unsigned l);

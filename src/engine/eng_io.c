@@ -939,14 +939,21 @@ oom:
     return ENG_ENOMEM;
 }
 
+int eng_file_fits(const char *path, unsigned num, unsigned den)
+{
+    struct stat st;
+    uint64_t avail = eng_mem_free();
+    if (!path || !den || stat(path, &st) || !avail)
+        return -1;
+    return (uint64_t)st.st_size <= avail / den * num;
+}
+
 /* ENG_XIO_AUTO for the model at path: mmap where the file fits in 90% of
  * the free memory (or where that cannot be read), else staged, with the
  * RAM cache at auto unless one was given. */
 int eng_io_auto(eng_opts *o, const char *path)
 {
-    struct stat st;
-    uint64_t avail = eng_mem_free();
-    if (stat(path, &st) || !avail || (uint64_t)st.st_size <= avail / 10 * 9)
+    if (eng_file_fits(path, 9, 10) != 0)
         return ENG_XIO_MMAP;
     if (o->expert_cache == -1)
         o->expert_cache = ENG_CACHE_AUTO;

@@ -250,8 +250,6 @@ void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
     }
 }
 
-/* The experts due at layer target, weighted, into eout[dim] (overwritten;
- * zero when nothing is due).  Returns the routing layer, or -1. */
 /* Experts j0 .. j0+n-1 of route r (n <= s->n_xg) on the prepared router
  * input s->act_dim, weighted into eout: their gate/up streams in one
  * parallel region, the GLU, their down streams in a second, then
@@ -296,6 +294,8 @@ static void experts_group(eng_session *s, const eng_route *r, const eng_layer *l
     }
 }
 
+/* The experts due at layer target, weighted, into eout[dim] (overwritten;
+ * zero when nothing is due).  Returns the routing layer, or -1. */
 int eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
 {
     const fmt_hparams *hp = s->hp;

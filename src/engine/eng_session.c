@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
@@ -187,12 +186,8 @@ static int open_model(eng_session *s, const char *model_path, const eng_opts *o,
      * page cache's copy and the rest room.  --no-mmap copies the weights;
      * the expert banks stay mapped when sync or staged I/O reads them from
      * the file (switching to mmap later still finds them in place) */
-    if (s->opts.no_mmap < 0) {
-        struct stat st;
-        uint64_t avail = eng_mem_free();
-        s->opts.no_mmap = !stat(model_path, &st) && avail &&
-                          (uint64_t)st.st_size <= avail / 2;
-    }
+    if (s->opts.no_mmap < 0)
+        s->opts.no_mmap = eng_file_fits(model_path, 1, 2) == 1;
     rc = fmt_model_open_ex(&s->model, model_path,
                            !s->opts.no_mmap ? 0
                            : s->opts.expert_io == ENG_XIO_MMAP ? FMT_OPEN_READ
