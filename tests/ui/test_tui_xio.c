@@ -85,13 +85,24 @@ static void test_tui_expert_figures(void **state)
     free(wait_screen("expert-io sync"));
     send_line("/zoom overlap");
     send_line("the cat sat");
-    char *scr = wait_screen(" read)");
-    const char *l = strstr(scr, ": hit rate ");
-    assert_non_null(l);
+    /* The pane's figures are live: a capture can come mid-reply (the
+     * sanitizer build on a busy CPU showed the first token's 8), so wait
+     * for the reply's last token's count, up to LIMIT_S. */
+    char *scr = NULL;
     double pct = -1;
     unsigned long long hits = 0, total = 0, misses = 0;
-    assert_int_equal(sscanf(l, ": hit rate %lf%% (%llu of %llu routed experts in RAM, %llu "
-                               "read)", &pct, &hits, &total, &misses), 4);
+    for (time_t end = time(NULL) + LIMIT_S;;) {
+        scr = wait_screen(" read)");
+        const char *l = strstr(scr, ": hit rate ");
+        assert_non_null(l);
+        assert_int_equal(sscanf(l, ": hit rate %lf%% (%llu of %llu routed experts in RAM, "
+                                   "%llu read)", &pct, &hits, &total, &misses), 4);
+        if (total >= 8ull * top_k * n_moe || time(NULL) > end)
+            break;
+        free(scr);
+        struct timespec ts = { 0, 200000000L };
+        nanosleep(&ts, NULL);
+    }
     /* eight decoded tokens, each routing top-k experts in every MoE layer */
     assert_int_equal(total, 8ull * top_k * n_moe);
     assert_int_equal(hits + misses, total);
