@@ -44,13 +44,19 @@ size_t eng_utf8_put(uint32_t cp, char *out);
 
 /* ---- eng_pool.c ---- */
 typedef struct eng_pool eng_pool;
-/* fn runs once on every thread of the region (tid 0 is the caller). */
+/* A region's function, run by the caller (tid 0) and by the workers that
+ * join in time (eng_pool_run) or by every thread (eng_pool_run_all). */
 typedef void (*eng_task_fn)(void *ctx, int tid, int n_threads);
 eng_pool *eng_pool_new(int n_threads);
 void      eng_pool_free(eng_pool *p);
 int       eng_pool_size(const eng_pool *p);
 int       eng_pool_resize(eng_pool *p, int n_threads);
+/* fn must take all its work through eng_pool_next / eng_pool_claim: a
+ * worker may never run it, the caller then does everything; returns when
+ * every thread that ran fn has returned. */
 void      eng_pool_run(eng_pool *p, eng_task_fn fn, void *ctx);
+/* fn runs once on each of the n_threads threads (per-thread set-up). */
+void      eng_pool_run_all(eng_pool *p, eng_task_fn fn, void *ctx);
 /* Claim `step` work items: returns the first index (may be past the end). */
 size_t    eng_pool_next(eng_pool *p, size_t step);
 /* The next of n units for thread tid of n_threads (the region's own

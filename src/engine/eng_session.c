@@ -549,7 +549,7 @@ static void prof_attach_run(void *ctx, int tid, int n_threads)
 static void prof_attach(eng_session *s)
 {
     if (s->prof && prof_threads_reset(s->prof, eng_pool_size(s->pool)) == 0)
-        eng_pool_run(s->pool, prof_attach_run, s->prof);
+        eng_pool_run_all(s->pool, prof_attach_run, s->prof);
 }
 
 /* The critical-path model (fmt_critical_path, report eq. 4.23) per stored

@@ -282,7 +282,7 @@ static void test_pool_fault(void **state)
     t.base = map;
     t.page = page;
     atomic_store(&t.ran, 0);
-    eng_pool_run(pool, touch_pages, &t);        /* the file is whole */
+    eng_pool_run_all(pool, touch_pages, &t);    /* the file is whole */
     assert_int_equal(atomic_load(&t.ran), n);
 
     assert_int_equal(truncate(path, 0), 0);
@@ -297,7 +297,7 @@ static void test_pool_fault(void **state)
         jumped = 1;
     } else {
         eng_guard_push(&g);
-        eng_pool_run(pool, touch_pages, &t);
+        eng_pool_run_all(pool, touch_pages, &t);
         eng_guard_pop(&g);
     }
     assert_true(jumped);
@@ -306,7 +306,7 @@ static void test_pool_fault(void **state)
     assert_null(eng_guard_current());
 
     atomic_store(&t.ran, 0);
-    eng_pool_run(pool, count_only, &t);          /* the pool lives on */
+    eng_pool_run_all(pool, count_only, &t);      /* the pool lives on */
     assert_int_equal(atomic_load(&t.ran), n);
     eng_pool_free(pool);
     munmap((void *)map, len);
