@@ -19,6 +19,10 @@ story really is an answer to its request:
   from SYSTEMS; a few ask for "a story" with nothing else.  One in eight is
   two turns: a second request ("Now tell me one about ...") answered by a
   second, short story, so the model sees follow-up turns.
+* --swap-names P: with probability P a story's main character is renamed
+  (every whole-word occurrence) to a name drawn evenly from the names the
+  stories introduce with "named", one the story does not already use --
+  the rare names are requested as often as the common ones.
 
 Each conversation is rendered exactly as src/engine/eng_chat.c renders
 ChatML after the tokenizer's BOS:
@@ -36,8 +40,8 @@ writes one JSON object per line -- {"system", "request", "name", "thing"}
 takes it (that is what the evaluation is for).
 
 Usage:
-  chatdata.py build [--seed N] [--per-story K] OUT.txt STORIES.txt...
-  chatdata.py requests [--seed N] [--n N] OUT.jsonl STORIES.txt
+  chatdata.py build [--seed N] [--per-story K] [--swap-names P] OUT.txt STORIES.txt...
+  chatdata.py requests [--seed N] [--n N] [--skip N] OUT.jsonl STORIES.txt
 """
 import argparse
 import collections
@@ -241,11 +245,37 @@ def followup(story, rng):
     return rng.choice(FOLLOWUPS).format(name=name, athing=ths.get(w, "a " + w))
 
 
-def build(stories, rng, per_story, early=EARLY):
+def name_pool(stories):
+    """Sorted distinct names the stories introduce with "named X" (the
+    capitalised-word fallback of main_character also finds "Papa", "It",
+    "Sunday"), for --swap-names."""
+    return sorted({m.group(1) for s in stories
+                   for m in re.finditer(r"\bnamed\s+([A-Z][a-z]+)", s)} - COMMON)
+
+
+def swap_name(story, pool, rng):
+    """The story with its main character renamed to a name of the pool that
+    the story does not already use, or the story unchanged.  Every
+    distinct name is equally likely, so a name the corpus uses once is
+    requested as often as Lily: the copy of a name the model has seldom
+    seen (one the vocabulary cuts into rare pieces) is what fails most."""
+    mc = main_character(story)
+    if not mc or len(pool) < 2:
+        return story
+    for _ in range(8):
+        new = rng.choice(pool)
+        if not re.search(r"\b%s\b" % re.escape(new), story):
+            return re.sub(r"\b%s\b" % re.escape(mc[0]), new, story)
+    return story
+
+
+def build(stories, rng, per_story, early=EARLY, swap=0.0):
     docs = []
     short = [s for s in stories if len(s) < 700]
-    for story in stories:
+    pool = name_pool(stories) if swap else []
+    for story0 in stories:
         for _ in range(per_story):
+            story = swap_name(story0, pool, rng) if swap and rng.random() < swap else story0
             system = rng.choice(SYSTEMS) if rng.random() < 0.25 else None
             if rng.random() < 0.04:
                 docs.append(render([(rng.choice(PLAIN_REQUESTS), story)], system))
@@ -272,6 +302,9 @@ def main():
     b.add_argument("--per-story", type=int, default=2)
     b.add_argument("--early", type=int, default=EARLY,
                    help="the thing from the story's first N sentences (0: anywhere)")
+    b.add_argument("--swap-names", type=float, default=0.0, metavar="P",
+                   help="rename a story's main character with probability P to a "
+                        "name drawn evenly from the stories' main characters")
     b.add_argument("out")
     b.add_argument("stories", nargs="+")
     r = sub.add_parser("requests")
@@ -279,6 +312,8 @@ def main():
     r.add_argument("--n", type=int, default=120)
     r.add_argument("--early", type=int, default=EARLY,
                    help="the thing from the story's first N sentences (0: anywhere)")
+    r.add_argument("--skip", type=int, default=0,
+                   help="start at the file's story N (0-based): a set of other stories")
     r.add_argument("out")
     r.add_argument("stories")
     args = ap.parse_args()
@@ -289,7 +324,7 @@ def main():
             if "valid" in os.path.basename(p):
                 sys.exit(f"chatdata.py: refusing to build training data from {p}")
             stories += read_stories(p)
-        docs = build(stories, rng, args.per_story, args.early)
+        docs = build(stories, rng, args.per_story, args.early, args.swap_names)
         with open(args.out, "w", encoding="utf-8") as f:
             for d in docs:
                 f.write(d + EOT + "\n")
@@ -297,7 +332,7 @@ def main():
               file=sys.stderr)
         return
     out = []
-    for story in read_stories(args.stories):
+    for story in read_stories(args.stories)[args.skip:]:
         if len(out) >= args.n:
             break
         req = make_request(story, rng, args.early)

@@ -21,7 +21,7 @@ and score the reply (data/README.md, issue 22's targets):
 Prints a JSON summary (and with --out, every request with its reply).
 
 Usage:
-  chateval.py --cflow build/cflow [--model M] [--n 400] REQUESTS.jsonl
+  chateval.py --cflow build/cflow [--model M] [--n 400] [--threads T] REQUESTS.jsonl
 """
 import argparse
 import collections
@@ -51,6 +51,7 @@ def main():
     ap.add_argument("--cflow", required=True, help="the cflow binary")
     ap.add_argument("--model", help="model file (default: cflow's shipped model)")
     ap.add_argument("--n", type=int, default=400, help="most tokens per reply")
+    ap.add_argument("--threads", type=int, help="cflow run -t (default: cflow's)")
     ap.add_argument("--lexicon", default=os.path.join(SHARED, "corpus", "tinystories-train-a.txt"))
     ap.add_argument("--out", help="write requests and replies (JSON lines) here")
     ap.add_argument("requests")
@@ -62,7 +63,8 @@ def main():
     rows = []
     for r in reqs:
         cmd = [args.cflow, "run"] + (["-m", args.model] if args.model else []) + [
-            "--chat", "-p", r["request"], "--temp", "0", "-n", str(args.n), "--no-log"]
+            "--chat", "-p", r["request"], "--temp", "0", "-n", str(args.n), "--no-log"] + (
+            ["-t", str(args.threads)] if args.threads else [])
         if r.get("system"):
             cmd += ["--system", r["system"]]
         p = subprocess.run(cmd, capture_output=True, text=True)
