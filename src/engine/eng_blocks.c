@@ -238,6 +238,8 @@ typedef struct attn_task {
     float       *att;
     const void  *k, *v;      /* first visible position of this layer's cache */
     uint32_t     n_pos, n_heads, n_kv_heads, hd;
+    float       *sc;         /* scores: n_heads rows of n_ctx floats */
+    uint16_t    *h16;        /* n_heads * 2 * hd_max halves */
 } attn_task;
 
 /* Heads [h0, h1) of an attention task, each with its own scratch. */
@@ -249,27 +251,32 @@ static void attn_heads(const attn_task *t, unsigned h0, unsigned h1)
         s->ops->attn_f16(t->att, t->q, t->k, t->v, t->n_pos, h0, h1,
                          t->n_heads, t->n_kv_heads, t->hd, s->kv_dim,
                          1.0f / sqrtf((float)t->hd), 0.0f,
-                         s->par_sc + (size_t)h0 * s->n_ctx,
-                         s->par_h16 + (size_t)h0 * 2 * s->hd_max);
+                         t->sc + (size_t)h0 * s->n_ctx,
+                         t->h16 + (size_t)h0 * 2 * s->hd_max);
         return;
     }
     s->ops->attn_f32(t->att, t->q, t->k, t->v, t->n_pos, h0, h1, t->n_heads,
                      t->n_kv_heads, t->hd, s->kv_dim, 1.0f / sqrtf((float)t->hd),
-                     0.0f, s->par_sc + (size_t)h0 * s->n_ctx);
+                     0.0f, t->sc + (size_t)h0 * s->n_ctx);
 }
 
-/* Heads are independent: each thread claims whole kv-head groups (the
- * query heads that share one kv head read the same K and V rows, so they
- * stay on one core), at least 4 heads a claim so that the kernels that run
- * several heads side by side get them even without GQA.  The arithmetic
- * of a head does not depend on who runs it. */
-static void attn_run(void *ctx, int tid, int n_threads)
+/* Heads per claim: whole kv-head groups (the query heads that share one
+ * kv head read the same K and V rows, so they stay on one core), at least
+ * 4 heads so that the kernels that run several heads side by side get
+ * them even without GQA.  The arithmetic of a head does not depend on who
+ * runs it, nor on the claim it came in. */
+static unsigned attn_chunk(const attn_task *t)
 {
-    const attn_task *t = ctx;
     unsigned G = t->n_kv_heads ? t->n_heads / t->n_kv_heads : 1;
     if (!G)
         G = 1;
-    const unsigned chunk = G * ((4 + G - 1) / G);
+    return G * ((4 + G - 1) / G);
+}
+
+static void attn_run(void *ctx, int tid, int n_threads)
+{
+    const attn_task *t = ctx;
+    const unsigned chunk = attn_chunk(t);
     (void)tid;
     (void)n_threads;
     for (;;) {
@@ -281,21 +288,42 @@ static void attn_run(void *ctx, int tid, int n_threads)
     }
 }
 
-/* Store this position's k, v into the cache of effective layer kvl and
- * attend over the visible positions: att[n_heads*hd] from q. */
-void eng_attn_store_attend(eng_session *s, const eng_layer *ly, unsigned kvl,
-                              uint32_t pos, const float *q, const float *k,
-                              const float *v, float *att)
+/* Grow the per-head scratch of the parallel path to n_heads heads for
+ * `copies` threads at once (one copy: a single position's heads; the
+ * batched prefill's threads each attend their own position): 0, or -1
+ * when memory is short (the caller then takes the one-thread path). */
+static int attn_scratch(eng_session *s, uint32_t n_heads, uint32_t copies)
+{
+    uint64_t want = (uint64_t)n_heads * copies;
+    if (s->par_heads >= want)
+        return 0;
+    float *sc = realloc(s->par_sc, want * s->n_ctx * sizeof(float));
+    if (sc)
+        s->par_sc = sc;
+    uint16_t *h16 = realloc(s->par_h16, want * 2 * s->hd_max * sizeof(uint16_t));
+    if (h16)
+        s->par_h16 = h16;
+    if (!sc || !h16)
+        return -1;
+    s->par_heads = (uint32_t)want;
+    return 0;
+}
+
+/* Store this position's k, v into the cache of effective layer kvl; the
+ * attention task of the position (its q, att, visible cache). */
+static attn_task attn_store(eng_session *s, const eng_layer *ly, unsigned kvl,
+                            uint32_t pos, const float *q, const float *k,
+                            const float *v, float *att)
 {
     const fmt_layer_geom *g = ly->g;
-    uint32_t hd = g->head_dim, kvd = ly->kv_dim;
+    uint32_t kvd = ly->kv_dim;
     const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
     /* sliding-window layers see only the last sliding_window positions */
     uint32_t first = 0, W = g->sliding_window;
     if (W && pos + 1 > W)
         first = pos + 1 - W;
     attn_task t = { s, q, att, NULL, NULL, pos + 1 - first, g->n_heads,
-                    g->n_kv_heads, hd };
+                    g->n_kv_heads, g->head_dim, s->par_sc, s->par_h16 };
     if (s->kv_f16) {
         uint16_t *kc = s->kc16 + lo, *vc = s->vc16 + lo;
         uint16_t *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
@@ -315,34 +343,103 @@ void eng_attn_store_attend(eng_session *s, const eng_layer *ly, unsigned kvl,
         t.k = kc + (size_t)first * s->kv_dim;
         t.v = vc + (size_t)first * s->kv_dim;
     }
-    /* per-head scratch for the parallel path (grown on demand) */
-    if (s->par_heads < g->n_heads) {
-        float *sc = realloc(s->par_sc, (size_t)g->n_heads * s->n_ctx * sizeof(float));
-        if (sc)
-            s->par_sc = sc;
-        uint16_t *h16 = realloc(s->par_h16, (size_t)g->n_heads * 2 * s->hd_max *
-                                            sizeof(uint16_t));
-        if (h16)
-            s->par_h16 = h16;
-        if (sc && h16)
-            s->par_heads = g->n_heads;
-    }
+    return t;
+}
+
+/* Attend one stored position: att[n_heads*hd] from q. */
+static void attn_attend(eng_session *s, attn_task *t)
+{
+    const uint32_t hd = t->hd;
+    int scratch = attn_scratch(s, t->n_heads, 1) == 0;
+    t->sc = s->par_sc;
+    t->h16 = s->par_h16;
     /* The work is about n_pos * n_heads * hd multiply-adds: small caches
      * stay on the caller; without scratch, the scalar kernels as before. */
-    if (s->par_heads >= g->n_heads && eng_pool_size(s->pool) >= 2 &&
-        (uint64_t)t.n_pos * g->n_heads * hd >= 16384u) {
-        eng_pool_run(s->pool, attn_run, &t);
-    } else if (s->par_heads >= g->n_heads) {
-        attn_heads(&t, 0, g->n_heads);
+    if (scratch && eng_pool_size(s->pool) >= 2 &&
+        (uint64_t)t->n_pos * t->n_heads * hd >= 16384u) {
+        eng_pool_run(s->pool, attn_run, t);
+    } else if (scratch) {
+        attn_heads(t, 0, t->n_heads);
     } else {
         if (s->kv_f16)
-            kern_attn_decode_f16(att, q, t.k, t.v, t.n_pos, g->n_heads,
-                                 g->n_kv_heads, hd, s->kv_dim,
+            kern_attn_decode_f16(t->att, t->q, t->k, t->v, t->n_pos, t->n_heads,
+                                 t->n_kv_heads, hd, s->kv_dim,
                                  1.0f / sqrtf((float)hd), 0.0f, s->att16);
         else
-            kern_attn_decode(att, q, t.k, t.v, t.n_pos, g->n_heads, g->n_kv_heads,
-                             hd, s->kv_dim, 1.0f / sqrtf((float)hd), 0.0f, s->scores);
+            kern_attn_decode(t->att, t->q, t->k, t->v, t->n_pos, t->n_heads,
+                             t->n_kv_heads, hd, s->kv_dim, 1.0f / sqrtf((float)hd),
+                             0.0f, s->scores);
     }
+}
+
+/* Store this position's k, v into the cache of effective layer kvl and
+ * attend over the visible positions: att[n_heads*hd] from q. */
+void eng_attn_store_attend(eng_session *s, const eng_layer *ly, unsigned kvl,
+                              uint32_t pos, const float *q, const float *k,
+                              const float *v, float *att)
+{
+    attn_task t = attn_store(s, ly, kvl, pos, q, k, v, att);
+    attn_attend(s, &t);
+}
+
+/* The positions of a prompt chunk, each's heads in claims of attn_chunk:
+ * unit u is position u / per, claim u % per; a thread's scores go to its
+ * own copy of the scratch (tid). */
+typedef struct attn_batch {
+    attn_task t[ENG_BATCH];
+    unsigned  m, per, chunk;
+} attn_batch;
+
+static void attn_batch_run(void *ctx, int tid, int n_threads)
+{
+    const attn_batch *b = ctx;
+    eng_session *s = b->t[0].s;
+    (void)n_threads;
+    for (;;) {
+        size_t u = eng_pool_next(s->pool, 1);
+        if (u >= (size_t)b->m * b->per)
+            break;
+        attn_task t = b->t[u / b->per];
+        const uint32_t nh = t.n_heads;
+        t.sc = s->par_sc + (size_t)tid * nh * s->n_ctx;
+        t.h16 = s->par_h16 + (size_t)tid * nh * 2 * s->hd_max;
+        unsigned h0 = (unsigned)(u % b->per) * b->chunk;
+        attn_heads(&t, h0, h0 + b->chunk < nh ? h0 + b->chunk : nh);
+    }
+}
+
+/* m (<= ENG_BATCH) consecutive positions pos0.. of a prompt chunk: store
+ * each's k, v (k, v [m][kv_dim]), then attend them all, att [m][q_dim] from
+ * q [m][q_dim].  Position j sees positions <= pos0 + j only, all stored
+ * by then, so the attention of the chunk is one parallel region of
+ * (position, heads) claims instead of a region a position, and each
+ * position's heads get the arithmetic, and the bits, of
+ * eng_attn_store_attend. */
+void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
+                                 unsigned kvl, uint32_t pos0, unsigned m,
+                                 const float *q, const float *k,
+                                 const float *v, float *att)
+{
+    const uint32_t qd = ly->q_dim, kvd = ly->kv_dim;
+    attn_batch b;
+    uint64_t work = 0;
+    b.m = m;
+    for (unsigned j = 0; j < m; j++) {
+        b.t[j] = attn_store(s, ly, kvl, pos0 + j, q + (size_t)j * qd,
+                            k + (size_t)j * kvd, v + (size_t)j * kvd,
+                            att + (size_t)j * qd);
+        work += (uint64_t)b.t[j].n_pos * b.t[j].n_heads * b.t[j].hd;
+    }
+    const int nt = eng_pool_size(s->pool);
+    if (m < 2 || nt < 2 || work < 16384u ||
+        attn_scratch(s, ly->g->n_heads, (uint32_t)nt) != 0) {
+        for (unsigned j = 0; j < m; j++)
+            attn_attend(s, &b.t[j]);
+        return;
+    }
+    b.chunk = attn_chunk(&b.t[0]);
+    b.per = (ly->g->n_heads + b.chunk - 1) / b.chunk;
+    eng_pool_run(s->pool, attn_batch_run, &b);
 }
 
 /* m = Attn(N_a(h)) into mout[dim]; kvl picks the KV cache (the effective

@@ -285,8 +285,9 @@ struct eng_session {
      * run again, bad_layer the first effective layer whose residual held
      * NaN or infinity (-1: none yet) */
     int      probe, bad_layer;
-    /* parallel attention (attn_store_attend): per head, scores [n_ctx] floats
-     * and 2*hd_max halves of scratch, for par_heads heads */
+    /* parallel attention (eng_blocks.c attn_scratch): per head, scores
+     * [n_ctx] floats and 2*hd_max halves of scratch, for par_heads heads
+     * (a batched prefill's threads each have n_heads of them) */
     float    *par_sc;
     uint16_t *par_h16;
     uint32_t  par_heads;
@@ -355,6 +356,10 @@ void eng_attn_qkv_post(eng_session *s, const eng_layer *ly, uint32_t pos,
 void eng_attn_store_attend(eng_session *s, const eng_layer *ly, unsigned kvl,
                            uint32_t pos, const float *q, const float *k,
                            const float *v, float *att);
+void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
+                                 unsigned kvl, uint32_t pos0, unsigned m,
+                                 const float *q, const float *k,
+                                 const float *v, float *att);
 void eng_attn_block(eng_session *s, const eng_layer *ly, unsigned kvl,
                     const float *h, float *mout);
 void eng_glu_act(eng_session *s, float *g, const float *u, uint32_t n);

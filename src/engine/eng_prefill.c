@@ -216,13 +216,12 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
         ld[FMT_M_Q] = qd;
         ld[FMT_M_K] = ld[FMT_M_V] = kvd;
         eng_matmat_stream(s, &ly->qkv, s->bact_dim, m, out, ld);
-        for (unsigned j = 0; j < m; j++) {
-            float *q = s->bq + (size_t)j * qd, *att = s->batt + (size_t)j * qd;
-            float *k = s->bk + (size_t)j * kvd, *v = s->bv + (size_t)j * kvd;
-            eng_attn_qkv_post(s, ly, pos0 + j, q, k, v);
-            eng_attn_store_attend(s, ly, l, pos0 + j, q, k, v, att);
-            kern_act_set(&s->bact_q[j], att, qd, ly->o.need);
-        }
+        for (unsigned j = 0; j < m; j++)
+            eng_attn_qkv_post(s, ly, pos0 + j, s->bq + (size_t)j * qd,
+                              s->bk + (size_t)j * kvd, s->bv + (size_t)j * kvd);
+        eng_attn_store_attend_batch(s, ly, l, pos0, m, s->bq, s->bk, s->bv, s->batt);
+        for (unsigned j = 0; j < m; j++)
+            kern_act_set(&s->bact_q[j], s->batt + (size_t)j * qd, qd, ly->o.need);
         matmat_residual(s, &ly->o, FMT_M_O, s->bact_q, m);
         eng_mark(s, l, PROF_ST_ATTN, &pt);
         /* FFN: the dense one, the experts, their combine */
