@@ -188,10 +188,14 @@ static int open_model(eng_session *s, const char *model_path, const eng_opts *o,
      * the file (switching to mmap later still finds them in place) */
     if (s->opts.no_mmap < 0)
         s->opts.no_mmap = eng_file_fits(model_path, 1, 2) == 1;
+    /* sync and staged read the experts with O_DIRECT: the open's check of
+     * the bank need not stay resident (FMT_OPEN_RELEASE_EXPERTS) */
+    const int direct = s->opts.expert_io != ENG_XIO_MMAP;
     rc = fmt_model_open_ex(&s->model, model_path,
-                           !s->opts.no_mmap ? 0
-                           : s->opts.expert_io == ENG_XIO_MMAP ? FMT_OPEN_READ
-                           : FMT_OPEN_READ | FMT_OPEN_MAP_EXPERTS, err, errlen);
+                           (!s->opts.no_mmap ? 0
+                            : !direct ? FMT_OPEN_READ
+                            : FMT_OPEN_READ | FMT_OPEN_MAP_EXPERTS) |
+                           (direct ? FMT_OPEN_RELEASE_EXPERTS : 0u), err, errlen);
     if (rc)
         return eng_code_from_fmt(rc);
     s->hp = fmt_model_hparams(s->model);

@@ -48,6 +48,7 @@ struct fmt_model {
     uint32_t       vgroups_layers;   /* .vflow: layers its groups cover */
     uint64_t       size;
     uint64_t       copied;           /* bytes read into anonymous memory */
+    int            release_experts;  /* FMT_OPEN_RELEASE_EXPERTS */
     fmt_hparams    hp;
     fmt_kv        *kv;
     unsigned       n_entries;        /* n_layers + 1 */
@@ -362,6 +363,25 @@ static void expect(const fmt_hparams *hp, const fmt_layer_geom *g,
 /* The expert offset table of a layer and each expert's two streams: every
  * entry must lie inside the bank the expert slots describe, and its bytes
  * must be exactly the expert's fused gate/up stream then its down stream. */
+/* Unmap the whole pages of the file's bytes [off, off + len) from the
+ * process, once the open's check has read them (FMT_OPEN_RELEASE_EXPERTS):
+ * they are the file's pages (an expert lies inside its bank, whose whole
+ * pages are mapped from the file in either mode of the open), so a later
+ * read through the map faults them back in from the page cache or the
+ * file, the same bytes; the pages at the range's ends, which may hold a
+ * neighbour's or a copied block's bytes, are left.  Without this the
+ * check left every expert page of the file mapped, and a model bigger
+ * than the memory held a resident set of the whole memory (24.2 GB of 23
+ * GiB for a 31 GB qwen3-30b-a3b, docs/PERFORMANCE.md) while its experts
+ * were read with O_DIRECT into the RAM expert cache. */
+static void release_pages(const fmt_model *m, uint64_t off, uint64_t len)
+{
+    const uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t a = (off + pg - 1) / pg * pg, b = (off + len) / pg * pg;
+    if (b > a)   /* advice only: a failure leaves the pages mapped */
+        (void)madvise((void *)(m->map + a), (size_t)(b - a), MADV_DONTNEED);
+}
+
 static int read_experts(fmt_model *m, unsigned en, fmt_tile **next, char *err,
                         size_t errlen)
 {
@@ -437,6 +457,8 @@ static int read_experts(fmt_model *m, unsigned en, fmt_tile **next, char *err,
             return bad(err, errlen, FMT_EFORMAT, p,
                        "layer %u expert %u: %llu stray bytes after its tiles", en,
                        x, (unsigned long long)(end - pos));
+        if (m->release_experts)
+            release_pages(m, off, len);
     }
     return 0;
 }
@@ -859,7 +881,9 @@ static int bank_ranges(const char *path, frange **out, unsigned *n, char *err,
     fmt_model_close(p);
     if (!n_experts)
         return 0;
-    if ((rc = fmt_model_open_ex(&p, path, 0, err, errlen)))
+    /* its check reads every expert: each is unmapped once read, so this
+     * pass does not hold the banks in the resident set either */
+    if ((rc = fmt_model_open_ex(&p, path, FMT_OPEN_RELEASE_EXPERTS, err, errlen)))
         return rc;
     frange *r = calloc(p->n_entries, sizeof *r);
     if (!r) {
@@ -906,6 +930,7 @@ int fmt_model_open_ex(fmt_model **out, const char *path, unsigned flags,
         free(m);
         return bad(err, errlen, FMT_ENOMEM, path, "out of memory");
     }
+    m->release_experts = (flags & FMT_OPEN_RELEASE_EXPERTS) != 0;
     if ((fd = fmt_open_regular(path, &m->size, err, errlen)) < 0) {
         rc = fd;
         goto fail;
