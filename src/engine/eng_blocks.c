@@ -288,6 +288,10 @@ static void attn_run(void *ctx, int tid, int n_threads)
     }
 }
 
+/* Multiply-adds (n_pos * n_heads * hd, summed over positions) below
+ * which attention stays on the caller: waking workers costs more. */
+#define ATTN_PAR_MIN 16384u
+
 /* Grow the per-head scratch of the parallel path to n_heads heads for
  * `copies` threads at once (one copy: a single position's heads; the
  * batched prefill's threads each attend their own position): 0, or -1
@@ -323,7 +327,7 @@ static attn_task attn_store(eng_session *s, const eng_layer *ly, unsigned kvl,
     if (W && pos + 1 > W)
         first = pos + 1 - W;
     attn_task t = { s, q, att, NULL, NULL, pos + 1 - first, g->n_heads,
-                    g->n_kv_heads, g->head_dim, s->par_sc, s->par_h16 };
+                    g->n_kv_heads, g->head_dim, NULL, NULL };  /* scratch: the caller's */
     if (s->kv_f16) {
         uint16_t *kc = s->kc16 + lo, *vc = s->vc16 + lo;
         uint16_t *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
@@ -356,7 +360,7 @@ static void attn_attend(eng_session *s, attn_task *t)
     /* The work is about n_pos * n_heads * hd multiply-adds: small caches
      * stay on the caller; without scratch, the scalar kernels as before. */
     if (scratch && eng_pool_size(s->pool) >= 2 &&
-        (uint64_t)t->n_pos * t->n_heads * hd >= 16384u) {
+        (uint64_t)t->n_pos * t->n_heads * hd >= ATTN_PAR_MIN) {
         eng_pool_run(s->pool, attn_run, t);
     } else if (scratch) {
         attn_heads(t, 0, t->n_heads);
@@ -431,7 +435,7 @@ void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
         work += (uint64_t)b.t[j].n_pos * b.t[j].n_heads * b.t[j].hd;
     }
     const int nt = eng_pool_size(s->pool);
-    if (m < 2 || nt < 2 || work < 16384u ||
+    if (m < 2 || nt < 2 || work < ATTN_PAR_MIN ||
         attn_scratch(s, ly->g->n_heads, (uint32_t)nt) != 0) {
         for (unsigned j = 0; j < m; j++)
             attn_attend(s, &b.t[j]);

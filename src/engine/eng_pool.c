@@ -48,8 +48,10 @@
  * open; the caller closes it with one fetch-or, which returns how many
  * entered, and waits for that many on `done`.  A worker that saw g too
  * late finds the door closed (or another generation's tag) and does not
- * touch the region, whose context lives on the caller's stack.  The thread count may change between
- * regions (eng_pool_resize) without touching the model.  CFLOW_PIN=1 pins
+ * touch the region, whose context lives on the caller's stack.
+ *
+ * The thread count may change between regions (eng_pool_resize) without
+ * touching the model.  CFLOW_PIN=1 pins
  * thread i to the i-th CPU of the process's affinity mask (the caller
  * included); by default threads float, which is kinder to a shared machine.
  *

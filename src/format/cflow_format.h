@@ -352,8 +352,8 @@ int  fmt_model_open(fmt_model **out, const char *path, char *err,
  * huge pages advised) instead of mapping it; errors on a short read.
  * FMT_OPEN_MAP_EXPERTS, with it: the expert banks' whole pages stay mapped
  * from the file in their place (for an engine whose expert I/O reads them
- * from the file: a copy would only hold memory). */
-/* FMT_OPEN_RELEASE_EXPERTS: each expert's pages are unmapped once the
+ * from the file: a copy would only hold memory).
+ * FMT_OPEN_RELEASE_EXPERTS: each expert's pages are unmapped once the
  * open has checked its tiles, for a caller that reads the experts from
  * the file itself, so that the check does not leave the whole bank in the
  * resident set; reads through the map still work (the pages fault back). */

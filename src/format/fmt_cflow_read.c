@@ -360,9 +360,6 @@ static void expect(const fmt_hparams *hp, const fmt_layer_geom *g,
     }
 }
 
-/* The expert offset table of a layer and each expert's two streams: every
- * entry must lie inside the bank the expert slots describe, and its bytes
- * must be exactly the expert's fused gate/up stream then its down stream. */
 /* Unmap the whole pages of the file's bytes [off, off + len) from the
  * process, once the open's check has read them (FMT_OPEN_RELEASE_EXPERTS):
  * they are the file's pages (an expert lies inside its bank, whose whole
@@ -382,6 +379,9 @@ static void release_pages(const fmt_model *m, uint64_t off, uint64_t len)
         (void)madvise((void *)(m->map + a), (size_t)(b - a), MADV_DONTNEED);
 }
 
+/* The expert offset table of a layer and each expert's two streams: every
+ * entry must lie inside the bank the expert slots describe, and its bytes
+ * must be exactly the expert's fused gate/up stream then its down stream. */
 static int read_experts(fmt_model *m, unsigned en, fmt_tile **next, char *err,
                         size_t errlen)
 {
