@@ -201,6 +201,40 @@ typedef void (*kern_attn_f32_fn)(float *out, const float *q, const float *k,
                                  size_t kv_stride, float scale, float softcap,
                                  float *scores);
 
+/* Causal attention of a prompt chunk over a binary16 cache, with the
+ * arithmetic of llama.cpp's tiled CPU flash attention (ops.cpp's
+ * ggml_compute_forward_flash_attn_ext_tiled, the path its prefill takes for
+ * a ubatch of at least 64 tokens), bit for bit with its AVX-512 build.
+ * One KV head and the query rows that read it:
+ *   q, out  row (j, g) for j < np positions, g < G heads at q + j*ld + g*hd
+ *           (floats; out likewise); rows are position-major
+ *   pos     row (j, g) is at position p0 + j and sees cache positions
+ *           0 .. p0 + j (no sliding window)
+ *   k, v    the KV head's column of the cache: position t at k + t*kv_stride
+ *           (hd halves)
+ *   work    KERN_ATTN_PF_WORK(np * G, hd) floats
+ * Per row, over KV tiles of KERN_ATTN_PF_TILE positions from position 0:
+ * the score of position t is a chain of FMAs over the head's dims in order
+ * (f32 q, k widened exactly), times scale; positions past the row's own are
+ * masked; M' = max(M, the tile's max) and, where M' > M, the accumulator
+ * and S are scaled by expf(M - M'); the weights are ggml's AVX-512 vector
+ * exp (kern_ggml_v_expf1) of score - M', their sum taken 16 at a time in
+ * _mm512_reduce_add_ps order and added in double to S; the accumulator of
+ * each dim is a chain of FMAs over the tile's positions in order.  At the
+ * end out = acc * (1/S) + 0 (the + 0 makes a zero's sign not depend on
+ * which masked positions a kernel ran through with weight 0).  So a row's
+ * bits depend on nothing but its own q, position and the cache, never on
+ * the rows run beside it or the thread that ran it. */
+#define KERN_ATTN_PF_TILE 64
+#define KERN_ATTN_PF_WORK(nr, hd)                                              \
+    ((size_t)(nr) * (2 * (size_t)(hd) + KERN_ATTN_PF_TILE + 2) +               \
+     2 * (size_t)KERN_ATTN_PF_TILE * (hd) + 64)
+typedef void (*kern_attn_pf_fn)(float *out, const float *q, size_t ld,
+                                unsigned np, unsigned G, unsigned p0,
+                                const uint16_t *k, const uint16_t *v,
+                                size_t kv_stride, unsigned hd, float scale,
+                                float *work);
+
 typedef struct kern_ops {
     enum kern_isa   isa;
     const char     *name;                 /* as kern_isa_name() */
@@ -215,6 +249,7 @@ typedef struct kern_ops {
     kern_tile_mm_fn tile_mm_q4_0_rp;      /* batched tile_mv_q4_0_rp */
     kern_attn_f16_fn attn_f16;            /* kern_attn_decode_f16, by heads */
     kern_attn_f32_fn attn_f32;            /* kern_attn_decode, by heads */
+    kern_attn_pf_fn  attn_prefill_f16;    /* kern_attn_prefill_f16's bits */
     /* kern_swiglu_ggml, the same bits (AVX-512: ggml's own vector code) */
     void (*swiglu_ggml)(float *out, const float *gate, const float *up,
                         unsigned n);
@@ -279,6 +314,13 @@ void kern_attn_decode_f16(float *out, const float *q, const uint16_t *k,
                           unsigned n_kv_heads, unsigned head_dim,
                           size_t kv_stride, float scale, float softcap,
                           uint16_t *scratch);
+
+/* The scalar reference of kern_ops.attn_prefill_f16 (see kern_attn_pf_fn
+ * for the arguments and the arithmetic); every ISA's kernel gives its bits. */
+void kern_attn_prefill_f16(float *out, const float *q, size_t ld, unsigned np,
+                           unsigned G, unsigned p0, const uint16_t *k,
+                           const uint16_t *v, size_t kv_stride, unsigned hd,
+                           float scale, float *work);
 
 /* out[i] = silu(gate[i]) * up[i];  out may alias gate. */
 void kern_swiglu(float *out, const float *gate, const float *up, unsigned n);

@@ -839,49 +839,17 @@ AVX2 void kern_attn_f32_avx2(float *out, const float *q, const float *k,
 /* ---- SwiGLU and the activation conversions ----------------------------------
  * The bits of kern_swiglu_ggml and of the scalar conversions, as
  * kern_avx512.c's versions give them.  SwiGLU: ggml's AVX-512
- * ggml_v_expf per lane (kern_ggml_v_expf1), whose final _mm512_scalef_ps
- * is here a product with 2^n built from its bits, the same correctly
- * rounded value while 2^n is a normal float (|n| <= 126); a vector with a
- * lane outside that (|x| > ~87, or NaN) takes the scalar lane function.
- * The columns past the last multiple of 16 go through libm expf, as the
- * reference's. */
+ * ggml_v_expf in 8 lanes (kern_vf_exp_ggml, kern_simd.h).  The columns
+ * past the last multiple of 16 go through libm expf, as the reference's. */
 AVX2 static void swiglu_ggml(float *out, const float *gate, const float *up,
                              unsigned n)
 {
     const unsigned nv = n & ~15u;
     const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
-    const __m256 r = _mm256_set1_ps(0x1.8p23f), lim = _mm256_set1_ps(126.0f);
-    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     unsigned i = 0;
     for (; i < nv; i += 8) {
         const __m256 x = _mm256_loadu_ps(gate + i);
-        const __m256 nx = _mm256_sub_ps(zero, x);
-        const __m256 z = _mm256_fmadd_ps(nx, _mm256_set1_ps(0x1.715476p+0f), r);
-        const __m256 nn = _mm256_sub_ps(z, r);
-        const __m256 b = _mm256_fnmadd_ps(nn, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                             _mm256_fnmadd_ps(nn, _mm256_set1_ps(0x1.62e4p-1f), nx));
-        const __m256 u = _mm256_mul_ps(b, b);
-        const __m256 j = _mm256_fmadd_ps(
-            _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b,
-                                            _mm256_set1_ps(0x1.573e2ep-5f)),
-                            u,
-                            _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b,
-                                            _mm256_set1_ps(0x1.fffdb6p-2f))),
-            u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, one));
-        __m256 e;
-        /* all |n| <= 126 (false for NaN) */
-        if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(nn, absm), lim,
-                                             _CMP_LE_OQ)) == 0xFF) {
-            const __m256i p2 = _mm256_slli_epi32(
-                _mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
-            e = _mm256_mul_ps(j, _mm256_castsi256_ps(p2));
-        } else {
-            float ex[8], xs[8];
-            _mm256_storeu_ps(xs, nx);
-            for (int l = 0; l < 8; l++)
-                ex[l] = kern_ggml_v_expf1(xs[l]);
-            e = _mm256_loadu_ps(ex);
-        }
+        const __m256 e = kern_vf_exp_ggml(_mm256_sub_ps(zero, x));
         const __m256 silu = _mm256_div_ps(x, _mm256_add_ps(one, e));
         _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
     }
@@ -960,6 +928,7 @@ const kern_ops kern_ops_avx2 = {
     },
     .tile_mm_q4_0_rp = mm_q4_0_rp,
     .attn_f16 = attn_f16,
+    .attn_prefill_f16 = simd_attn_prefill_f16,
     .attn_f32 = kern_attn_f32_avx2,
     .swiglu_ggml = swiglu_ggml,
     .act_q8 = act_q8,

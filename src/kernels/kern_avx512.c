@@ -707,32 +707,6 @@ static void attn_f16(float *out, const float *q, const uint16_t *k,
  * ggml_v_silu (x / (1 + ggml_v_expf(0 - x))) times up, the tail past the
  * last 16 through libm expf (kern_swiglu_ggml is the scalar spelling of
  * the same, which the tests hold these bits to). */
-AVX512 static inline __m512 ggml_v_expf(__m512 x)
-{
-    const __m512 r = _mm512_set1_ps(0x1.8p23f);
-    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
-    const __m512 n = _mm512_sub_ps(z, r);
-    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
-                         _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
-    const __mmask16 d = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192),
-                                           _CMP_GT_OQ);
-    const __m512 u = _mm512_mul_ps(b, b);
-    const __m512 j = _mm512_fmadd_ps(
-        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b,
-                                        _mm512_set1_ps(0x1.573e2ep-5f)),
-                        u,
-                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b,
-                                        _mm512_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
-    const __m512 res = _mm512_scalef_ps(j, n);
-    if (_mm512_kortestz(d, d))
-        return res;
-    const __m512 zero = _mm512_setzero_ps();
-    const __m512 alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, zero, _CMP_LE_OQ),
-                                            _mm512_set1_ps(INFINITY), zero);
-    return _mm512_mask_blend_ps(d, res, alt);
-}
-
 AVX512 static void swiglu_ggml(float *out, const float *gate, const float *up,
                                unsigned n)
 {
@@ -740,7 +714,7 @@ AVX512 static void swiglu_ggml(float *out, const float *gate, const float *up,
     const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
     for (; i + 16 <= n; i += 16) {
         const __m512 x = _mm512_loadu_ps(gate + i);
-        const __m512 e = ggml_v_expf(_mm512_sub_ps(zero, x));
+        const __m512 e = kern_vf_exp_ggml(_mm512_sub_ps(zero, x));
         const __m512 silu = _mm512_div_ps(x, _mm512_add_ps(one, e));
         _mm512_storeu_ps(out + i, _mm512_mul_ps(silu, _mm512_loadu_ps(up + i)));
     }
@@ -803,6 +777,7 @@ const kern_ops kern_ops_avx512 = {
     },
     .tile_mm_q4_0_rp = mm_q4_0_rp,
     .attn_f16 = attn_f16,
+    .attn_prefill_f16 = simd_attn_prefill_f16,
     .attn_f32 = kern_attn_f32_avx2,
     .swiglu_ggml = swiglu_ggml,
     .act_q8 = act_q8,
@@ -825,6 +800,7 @@ const kern_ops kern_ops_avx512_vnni = {
     },
     .tile_mm_q4_0_rp = mm_q4_0_rp_vnni,
     .attn_f16 = attn_f16,
+    .attn_prefill_f16 = simd_attn_prefill_f16,
     .attn_f32 = kern_attn_f32_avx2,
     .swiglu_ggml = swiglu_ggml,
     .act_q8 = act_q8,

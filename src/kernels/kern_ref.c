@@ -194,6 +194,7 @@ const kern_ops kern_ops_scalar = {
     },
     .tile_mm_q4_0_rp = mm_q4_0_rp,
     .attn_f16 = kern_attn_f16_ref,
+    .attn_prefill_f16 = kern_attn_prefill_f16,
     .attn_f32 = kern_attn_f32_ref,
     .swiglu_ggml = kern_swiglu_ggml,
     .act_q8 = kern_act_q8_ref,

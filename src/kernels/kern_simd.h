@@ -33,6 +33,7 @@
 #ifndef CFLOW_KERN_SIMD_H
 #define CFLOW_KERN_SIMD_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -97,6 +98,57 @@ KERN_VATTR static inline kern_vf kern_vf_round_h(kern_vf v)
  * is 0 the callers multiply by |w| = 0, so either value serves) */
 #define kern_vi_sign8(x, w)     _mm256_sign_epi8(x, w)
 
+/* the exp of ggml's AVX-512 build (kern_ggml_v_expf1 per lane): its
+ * final _mm512_scalef_ps is here a product with 2^n built from its bits,
+ * the same correctly rounded value while 2^n is a normal float (|n| <=
+ * 126); a vector with a lane outside that (|x| > ~87, or NaN) takes the
+ * scalar lane function. */
+KERN_VATTR static inline __m256 kern_vf_exp_ggml(__m256 x)
+{
+    const __m256 r = _mm256_set1_ps(0x1.8p23f), lim = _mm256_set1_ps(126.0f);
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 nn = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(nn, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                         _mm256_fnmadd_ps(nn, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b,
+                                        _mm256_set1_ps(0x1.573e2ep-5f)),
+                        u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b,
+                                        _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    /* all |n| <= 126 (false for NaN) */
+    if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(nn, absm), lim,
+                                         _CMP_LE_OQ)) == 0xFF) {
+        const __m256i p2 = _mm256_slli_epi32(
+            _mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
+        return _mm256_mul_ps(j, _mm256_castsi256_ps(p2));
+    }
+    float ex[8], xs[8];
+    _mm256_storeu_ps(xs, x);
+    for (int l = 0; l < 8; l++)
+        ex[l] = kern_ggml_v_expf1(xs[l]);
+    return _mm256_loadu_ps(ex);
+}
+
+#define kern_vf_sub(a, b)       _mm256_sub_ps(a, b)
+#define kern_vf_max(a, b)       _mm256_max_ps(a, b)
+KERN_VATTR static inline float kern_vf_hmax(__m256 v)
+{
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
+}
+/* the lanes of v below n (any int), the others w's */
+KERN_VATTR static inline __m256 kern_vf_first(__m256 v, int n, __m256 w)
+{
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_blendv_ps(w, v, _mm256_castsi256_ps(m));
+}
+
 /* dot_f32's end: the four accumulators folded, then the elements past the
  * last vector in scalars (returns from the function) */
 #define KERN_DOT_TAIL(s0, s1, s2, s3, a, b, i, n)                              \
@@ -157,6 +209,44 @@ KERN_VATTR static inline kern_vf kern_vf_round_h(kern_vf v)
 #define kern_vi_sign8(x, w)                                                    \
     _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x)
 
+/* ggml_v_expf of ggml's vec.h, AVX-512 flavour (kern_ggml_v_expf1 is one
+ * lane of it) */
+KERN_VATTR static inline __m512 kern_vf_exp_ggml(__m512 x)
+{
+    const __m512 r = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+    const __m512 n = _mm512_sub_ps(z, r);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                         _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __mmask16 d = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192),
+                                           _CMP_GT_OQ);
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 j = _mm512_fmadd_ps(
+        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b,
+                                        _mm512_set1_ps(0x1.573e2ep-5f)),
+                        u,
+                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b,
+                                        _mm512_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    const __m512 res = _mm512_scalef_ps(j, n);
+    if (_mm512_kortestz(d, d))
+        return res;
+    const __m512 zero = _mm512_setzero_ps();
+    const __m512 alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, zero, _CMP_LE_OQ),
+                                            _mm512_set1_ps(INFINITY), zero);
+    return _mm512_mask_blend_ps(d, res, alt);
+}
+
+#define kern_vf_sub(a, b)       _mm512_sub_ps(a, b)
+#define kern_vf_max(a, b)       _mm512_max_ps(a, b)
+#define kern_vf_hmax(v)         _mm512_reduce_max_ps(v)
+KERN_VATTR static inline __m512 kern_vf_first(__m512 v, int n, __m512 w)
+{
+    const __mmask16 m = n >= 16 ? (__mmask16)0xFFFF
+                      : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+    return _mm512_mask_blend_ps(m, w, v);
+}
+
 /* the elements past the last vector through a masked vector into s1, then
  * the fold (returns from the function) */
 #define KERN_DOT_TAIL(s0, s1, s2, s3, a, b, i, n)                              \
@@ -203,6 +293,20 @@ KERN_VATTR static inline float kern_fold8(__m256 t8)
     __m128 t4 = _mm_add_ps(_mm256_extractf128_ps(t8, 1), _mm256_castps256_ps128(t8));
     __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));   /* t0+t2, t1+t3 */
     return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
+}
+
+/* 16 floats at p summed as GCC's _mm512_reduce_add_ps sums them (halves
+ * of 8, then kern_fold8) */
+KERN_VATTR static inline float kern_sum16(const float *p)
+{
+#if KERN_VN == 16
+    const __m512 v = _mm512_loadu_ps(p);
+    return kern_fold8(_mm256_add_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                        _mm512_castps_pd(v), 1)),
+                                    _mm512_castps512_ps256(v)));
+#else
+    return kern_fold8(_mm256_add_ps(_mm256_loadu_ps(p + 8), _mm256_loadu_ps(p)));
+#endif
 }
 
 /* ---- the tile kernels' pieces ---------------------------------------------
@@ -307,6 +411,173 @@ KERN_VATTR static void simd_act_f16(const float *x, unsigned n, uint16_t *h)
     for (; i + KERN_VN <= n; i += KERN_VN)
         kern_vf_st_half(h + i, kern_vf_loadu(x + i));
     kern_act_f16_ref(x + i, n - i, h + i);
+}
+
+/* ---- a prompt chunk's attention (kern_attn_pf_fn) ---------------------------
+ * kern_attn_prefill_f16's bits (kern_vec.c) the way llama.cpp's simd_gemm
+ * gets them: all the rows of one KV head go through a tile of 64 positions
+ * together, Q.K^T and then P.V as small matrix products, each element a
+ * chain of FMAs in the reference's order (PF_R rows x PF_CV vectors of
+ * accumulators; the tile's K widened and transposed once for every row).
+ * Where rows of one call stop at different positions, P.V runs every row
+ * to the tile's last stored position and gives the masked ones weight 0:
+ * x + v * 0 is x, or a zero of the other sign, which the reference's final
+ * + 0 makes the same (the cache holds finite values).
+ * Work (floats): Q [nr][hd] | O [nr][hd] | KQ [nr][64] | M [nr] | S [nr] |
+ * KT [hd][64] | V [64][hd]; nr = np * G. */
+#if KERN_VN == 16
+#define PF_R  4                 /* 16 accumulators of 32 zmm */
+#define PF_CV 4
+#else
+#define PF_R  6                 /* 12 accumulators of 16 ymm */
+#define PF_CV 2
+#endif
+
+/* C[R][CV vectors] += A[R][K] . B[K][CV vectors] (row strides lda, ldb,
+ * ldc in floats); R and CV constants where inlined */
+KERN_VATTR static inline __attribute__((always_inline)) void
+pf_uk(float *C, size_t ldc, const float *A, size_t lda, const float *B,
+      size_t ldb, unsigned K, const int R, const int CV)
+{
+    kern_vf acc[PF_R][PF_CV], b[PF_CV];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < CV; c++)
+            acc[r][c] = kern_vf_loadu(C + r * ldc + c * KERN_VN);
+    for (unsigned kk = 0; kk < K; kk++) {
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < CV; c++)
+            b[c] = kern_vf_loadu(B + kk * ldb + c * KERN_VN);
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < R; r++) {
+            const kern_vf a = kern_vf_set1(A[r * lda + kk]);
+            _Pragma("GCC unroll 8")
+            for (int c = 0; c < CV; c++)
+                acc[r][c] = kern_vf_fma(b[c], a, acc[r][c]);
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < CV; c++)
+            kern_vf_storeu(C + r * ldc + c * KERN_VN, acc[r][c]);
+}
+
+/* C[M][N] += A[M][K] . B[K][N], N a multiple of KERN_VN */
+KERN_VATTR static void pf_gemm(float *C, size_t ldc, const float *A,
+                               size_t lda, const float *B, size_t ldb,
+                               unsigned M, unsigned K, unsigned N)
+{
+    unsigned i = 0, c;
+    for (; i + PF_R <= M; i += PF_R) {
+        for (c = 0; c + PF_CV * KERN_VN <= N; c += PF_CV * KERN_VN)
+            pf_uk(C + i * ldc + c, ldc, A + i * lda, lda, B + c, ldb, K, PF_R, PF_CV);
+        for (; c < N; c += KERN_VN)
+            pf_uk(C + i * ldc + c, ldc, A + i * lda, lda, B + c, ldb, K, PF_R, 1);
+    }
+    for (; i < M; i++) {
+        for (c = 0; c + PF_CV * KERN_VN <= N; c += PF_CV * KERN_VN)
+            pf_uk(C + i * ldc + c, ldc, A + i * lda, lda, B + c, ldb, K, 1, PF_CV);
+        for (; c < N; c += KERN_VN)
+            pf_uk(C + i * ldc + c, ldc, A + i * lda, lda, B + c, ldb, K, 1, 1);
+    }
+}
+
+/* One row's softmax step over a tile whose first n positions it sees: e
+ * [64] holds its raw scores and leaves with the weights (0 past n); M, S,
+ * and the accumulator o [hd] as the reference updates them. */
+KERN_VATTR static void pf_softmax_row(float *e, unsigned n, unsigned nt,
+                                      float scale, float *M, float *S,
+                                      float *o, unsigned hd)
+{
+    const kern_vf zero = kern_vf_zero(), ninf = kern_vf_set1(-INFINITY);
+    const kern_vf sv = kern_vf_set1(scale);
+    kern_vf mx = ninf;
+    unsigned b;
+    for (b = 0; b < n; b += KERN_VN) {
+        const kern_vf s = kern_vf_mul(kern_vf_loadu(e + b), sv);
+        kern_vf_storeu(e + b, s);
+        mx = kern_vf_max(mx, kern_vf_first(s, (int)(n - b), ninf));
+    }
+    const float Mn = fmaxf(*M, kern_vf_hmax(mx));
+    if (Mn > *M) {                      /* ms is 0 on the first tile */
+        const float ms = expf(*M - Mn);
+        const kern_vf msv = kern_vf_set1(ms);
+        for (unsigned d = 0; d < hd; d += KERN_VN)
+            kern_vf_storeu(o + d, kern_vf_mul(kern_vf_loadu(o + d), msv));
+        *S *= ms;
+    }
+    *M = Mn;
+    const kern_vf mv = kern_vf_set1(Mn);
+    double sum = 0.0;
+    for (b = 0; b < n; b += 16) {
+        for (unsigned l = b; l < b + 16; l += KERN_VN) {
+            /* masked lanes: the exp of 0, then weight 0 */
+            const kern_vf x = kern_vf_first(kern_vf_sub(kern_vf_loadu(e + l), mv),
+                                            (int)(n - l), zero);
+            kern_vf_storeu(e + l, kern_vf_first(kern_vf_exp_ggml(x), (int)(n - l), zero));
+        }
+        sum += (double)kern_sum16(e + b);
+    }
+    for (; b < nt; b += KERN_VN)
+        kern_vf_storeu(e + b, zero);
+    *S = (float)((double)*S + sum);
+}
+
+KERN_VATTR static void simd_attn_prefill_f16(float *out, const float *q,
+                                             size_t ld, unsigned np, unsigned G,
+                                             unsigned p0, const uint16_t *k,
+                                             const uint16_t *v, size_t kv_stride,
+                                             unsigned hd, float scale, float *work)
+{
+    const unsigned T = KERN_ATTN_PF_TILE, nr = np * G;
+    if (!nr || hd % KERN_VN) {
+        kern_attn_prefill_f16(out, q, ld, np, G, p0, k, v, kv_stride, hd, scale, work);
+        return;
+    }
+    float *Q = work, *O = Q + (size_t)nr * hd, *KQ = O + (size_t)nr * hd;
+    float *M = KQ + (size_t)nr * T, *S = M + nr, *KT = S + nr, *V = KT + (size_t)hd * T;
+    for (unsigned r = 0; r < nr; r++) {
+        memcpy(Q + (size_t)r * hd, q + (r / G) * ld + (size_t)(r % G) * hd,
+               hd * sizeof(float));
+        memset(O + (size_t)r * hd, 0, hd * sizeof(float));
+        M[r] = -INFINITY;
+        S[r] = 0.0f;
+    }
+    memset(KT, 0, (size_t)hd * T * sizeof(float));   /* columns past a short tile */
+    const unsigned pmax = p0 + np - 1;
+    for (unsigned ic = 0; ic <= pmax; ic += T) {
+        const unsigned nt = pmax + 1 - ic < T ? pmax + 1 - ic : T;
+        const unsigned r0 = (ic > p0 ? ic - p0 : 0) * G;   /* rows that see it */
+        for (unsigned t = 0; t < nt; t++) {
+            const uint8_t *kt = (const uint8_t *)(k + (size_t)(ic + t) * kv_stride);
+            const uint8_t *vt = (const uint8_t *)(v + (size_t)(ic + t) * kv_stride);
+            for (unsigned d = 0; d < hd; d += KERN_VN) {
+                float w[KERN_VN];
+                kern_vf_storeu(w, kern_vf_ld_half(kt + 2 * d));
+                for (unsigned l = 0; l < KERN_VN; l++)
+                    KT[(size_t)(d + l) * T + t] = w[l];
+                kern_vf_storeu(V + (size_t)t * hd + d, kern_vf_ld_half(vt + 2 * d));
+            }
+        }
+        memset(KQ + (size_t)r0 * T, 0, (size_t)(nr - r0) * T * sizeof(float));
+        pf_gemm(KQ + (size_t)r0 * T, T, Q + (size_t)r0 * hd, hd, KT, T, nr - r0, hd, T);
+        for (unsigned r = r0; r < nr; r++) {
+            const unsigned left = p0 + r / G + 1 - ic;
+            pf_softmax_row(KQ + (size_t)r * T, left < T ? left : T, nt, scale,
+                           &M[r], &S[r], O + (size_t)r * hd, hd);
+        }
+        pf_gemm(O + (size_t)r0 * hd, hd, KQ + (size_t)r0 * T, T, V, hd, nr - r0, nt, hd);
+    }
+    const kern_vf zero = kern_vf_zero();
+    for (unsigned r = 0; r < nr; r++) {
+        const kern_vf inv = kern_vf_set1(S[r] == 0.0f ? 0.0f : 1.0f / S[r]);
+        float *o = out + (r / G) * ld + (size_t)(r % G) * hd;
+        for (unsigned d = 0; d < hd; d += KERN_VN)
+            kern_vf_storeu(o + d, kern_vf_add(kern_vf_mul(kern_vf_loadu(O + (size_t)r * hd + d),
+                                                          inv), zero));
+    }
 }
 
 #endif /* CFLOW_KERN_SIMD_H */

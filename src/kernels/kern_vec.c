@@ -235,6 +235,80 @@ void kern_attn_f16_ref(float *out, const float *q, const uint16_t *k,
     }
 }
 
+/* ---- a prompt chunk's attention: llama.cpp's tiled flash attention -------
+ * See kern_attn_pf_fn (kern.h) for the arithmetic.  This is its plain
+ * spelling, a row at a time: the vector kernels (kern_simd.h) run many rows
+ * through each tile at once and give these bits. */
+
+/* 16 floats summed as GCC's _mm512_reduce_add_ps sums them: halves of 8,
+ * of 4, then (t0 + t2) + (t1 + t3) (kern_ref.c's fold64 after its first
+ * step). */
+static float fold16(const float *a)
+{
+    float t8[8], t4[4];
+    for (unsigned l = 0; l < 8; l++)
+        t8[l] = a[l + 8] + a[l];
+    for (unsigned l = 0; l < 4; l++)
+        t4[l] = t8[l + 4] + t8[l];
+    return (t4[0] + t4[2]) + (t4[1] + t4[3]);
+}
+
+void kern_attn_prefill_f16(float *out, const float *q, size_t ld, unsigned np,
+                           unsigned G, unsigned p0, const uint16_t *k,
+                           const uint16_t *v, size_t kv_stride, unsigned hd,
+                           float scale, float *work)
+{
+    const unsigned T = KERN_ATTN_PF_TILE;
+    float *e = work, *acc = work + T;      /* e [T]: a tile's weights; acc [hd] */
+    for (unsigned j = 0; j < np; j++)
+        for (unsigned g = 0; g < G; g++) {
+            const float *qr = q + j * ld + (size_t)g * hd;
+            const unsigned p = p0 + j;
+            float M = -INFINITY, S = 0.0f;
+            for (unsigned d = 0; d < hd; d++)
+                acc[d] = 0.0f;
+            for (unsigned ic = 0; ic <= p; ic += T) {
+                const unsigned n = p + 1 - ic < T ? p + 1 - ic : T;  /* unmasked */
+                float tmax = -INFINITY;
+                for (unsigned t = 0; t < n; t++) {
+                    const uint16_t *kt = k + (size_t)(ic + t) * kv_stride;
+                    float s = 0.0f;
+                    for (unsigned d = 0; d < hd; d++)
+                        s = fmaf(kern_h2f(kt[d]), qr[d], s);
+                    e[t] = s * scale;
+                    tmax = e[t] > tmax ? e[t] : tmax;
+                }
+                const float Mn = fmaxf(M, tmax);
+                if (Mn > M) {               /* ms is 0 on the first tile */
+                    const float ms = expf(M - Mn);
+                    for (unsigned d = 0; d < hd; d++)
+                        acc[d] *= ms;
+                    S *= ms;
+                }
+                M = Mn;
+                double sum = 0.0;          /* blocks past n add exactly 0 */
+                for (unsigned b = 0; b < n; b += 16) {
+                    float ex[16];
+                    for (unsigned l = 0; l < 16; l++)
+                        ex[l] = b + l < n ? kern_ggml_v_expf1(e[b + l] - Mn) : 0.0f;
+                    sum += (double)fold16(ex);
+                    for (unsigned l = 0; l < 16 && b + l < n; l++)
+                        e[b + l] = ex[l];
+                }
+                S = (float)((double)S + sum);
+                for (unsigned t = 0; t < n; t++) {
+                    const uint16_t *vt = v + (size_t)(ic + t) * kv_stride;
+                    for (unsigned d = 0; d < hd; d++)
+                        acc[d] = fmaf(kern_h2f(vt[d]), e[t], acc[d]);
+                }
+            }
+            const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+            float *o = out + j * ld + (size_t)g * hd;
+            for (unsigned d = 0; d < hd; d++)
+                o[d] = acc[d] * inv + 0.0f;
+        }
+}
+
 void kern_attn_decode_f16(float *out, const float *q, const uint16_t *k,
                           const uint16_t *v, unsigned n_pos, unsigned n_heads,
                           unsigned n_kv_heads, unsigned head_dim,

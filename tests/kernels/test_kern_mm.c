@@ -20,6 +20,9 @@
  *     sizes with and without the 64-lane part of ggml's f16 dot, GQA
  *     groups and a soft cap; and an independent double-precision softmax
  *     within f16 accuracy;
+ *   - attn_prefill_f16 (a prompt chunk's causal attention, llama.cpp's tiled
+ *     arithmetic): the scalar reference kern_attn_prefill_f16 against a
+ *     double-precision softmax, then exactly, with rows split over calls;
  *   - swiglu_ggml: kern_swiglu_ggml (ggml's vector exp spelt out per lane,
  *     its outputs hashed against ggml in test_kern.c), exactly, and a
  *     double-precision silu loosely;
@@ -327,6 +330,102 @@ static void test_attn_f16(void **state)
     }
 }
 
+/* ---- a prompt chunk's attention (kern_ops.attn_prefill_f16) ---------------
+ * The reference kern_attn_prefill_f16 against a causal softmax in double
+ * (it keeps f32 q and accumulators, so closely); then every table this CPU
+ * runs against the reference, bit for bit, on head sizes below, at and
+ * past the vector widths, GQA groups of 1 to 8 query heads, chunks that
+ * start at 0, inside a 64-position tile and across tile boundaries, and
+ * rows written with a stride wider than the rows (a write past one shows);
+ * and the same rows split over two calls (as threads split a chunk) give
+ * the same bits. */
+static void test_attn_prefill(void **state)
+{
+    (void)state;
+    static const struct { unsigned hd, G, np, p0; } pc[] = {
+        { 64, 8, 32, 0 }, { 64, 8, 32, 480 }, { 64, 8, 17, 55 }, { 128, 1, 32, 100 },
+        { 16, 3, 5, 0 }, { 8, 2, 7, 60 }, { 80, 2, 33, 63 }, { 48, 4, 9, 128 },
+        { 128, 2, 1, 0 }, { 64, 1, 32, 1000 }, { 32, 5, 31, 64 }, { 64, 4, 2, 63 },
+    };
+    const unsigned NKV = 2, KH = 1;            /* the second of two KV heads */
+    for (size_t c = 0; c < sizeof pc / sizeof pc[0]; c++) {
+        const unsigned hd = pc[c].hd, G = pc[c].G, np = pc[c].np, p0 = pc[c].p0;
+        const unsigned npos = p0 + np;
+        const size_t stride = (size_t)NKV * hd + 8, ld = (size_t)G * hd + 16;
+        uint16_t *k = malloc(npos * stride * 2), *v = malloc(npos * stride * 2);
+        float *q = malloc(np * ld * 4), *ref = malloc(np * ld * 4), *out = malloc(np * ld * 4);
+        float *work = malloc(KERN_ATTN_PF_WORK(np * G, hd) * sizeof(float));
+        for (size_t i = 0; i < npos * stride; i++) {
+            k[i] = kern_fp32_to_fp16(2.0f * rng_unit());
+            v[i] = kern_fp32_to_fp16(rng_unit());
+        }
+        for (size_t i = 0; i < np * ld; i++)
+            q[i] = 2.0f * rng_unit();
+        const float scale = 1.0f / sqrtf((float)hd);
+        const uint16_t *kc = k + KH * hd, *vc = v + KH * hd;
+        for (size_t i = 0; i < np * ld; i++)
+            ref[i] = -7.0f;
+        kern_attn_prefill_f16(ref, q, ld, np, G, p0, kc, vc, stride, hd, scale, work);
+
+        for (unsigned j = 0; j < np; j++)
+            for (unsigned g = 0; g < G; g++) {
+                const float *qr = q + j * ld + g * hd;
+                const unsigned n = p0 + j + 1;
+                double mx = -INFINITY, sum = 0, o[128] = { 0 };
+                double *sc = malloc(n * sizeof(double));
+                for (unsigned t = 0; t < n; t++) {
+                    double d = 0;
+                    for (unsigned i = 0; i < hd; i++)
+                        d += (double)qr[i] * kern_fp16_to_fp32(kc[t * stride + i]);
+                    sc[t] = d * scale;
+                    mx = sc[t] > mx ? sc[t] : mx;
+                }
+                for (unsigned t = 0; t < n; t++) {
+                    double e = exp(sc[t] - mx);
+                    sum += e;
+                    for (unsigned i = 0; i < hd; i++)
+                        o[i] += e * kern_fp16_to_fp32(vc[t * stride + i]);
+                }
+                for (unsigned i = 0; i < hd; i++) {
+                    const double want = o[i] / sum, got = ref[j * ld + g * hd + i];
+                    if (!(fabs(got - want) <= 2e-5 + 2e-5 * fabs(want)))
+                        fail_msg("attn_prefill ref hd %u G %u p0 %u row %u/%u dim %u: "
+                                 "%.9g, want %.9g", hd, G, p0, j, g, i, got, want);
+                }
+                free(sc);
+                for (unsigned i = G * hd; j + 1 < np && i < ld; i++)
+                    assert_true(ref[j * ld + i] == -7.0f);   /* the slack untouched */
+            }
+
+        for (int isa = 0; isa < KERN_NISA; isa++) {
+            const kern_ops *ops = kern_ops_for((enum kern_isa)isa);
+            if (!ops)
+                continue;
+            assert_non_null(ops->attn_prefill_f16);
+            for (unsigned split = 0; split < 2; split++) {
+                const unsigned a = split ? np / 2 : np;   /* rows [0,a), [a,np) */
+                for (size_t i = 0; i < np * ld; i++)
+                    out[i] = -7.0f;
+                ops->attn_prefill_f16(out, q, ld, a, G, p0, kc, vc, stride, hd, scale, work);
+                if (a < np)
+                    ops->attn_prefill_f16(out + a * ld, q + a * ld, ld, np - a, G, p0 + a,
+                                          kc, vc, stride, hd, scale, work);
+                for (size_t i = 0; i < np * ld; i++)
+                    if (fbits(out[i]) != fbits(ref[i]))
+                        fail_msg("%s attn_prefill_f16 hd %u G %u np %u p0 %u split %u: "
+                                 "out[%zu] %.9g, want %.9g", ops->name, hd, G, np, p0,
+                                 split, i, out[i], ref[i]);
+            }
+        }
+        free(k);
+        free(v);
+        free(q);
+        free(ref);
+        free(out);
+        free(work);
+    }
+}
+
 /* ---- SwiGLU with ggml's arithmetic ------------------------------------------ */
 
 static void test_swiglu_ggml(void **state)
@@ -426,6 +525,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tile_mm),
         cmocka_unit_test(test_attn_f16),
+        cmocka_unit_test(test_attn_prefill),
         cmocka_unit_test(test_attn_f32),
         cmocka_unit_test(test_swiglu_ggml),
         cmocka_unit_test(test_act_convert),
