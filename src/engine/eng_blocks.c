@@ -412,6 +412,85 @@ static void attn_batch_run(void *ctx, int tid, int n_threads)
     }
 }
 
+/* ---- a prompt chunk's tiled attention --------------------------------------
+ * Where llama.cpp's prefill takes its tiled flash attention (a ubatch of
+ * 64 tokens or more over an f16 cache; eng_prefill sets pf_tiled), the
+ * chunk's attention is kern_ops.attn_prefill_f16: per KV head, the rows of
+ * the query heads that read it (G = n_heads / n_kv_heads of them a
+ * position) go through each 64-position tile of the cache together, so a
+ * tile's K and V are widened once for G * positions rows instead of read
+ * by every row on its own.  A claim is one KV head and a block of
+ * positions; every row's bits are its own (kern.h), so neither the blocks
+ * nor the threads change them. */
+typedef struct attn_tiled_task {
+    eng_session    *s;
+    const float    *q;
+    float          *att;
+    const uint16_t *k, *v;   /* this layer's cache at position 0 */
+    uint32_t        pos0, m, pb, nblk, G, hd, n_kv;
+} attn_tiled_task;
+
+/* Claim u: KV head u / nblk, the positions of block u % nblk. */
+static void attn_tiled_claim(const attn_tiled_task *t, size_t u, float *work)
+{
+    const eng_session *s = t->s;
+    const size_t ld = (size_t)t->G * t->n_kv * t->hd;        /* q_dim */
+    const uint32_t kh = (uint32_t)(u / t->nblk), j0 = (uint32_t)(u % t->nblk) * t->pb;
+    const uint32_t np = t->m - j0 < t->pb ? t->m - j0 : t->pb;
+    const size_t off = (size_t)j0 * ld + (size_t)kh * t->G * t->hd;
+    s->ops->attn_prefill_f16(t->att + off, t->q + off, ld, np, t->G, t->pos0 + j0,
+                             t->k + (size_t)kh * t->hd, t->v + (size_t)kh * t->hd,
+                             s->kv_dim, t->hd, 1.0f / sqrtf((float)t->hd), work);
+}
+
+static void attn_tiled_run(void *ctx, int tid, int n_threads)
+{
+    const attn_tiled_task *t = ctx;
+    float *work = t->s->pf_work + (size_t)tid * t->s->pf_work_n;
+    (void)n_threads;
+    for (size_t u; (u = eng_pool_next(t->s->pool, 1)) < (size_t)t->n_kv * t->nblk;)
+        attn_tiled_claim(t, u, work);
+}
+
+/* The chunk's attention by attn_prefill_f16 (its k, v already stored): 0,
+ * or -1 when it does not apply or memory is short (the caller then takes
+ * the per-position kernels). */
+static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl,
+                      uint32_t pos0, unsigned m, const float *q, float *att)
+{
+    const fmt_layer_geom *g = ly->g;
+    const uint32_t W = g->sliding_window;
+    if (!s->pf_tiled || !s->kv_f16 || !s->ops->attn_prefill_f16 || !g->n_kv_heads ||
+        g->n_heads % g->n_kv_heads || (W && pos0 + m > W))
+        return -1;
+    const int nt = eng_pool_size(s->pool);
+    attn_tiled_task t = { s, q, att, NULL, NULL, pos0, m, m, 1,
+                          g->n_heads / g->n_kv_heads, g->head_dim, g->n_kv_heads };
+    /* blocks of positions until there are two claims a thread, a block
+     * keeping at least 8 positions */
+    while (t.n_kv * t.nblk < 2u * (uint32_t)nt && t.pb >= 16) {
+        t.pb = (t.pb + 1) / 2;
+        t.nblk = (m + t.pb - 1) / t.pb;
+    }
+    const size_t want = KERN_ATTN_PF_WORK(t.pb * t.G, t.hd);
+    if (s->pf_work_n < want) {
+        float *w = realloc(s->pf_work, want * (size_t)nt * sizeof(float));
+        if (!w)
+            return -1;
+        s->pf_work = w;
+        s->pf_work_n = want;
+    }
+    const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
+    t.k = s->kc16 + lo;
+    t.v = s->vc16 + lo;
+    if (nt >= 2)
+        eng_pool_run(s->pool, attn_tiled_run, &t);
+    else
+        for (size_t u = 0; u < (size_t)t.n_kv * t.nblk; u++)
+            attn_tiled_claim(&t, u, s->pf_work);
+    return 0;
+}
+
 /* m (<= ENG_BATCH) consecutive positions pos0.. of a prompt chunk: store
  * each's k, v (k, v [m][kv_dim]), then attend them all, att [m][q_dim] from
  * q [m][q_dim].  Position j sees positions <= pos0 + j only, all stored
@@ -434,6 +513,8 @@ void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
                             att + (size_t)j * qd);
         work += (uint64_t)b.t[j].n_pos * b.t[j].n_heads * b.t[j].hd;
     }
+    if (attn_tiled(s, ly, kvl, pos0, m, q, att) == 0)
+        return;
     const int nt = eng_pool_size(s->pool);
     if (m < 2 || nt < 2 || work < ATTN_PAR_MIN ||
         attn_scratch(s, ly->g->n_heads, (uint32_t)nt) != 0) {

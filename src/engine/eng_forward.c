@@ -177,6 +177,23 @@ int eng_check_token(eng_session *s, int32_t token, char *err, size_t errlen)
     return 0;
 }
 
+/* Whether the chunk that starts at token i of an n-token prompt takes the
+ * tiled attention (eng_blocks.c attn_tiled): llama.cpp splits a prompt
+ * into ubatches of ENG_UBATCH tokens (its default n_ubatch) and runs a
+ * ubatch of ENG_TILED_MIN tokens or more (its GGML_FA_TILE_Q) through its
+ * tiled flash attention, a shorter one through the single-query kernel
+ * that decode uses too; doing the same keeps a GGUF model's prompt on
+ * llama.cpp's bits.  ENG_UBATCH is a multiple of ENG_BATCH, so a chunk
+ * lies in one ubatch. */
+#define ENG_UBATCH    512u
+#define ENG_TILED_MIN 64u
+_Static_assert(ENG_UBATCH % ENG_BATCH == 0, "a chunk lies in one ubatch");
+static int ubatch_tiled(size_t n, size_t i)
+{
+    const size_t u0 = i / ENG_UBATCH * ENG_UBATCH;
+    return n - u0 >= ENG_TILED_MIN;
+}
+
 /* Batched prefill of tokens[0..n), or 1 when the model's schedule (or
  * memory) does not allow it and the caller should go token by token.
  * Every token is checked before any is run. */
@@ -201,7 +218,9 @@ static int prefill_batched(eng_session *s, const int32_t *tokens, size_t n,
             m = s->n_ctx - s->n_past;
         if (s->prof)
             prof_token_begin(s->prof);
+        s->pf_tiled = s->opts.prefill_attn != 0 && ubatch_tiled(n, i);
         int rc = eng_guarded_run(s, tokens + i, (unsigned)m, 1, i + m == n, err, errlen);
+        s->pf_tiled = 0;
         if (rc)
             return rc;
         if (s->xio_failed)

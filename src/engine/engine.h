@@ -200,6 +200,14 @@ typedef struct eng_opts {
      * reference is llama.cpp with its default f16 cache, else f32.
      * eng_opts_default sets -1. */
     int        kv_f16;
+    /* A prompt chunk's attention over an f16 cache: 1 llama.cpp's tiled
+     * flash attention (f32 accumulators) where llama.cpp's prefill takes
+     * it, a ubatch of 64 tokens or more (eng_forward.c ubatch_tiled); 0
+     * the single-query kernel of decode for every position, so that a
+     * prompt's logits differ from feeding it to eng_decode token by token
+     * only by the batching of the matrix products.  -1: 1.
+     * eng_opts_default sets -1. */
+    int        prefill_attn;
     /* Expert fetch (enum eng_expert_io) and the PREFETCHT0 thread (1 on,
      * 0 off); -1: from $CFLOW_EXPERT_IO ("mmap", "sync", "staged", "auto")
      * and $CFLOW_PREFETCH ("on"/"1", "off"/"0"), else auto and off.

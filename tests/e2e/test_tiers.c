@@ -12,8 +12,9 @@
  * has it, so an AVX-512 CPU checks its avx2 tier as well.
  *
  *   - the engine, in a child process per tier (CFLOW_ISA set before the
- *     kernel table is chosen): a batched prefill of 45 tokens (a whole
- *     32-token chunk and a ragged one) and greedy decode steps to the end
+ *     kernel table is chosen): a batched prefill of 77 tokens (two whole
+ *     32-token chunks and a ragged one; over the f16 cache, 64 tokens or
+ *     more take the tiled prefill attention) and greedy decode steps to the end
  *     of the context (at most 400) on a 1-thread and a 2-thread session; the logits must be bit-identical at
  *     every step (so the greedy tokens are), and on the dense models the
  *     same bits on every tier (kern_impl.h: the SIMD kernels reproduce the
@@ -41,7 +42,7 @@
 #include "kernels/kern.h"
 #include "testutil.h"
 
-enum { NMODEL = 5, PROMPT = 45, STEPS = 400 };
+enum { NMODEL = 5, PROMPT = 77, STEPS = 400 };
 
 typedef struct model {
     const char *name;

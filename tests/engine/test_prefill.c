@@ -17,6 +17,12 @@
  *     batched prefill reads each routed expert at most once per chunk (its
  *     bytes read are bounded by chunks x layers x experts x expert size and
  *     below what token-by-token reads);
+ *   (these with the per-position attention kernel, eng_opts.prefill_attn
+ *   0, whose bits are decode's);
+ *   - a prompt of 64 tokens or more over an f16 cache takes llama.cpp's
+ *     tiled flash attention by default: it runs, 1 and 2 threads give the
+ *     same bits, and its logits lie no further from token by token than
+ *     an f32 cache's (test_tiled_prefill);
  *   - 1 and 2 threads give the same greedy tokens on stories260K F32, long
  *     enough for the attention to run in parallel over heads, with the
  *     thread count changed between tokens of one session too; and
@@ -65,6 +71,7 @@ static const char *convert(const char *src, const char *name, int llama2c)
 }
 
 static int expert_io = ENG_XIO_MMAP;   /* of the sessions open_model opens */
+static int prefill_attn = 0;           /* the same: decode's kernel by default */
 
 static eng_session *open_model(const char *path, int threads)
 {
@@ -74,6 +81,7 @@ static eng_session *open_model(const char *path, int threads)
     eng_opts_default(&o);
     o.n_threads = threads;
     o.expert_io = expert_io;
+    o.prefill_attn = prefill_attn;
     if (eng_open(&s, path, &o, err, sizeof err))
         fail_msg("%s", err);
     return s;
@@ -237,6 +245,95 @@ static void test_moe_prefill(void **state)
     }
 }
 
+/* ---- the tiled attention of a long prompt (kern_ops.attn_prefill_f16) ----
+ * A prompt of 64 tokens or more over an f16 cache takes llama.cpp's tiled
+ * flash attention by default.  Its f32 accumulators are not decode's f16
+ * one, so its logits are compared with token-by-token ones within what the
+ * f16 accumulator costs (no further than an f32 cache's logits are); the
+ * path must really run (the logits are not the bits of the per-position
+ * kernel's prefill), and 1 and 2 threads give the same bits, also for a
+ * second prompt piece at a later position.  The stories260K GGUFs and the
+ * GGUF MoE fixtures (the synthetic MoE model has an f32 cache). */
+static double max_rel(const float *a, const float *b, uint32_t n)
+{
+    double amax = 0, d = 0;
+    for (uint32_t i = 0; i < n; i++)
+        amax = fmax(amax, fabs(b[i]));
+    for (uint32_t i = 0; i < n; i++)
+        d = fmax(d, fabs((double)a[i] - b[i]));
+    return d / amax;
+}
+
+static void check_tiled(const char *path)
+{
+    char err[512];
+    int32_t ids[512];
+    size_t n = 0;
+    char text[1024];
+    snprintf(text, sizeof text, "%s %s", prompt, prompt);
+    eng_session *ref = open_model(path, 1);       /* per-position kernel */
+    const uint32_t nv = eng_hparams(ref)->vocab_size;
+    n = encode(ref, text, ids, 512);
+    if (n > eng_n_ctx(ref) - 8)
+        n = eng_n_ctx(ref) - 8;
+    if (n < 64 + 32)                             /* tiled, over two tiles */
+        fail_msg("%s: %zu prompt tokens (context %u)", path, n, eng_n_ctx(ref));
+    const size_t n1 = n - 24;                    /* and a later piece */
+    float *l[4];
+    prefill_attn = 1;
+    for (int v = 0; v < 4; v++) {
+        eng_session *s = v == 3 ? ref : open_model(path, v == 2 ? 2 : 1);
+        if (v == 0) {                            /* token by token */
+            for (size_t i = 0; i < n; i++)
+                assert_int_equal(eng_decode(s, ids[i], err, sizeof err), 0);
+        } else {
+            if (eng_prefill(s, ids, n1, err, sizeof err) ||
+                eng_prefill(s, ids + n1, n - n1, err, sizeof err))
+                fail_msg("%s: %s", path, err);
+        }
+        l[v] = malloc(nv * sizeof(float));
+        memcpy(l[v], eng_logits(s), nv * sizeof(float));
+        eng_close(s);
+        if (v == 2)
+            prefill_attn = 0;
+    }
+    /* 1 and 2 threads: the same bits */
+    tu_same_logits(path, l[2], l[1], nv, 0);
+    /* the tiled path ran: not the per-position kernel's bits */
+    assert_true(memcmp(l[1], l[3], nv * sizeof(float)) != 0);
+    /* and lies as close to token by token (f16 cache, f16 accumulator) as
+     * the engine's other exact-softmax arithmetic does: token by token over
+     * an f32 cache (run.c's attention), which differs from it by the same
+     * roundings (a Q8_0 model's activation quantisation magnifies both) */
+    eng_session *x = NULL;
+    eng_opts o;
+    eng_opts_default(&o);
+    o.kv_f16 = 0;
+    o.n_threads = 1;
+    if (eng_open(&x, path, &o, err, sizeof err))
+        fail_msg("%s", err);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(eng_decode(x, ids[i], err, sizeof err), 0);
+    const double dt = max_rel(l[1], l[0], nv), df = max_rel(eng_logits(x), l[0], nv);
+    eng_close(x);
+    print_message("%s: %zu tokens; from token by token: tiled %.2e, f32 cache %.2e\n",
+                  path, n, dt, df);
+    if (!(dt <= 2 * df + 1e-4))
+        fail_msg("%s: tiled prefill logits %.3g from token by token (f32 cache: %.3g)",
+                 path, dt, df);
+    for (int v = 0; v < 4; v++)
+        free(l[v]);
+}
+
+static void test_tiled_prefill(void **state)
+{
+    (void)state;
+    check_tiled(convert("models/stories260K-q8_0.gguf", "t8.cflow", 0));
+    check_tiled(convert("models/stories260K-f32.gguf", "t32.cflow", 0));
+    check_tiled(moe_model("mixtral-tiny"));
+    check_tiled(moe_model("qwen3moe-tiny"));
+}
+
 /* greedy tokens from BOS; threads[k] is the thread count from token k on
  * (-1: unchanged) */
 static void greedy(const char *path, int n_threads0, const int *switch_at,
@@ -311,6 +408,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefill_logits),
         cmocka_unit_test(test_moe_prefill),
+        cmocka_unit_test(test_tiled_prefill),
         cmocka_unit_test(test_threads_same_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

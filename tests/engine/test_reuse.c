@@ -50,6 +50,12 @@ static eng_session *open_model(const char *path, int kv_f16)
     eng_opts_default(&o);
     o.n_threads = 1;
     o.kv_f16 = kv_f16;
+    /* the per-position attention kernel: llama.cpp's tiled one is taken
+     * per prefill call (a ubatch of 64 tokens or more, as llama.cpp takes
+     * it), so a reused prefix and a fresh prefill of the whole list could
+     * run different attention arithmetic; what is checked here is the
+     * reuse itself */
+    o.prefill_attn = 0;
     if (eng_open(&s, path, &o, err, sizeof err))
         fail_msg("%s", err);
     return s;

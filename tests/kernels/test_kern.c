@@ -1805,6 +1805,47 @@ static void test_ggml_attn_golden(void **state)
     free(v);
 }
 
+/* A prompt chunk's attention (kern_attn_prefill_f16, kern.h) against
+ * ggml_flash_attn_ext with a causal f16 mask and 64 or more query rows,
+ * which ggml's CPU backend runs through its tiled kernel
+ * (ggml_compute_forward_flash_attn_ext_tiled, unslothai/llama.cpp at
+ * d32676d, a GGML_NATIVE build on AVX-512 Zen 5 by GCC 12, 2 threads):
+ * q [rows][heads][hd], the cache [position][kv head][hd], the output as
+ * ggml's [rows][heads][hd]. */
+static void test_ggml_attn_tiled_golden(void **state)
+{
+    (void)state;
+    static const struct { unsigned hd, nh, nkv, nq, p0; } ac[] = {
+        { 64, 8, 2, 64, 0 }, { 32, 4, 4, 70, 30 }, { 128, 2, 1, 65, 64 },
+    };
+    g_state = 5;
+    uint64_t h = FNV0;
+    for (size_t c = 0; c < sizeof ac / sizeof ac[0]; c++) {
+        const unsigned hd = ac[c].hd, nh = ac[c].nh, nkv = ac[c].nkv, nq = ac[c].nq;
+        const unsigned n = ac[c].p0 + nq, G = nh / nkv;
+        float *q = malloc((size_t)nq * nh * hd * 4), *out = malloc((size_t)nq * nh * hd * 4);
+        uint16_t *k = malloc((size_t)n * nkv * hd * 2), *v = malloc((size_t)n * nkv * hd * 2);
+        float *work = malloc(KERN_ATTN_PF_WORK(nq * G, hd) * sizeof(float));
+        for (size_t i = 0; i < (size_t)nq * nh * hd; i++)
+            q[i] = 2 * g_unit();
+        for (size_t i = 0; i < (size_t)n * nkv * hd; i++) {
+            k[i] = ref_f2h(2 * g_unit());
+            v[i] = ref_f2h(g_unit());
+        }
+        for (unsigned kh = 0; kh < nkv; kh++)
+            kern_attn_prefill_f16(out + kh * G * hd, q + kh * G * hd, (size_t)nh * hd, nq,
+                                  G, ac[c].p0, k + kh * hd, v + kh * hd, (size_t)nkv * hd,
+                                  hd, 1.0f / sqrtf((float)hd), work);
+        h = fnv(h, out, (size_t)nq * nh * hd * 4);
+        free(q);
+        free(out);
+        free(k);
+        free(v);
+        free(work);
+    }
+    want_hash("kern_attn_prefill_f16", h, 0x3747a85ff1039298ull);
+}
+
 static void test_ggml_matvec_golden(void **state)
 {
     (void)state;
@@ -1901,6 +1942,7 @@ int main(void)
         cmocka_unit_test(test_glu),
         cmocka_unit_test(test_ggml_vec_golden),
         cmocka_unit_test(test_ggml_attn_golden),
+        cmocka_unit_test(test_ggml_attn_tiled_golden),
         cmocka_unit_test(test_ggml_matvec_golden),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
