@@ -147,14 +147,21 @@ static void each_position(eng_session *s, const eng_layer *ly, unsigned m,
             fn(s, ly, j);
 }
 
-/* the attention's input: bxb[j] = N_a(bx[j]), prepared for QKV; the QKV
- * outputs bq/bk/bv[j] zeroed for the mat-mat to add into */
-static void step_attn_in(eng_session *s, const eng_layer *ly, unsigned j)
+/* bxb[j] = RMSNorm(bx[j]) with weight w, prepared (need) for the next
+ * mat-mat in bact_dim[j] */
+static void norm_in(eng_session *s, unsigned j, const float *w, unsigned need)
 {
     const uint32_t dim = s->hp->dim;
     float *xb = s->bxb + (size_t)j * dim;
-    eng_rmsnorm(s, xb, s->bx + (size_t)j * dim, ly->attn_norm, dim);
-    kern_act_set(&s->bact_dim[j], xb, dim, ly->qkv.need);
+    eng_rmsnorm(s, xb, s->bx + (size_t)j * dim, w, dim);
+    kern_act_set(&s->bact_dim[j], xb, dim, need);
+}
+
+/* the attention's input, N_a(bx[j]); the QKV outputs bq/bk/bv[j] zeroed
+ * for the mat-mat to add into */
+static void step_attn_in(eng_session *s, const eng_layer *ly, unsigned j)
+{
+    norm_in(s, j, ly->attn_norm, ly->qkv.need);
     memset(s->bq + (size_t)j * ly->q_dim, 0, ly->q_dim * sizeof(float));
     memset(s->bk + (size_t)j * ly->kv_dim, 0, ly->kv_dim * sizeof(float));
     memset(s->bv + (size_t)j * ly->kv_dim, 0, ly->kv_dim * sizeof(float));
@@ -181,14 +188,10 @@ static void step_residual(eng_session *s, const eng_layer *ly, unsigned j)
     eng_add_to(s->bx + (size_t)j * dim, s->bo + (size_t)j * dim, dim);
 }
 
-/* the FFN's input: bxb[j] = N_f(bx[j]) prepared for gate/up, whose
- * outputs bh/bh2[j] are zeroed */
+/* the FFN's input, N_f(bx[j]); the gate/up outputs bh/bh2[j] zeroed */
 static void step_ffn_in(eng_session *s, const eng_layer *ly, unsigned j)
 {
-    const uint32_t dim = s->hp->dim;
-    float *xb = s->bxb + (size_t)j * dim;
-    eng_rmsnorm(s, xb, s->bx + (size_t)j * dim, ly->ffn_norm, dim);
-    kern_act_set(&s->bact_dim[j], xb, dim, ly->gate_up.need);
+    norm_in(s, j, ly->ffn_norm, ly->gate_up.need);
     memset(s->bh + (size_t)j * s->hmax, 0, s->hmax * sizeof(float));
     memset(s->bh2 + (size_t)j * s->hmax, 0, s->hmax * sizeof(float));
 }

@@ -98,42 +98,8 @@ KERN_VATTR static inline kern_vf kern_vf_round_h(kern_vf v)
  * is 0 the callers multiply by |w| = 0, so either value serves) */
 #define kern_vi_sign8(x, w)     _mm256_sign_epi8(x, w)
 
-/* the exp of ggml's AVX-512 build (kern_ggml_v_expf1 per lane): its
- * final _mm512_scalef_ps is here a product with 2^n built from its bits,
- * the same correctly rounded value while 2^n is a normal float (|n| <=
- * 126); a vector with a lane outside that (|x| > ~87, or NaN) takes the
- * scalar lane function. */
-KERN_VATTR static inline __m256 kern_vf_exp_ggml(__m256 x)
-{
-    const __m256 r = _mm256_set1_ps(0x1.8p23f), lim = _mm256_set1_ps(126.0f);
-    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-    const __m256 nn = _mm256_sub_ps(z, r);
-    const __m256 b = _mm256_fnmadd_ps(nn, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                         _mm256_fnmadd_ps(nn, _mm256_set1_ps(0x1.62e4p-1f), x));
-    const __m256 u = _mm256_mul_ps(b, b);
-    const __m256 j = _mm256_fmadd_ps(
-        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b,
-                                        _mm256_set1_ps(0x1.573e2ep-5f)),
-                        u,
-                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b,
-                                        _mm256_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
-    /* all |n| <= 126 (false for NaN) */
-    if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(nn, absm), lim,
-                                         _CMP_LE_OQ)) == 0xFF) {
-        const __m256i p2 = _mm256_slli_epi32(
-            _mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
-        return _mm256_mul_ps(j, _mm256_castsi256_ps(p2));
-    }
-    float ex[8], xs[8];
-    _mm256_storeu_ps(xs, x);
-    for (int l = 0; l < 8; l++)
-        ex[l] = kern_ggml_v_expf1(xs[l]);
-    return _mm256_loadu_ps(ex);
-}
-
 #define kern_vf_sub(a, b)       _mm256_sub_ps(a, b)
+#define kern_vf_fnma(a, b, c)   _mm256_fnmadd_ps(a, b, c)    /* c - a * b */
 #define kern_vf_max(a, b)       _mm256_max_ps(a, b)
 KERN_VATTR static inline float kern_vf_hmax(__m256 v)
 {
@@ -209,35 +175,8 @@ KERN_VATTR static inline kern_vf kern_vf_round_h(kern_vf v)
 #define kern_vi_sign8(x, w)                                                    \
     _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x)
 
-/* ggml_v_expf of ggml's vec.h, AVX-512 flavour (kern_ggml_v_expf1 is one
- * lane of it) */
-KERN_VATTR static inline __m512 kern_vf_exp_ggml(__m512 x)
-{
-    const __m512 r = _mm512_set1_ps(0x1.8p23f);
-    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
-    const __m512 n = _mm512_sub_ps(z, r);
-    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
-                         _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
-    const __mmask16 d = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192),
-                                           _CMP_GT_OQ);
-    const __m512 u = _mm512_mul_ps(b, b);
-    const __m512 j = _mm512_fmadd_ps(
-        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b,
-                                        _mm512_set1_ps(0x1.573e2ep-5f)),
-                        u,
-                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b,
-                                        _mm512_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
-    const __m512 res = _mm512_scalef_ps(j, n);
-    if (_mm512_kortestz(d, d))
-        return res;
-    const __m512 zero = _mm512_setzero_ps();
-    const __m512 alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, zero, _CMP_LE_OQ),
-                                            _mm512_set1_ps(INFINITY), zero);
-    return _mm512_mask_blend_ps(d, res, alt);
-}
-
 #define kern_vf_sub(a, b)       _mm512_sub_ps(a, b)
+#define kern_vf_fnma(a, b, c)   _mm512_fnmadd_ps(a, b, c)
 #define kern_vf_max(a, b)       _mm512_max_ps(a, b)
 #define kern_vf_hmax(v)         _mm512_reduce_max_ps(v)
 KERN_VATTR static inline __m512 kern_vf_first(__m512 v, int n, __m512 w)
@@ -294,6 +233,65 @@ KERN_VATTR static inline float kern_fold8(__m256 t8)
     __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));   /* t0+t2, t1+t3 */
     return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
 }
+
+/* ggml_v_expf of ggml's vec.h, AVX-512 flavour (kern_ggml_v_expf1 is one
+ * lane of it): exp(x) = 2^n (1 + p(b)), n = round(x / ln 2) by the
+ * 0x1.8p23 trick, b = x - n ln 2 in two parts; kern_vf_exp_poly gives
+ * 1 + p(b) and n, the tiers scale by 2^n below. */
+KERN_VATTR static inline kern_vf kern_vf_exp_poly(kern_vf x, kern_vf *n)
+{
+    const kern_vf r = kern_vf_set1(0x1.8p23f);
+    *n = kern_vf_sub(kern_vf_fma(x, kern_vf_set1(0x1.715476p+0f), r), r);
+    const kern_vf b = kern_vf_fnma(*n, kern_vf_set1(0x1.7f7d1cp-20f),
+                                   kern_vf_fnma(*n, kern_vf_set1(0x1.62e4p-1f), x));
+    const kern_vf u = kern_vf_mul(b, b);
+    return kern_vf_fma(
+        kern_vf_fma(kern_vf_fma(kern_vf_set1(0x1.0e4020p-7f), b, kern_vf_set1(0x1.573e2ep-5f)),
+                    u,
+                    kern_vf_fma(kern_vf_set1(0x1.555e66p-3f), b, kern_vf_set1(0x1.fffdb6p-2f))),
+        u, kern_vf_fma(kern_vf_set1(0x1.ffffecp-1f), b, kern_vf_set1(1.0f)));
+}
+
+#if KERN_VN == 16
+/* _mm512_scalef_ps(j, n), and 0 or inf where |n| > 192, as ggml */
+KERN_VATTR static inline __m512 kern_vf_exp_ggml(__m512 x)
+{
+    __m512 n;
+    const __m512 j = kern_vf_exp_poly(x, &n);
+    const __mmask16 d = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192),
+                                           _CMP_GT_OQ);
+    const __m512 res = _mm512_scalef_ps(j, n);
+    if (_mm512_kortestz(d, d))
+        return res;
+    const __m512 zero = _mm512_setzero_ps();
+    const __m512 alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, zero, _CMP_LE_OQ),
+                                            _mm512_set1_ps(INFINITY), zero);
+    return _mm512_mask_blend_ps(d, res, alt);
+}
+#else
+/* AVX2 has no scalef: a product with 2^n built from its bits, the same
+ * correctly rounded value while 2^n is a normal float (|n| <= 126); a
+ * vector with a lane outside that (|x| > ~87, or NaN) takes the scalar
+ * lane function. */
+KERN_VATTR static inline __m256 kern_vf_exp_ggml(__m256 x)
+{
+    __m256 n;
+    const __m256 j = kern_vf_exp_poly(x, &n);
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    /* all |n| <= 126 (false for NaN) */
+    if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(n, absm), _mm256_set1_ps(126.0f),
+                                         _CMP_LE_OQ)) == 0xFF) {
+        const __m256i p2 = _mm256_slli_epi32(
+            _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+        return _mm256_mul_ps(j, _mm256_castsi256_ps(p2));
+    }
+    float ex[8], xs[8];
+    _mm256_storeu_ps(xs, x);
+    for (int l = 0; l < 8; l++)
+        ex[l] = kern_ggml_v_expf1(xs[l]);
+    return _mm256_loadu_ps(ex);
+}
+#endif
 
 /* 16 floats at p summed as GCC's _mm512_reduce_add_ps sums them (halves
  * of 8, then kern_fold8) */
