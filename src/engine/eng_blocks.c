@@ -472,13 +472,17 @@ static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl,
         t.pb = (t.pb + 1) / 2;
         t.nblk = (m + t.pb - 1) / t.pb;
     }
+    /* per thread: a claim's work, for as many threads as the pool has now
+     * (eng_set_threads may have grown it since the last chunk) */
     const size_t want = KERN_ATTN_PF_WORK(t.pb * t.G, t.hd);
-    if (s->pf_work_n < want) {
-        float *w = realloc(s->pf_work, want * (size_t)nt * sizeof(float));
+    if (s->pf_work_n < want || s->pf_work_threads < (uint32_t)nt) {
+        const size_t per = want > s->pf_work_n ? want : s->pf_work_n;
+        float *w = realloc(s->pf_work, per * (size_t)nt * sizeof(float));
         if (!w)
             return -1;
         s->pf_work = w;
-        s->pf_work_n = want;
+        s->pf_work_n = per;
+        s->pf_work_threads = (uint32_t)nt;
     }
     const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
     t.k = s->kc16 + lo;

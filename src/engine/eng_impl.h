@@ -294,10 +294,11 @@ struct eng_session {
     /* a prompt chunk's tiled attention (eng_blocks.c attn_tiled):
      * pf_tiled says whether this chunk takes it (llama.cpp's rule, set per
      * chunk by eng_prefill); pf_work is pf_work_n floats per pool thread
-     * (kern_attn_pf_fn's work for one claim) */
+     * (kern_attn_pf_fn's work for one claim) for pf_work_threads threads */
     int       pf_tiled;
     float    *pf_work;
     size_t    pf_work_n;
+    uint32_t  pf_work_threads;
     /* batched prefill (forward_batch), allocated on first use for
      * ENG_BATCH positions: residuals bx [B][dim], normalised bxb [B][dim],
      * branch outputs bo [B][dim], bq/batt [B][q_dim], bk/bv [B][kv_dim],

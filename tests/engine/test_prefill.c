@@ -279,26 +279,32 @@ static void check_tiled(const char *path)
     if (n < 64 + 32)                             /* tiled, over two tiles */
         fail_msg("%s: %zu prompt tokens (context %u)", path, n, eng_n_ctx(ref));
     const size_t n1 = n - 24;                    /* and a later piece */
-    float *l[4];
-    prefill_attn = 1;
-    for (int v = 0; v < 4; v++) {
+    /* l[0] token by token; tiled prefill on l[1] 1 thread, l[2] 2, l[4] 1
+     * and then 2 for the second piece (the pool grows between chunks);
+     * l[3] the per-position kernel's prefill (ref) */
+    float *l[5];
+    for (int v = 0; v < 5; v++) {
+        prefill_attn = 1;
         eng_session *s = v == 3 ? ref : open_model(path, v == 2 ? 2 : 1);
-        if (v == 0) {                            /* token by token */
+        if (v == 0) {
             for (size_t i = 0; i < n; i++)
                 assert_int_equal(eng_decode(s, ids[i], err, sizeof err), 0);
         } else {
-            if (eng_prefill(s, ids, n1, err, sizeof err) ||
-                eng_prefill(s, ids + n1, n - n1, err, sizeof err))
+            if (eng_prefill(s, ids, n1, err, sizeof err))
+                fail_msg("%s: %s", path, err);
+            if (v == 4)
+                assert_int_equal(eng_set_threads(s, 2), 0);
+            if (eng_prefill(s, ids + n1, n - n1, err, sizeof err))
                 fail_msg("%s: %s", path, err);
         }
         l[v] = malloc(nv * sizeof(float));
         memcpy(l[v], eng_logits(s), nv * sizeof(float));
         eng_close(s);
-        if (v == 2)
-            prefill_attn = 0;
     }
+    prefill_attn = 0;
     /* 1 and 2 threads: the same bits */
     tu_same_logits(path, l[2], l[1], nv, 0);
+    tu_same_logits(path, l[4], l[1], nv, 0);
     /* the tiled path ran: not the per-position kernel's bits */
     assert_true(memcmp(l[1], l[3], nv * sizeof(float)) != 0);
     /* and lies as close to token by token (f16 cache, f16 accumulator) as
@@ -321,7 +327,7 @@ static void check_tiled(const char *path)
     if (!(dt <= 2 * df + 1e-4))
         fail_msg("%s: tiled prefill logits %.3g from token by token (f32 cache: %.3g)",
                  path, dt, df);
-    for (int v = 0; v < 4; v++)
+    for (int v = 0; v < 5; v++)
         free(l[v]);
 }
 
