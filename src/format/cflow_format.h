@@ -356,10 +356,17 @@ int  fmt_model_open(fmt_model **out, const char *path, char *err,
  * FMT_OPEN_RELEASE_EXPERTS: each expert's pages are unmapped once the
  * open has checked its tiles, for a caller that reads the experts from
  * the file itself, so that the check does not leave the whole bank in the
- * resident set; reads through the map still work (the pages fault back). */
+ * resident set; reads through the map still work (the pages fault back).
+ * FMT_OPEN_HEADER: stop once the header is read and checked: for a caller
+ * that wants the header's hyperparameters only (fmt_model_hparams'
+ * dimensions, max_seq, experts, delays, flags; not arch nor what the
+ * metadata adds), _path, _file_size; the tables are not read, so the
+ * tile, stream, expert and metadata queries must not be used, and nothing
+ * past the header is read. */
 #define FMT_OPEN_READ        1u
 #define FMT_OPEN_MAP_EXPERTS 2u
 #define FMT_OPEN_RELEASE_EXPERTS 4u
+#define FMT_OPEN_HEADER      8u
 int  fmt_model_open_ex(fmt_model **out, const char *path, unsigned flags,
                        char *err, size_t errlen);
 void fmt_model_close(fmt_model *m);

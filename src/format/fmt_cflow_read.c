@@ -860,9 +860,6 @@ static int frange_cmp(const void *x, const void *y)
     return a->off < b->off ? -1 : a->off > b->off;
 }
 
-/* fmt_model_open_ex stops after the header (bank_ranges' first look) */
-#define OPEN_HEADER_ONLY 0x100u
-
 /* The expert banks of the model at path, sorted and merged, from a first
  * open that maps the file (its tables are validated before they are used,
  * and the copy that follows is validated again: what the engine runs is
@@ -874,7 +871,7 @@ static int bank_ranges(const char *path, frange **out, unsigned *n, char *err,
     fmt_model *p;
     *out = NULL;
     *n = 0;
-    int rc = fmt_model_open_ex(&p, path, OPEN_HEADER_ONLY, err, errlen);
+    int rc = fmt_model_open_ex(&p, path, FMT_OPEN_HEADER, err, errlen);
     if (rc)
         return rc;
     const unsigned n_experts = p->hp.n_experts;
@@ -974,7 +971,7 @@ int fmt_model_open_ex(fmt_model **out, const char *path, unsigned flags,
         goto fail;
     if ((rc = read_header(m, err, errlen)))
         goto fail;
-    if (flags & OPEN_HEADER_ONLY) {
+    if (flags & FMT_OPEN_HEADER) {
         *out = m;
         return 0;
     }

@@ -13,6 +13,9 @@
  *    mapping's resident set (/proc/self/smaps), opened with
  *    FMT_OPEN_RELEASE_EXPERTS it has not, and every byte read through the
  *    map afterwards is still the file's;
+ *  - opened with FMT_OPEN_HEADER (cflow bench's first look) it has the
+ *    hyperparameters of a full open and next to none of its pages
+ *    resident;
  *  - the real binary: `cflow run --expert-io sync` keeps its peak resident
  *    set (ru_maxrss) a bank below `--expert-io mmap`'s on the same model.
  */
@@ -113,6 +116,36 @@ static void test_open_releases(void **state)
     fmt_model_close(b);
 }
 
+/* FMT_OPEN_HEADER (cflow bench's look at a model before the engine opens
+ * it) reads the header and nothing else: the header's hyperparameters
+ * (dimensions, context, experts) as a full open has them, and next to
+ * none of the file's pages resident. */
+static void test_open_header(void **state)
+{
+    (void)state;
+    char err[512];
+    fmt_model *a, *h;
+    assert_int_equal(fmt_model_open_ex(&a, model, 0, err, sizeof err), 0);
+    assert_int_equal(fmt_model_open_ex(&h, model, FMT_OPEN_HEADER, err, sizeof err), 0);
+    const fmt_hparams *pa = fmt_model_hparams(a), *ph = fmt_model_hparams(h);
+    assert_int_equal(pa->n_layers, ph->n_layers);
+    assert_int_equal(pa->dim, ph->dim);
+    assert_int_equal(pa->max_seq, ph->max_seq);
+    assert_int_equal(pa->vocab_size, ph->vocab_size);
+    assert_int_equal(pa->n_heads, ph->n_heads);
+    assert_int_equal(pa->n_experts, ph->n_experts);
+    assert_int_equal(pa->top_k, ph->top_k);
+    assert_int_equal(pa->expert_ffn_dim, ph->expert_ffn_dim);
+    uint64_t size = 0;
+    const uint8_t *mh = fmt_model_map(h, &size);
+    long bank = bank_kb(fmt_model_hparams(a)), rh = rss_in(mh, mh + size);
+    fprintf(stderr, "resident after a header-only open: %ld KiB (bank ~%ld KiB)\n", rh,
+            bank);
+    assert_true(rh < bank / 10);
+    fmt_model_close(a);
+    fmt_model_close(h);
+}
+
 /* Peak resident set of `cflow run -m model --expert-io MODE`, KiB. */
 static long run_peak(const char *mode)
 {
@@ -146,6 +179,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_open_releases),
+        cmocka_unit_test(test_open_header),
         cmocka_unit_test(test_run_peak),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
