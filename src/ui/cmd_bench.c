@@ -413,6 +413,26 @@ static int bench_model(bench_run *b, const char *model, const char *named)
     return rc;
 }
 
+/* Whether a model of the run has experts (its header says so): the
+ * markdown table then carries the expert figures and the mode that auto
+ * chose, as it does with --expert-io (issue 17: bench shows hit rate,
+ * bytes read and the storage bound whenever experts are streamed). */
+static int any_moe(const bench_cfg *c)
+{
+    for (unsigned mi = 0; mi < c->n_models; mi++) {
+        char mbuf[PATH_MAX], err[256];
+        const char *model = ui_model_path(c->models[mi], mbuf, sizeof mbuf);
+        fmt_model *m = NULL;
+        if (!model || fmt_model_open_ex(&m, model, FMT_OPEN_HEADER, err, sizeof err))
+            continue;                   /* bench_models says what is wrong */
+        const int moe = fmt_model_hparams(m)->n_experts > 0;
+        fmt_model_close(m);
+        if (moe)
+            return 1;
+    }
+    return 0;
+}
+
 static int bench_models(const bench_cfg *c)
 {
     bench_run b;
@@ -769,5 +789,7 @@ int ui_cmd_bench(int argc, char **argv)
             c.xio_set = 1;
         }
     }
+    if (!c.xio_set && c.fmt == 0 && any_moe(&c))
+        c.xio_set = 1;
     return bench_models(&c);
 }

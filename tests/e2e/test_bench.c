@@ -189,6 +189,11 @@ static void test_md_csv(void **state)
     assert_non_null(strstr(p.out, "| pp8 |"));
     assert_non_null(strstr(p.out, "| tg2 |"));
     assert_non_null(strstr(p.out, " ± "));
+    /* a MoE model: the expert columns and the mode auto chose, without
+     * --expert-io */
+    assert_non_null(strstr(p.out, "| expert_io |"));
+    assert_non_null(strstr(p.out, "| hit % | MiB/tok | bound t/s | % bound |"));
+    assert_non_null(strstr(p.out, "| auto:mmap | tg2 |"));
     tu_proc_free(&p);
     assert_int_equal(tu_cflow_run(&p, "bench", "-m", model, "-t", "1", "-p", "0",
                                   "-n", "2", "-r", "1", "--read-bw", "10", "-o", "csv",
