@@ -555,24 +555,12 @@ KERN_MM_FROM_MV(mm_q4_0_vnni, mv_q4_0_vnni)
  * kern_attn_f16_ref's arithmetic with head_dim in zmm lanes.  The K dot is
  * ggml_vec_dot_f16: 4 accumulators of 16 lanes over the first hd & ~63
  * columns (column c in lane c % 64), folded (a0 + a2) + (a1 + a3) and by
- * fold16 (the fold the reference spells out), the rest in
+ * kern_fold16 (the fold the reference spells out), the rest in
  * double in column order.  The f16 accumulator of the values is kept
  * widened in registers and rounded through f16 after every step
  * (vcvtps2ph round-to-nearest-even, as kern_f2h).  expf and the scalar
  * FMA of the softmax sum are the reference's. */
 #define ATTN_MAXV 16   /* head_dim up to 256 */
-
-/* The 16 lanes of v summed as GCC's _mm512_reduce_add_ps sums them (and
- * kern_ref.c's fold64 after its first step): halves of 8, of 4, then
- * (t0 + t2) + (t1 + t3).  Spelt out, so that another compiler's reduction
- * order cannot change the bits. */
-AVX512 static inline float fold16(__m512 v)
-{
-    __m256 t8 = _mm256_add_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(
-                                  _mm512_castps_pd(v), 1)),
-                              _mm512_castps512_ps256(v));
-    return kern_fold8(t8);
-}
 
 /* Heads side by side.  A head's value accumulator is a chain through
  * every position (an FMA, then the round through f16: ~18 cycles of
@@ -622,7 +610,7 @@ static void NAME(float *out, const float *q, const uint16_t *k,                \
                     a[i % 4] = _mm512_fmadd_ps(                                \
                         shared ? kf[i] : kern_vf_ld_half(kt + 32 * i),               \
                         _mm512_load_ps(qr[j] + 16 * i), a[i % 4]);             \
-                sum = fold16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]),          \
+                sum = kern_fold16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]),          \
                                            _mm512_add_ps(a[1], a[3])));        \
             }                                                                  \
             for (unsigned i = np; i < nv; i++) {   /* past the last 64 */     \

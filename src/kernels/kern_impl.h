@@ -270,6 +270,20 @@ static inline float kern_attn_softmax_scalars(float *e, unsigned n_pos)
     return S;
 }
 
+/* 16 floats summed as GCC's _mm512_reduce_add_ps sums them: halves of 8,
+ * of 4, then (t0 + t2) + (t1 + t3).  The last levels of kern_ref.c's
+ * fold64, ggml_vec_dot_f16's fold and the tiled attention's tile sums;
+ * kern_simd.h's kern_fold16 is the vector spelling. */
+static inline float kern_fold16_ref(const float *a)
+{
+    float t8[8], t4[4];
+    for (unsigned l = 0; l < 8; l++)
+        t8[l] = a[l + 8] + a[l];
+    for (unsigned l = 0; l < 4; l++)
+        t4[l] = t8[l + 4] + t8[l];
+    return (t4[0] + t4[2]) + (t4[1] + t4[3]);
+}
+
 /* kern_vec.c: one lane of ggml's AVX-512 ggml_v_expf (kern_swiglu_ggml's
  * vector part; the AVX2 kernel's way out for lanes whose 2^n is not a
  * normal float). */

@@ -61,14 +61,10 @@ static void mv_f32(const void *payload, unsigned rows, unsigned cols,
  * (t0 + t2) + (t1 + t3). */
 static float fold64(const float *acc)
 {
-    float a[16], t8[8], t4[4];
+    float a[16];
     for (unsigned l = 0; l < 16; l++)
         a[l] = (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]);
-    for (unsigned l = 0; l < 8; l++)
-        t8[l] = a[l + 8] + a[l];
-    for (unsigned l = 0; l < 4; l++)
-        t4[l] = t8[l + 4] + t8[l];
-    return (t4[0] + t4[2]) + (t4[1] + t4[3]);
+    return kern_fold16_ref(a);
 }
 
 static void mv_f16(const void *payload, unsigned rows, unsigned cols,

@@ -224,7 +224,7 @@ KERN_VATTR static inline kern_vf kern_vf_block_d(const uint8_t *dw, float dx)
     return kern_vf_mul(kern_vf_ld_half(dw), kern_vf_set1(dx));
 }
 
-/* The last levels of kern_ref.c's fold64 (and of kern_avx512.c's fold16):
+/* The last levels of kern_ref.c's fold64 (and of kern_fold16 below):
  * 8 lane sums to one, the upper 4 lanes added to the lower 4, then lanes
  * 2-3 to 0-1, then lane 1 to lane 0. */
 KERN_VATTR static inline float kern_fold8(__m256 t8)
@@ -293,15 +293,23 @@ KERN_VATTR static inline __m256 kern_vf_exp_ggml(__m256 x)
 }
 #endif
 
-/* 16 floats at p summed as GCC's _mm512_reduce_add_ps sums them (halves
- * of 8, then kern_fold8) */
-KERN_VATTR static inline float kern_sum16(const float *p)
-{
 #if KERN_VN == 16
-    const __m512 v = _mm512_loadu_ps(p);
+/* The 16 lanes of v summed as GCC's _mm512_reduce_add_ps sums them
+ * (kern_fold16_ref): halves of 8, then kern_fold8.  Spelt out, so that
+ * another compiler's reduction order cannot change the bits. */
+KERN_VATTR static inline float kern_fold16(__m512 v)
+{
     return kern_fold8(_mm256_add_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(
                                         _mm512_castps_pd(v), 1)),
                                     _mm512_castps512_ps256(v)));
+}
+#endif
+
+/* 16 floats at p summed as kern_fold16_ref sums them */
+KERN_VATTR static inline float kern_sum16(const float *p)
+{
+#if KERN_VN == 16
+    return kern_fold16(_mm512_loadu_ps(p));
 #else
     return kern_fold8(_mm256_add_ps(_mm256_loadu_ps(p + 8), _mm256_loadu_ps(p)));
 #endif

@@ -163,16 +163,12 @@ static float dot_f16_ggml(const uint16_t *a, const uint16_t *b, unsigned n)
     const unsigned np = n & ~63u;
     double sum = 0.0;
     if (np) {
-        float acc[64] = { 0 }, a16[16], t8[8], t4[4];
+        float acc[64] = { 0 }, a16[16];
         for (unsigned c = 0; c < np; c++)
             acc[c % 64] = fmaf(kern_h2f(a[c]), kern_h2f(b[c]), acc[c % 64]);
         for (unsigned l = 0; l < 16; l++)
             a16[l] = (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]);
-        for (unsigned l = 0; l < 8; l++)
-            t8[l] = a16[l + 8] + a16[l];
-        for (unsigned l = 0; l < 4; l++)
-            t4[l] = t8[l + 4] + t8[l];
-        sum = (t4[0] + t4[2]) + (t4[1] + t4[3]);
+        sum = kern_fold16_ref(a16);
     }
     for (unsigned c = np; c < n; c++)   /* f16*f16 is exact in f32 */
         sum += (double)(kern_h2f(a[c]) * kern_h2f(b[c]));
@@ -240,19 +236,6 @@ void kern_attn_f16_ref(float *out, const float *q, const uint16_t *k,
  * spelling, a row at a time: the vector kernels (kern_simd.h) run many rows
  * through each tile at once and give these bits. */
 
-/* 16 floats summed as GCC's _mm512_reduce_add_ps sums them: halves of 8,
- * of 4, then (t0 + t2) + (t1 + t3) (kern_ref.c's fold64 after its first
- * step). */
-static float fold16(const float *a)
-{
-    float t8[8], t4[4];
-    for (unsigned l = 0; l < 8; l++)
-        t8[l] = a[l + 8] + a[l];
-    for (unsigned l = 0; l < 4; l++)
-        t4[l] = t8[l + 4] + t8[l];
-    return (t4[0] + t4[2]) + (t4[1] + t4[3]);
-}
-
 void kern_attn_prefill_f16(float *out, const float *q, size_t ld, unsigned np,
                            unsigned G, unsigned p0, const uint16_t *k,
                            const uint16_t *v, size_t kv_stride, unsigned hd,
@@ -291,7 +274,7 @@ void kern_attn_prefill_f16(float *out, const float *q, size_t ld, unsigned np,
                     float ex[16];
                     for (unsigned l = 0; l < 16; l++)
                         ex[l] = b + l < n ? kern_ggml_v_expf1(e[b + l] - Mn) : 0.0f;
-                    sum += (double)fold16(ex);
+                    sum += (double)kern_fold16_ref(ex);
                     for (unsigned l = 0; l < 16 && b + l < n; l++)
                         e[b + l] = ex[l];
                 }
