@@ -431,23 +431,11 @@ static void test_counters_reported(void **state)
 
 /* ------------------------------------------------------------ 3 */
 
-/* argv in a child with stdout and stderr to the files out and err.  With
- * a gate (a pipe, gate[0] to read), the child waits until every write end
- * of it is closed before it runs argv, so that the parent can start
- * several children at one moment (NULL: at once). */
-static pid_t spawn_gated(char *const argv[], char *const env[], const char *out,
-                         const char *err, const int *gate)
+static pid_t spawn(char *const argv[], char *const env[], const char *out, const char *err)
 {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        if (gate) {
-            char c;
-            close(gate[1]);
-            while (read(gate[0], &c, 1) > 0)
-                ;
-            close(gate[0]);
-        }
         int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         int n = open("/dev/null", O_RDONLY);
@@ -462,11 +450,6 @@ static pid_t spawn_gated(char *const argv[], char *const env[], const char *out,
         _exit(127);
     }
     return pid;
-}
-
-static pid_t spawn(char *const argv[], char *const env[], const char *out, const char *err)
-{
-    return spawn_gated(argv, env, out, err, NULL);
 }
 
 static void test_sigkill(void **state)
@@ -551,14 +534,8 @@ static void test_two_writers(void **state)
     char *const env[] = { "CFLOW_READ_BW_GBS=10", NULL };
     char *argv[] = { (char *)tu_cflow(), "run", "-m", big_model, "-n", "200", "--temp", "0",
                      "--ignore-eos", "-t", "1", "--db", (char *)db, NULL };
-    /* both released at one moment (a machine busy with other work had
-     * let the first run end before the second began, now and then) */
-    int gate[2];
-    assert_int_equal(pipe(gate), 0);
-    pid_t a = spawn_gated(argv, env, tu_tmp("w1.out"), tu_tmp("w1.err"), gate);
-    pid_t b = spawn_gated(argv, env, tu_tmp("w2.out"), tu_tmp("w2.err"), gate);
-    close(gate[0]);
-    close(gate[1]);
+    pid_t a = spawn(argv, env, tu_tmp("w1.out"), tu_tmp("w1.err"));
+    pid_t b = spawn(argv, env, tu_tmp("w2.out"), tu_tmp("w2.err"));
     int sa, sb;
     assert_int_equal(waitpid(a, &sa, 0), a);
     assert_int_equal(waitpid(b, &sb, 0), b);
