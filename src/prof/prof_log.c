@@ -582,8 +582,16 @@ int prof_log_open(prof_log **out, const char *path, unsigned flags, char *err,
         goto fail;
     }
     /* check first; the journal mode (which rewrites the header) and any
-     * migration only for a file that passed */
-    if (check_log(l, &ver, err, errlen)) {
+     * migration only for a file that passed.  The check's reads are one
+     * read transaction: as separate statements, a log another process
+     * created between them read as version 0 holding tables (someone
+     * else's database), and the second of two runs started together on a
+     * new log went on without logging. */
+    int chk = exec_retry(l->db, "BEGIN") == SQLITE_OK ? check_log(l, &ver, err, errlen)
+                                                       : prof_log_fail(l, err, errlen, NULL);
+    if (sqlite3_get_autocommit(l->db) == 0)
+        sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL);   /* (it only read) */
+    if (chk) {
         /* a refused log in WAL mode keeps its -wal file as it is: no
          * checkpoint into the main file when this connection closes */
         sqlite3_db_config(l->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
