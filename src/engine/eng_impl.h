@@ -138,6 +138,9 @@ void eng_xio_hits(eng_xio *x, uint64_t *hits, uint64_t *misses, double *depth_s)
  * failed or short read.  The slot stays held until eng_xio_release. */
 int  eng_xio_wait(eng_xio *x, int slot, const uint8_t **data, double *busy_done,
                   char *err, size_t errlen);
+/* 1 when no read into slot is queued or in flight (its bytes are there,
+ * or its read failed: eng_xio_wait says which), else 0; never waits. */
+int  eng_xio_landed(eng_xio *x, int slot);
 /* The compute side is done with slot; it is reused once no read is in
  * flight into it. */
 void eng_xio_release(eng_xio *x, int slot);
@@ -440,9 +443,9 @@ void eng_moe_release(eng_session *s, eng_route *r);
  * 0); before eng_io_setup.  0, ENG_EARG or ENG_ENOMEM. */
 int      eng_moe_ahead_setup(eng_session *s, char *err, size_t errlen);
 void     eng_moe_ahead_free(eng_session *s);
-/* Staging slots the guesses need beside a token's own, with a cache of
- * budget bytes (0 without one: no guesses then). */
-unsigned eng_moe_ahead_slots(eng_session *s, uint64_t budget);
+/* Staging slots the guesses need beside a token's own; keyed: the slots
+ * are a cache keyed by expert (0: none, no guesses then). */
+unsigned eng_moe_ahead_slots(eng_session *s, int keyed);
 /* Effective layer i ended with residual h [dim] (the one the next MoE
  * block's norm reads): guess the next block's experts and issue their
  * reads into the cache. */

@@ -699,6 +699,11 @@ int eng_xio_wait(eng_xio *x, int slot, const uint8_t **data, double *busy_done,
     return rc;
 }
 
+int eng_xio_landed(eng_xio *x, int slot)
+{
+    return atomic_load(&x->slots[slot].pending) == 0;
+}
+
 void eng_xio_hits(eng_xio *x, uint64_t *hits, uint64_t *misses, double *depth_s)
 {
     pthread_mutex_lock(&x->mu);
@@ -847,14 +852,35 @@ uint64_t eng_mem_free(void)
     return avail;
 }
 
-/* eng_opts.expert_cache in bytes: auto is half the free memory, so the
- * page cache of the dense weights, the KV cache and the rest of the system
- * keep the other half. */
-static uint64_t cache_budget(int64_t opt)
+/* eng_opts.expert_cache in bytes for session s.  auto is what the kernel
+ * says is free (eng_mem_free: MemAvailable, or a cgroup limit's room)
+ * less what the run needs beside the cache:
+ *
+ *   dense   the model's bytes outside the expert banks (attention, norms,
+ *           routers, embeddings, shared experts, headers): read through
+ *           the mapping, so their page cache must stay resident, or every
+ *           token faults them in again from storage;
+ *   kv      the KV cache, all n_ctx positions (allocated now, resident as
+ *           the context fills);
+ *   margin  a tenth of the free memory, at least 512 MiB: the rest of the
+ *           system, the session's buffers, the run log.
+ *
+ * Nothing left: no cache (a token's staging slots only).  Before
+ * 2026-12-05 auto was half the free memory: on a 23 GiB machine and a
+ * 32.5 GB Qwen3-30B-A3B at Q8_0 that left 11.5 GiB of cache where this
+ * rule gives about 18 (docs/PERFORMANCE.md). */
+static uint64_t cache_budget(const eng_session *s, int64_t opt)
 {
-    if (opt == ENG_CACHE_AUTO)
-        return eng_mem_free() / 2;
-    return opt > 0 ? (uint64_t)opt : 0;
+    if (opt != ENG_CACHE_AUTO)
+        return opt > 0 ? (uint64_t)opt : 0;
+    uint64_t free = eng_mem_free(), file = fmt_model_file_size(s->model);
+    uint64_t bank = s->stats.expert_bank_bytes;
+    uint64_t dense = file > bank ? file - bank : 0;
+    uint64_t kv = (uint64_t)s->n_eff * s->n_ctx * s->kv_dim * 2u *
+                  (s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
+    uint64_t margin = free / 10 > ((uint64_t)512 << 20) ? free / 10 : (uint64_t)512 << 20;
+    uint64_t need = dense + kv + margin;
+    return free > need ? free - need : 0;
 }
 
 int eng_expert_cache_from_text(const char *text, int64_t *bytes)
@@ -912,15 +938,18 @@ static int xio_open(eng_session *s, char *err, size_t errlen)
         }
     unsigned n = (hp->expert_delay + 1u) * hp->top_k, n_min = n;
     const uint64_t slot = (max_len + 2 * ENG_IO_ALIGN - 1) / ENG_IO_ALIGN * ENG_IO_ALIGN;
-    uint64_t budget = cache_budget(s->opts.expert_cache);
+    uint64_t budget = cache_budget(s, s->opts.expert_cache);
     uint64_t n_keys = (uint64_t)hp->n_layers * hp->n_experts;
-    n_min = n += eng_moe_ahead_slots(s, budget);   /* look-ahead's guesses */
+    /* auto keys its slots even when the memory left no room for more:
+     * look-ahead's guesses still have somewhere to land */
+    const int keyed = budget > 0 || s->opts.expert_cache == ENG_CACHE_AUTO;
+    n_min = n += eng_moe_ahead_slots(s, keyed);   /* look-ahead's guesses */
     if (slot && budget / slot > n)   /* more slots than experts are never used */
         n = (unsigned)(budget / slot < n_keys ? budget / slot : n_keys);
     if (n < n_min)
         n = n_min;
     s->xio_cache_bytes = (uint64_t)(n - n_min) * slot;
-    s->xio_keyed = budget > 0;
+    s->xio_keyed = keyed;
     const eng_xio_cfg cfg = { .n_readers = s->opts.io_readers };
     int rc = eng_xio_new(&s->xio, fmt_model_path(s->model), max_len, n, (unsigned)n_keys, &cfg,
                          s->opts.log, s->opts.log_ud, err, errlen);

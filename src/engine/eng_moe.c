@@ -80,14 +80,13 @@ static int stage_stream(eng_session *s, unsigned k, int which, const eng_mv *ori
  * (the union of the intervals with a read queued or in flight) since the
  * previous route's reads completed: overlapping reads are not counted
  * twice, and the routes' times sum to the time storage was busy. */
-void eng_moe_wait(eng_session *s, eng_route *r, double *pt)
+/* Wait for the reads of route r's experts j with bit j of *mask set
+ * (mask NULL: all of them) and rebase them into their slots. */
+static void wait_some(eng_session *s, eng_route *r, const uint32_t *mask, double *pt)
 {
     const eng_layer *ly = &s->layers[r->layer];
     double t0 = prof_now(), busy = 0.0;
     uint64_t bytes = 0;
-    if (r->ready)
-        return;
-    r->ready = 1;
     /* After a failed read the token is lost: its other reads are left to
      * land on their own (their slots wait for them, eng_io.c). */
     for (uint32_t j = 0; j < r->k && !s->xio_failed; j++) {
@@ -96,7 +95,7 @@ void eng_moe_wait(eng_session *s, eng_route *r, double *pt)
         uint64_t off = 0, len = 0;
         double bd = 0.0;
         char why[256];
-        if (k < 0)
+        if (k < 0 || (mask && !(*mask >> j & 1u)))
             continue;
         fmt_model_expert(s->model, (unsigned)r->layer, (unsigned)e, NULL, NULL, &off, &len);
         if (eng_xio_wait(s->xio, k, &data, &bd, why, sizeof why)) {
@@ -132,6 +131,14 @@ void eng_moe_wait(eng_session *s, eng_route *r, double *pt)
         prof_layer_mark(s->prof, (unsigned)r->layer, PROF_ST_IO_WAIT, t0);
     if (pt)
         *pt += t1 - t0;
+}
+
+void eng_moe_wait(eng_session *s, eng_route *r, double *pt)
+{
+    if (r->ready)
+        return;
+    r->ready = 1;
+    wait_some(s, r, NULL, pt);
 }
 
 void eng_moe_release(eng_session *s, eng_route *r)
@@ -250,13 +257,14 @@ void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
     }
 }
 
-/* Experts j0 .. j0+n-1 of route r (n <= s->n_xg) on the prepared router
- * input s->act_dim, weighted into eout: their gate/up streams in one
- * parallel region, the GLU, their down streams in a second, then
- * eout += w_j * out_j in j's order.  Each expert's sums are those of
- * eng_glu_ffn (the same tiles, inputs and order), so the bits are too. */
-static void experts_group(eng_session *s, const eng_route *r, const eng_layer *ly,
-                          uint32_t j0, uint32_t n, float *eout)
+/* Experts js[0 .. n-1] of route r (n <= s->n_xg) on the prepared router
+ * input s->act_dim: their gate/up streams in one parallel region, the
+ * GLU, their down streams in a second; expert js[i]'s output lands in row
+ * (by_j ? js[i] : i) of xg_o [n_xg][dim].  Each expert's sums are those
+ * of eng_glu_ffn (the same tiles, inputs and order) whichever experts
+ * share its region, so the bits are too. */
+static void experts_run(eng_session *s, const eng_route *r, const eng_layer *ly,
+                        const uint32_t *js, uint32_t n, int by_j)
 {
     const uint32_t dim = s->hp->dim, hid = s->hp->expert_ffn_dim;
     const eng_mv *gu[ENG_MV_MAX], *dn[ENG_MV_MAX];
@@ -265,7 +273,7 @@ static void experts_group(eng_session *s, const eng_route *r, const eng_layer *l
     float *const *op[ENG_MV_MAX];
     memset(o, 0, sizeof o);
     for (uint32_t j = 0; j < n; j++) {
-        int e = r->expert[j0 + j], k = r->slot[j0 + j];
+        int e = r->expert[js[j]], k = r->slot[js[j]];
         gu[j] = k >= 0 ? &s->stage[k].mv[0] : &ly->exp_gu[e];
         dn[j] = k >= 0 ? &s->stage[k].mv[1] : &ly->exp_down[e];
         in[j] = &s->act_dim;
@@ -282,16 +290,37 @@ static void experts_group(eng_session *s, const eng_route *r, const eng_layer *l
         kern_act_set(&s->xg_act[j], h, hid, dn[j]->need);
         in[j] = &s->xg_act[j];
         o[j][FMT_M_EXP_GATE] = o[j][FMT_M_EXP_UP] = NULL;
-        o[j][FMT_M_EXP_DOWN] = s->xg_o + (size_t)j * dim;
-    }
-    memset(s->xg_o, 0, (size_t)n * dim * sizeof(float));
-    eng_matvec_streams(s, n, dn, in, op);
-    for (uint32_t j = 0; j < n; j++) {
-        const float *y = s->xg_o + (size_t)j * dim, w = r->w[j0 + j];
-        for (uint32_t i = 0; i < dim; i++)
-            eout[i] += w * y[i];
+        o[j][FMT_M_EXP_DOWN] = s->xg_o + (size_t)(by_j ? js[j] : j) * dim;
+        memset(o[j][FMT_M_EXP_DOWN], 0, dim * sizeof(float));
         s->stats.expert_bytes += gu[j]->st->length + dn[j]->st->length;
     }
+    eng_matvec_streams(s, n, dn, in, op);
+}
+
+/* eout += w_j * (expert j's output, row by_j ? j : j - j0 of xg_o) for
+ * j = j0 .. j0+n-1, in j's order: the order of the sum never depends on
+ * which experts ran first. */
+static void experts_add(eng_session *s, const eng_route *r, uint32_t j0, uint32_t n,
+                        int by_j, float *eout)
+{
+    const uint32_t dim = s->hp->dim;
+    for (uint32_t j = j0; j < j0 + n; j++) {
+        const float *y = s->xg_o + (size_t)(by_j ? j : j - j0) * dim, w = r->w[j];
+        for (uint32_t i = 0; i < dim; i++)
+            eout[i] += w * y[i];
+    }
+}
+
+/* Route r's experts whose bytes are here (a cache hit, a read landed, or
+ * the mapping): bit j set.  A staged route (not yet waited for) computes
+ * these first, while the others' reads finish. */
+static uint32_t experts_here(eng_session *s, const eng_route *r)
+{
+    uint32_t m = 0;
+    for (uint32_t j = 0; j < r->k; j++)
+        if (r->slot[j] < 0 || eng_xio_landed(s->xio, r->slot[j]))
+            m |= 1u << j;
+    return m;
 }
 
 /* The experts due at layer target, weighted, into eout[dim] (overwritten;
@@ -306,17 +335,47 @@ int eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
         return -1;
     int l = r->layer;
     const eng_layer *ly = &s->layers[l];
-    eng_moe_wait(s, r, pt);
-    if (s->xio_failed) {
-        eng_moe_release(s, r);
-        return l;
+    uint32_t js[ENG_MAX_TOPK], n = 0;
+    /* Out of order: with reads still out, the experts already here run
+     * first and the wait for the rest comes after them, so a miss's read
+     * overlaps the hits' compute (all of a route's outputs fit in xg_o:
+     * k <= n_xg <= ENG_MV_MAX, so the masks' bits are enough). */
+    const int ooo = !r->ready && s->xio && r->k <= s->n_xg;
+    const uint32_t all = ooo ? (1u << r->k) - 1u : 0;
+    uint32_t here = ooo ? experts_here(s, r) : 0, rest = all & ~here;
+    if (ooo && here && rest) {
+        wait_some(s, r, &here, pt);  /* no wait: only rebases their slots */
+        for (uint32_t j = 0; j < r->k; j++)
+            if (here >> j & 1u)
+                js[n++] = j;
     }
     unsigned need = 0;
     for (uint32_t j = 0; j < r->k; j++)
         need |= ly->exp_gu[r->expert[j]].need;
     kern_act_set(&s->act_dim, r->xr, dim, need);
-    for (uint32_t j0 = 0; j0 < r->k; j0 += s->n_xg)
-        experts_group(s, r, ly, j0, r->k - j0 < s->n_xg ? r->k - j0 : s->n_xg, eout);
+    if (n && !s->xio_failed)
+        experts_run(s, r, ly, js, n, 1);
+    if (n) {
+        r->ready = 1;
+        wait_some(s, r, &rest, pt);
+        n = 0;
+        for (uint32_t j = 0; j < r->k; j++)
+            if (!(here >> j & 1u))
+                js[n++] = j;
+        if (!s->xio_failed) {
+            experts_run(s, r, ly, js, n, 1);
+            experts_add(s, r, 0, r->k, 1, eout);
+        }
+    } else {
+        eng_moe_wait(s, r, pt);
+        for (uint32_t j0 = 0; j0 < r->k && !s->xio_failed; j0 += s->n_xg) {
+            uint32_t m = r->k - j0 < s->n_xg ? r->k - j0 : s->n_xg;
+            for (uint32_t j = 0; j < m; j++)
+                js[j] = j0 + j;
+            experts_run(s, r, ly, js, m, 0);
+            experts_add(s, r, j0, m, 0, eout);
+        }
+    }
     eng_moe_release(s, r);
     return l;
 }

@@ -101,11 +101,11 @@ void eng_moe_ahead_free(eng_session *s)
     s->ahead = NULL;
 }
 
-unsigned eng_moe_ahead_slots(eng_session *s, uint64_t budget)
+unsigned eng_moe_ahead_slots(eng_session *s, int keyed)
 {
     if (!s->ahead)
         return 0;
-    s->ahead->ready = budget > 0;
+    s->ahead->ready = keyed != 0;
     return s->ahead->ready ? s->hp->top_k : 0;
 }
 

@@ -220,8 +220,10 @@ typedef struct eng_opts {
      * keep what they read, the expert issued least often lately out first
      * ($CFLOW_XIO_POLICY=lfu|lru, eng_io.c "Replacement"), so an expert
      * routed again is not read again.  0: none (a token's slots only);
-     * ENG_CACHE_AUTO: half of what the kernel says is free (MemAvailable,
-     * and the cgroup's memory.max less memory.current where lower); -1:
+     * ENG_CACHE_AUTO: what the kernel says is free (MemAvailable, and the
+     * cgroup's memory.max less memory.current where lower) less the
+     * model's dense bytes, the KV cache and a margin of a tenth (at least
+     * 512 MiB; eng_io.c cache_budget); -1:
      * $CFLOW_EXPERT_CACHE (eng_expert_cache_from_text), else none.
      * eng_opts_default sets -1. */
     int64_t    expert_cache;
