@@ -74,14 +74,15 @@ static int stage_stream(eng_session *s, unsigned k, int which, const eng_mv *ori
     return 0;
 }
 
-/* Wait for route r's reads; their time goes to PROF_ST_IO_WAIT of the
- * routing layer and is taken out of the part the caller marks next (*pt).
- * The route's read time IO is the growth of the reader pool's busy time
- * (the union of the intervals with a read queued or in flight) since the
- * previous route's reads completed: overlapping reads are not counted
- * twice, and the routes' times sum to the time storage was busy. */
 /* Wait for the reads of route r's experts j with bit j of *mask set
- * (mask NULL: all of them) and rebase them into their slots. */
+ * (mask NULL: all of them) and rebase them into their slots; a slot
+ * already landed costs no wait, only the rebase.  The wait goes to
+ * PROF_ST_IO_WAIT of the routing layer and is taken out of the part the
+ * caller marks next (*pt).  The route's read time IO is the growth of
+ * the reader pool's busy time (the union of the intervals with a read
+ * queued or in flight) since the previous reads completed: overlapping
+ * reads are not counted twice, and the routes' times sum to the time
+ * storage was busy. */
 static void wait_some(eng_session *s, eng_route *r, const uint32_t *mask, double *pt)
 {
     const eng_layer *ly = &s->layers[r->layer];
@@ -312,19 +313,35 @@ static void experts_add(eng_session *s, const eng_route *r, uint32_t j0, uint32_
 }
 
 /* Route r's experts whose bytes are here (a cache hit, a read landed, or
- * the mapping): bit j set.  A staged route (not yet waited for) computes
- * these first, while the others' reads finish. */
+ * the mapping, or all of them once the route was waited for): bit j set. */
 static uint32_t experts_here(eng_session *s, const eng_route *r)
 {
     uint32_t m = 0;
     for (uint32_t j = 0; j < r->k; j++)
-        if (r->slot[j] < 0 || eng_xio_landed(s->xio, r->slot[j]))
+        if (r->ready || r->slot[j] < 0 || eng_xio_landed(s->xio, r->slot[j]))
             m |= 1u << j;
     return m;
 }
 
+/* The experts of mask into js[] in j's order; their count. */
+static uint32_t experts_of(const eng_route *r, uint32_t mask, uint32_t *js)
+{
+    uint32_t n = 0;
+    for (uint32_t j = 0; j < r->k; j++)
+        if (mask >> j & 1u)
+            js[n++] = j;
+    return n;
+}
+
 /* The experts due at layer target, weighted, into eout[dim] (overwritten;
- * zero when nothing is due).  Returns the routing layer, or -1. */
+ * zero when nothing is due).  Returns the routing layer, or -1.
+ *
+ * When a route's outputs all fit in xg_o (k <= n_xg <= ENG_MV_MAX, so a
+ * mask's bits are enough) the experts already here run first and the
+ * wait for the rest comes after them: a miss's read overlaps the hits'
+ * compute.  The sum is then taken in j's order, so which experts ran
+ * first never changes a bit.  A wider route runs in groups of n_xg after
+ * one wait for all. */
 int eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
 {
     const fmt_hparams *hp = s->hp;
@@ -335,37 +352,24 @@ int eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
         return -1;
     int l = r->layer;
     const eng_layer *ly = &s->layers[l];
-    uint32_t js[ENG_MAX_TOPK], n = 0;
-    /* Out of order: with reads still out, the experts already here run
-     * first and the wait for the rest comes after them, so a miss's read
-     * overlaps the hits' compute (all of a route's outputs fit in xg_o:
-     * k <= n_xg <= ENG_MV_MAX, so the masks' bits are enough). */
-    const int ooo = !r->ready && s->xio && r->k <= s->n_xg;
-    const uint32_t all = ooo ? (1u << r->k) - 1u : 0;
-    uint32_t here = ooo ? experts_here(s, r) : 0, rest = all & ~here;
-    if (ooo && here && rest) {
-        wait_some(s, r, &here, pt);  /* no wait: only rebases their slots */
-        for (uint32_t j = 0; j < r->k; j++)
-            if (here >> j & 1u)
-                js[n++] = j;
-    }
+    uint32_t js[ENG_MAX_TOPK], n;
     unsigned need = 0;
     for (uint32_t j = 0; j < r->k; j++)
         need |= ly->exp_gu[r->expert[j]].need;
     kern_act_set(&s->act_dim, r->xr, dim, need);
-    if (n && !s->xio_failed)
-        experts_run(s, r, ly, js, n, 1);
-    if (n) {
-        r->ready = 1;
-        wait_some(s, r, &rest, pt);
-        n = 0;
-        for (uint32_t j = 0; j < r->k; j++)
-            if (!(here >> j & 1u))
-                js[n++] = j;
-        if (!s->xio_failed) {
+    if (r->k <= s->n_xg) {
+        uint32_t here = experts_here(s, r), rest = ((1u << r->k) - 1u) & ~here;
+        if (!r->ready)
+            wait_some(s, r, &here, pt);  /* landed: only rebases their slots */
+        if ((n = experts_of(r, here, js)) && !s->xio_failed)
             experts_run(s, r, ly, js, n, 1);
+        if (rest)
+            wait_some(s, r, &rest, pt);
+        r->ready = 1;
+        if ((n = experts_of(r, rest, js)) && !s->xio_failed)
+            experts_run(s, r, ly, js, n, 1);
+        if (!s->xio_failed)
             experts_add(s, r, 0, r->k, 1, eout);
-        }
     } else {
         eng_moe_wait(s, r, pt);
         for (uint32_t j0 = 0; j0 < r->k && !s->xio_failed; j0 += s->n_xg) {
