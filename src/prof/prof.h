@@ -283,6 +283,10 @@ typedef struct prof_xio_fig {
     uint64_t pred, pred_hits;   /* look-ahead predictions, and the right ones */
     double   tok_s;             /* decode tokens per second reached; 0 unknown */
     double   disk_gbs;          /* storage bandwidth (cflow bench diskbw); 0 unknown */
+    double   stall_s;           /* seconds decode waited for reads (schema 8) */
+    uint64_t pred_reads;        /* look-ahead guesses read from storage (schema 8) */
+    uint64_t pred_wasted;       /* of those, guesses the layer did not route */
+    uint64_t pred_bytes;        /* bytes the guesses read (part of bytes) */
     /* derived */
     double   hit_rate;          /* hits / (hits + misses) */
     double   bytes_tok;         /* bytes / tokens: missed expert bytes per token */
@@ -293,6 +297,19 @@ typedef struct prof_xio_fig {
     double   limit_tok_s;       /* bound_gbs * 1e9 / bytes_tok: the storage-bound tok/s */
     double   reached;           /* tok_s / limit_tok_s */
     double   pred_acc;          /* pred_hits / pred */
+    /* schema 8: where a token's time goes.  wasted_tok: bytes a token
+     * read for guesses it did not route (pred_bytes * pred_wasted /
+     * pred_reads / tokens).  compute_s_tok: seconds a token spent not
+     * waiting for a read (1 / tok_s - stall_s / tokens).  ov_limit_tok_s:
+     * the bound with reads fully overlapped with compute, 1 / max(the
+     * token's read time at bound_gbs, compute_s_tok); ov_reached: tok_s
+     * over it.  A decode that hides every read behind compute reaches
+     * 100% however slow its compute is, so reached and ov_reached
+     * together say whether storage or compute or their overlap binds. */
+    double   wasted_tok;
+    double   compute_s_tok;
+    double   ov_limit_tok_s;
+    double   ov_reached;
 } prof_xio_fig;
 /* Fill f's derived half from its inputs. */
 void prof_xio_derive(prof_xio_fig *f);
@@ -302,7 +319,7 @@ void prof_xio_derive(prof_xio_fig *f);
 /* ======================================================================= */
 typedef struct prof_log prof_log;
 
-#define PROF_LOG_SCHEMA 7   /* PRAGMA user_version of a current database */
+#define PROF_LOG_SCHEMA 8   /* PRAGMA user_version of a current database */
 
 enum { PROF_LOG_CREATE = 1 };  /* create the file (and its folder) if absent */
 

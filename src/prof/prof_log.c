@@ -103,7 +103,12 @@
  * (no bandwidth, geometry, per-layer or counter data); version 2 added
  * them; version 3 added streamed bytes and the critical-path model; version 4
  * the expert I/O per layer (io_s, io_bytes); version 5 the bench table;
- * version 6 the membw table; version 7 the expert streaming figures.
+ * version 6 the membw table; version 7 the expert streaming figures;
+ * version 8 to run and bench xio_stall_s (seconds decode waited for
+ * reads), xio_pred_reads, xio_pred_wasted, xio_pred_bytes (look-ahead
+ * guesses read, of them not routed, their bytes) and the figures
+ * xio_wasted_tok, xio_compute_s_tok, xio_ov_limit_tok_s, xio_ov_reached
+ * (prof_xio_fig: the bound with reads overlapped with compute).
  * Migrating runs inside the BEGIN IMMEDIATE transaction that reads
  * user_version, so two processes opening an old log at once migrate it
  * once.  A log newer than this program is refused, never downgraded.
@@ -150,6 +155,18 @@
     "ALTER TABLE " t " ADD COLUMN xio_limit_tok_s REAL;"                          \
     "ALTER TABLE " t " ADD COLUMN xio_reached REAL;"                              \
     "ALTER TABLE " t " ADD COLUMN xio_pred_acc REAL;"
+
+/* Schema 8's: the decode's stall, the look-ahead's reads, and the bound
+ * with reads overlapped with compute. */
+#define XIO8_COLS(t)                                                             \
+    "ALTER TABLE " t " ADD COLUMN xio_stall_s REAL;"                              \
+    "ALTER TABLE " t " ADD COLUMN xio_pred_reads INTEGER;"                        \
+    "ALTER TABLE " t " ADD COLUMN xio_pred_wasted INTEGER;"                       \
+    "ALTER TABLE " t " ADD COLUMN xio_pred_bytes INTEGER;"                        \
+    "ALTER TABLE " t " ADD COLUMN xio_wasted_tok REAL;"                           \
+    "ALTER TABLE " t " ADD COLUMN xio_compute_s_tok REAL;"                        \
+    "ALTER TABLE " t " ADD COLUMN xio_ov_limit_tok_s REAL;"                       \
+    "ALTER TABLE " t " ADD COLUMN xio_ov_reached REAL;"
 
 static const char *const migrations[PROF_LOG_SCHEMA] = {
     /* 0 -> 1: the first layout */
@@ -278,6 +295,10 @@ static const char *const migrations[PROF_LOG_SCHEMA] = {
     " dev INTEGER NOT NULL, path TEXT NOT NULL, measured TEXT NOT NULL,"
     " gbs REAL NOT NULL);"
     "CREATE INDEX diskbw_dev ON diskbw(hostname, dev);",
+
+    /* 7 -> 8: where a token's time goes (prof_xio_fig's schema 8 half) */
+    XIO8_COLS("run")
+    XIO8_COLS("bench"),
 };
 
 int prof_log_fail(prof_log *l, char *err, size_t errlen, const char *what)

@@ -117,7 +117,10 @@ static int binding_from_name(const char *s)
     ", m.path, coalesce(r.expert_io_asked, ''), coalesce(r.expert_cache_bytes, 0),"   \
     " r.xio_hits, r.xio_misses, r.xio_tokens, r.xio_bytes, r.xio_s, r.xio_depth_s,"   \
     " r.xio_pred, r.xio_pred_hits, r.disk_gbs, r.xio_hit_rate, r.xio_bytes_tok,"      \
-    " r.xio_gb_s, r.xio_depth, r.xio_limit_tok_s, r.xio_reached, r.xio_pred_acc"      \
+    " r.xio_gb_s, r.xio_depth, r.xio_limit_tok_s, r.xio_reached, r.xio_pred_acc,"     \
+    " coalesce(r.xio_stall_s, 0), coalesce(r.xio_pred_reads, 0),"                     \
+    " coalesce(r.xio_pred_wasted, 0), coalesce(r.xio_pred_bytes, 0), r.xio_wasted_tok," \
+    " r.xio_compute_s_tok, r.xio_ov_limit_tok_s, r.xio_ov_reached"                    \
     " FROM run r JOIN session s ON s.id = r.session_id"                               \
     " JOIN model m ON m.id = s.model_id JOIN machine ma ON ma.id = s.machine_id"
 
@@ -148,6 +151,13 @@ static void read_xio(sqlite3_stmt *st, int i, prof_run_row *r)
                      &f->reached, &f->pred_acc };
     for (int k = 0; k < 7; k++, i++)
         *d[k] = sqlite3_column_type(st, i) == SQLITE_NULL ? -1.0 : sqlite3_column_double(st, i);
+    f->stall_s = sqlite3_column_double(st, i++);
+    uint64_t *p[3] = { &f->pred_reads, &f->pred_wasted, &f->pred_bytes };
+    for (int k = 0; k < 3; k++)
+        *p[k] = (uint64_t)sqlite3_column_int64(st, i++);
+    double *d8[4] = { &f->wasted_tok, &f->compute_s_tok, &f->ov_limit_tok_s, &f->ov_reached };
+    for (int k = 0; k < 4; k++, i++)
+        *d8[k] = sqlite3_column_type(st, i) == SQLITE_NULL ? -1.0 : sqlite3_column_double(st, i);
     f->bound_diskbw = f->disk_gbs > 0;
     f->bound_gbs = f->bound_diskbw ? f->disk_gbs : f->gb_s;
 }

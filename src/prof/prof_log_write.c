@@ -60,10 +60,12 @@ static void bind_pos_real(sqlite3_stmt *st, int i, double v)
 /* The expert figures (prof_xio_fig) into the XIO_N parameters from i on,
  * in the order of prof_log.c's XIO_COLS; all NULL without f, and each
  * "n/a" (-1) or unknown (0 for the bandwidth) figure NULL. */
-#define XIO_N 16
+#define XIO_N 24
 #define XIO_SQL_COLS " xio_hits, xio_misses, xio_tokens, xio_bytes, xio_s, xio_depth_s,"    \
     " xio_pred, xio_pred_hits, disk_gbs, xio_hit_rate, xio_bytes_tok, xio_gb_s,"            \
-    " xio_depth, xio_limit_tok_s, xio_reached, xio_pred_acc"
+    " xio_depth, xio_limit_tok_s, xio_reached, xio_pred_acc, xio_stall_s, xio_pred_reads,"  \
+    " xio_pred_wasted, xio_pred_bytes, xio_wasted_tok, xio_compute_s_tok,"                   \
+    " xio_ov_limit_tok_s, xio_ov_reached"
 static void bind_xio(sqlite3_stmt *st, int i, const prof_xio_fig *f)
 {
     if (!f) {
@@ -86,6 +88,17 @@ static void bind_xio(sqlite3_stmt *st, int i, const prof_xio_fig *f)
             sqlite3_bind_double(st, i + 9 + k, d[k]);
         else
             sqlite3_bind_null(st, i + 9 + k);
+    }
+    sqlite3_bind_double(st, i + 16, f->stall_s);
+    const uint64_t p[3] = { f->pred_reads, f->pred_wasted, f->pred_bytes };
+    for (int k = 0; k < 3; k++)
+        sqlite3_bind_int64(st, i + 17 + k, (sqlite3_int64)p[k]);
+    const double d8[4] = { f->wasted_tok, f->compute_s_tok, f->ov_limit_tok_s, f->ov_reached };
+    for (int k = 0; k < 4; k++) {
+        if (d8[k] >= 0)
+            sqlite3_bind_double(st, i + 20 + k, d8[k]);
+        else
+            sqlite3_bind_null(st, i + 20 + k);
     }
 }
 
@@ -246,7 +259,9 @@ static int prepare_writers(prof_log *l)
           " xio_misses=?19, xio_tokens=?20, xio_bytes=?21, xio_s=?22, xio_depth_s=?23,"
           " xio_pred=?24, xio_pred_hits=?25, disk_gbs=?26, xio_hit_rate=?27,"
           " xio_bytes_tok=?28, xio_gb_s=?29, xio_depth=?30, xio_limit_tok_s=?31,"
-          " xio_reached=?32, xio_pred_acc=?33 WHERE id=?1",
+          " xio_reached=?32, xio_pred_acc=?33, xio_stall_s=?34, xio_pred_reads=?35,"
+          " xio_pred_wasted=?36, xio_pred_bytes=?37, xio_wasted_tok=?38,"
+          " xio_compute_s_tok=?39, xio_ov_limit_tok_s=?40, xio_ov_reached=?41 WHERE id=?1",
           &l->upd_run },
         { "INSERT OR REPLACE INTO layer_stat(run_id, layer, attn_s, ffn_s, experts_s,"
           " io_wait_s, n_tokens, attn_bytes, ffn_bytes, experts_bytes, cp_attn_bytes,"
@@ -495,7 +510,8 @@ int prof_log_bench(prof_log *l, const prof_bench_row *r, char *err, size_t errle
         " prefetch, expert_io, repetitions, avg_ns, stddev_ns, avg_ts, stddev_ts,"
         " bytes_per_token, gb_s, read_bw_gbs, bw_pct," XIO_SQL_COLS ") VALUES(?1, ?2,"
         " ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,"
-        " ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)",
+        " ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34,"
+        " ?35, ?36, ?37, ?38, ?39, ?40, ?41)",
         -1, &st, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, l->session_id);

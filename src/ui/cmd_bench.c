@@ -211,6 +211,16 @@ static long list_max(const ilist *l)
 }
 
 /* What the tests of every model share. */
+/* A sync or staged decode test, kept to set staged over sync beside the
+ * report's model (staged_vs_model): seconds a token, and its compute,
+ * read and stall seconds a token (prof_io_fig). */
+typedef struct bench_arm {
+    int         expert_io, threads, prefetch;
+    long        n_gen, n_depth;
+    double      t;
+    prof_io_fig io;
+} bench_arm;
+
 typedef struct bench_run {
     const bench_cfg *c;
     ilist     p, n;           /* the tests of the model at hand (defaults fitted) */
@@ -223,6 +233,8 @@ typedef struct bench_run {
     prof_log *lg;
     int       first;          /* no row printed yet */
     char      cpu[128], err[512];
+    bench_arm arm[64];        /* the model's sync and staged tg tests so far */
+    unsigned  n_arm;
 } bench_run;
 
 /* Shrink a default list (the user gave none) to room tokens. */
@@ -311,6 +323,44 @@ static void emit_row(bench_run *b, const result *r, int *logging)
     }
 }
 
+/* Staged over sync against the report's model (5.14.3; prof_io_compare,
+ * as `cflow runs compare` sets it): when decode test r (sync or staged)
+ * has its other arm among the model's tests so far (the same threads,
+ * prefetch, tokens and depth), one line on stderr.  C is a token's
+ * compute (its time less its stall, prof_xio_fig), IO the reader's busy
+ * time a token. */
+static void staged_vs_model(bench_run *b, const result *r)
+{
+    const prof_xio_fig *f = &r->xio;
+    if (r->n_gen <= 0 || (r->expert_io != 1 && r->expert_io != 2) || !r->has_xio ||
+        f->compute_s_tok < 0 || r->avg_ts <= 0 || !f->tokens)
+        return;
+    bench_arm me = { .expert_io = r->expert_io, .threads = r->threads,
+                     .prefetch = r->prefetch, .n_gen = r->n_gen, .n_depth = r->n_depth,
+                     .t = 1.0 / r->avg_ts };
+    const double n = (double)f->tokens;
+    prof_io_derive(f->compute_s_tok, f->io_s / n, f->stall_s / n, f->bytes / f->tokens, &me.io);
+    for (unsigned i = 0; i < b->n_arm; i++) {
+        const bench_arm *a = &b->arm[i];
+        if (a->expert_io == me.expert_io || a->threads != me.threads ||
+            a->prefetch != me.prefetch || a->n_gen != me.n_gen || a->n_depth != me.n_depth)
+            continue;
+        const bench_arm *sy = me.expert_io == 1 ? &me : a, *st = me.expert_io == 2 ? &me : a;
+        prof_io_ab ab;
+        prof_io_compare(sy->t, &sy->io, st->t, &st->io, &ab);
+        fprintf(stderr, "cflow bench: tg%ld, %d threads: staged over sync %.2fx; the report's "
+                        "model (C + IO) / max(C, IO_eff) %.2fx (net/model %.2f) with C %.4g ms, "
+                        "IO %.4g ms, IO_eff %.4g ms a token; interference tax tau %+.2f, "
+                        "refined %.2fx (net/refined %.2f)\n",
+                r->n_gen, r->threads, ab.net, ab.model, ab.model > 0 ? ab.net / ab.model : 0.0,
+                sy->io.c_s * 1e3, sy->io.io_s * 1e3, st->io.io_s * 1e3, ab.tau, ab.refined,
+                ab.refined > 0 ? ab.net / ab.refined : 0.0);
+        return;
+    }
+    if (b->n_arm < sizeof b->arm / sizeof b->arm[0])
+        b->arm[b->n_arm++] = me;
+}
+
 /* One test (r's threads, I/O, depth and pp or tg): a warm-up, then the
  * timed repetitions into r. */
 static int run_test(bench_run *b, eng_session *s, const char *model, result *r)
@@ -390,6 +440,7 @@ static int bench_model(bench_run *b, const char *model, const char *named)
     if (!ui_routing_text(s, r.routing, sizeof r.routing))
         r.routing[0] = '\0';
     int logging = b->lg && log_session(b->lg, s, model, named, b->read_bw) == 0;
+    b->n_arm = 0;
     for (unsigned xi = 0; xi < c->xio.n && !rc; xi++)
     for (unsigned pi = 0; pi < c->pf.n && !rc; pi++)
     for (unsigned ti = 0; ti < c->t.n && !rc; ti++)
@@ -405,8 +456,10 @@ static int bench_model(bench_run *b, const char *model, const char *named)
             r.n_depth = c->d.v[di];
             r.n_prompt = kind == 0 ? L->v[li] : 0;
             r.n_gen = kind == 1 ? L->v[li] : 0;
-            if (!(rc = run_test(b, s, model, &r)))
+            if (!(rc = run_test(b, s, model, &r))) {
                 emit_row(b, &r, &logging);
+                staged_vs_model(b, &r);
+            }
         }
     }
     eng_close(s);

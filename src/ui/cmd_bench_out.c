@@ -105,14 +105,15 @@ static void print_md(const bench_cfg *c, const result *r)
  * figure is n/a or the test read no experts. */
 #define XIO_FIELDS "expert_cache_bytes,expert_hits,expert_misses,hit_rate," \
     "read_bytes_per_token,storage_gbs,queue_depth,bound_gbs,bound_source," \
-    "storage_bound_ts,bound_pct,pred_acc,routing"
+    "storage_bound_ts,bound_pct,pred_acc,routing,wasted_bytes_per_token," \
+    "compute_s_per_token,overlapped_bound_ts,overlapped_bound_pct"
 static const char *const csv_fields =
     "model_filename,model_type,model_size,model_n_params,backends,cpu_info,"
     "n_threads,n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,"
     "stddev_ts,isa,prefetch,expert_io,repetitions,bytes_per_token,gb_s,"
     "read_bw_gbs,bw_pct," XIO_FIELDS;
 
-#define XIO_NF 13
+#define XIO_NF 17
 static void xio_values(const result *r, char v[XIO_NF][64], const char *na)
 {
     const prof_xio_fig *f = &r->xio;
@@ -137,6 +138,13 @@ static void xio_values(const result *r, char v[XIO_NF][64], const char *na)
         snprintf(v[12], 64, "\"%.60s\"", r->routing);
     else
         snprintf(v[12], 64, "%s", na);
+    const double d8[4] = { f->wasted_tok, f->compute_s_tok, f->ov_limit_tok_s,
+                           f->ov_reached >= 0 ? 100.0 * f->ov_reached : -1.0 };
+    for (int k = 0; k < 4; k++)
+        if (r->has_xio && d8[k] >= 0)
+            snprintf(v[13 + k], 48, "%.6g", d8[k]);
+        else
+            snprintf(v[13 + k], 48, "%s", na);
 }
 
 static void json_str(const char *s)

@@ -71,8 +71,8 @@ static double tok_streamed(const prof_run_row *r)
     return r->tok_bytes[0] + r->tok_bytes[1] + r->tok_bytes[2];
 }
 
-/* The expert figures (prof_xio_fig, schema 7): counts, then the figures,
- * null where n/a. */
+/* The expert figures (prof_xio_fig, schemas 7 and 8): counts, then the
+ * figures, null where n/a. */
 static json_object *xio_json(const prof_xio_fig *f)
 {
     json_object *o = json_object_new_object();
@@ -84,11 +84,19 @@ static json_object *xio_json(const prof_xio_fig *f)
     json_object_object_add(o, "predictions", jint((int64_t)f->pred));
     json_object_object_add(o, "predictions_right", jint((int64_t)f->pred_hits));
     json_object_object_add(o, "disk_gbs", jpos(f->disk_gbs));
+    json_object_object_add(o, "stall_s", jnum(f->stall_s));
+    json_object_object_add(o, "prediction_reads", jint((int64_t)f->pred_reads));
+    json_object_object_add(o, "prediction_reads_wasted", jint((int64_t)f->pred_wasted));
+    json_object_object_add(o, "prediction_bytes", jint((int64_t)f->pred_bytes));
     const struct { const char *k; double v; } d[] = {
         { "hit_rate", f->hit_rate }, { "bytes_per_token", f->bytes_tok },
         { "storage_gbs", f->gb_s }, { "queue_depth", f->depth },
         { "storage_bound_tok_s", f->limit_tok_s }, { "bound_reached", f->reached },
         { "prediction_accuracy", f->pred_acc },
+        { "wasted_bytes_per_token", f->wasted_tok },
+        { "compute_s_per_token", f->compute_s_tok },
+        { "overlapped_bound_tok_s", f->ov_limit_tok_s },
+        { "overlapped_bound_reached", f->ov_reached },
     };
     for (size_t i = 0; i < sizeof d / sizeof *d; i++)
         json_object_object_add(o, d[i].k, d[i].v >= 0 ? jnum(d[i].v) : NULL);

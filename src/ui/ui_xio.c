@@ -44,6 +44,10 @@ void ui_xio_accum(prof_xio_fig *f, const eng_stats *now, const eng_stats *base)
     f->depth_s += now->xio_depth_s - base->xio_depth_s;
     f->pred += now->xio_pred - base->xio_pred;
     f->pred_hits += now->xio_pred_hits - base->xio_pred_hits;
+    f->stall_s += now->xio_stall_s - base->xio_stall_s;
+    f->pred_reads += now->xio_pred_reads - base->xio_pred_reads;
+    f->pred_wasted += now->xio_pred_wasted - base->xio_pred_wasted;
+    f->pred_bytes += now->xio_pred_bytes - base->xio_pred_bytes;
 }
 
 void ui_xio_figures(const eng_stats *now, const eng_stats *base, double tok_s, double disk_gbs,
@@ -90,17 +94,22 @@ int ui_xio_lines(const prof_xio_fig *f, uint64_t cache_bytes, const char *routin
     snprintf(lines[k++], 160, "storage: %.4g MiB/token read, %.3g GB/s while busy "
              "(%.3f s), queue depth %s", f->bytes_tok > 0 ? f->bytes_tok / MIB : 0.0,
              f->gb_s > 0 ? f->gb_s : 0.0, f->io_s, depth);
-    if (f->limit_tok_s > 0)
-        snprintf(lines[k++], 160, "storage-bound %.*f tok/s at %.3g GB/s (%s): %s reached",
+    if (f->limit_tok_s > 0) {
+        char ov[64] = "";
+        if (f->ov_limit_tok_s > 0)
+            snprintf(ov, sizeof ov, "; overlapped with compute %.*f tok/s: %.1f%%",
+                     f->ov_limit_tok_s >= 100 ? 0 : 2, f->ov_limit_tok_s, 100.0 * f->ov_reached);
+        snprintf(lines[k++], 160, "storage-bound %.*f tok/s at %.3g GB/s (%s): %s reached%s",
                  f->limit_tok_s >= 100 ? 0 : 2, f->limit_tok_s, f->bound_gbs,
-                 f->bound_diskbw ? "cflow bench diskbw" : "the reads' own GB/s", reach);
-    else
+                 f->bound_diskbw ? "cflow bench diskbw" : "the reads' own GB/s", reach, ov);
+    } else
         snprintf(lines[k++], 160, "storage-bound: n/a (%s)",
                  f->bytes ? "no read time" : "nothing read from storage");
     if (f->pred)
-        snprintf(lines[k++], 160, "look-ahead: %.1f%% right (%llu of %llu predictions)",
+        snprintf(lines[k++], 160, "look-ahead: %.1f%% right (%llu of %llu predictions), "
+                 "%.4g MiB/token read for guesses not routed",
                  100.0 * f->pred_acc, (unsigned long long)f->pred_hits,
-                 (unsigned long long)f->pred);
+                 (unsigned long long)f->pred, f->wasted_tok > 0 ? f->wasted_tok / MIB : 0.0);
     else
         snprintf(lines[k++], 160, "look-ahead: no predictions");
     return k;

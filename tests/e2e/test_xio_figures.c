@@ -91,6 +91,7 @@ static void near(double got, double want, double rel, const char *what)
 typedef struct run_fig {
     unsigned long long hits, total, misses, n_dec;
     double hit_pct, mib_tok, gbs, depth, limit, bound, reached, tok_s;
+    double ov_limit, ov_reached;   /* -1: no overlapped bound printed */
 } run_fig;
 
 static void parse_run(const char *err, const char *mode, run_fig *f)
@@ -112,6 +113,37 @@ static void parse_run(const char *err, const char *mode, run_fig *f)
     assert_int_equal(sscanf(l, "%lf tok/s at %lf GB/s", &f->limit, &f->bound), 2);
     l = line_with(l, "): ");
     assert_int_equal(sscanf(l, "): %lf%% reached", &f->reached), 1);
+    f->ov_limit = f->ov_reached = -1;
+    const char *ov = strstr(l, "; overlapped with compute ");
+    if (ov && ov < strchr(l, '\n'))
+        assert_int_equal(sscanf(ov, "; overlapped with compute %lf tok/s: %lf%%", &f->ov_limit,
+                                &f->ov_reached), 2);
+}
+
+/* The schema 8 figures of run id's row hold together: a token's compute
+ * time is its time less its stall, the overlapped bound one over the
+ * larger of that and its read time, and they are what the run printed. */
+static void check_overlap(const char *db, int id, const run_fig *f)
+{
+    char q[256];
+#define RUNQ(col) (snprintf(q, sizeof q, "SELECT " col " FROM run WHERE id = %d", id), q)
+    double limit = db_real(db, RUNQ("xio_limit_tok_s"));
+    double tok_s = db_real(db, RUNQ("xio_reached")) * limit;
+    double stall = db_real(db, RUNQ("xio_stall_s"));
+    double tokens = (double)tu_db_int(db, RUNQ("xio_tokens"));
+    double c = db_real(db, RUNQ("xio_compute_s_tok"));
+    assert_true(stall >= 0 && c >= 0);
+    double want_c = 1.0 / tok_s - stall / tokens;
+    near_abs(c, want_c > 0 ? want_c : 0, 1e-6, 1e-9, "logged compute s/token");
+    double t = 1.0 / limit > c ? 1.0 / limit : c;
+    double ov = db_real(db, RUNQ("xio_ov_limit_tok_s"));
+    near(ov, 1.0 / t, 1e-6, "logged overlapped bound");
+    assert_true(ov <= limit * (1 + 1e-9));   /* never above the storage bound */
+    near(db_real(db, RUNQ("xio_ov_reached")), tok_s / ov, 1e-6, "logged overlapped reached");
+    assert_true(f->ov_limit > 0);
+    near(f->ov_limit, ov, 0.006, "overlapped bound as printed");
+    near_abs(f->ov_reached, 100.0 * tok_s / ov, 0, 0.051, "overlapped reached as printed");
+#undef RUNQ
 }
 
 /* 1: the figures of a sync run with a cache hold together, in the output
@@ -189,6 +221,13 @@ static void test_run_figures(void **state)
             near_abs(f.depth, d, 0, 0.006, "queue depth as printed");
         }
         assert_int_equal(tu_db_int(db, RUNQ("xio_pred_acc IS NULL")), 1);
+        /* sync waits for every miss where it routes: a run that read stalled */
+        if (f.misses) {
+            assert_true(db_real(db, RUNQ("xio_stall_s")) > 0);
+            check_overlap(db, id, &f);
+        }
+        assert_int_equal(tu_db_int(db, RUNQ("xio_pred_reads + xio_pred_bytes")), 0);
+        assert_int_equal(tu_db_int(db, RUNQ("xio_wasted_tok IS NULL")), 1);
 #undef RUNQ
         if (!len_seen)
             len_seen = (uint64_t)bytes;
@@ -223,11 +262,12 @@ static void test_lookahead(void **state)
     run_fig f;
     parse_run(p.err, "staged", &f);
     assert_int_equal(f.total, f.n_dec * g.top_k * g.n_moe);
-    double acc = -1;
+    double acc = -1, wmib = -1;
     unsigned long long right = 0, pred = 0;
     assert_int_equal(sscanf(line_with(p.err, "cflow: experts staged: look-ahead: "),
                             "cflow: experts staged: look-ahead: %lf%% right (%llu of %llu "
-                            "predictions)", &acc, &right, &pred), 3);
+                            "predictions), %lf MiB/token read for guesses not routed", &acc,
+                            &right, &pred, &wmib), 4);
     assert_true(pred > 0 && right <= pred);
     assert_non_null(strstr(p.err, " read); uniform routing (cflow synth: random routers)"));
     tu_proc_free(&p);
@@ -239,6 +279,18 @@ static void test_lookahead(void **state)
     near(db_real(db, "SELECT xio_bytes_tok FROM run"),
          (double)tu_db_int(db, "SELECT xio_bytes FROM run") / (double)f.n_dec, 1e-9,
          "logged bytes per token");
+    /* the guesses' reads: part of the bytes read, the wasted ones part of
+     * them, and the bytes a token read for nothing as printed */
+    int64_t preads = tu_db_int(db, "SELECT xio_pred_reads FROM run");
+    int64_t pwasted = tu_db_int(db, "SELECT xio_pred_wasted FROM run");
+    int64_t pbytes = tu_db_int(db, "SELECT xio_pred_bytes FROM run");
+    assert_true(preads > 0 && pwasted >= 0 && pwasted <= preads);
+    assert_true(pbytes > 0 && pbytes <= tu_db_int(db, "SELECT xio_bytes FROM run"));
+    double wt = (double)pbytes * ((double)pwasted / (double)preads) / (double)f.n_dec;
+    if (pwasted)
+        near(db_real(db, "SELECT xio_wasted_tok FROM run"), wt, 1e-9, "logged wasted bytes");
+    near_abs(wmib, wt / 1048576.0, 1e-3, 1e-4, "wasted MiB/token as printed");
+    check_overlap(db, 1, &f);
     /* skewed routing says so (the file names it: cflow synth --routing) */
     snprintf(mx, sizeof mx, "%s", tu_tmp("tiny-mixtral-zipf.cflow"));
     assert_int_equal(tu_cflow_run(&p, "synth", "--routing", "zipf", "tiny-mixtral", mx,
@@ -373,6 +425,52 @@ static void csv_field(const char *header, const char *row, const char *name, cha
     snprintf(out, n, "%.*s", (int)len, r);
 }
 
+/* 5b: bench with sync and staged sets staged over sync beside the
+ * report's model, from the sync test's compute and stall; the overlapped
+ * bound columns hold together. */
+static void test_bench_model(void **state)
+{
+    (void)state;
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "bench", "-m", model, "-t", "1", "-p", "0", "-n", "6",
+                                  "-r", "2", "--expert-io", "sync,staged", "--expert-cache",
+                                  "off", "--read-bw", "10", "-o", "csv", "--no-log",
+                                  (char *)NULL), 0);
+    assert_true(tu_ok(&p, "bench sync,staged"));
+    assert_int_equal(tu_count_lines(p.out), 3);
+    const char *row[2] = { strchr(p.out, '\n') + 1, NULL };
+    row[1] = strchr(row[0], '\n') + 1;
+    char v[64];
+    double ts[2], c[2];
+    for (int k = 0; k < 2; k++) {
+        csv_field(p.out, row[k], "expert_io", v, sizeof v);
+        assert_string_equal(v, k ? "staged" : "sync");
+        csv_field(p.out, row[k], "avg_ts", v, sizeof v);
+        ts[k] = strtod(v, NULL);
+        csv_field(p.out, row[k], "compute_s_per_token", v, sizeof v);
+        c[k] = strtod(v, NULL);
+        assert_true(ts[k] > 0 && c[k] >= 0 && c[k] <= 1.0 / ts[k] * (1 + 1e-5));
+        csv_field(p.out, row[k], "storage_bound_ts", v, sizeof v);
+        double lim = strtod(v, NULL), t = 1.0 / lim > c[k] ? 1.0 / lim : c[k];
+        csv_field(p.out, row[k], "overlapped_bound_ts", v, sizeof v);
+        near(strtod(v, NULL), 1.0 / t, 1e-4, "bench overlapped bound");
+        csv_field(p.out, row[k], "overlapped_bound_pct", v, sizeof v);
+        near(strtod(v, NULL), 100.0 * ts[k] * t, 1e-4, "bench overlapped bound_pct");
+    }
+    double got, want, ratio, cm, io, eff;
+    const char *l = strstr(line_with(p.err, "cflow bench: tg6, 1 threads: staged over sync "),
+                           "staged over sync ");
+    assert_int_equal(sscanf(l, "staged over sync %lfx; the report's model (C + IO) / "
+                               "max(C, IO_eff) %lfx (net/model %lf) with C %lf ms, IO %lf ms, "
+                               "IO_eff %lf ms a token", &got, &want, &ratio, &cm, &io, &eff), 6);
+    tu_proc_free(&p);
+    near_abs(got, ts[1] / ts[0], 0, 0.0051, "measured staged over sync");
+    near_abs(cm, c[0] * 1e3, 1e-3, 1e-6, "C: the sync test's compute");
+    assert_true(io > 0 && eff > 0);   /* both arms read: no cache */
+    near_abs(want, (cm + io) / (cm > eff ? cm : eff), 0.01, 0.0051, "the report's model");
+    near_abs(ratio, got / want, 0.01, 0.0051, "net/model");
+}
+
 /* 5: bench's csv columns and its table. */
 static void test_bench_columns(void **state)
 {
@@ -469,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_run_figures),
         cmocka_unit_test(test_lookahead),
         cmocka_unit_test(test_diskbw_limit),
+        cmocka_unit_test(test_bench_model),
         cmocka_unit_test(test_auto_says),
         cmocka_unit_test(test_model_named),
         cmocka_unit_test(test_bench_columns),
