@@ -347,6 +347,9 @@ typedef struct eng_stage {
     fmt_tile  *t[2];                 /* [max tiles of a gate/up or down stream] */
     fmt_stream st[2];
     eng_mv     mv[2];
+    uint64_t   checked;              /* file offset + 1 of the expert whose bytes
+                                      * the slot's read passed fmt_model_expert_check
+                                      * (a lazily opened model); 0 none */
 } eng_stage;
 
 /* ---- eng_util.c ---- */

@@ -1002,6 +1002,13 @@ int eng_set_expert_io(eng_session *s, int mode, char *err, size_t errlen)
         int rc = xio_open(s, err, errlen);
         if (rc)
             return rc;
+    } else if (fmt_model_experts_unchecked(s->model)) {
+        /* opened for direct reads, which check each expert as it lands:
+         * the map's bytes are checked all at once before they are used
+         * (FMT_E* and ENG_E* codes are the same numbers) */
+        int rc = fmt_model_check_experts(s->model, err, errlen);
+        if (rc)
+            return rc;
     }
     s->xio_mode = mode;
     s->xio_auto = asked_auto;        /* a mode asked for by name clears it */

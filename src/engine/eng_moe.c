@@ -103,6 +103,17 @@ static void wait_some(eng_session *s, eng_route *r, const uint32_t *mask, double
             eng_xio_fail(s, "%s (layer %d, expert %d)", why, r->layer, e);
             continue;
         }
+        /* the open laid the bank out unread (FMT_OPEN_LAZY_EXPERTS): the
+         * bytes a read brought are checked before their first use; a
+         * refused expert stays refused each time it is routed */
+        if (s->stage[k].checked != off + 1 && fmt_model_experts_unchecked(s->model)) {
+            if (fmt_model_expert_check(s->model, (unsigned)r->layer, (unsigned)e, data, why,
+                                       sizeof why)) {
+                eng_xio_fail(s, "%s", why);   /* it names the layer and expert */
+                continue;
+            }
+            s->stage[k].checked = off + 1;
+        }
         if (stage_stream(s, (unsigned)k, 0, &ly->exp_gu[e], data, off, len) ||
             stage_stream(s, (unsigned)k, 1, &ly->exp_down[e], data, off, len)) {
             eng_xio_fail(s, "%s: layer %d expert %d: tiles outside the expert's range",

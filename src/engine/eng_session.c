@@ -189,14 +189,18 @@ static int open_model(eng_session *s, const char *model_path, const eng_opts *o,
      * the file (switching to mmap later still finds them in place) */
     if (s->opts.no_mmap < 0)
         s->opts.no_mmap = eng_file_fits(model_path, 1, 2) == 1;
-    /* sync and staged read the experts with O_DIRECT: the open's check of
-     * the bank need not stay resident (FMT_OPEN_RELEASE_EXPERTS) */
+    /* sync and staged read the experts with O_DIRECT and check each
+     * expert's bytes as they arrive (eng_moe.c): the open lays the bank
+     * out without reading it (FMT_OPEN_LAZY_EXPERTS), so the first token
+     * waits for the dense weights only, not for a pass over the whole
+     * file (a 32.5 GB Qwen3-30B-A3B: 26.5 s to the first token, 19 of
+     * them that pass, docs/PERFORMANCE.md) */
     const int direct = s->opts.expert_io != ENG_XIO_MMAP;
     rc = fmt_model_open_ex(&s->model, model_path,
                            (!s->opts.no_mmap ? 0
                             : !direct ? FMT_OPEN_READ
                             : FMT_OPEN_READ | FMT_OPEN_MAP_EXPERTS) |
-                           (direct ? FMT_OPEN_RELEASE_EXPERTS : 0u), err, errlen);
+                           (direct ? FMT_OPEN_LAZY_EXPERTS : 0u), err, errlen);
     if (rc)
         return eng_code_from_fmt(rc);
     s->hp = fmt_model_hparams(s->model);

@@ -353,10 +353,12 @@ int  fmt_model_open(fmt_model **out, const char *path, char *err,
  * FMT_OPEN_MAP_EXPERTS, with it: the expert banks' whole pages stay mapped
  * from the file in their place (for an engine whose expert I/O reads them
  * from the file: a copy would only hold memory).
- * FMT_OPEN_RELEASE_EXPERTS: each expert's pages are unmapped once the
- * open has checked its tiles, for a caller that reads the experts from
- * the file itself, so that the check does not leave the whole bank in the
- * resident set; reads through the map still work (the pages fault back).
+ * FMT_OPEN_LAZY_EXPERTS: the expert banks' tiles are laid out from the
+ * geometry and the offset table without being read (fmt_cflow_check.c),
+ * so none of the banks' pages is read or made resident by the open: for
+ * a caller that reads the experts from the file itself and checks each
+ * before its first use (fmt_model_expert_check), or all of them before it
+ * uses the map's bytes (fmt_model_check_experts).
  * FMT_OPEN_HEADER: stop once the header is read and checked: for a caller
  * that wants the header's hyperparameters only (fmt_model_hparams'
  * dimensions, max_seq, experts, delays, flags; not arch nor what the
@@ -365,8 +367,8 @@ int  fmt_model_open(fmt_model **out, const char *path, char *err,
  * past the header is read. */
 #define FMT_OPEN_READ        1u
 #define FMT_OPEN_MAP_EXPERTS 2u
-#define FMT_OPEN_RELEASE_EXPERTS 4u
 #define FMT_OPEN_HEADER      8u
+#define FMT_OPEN_LAZY_EXPERTS 4u
 int  fmt_model_open_ex(fmt_model **out, const char *path, unsigned flags,
                        char *err, size_t errlen);
 void fmt_model_close(fmt_model *m);
@@ -396,6 +398,19 @@ const float *fmt_model_vec(const fmt_model *m, unsigned layer, int slot,
 /* The geometry of a layer: its record when FMT_FLAG_LAYER_GEOM, else the
  * header's (filled in either way). */
 const fmt_layer_geom *fmt_model_layer_geom(const fmt_model *m, unsigned layer);
+/* Check expert e of layer (fmt_model_expert): data holds its bytes, the
+ * file's [offset, offset + length); every tile's header must match its
+ * place and its payload be finite.  0, or FMT_EFORMAT (FMT_EARG: no such
+ * expert) with one line in err naming the file and the tile's offset. */
+int fmt_model_expert_check(const fmt_model *m, unsigned layer, unsigned e,
+                           const uint8_t *data, char *err, size_t errlen);
+/* 1 when the model was opened with FMT_OPEN_LAZY_EXPERTS and its experts
+ * have not all been checked since; fmt_model_check_experts checks every
+ * expert through the map (reading the whole bank) and clears it, 0 or the
+ * first refusal; fmt_model_experts_checked clears it. */
+int fmt_model_experts_unchecked(const fmt_model *m);
+int fmt_model_check_experts(fmt_model *m, char *err, size_t errlen);
+void fmt_model_experts_checked(fmt_model *m);
 /* Expert e of a layer: its fused gate/up stream and its down stream. */
 int fmt_model_expert(const fmt_model *m, unsigned layer, unsigned e,
                      const fmt_stream **gate_up, const fmt_stream **down,

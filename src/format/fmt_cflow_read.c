@@ -48,7 +48,7 @@ struct fmt_model {
     uint32_t       vgroups_layers;   /* .vflow: layers its groups cover */
     uint64_t       size;
     uint64_t       copied;           /* bytes read into anonymous memory */
-    int            release_experts;  /* FMT_OPEN_RELEASE_EXPERTS */
+    int            lazy_experts;     /* FMT_OPEN_LAZY_EXPERTS: tiles unread */
     fmt_hparams    hp;
     fmt_kv        *kv;
     unsigned       n_entries;        /* n_layers + 1 */
@@ -56,18 +56,7 @@ struct fmt_model {
     fmt_tile      *tiles;
 };
 
-static int bad(char *err, size_t errlen, int code, const char *path,
-               const char *fmt, ...)
-{
-    va_list ap;
-    int n = snprintf(err, errlen, "%s: ", path);
-    if (n >= 0 && (size_t)n < errlen) {
-        va_start(ap, fmt);
-        vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
+#define bad fmt_bad   /* fmt_cflow_check.c */
 
 static const char *slot_name(unsigned entry, unsigned n_layers, int s)
 {
@@ -239,6 +228,7 @@ typedef struct walk_ctx {
     char           *err;
     size_t          errlen;
     int             rc;
+    int             lazy;            /* lay the tiles out without reading them */
 } walk_ctx;
 
 static int check_tile(void *ud, unsigned mi, uint32_t row0, uint32_t col0,
@@ -258,39 +248,15 @@ static int check_tile(void *ud, unsigned mi, uint32_t row0, uint32_t col0,
         return 1;
     }
     const uint8_t *h = c->pos;
-    if (kern_ld_u16(h + FMT_T_LAYER) != (uint16_t)c->entry ||
-        h[FMT_T_MATRIX] != c->mat[mi].matrix || h[FMT_T_EXPERT] != c->expert ||
-        kern_ld_u32(h + FMT_T_ROW) != row0 || kern_ld_u16(h + FMT_T_COL) != col0 ||
-        kern_ld_u16(h + FMT_T_ROWS) != rows || kern_ld_u16(h + FMT_T_COLS) != cols ||
-        kern_ld_u16(h + FMT_T_QGROUP) != KERN_QBLOCK) {
-        char ex[24] = "";
-        if (c->expert != FMT_NO_EXPERT)
-            snprintf(ex, sizeof ex, " expert %u", c->expert);
-        c->rc = bad(c->err, c->errlen, FMT_EFORMAT, p,
-                    "tile header at offset %llu does not match the stream "
-                    "(expected layer %u%s matrix %u row %u col %u %ux%u)",
-                    (unsigned long long)(h - c->m->map), c->entry, ex,
-                    c->mat[mi].matrix, row0, col0, rows, cols);
+    const fmt_tile want = { .payload = h + FMT_TILE_HEADER_SIZE, .row0 = row0,
+                            .col0 = (uint16_t)col0, .rows = (uint16_t)rows,
+                            .cols = (uint16_t)cols, .matrix = c->mat[mi].matrix,
+                            .type = (uint8_t)ty, .expert = c->expert };
+    if (!c->lazy && (c->rc = fmt_tile_check(p, c->entry, &want, h, (uint64_t)(h - c->m->map),
+                                            c->err, c->errlen)))
         return 1;
-    }
-    const uint8_t *payload = h + FMT_TILE_HEADER_SIZE;
-    if (!kern_tile_finite(ty, rows, cols, payload)) {
-        c->rc = bad(c->err, c->errlen, FMT_EFORMAT, p,
-                    "non-finite scale or weight in tile at offset %llu "
-                    "(layer %u matrix %u row %u col %u)",
-                    (unsigned long long)(h - c->m->map), c->entry,
-                    c->mat[mi].matrix, row0, col0);
-        return 1;
-    }
-    fmt_tile *t = c->out++;
-    t->payload = payload;
-    t->row0 = row0;
-    t->col0 = (uint16_t)col0;
-    t->rows = (uint16_t)rows;
-    t->cols = (uint16_t)cols;
-    t->matrix = c->mat[mi].matrix;
-    t->type = (uint8_t)ty;
-    t->expert = c->expert;
+    const uint8_t *payload = want.payload;
+    *c->out++ = want;
     c->pos = payload + psz;
     return 0;
 }
@@ -360,25 +326,6 @@ static void expect(const fmt_hparams *hp, const fmt_layer_geom *g,
     }
 }
 
-/* Unmap the whole pages of the file's bytes [off, off + len) from the
- * process, once the open's check has read them (FMT_OPEN_RELEASE_EXPERTS):
- * they are the file's pages (an expert lies inside its bank, whose whole
- * pages are mapped from the file in either mode of the open), so a later
- * read through the map faults them back in from the page cache or the
- * file, the same bytes; the pages at the range's ends, which may hold a
- * neighbour's or a copied block's bytes, are left.  Without this the
- * check left every expert page of the file mapped, and a model bigger
- * than the memory held a resident set of the whole memory (24.2 GB of 23
- * GiB for a 31 GB qwen3-30b-a3b, docs/PERFORMANCE.md) while its experts
- * were read with O_DIRECT into the RAM expert cache. */
-static void release_pages(const fmt_model *m, uint64_t off, uint64_t len)
-{
-    const uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
-    uint64_t a = (off + pg - 1) / pg * pg, b = (off + len) / pg * pg;
-    if (b > a)   /* advice only: a failure leaves the pages mapped */
-        (void)madvise((void *)(m->map + a), (size_t)(b - a), MADV_DONTNEED);
-}
-
 /* The expert offset table of a layer and each expert's two streams: every
  * entry must lie inside the bank the expert slots describe, and its bytes
  * must be exactly the expert's fused gate/up stream then its down stream. */
@@ -441,6 +388,7 @@ static int read_experts(fmt_model *m, unsigned en, fmt_tile **next, char *err,
             c.entry = en;
             c.err = err;
             c.errlen = errlen;
+            c.lazy = m->lazy_experts;
             const uint8_t *start = pos;
             long cnt = fmt_plan_walk(c.mat, n, check_tile, &c);
             if (cnt < 0)
@@ -457,8 +405,6 @@ static int read_experts(fmt_model *m, unsigned en, fmt_tile **next, char *err,
             return bad(err, errlen, FMT_EFORMAT, p,
                        "layer %u expert %u: %llu stray bytes after its tiles", en,
                        x, (unsigned long long)(end - pos));
-        if (m->release_experts)
-            release_pages(m, off, len);
     }
     return 0;
 }
@@ -878,9 +824,9 @@ static int bank_ranges(const char *path, frange **out, unsigned *n, char *err,
     fmt_model_close(p);
     if (!n_experts)
         return 0;
-    /* its check reads every expert: each is unmapped once read, so this
-     * pass does not hold the banks in the resident set either */
-    if ((rc = fmt_model_open_ex(&p, path, FMT_OPEN_RELEASE_EXPERTS, err, errlen)))
+    /* the banks' places only: laid out unread (the caller checks the
+     * experts, FMT_OPEN_LAZY_EXPERTS, or the open after this one does) */
+    if ((rc = fmt_model_open_ex(&p, path, FMT_OPEN_LAZY_EXPERTS, err, errlen)))
         return rc;
     frange *r = calloc(p->n_entries, sizeof *r);
     if (!r) {
@@ -927,7 +873,7 @@ int fmt_model_open_ex(fmt_model **out, const char *path, unsigned flags,
         free(m);
         return bad(err, errlen, FMT_ENOMEM, path, "out of memory");
     }
-    m->release_experts = (flags & FMT_OPEN_RELEASE_EXPERTS) != 0;
+    m->lazy_experts = (flags & FMT_OPEN_LAZY_EXPERTS) != 0;
     if ((fd = fmt_open_regular(path, &m->size, err, errlen)) < 0) {
         rc = fd;
         goto fail;
@@ -1061,6 +1007,10 @@ const fmt_layer_geom *fmt_model_layer_geom(const fmt_model *m, unsigned layer)
         return NULL;
     return &m->e[layer].geom;
 }
+
+int fmt_model_experts_unchecked(const fmt_model *m) { return m->lazy_experts; }
+
+void fmt_model_experts_checked(fmt_model *m) { m->lazy_experts = 0; }
 
 int fmt_model_expert(const fmt_model *m, unsigned layer, unsigned e,
                      const fmt_stream **gate_up, const fmt_stream **down,

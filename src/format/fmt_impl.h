@@ -231,4 +231,14 @@ int  fmt_out_commit(fmt_out *o, char *err, size_t errlen);
 /* Close and remove a file that was not committed (safe after commit). */
 void fmt_out_abort(fmt_out *o);
 
+/* fmt_cflow_check.c.  "PATH: " and the message into err; returns code. */
+int  fmt_bad(char *err, size_t errlen, int code, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* The tile whose 32-byte header is at h (the file's offset foff) is t, of
+ * layer (entry) entry: its header says so and its payload (after h) is
+ * finite.  0, or FMT_EFORMAT with the one-line error naming path and
+ * foff. */
+int  fmt_tile_check(const char *path, unsigned entry, const fmt_tile *t, const uint8_t *h,
+                    uint64_t foff, char *err, size_t errlen);
+
 #endif /* CFLOW_FMT_IMPL_H */

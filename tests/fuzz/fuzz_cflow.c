@@ -4,7 +4,9 @@
  * engine itself on what the reader accepts.
  *
  * Input: the bytes of a .cflow file.
- * Checks: once open, every stream's tiles lie inside their matrices, cover
+ * Checks: a lazy open (FMT_OPEN_LAZY_EXPERTS) followed by a check of
+ * every expert accepts exactly what the plain open accepts; once open,
+ * every stream's tiles lie inside their matrices, cover
  * each matrix exactly once and dequantise without reading past the file
  * (fuzz_walk_model); the metadata's tokenizer loads or fails cleanly; a
  * session opens on it (context capped at 8 positions, one thread) and
@@ -25,6 +27,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fmt_model *m = NULL;
     int rc = fmt_model_open(&m, path, err, sizeof err);
     fuzz_check_err("fmt_model_open", rc, FMT_EARG, err, sizeof err);
+    {
+        /* opened lazily (the banks laid out unread, each expert checked
+         * when read), then every expert checked: accepted exactly when
+         * the plain open accepts it */
+        char err3[512] = "";
+        fmt_model *m3 = NULL;
+        int rl = fmt_model_open_ex(&m3, path, FMT_OPEN_LAZY_EXPERTS, err3, sizeof err3);
+        fuzz_check_err("fmt_model_open_ex lazy", rl, FMT_EARG, err3, sizeof err3);
+        if (rl == 0) {
+            rl = fmt_model_check_experts(m3, err3, sizeof err3);
+            fuzz_check_err("fmt_model_check_experts", rl, FMT_EARG, err3, sizeof err3);
+            FUZZ_ASSERT(rl < 0 || !fmt_model_experts_unchecked(m3));
+        }
+        FUZZ_ASSERT((rl == 0) == (rc == 0));
+        fmt_model_close(m3);
+    }
     if (rc < 0) {
         FUZZ_ASSERT(m == NULL);
         char err2[512] = "";
