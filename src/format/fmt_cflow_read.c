@@ -811,8 +811,8 @@ static int frange_cmp(const void *x, const void *y)
  * and the copy that follows is validated again: what the engine runs is
  * what was checked).  A model without experts has none: its header says
  * so, and the file is not walked twice. */
-static int bank_ranges(const char *path, frange **out, unsigned *n, char *err,
-                       size_t errlen)
+static int bank_ranges(const char *path, unsigned lazy, frange **out, unsigned *n,
+                       char *err, size_t errlen)
 {
     fmt_model *p;
     *out = NULL;
@@ -824,9 +824,9 @@ static int bank_ranges(const char *path, frange **out, unsigned *n, char *err,
     fmt_model_close(p);
     if (!n_experts)
         return 0;
-    /* the banks' places only: laid out unread (the caller checks the
-     * experts, FMT_OPEN_LAZY_EXPERTS, or the open after this one does) */
-    if ((rc = fmt_model_open_ex(&p, path, FMT_OPEN_LAZY_EXPERTS, err, errlen)))
+    /* checked as the open that asks (lazy: FMT_OPEN_LAZY_EXPERTS or 0),
+     * so that a refusal is the one that open would give */
+    if ((rc = fmt_model_open_ex(&p, path, lazy, err, errlen)))
         return rc;
     frange *r = calloc(p->n_entries, sizeof *r);
     if (!r) {
@@ -890,7 +890,8 @@ int fmt_model_open_ex(fmt_model **out, const char *path, unsigned flags,
         frange *keep = NULL;
         unsigned n_keep = 0;
         if ((flags & FMT_OPEN_MAP_EXPERTS) &&
-            (rc = bank_ranges(path, &keep, &n_keep, err, errlen))) {
+            (rc = bank_ranges(path, flags & FMT_OPEN_LAZY_EXPERTS, &keep, &n_keep, err,
+                                errlen))) {
             close(fd);
             goto fail;
         }

@@ -38,6 +38,15 @@ static const preset presets[] = {
     /* two unique blocks, each applied three times: effective depth 6 */
     { "report-arch5", "arch5", 2, 512, 8, 8, 2048, 8, 2, 512, 512, 0, 0,
       FMT_COMBINE_FIXED_POINT, 0, 3 },
+    /* the report's 30.9B arch2_4_8k_16l (5.13, 5.14), as its figures size
+     * it: d 8192, 16 layers, 64 heads of 128 (B_attn = 4 d^2), a dense FFN
+     * of 32768 beside 8 experts of 4096, top-2 (108 MiB of experts a
+     * layer at Q4_0, "108 MB per layer for the top-2 selection"; ~20e9
+     * weights a token), the arch2_4 delays; 30.6e9 weights with a
+     * 32000-token vocabulary: 17 GB at Q4_0, 32.5 GB at Q8_0.  The
+     * model of the report's expert-overlap experiment (5.14). */
+    { "report-arch2_4-30b", "arch2_4_combined", 16, 8192, 64, 64, 32768, 8, 2, 4096, 32000,
+      1, 2, FMT_COMBINE_DELAYED_SUM, 0, 0 },
     /* small versions for tests: same schedules, d 64 */
     { "tiny-moe", "arch2_4_combined", 4, 64, 4, 2, 128, 4, 2, 64, 512, 1, 2,
       FMT_COMBINE_DELAYED_SUM, 0, 0 },

@@ -35,6 +35,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fmt_model *m3 = NULL;
         int rl = fmt_model_open_ex(&m3, path, FMT_OPEN_LAZY_EXPERTS, err3, sizeof err3);
         fuzz_check_err("fmt_model_open_ex lazy", rl, FMT_EARG, err3, sizeof err3);
+        {   /* --no-mmap's lazy open: the same verdict and message */
+            char err4[512] = "";
+            fmt_model *m4 = NULL;
+            int r4 = fmt_model_open_ex(&m4, path, FMT_OPEN_LAZY_EXPERTS | FMT_OPEN_READ |
+                                       FMT_OPEN_MAP_EXPERTS, err4, sizeof err4);
+            FUZZ_ASSERT(r4 == rl && (rl == 0 || !strcmp(err3, err4)));
+            fmt_model_close(m4);
+        }
         if (rl == 0) {
             rl = fmt_model_check_experts(m3, err3, sizeof err3);
             fuzz_check_err("fmt_model_check_experts", rl, FMT_EARG, err3, sizeof err3);
