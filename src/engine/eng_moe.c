@@ -23,7 +23,9 @@
  *
  * The route ring and the staging slots are declared in eng_impl.h (the
  * expert I/O setup of eng_io.c sizes them); the reads themselves are the
- * reader pool's (eng_io.c).  Look-ahead (eng_moe_ahead.c) may have read
+ * reader pool's (eng_io.c).  A model opened for these reads has its
+ * expert banks laid out unread (FMT_OPEN_LAZY_EXPERTS), so the bytes a
+ * read brings into a slot are checked, once, before their first use.  Look-ahead (eng_moe_ahead.c) may have read
  * a layer's experts before it routes: eng_moe_issue then finds them as
  * cache hits and settles the guesses.
  */

@@ -231,6 +231,10 @@ int  fmt_out_commit(fmt_out *o, char *err, size_t errlen);
 /* Close and remove a file that was not committed (safe after commit). */
 void fmt_out_abort(fmt_out *o);
 
+/* fmt_synth_preset.c: 1 when preset name is written whatever its size
+ * (a benchmark model: report-arch2_4-30b), 0 when a size limit holds. */
+int  fmt_synth_at_scale(const char *name);
+
 /* fmt_cflow_check.c.  "PATH: " and the message into err; returns code. */
 int  fmt_bad(char *err, size_t errlen, int code, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

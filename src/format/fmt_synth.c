@@ -272,8 +272,11 @@ int fmt_synth_open(fmt_src **out, const char *name, uint64_t seed, float zipf,
         goto fail;
     const fmt_hparams *p = &s->hp;
     uint64_t total = synth_bytes(s, zipf > 0);
-    /* the tiled output of more f32 weights than this is not a test model */
-    if (total > ((uint64_t)8 << 30)) {
+    /* the tiled output of more f32 weights than this is not a test model,
+     * unless the preset is a benchmark model meant to be written at its
+     * size (the weights are drawn page by page as the writer tiles them,
+     * so memory stays small either way; the time is the draws') */
+    if (total > ((uint64_t)8 << 30) && !fmt_synth_at_scale(name)) {
         fmt_err(err, errlen, "%s: %.1f GiB of f32 weights is too large to "
                 "synthesise (cflow inspect --critical-path --bytes-per-param 0.5 "
                 "%s works from its geometry alone)", name,

@@ -22,22 +22,23 @@ typedef struct preset {
     const char *name, *arch;
     unsigned    n_layers, dim, n_heads, n_kv, ffn, n_exp, top_k, exp_ffn, vocab;
     unsigned    dd, de, combine, merge, iters;
+    unsigned    at_scale;   /* written whatever its size (fmt_synth_at_scale) */
 } preset;
 
 static const preset presets[] = {
     { "report-arch1", "arch1", 6, 512, 8, 8, 2048, 8, 2, 512, 512, 0, 0,
-      FMT_COMBINE_DECOUPLED, 3, 0 },
+      FMT_COMBINE_DECOUPLED, 3, 0, 0 },
     { "report-arch2_4_combined", "arch2_4_combined", 6, 512, 8, 8, 2048, 8, 2, 512,
-      512, 1, 2, FMT_COMBINE_DELAYED_SUM, 0, 0 },
+      512, 1, 2, FMT_COMBINE_DELAYED_SUM, 0, 0, 0 },
     { "report-arch2_4_sync", "arch2_4_sync", 6, 512, 8, 8, 2048, 8, 2, 512, 512, 1,
-      0, FMT_COMBINE_DELAYED_SUM, 0, 0 },
+      0, FMT_COMBINE_DELAYED_SUM, 0, 0, 0 },
     { "report-arch3", "arch3", 6, 512, 8, 8, 2048, 8, 2, 512, 512, 0, 0,
-      FMT_COMBINE_PIPELINE_REG, 0, 0 },
+      FMT_COMBINE_PIPELINE_REG, 0, 0, 0 },
     { "report-arch4", "arch4", 6, 512, 8, 8, 2048, 8, 2, 512, 512, 0, 2,
-      FMT_COMBINE_ASYNC_EXPERTS, 0, 0 },
+      FMT_COMBINE_ASYNC_EXPERTS, 0, 0, 0 },
     /* two unique blocks, each applied three times: effective depth 6 */
     { "report-arch5", "arch5", 2, 512, 8, 8, 2048, 8, 2, 512, 512, 0, 0,
-      FMT_COMBINE_FIXED_POINT, 0, 3 },
+      FMT_COMBINE_FIXED_POINT, 0, 3, 0 },
     /* the report's 30.9B arch2_4_8k_16l (5.13, 5.14), as its figures size
      * it: d 8192, 16 layers, 64 heads of 128 (B_attn = 4 d^2), a dense FFN
      * of 32768 beside 8 experts of 4096, top-2 (108 MiB of experts a
@@ -46,12 +47,12 @@ static const preset presets[] = {
      * 32000-token vocabulary: 17 GB at Q4_0, 32.5 GB at Q8_0.  The
      * model of the report's expert-overlap experiment (5.14). */
     { "report-arch2_4-30b", "arch2_4_combined", 16, 8192, 64, 64, 32768, 8, 2, 4096, 32000,
-      1, 2, FMT_COMBINE_DELAYED_SUM, 0, 0 },
+      1, 2, FMT_COMBINE_DELAYED_SUM, 0, 0, 1 },
     /* small versions for tests: same schedules, d 64 */
     { "tiny-moe", "arch2_4_combined", 4, 64, 4, 2, 128, 4, 2, 64, 512, 1, 2,
-      FMT_COMBINE_DELAYED_SUM, 0, 0 },
+      FMT_COMBINE_DELAYED_SUM, 0, 0, 0 },
     { "tiny-mixtral", "llama", 3, 64, 4, 2, 0, 4, 2, 96, 512, 0, 0,
-      FMT_COMBINE_PARALLEL_SQRT2, 0, 0 },
+      FMT_COMBINE_PARALLEL_SQRT2, 0, 0, 0 },
     /* Gemma 4 26B-A4B as the report sizes it (chapters 2.5, 3.4, 6.2): 30
      * layers, d 2816, 25 sliding-window layers with B_attn = 4 d^2 (11
      * heads of 256, 11 KV heads) and 5 full-attention layers (every sixth:
@@ -61,17 +62,17 @@ static const preset presets[] = {
      * expert 2).  Too large to synthesise (~26e9 weights): its critical
      * path comes from the geometry (fmt_synth_geometry). */
     { "gemma4-26b-a4b", "gemma4", 30, 2816, 11, 11, 2112, 128, 8, 704, 262144, 1, 2,
-      FMT_COMBINE_DELAYED_SUM, 0, 0 },
+      FMT_COMBINE_DELAYED_SUM, 0, 0, 0 },
     /* the same structure at d 256, small enough to run: 5 sliding layers
      * (4 heads of 64, window 16) and a full one (4 heads of 128, K = V),
      * 16 experts of 128, top-4, so that top-k expert bytes are 1.5x the
      * attention bytes as at full scale */
     { "gemma4-mini", "gemma4", 6, 256, 4, 4, 192, 16, 4, 128, 512, 1, 2,
-      FMT_COMBINE_DELAYED_SUM, 0, 0 },
+      FMT_COMBINE_DELAYED_SUM, 0, 0, 0 },
     /* one full-attention layer of gemma4-mini alone (tests: with one layer
      * a position's cache depends only on its token and position) */
     { "gemma4-mini-full1", "gemma4", 1, 256, 4, 4, 192, 16, 4, 128, 512, 0, 0,
-      FMT_COMBINE_DELAYED_SUM, 0, 0 },
+      FMT_COMBINE_DELAYED_SUM, 0, 0, 0 },
 };
 
 /* The Gemma-4 layer pattern of a preset: every `every`-th layer is a full-
@@ -174,6 +175,14 @@ int fmt_synth_geometry(const char *name, fmt_hparams *hp, fmt_layer_geom **lg,
     }
     fmt_err(err, errlen, "unknown preset '%s' (see cflow synth --help)", name);
     return FMT_EARG;
+}
+
+int fmt_synth_at_scale(const char *name)
+{
+    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++)
+        if (!strcmp(presets[i].name, name))
+            return (int)presets[i].at_scale;
+    return 0;
 }
 
 const char *fmt_synth_preset_name(unsigned i)

@@ -105,12 +105,15 @@ int ui_xio_lines(const prof_xio_fig *f, uint64_t cache_bytes, const char *routin
     } else
         snprintf(lines[k++], 160, "storage-bound: n/a (%s)",
                  f->bytes ? "no read time" : "nothing read from storage");
-    if (f->pred)
-        snprintf(lines[k++], 160, "look-ahead: %.1f%% right (%llu of %llu predictions), "
-                 "%.4g MiB/token read for guesses not routed",
+    if (f->pred) {
+        char w[64] = "";              /* unknown in a run logged before schema 8 */
+        if (f->wasted_tok >= 0)
+            snprintf(w, sizeof w, ", %.4g MiB/token read for guesses not routed",
+                     f->wasted_tok / MIB);
+        snprintf(lines[k++], 160, "look-ahead: %.1f%% right (%llu of %llu predictions)%s",
                  100.0 * f->pred_acc, (unsigned long long)f->pred_hits,
-                 (unsigned long long)f->pred, f->wasted_tok > 0 ? f->wasted_tok / MIB : 0.0);
-    else
+                 (unsigned long long)f->pred, w);
+    } else
         snprintf(lines[k++], 160, "look-ahead: no predictions");
     return k;
 }
