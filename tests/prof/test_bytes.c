@@ -337,7 +337,7 @@ static void test_migrate_v2(void **state)
     cflow(&p, "runs", "list", "--json", "--db", db, NULL);
     expect_ok(&p, "list a v2 log");
     assert_int_equal(tu_db_int(db, "PRAGMA user_version"), PROF_LOG_SCHEMA);
-    assert_int_equal(PROF_LOG_SCHEMA, 7);
+    assert_int_equal(PROF_LOG_SCHEMA, 8);
     json_object *a = json_tokener_parse(p.out);
     assert_non_null(a);
     assert_int_equal(json_object_array_length(a), 1);
@@ -355,6 +355,10 @@ static void test_migrate_v2(void **state)
     /* schema 4: no expert I/O then (NULL) */
     assert_int_equal(tu_db_int(db, "SELECT count(*) FROM layer_stat WHERE io_s IS NOT NULL"
                                " OR io_bytes IS NOT NULL"), 0);
+    /* schema 8: no stall or overlapped bound then (NULL) */
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM run WHERE xio_stall_s IS NOT NULL"
+                               " OR xio_ov_limit_tok_s IS NOT NULL OR xio_pred_reads"
+                               " IS NOT NULL"), 0);
 
     cflow(&p, "runs", "show", "1", "--db", db, NULL);
     expect_ok(&p, "show a migrated run");
