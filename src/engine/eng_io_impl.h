@@ -15,6 +15,7 @@
 #include "engine/eng_impl.h"
 
 #define ENG_IO_ALIGN 4096u              /* bytes: O_DIRECT block and buffer alignment */
+#define ENG_IO_HUGE  (2u << 20)         /* bytes: the slots' arena alignment (a huge page) */
 
 /* Defaults, and how they were chosen (eng_io.c's essay, "Queue depth" and
  * "Replacement"): requests of ENG_IO_CHUNK bytes, ENG_IO_QD of them in
@@ -28,7 +29,7 @@ enum { XIO_POOL = 0, XIO_URING = 1 };   /* eng_xio.reader */
 enum { XIO_LRU = 0, XIO_LFU = 1 };      /* eng_xio.policy (eng_io.c, "Replacement") */
 
 typedef struct xio_slot {
-    uint8_t       *buf;        /* [slot_bytes], ENG_IO_ALIGN-aligned */
+    uint8_t       *buf;        /* [slot_bytes] of eng_xio.arena, ENG_IO_ALIGN-aligned */
     const uint8_t *data;       /* the expert's first byte inside buf */
     uint64_t       off, len;   /* the expert's range in the file */
     int            held;       /* issues not yet released (a hit shares a slot) */
@@ -59,6 +60,7 @@ struct eng_xio {
     eng_log_fn       log;
     void            *log_ud;
     size_t           slot_bytes;
+    void            *arena;    /* [n_slots][slot_bytes]: every slot's buf */
     uint32_t         chunk;    /* bytes per read request (a multiple of ENG_IO_ALIGN) */
     unsigned         n_slots;
     xio_slot        *slots;

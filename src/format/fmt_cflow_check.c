@@ -40,29 +40,27 @@ int fmt_bad(char *err, size_t errlen, int code, const char *path, const char *fm
 int fmt_tile_check(const char *path, unsigned entry, const fmt_tile *t, const uint8_t *h,
                    uint64_t foff, char *err, size_t errlen)
 {
-    if (kern_ld_u16(h + FMT_T_LAYER) != (uint16_t)entry || h[FMT_T_MATRIX] != t->matrix ||
-        h[FMT_T_EXPERT] != t->expert || kern_ld_u32(h + FMT_T_ROW) != t->row0 ||
-        kern_ld_u16(h + FMT_T_COL) != t->col0 || kern_ld_u16(h + FMT_T_ROWS) != t->rows ||
-        kern_ld_u16(h + FMT_T_COLS) != t->cols || kern_ld_u16(h + FMT_T_QGROUP) != KERN_QBLOCK) {
-        char ex[24] = "";
-        if (t->expert != FMT_NO_EXPERT)
-            snprintf(ex, sizeof ex, " expert %u", t->expert);
+    const int head_ok =
+        kern_ld_u16(h + FMT_T_LAYER) == (uint16_t)entry && h[FMT_T_MATRIX] == t->matrix &&
+        h[FMT_T_EXPERT] == t->expert && kern_ld_u32(h + FMT_T_ROW) == t->row0 &&
+        kern_ld_u16(h + FMT_T_COL) == t->col0 && kern_ld_u16(h + FMT_T_ROWS) == t->rows &&
+        kern_ld_u16(h + FMT_T_COLS) == t->cols && kern_ld_u16(h + FMT_T_QGROUP) == KERN_QBLOCK;
+    if (head_ok &&
+        kern_tile_finite((enum kern_type)t->type, t->rows, t->cols, h + FMT_TILE_HEADER_SIZE))
+        return 0;
+    char ex[24] = "";
+    if (t->expert != FMT_NO_EXPERT)
+        snprintf(ex, sizeof ex, " expert %u", t->expert);
+    if (!head_ok)
         return fmt_bad(err, errlen, FMT_EFORMAT, path,
                        "tile header at offset %llu does not match the stream "
                        "(expected layer %u%s matrix %u row %u col %u %ux%u)",
                        (unsigned long long)foff, entry, ex, t->matrix, t->row0, t->col0,
                        t->rows, t->cols);
-    }
-    if (!kern_tile_finite((enum kern_type)t->type, t->rows, t->cols, h + FMT_TILE_HEADER_SIZE)) {
-        char ex[24] = "";
-        if (t->expert != FMT_NO_EXPERT)
-            snprintf(ex, sizeof ex, " expert %u", t->expert);
-        return fmt_bad(err, errlen, FMT_EFORMAT, path,
-                       "non-finite scale or weight in tile at offset %llu "
-                       "(layer %u%s matrix %u row %u col %u)",
-                       (unsigned long long)foff, entry, ex, t->matrix, t->row0, t->col0);
-    }
-    return 0;
+    return fmt_bad(err, errlen, FMT_EFORMAT, path,
+                   "non-finite scale or weight in tile at offset %llu "
+                   "(layer %u%s matrix %u row %u col %u)",
+                   (unsigned long long)foff, entry, ex, t->matrix, t->row0, t->col0);
 }
 
 int fmt_model_expert_check(const fmt_model *m, unsigned layer, unsigned e,
