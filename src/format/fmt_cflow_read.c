@@ -56,7 +56,7 @@ struct fmt_model {
     fmt_tile      *tiles;
 };
 
-#define bad fmt_bad   /* fmt_cflow_check.c */
+#define bad fmt_bad   /* fmt_tile_check.c */
 
 static const char *slot_name(unsigned entry, unsigned n_layers, int s)
 {

@@ -235,7 +235,7 @@ void fmt_out_abort(fmt_out *o);
  * (a benchmark model: report-arch2_4-30b), 0 when a size limit holds. */
 int  fmt_synth_at_scale(const char *name);
 
-/* fmt_cflow_check.c.  "PATH: " and the message into err; returns code. */
+/* fmt_tile_check.c.  "PATH: " and the message into err; returns code. */
 int  fmt_bad(char *err, size_t errlen, int code, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 /* The tile whose 32-byte header is at h (the file's offset foff) is t, of
