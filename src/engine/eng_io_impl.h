@@ -1,8 +1,10 @@
 /*
  * eng_io_impl.h — what the expert reader's files share: the staging slots,
  * the queue of chunk reads and the state of the two readers that drain it
- * (eng_io.c: slots, cache, the reader thread pool; eng_io_uring.c: the
- * io_uring reader; eng_io_bench.c: the disk bandwidth pass).  eng_io.c's
+ * (eng_io.c: slots, cache, the reader thread pool; eng_io_queue.c: what
+ * both readers call; eng_io_uring.c: the io_uring reader; eng_io_session.c:
+ * the session's modes, budget and setup; eng_io_bench.c: the disk
+ * bandwidth pass).  eng_io.c's
  * top essay explains slots, chunks, pending counts and the busy time.
  */
 #ifndef ENG_IO_IMPL_H
@@ -105,9 +107,14 @@ struct eng_xio {
 
 enum { FAULT_NONE = 0, FAULT_EIO = 1, FAULT_SHORT = 2 };
 
-/* eng_io.c, for the readers.  The fault CFLOW_FAULT sets for the next
- * chunk read (FAULT_*), counted from the first. */
+/* eng_io_queue.c, for both readers.  CFLOW_FAULT's expert-read fault
+ * into x (parse: at eng_xio_new), and the fault it sets for the next chunk
+ * read (FAULT_*), counted from the first. */
+void eng_xio_parse_fault(eng_xio *x);
 int  eng_xio_fault_next(eng_xio *x);
+/* Before outstanding changes: its time at the old value into depth_s.
+ * Under mu. */
+void eng_xio_depth_mark(eng_xio *x);
 /* O_DIRECT refused on fd (a read failed with EINVAL): reopen buffered once
  * and say so; 1 where the read should be retried on the (new) descriptor.
  * Takes mu unless locked says the caller holds it. */
