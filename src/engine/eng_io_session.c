@@ -9,18 +9,12 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "engine/eng_io_impl.h"
-#include "prof/prof.h"
 
 static const char *const xio_names[] = { "mmap", "sync", "staged", "auto" };
 

@@ -319,7 +319,7 @@ int eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
     kern_act_set(&s->act_dim, r->xr, dim, need);
     if (r->k <= s->n_xg) {
         uint32_t here = experts_here(s, r), rest = ((1u << r->k) - 1u) & ~here;
-        if (!r->ready)
+        if (!r->ready && here)
             wait_some(s, r, &here, pt);  /* landed: only rebases their slots */
         if ((n = experts_of(r, here, js)) && !s->xio_failed)
             experts_run(s, r, ly, js, n, 1);

@@ -533,10 +533,11 @@ void prof_xio_derive(prof_xio_fig *f)
                         ? (double)f->pred_bytes * ((double)f->pred_wasted / (double)f->pred_reads) /
                               (double)f->tokens
                         : -1.0;
-    f->compute_s_tok = f->tok_s > 0 && f->tokens ? 1.0 / f->tok_s - f->stall_s / (double)f->tokens
-                                                 : -1.0;
-    if (f->compute_s_tok < 0 && f->tok_s > 0 && f->tokens)
-        f->compute_s_tok = 0.0;      /* stalls timed over more than the tokens' time */
+    f->compute_s_tok = -1.0;
+    if (f->tok_s > 0 && f->tokens) {
+        double c = 1.0 / f->tok_s - f->stall_s / (double)f->tokens;
+        f->compute_s_tok = c > 0 ? c : 0.0;   /* stalls timed over more than the tokens */
+    }
     double io_tok = f->limit_tok_s > 0 ? 1.0 / f->limit_tok_s : -1.0;
     double t = io_tok > f->compute_s_tok ? io_tok : f->compute_s_tok;
     f->ov_limit_tok_s = io_tok > 0 && f->compute_s_tok >= 0 && t > 0 ? 1.0 / t : -1.0;

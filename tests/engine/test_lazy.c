@@ -42,18 +42,6 @@ static char good[4096], bad[4096];
 static unsigned bad_layer, n_bad;
 static unsigned long long bad_off[MAXE];   /* the corrupted tiles' header offsets */
 
-static void copy_file(const char *from, const char *to)
-{
-    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
-    assert_true(a && b);
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, a)) > 0)
-        assert_int_equal(fwrite(buf, 1, n, b), n);
-    fclose(a);
-    assert_int_equal(fclose(b), 0);
-}
-
 static int setup(void **state)
 {
     (void)state;
@@ -63,7 +51,11 @@ static int setup(void **state)
     if (tu_cflow_run(&p, "synth", "tiny-moe", good, (char *)NULL) || !tu_ok(&p, "synth"))
         return -1;
     tu_proc_free(&p);
-    copy_file(good, bad);
+    size_t n = 0;
+    char *bytes = tu_read_file(good, &n);
+    assert_non_null(bytes);
+    assert_int_equal(tu_write_file(bad, bytes, n), 0);
+    free(bytes);
     fmt_model *m = NULL;
     char err[512];
     if (fmt_model_open(&m, good, err, sizeof err)) {
