@@ -63,8 +63,6 @@
 #include "kernels/kern.h"
 #include "prof/prof.h"
 
-#define ENG_PAR_MIN_BYTES (256u * 1024u)
-
 /* A parallel region over n tile streams: stream j's units are units
  * [first[j], first[j + 1]) of one index space, so the pool deals them out
  * as one run (thread i takes the i-th contiguous slice of it) and a

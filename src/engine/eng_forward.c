@@ -36,6 +36,7 @@ int eng_forward(eng_session *s, int32_t token, int want_logits)
     const fmt_hparams *hp = s->hp;
 
     eng_embed(s, token, s->x);
+    eng_moe_ahead_guess(s, 0, s->x);   /* the first layers' experts, read ahead */
     eng_run_layers(s);
     if (s->xio_failed)
         return ENG_EIO;   /* the position is not taken: eng_decode reports */

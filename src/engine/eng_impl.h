@@ -275,7 +275,9 @@ struct eng_session {
     int          xio_keyed;    /* a cache budget: slots keep what they read */
     int          xio_auto;     /* the mode was chosen by ENG_XIO_AUTO */
     struct eng_route *route;   /* [expert_delay + 1] routed, not yet injected */
-    int          xio_failed;   /* a read of this token failed: xio_err says why */
+    /* this token's expert bytes failed: 0 no, else the code, ENG_EIO (a
+     * read) or ENG_EFORMAT (the bytes read were refused); xio_err says why */
+    int          xio_failed;
     double       xio_busy;     /* the reader pool's busy seconds charged so far */
     char         xio_err[320];
     struct eng_ahead *ahead;   /* look-ahead guesses (eng_moe_ahead.c), NULL off */
@@ -324,6 +326,9 @@ struct eng_session {
 #define ENG_BATCH 32
 
 #define ENG_MAX_TOPK 256
+/* Bytes of weights below which a pass is not split among the pool's
+ * threads: waking the workers costs microseconds. */
+#define ENG_PAR_MIN_BYTES (256u * 1024u)
 /* Routed experts a decode step multiplies in one parallel region
  * (eng_matvec_streams); a larger top-k goes in groups of this many. */
 #define ENG_MV_MAX 16
@@ -431,13 +436,22 @@ void eng_moe_route(eng_session *s, const eng_layer *ly, const float *xr,
                    int *expert, float *w);
 void eng_moe_topk(eng_session *s, const eng_layer *ly, const float *xr,
                   int *expert, float *w);
+/* n router passes (n <= ENG_AHEAD_MAX + 1) in one parallel region:
+ * out[j] [n_experts] = the logits of layer ly[j]'s router over x[j]
+ * [dim]; each logit one thread's whole dot product (the bits do not
+ * depend on the thread count). */
+void eng_moe_logits(eng_session *s, unsigned n, const eng_layer *const *ly,
+                    const float *const *x, float *const *out);
+/* Logits p [n_experts] into probabilities (in place), then the top-k as
+ * eng_moe_route: expert[top_k] in order, ties to the lower index, w[top_k]. */
+void eng_moe_pick(eng_session *s, float *p, int *expert, float *w);
 /* Wait for route r's reads and rebase its experts into their slots (the
  * profiler's I/O figures; the wait is taken out of *pt); release them. */
 void eng_moe_wait(eng_session *s, eng_route *r, double *pt);
-/* Mark this token's expert I/O failed with a message (the first one
- * stays: it is the cause). */
-void eng_xio_fail(eng_session *s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* Mark this token's expert I/O failed with code rc (ENG_EIO, ENG_EFORMAT)
+ * and a message (the first one stays: it is the cause). */
+void eng_xio_fail(eng_session *s, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void eng_moe_release(eng_session *s, eng_route *r);
 
 /* ---- eng_moe_ahead.c: look-ahead reads of the next layer's experts ---- */
@@ -449,10 +463,11 @@ void     eng_moe_ahead_free(eng_session *s);
 /* Staging slots the guesses need beside a token's own; keyed: the slots
  * are a cache keyed by expert (0: none, no guesses then). */
 unsigned eng_moe_ahead_slots(eng_session *s, int keyed);
-/* Effective layer i ended with residual h [dim] (the one the next MoE
- * block's norm reads): guess the next block's experts and issue their
+/* The residual h [dim] before effective layer next (the end of layer
+ * next - 1, or a token's embedding for next 0): guess the experts of the
+ * blocks of effective layers next ... next + depth - 1 and issue their
  * reads into the cache. */
-void     eng_moe_ahead_guess(eng_session *s, unsigned i, const float *h);
+void     eng_moe_ahead_guess(eng_session *s, unsigned next, const float *h);
 /* Layer l routed (r; its reads issued): count the pending guess against
  * it and release the guesses' slots. */
 void     eng_moe_ahead_settle(eng_session *s, unsigned l, const eng_route *r);

@@ -411,6 +411,7 @@ int eng_xio_error(eng_session *s, char *err, size_t errlen)
 {
     if (s->xio)
         eng_xio_drain(s->xio);
+    int rc = s->xio_failed < 0 ? s->xio_failed : ENG_EIO;
     s->xio_failed = 0;
-    return eng_fail(err, errlen, ENG_EIO, "%s", s->xio_err);
+    return eng_fail(err, errlen, rc, "%s", s->xio_err);
 }

@@ -25,8 +25,10 @@
  * expert I/O setup of eng_io.c sizes them); the reads themselves are the
  * reader pool's (eng_io.c).  A model opened for these reads has its
  * expert banks laid out unread (FMT_OPEN_LAZY_EXPERTS), so the bytes a
- * read brings into a slot are checked, once, before their first use.  Look-ahead (eng_moe_ahead.c) may have read
- * a layer's experts before it routes: eng_moe_issue then finds them as
+ * read brings into a slot are checked, once, before their first use; a
+ * refused expert fails the token with ENG_EFORMAT, a failed read with
+ * ENG_EIO (eng_xio_fail).  Look-ahead (eng_moe_ahead.c) may have read a
+ * layer's experts before it routes: eng_moe_issue then finds them as
  * cache hits and settles the guesses.
  */
 #include "config.h"
@@ -40,12 +42,12 @@
 #include "kernels/kern.h"
 #include "prof/prof.h"
 
-void eng_xio_fail(eng_session *s, const char *fmt, ...)
+void eng_xio_fail(eng_session *s, int rc, const char *fmt, ...)
 {
     va_list ap;
     if (s->xio_failed)
         return;                      /* the first cause is the one to tell */
-    s->xio_failed = 1;
+    s->xio_failed = rc;
     va_start(ap, fmt);
     vsnprintf(s->xio_err, sizeof s->xio_err, fmt, ap);
     va_end(ap);
@@ -101,7 +103,7 @@ static void wait_some(eng_session *s, eng_route *r, const uint32_t *mask, double
             continue;
         fmt_model_expert(s->model, (unsigned)r->layer, (unsigned)e, NULL, NULL, &off, &len);
         if (eng_xio_wait(s->xio, k, &data, &bd, why, sizeof why)) {
-            eng_xio_fail(s, "%s (layer %d, expert %d)", why, r->layer, e);
+            eng_xio_fail(s, ENG_EIO, "%s (layer %d, expert %d)", why, r->layer, e);
             continue;
         }
         /* the open laid the bank out unread (FMT_OPEN_LAZY_EXPERTS): the
@@ -110,14 +112,14 @@ static void wait_some(eng_session *s, eng_route *r, const uint32_t *mask, double
         if (s->stage[k].checked != off + 1 && fmt_model_experts_unchecked(s->model)) {
             if (fmt_model_expert_check(s->model, (unsigned)r->layer, (unsigned)e, data, why,
                                        sizeof why)) {
-                eng_xio_fail(s, "%s", why);   /* it names the layer and expert */
+                eng_xio_fail(s, ENG_EFORMAT, "%s", why);   /* it names the layer and expert */
                 continue;
             }
             s->stage[k].checked = off + 1;
         }
         if (stage_stream(s, (unsigned)k, 0, &ly->exp_gu[e], data, off, len) ||
             stage_stream(s, (unsigned)k, 1, &ly->exp_down[e], data, off, len)) {
-            eng_xio_fail(s, "%s: layer %d expert %d: tiles outside the expert's range",
+            eng_xio_fail(s, ENG_EIO, "%s: layer %d expert %d: tiles outside the expert's range",
                      fmt_model_path(s->model), r->layer, e);
             continue;
         }
@@ -197,7 +199,7 @@ void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
             r->slot[j] = eng_xio_issue(s->xio, key, off, len, &hit);
             r->hit[j] = (uint8_t)hit;
             if (r->slot[j] < 0)
-                eng_xio_fail(s, "%s: layer %u expert %d: no staging slot for %llu bytes",
+                eng_xio_fail(s, ENG_EIO, "%s: layer %u expert %d: no staging slot for %llu bytes",
                          fmt_model_path(s->model), l, r->expert[j],
                          (unsigned long long)len);
         }

@@ -1,6 +1,6 @@
 /*
- * eng_moe_ahead.c — look-ahead: the next layer's experts read before its
- * router has run (issue 17, item 4).
+ * eng_moe_ahead.c — look-ahead: the next layers' experts read before
+ * their routers have run (issue 17, item 4).
  *
  * With sync or staged expert I/O a layer's experts are known only when its
  * router runs, and a read issued then has at most the layer's own dense
@@ -11,38 +11,59 @@
  *     inject at l + expert_delay; their reads already overlap the layers
  *     between (staged mode, eng_moe.c).  Nothing to guess.
  *   - a standard MoE (expert_delay 0) does not say.  But the residual
- *     changes little from one layer to the next, so layer l + 1's router
- *     applied to layer l's output (after its norm) picks mostly the experts
- *     that router will pick a layer later.  At the end of layer l
- *     (eng_moe_ahead_guess, from the schedule's layer end) we do exactly
- *     that and issue reads of the guessed experts into the RAM expert
- *     cache's slots, keyed as the routed reads are.  When layer l + 1
- *     routes (eng_moe_issue), a correct guess is a slot that holds, or is
- *     receiving, the expert's bytes: a hit, read while layer l + 1's
- *     attention ran.  Then (eng_moe_ahead_settle) the guesses' holds are
- *     released; a wrong guess stays cached like any other read, replaced
- *     as the cache's policy says (eng_io.c, "Replacement").
+ *     changes little from one layer to the next, so a later layer's
+ *     router applied to this layer's output (after that layer's norm)
+ *     picks mostly the experts it will pick when its turn comes.  At the
+ *     end of layer l (eng_moe_ahead_guess, from the schedule's layer end)
+ *     we do that for each of the next `depth` layers (l + 1 ... l +
+ *     depth; --expert-ahead-layers) and issue reads of the guessed experts
+ *     into the RAM expert cache's slots, keyed as the routed reads are.
+ *     A token's first layers have no layer before them in the token:
+ *     their guesses are made from its embedding (eng_forward), which is
+ *     the residual layer 0's attention adds to.
+ *     When layer m routes (eng_moe_issue), a correct guess is a slot that
+ *     holds, or is receiving, the expert's bytes: a hit.  Then
+ *     (eng_moe_ahead_settle) the guesses' holds are released; a wrong
+ *     guess stays cached like any other read, replaced as the cache's
+ *     policy says (eng_io.c, "Replacement").
+ *
+ * Depth.  A read guessed one layer ahead has the next layer's attention
+ * and the experts already cached to hide behind: about 1 to 3 ms on
+ * Qwen3-30B-A3B at Q8_0 (a token's compute is 48 such layers, ~120 ms,
+ * on two Zen 5 cores), while a 5 MiB expert takes 2.5 ms at 2 GB/s, more
+ * with other reads queued.  Guessing from further back starts the read
+ * that many layers earlier, at the price of worse guesses: the residual
+ * has drifted more by then.  Each layer's set of guesses gathers them:
+ * the farthest guess opens it, each nearer one adds the experts not yet
+ * in it (the nearest, the likeliest right, are never left out: see the
+ * bounds in eng_moe_ahead_setup), and all of them are read.  The routers
+ * of the layers guessed for run in one parallel region
+ * (eng_moe_logits).  docs/PERFORMANCE.md has the measurements behind
+ * ENG_AHEAD_LAYERS, the default depth.
  *
  * A guess never changes a token: the routed experts are the router's, read
  * from the same file bytes whether a guess or the route started the read.
- * It costs bandwidth (the wasted reads) and top_k slots, kept beside a
- * token's own staging (eng_moe_ahead_slots) so a guess can never take the
- * slot a routed read needs.  Guesses need the cache's keyed slots (without
- * a budget there is nowhere for a guess to wait) and sync/staged I/O (mmap
- * reads through the page cache).
+ * It costs bandwidth (the wasted reads), the guesses' router passes, and
+ * slots, kept beside a token's own staging (eng_moe_ahead_slots) so a
+ * guess can never take the slot a routed read needs.  Guesses need the
+ * cache's keyed slots (without a budget there is nowhere for a guess to
+ * wait) and sync/staged I/O (mmap reads through the page cache).
  *
- * Counted (eng_stats): guesses made (xio_pred), guesses the next layer
- * then routed (xio_pred_hits), guesses that read from the file
+ * Counted (eng_stats): guesses made (xio_pred: distinct experts per
+ * layer, however many layers guessed each), guesses the layer then routed
+ * (xio_pred_hits), guesses that read from the file
  * (xio_pred_reads), of which not routed (xio_pred_wasted), and the bytes
  * those reads took (xio_pred_bytes, also in xio_bytes).  The cache's own
  * hits and misses (xio_hits, xio_misses) stay per routed expert: a routed
  * expert a guess brought in is a hit.
  *
  * --expert-ahead on|off (eng_opts.expert_ahead; $CFLOW_EXPERT_AHEAD),
- * on by default.
+ * on by default; --expert-ahead-layers N (eng_opts.expert_ahead_layers;
+ * $CFLOW_EXPERT_AHEAD_LAYERS), the depth.
  */
 #include "config.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,22 +71,56 @@
 #include "engine/eng_impl.h"
 #include "prof/prof.h"
 
+struct ahead_set {
+    int32_t   layer;               /* the stored layer guessed for; -1 none */
+    uint32_t  k;                   /* guesses held, distinct experts */
+    int      *expert, *slot;       /* [cap] */
+    uint8_t  *read;                /* [cap] the guess started a read */
+};
+
 struct eng_ahead {
     int       ready;               /* slots were reserved (eng_moe_ahead_slots) */
-    int32_t   layer;               /* the stored layer guessed for; -1 none */
-    uint32_t  k;
-    int       expert[ENG_MAX_TOPK], slot[ENG_MAX_TOPK];
-    uint8_t   read[ENG_MAX_TOPK];  /* the guess started a read */
+    unsigned  depth;               /* layers looked ahead, 1..ENG_AHEAD_MAX */
+    uint32_t  cap;                 /* guesses a set may hold: top_k x depth */
+    uint32_t  held, reserve;       /* slots the sets hold; at most reserve */
+    struct ahead_set set[ENG_AHEAD_MAX];   /* set[layer % depth] */
+    int       expert[ENG_MAX_TOPK];
     float     w[ENG_MAX_TOPK];     /* the guessed weights (unused) */
-    float    *xr;                  /* [dim] N_m of the next layer over h */
+    float    *xr;                  /* [depth][dim] N_m of each later layer m over h */
+    float    *p;                   /* [depth][n_experts] their routers' logits */
     /* counts; issue_hits: guesses that found their expert in a slot */
     uint64_t  pred, hits, reads, wasted, bytes, issue_hits;
 };
+
+/* $CFLOW_EXPERT_AHEAD_LAYERS where eng_opts.expert_ahead_layers is 0: the
+ * look-ahead's depth, else ENG_AHEAD_LAYERS.  0, or ENG_EARG. */
+static int depth_from(eng_session *s, unsigned *depth, char *err, size_t errlen)
+{
+    int n = s->opts.expert_ahead_layers;
+    *depth = ENG_AHEAD_LAYERS;
+    if (n == 0) {
+        const char *v = getenv("CFLOW_EXPERT_AHEAD_LAYERS");
+        char *end = NULL;
+        if (!v || !*v)
+            return 0;
+        long x = strtol(v, &end, 10);
+        if (*end || x < 1 || x > ENG_AHEAD_MAX)
+            return eng_fail(err, errlen, ENG_EARG,
+                            "CFLOW_EXPERT_AHEAD_LAYERS='%s': use 1 to %d", v, ENG_AHEAD_MAX);
+        n = (int)x;
+    }
+    if (n < 1 || n > ENG_AHEAD_MAX)
+        return eng_fail(err, errlen, ENG_EARG, "expert look-ahead of %d layers: use 1 to %d",
+                        n, ENG_AHEAD_MAX);
+    *depth = (unsigned)n;
+    return 0;
+}
 
 int eng_moe_ahead_setup(eng_session *s, char *err, size_t errlen)
 {
     const fmt_hparams *hp = s->hp;
     int on = s->opts.expert_ahead;
+    unsigned depth = 0;
     if (on < 0) {
         const char *v = getenv("CFLOW_EXPERT_AHEAD");
         on = 1;
@@ -78,26 +133,58 @@ int eng_moe_ahead_setup(eng_session *s, char *err, size_t errlen)
         }
     }
     s->opts.expert_ahead = on;
+    int rc = depth_from(s, &depth, err, errlen);
+    if (rc)
+        return rc;
+    s->opts.expert_ahead_layers = (int)depth;
     if (!on || !hp->n_experts || hp->expert_delay > 0 || hp->n_layers < 2 ||
         hp->top_k > ENG_MAX_TOPK)
         return 0;                    /* nothing to guess */
+    if (depth > hp->n_layers - 1)
+        depth = hp->n_layers - 1;    /* (a guess never reaches past the last layer) */
     struct eng_ahead *a = calloc(1, sizeof *a);
-    if (!a || !(a->xr = calloc(hp->dim, sizeof(float)))) {
-        free(a);
-        return eng_fail(err, errlen, ENG_ENOMEM, "%s: out of memory",
-                        fmt_model_path(s->model));
+    if (!a)
+        goto oom;
+    a->depth = depth;
+    /* a set gathers at most top_k new guesses at each of `depth` layers;
+     * after a layer has routed, the sets of the next depth - 1 layers
+     * have had depth - 1, ..., 1 rounds and this layer's guesses add one
+     * more to each and a first to the farthest: top_k (1 + 2 + ... +
+     * depth) slots, the most they ever hold (eng_moe_ahead_slots) */
+    a->cap = hp->top_k * depth;
+    a->reserve = hp->top_k * depth * (depth + 1) / 2;
+    s->ahead = a;                    /* (eng_moe_ahead_free frees a part) */
+    if (!(a->xr = calloc((size_t)depth * hp->dim, sizeof(float))) ||
+        !(a->p = calloc((size_t)depth * hp->n_experts, sizeof(float))))
+        goto oom;
+    for (unsigned d = 0; d < depth; d++) {
+        struct ahead_set *st = &a->set[d];
+        st->layer = -1;
+        st->expert = calloc(a->cap, sizeof *st->expert);
+        st->slot = calloc(a->cap, sizeof *st->slot);
+        st->read = calloc(a->cap, sizeof *st->read);
+        if (!st->expert || !st->slot || !st->read)
+            goto oom;
     }
-    a->layer = -1;
-    s->ahead = a;
     return 0;
+oom:
+    eng_moe_ahead_free(s);
+    return eng_fail(err, errlen, ENG_ENOMEM, "%s: out of memory", fmt_model_path(s->model));
 }
 
 void eng_moe_ahead_free(eng_session *s)
 {
-    if (!s->ahead)
+    struct eng_ahead *a = s->ahead;
+    if (!a)
         return;
-    free(s->ahead->xr);
-    free(s->ahead);
+    for (unsigned d = 0; d < ENG_AHEAD_MAX; d++) {
+        free(a->set[d].expert);
+        free(a->set[d].slot);
+        free(a->set[d].read);
+    }
+    free(a->xr);
+    free(a->p);
+    free(a);
     s->ahead = NULL;
 }
 
@@ -106,77 +193,126 @@ unsigned eng_moe_ahead_slots(eng_session *s, int keyed)
     if (!s->ahead)
         return 0;
     s->ahead->ready = keyed != 0;
-    return s->ahead->ready ? s->hp->top_k : 0;
+    return s->ahead->ready ? s->ahead->reserve : 0;
 }
 
-/* Give back the pending guess's slots; routed: the route of its layer
- * (NULL: none came, every guess counts as missed). */
-static void settle(eng_session *s, const eng_route *routed)
+/* Give back set st's slots; routed: the route of its layer (NULL: none
+ * came, every guess counts as missed). */
+static void settle(eng_session *s, struct ahead_set *st, const eng_route *routed)
 {
     struct eng_ahead *a = s->ahead;
-    for (uint32_t j = 0; j < a->k; j++) {
+    for (uint32_t j = 0; j < st->k; j++) {
         int hit = 0;
         for (uint32_t t = 0; routed && t < routed->k; t++)
-            hit |= routed->expert[t] == a->expert[j];
+            hit |= routed->expert[t] == st->expert[j];
         a->hits += (uint64_t)hit;
-        a->wasted += (uint64_t)(a->read[j] && !hit);
-        eng_xio_release(s->xio, a->slot[j]);
+        a->wasted += (uint64_t)(st->read[j] && !hit);
+        eng_xio_release(s->xio, st->slot[j]);
     }
-    a->k = 0;
-    a->layer = -1;
+    a->held -= st->k;
+    st->k = 0;
+    st->layer = -1;
 }
 
 void eng_moe_ahead_settle(eng_session *s, unsigned l, const eng_route *r)
 {
-    if (s->ahead && s->ahead->layer >= 0)
-        settle(s, s->ahead->layer == (int32_t)l ? r : NULL);
+    struct eng_ahead *a = s->ahead;
+    if (!a)
+        return;
+    struct ahead_set *st = &a->set[l % a->depth];
+    if (st->layer >= 0)
+        settle(s, st, st->layer == (int32_t)l ? r : NULL);
 }
 
 void eng_moe_ahead_drop(eng_session *s)
 {
-    if (s->ahead && s->ahead->layer >= 0)
-        settle(s, NULL);
+    struct eng_ahead *a = s->ahead;
+    for (unsigned d = 0; a && d < a->depth; d++)
+        if (a->set[d].layer >= 0)
+            settle(s, &a->set[d], NULL);
 }
 
-void eng_moe_ahead_guess(eng_session *s, unsigned i, const float *h)
+/* Stored layer m's guessed experts a->expert[top_k]: issue the reads of
+ * those set st does not hold yet; 0, or -1 when out of slots (guess no
+ * further). */
+static int guess(eng_session *s, unsigned m)
 {
     struct eng_ahead *a = s->ahead;
     const fmt_hparams *hp = s->hp;
-    if (!a || !a->ready || !s->xio || !s->xio_keyed || s->xio_mode == ENG_XIO_MMAP ||
-        s->xio_failed)
-        return;
-    /* the stored block the next effective layer runs (FixedPoint repeats
-     * each block `iterations` times) */
-    unsigned T = hp->combine_style == FMT_COMBINE_FIXED_POINT && hp->iterations
-                     ? hp->iterations : 1;
-    unsigned next = (i + 1) / T;
-    if (next >= hp->n_layers || !s->layers[next].exp_gu)
-        return;
-    eng_moe_ahead_drop(s);           /* (a guess is always settled before) */
-    const eng_layer *ly = &s->layers[next];
-    eng_rmsnorm(s, a->xr, h, ly->moe_norm, hp->dim);
-    eng_moe_topk(s, ly, a->xr, a->expert, a->w);
-    a->layer = (int32_t)next;
+    struct ahead_set *st = &a->set[m % a->depth];
+    if (st->layer != (int32_t)m) {
+        if (st->layer >= 0)
+            settle(s, st, NULL);     /* a layer that never routed (cannot happen) */
+        st->layer = (int32_t)m;
+    }
     for (uint32_t j = 0; j < hp->top_k; j++) {
         uint64_t off = 0, len = 0;
-        int hit = 0, e = a->expert[j];
-        fmt_model_expert(s->model, next, (unsigned)e, NULL, NULL, &off, &len);
-        int k = eng_xio_issue(s->xio, (int)(next * hp->n_experts + (unsigned)e), off, len,
-                              &hit);
+        int hit = 0, e = a->expert[j], have = 0;
+        for (uint32_t t = 0; t < st->k && !have; t++)
+            have = st->expert[t] == e;
+        if (have)
+            continue;                /* guessed from an earlier layer */
+        if (st->k >= a->cap || a->held >= a->reserve)
+            return -1;               /* (cannot happen: the bounds above) */
+        fmt_model_expert(s->model, m, (unsigned)e, NULL, NULL, &off, &len);
+        int k = eng_xio_issue(s->xio, (int)(m * hp->n_experts + (unsigned)e), off, len, &hit);
         if (k < 0)
-            break;                   /* no slot: guess no further */
-        a->slot[a->k] = k;
-        a->read[a->k] = (uint8_t)!hit;
-        a->k++;
+            return -1;
+        st->expert[st->k] = e;
+        st->slot[st->k] = k;
+        st->read[st->k] = (uint8_t)!hit;
+        st->k++;
+        a->held++;
         a->pred++;
         a->issue_hits += (uint64_t)hit;
         if (!hit) {
             a->reads++;
             a->bytes += len;
             s->stats.xio_bytes += len;
-            if (s->prof)             /* read for layer next, as its routed reads */
-                prof_layer_io(s->prof, next, 0.0, len);
+            if (s->prof)             /* read for layer m, as its routed reads */
+                prof_layer_io(s->prof, m, 0.0, len);
         }
+    }
+    return 0;
+}
+
+void eng_moe_ahead_guess(eng_session *s, unsigned next, const float *h)
+{
+    struct eng_ahead *a = s->ahead;
+    const fmt_hparams *hp = s->hp;
+    if (!a || !a->ready || !s->xio || !s->xio_keyed || s->xio_mode == ENG_XIO_MMAP ||
+        s->xio_failed)
+        return;
+    /* the stored blocks the next effective layers run (FixedPoint repeats
+     * each block `iterations` times), nearest first: its guess is the
+     * likeliest right and its read the most urgent */
+    unsigned T = hp->combine_style == FMT_COMBINE_FIXED_POINT && hp->iterations
+                     ? hp->iterations : 1;
+    unsigned m[ENG_AHEAD_MAX], n = 0, last = UINT_MAX;
+    const eng_layer *ly[ENG_AHEAD_MAX];
+    const float *x[ENG_AHEAD_MAX];
+    float *out[ENG_AHEAD_MAX];
+    for (unsigned d = 0; d < a->depth; d++) {
+        unsigned b = (next + d) / T;
+        if (b >= hp->n_layers)
+            break;
+        if (b == last || !s->layers[b].exp_gu)
+            continue;                /* a block guessed already, or no experts */
+        last = m[n] = b;
+        ly[n] = &s->layers[b];
+        float *xr = a->xr + (size_t)n * hp->dim;
+        eng_rmsnorm(s, xr, h, ly[n]->moe_norm, hp->dim);
+        x[n] = xr;
+        out[n] = a->p + (size_t)n * hp->n_experts;
+        n++;
+    }
+    if (!n)
+        return;
+    eng_moe_logits(s, n, ly, x, out);   /* every router in one region */
+    for (unsigned j = 0; j < n; j++) {
+        eng_moe_pick(s, out[j], a->expert, a->w);
+        if (guess(s, m[j]))
+            break;
     }
     eng_xio_submit(s->xio);          /* the guesses' reads go out together, now */
 }

@@ -127,7 +127,7 @@ static int run_staged(eng_session *s, unsigned l, double *pt)
                                         len, &hit);
             r.hit[r.k] = (uint8_t)hit;
             if (r.slot[r.k] < 0)
-                eng_xio_fail(s, "%s: layer %u expert %u: no staging slot for %llu bytes",
+                eng_xio_fail(s, ENG_EIO, "%s: layer %u expert %u: no staging slot for %llu bytes",
                              fmt_model_path(s->model), l, e, (unsigned long long)len);
             r.k++;
         }

@@ -5,7 +5,11 @@
  * (eng_moe.c, eng_moe_batch.c) counts its choices per layer for the
  * expert pane; look-ahead's guesses (eng_moe_ahead.c) use the same top-k
  * on another layer's input and count nothing.  Scratch: s->probs
- * [n_experts].
+ * [n_experts].  The router is an f32 [n_experts][dim] matrix, 1 MiB for
+ * Qwen3-MoE, read once for each routing and each guess: its rows are
+ * split among the pool's threads (eng_moe_logits), every dot product
+ * whole in one thread, so the logits do not depend on the thread count,
+ * and look-ahead's guesses for several layers share one region.
  */
 #include "config.h"
 
@@ -16,37 +20,101 @@
 #include "engine/eng_impl.h"
 #include "kernels/kern.h"
 
+/* Router rows a thread takes at a time: 16 rows of a 2048-wide f32
+ * router are 128 KiB, eight bites of Qwen3-MoE's 1 MiB router. */
+#define ROUTER_UNIT 16u
+
+typedef struct router_task {
+    const kern_ops     *ops;
+    eng_pool           *pool;
+    uint32_t            dim, E;
+    size_t              units, all;       /* units per pass (E / ROUTER_UNIT up); all passes' */
+    const float *const *w;                /* [n] each pass's router [E][dim] */
+    const float *const *x;                /* [n] each pass's input [dim] */
+    float *const       *out;              /* [n] each pass's logits [E] */
+} router_task;
+
+/* Unit u: ROUTER_UNIT rows of one pass, each row's dot product whole. */
+static void router_rows(const router_task *t, size_t u)
+{
+    size_t j = u / t->units;
+    uint32_t e0 = (uint32_t)(u % t->units) * ROUTER_UNIT;
+    uint32_t e1 = e0 + ROUTER_UNIT < t->E ? e0 + ROUTER_UNIT : t->E;
+    for (uint32_t e = e0; e < e1; e++)
+        t->out[j][e] = t->ops->dot_f32(t->w[j] + (size_t)e * t->dim, t->x[j], t->dim);
+}
+
+static void router_run(void *ctx, int tid, int n_threads)
+{
+    const router_task *t = ctx;
+    for (;;) {
+        size_t u = eng_pool_claim(t->pool, tid, n_threads, t->all);
+        if (u >= t->all)
+            break;
+        router_rows(t, u);
+    }
+}
+
+void eng_moe_logits(eng_session *s, unsigned n, const eng_layer *const *ly,
+                    const float *const *x, float *const *out)
+{
+    const uint32_t E = s->hp->n_experts, dim = s->hp->dim;
+    const float *w[ENG_AHEAD_MAX + 1];
+    router_task t = { .ops = s->ops, .pool = s->pool, .dim = dim, .E = E,
+                      .units = (E + ROUTER_UNIT - 1) / ROUTER_UNIT, .w = w, .x = x,
+                      .out = out };
+    if (n > ENG_AHEAD_MAX + 1)
+        n = ENG_AHEAD_MAX + 1;       /* (the callers pass at most this) */
+    for (unsigned j = 0; j < n; j++)
+        w[j] = ly[j]->router;
+    t.all = t.units * n;
+    /* as eng_matvec_streams: small routers are not worth waking workers */
+    if (t.all < 2 || (uint64_t)n * E * dim * sizeof(float) < ENG_PAR_MIN_BYTES) {
+        for (size_t u = 0; u < t.all; u++)
+            router_rows(&t, u);
+        return;
+    }
+    eng_pool_run(s->pool, router_run, &t);
+}
+
+void eng_moe_pick(eng_session *s, float *p, int *expert, float *w)
+{
+    const fmt_hparams *hp = s->hp;
+    uint32_t E = hp->n_experts, K = hp->top_k, k = 0;
+    float mx = -INFINITY, sum = 0.0f, wsum = 0.0f;
+    for (uint32_t e = 0; e < E; e++)
+        if (p[e] > mx)
+            mx = p[e];
+    for (uint32_t e = 0; e < E; e++)
+        sum += (p[e] = expf(p[e] - mx));
+    for (uint32_t e = 0; e < E; e++)
+        p[e] /= sum;
+    /* one pass keeping the k best in order: an expert goes after every
+     * one at least as likely, so ties keep the lower index first */
+    for (uint32_t e = 0; e < E; e++) {
+        if (k == K && !(p[e] > p[expert[K - 1]]))
+            continue;
+        uint32_t at = k < K ? k++ : K - 1;
+        while (at > 0 && p[e] > p[expert[at - 1]]) {
+            expert[at] = expert[at - 1];
+            at--;
+        }
+        expert[at] = (int)e;
+    }
+    for (uint32_t j = 0; j < K; j++)
+        wsum += p[expert[j]];
+    for (uint32_t j = 0; j < K; j++)
+        w[j] = (hp->flags & FMT_FLAG_MOE_NO_RENORM)
+                   ? p[expert[j]]      /* Qwen3-MoE, norm_topk_prob off */
+                   : p[expert[j]] / wsum;
+}
+
 void eng_moe_topk(eng_session *s, const eng_layer *ly, const float *xr,
                   int *expert, float *w)
 {
-    const fmt_hparams *hp = s->hp;
-    uint32_t dim = hp->dim, E = hp->n_experts, K = hp->top_k;
-    float mx = -INFINITY, sum = 0.0f, wsum = 0.0f;
-    for (uint32_t e = 0; e < E; e++) {
-        s->probs[e] = s->ops->dot_f32(ly->router + (size_t)e * dim, xr, dim);
-        if (s->probs[e] > mx)
-            mx = s->probs[e];
-    }
-    for (uint32_t e = 0; e < E; e++)
-        sum += (s->probs[e] = expf(s->probs[e] - mx));
-    for (uint32_t e = 0; e < E; e++)
-        s->probs[e] /= sum;
-    for (uint32_t j = 0; j < K; j++) {
-        int best = -1;
-        for (uint32_t e = 0; e < E; e++) {
-            int taken = 0;
-            for (uint32_t t = 0; t < j; t++)
-                taken |= expert[t] == (int)e;
-            if (!taken && (best < 0 || s->probs[e] > s->probs[best]))
-                best = (int)e;
-        }
-        expert[j] = best;
-        wsum += s->probs[best];
-    }
-    for (uint32_t j = 0; j < K; j++)
-        w[j] = (hp->flags & FMT_FLAG_MOE_NO_RENORM)
-                   ? s->probs[expert[j]]      /* Qwen3-MoE, norm_topk_prob off */
-                   : s->probs[expert[j]] / wsum;
+    float *out = s->probs;
+    eng_moe_logits(s, 1, &ly, &xr, &out);
+    eng_moe_pick(s, s->probs, expert, w);
 }
 
 void eng_moe_route(eng_session *s, const eng_layer *ly, const float *xr,

@@ -48,7 +48,7 @@ static void trace_layer(eng_session *s, unsigned i, const float *x, const float 
 {
     eng_trace *t = s->trace;
     uint32_t dim = s->hp->dim;
-    eng_moe_ahead_guess(s, i, x);       /* the next layer's experts, read ahead */
+    eng_moe_ahead_guess(s, i + 1, x);   /* the next layers' experts, read ahead */
     if (s->probe && s->bad_layer < 0 &&
         (!eng_finite(x, dim) || (a && !eng_finite(a, dim))))
         s->bad_layer = (int)i;       /* eng_check_finite's second run */

@@ -228,11 +228,14 @@ typedef struct eng_opts {
      * eng_opts_default sets -1. */
     int64_t    expert_cache;
     /* Look-ahead (eng_moe_ahead.c): with sync/staged I/O and a RAM expert
-     * cache, a standard MoE (expert_delay 0) guesses the next layer's
-     * experts with its router over this layer's output and reads them
+     * cache, a standard MoE (expert_delay 0) guesses the next layers'
+     * experts with their routers over this layer's output and reads them
      * ahead; the tokens never change.  1 on, 0 off, -1: $CFLOW_EXPERT_AHEAD
      * ("on"/"1", "off"/"0"), else on.  eng_opts_default sets -1. */
     int        expert_ahead;
+    /* How many layers ahead look-ahead guesses (1..ENG_AHEAD_MAX); 0:
+     * $CFLOW_EXPERT_AHEAD_LAYERS, else ENG_AHEAD_LAYERS. */
+    int        expert_ahead_layers;
     /* 1: read the model into anonymous memory with huge pages advised
      * (llama.cpp's --no-mmap: decode streams it faster, docs/PERFORMANCE.md,
      * at the cost of the copy), 0: map the file, -1 (default): read it in
@@ -303,10 +306,15 @@ int  eng_shift(eng_session *s, uint32_t n_keep, uint32_t n_discard, char *err,
 /* Feed one token at position n_past; logits of the next token become
  * available through eng_logits.  ENG_ECTX when the context is full.
  * ENG_EIO when the model file shrank while mapped (the session then
- * refuses every later token).  ENG_ENAN when the logits are not all
- * finite: err names the first layer whose residual stream held NaN or
- * infinity (found by running the token again with a check at every
- * layer end, so a healthy token pays only the scan of its logits). */
+ * refuses every later token), or when an expert read of sync/staged I/O
+ * failed (err names the file and offset; the token takes no position).
+ * ENG_EFORMAT when an expert's bytes, checked at their first use with
+ * sync/staged I/O, are refused (err names the file, layer, expert and
+ * tile; each later token routed to it is refused too).  ENG_ENAN when
+ * the logits are not all finite: err names the first layer whose residual
+ * stream held NaN or infinity (found by running the token again with a
+ * check at every layer end, so a healthy token pays only the scan of its
+ * logits). */
 int  eng_decode(eng_session *s, int32_t token, char *err, size_t errlen);
 /* Feed n tokens (prompt).  Logits are those after the last one; errors
  * as eng_decode's (ENG_ENAN: the last token's logits). */
@@ -335,8 +343,8 @@ typedef struct eng_stats {
     /* chunk reads queued or in flight integrated over time (request-
      * seconds: the mean queue depth is xio_depth_s / xio_s) */
     double   xio_depth_s;
-    /* look-ahead (eng_opts.expert_ahead): experts guessed for the next
-     * layer, guesses that layer then routed, guesses read from the file
+    /* look-ahead (eng_opts.expert_ahead): experts guessed for later
+     * layers (distinct per layer), guesses their layer then routed, guesses read from the file
      * (not already in a slot), of those the ones not routed (wasted), and
      * the bytes the guesses read (also counted in xio_bytes) */
     uint64_t xio_pred, xio_pred_hits, xio_pred_reads, xio_pred_wasted, xio_pred_bytes;
@@ -380,6 +388,13 @@ void eng_set_prof(eng_session *s, struct prof *p);
 enum eng_expert_io { ENG_XIO_MMAP = 0, ENG_XIO_SYNC = 1, ENG_XIO_STAGED = 2,
                      ENG_XIO_AUTO = 3 };
 #define ENG_CACHE_AUTO (-2)
+/* Look-ahead's depth (eng_opts.expert_ahead_layers): at most
+ * ENG_AHEAD_MAX layers, ENG_AHEAD_LAYERS by default (eng_moe_ahead.c's
+ * essay says how it was chosen). */
+#define ENG_AHEAD_MAX    8
+#define ENG_AHEAD_LAYERS 1
+#define ENG_STR_(x) #x
+#define ENG_STR(x)  ENG_STR_(x)         /* a number macro as a string literal */
 /* "auto", "off"/"0", or a size with an optional K, M, G or T (binary)
  * suffix into *bytes (ENG_CACHE_AUTO, 0, the size); 0, or -1 when text is
  * none of these or NULL. */

@@ -48,6 +48,7 @@ typedef struct ui_bench_cfg {
     int      reps_set;             /* -r given */
     int      fmt;                  /* 0 md, 1 csv, 2 json */
     int      warmup;
+    unsigned warmup_reps;          /* --warmup-reps: untimed full repetitions */
     int      kv_f16;
     double   read_bw;              /* GB/s; 0: measure */
     uint64_t seed;
@@ -55,6 +56,7 @@ typedef struct ui_bench_cfg {
     int      no_log;
     int      no_mmap;              /* eng_opts.no_mmap (ui_no_mmap) */
     int64_t  expert_cache;         /* --expert-cache: eng_opts.expert_cache */
+    int      expert_ahead_layers;  /* --expert-ahead-layers: eng_opts.expert_ahead_layers */
 } bench_cfg;   /* ui_bench_cfg */
 
 /* The result's row on stdout in c's format (md 0, csv 1, json 2), the

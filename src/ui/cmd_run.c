@@ -22,7 +22,7 @@ static const int run_opts[] = {
     UI_O_TEMP, UI_O_TOP_K, UI_O_TOP_P, UI_O_MIN_P, UI_O_REPEAT_PENALTY,
     UI_O_REPEAT_LAST_N, UI_O_SEED, UI_O_IGNORE_EOS, UI_O_CHAT, UI_O_SYSTEM, UI_O_DB, UI_O_NO_LOG,
     UI_O_NO_PROFILE, UI_O_KV_TYPE, UI_O_PREFETCH, UI_O_EXPERT_IO, UI_O_EXPERT_CACHE,
-    UI_O_EXPERT_AHEAD, UI_O_NO_MMAP, UI_O_MMAP,
+    UI_O_EXPERT_AHEAD, UI_O_EXPERT_AHEAD_LAYERS, UI_O_NO_MMAP, UI_O_MMAP,
     UI_O_HELP, UI_O_END
 };
 
@@ -77,6 +77,7 @@ static int open_session(run_ctx *r, const char *model)
     eo.expert_io = o->expert_io;
     eo.expert_cache = o->expert_cache;
     eo.expert_ahead = o->expert_ahead;
+    eo.expert_ahead_layers = (int)o->expert_ahead_layers;
     eo.no_mmap = ui_no_mmap(o);
     eo.log = ui_log;
     if (eng_open(&r->s, model, &eo, r->err, sizeof r->err))

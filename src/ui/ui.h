@@ -65,13 +65,13 @@ enum ui_opt_id {
     UI_O_TEMP, UI_O_TOP_K, UI_O_TOP_P, UI_O_MIN_P, UI_O_REPEAT_PENALTY,
     UI_O_REPEAT_LAST_N, UI_O_SEED, UI_O_IGNORE_EOS, UI_O_SYSTEM, UI_O_CHAT, UI_O_DB, UI_O_NO_LOG,
     UI_O_NO_PROFILE, UI_O_KV_TYPE, UI_O_PREFETCH, UI_O_EXPERT_IO, UI_O_EXPERT_CACHE,
-    UI_O_EXPERT_AHEAD, UI_O_NO_MMAP, UI_O_MMAP,
+    UI_O_EXPERT_AHEAD, UI_O_EXPERT_AHEAD_LAYERS, UI_O_NO_MMAP, UI_O_MMAP,
     /* cflow ppl, cflow inspect */
     UI_O_STORIES, UI_O_NO_EOS, UI_O_JSON, UI_O_CRITICAL_PATH, UI_O_BYTES_PER_PARAM,
     /* cflow bench: lists of values, one test per combination */
     UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH,
     UI_O_B_REPS, UI_O_B_OUTPUT, UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_READ_BW,
-    UI_O_B_NO_WARMUP, UI_O_B_SEED, UI_O_B_ROWS_DIV, UI_O_B_QD, UI_O_B_DISK_FILE,
+    UI_O_B_NO_WARMUP, UI_O_B_WARMUP_REPS, UI_O_B_SEED, UI_O_B_ROWS_DIV, UI_O_B_QD, UI_O_B_DISK_FILE,
     UI_O_HELP, UI_O_VERSION,
     UI_O_N,
     UI_O_END = -1
@@ -131,6 +131,7 @@ typedef struct ui_settings {
     int         expert_io;       /* -1 the environment's, else enum eng_expert_io */
     int64_t     expert_cache;    /* eng_opts.expert_cache: -1 the environment's */
     int         expert_ahead;    /* eng_opts.expert_ahead: -1 the environment's */
+    long        expert_ahead_layers;  /* eng_opts.expert_ahead_layers: 0 the environment's */
     /* cflow ppl, cflow inspect */
     long        stories;         /* 0: all */
     int         no_eos, json, critical_path;
@@ -145,6 +146,7 @@ typedef struct ui_settings {
     int         output;          /* 0 md, 1 csv, 2 json */
     double      read_bw;         /* GB/s, 0: measure */
     int         no_warmup;
+    long        warmup_reps;     /* untimed full repetitions before the timed ones */
     uint64_t    b_seed;
     int         help, version;
     unsigned char given[UI_O_N];

@@ -102,6 +102,11 @@ const ui_opt ui_opts[UI_O_N] = {
       OFF(expert_ahead), "$CFLOW_EXPERT_AHEAD, else on",
       "with sync/staged I/O and an expert cache, read the next layer's guessed experts "
       "while this layer runs (standard MoE; never changes the tokens)" },
+    { UI_O_EXPERT_AHEAD_LAYERS, "expert-ahead-layers", 0, UI_T_INT, "N", 1, ENG_AHEAD_MAX, NULL,
+      NULL, 0, OFF(expert_ahead_layers),
+      "$CFLOW_EXPERT_AHEAD_LAYERS, else " ENG_STR(ENG_AHEAD_LAYERS),
+      "how many layers ahead look-ahead guesses experts: further starts their reads "
+      "earlier and reads more wrong guesses" },
     { UI_O_NO_MMAP, "no-mmap", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(no_mmap), NULL,
       "read the model into memory instead of mapping it (expert banks stay mapped "
       "for sync and staged I/O); by default a model is read in when it takes at most "
@@ -144,6 +149,10 @@ const ui_opt ui_opts[UI_O_N] = {
       OFF(read_bw), NULL, "machine read bandwidth for % bw" },
     { UI_O_B_NO_WARMUP, "no-warmup", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0,
       OFF(no_warmup), NULL, "skip the untimed warm-up run of each test" },
+    { UI_O_B_WARMUP_REPS, "warmup-reps", 0, UI_T_INT, "N", 0, 1000, "none", NULL, 0,
+      OFF(warmup_reps), NULL,
+      "untimed full repetitions of each test before the timed ones (an expert cache "
+      "fills over several: the timed ones then show the steady state)" },
     { UI_O_B_SEED, "seed", 0, UI_T_U64, "S", 0, 0, NULL, NULL, 0, OFF(b_seed), NULL,
       "seed of the random tokens" },
     { UI_O_B_ROWS_DIV, "rows-div", 0, UI_T_INT, "K", 1, 64, NULL, NULL, 0, OFF(rows_div),

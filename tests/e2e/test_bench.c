@@ -75,6 +75,10 @@ static void test_args(void **state)
     expect_usage(2, "bad --expert-io 'disk'", "-m", model, "--expert-io", "disk",
                  (char *)NULL);
     expect_usage(2, "bad --depth 'deep'", "-m", model, "--depth", "deep", (char *)NULL);
+    expect_usage(2, "bad --warmup-reps '-1'", "-m", model, "--warmup-reps", "-1",
+                 (char *)NULL);
+    expect_usage(2, "bad --expert-ahead-layers '9'", "-m", model, "--expert-ahead-layers",
+                 "9", (char *)NULL);
     expect_usage(2, "unexpected argument", "-m", model, "extra", (char *)NULL);
     /* a missing model: one line naming it, exit 1 */
     expect_usage(1, "/nonexistent/model.cflow", "-m", "/nonexistent/model.cflow",
@@ -173,6 +177,54 @@ static void test_json(void **state)
     }
     json_object_put(a);
     tu_proc_free(&p);
+}
+
+/* The JSON array a bench run printed, after its exit status 0; it holds n
+ * tests. */
+static json_object *json_of(const tu_proc *p, size_t n)
+{
+    if (p->status)
+        fprintf(stderr, "%s", p->err);
+    assert_int_equal(p->status, 0);
+    json_object *a = json_tokener_parse(p->out);
+    assert_non_null(a);
+    assert_int_equal(json_object_array_length(a), n);
+    return a;
+}
+
+/* The expert figures of a sync test with a cache that holds every expert,
+ * after `warm` untimed repetitions: *routed, *misses. */
+static void cached_run(const char *warm, double *routed, double *misses)
+{
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "bench", "-m", model, "-p", "0", "-n", "8", "-r", "1",
+                                  "--read-bw", "10", "--expert-io", "sync", "--expert-cache",
+                                  "64M", "--no-warmup", "--warmup-reps", warm, "-o", "json",
+                                  "--no-log", (char *)NULL), 0);
+    json_object *a = json_of(&p, 1);
+    json_object *o = json_object_array_get_idx(a, 0);
+    assert_int_equal((int)num_of(o, "repetitions"), 1);
+    *misses = num_of(o, "expert_misses");
+    *routed = num_of(o, "expert_hits") + *misses;
+    json_object_put(a);
+    tu_proc_free(&p);
+}
+
+/* --warmup-reps (without the short warm-up run): the untimed repetitions
+ * fill the expert cache and are not counted, so the timed one routes as
+ * many experts and reads fewer. */
+static void test_warmup_reps(void **state)
+{
+    (void)state;
+    double routed0, misses0, routed3, misses3;
+    cached_run("0", &routed0, &misses0);
+    cached_run("3", &routed3, &misses3);
+    fprintf(stderr, "--warmup-reps 0: %.0f of %.0f routed experts read; 3: %.0f of %.0f\n",
+            misses0, routed0, misses3, routed3);
+    assert_true(routed0 > 0);
+    assert_true(routed3 == routed0);   /* one repetition's routings, not four */
+    assert_true(misses0 > 0);
+    assert_true(misses3 < misses0);
 }
 
 static void test_md_csv(void **state)
@@ -323,12 +375,7 @@ static void test_directio(void **state)
     assert_int_equal(tu_cflow_run(&p, "bench", "directio", "-m", model, "-t", "1", "-n",
                                   "2", "-r", "1", "--read-bw", "10", "-o", "json",
                                   "--no-log", (char *)NULL), 0);
-    if (p.status)
-        fprintf(stderr, "%s", p.err);
-    assert_int_equal(p.status, 0);
-    json_object *a = json_tokener_parse(p.out);
-    assert_non_null(a);
-    assert_int_equal(json_object_array_length(a), 6);
+    json_object *a = json_of(&p, 6);
     static const char *const xio[] = { "mmap", "sync", "staged" };
     for (size_t i = 0; i < 6; i++) {
         json_object *o = json_object_array_get_idx(a, i);
@@ -418,6 +465,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_args),
         cmocka_unit_test(test_json),
+        cmocka_unit_test(test_warmup_reps),
         cmocka_unit_test(test_md_csv),
         cmocka_unit_test(test_membw_l1d),
         cmocka_unit_test(test_membw_recorded),

@@ -28,8 +28,13 @@
  *     xio_pred), wasted <= reads <= guesses, its bytes are inside
  *     xio_bytes, and the cache's hits and misses still sum to the routed
  *     experts; off, without a cache or with mmap it guesses nothing;
+ *   - looking 3 layers ahead guesses and is right at least as often as
+ *     looking 1 ahead (it makes the same nearest guesses and more);
  *   - $CFLOW_EXPERT_AHEAD=off turns it off, a bad value is refused;
- *     `cflow run --expert-ahead on|off` prints mmap's text either way.
+ *     $CFLOW_EXPERT_AHEAD_LAYERS outside 1..ENG_AHEAD_MAX is refused, as is
+ *     eng_opts.expert_ahead_layers outside it; `cflow run --expert-ahead
+ *     on|off` and `--expert-ahead-layers 1|8` print mmap's text, 9 is
+ *     refused.
  */
 #include "config.h"
 
@@ -73,6 +78,7 @@ static void synth(const char *name, char *out, ...)
     tu_proc_free(&p);
 }
 
+/* ahead: the layers look-ahead guesses ahead, 0 off */
 static eng_session *open_ahead(const char *path, int mode, int64_t cache, int ahead)
 {
     eng_session *s = NULL;
@@ -83,7 +89,8 @@ static eng_session *open_ahead(const char *path, int mode, int64_t cache, int ah
     o.n_threads = 2;
     o.expert_io = mode;
     o.expert_cache = cache;
-    o.expert_ahead = ahead;
+    o.expert_ahead = ahead > 0;
+    o.expert_ahead_layers = ahead > 0 ? ahead : 0;
     int rc = eng_open(&s, path, &o, err, sizeof err);
     if (rc)
         fprintf(stderr, "%s: %s\n", path, err);
@@ -266,7 +273,10 @@ static uint64_t routed_total(eng_session *s)
     return tot;
 }
 
-/* One model: every mode, budget and look-ahead setting against mmap. */
+/* One model: every mode, budget and look-ahead setting against mmap.  A
+ * deeper look-ahead also makes the one-layer guesses (the same ones: the
+ * tokens, hence the residuals, are the same), so it guesses and is right
+ * at least as often. */
 static void check_ahead(const char *name, const char *path)
 {
     int32_t ref[N_TOK], got[N_TOK];
@@ -281,9 +291,12 @@ static void check_ahead(const char *name, const char *path)
     const int64_t budgets[] = { 0, (int64_t)(one * (E - 1)),
                                 (int64_t)(2 * st.expert_bank_bytes + (1 << 20)) };
     eng_close(s);
+    static const int depths[] = { 0, 1, 3 };   /* layers ahead; 0 off */
+    uint64_t one_pred = 0, one_hits = 0;
     for (int mode = ENG_XIO_MMAP; mode <= ENG_XIO_AUTO; mode++)
         for (size_t b = 0; b < 3; b++)
-            for (int ahead = 0; ahead <= 1; ahead++) {
+            for (size_t a = 0; a < sizeof depths / sizeof *depths; a++) {
+                const int ahead = depths[a];
                 if ((mode == ENG_XIO_MMAP || mode == ENG_XIO_AUTO) && b != 1)
                     continue;
                 if (mode == ENG_XIO_AUTO)   /* less free memory than the file: staged */
@@ -293,9 +306,10 @@ static void check_ahead(const char *name, const char *path)
                 greedy(s, got);
                 eng_get_stats(s, &st);
                 const int io = eng_expert_io(s) != ENG_XIO_MMAP;
-                fprintf(stderr, "%-22s %-6s cache %9lld ahead %-3s: tokens %s; guessed %llu, "
+                fprintf(stderr, "%-22s %-6s cache %9lld ahead %d: tokens %s; guessed %llu, "
                         "routed %llu, read %llu (wasted %llu); hits %llu misses %llu\n", name,
-                        eng_expert_io_name(mode), (long long)budgets[b], ahead ? "on" : "off",
+                        eng_expert_io_name(mode), (long long)budgets[b],
+                        ahead,
                         memcmp(ref, got, sizeof ref) ? "DIFFER" : "agree",
                         (unsigned long long)st.xio_pred, (unsigned long long)st.xio_pred_hits,
                         (unsigned long long)st.xio_pred_reads,
@@ -309,6 +323,13 @@ static void check_ahead(const char *name, const char *path)
                     assert_true(st.xio_pred_reads <= st.xio_pred);
                     assert_true(st.xio_pred_bytes <= st.xio_bytes);
                     assert_true(st.xio_pred_reads == 0 || st.xio_pred_bytes > 0);
+                    if (ahead == 1) {
+                        one_pred = st.xio_pred;
+                        one_hits = st.xio_pred_hits;
+                    } else {
+                        assert_true(st.xio_pred >= one_pred);
+                        assert_true(st.xio_pred_hits >= one_hits);
+                    }
                 } else {
                     assert_int_equal(st.xio_pred + st.xio_pred_hits + st.xio_pred_reads +
                                      st.xio_pred_bytes, 0);
@@ -383,15 +404,42 @@ static void test_ahead_env(void **state)
         eng_close(s);
     }
     unsetenv("CFLOW_EXPERT_AHEAD");
+    /* $CFLOW_EXPERT_AHEAD_LAYERS: 1 to ENG_AHEAD_MAX layers, else refused;
+     * an eng_opts value out of range is refused too */
+    static const char *const bad_layers[] = { "0", "9", "2x", "-1", "" };
+    for (size_t i = 0; i < sizeof bad_layers / sizeof *bad_layers; i++) {
+        setenv("CFLOW_EXPERT_AHEAD_LAYERS", bad_layers[i], 1);
+        int rc = eng_open(&s, path, &o, err, sizeof err);
+        if (!*bad_layers[i]) {       /* empty: unset, the default */
+            assert_int_equal(rc, 0);
+            eng_close(s);
+            s = NULL;
+            continue;
+        }
+        assert_int_equal(rc, ENG_EARG);
+        assert_null(s);
+        assert_non_null(strstr(err, "CFLOW_EXPERT_AHEAD_LAYERS="));
+    }
+    setenv("CFLOW_EXPERT_AHEAD_LAYERS", "3", 1);
+    assert_int_equal(eng_open(&s, path, &o, err, sizeof err), 0);
+    eng_close(s);
+    s = NULL;
+    unsetenv("CFLOW_EXPERT_AHEAD_LAYERS");
+    o.expert_ahead_layers = ENG_AHEAD_MAX + 1;
+    assert_int_equal(eng_open(&s, path, &o, err, sizeof err), ENG_EARG);
+    assert_null(s);
+    assert_non_null(strstr(err, "look-ahead of 9 layers"));
+    o.expert_ahead_layers = 0;
     /* the real binary: the same text with look-ahead on, off and mmap */
-    char out[3][2048];
-    for (int k = 0; k < 3; k++) {
+    char out[4][2048];
+    for (int k = 0; k < 4; k++) {
         tu_proc p;
-        static const char *const io[] = { "mmap", "sync", "staged" };
+        static const char *const io[] = { "mmap", "sync", "staged", "sync" };
         assert_int_equal(tu_cflow_run(&p, "run", "-m", path, "-p", "ab", "-n", "12",
                                       "--temp", "0", "--no-log", "--expert-io", io[k],
                                       "--expert-cache", "1M", "--expert-ahead",
-                                      k == 1 ? "off" : "on", (char *)NULL), 0);
+                                      k == 1 ? "off" : "on", "--expert-ahead-layers",
+                                      k == 3 ? "8" : "1", (char *)NULL), 0);
         if (p.status)
             fprintf(stderr, "cflow run: %s", p.err);
         assert_int_equal(p.status, 0);
@@ -400,11 +448,17 @@ static void test_ahead_env(void **state)
     }
     assert_string_equal(out[0], out[1]);
     assert_string_equal(out[0], out[2]);
+    assert_string_equal(out[0], out[3]);
     tu_proc p;
     assert_int_equal(tu_cflow_run(&p, "run", "-m", path, "-n", "1", "--no-log",
                                   "--expert-ahead", "maybe", (char *)NULL), 0);
     assert_int_equal(p.status, 2);
     assert_non_null(strstr(p.err, "expert-ahead"));
+    tu_proc_free(&p);
+    assert_int_equal(tu_cflow_run(&p, "run", "-m", path, "-n", "1", "--no-log",
+                                  "--expert-ahead-layers", "9", (char *)NULL), 0);
+    assert_int_equal(p.status, 2);
+    assert_non_null(strstr(p.err, "expert-ahead-layers"));
     tu_proc_free(&p);
     remove(path);
 }
