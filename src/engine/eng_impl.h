@@ -120,6 +120,12 @@ int  eng_xio_direct(const eng_xio *x);     /* 1 O_DIRECT, 0 buffered */
  * or the coldest by the policy (*hit = 0).  -1 when the range is too large
  * or every slot is held. */
 int  eng_xio_issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit);
+/* The same for a read wanted later than the others (look-ahead's guesses
+ * for layers past the next): its requests wait, off the queue, while any
+ * other read is queued or in flight, so they never slow a read needed
+ * sooner; they go out when no other read is left, or at once when another
+ * issue hits their slot (eng_io.c, "Priority"). */
+int  eng_xio_issue_later(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit);
 /* Start the reads issued so far, together (one submission on io_uring):
  * after a routing's issues.  (eng_xio_wait starts any not yet started.) */
 void eng_xio_submit(eng_xio *x);

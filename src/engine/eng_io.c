@@ -68,6 +68,17 @@
  * 128 or 256 KiB requests 0.99, 0.95; the pool's 2 threads 0.94.
  * $CFLOW_XIO_QD and $CFLOW_XIO_CHUNK (bytes, K or M) set them for a run.
  *
+ * Priority.  Look-ahead's guesses for layers past the next
+ * (eng_xio_issue_later) are wanted later than every other read: a routed
+ * miss is needed now, a guess for the next layer within one layer's
+ * compute.  Their requests wait in a parked list, off the queue, while
+ * soon (the other requests queued or in flight) is above 0; the chunk
+ * that brings soon to 0 moves them to the queue's end (eng_io_queue.c),
+ * as does eng_xio_submit when soon is 0 already, and any other issue
+ * that hits their slot (it is wanted now).  So a far guess never shares
+ * the device with a read needed sooner; soon always falls to 0 (reads
+ * always finish), so a parked read is never stuck.
+ *
  * Replacement.  With a cache budget (--expert-cache) the slots keep what
  * they read, keyed by (layer, expert), and a miss takes a free slot or
  * else the coldest one that no routing holds and no read is filling.
@@ -222,6 +233,8 @@ static void *reader(void *arg)
 /* Release what has been issued to the reader.  Under mu. */
 static void submit_locked(eng_xio *x)
 {
+    if (x->soon == 0 && x->n_park)
+        eng_xio_unpark(x);
     if (x->issued == x->count)
         return;
     x->issued = x->count;
@@ -234,6 +247,7 @@ static void submit_locked(eng_xio *x)
 void eng_xio_drain(eng_xio *x)
 {
     pthread_mutex_lock(&x->mu);
+    eng_xio_unpark(x);
     submit_locked(x);
     while (x->outstanding > 0)
         pthread_cond_wait(&x->done, &x->mu);
@@ -391,9 +405,10 @@ int eng_xio_new(eng_xio **out, const char *path, uint64_t max_bytes,
     unsigned per_slot = (unsigned)((x->slot_bytes + x->chunk - 1) / x->chunk);
     x->cap = x->n_slots * per_slot;
     x->q = calloc(x->cap, sizeof *x->q);
+    x->park = calloc(x->cap, sizeof *x->park);
     x->n_keys = n_keys;
     x->key_slot = malloc((n_keys ? n_keys : 1) * sizeof *x->key_slot);
-    if (!x->path || !x->slots || !x->q || !x->key_slot)
+    if (!x->path || !x->slots || !x->q || !x->park || !x->key_slot)
         goto fail;
     if ((rc = pick_policy(x, cfg, err, errlen)))
         goto fail;
@@ -437,6 +452,7 @@ void eng_xio_free(eng_xio *x)
         eng_xio_uring_stop(x);  /* drains and joins: no read in flight */
     if (x->tid) {
         pthread_mutex_lock(&x->mu);
+        eng_xio_unpark(x);
         x->issued = x->count;   /* what was issued is read, then they quit */
         x->quit = 1;
         pthread_cond_broadcast(&x->work);
@@ -455,6 +471,7 @@ void eng_xio_free(eng_xio *x)
     free(x->arena);
     free(x->slots);
     free(x->q);
+    free(x->park);
     free(x->key_slot);
     free(x->freq);
     free(x->path);
@@ -518,7 +535,7 @@ static void count_issue(eng_xio *x, int key)
         x->freq[key]++;
 }
 
-int eng_xio_issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit)
+static int issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit, int later)
 {
     uint64_t a = off / ENG_IO_ALIGN * ENG_IO_ALIGN;
     uint64_t end = (off + len + ENG_IO_ALIGN - 1) / ENG_IO_ALIGN * ENG_IO_ALIGN;
@@ -536,6 +553,8 @@ int eng_xio_issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit)
         x->slots[k].used = x->clock;
         x->hits++;
         *hit = 1;
+        if (!later && atomic_load(&x->slots[k].pending) && x->n_park)
+            eng_xio_unpark(x);          /* wanted sooner now (it may be parked) */
         pthread_mutex_unlock(&x->mu);
         return k;
     }
@@ -580,8 +599,10 @@ int eng_xio_issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit)
         x->busy_t0 = prof_now();
     eng_xio_depth_mark(x);
     x->outstanding += n;
+    if (!later)
+        x->soon += n;
     for (uint64_t p = a; p < end; p += x->chunk) {
-        xio_req *r = &x->q[(x->head + x->count) % x->cap];
+        xio_req *r = later ? &x->park[x->n_park++] : &x->q[(x->head + x->count++) % x->cap];
         uint64_t flen = end - p < x->chunk ? end - p : x->chunk;
         uint64_t need = off + len - p;
         r->slot = k;
@@ -589,12 +610,22 @@ int eng_xio_issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit)
         r->flen = (uint32_t)flen;
         r->need = (uint32_t)(need < flen ? need : flen);
         r->dst = sl->buf + (p - a);
-        x->count++;
+        r->later = later;
     }
     /* the reader starts on it at eng_xio_submit: a routing's misses go
      * out together */
     pthread_mutex_unlock(&x->mu);
     return k;
+}
+
+int eng_xio_issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit)
+{
+    return issue(x, key, off, len, hit, 0);
+}
+
+int eng_xio_issue_later(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit)
+{
+    return issue(x, key, off, len, hit, 1);
 }
 
 int eng_xio_wait(eng_xio *x, int slot, const uint8_t **data, double *busy_done,

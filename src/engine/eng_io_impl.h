@@ -49,6 +49,7 @@ typedef struct xio_req {
     uint32_t flen;             /* aligned bytes to request */
     uint32_t need;             /* bytes that must arrive (the file may end) */
     uint8_t *dst;
+    int      later;            /* eng_xio_issue_later's: parked while others go */
 } xio_req;
 
 typedef struct xio_uring xio_uring;     /* eng_io_uring.c */
@@ -80,6 +81,10 @@ struct eng_xio {
      * reader; issued counts those eng_xio_submit has released to them */
     xio_req         *q;
     unsigned         cap, head, count, issued;
+    /* requests of eng_xio_issue_later, parked [cap]: they join the queue
+     * when soon (the other requests queued or in flight) is 0 */
+    xio_req         *park;
+    unsigned         n_park, soon;
     pthread_mutex_t  mu;
     pthread_cond_t   work, done;
     /* the reader: XIO_POOL threads tid[n_readers], or XIO_URING (uring,
@@ -125,6 +130,9 @@ void eng_xio_chunk_done(eng_xio *x, const xio_req *r, const char *why);
 /* Take the next request the submitter has released to the readers; 0
  * when none.  Under mu. */
 int  eng_xio_take(eng_xio *x, xio_req *r);
+/* Move the parked requests to the queue's end (not yet released to the
+ * readers: the caller releases them).  Under mu. */
+void eng_xio_unpark(eng_xio *x);
 
 /* eng_io_uring.c.  Start the reader on x (x->fd, x->qd set): 0, or an
  * errno with why filled where io_uring is unavailable or refused.  kick

@@ -90,6 +90,13 @@ int eng_xio_take(eng_xio *x, xio_req *r)
     return 1;
 }
 
+void eng_xio_unpark(eng_xio *x)
+{
+    for (unsigned i = 0; i < x->n_park; i++)
+        x->q[(x->head + x->count++) % x->cap] = x->park[i];
+    x->n_park = 0;
+}
+
 void eng_xio_depth_mark(eng_xio *x)
 {
     double now = prof_now();
@@ -101,6 +108,11 @@ void eng_xio_chunk_done(eng_xio *x, const xio_req *r, const char *why)
 {
     xio_slot *sl = &x->slots[r->slot];
     eng_xio_depth_mark(x);
+    if (!r->later && --x->soon == 0 && x->n_park) {
+        eng_xio_unpark(x);              /* nothing sooner left: the later reads go */
+        x->issued = x->count;
+        pthread_cond_broadcast(&x->work);   /* (the pool; io_uring's reaper kicks) */
+    }
     if (--x->outstanding == 0)
         x->busy_s += prof_now() - x->busy_t0;
     if (why && !sl->failed) {

@@ -260,6 +260,7 @@ void eng_xio_uring_stop(eng_xio *x)
 {
     xio_uring *u = x->uring;
     pthread_mutex_lock(&x->mu);
+    eng_xio_unpark(x);
     x->issued = x->count;               /* what was issued is read first */
     eng_xio_uring_kick(x);
     /* a no-op wakes the reaper; it leaves once nothing is in flight */

@@ -36,7 +36,9 @@
  * has drifted more by then.  Each layer's set of guesses gathers them:
  * the farthest guess opens it, each nearer one adds the experts not yet
  * in it (the nearest, the likeliest right, are never left out: see the
- * bounds in eng_moe_ahead_setup), and all of them are read.  The routers
+ * bounds in eng_moe_ahead_setup), and all of them are read, those for
+ * layers past the next only once no sooner read is left (eng_xio_issue_
+ * later, eng_io.c "Priority").  The routers
  * of the layers guessed for run in one parallel region
  * (eng_moe_logits).  docs/PERFORMANCE.md has the measurements behind
  * ENG_AHEAD_LAYERS, the default depth.
@@ -233,9 +235,9 @@ void eng_moe_ahead_drop(eng_session *s)
 }
 
 /* Stored layer m's guessed experts a->expert[top_k]: issue the reads of
- * those set st does not hold yet; 0, or -1 when out of slots (guess no
- * further). */
-static int guess(eng_session *s, unsigned m)
+ * those set st does not hold yet, after every other read where later (a
+ * layer past the next); 0, or -1 when out of slots (guess no further). */
+static int guess(eng_session *s, unsigned m, int later)
 {
     struct eng_ahead *a = s->ahead;
     const fmt_hparams *hp = s->hp;
@@ -255,7 +257,9 @@ static int guess(eng_session *s, unsigned m)
         if (st->k >= a->cap || a->held >= a->reserve)
             return -1;               /* (cannot happen: the bounds above) */
         fmt_model_expert(s->model, m, (unsigned)e, NULL, NULL, &off, &len);
-        int k = eng_xio_issue(s->xio, (int)(m * hp->n_experts + (unsigned)e), off, len, &hit);
+        int key = (int)(m * hp->n_experts + (unsigned)e);
+        int k = later ? eng_xio_issue_later(s->xio, key, off, len, &hit)
+                      : eng_xio_issue(s->xio, key, off, len, &hit);
         if (k < 0)
             return -1;
         st->expert[st->k] = e;
@@ -311,7 +315,7 @@ void eng_moe_ahead_guess(eng_session *s, unsigned next, const float *h)
     eng_moe_logits(s, n, ly, x, out);   /* every router in one region */
     for (unsigned j = 0; j < n; j++) {
         eng_moe_pick(s, out[j], a->expert, a->w);
-        if (guess(s, m[j]))
+        if (guess(s, m[j], j > 0))
             break;
     }
     eng_xio_submit(s->xio);          /* the guesses' reads go out together, now */

@@ -460,6 +460,19 @@ static int pol_issue(eng_xio *x, int key)
     return hit;
 }
 
+/* POL_KEYS blocks of 4096 bytes, block k all k. */
+static void write_blocks(const char *path)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    for (int k = 0; k < POL_KEYS; k++) {
+        uint8_t block[4096];
+        memset(block, k, sizeof block);
+        assert_int_equal(fwrite(block, 1, sizeof block, f), sizeof block);
+    }
+    assert_int_equal(fclose(f), 0);
+}
+
 static eng_xio *pol_open(const char *path, const char *policy)
 {
     eng_xio *x = NULL;
@@ -473,6 +486,85 @@ static eng_xio *pol_open(const char *path, const char *policy)
     return x;
 }
 
+/* The keys whose reads completed, in order (eng_io_result: at completion
+ * on io_uring, after the pread on the pool). */
+static int order[16];
+static int n_order;
+
+static ssize_t record_read(int fd, void *buf, size_t n, off_t off, ssize_t res)
+{
+    (void)fd;
+    (void)buf;
+    (void)n;
+    int i = __atomic_fetch_add(&n_order, 1, __ATOMIC_SEQ_CST);
+    if (i < 16)
+        order[i] = (int)(off / 4096);
+    return res;
+}
+
+/* Wait for slot k, which holds key: its bytes are the key's. */
+static void wait_key(eng_xio *x, int k, int key)
+{
+    char err[512] = "";
+    const uint8_t *data = NULL;
+    double busy = 0.0;
+    assert_int_equal(eng_xio_wait(x, k, &data, &busy, err, sizeof err), 0);
+    assert_int_equal(data[0], key);
+    assert_int_equal(data[4095], key);
+    eng_xio_release(x, k);
+}
+
+/* eng_xio_issue_later: on both readers, reads issued later than others
+ * wait until those have completed, even when issued first; alone they go
+ * at once; another issue of the same key (a hit) sends them at once. */
+static void test_priority(void **state)
+{
+    (void)state;
+    char path[4096];
+    snprintf(path, sizeof path, "%s", tu_tmp("priority.bin"));
+    write_blocks(path);
+    static const char *const readers[] = { "uring", "pool" };
+    for (int rd = 0; rd < 2; rd++) {
+        eng_xio *x = NULL;
+        char err[512] = "";
+        const eng_xio_cfg cfg = { .reader = readers[rd] };
+        assert_int_equal(eng_xio_new(&x, path, 4096, POL_SLOTS, POL_KEYS, &cfg, NULL, NULL,
+                                     err, sizeof err), 0);
+        int hit = -1;
+        n_order = 0;
+        eng_io_result = record_read;
+        int l1 = eng_xio_issue_later(x, 1, 4096, 4096, &hit);
+        int l2 = eng_xio_issue_later(x, 2, 2 * 4096, 4096, &hit);
+        int n3 = eng_xio_issue(x, 3, 3 * 4096, 4096, &hit);
+        assert_true(l1 >= 0 && l2 >= 0 && n3 >= 0);
+        eng_xio_submit(x);
+        wait_key(x, l1, 1);          /* (it waits for key 3 first) */
+        wait_key(x, l2, 2);
+        wait_key(x, n3, 3);
+        fprintf(stderr, "%s: later 1, later 2, then 3: read %d, %d, %d\n", readers[rd],
+                order[0], order[1], order[2]);
+        assert_int_equal(n_order, 3);
+        assert_int_equal(order[0], 3);
+        /* alone, a later read goes at once; a hit on it sends it too */
+        int l4 = eng_xio_issue_later(x, 4, 4 * 4096, 4096, &hit);
+        eng_xio_submit(x);
+        wait_key(x, l4, 4);
+        int n6 = eng_xio_issue(x, 6, 6 * 4096, 4096, &hit);
+        int l5 = eng_xio_issue_later(x, 5, 5 * 4096, 4096, &hit);
+        int h5 = eng_xio_issue(x, 5, 5 * 4096, 4096, &hit);
+        assert_int_equal(h5, l5);
+        assert_int_equal(hit, 1);
+        eng_xio_submit(x);
+        wait_key(x, h5, 5);
+        wait_key(x, n6, 6);
+        eng_xio_release(x, l5);
+        eng_io_result = NULL;
+        assert_int_equal(n_order, 6);
+        eng_xio_free(x);
+    }
+    remove(path);
+}
+
 /* Issue 17 ("a replacement policy chosen by measurement"): a hot expert
  * survives a scan of more cold ones than there are slots under lfu, not
  * under lru; a cycle through more keys than the slots hits under lfu
@@ -483,14 +575,7 @@ static void test_policy(void **state)
     (void)state;
     char path[4096], err[512];
     snprintf(path, sizeof path, "%s", tu_tmp("policy.bin"));
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    for (int k = 0; k < POL_KEYS; k++) {
-        uint8_t block[4096];
-        memset(block, k, sizeof block);
-        assert_int_equal(fwrite(block, 1, sizeof block, f), sizeof block);
-    }
-    assert_int_equal(fclose(f), 0);
+    write_blocks(path);
     static const char *const policies[] = { "lru", "lfu", NULL };
     for (int p = 0; p < 3; p++) {
         const int lfu = p != 0;          /* NULL: the default */
@@ -1084,6 +1169,7 @@ int main(void)
         cmocka_unit_test(test_read_faults_api),
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_policy),
+        cmocka_unit_test(test_priority),
         cmocka_unit_test(test_cgroup_room),
         cmocka_unit_test(test_no_recycle_in_flight),
         cmocka_unit_test(test_read_faults_cli),
