@@ -127,7 +127,9 @@ int  eng_xio_issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit);
  * issue hits their slot (eng_io.c, "Priority"). */
 int  eng_xio_issue_later(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit);
 /* Start the reads issued so far, together (one submission on io_uring):
- * after a routing's issues.  (eng_xio_wait starts any not yet started.) */
+ * after a routing's issues; parked ones (eng_xio_issue_later) only when
+ * no other read is left.  (eng_xio_wait starts any not yet started, but
+ * for those.) */
 void eng_xio_submit(eng_xio *x);
 /* Wait until no read is queued or in flight (reads always finish). */
 void eng_xio_drain(eng_xio *x);
