@@ -179,7 +179,7 @@ void    eng_pf_counts(const eng_pf *pf, uint64_t *lines, uint64_t *dropped);
 /*   eng_io.c        expert I/O modes, their reader pool and RAM cache      */
 /*   eng_prefetch.c  the PREFETCHT0 thread and its setter                   */
 /*   eng_pool.c      the worker pool;  eng_guard.c  the SIGBUS guard        */
-/*   eng_util.c      the error line and the aligned allocation              */
+/*   eng_util.c      the error line, aligned allocation, environment counts */
 /* ======================================================================= */
 #include <stdarg.h>
 #include "kernels/kern.h"
@@ -372,6 +372,12 @@ int   eng_fail(char *err, size_t errlen, int code, const char *fmt, ...)
 /* n bytes (at least 1), zeroed, on a 64-byte boundary; sets *oom on
  * failure (NULL).  Freed with free(). */
 void *eng_xalloc(size_t n, int *oom);
+/* $name as a whole number in [lo, hi] into *out (units: K and M suffixes
+ * allowed, times 1024 and 1048576), def where it is unset or empty.
+ * Returns 0, or ENG_EARG with a line naming the variable and its value
+ * (*out is def then). */
+int   eng_env_count(const char *name, unsigned long def, unsigned long lo, unsigned long hi,
+                    int units, unsigned long *out, char *err, size_t errlen);
 
 /* ---- eng_blocks.c: the blocks of one position ---- */
 double eng_l2(const float *x, uint32_t n);

@@ -270,21 +270,6 @@ static int reader_from_name(const char *v)
     return strcmp(v, "pool") ? -1 : XIO_POOL;
 }
 
-/* A positive count from $name (K and M suffixes), or def. */
-static unsigned long env_count(const char *name, unsigned long def)
-{
-    const char *v = getenv(name);
-    char *end = NULL;
-    if (!v || !*v)
-        return def;
-    unsigned long n = strtoul(v, &end, 10);
-    if (end && (*end == 'K' || *end == 'k'))
-        n <<= 10;
-    else if (end && *end == 'M')
-        n <<= 20;
-    return n ? n : def;
-}
-
 /* Start the reader cfg asks for: io_uring where asked (the default) and
  * available, else the pool, with one line through the log saying why
  * io_uring is not used where it was asked for or was the default. */
@@ -395,9 +380,16 @@ int eng_xio_new(eng_xio **out, const char *path, uint64_t max_bytes,
     eng_xio_parse_fault(x);
     x->path = strdup(path);
     /* requests: whole blocks, at least one */
-    x->chunk = (uint32_t)env_count("CFLOW_XIO_CHUNK", cfg->chunk ? cfg->chunk : ENG_IO_CHUNK);
-    x->chunk = x->chunk < ENG_IO_ALIGN ? ENG_IO_ALIGN : x->chunk / ENG_IO_ALIGN * ENG_IO_ALIGN;
-    x->qd = cfg->qd ? cfg->qd : (unsigned)env_count("CFLOW_XIO_QD", ENG_IO_QD);
+    unsigned long chunk = cfg->chunk, qd = cfg->qd;
+    rc = ENG_EARG;
+    if (!chunk && eng_env_count("CFLOW_XIO_CHUNK", ENG_IO_CHUNK, ENG_IO_ALIGN, ENG_IO_CHUNK_MAX,
+                                1, &chunk, err, errlen))
+        goto fail;
+    if (!qd && eng_env_count("CFLOW_XIO_QD", ENG_IO_QD, 1, ENG_IO_QD_MAX, 0, &qd, err, errlen))
+        goto fail;
+    rc = ENG_ENOMEM;
+    x->chunk = chunk < ENG_IO_ALIGN ? ENG_IO_ALIGN : (uint32_t)(chunk / ENG_IO_ALIGN * ENG_IO_ALIGN);
+    x->qd = (unsigned)qd;
     /* an expert's range rounded out to whole blocks on both sides */
     x->slot_bytes = (size_t)((max_bytes + 2 * ENG_IO_ALIGN - 1) / ENG_IO_ALIGN * ENG_IO_ALIGN);
     x->n_slots = n_slots ? n_slots : 1;

@@ -25,6 +25,8 @@
  * $CFLOW_XIO_CHUNK, $CFLOW_XIO_QD and $CFLOW_XIO_POLICY override them. */
 #define ENG_IO_CHUNK (1u << 20)         /* bytes per read request */
 #define ENG_IO_QD    32u                /* io_uring requests in flight */
+#define ENG_IO_CHUNK_MAX (1u << 26)     /* the most $CFLOW_XIO_CHUNK may ask */
+#define ENG_IO_QD_MAX 4096u             /* the most $CFLOW_XIO_QD may ask: io_uring's largest ring */
 #define ENG_IO_POLICY XIO_LFU           /* the cache's replacement ($CFLOW_XIO_POLICY) */
 
 enum { XIO_POOL = 0, XIO_URING = 1 };   /* eng_xio.reader */

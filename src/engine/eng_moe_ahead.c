@@ -101,15 +101,12 @@ static int depth_from(eng_session *s, unsigned *depth, char *err, size_t errlen)
     int n = s->opts.expert_ahead_layers;
     *depth = ENG_AHEAD_LAYERS;
     if (n == 0) {
-        const char *v = getenv("CFLOW_EXPERT_AHEAD_LAYERS");
-        char *end = NULL;
-        if (!v || !*v)
-            return 0;
-        long x = strtol(v, &end, 10);
-        if (*end || x < 1 || x > ENG_AHEAD_MAX)
-            return eng_fail(err, errlen, ENG_EARG,
-                            "CFLOW_EXPERT_AHEAD_LAYERS='%s': use 1 to %d", v, ENG_AHEAD_MAX);
-        n = (int)x;
+        unsigned long v = 0;
+        int rc = eng_env_count("CFLOW_EXPERT_AHEAD_LAYERS", ENG_AHEAD_LAYERS, 1, ENG_AHEAD_MAX, 0,
+                               &v, err, errlen);
+        if (rc)
+            return rc;
+        n = (int)v;
     }
     if (n < 1 || n > ENG_AHEAD_MAX)
         return eng_fail(err, errlen, ENG_EARG, "expert look-ahead of %d layers: use 1 to %d",

@@ -1,10 +1,12 @@
 /*
- * eng_util.c — what every file of the engine uses: the error line and the
- * aligned allocation.  It calls nothing of the module, so it sits under
+ * eng_util.c — what every file of the engine uses: the error line, the
+ * aligned allocation and the environment's counts.  It calls nothing of the module, so it sits under
  * all of it.
  */
 #include "config.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,4 +40,26 @@ void *eng_xalloc(size_t n, int *oom)
     }
     memset(p, 0, n);
     return p;
+}
+
+int eng_env_count(const char *name, unsigned long def, unsigned long lo, unsigned long hi,
+                  int units, unsigned long *out, char *err, size_t errlen)
+{
+    const char *v = getenv(name);
+    char *end = NULL;
+    *out = def;
+    if (!v || !*v)
+        return 0;
+    errno = 0;
+    unsigned long n = v[0] >= '0' && v[0] <= '9' ? strtoul(v, &end, 10) : 0;
+    unsigned sh = 0;
+    if (end && units && (*end == 'K' || *end == 'k'))
+        sh = 10, end++;
+    else if (end && units && *end == 'M')
+        sh = 20, end++;
+    if (!end || *end || errno || n > (ULONG_MAX >> sh) || (n << sh) < lo || (n << sh) > hi)
+        return eng_fail(err, errlen, ENG_EARG, "%s='%s': use %lu to %lu%s", name, v, lo, hi,
+                        units ? " (K and M suffixes)" : "");
+    *out = n << sh;
+    return 0;
 }

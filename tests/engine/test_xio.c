@@ -1156,6 +1156,35 @@ static void test_bad_settings(void **state)
     tu_proc_free(&p);
     assert_int_equal(eng_expert_io_from_name("staged"), ENG_XIO_STAGED);
     assert_int_equal(eng_expert_io_from_name("nope"), -1);
+    /* the reader's environment: a value that is not a count in range is
+     * refused with its name and value, not read as the default */
+    char path[4096];
+    synth("report-arch4", ".cflow", 0, path);
+    static const char *const bad[] = { "CFLOW_XIO_QD=abc", "CFLOW_XIO_QD=0",
+                                       "CFLOW_XIO_QD=5000", "CFLOW_XIO_CHUNK=1M5",
+                                       "CFLOW_XIO_CHUNK=100", "CFLOW_XIO_CHUNK=-4K" };
+    char *const argv[] = { (char *)tu_cflow(), "run", "-m", path, "-p", "the cat", "-n", "2",
+                           "--temp", "0", "--expert-io", "sync", "--no-log", NULL };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char *const env[] = { (char *)bad[i], NULL };
+        char want[64];
+        snprintf(want, sizeof want, "%.*s='%s'", (int)strcspn(bad[i], "="), bad[i],
+                 strchr(bad[i], '=') + 1);
+        assert_int_equal(tu_run(&p, argv, env, 60), 0);
+        fprintf(stderr, "%s: exit %d, stderr: %s", bad[i], p.status, p.err);
+        assert_false(p.signaled);
+        assert_int_not_equal(p.status, 0);
+        assert_non_null(strstr(p.err, want));
+        assert_int_equal(p.out_len, 0);
+        tu_proc_free(&p);
+    }
+    /* and good ones run: 8 requests of 256 KiB */
+    char *const good[] = { "CFLOW_XIO_QD=8", "CFLOW_XIO_CHUNK=256K", NULL };
+    assert_int_equal(tu_run(&p, argv, good, 60), 0);
+    assert_int_equal(p.status, 0);
+    assert_true(p.out_len > 0);
+    tu_proc_free(&p);
+    remove(path);
 }
 
 /* io_uring where this build and kernel have it (the default reader); a
