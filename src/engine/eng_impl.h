@@ -321,10 +321,11 @@ struct eng_session {
      * prepared inputs bact_xr [B], and per position and choice t < top_k the
      * expert bsel [B][K], its weight bw [B][K] and its output bexp
      * [B][K][dim]; the choices grouped by expert: bord [B*K] indices into
-     * bsel, bcnt [n_experts + 1] group starts, bcur [n_experts] cursors */
+     * bsel, bcnt [n_experts + 1] group starts, bcur [n_experts] cursors;
+     * the router's logits blog [B][n_experts] */
     float    *bx, *bxb, *bo, *bq, *batt, *bk, *bv, *bh, *bh2;
     kern_act *bact_dim, *bact_q, *bact_ffn;
-    float    *bdn, *be_b, *bxr, *bw, *bexp;
+    float    *bdn, *be_b, *bxr, *bw, *bexp, *blog;
     kern_act *bact_xr;
     int      *bsel, *bord, *bcnt, *bcur;
     int       batch_ready;
@@ -450,6 +451,12 @@ void eng_moe_route(eng_session *s, const eng_layer *ly, const float *xr,
                    int *expert, float *w);
 void eng_moe_topk(eng_session *s, const eng_layer *ly, const float *xr,
                   int *expert, float *w);
+/* eng_moe_route for m positions (m <= ENG_BATCH) of one layer in one pass
+ * over its router: xr [m][dim] the router inputs, logits [m][n_experts]
+ * scratch (left holding the probabilities), expert/w [m][top_k] each
+ * position's choices and weights, the same as eng_moe_route gives it. */
+void eng_moe_route_many(eng_session *s, const eng_layer *ly, unsigned m, const float *xr,
+                        float *logits, int *expert, float *w);
 /* n router passes (n <= ENG_AHEAD_MAX + 1) in one parallel region:
  * out[j] [n_experts] = the logits of layer ly[j]'s router over x[j]
  * [dim]; each logit one thread's whole dot product (the bits do not

@@ -6,8 +6,9 @@
  * expert's tiles once per position that chose it: with top-k routing over
  * E experts, m * k expert streams, most of them the same few experts again
  * (and, under sync/staged I/O, each one read from storage again).  Here the
- * chunk is routed first, position by position (the same router, top-k and
- * weights as eng_moe_issue), the choices are sorted by expert, and each
+ * chunk is routed first, all its positions in one pass over the router
+ * (eng_moe_route_many: the same logits, top-k and weights as eng_moe_issue
+ * gives each position), the choices are sorted by expert, and each
  * expert that any position chose runs once as a mat-mat over the
  * positions that chose it: its tiles come from memory (or storage) once
  * per chunk, at most E expert streams instead of m * k.
@@ -92,11 +93,11 @@ static void route_chunk(eng_session *s, const eng_layer *ly, const float *h,
     for (unsigned j = 0; j < m; j++) {
         float *xr = s->bxr + (size_t)j * dim;
         eng_rmsnorm(s, xr, h + (size_t)j * dim, ly->moe_norm, dim);
-        eng_moe_route(s, ly, xr, s->bsel + (size_t)j * K, s->bw + (size_t)j * K);
         kern_act_set(&s->bact_xr[j], xr, dim, need);
-        for (uint32_t t = 0; t < K; t++)
-            s->bcnt[s->bsel[j * K + t] + 1]++;
     }
+    eng_moe_route_many(s, ly, m, s->bxr, s->blog, s->bsel, s->bw);   /* one router pass */
+    for (unsigned i = 0; i < m * K; i++)
+        s->bcnt[s->bsel[i] + 1]++;
     for (uint32_t e = 0; e < E; e++)
         s->bcnt[e + 1] += s->bcnt[e];
     /* placement in position order within each expert's group */

@@ -49,9 +49,10 @@ void eng_batch_free(eng_session *s)
         kern_act_free(&s->bact_xr[j]);
     free(s->bact_xr); free(s->bdn); free(s->be_b); free(s->bxr); free(s->bw);
     free(s->bexp); free(s->bsel); free(s->bord); free(s->bcnt); free(s->bcur);
+    free(s->blog);
     s->bact_dim = s->bact_q = s->bact_ffn = s->bact_xr = NULL;
     s->bx = s->bxb = s->bo = s->bq = s->batt = s->bk = s->bv = s->bh = s->bh2 = NULL;
-    s->bdn = s->be_b = s->bxr = s->bw = s->bexp = NULL;
+    s->bdn = s->be_b = s->bxr = s->bw = s->bexp = s->blog = NULL;
     s->bsel = s->bord = s->bcnt = s->bcur = NULL;
     s->batch_ready = 0;
 }
@@ -90,6 +91,7 @@ int eng_batch_init(eng_session *s)
         s->bord = eng_xalloc(B * K * sizeof(int), &oom);
         s->bcnt = eng_xalloc((E + 1) * sizeof(int), &oom);
         s->bcur = eng_xalloc(E * sizeof(int), &oom);
+        s->blog = eng_xalloc(B * E * sizeof(float), &oom);
         s->bact_xr = eng_xalloc(B * sizeof(kern_act), &oom);
         for (unsigned j = 0; !oom && j < B; j++)
             if (kern_act_init(&s->bact_xr[j], s->hp->dim))

@@ -138,6 +138,27 @@ static void check_model(const char *path, int threads)
         assert_int_equal(eng_decode(b, ids[i], err, sizeof err), 0);
     memcpy(la, eng_logits(a), nv * sizeof(float));
     tu_same_logits(path, la, eng_logits(b), nv, 1e-4);
+    /* a MoE model's batched chunks route each position with one pass over
+     * the router (eng_moe_route_many): every layer's choices, counted for
+     * the expert pane, are exactly those of one position at a time */
+    const fmt_hparams *hp = eng_hparams(a);
+    if (hp->n_experts) {
+        uint64_t *ca = calloc(hp->n_experts, sizeof *ca), *cb = calloc(hp->n_experts, sizeof *cb);
+        uint64_t total = 0;
+        assert_non_null(ca);
+        assert_non_null(cb);
+        for (unsigned l = 0; l < hp->n_layers; l++) {
+            if (eng_expert_routed(a, l, ca))
+                continue;
+            assert_int_equal(eng_expert_routed(b, l, cb), 0);
+            assert_memory_equal(ca, cb, hp->n_experts * sizeof *ca);
+            for (unsigned e = 0; e < hp->n_experts; e++)
+                total += ca[e];
+        }
+        assert_true(total > 0);
+        free(ca);
+        free(cb);
+    }
     free(la);
     eng_close(a);
     eng_close(b);
