@@ -469,6 +469,9 @@ void eng_moe_pick(eng_session *s, float *p, int *expert, float *w);
 /* Wait for route r's reads and rebase its experts into their slots (the
  * profiler's I/O figures; the wait is taken out of *pt); release them. */
 void eng_moe_wait(eng_session *s, eng_route *r, double *pt);
+/* The same for route r's expert j alone (nothing once the route was
+ * waited for): its read, its check, its slot's rebase. */
+void eng_moe_wait_one(eng_session *s, eng_route *r, uint32_t j, double *pt);
 /* Mark this token's expert I/O failed with code rc (ENG_EIO, ENG_EFORMAT)
  * and a message (the first one stays: it is the cause). */
 void eng_xio_fail(eng_session *s, int rc, const char *fmt, ...)

@@ -77,8 +77,8 @@ static int stage_stream(eng_session *s, unsigned k, int which, const eng_mv *ori
     return 0;
 }
 
-/* Wait for the reads of route r's experts j with bit j of *mask set
- * (mask NULL: all of them) and rebase them into their slots; a slot
+/* Wait for the reads of route r's experts j0 <= j < j1 with bit j of
+ * *mask set (mask NULL: all of them) and rebase them into their slots; a slot
  * already landed costs no wait, only the rebase.  The wait goes to
  * PROF_ST_IO_WAIT of the routing layer and is taken out of the part the
  * caller marks next (*pt).  The route's read time IO is the growth of
@@ -86,14 +86,15 @@ static int stage_stream(eng_session *s, unsigned k, int which, const eng_mv *ori
  * queued or in flight) since the previous reads completed: overlapping
  * reads are not counted twice, and the routes' times sum to the time
  * storage was busy. */
-static void wait_some(eng_session *s, eng_route *r, const uint32_t *mask, double *pt)
+static void wait_some(eng_session *s, eng_route *r, uint32_t j0, uint32_t j1,
+                      const uint32_t *mask, double *pt)
 {
     const eng_layer *ly = &s->layers[r->layer];
     double t0 = prof_now(), busy = 0.0;
     uint64_t bytes = 0;
     /* After a failed read the token is lost: its other reads are left to
      * land on their own (their slots wait for them, eng_io.c). */
-    for (uint32_t j = 0; j < r->k && !s->xio_failed; j++) {
+    for (uint32_t j = j0; j < j1 && j < r->k && !s->xio_failed; j++) {
         int k = r->slot[j], e = r->expert[j];
         const uint8_t *data;
         uint64_t off = 0, len = 0;
@@ -153,7 +154,13 @@ void eng_moe_wait(eng_session *s, eng_route *r, double *pt)
     if (r->ready)
         return;
     r->ready = 1;
-    wait_some(s, r, NULL, pt);
+    wait_some(s, r, 0, r->k, NULL, pt);
+}
+
+void eng_moe_wait_one(eng_session *s, eng_route *r, uint32_t j, double *pt)
+{
+    if (!r->ready)
+        wait_some(s, r, j, j + 1, NULL, pt);
 }
 
 void eng_moe_release(eng_session *s, eng_route *r)
@@ -322,11 +329,11 @@ int eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
     if (r->k <= s->n_xg) {
         uint32_t here = experts_here(s, r), rest = ((1u << r->k) - 1u) & ~here;
         if (!r->ready && here)
-            wait_some(s, r, &here, pt);  /* landed: only rebases their slots */
+            wait_some(s, r, 0, r->k, &here, pt);  /* landed: only rebases their slots */
         if ((n = experts_of(r, here, js)) && !s->xio_failed)
             experts_run(s, r, ly, js, n, 1);
         if (rest)
-            wait_some(s, r, &rest, pt);
+            wait_some(s, r, 0, r->k, &rest, pt);
         r->ready = 1;
         if ((n = experts_of(r, rest, js)) && !s->xio_failed)
             experts_run(s, r, ly, js, n, 1);

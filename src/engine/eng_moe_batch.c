@@ -22,8 +22,12 @@
  *
  * Under sync/staged expert I/O the chunk's distinct experts are read in
  * waves of as many as there are staging slots (top_k x (expert_delay + 1),
- * eng_io.c), all of a wave's reads issued together, then waited for and
- * computed; a failed or short read stops the chunk with the reader's
+ * more with the RAM expert cache: eng_io_session.c), all of a wave's reads
+ * issued together.  Staged, the wave's experts already in RAM run first,
+ * then each of the others as soon as its read lands, so the reads overlap
+ * the compute (the outputs are summed in the router's order afterwards,
+ * so the order they ran in changes no bit); sync waits for the whole wave
+ * first.  A failed or short read stops the chunk with the reader's
  * message (eng_xio_fail), and the chunk's positions are not taken.
  *
  * Buffers (eng_impl.h, eng_batch_init in eng_prefill.c): bxr [B][dim] router
@@ -132,12 +136,25 @@ static int run_staged(eng_session *s, unsigned l, double *pt)
                              fmt_model_path(s->model), l, e, (unsigned long long)len);
             r.k++;
         }
-        eng_moe_wait(s, &r, pt);     /* all of the wave's reads together */
-        for (uint32_t j = 0; j < r.k && !s->xio_failed; j++) {
-            const int x = r.expert[j], k = r.slot[j];
-            expert_group(s, &s->stage[k].mv[0], &s->stage[k].mv[1],
-                         s->bord + s->bcnt[x], (unsigned)(s->bcnt[x + 1] - s->bcnt[x]));
-        }
+        eng_xio_submit(s->xio);      /* all of the wave's reads together */
+        if (s->xio_mode == ENG_XIO_SYNC)
+            eng_moe_wait(s, &r, pt);  /* sync: the reads are a dead stop */
+        /* the experts already here first, then each as its read lands:
+         * the reads still out overlap the compute of those before them */
+        uint8_t done[ENG_MAX_TOPK] = { 0 };
+        for (int pass = 0; pass < 2; pass++)
+            for (uint32_t j = 0; j < r.k && !s->xio_failed; j++) {
+                const int x = r.expert[j], k = r.slot[j];
+                if (done[j] || (pass == 0 && !eng_xio_landed(s->xio, k)))
+                    continue;
+                eng_moe_wait_one(s, &r, j, pt);
+                if (s->xio_failed)
+                    break;
+                expert_group(s, &s->stage[k].mv[0], &s->stage[k].mv[1],
+                             s->bord + s->bcnt[x], (unsigned)(s->bcnt[x + 1] - s->bcnt[x]));
+                done[j] = 1;
+            }
+        r.ready = 1;
         eng_moe_release(s, &r);
     }
     return s->xio_failed ? -1 : 0;

@@ -266,6 +266,54 @@ static void test_moe_prefill(void **state)
     }
 }
 
+/* A read that fails or comes back short in the middle of a batched
+ * prefill, sync and staged (where the chunk's experts run as their reads
+ * land), with the cache off and on: eng_prefill returns ENG_EIO with one
+ * line naming the file and the read's offset, takes none of the chunk's
+ * positions, and the same prompt prefills in a session without the fault
+ * to the logits of one position at a time. */
+static void test_moe_prefill_faults(void **state)
+{
+    (void)state;
+    const char *path = moe_model("qwen3moe-tiny");
+    static const char *const faults[] = { "expert-read:eio@3", "expert-read:short@3",
+                                          "expert-read:eio", "expert-read:short@10" };
+    static const int64_t caches[] = { 0, 8 << 20 };   /* off, 8 MiB */
+    for (int mode = ENG_XIO_SYNC; mode <= ENG_XIO_STAGED; mode++)
+        for (size_t c = 0; c < 2; c++)
+            for (size_t f = 0; f < sizeof faults / sizeof *faults; f++) {
+                eng_session *s = NULL;
+                eng_opts o;
+                char err[512] = "";
+                int32_t ids[256];
+                eng_opts_default(&o);
+                o.expert_io = mode;
+                o.expert_cache = caches[c];
+                setenv("CFLOW_FAULT", faults[f], 1);
+                if (eng_open(&s, path, &o, err, sizeof err))
+                    fail_msg("%s", err);
+                size_t n = encode(s, prompt, ids, 256);
+                if (n > eng_n_ctx(s) / 2)
+                    n = eng_n_ctx(s) / 2;
+                int rc = eng_prefill(s, ids, n, err, sizeof err);
+                fprintf(stderr, "%s cache %lld %s: rc %d, %s\n", eng_expert_io_name(mode),
+                        (long long)caches[c], faults[f], rc, err);
+                assert_int_equal(rc, ENG_EIO);
+                assert_non_null(strstr(err, "expert read at offset"));
+                assert_non_null(strstr(err, path));
+                assert_null(strchr(err, '\n'));
+                assert_int_equal(eng_n_past(s), 0);
+                eng_close(s);
+                unsetenv("CFLOW_FAULT");
+            }
+    /* without the fault the same sessions' prefill is whole */
+    for (int mode = ENG_XIO_SYNC; mode <= ENG_XIO_STAGED; mode++) {
+        expert_io = mode;
+        check_model(path, 2);
+    }
+    expert_io = ENG_XIO_MMAP;
+}
+
 /* ---- the tiled attention of a long prompt (kern_ops.attn_prefill_f16) ----
  * A prompt of 64 tokens or more over an f16 cache takes llama.cpp's tiled
  * flash attention by default.  Its f32 accumulators are not decode's f16
@@ -435,6 +483,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefill_logits),
         cmocka_unit_test(test_moe_prefill),
+        cmocka_unit_test(test_moe_prefill_faults),
         cmocka_unit_test(test_tiled_prefill),
         cmocka_unit_test(test_threads_same_tokens),
     };
