@@ -76,7 +76,8 @@ static void logits_run(eng_session *s, unsigned n, unsigned many, const eng_laye
     for (unsigned j = 0; j < n; j++)
         w[j] = ly[j]->router;
     t.all = t.units * n;
-    /* as eng_matvec_streams: small routers are not worth waking workers */
+    /* as eng_matvec_streams: small routers are not worth waking workers
+     * (the work: passes x inputs x the router's bytes) */
     if (t.all < 2 || (uint64_t)n * many * E * dim * sizeof(float) < ENG_PAR_MIN_BYTES) {
         for (size_t u = 0; u < t.all; u++)
             router_rows(&t, u);

@@ -1,7 +1,7 @@
 /*
  * eng_util.c — what every file of the engine uses: the error line, the
- * aligned allocation and the environment's counts.  It calls nothing of the module, so it sits under
- * all of it.
+ * aligned allocation and the environment's counts.  It calls nothing of
+ * the module, so it sits under all of it.
  */
 #include "config.h"
 
