@@ -74,8 +74,9 @@
  * compute.  Their requests wait in a parked list, off the queue, while
  * soon (the other requests queued or in flight) is above 0; the chunk
  * that brings soon to 0 moves them to the queue's end (eng_io_queue.c),
- * as does eng_xio_submit when soon is 0 already, and any other issue
- * that hits their slot (it is wanted now).  So a far guess never shares
+ * as does eng_xio_submit when soon is 0 already, any other issue that
+ * hits their slot (it is wanted now), and a drain or a stop, which send
+ * everything (eng_xio_submit_locked's all).  So a far guess never shares
  * the device with a read needed sooner; soon always falls to 0 (reads
  * always finish), so a parked read is never stuck.
  *
@@ -230,10 +231,9 @@ static void *reader(void *arg)
     return NULL;
 }
 
-/* Release what has been issued to the reader.  Under mu. */
-static void submit_locked(eng_xio *x)
+void eng_xio_submit_locked(eng_xio *x, int all)
 {
-    if (x->soon == 0 && x->n_park)
+    if ((all || x->soon == 0) && x->n_park)
         eng_xio_unpark(x);
     if (x->issued == x->count)
         return;
@@ -247,8 +247,7 @@ static void submit_locked(eng_xio *x)
 void eng_xio_drain(eng_xio *x)
 {
     pthread_mutex_lock(&x->mu);
-    eng_xio_unpark(x);
-    submit_locked(x);
+    eng_xio_submit_locked(x, 1);
     while (x->outstanding > 0)
         pthread_cond_wait(&x->done, &x->mu);
     pthread_mutex_unlock(&x->mu);
@@ -257,7 +256,7 @@ void eng_xio_drain(eng_xio *x)
 void eng_xio_submit(eng_xio *x)
 {
     pthread_mutex_lock(&x->mu);
-    submit_locked(x);
+    eng_xio_submit_locked(x, 0);
     pthread_mutex_unlock(&x->mu);
 }
 
@@ -444,8 +443,7 @@ void eng_xio_free(eng_xio *x)
         eng_xio_uring_stop(x);  /* drains and joins: no read in flight */
     if (x->tid) {
         pthread_mutex_lock(&x->mu);
-        eng_xio_unpark(x);
-        x->issued = x->count;   /* what was issued is read, then they quit */
+        eng_xio_submit_locked(x, 1);   /* what was issued is read, then they quit */
         x->quit = 1;
         pthread_cond_broadcast(&x->work);
         pthread_mutex_unlock(&x->mu);
@@ -563,7 +561,7 @@ static int issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit, int 
             pthread_mutex_unlock(&x->mu);
             return -1;                  /* the caller holds them all */
         }
-        submit_locked(x);               /* (so every read it waits for can start) */
+        eng_xio_submit_locked(x, 0);    /* (so every read it waits for can start) */
         pthread_cond_wait(&x->done, &x->mu);
     }
     x->misses++;
@@ -626,7 +624,7 @@ int eng_xio_wait(eng_xio *x, int slot, const uint8_t **data, double *busy_done,
     xio_slot *sl = &x->slots[slot];
     int rc = 0;
     pthread_mutex_lock(&x->mu);
-    submit_locked(x);               /* (a caller that did not submit) */
+    eng_xio_submit_locked(x, 0);    /* (a caller that did not submit) */
     while (atomic_load(&sl->pending) > 0)
         pthread_cond_wait(&x->done, &x->mu);
     if (sl->failed) {

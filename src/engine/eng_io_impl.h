@@ -135,6 +135,11 @@ int  eng_xio_take(eng_xio *x, xio_req *r);
 /* Move the parked requests to the queue's end (not yet released to the
  * readers: the caller releases them).  Under mu. */
 void eng_xio_unpark(eng_xio *x);
+/* eng_io.c.  Release every queued request to the readers and wake them
+ * (io_uring: submit): eng_xio_submit's work.  all: the parked requests go
+ * too (a drain, a stop); else they go only once no sooner read is left.
+ * Under mu. */
+void eng_xio_submit_locked(eng_xio *x, int all);
 
 /* eng_io_uring.c.  Start the reader on x (x->fd, x->qd set): 0, or an
  * errno with why filled where io_uring is unavailable or refused.  kick

@@ -260,9 +260,8 @@ void eng_xio_uring_stop(eng_xio *x)
 {
     xio_uring *u = x->uring;
     pthread_mutex_lock(&x->mu);
-    eng_xio_unpark(x);
-    x->issued = x->count;               /* what was issued is read first */
-    eng_xio_uring_kick(x);
+    eng_xio_submit_locked(x, 1);        /* what was issued is read first */
+    eng_xio_uring_kick(x);              /* (and what waits for a free entry) */
     /* a no-op wakes the reaper; it leaves once nothing is in flight */
     struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
     if (!sqe) {
