@@ -281,15 +281,9 @@ static int fit_tests(bench_run *b, const char *model, long *ctx)
 static int open_model(bench_run *b, const char *model, long ctx, eng_session **s)
 {
     const bench_cfg *c = b->c;
-    eng_opts eo;
-    eng_opts_default(&eo);
+    eng_opts eo = c->eo;
     eo.n_threads = (int)c->t.v[0];
     eo.n_ctx = (uint32_t)ctx;
-    eo.kv_f16 = c->kv_f16;
-    eo.no_mmap = c->no_mmap;
-    eo.expert_cache = c->expert_cache;
-    eo.expert_ahead_layers = c->expert_ahead_layers;
-    eo.log = ui_log;
     if (eng_open(s, model, &eo, b->err, sizeof b->err))
         return ui_error("%s", b->err);
     if (eng_n_ctx(*s) < (uint32_t)ctx)
@@ -746,7 +740,7 @@ static int bench_l1d(const bench_cfg *c, unsigned rows_div)
 static const int bench_opts[] = {
     UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH, UI_O_B_REPS,
     UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_OUTPUT, UI_O_B_READ_BW, UI_O_KV_TYPE,
-    UI_O_EXPERT_CACHE, UI_O_EXPERT_AHEAD_LAYERS, UI_O_NO_MMAP, UI_O_MMAP, UI_O_B_NO_WARMUP,
+    UI_O_EXPERT_CACHE, UI_O_EXPERT_AHEAD, UI_O_EXPERT_AHEAD_LAYERS, UI_O_NO_MMAP, UI_O_MMAP, UI_O_B_NO_WARMUP,
     UI_O_B_WARMUP_REPS, UI_O_B_SEED, UI_O_B_ROWS_DIV, UI_O_DB, UI_O_NO_LOG,
     UI_O_B_QD, UI_O_B_DISK_FILE, UI_O_HELP, UI_O_END
 };
@@ -796,14 +790,11 @@ static void bench_cfg_of(const ui_settings *o, bench_cfg *c)
     c->fmt = o->output;
     c->warmup = !o->no_warmup;
     c->warmup_reps = (unsigned)o->warmup_reps;
-    c->kv_f16 = o->kv_f16;
     c->read_bw = o->read_bw;
     c->seed = o->b_seed;
     c->db = o->db;
     c->no_log = o->no_log;
-    c->no_mmap = ui_no_mmap(o);
-    c->expert_cache = o->expert_cache;
-    c->expert_ahead_layers = (int)o->expert_ahead_layers;
+    ui_settings_eng_opts(o, &c->eo);
 }
 
 int ui_cmd_bench(int argc, char **argv)

@@ -49,14 +49,14 @@ typedef struct ui_bench_cfg {
     int      fmt;                  /* 0 md, 1 csv, 2 json */
     int      warmup;
     unsigned warmup_reps;          /* --warmup-reps: untimed full repetitions */
-    int      kv_f16;
     double   read_bw;              /* GB/s; 0: measure */
     uint64_t seed;
     const char *db;                /* --db PATH, NULL: the default log */
     int      no_log;
-    int      no_mmap;              /* eng_opts.no_mmap (ui_no_mmap) */
-    int64_t  expert_cache;         /* --expert-cache: eng_opts.expert_cache */
-    int      expert_ahead_layers;  /* --expert-ahead-layers: eng_opts.expert_ahead_layers */
+    /* the engine options of the command line (ui_settings_eng_opts); a
+     * model opens with them at the most threads and the tests' context,
+     * then each test sets its prefetch and expert I/O */
+    eng_opts eo;
 } bench_cfg;   /* ui_bench_cfg */
 
 /* The result's row on stdout in c's format (md 0, csv 1, json 2), the

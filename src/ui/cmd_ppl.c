@@ -23,12 +23,15 @@
 #include "engine/engine.h"
 #include "ui/ui.h"
 
-static const int ppl_opts[] = { UI_O_MODEL, UI_O_STORIES, UI_O_CTX, UI_O_THREADS,
-                                UI_O_NO_EOS, UI_O_JSON, UI_O_HELP, UI_O_END };
+static const int ppl_opts[] = {
+    UI_O_MODEL, UI_O_STORIES, UI_O_CTX, UI_O_THREADS, UI_O_NO_EOS, UI_O_JSON, UI_O_KV_TYPE,
+    UI_O_PREFETCH, UI_O_EXPERT_IO, UI_O_EXPERT_CACHE, UI_O_EXPERT_AHEAD,
+    UI_O_EXPERT_AHEAD_LAYERS, UI_O_NO_MMAP, UI_O_MMAP, UI_O_HELP, UI_O_END
+};
 
 static void help(const ui_settings *d)
 {
-    printf("usage: cflow ppl [-m MODEL] [-n STORIES] [--no-eos] [--json] FILE\n\n"
+    printf("usage: cflow ppl [OPTIONS] FILE\n\n"
            "Perplexity and bits per byte of MODEL over FILE, whose stories are\n"
            "separated by <|endoftext|>.\n\n");
     ui_opts_help(stdout, ppl_opts, d);
@@ -179,10 +182,7 @@ int ui_cmd_ppl(int argc, char **argv)
     memset(&sum, 0, sizeof sum);
     c.eos = !o.no_eos;
     eng_opts eo;
-    eng_opts_default(&eo);
-    eo.n_threads = (int)o.threads;
-    eo.n_ctx = (uint32_t)o.n_ctx;
-    eo.log = ui_log;
+    ui_settings_eng_opts(&o, &eo);
     if (eng_open(&c.s, model, &eo, c.err, sizeof c.err)) {
         rc = ui_error("%s", c.err);
         goto out;

@@ -69,17 +69,7 @@ static int open_session(run_ctx *r, const char *model)
 {
     const ui_settings *o = r->o;
     eng_opts eo;
-    eng_opts_default(&eo);
-    eo.n_threads = (int)o->threads;
-    eo.n_ctx = (uint32_t)o->n_ctx;
-    eo.kv_f16 = o->kv_f16;
-    eo.prefetch = o->prefetch;
-    eo.expert_io = o->expert_io;
-    eo.expert_cache = o->expert_cache;
-    eo.expert_ahead = o->expert_ahead;
-    eo.expert_ahead_layers = (int)o->expert_ahead_layers;
-    eo.no_mmap = ui_no_mmap(o);
-    eo.log = ui_log;
+    ui_settings_eng_opts(o, &eo);
     if (eng_open(&r->s, model, &eo, r->err, sizeof r->err))
         return ui_error("%s", r->err);
     /* --expert-io auto says what it chose: staged reads say so from the

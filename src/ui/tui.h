@@ -44,8 +44,10 @@ typedef struct tui_settings {
     int          threads;        /* requested worker threads, 0: all cores */
     int          prefetch;       /* 1 on, 0 off, -1 the engine's default */
     char         expert_io[16];  /* "mmap", "sync", "staged"; "" the default */
-    int          no_mmap;        /* eng_opts.no_mmap: --no-mmap 1, --mmap 0, else -1 */
-    int64_t      expert_cache;   /* --expert-cache: eng_opts.expert_cache */
+    /* the engine options of the command line (ui_settings_eng_opts): a
+     * load opens with them, then with the live threads, prefetch and
+     * expert I/O above and the context and log of the session */
+    eng_opts     eng;
     eng_sampling sp;
     long         n_predict;      /* most tokens per reply, 0: no limit */
     int          ignore_eos;     /* keep going past end-of-sequence */

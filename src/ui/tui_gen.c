@@ -403,15 +403,13 @@ void tui_gen_job_load(tui_gen *g, const char *path)
     }
     const char *named = path;   /* what the user gave, for the run log */
     path = mpath;
-    eng_opts_default(&eo);
+    eo = g->cur.eng;
     eo.n_threads = g->cur.threads;
     eo.n_ctx = g->cfg.n_ctx;
     eo.log = eng_log_cb;
     eo.log_ud = g;
     eo.prefetch = g->cur.prefetch;   /* -1: $CFLOW_PREFETCH, else off */
     eo.expert_io = g->cur.expert_io[0] ? eng_expert_io_from_name(g->cur.expert_io) : -1;
-    eo.no_mmap = g->cur.no_mmap;
-    eo.expert_cache = g->cur.expert_cache;
     if (eng_open(&ns, path, &eo, err, sizeof err)) {
         tui_gen_note(g, TUI_ERROR, "cannot load model: %s%s", err,
              g->s ? " (the previous model stays loaded)" : " (no model loaded: /model PATH)");

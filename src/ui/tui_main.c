@@ -98,7 +98,8 @@ static void install_signals(void)
 
 static const int tui_opts[] = {
     UI_O_MODEL, UI_O_THREADS, UI_O_CTX, UI_O_SYSTEM, UI_O_N_PREDICT, UI_O_PREFETCH,
-    UI_O_EXPERT_IO, UI_O_EXPERT_CACHE, UI_O_NO_MMAP, UI_O_MMAP, UI_O_TEMP, UI_O_TOP_K, UI_O_TOP_P, UI_O_MIN_P,
+    UI_O_EXPERT_IO, UI_O_EXPERT_CACHE, UI_O_EXPERT_AHEAD, UI_O_EXPERT_AHEAD_LAYERS, UI_O_KV_TYPE,
+    UI_O_NO_MMAP, UI_O_MMAP, UI_O_TEMP, UI_O_TOP_K, UI_O_TOP_P, UI_O_MIN_P,
     UI_O_REPEAT_PENALTY, UI_O_REPEAT_LAST_N, UI_O_SEED, UI_O_IGNORE_EOS, UI_O_DB,
     UI_O_NO_LOG, UI_O_HELP, UI_O_VERSION, UI_O_END
 };
@@ -150,8 +151,7 @@ static int parse_flags(int argc, char **argv, tui_args *a)
     st->prefetch = o.prefetch;
     if (o.expert_io >= 0)
         snprintf(st->expert_io, sizeof st->expert_io, "%s", eng_expert_io_name(o.expert_io));
-    st->no_mmap = ui_no_mmap(&o);
-    st->expert_cache = o.expert_cache;
+    ui_settings_eng_opts(&o, &st->eng);
     ui_settings_sampling(&o, &st->sp);
     st->n_predict = o.n_predict;
     st->ignore_eos = o.ignore_eos;

@@ -168,6 +168,13 @@ void ui_settings_default(ui_settings *s);
  * drawn at random, anew at each call: print it so the run can be
  * replayed. */
 void ui_settings_sampling(const ui_settings *s, eng_sampling *sp);
+/* The settings' engine options as eng_open takes them: threads, context,
+ * KV type, prefetch, expert I/O, cache and look-ahead, mapping; the log is
+ * ui_log.  What the command line did not give keeps ui_settings_default's
+ * value, which is eng_opts_default's ("the environment's, else the
+ * engine's default").  Every front end opens through this one mapping, so
+ * an engine option reaches all of them alike. */
+void ui_settings_eng_opts(const ui_settings *s, eng_opts *eo);
 /* A program's options: its name ("cflow run", "cflow-tui"), the ids it
  * takes (ending in UI_O_END), what prints its --help and --version (from
  * s->help, s->version) and its one argument after the options ("FILE"),

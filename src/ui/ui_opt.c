@@ -221,6 +221,21 @@ void ui_settings_sampling(const ui_settings *s, eng_sampling *sp)
     sp->seed = s->given[UI_O_SEED] ? s->seed : random_seed();
 }
 
+void ui_settings_eng_opts(const ui_settings *s, eng_opts *eo)
+{
+    eng_opts_default(eo);
+    eo->n_threads = (int)s->threads;
+    eo->n_ctx = (uint32_t)s->n_ctx;
+    eo->kv_f16 = s->kv_f16;
+    eo->prefetch = s->prefetch;
+    eo->expert_io = s->expert_io;
+    eo->expert_cache = s->expert_cache;
+    eo->expert_ahead = s->expert_ahead;
+    eo->expert_ahead_layers = (int)s->expert_ahead_layers;
+    eo->no_mmap = ui_no_mmap(s);
+    eo->log = ui_log;
+}
+
 const ui_opt *ui_opt_find(const char *name)
 {
     for (int i = 0; i < UI_O_N; i++)

@@ -79,6 +79,8 @@ static void test_args(void **state)
                  (char *)NULL);
     expect_usage(2, "bad --expert-ahead-layers '9'", "-m", model, "--expert-ahead-layers",
                  "9", (char *)NULL);
+    expect_usage(2, "bad --expert-ahead 'maybe'", "-m", model, "--expert-ahead", "maybe",
+                 (char *)NULL);
     expect_usage(2, "unexpected argument", "-m", model, "extra", (char *)NULL);
     /* a missing model: one line naming it, exit 1 */
     expect_usage(1, "/nonexistent/model.cflow", "-m", "/nonexistent/model.cflow",
@@ -208,6 +210,35 @@ static void cached_run(const char *warm, double *routed, double *misses)
     *routed = num_of(o, "expert_hits") + *misses;
     json_object_put(a);
     tu_proc_free(&p);
+}
+
+/* --expert-ahead reaches the engine (ui_settings_eng_opts): a sync test
+ * with a cache makes look-ahead guesses (pred_acc a number) unless it is
+ * off (pred_acc null: no predictions). */
+static void test_expert_ahead(void **state)
+{
+    (void)state;
+    for (int on = 0; on <= 1; on++) {
+        tu_proc p;
+        assert_int_equal(tu_cflow_run(&p, "bench", "-m", model, "-p", "0", "-n", "8", "-r",
+                                      "1", "--read-bw", "10", "--expert-io", "sync",
+                                      "--expert-cache", "64M", "--expert-ahead",
+                                      on ? "on" : "off", "--no-warmup", "-o", "json",
+                                      "--no-log", (char *)NULL), 0);
+        json_object *a = json_of(&p, 1);
+        json_object *o = json_object_array_get_idx(a, 0);
+        json_object *v = json_object_object_get(o, "pred_acc");
+        fprintf(stderr, "--expert-ahead %s: pred_acc %s\n", on ? "on" : "off",
+                v ? json_object_get_string(v) : "null");
+        if (on) {
+            assert_non_null(v);
+            assert_true(json_object_is_type(v, json_type_double) ||
+                        json_object_is_type(v, json_type_int));
+        } else
+            assert_true(v == NULL || json_object_is_type(v, json_type_null));
+        json_object_put(a);
+        tu_proc_free(&p);
+    }
 }
 
 /* --warmup-reps (without the short warm-up run): the untimed repetitions
@@ -466,6 +497,7 @@ int main(void)
         cmocka_unit_test(test_args),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_warmup_reps),
+        cmocka_unit_test(test_expert_ahead),
         cmocka_unit_test(test_md_csv),
         cmocka_unit_test(test_membw_l1d),
         cmocka_unit_test(test_membw_recorded),

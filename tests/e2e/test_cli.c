@@ -84,6 +84,52 @@ static void test_refusals_give_the_range(void **state)
     refused(c, "cflow runs: bad or unknown option '--frob'", "runs", "--frob", (char *)NULL);
 }
 
+/* Every front end opens the engine through one mapping of the options
+ * (ui_settings_eng_opts), so `cflow ppl` takes run's expert I/O options
+ * too; none changes a score: a MoE model's perplexity is the same text
+ * under mmap, sync with a cache of less than one layer's experts and no
+ * look-ahead, and staged with look-ahead two layers deep.  A bad value is
+ * refused as run refuses it. */
+static void test_ppl_io_options(void **state)
+{
+    (void)state;
+    char model[4096], text[4096];
+    snprintf(model, sizeof model, "%s", tu_tmp("ppl-moe.cflow"));
+    snprintf(text, sizeof text, "%s", tu_tmp("ppl-moe.txt"));
+    tu_moe g;
+    tu_synth_moe("tiny-moe", model, &g);
+    static const char stories[] = "the cat sat on the mat.<|endoftext|>"
+                                  "a dog ran to the park and back.<|endoftext|>";
+    assert_int_equal(tu_write_file(text, stories, sizeof stories - 1), 0);
+    static const char *const modes[][8] = {
+        { "--expert-io", "mmap", NULL },
+        { "--expert-io", "sync", "--expert-cache", "16K", "--expert-ahead", "off", NULL },
+        { "--expert-io", "staged", "--expert-cache", "1M", "--expert-ahead-layers", "2",
+          NULL },
+    };
+    char *first = NULL;
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        char *a[16] = { (char *)tu_cflow(), "ppl", "-m", model, "-t", "1" };
+        int n = 6;
+        for (int k = 0; modes[i][k]; k++)
+            a[n++] = (char *)modes[i][k];
+        a[n++] = text;
+        a[n] = NULL;
+        tu_proc p;
+        assert_int_equal(tu_run(&p, a, NULL, 120), 0);
+        assert_true(tu_ok(&p, modes[i][1]));
+        assert_non_null(strstr(p.out, "perplexity "));
+        if (!first)
+            first = strdup(p.out);
+        else if (strcmp(first, p.out))
+            fail_msg("ppl --expert-io %s: '%s', mmap: '%s'", modes[i][1], p.out, first);
+        tu_proc_free(&p);
+    }
+    free(first);
+    refused(tu_cflow(), "bad --expert-ahead 'maybe'", "ppl", "--expert-ahead", "maybe",
+            text, (char *)NULL);
+}
+
 /* -t 0 is all cores wherever threads are set. */
 static void test_threads_zero_is_all_cores(void **state)
 {
@@ -311,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_run_says_why_it_stopped),
         cmocka_unit_test(test_random_seed_replays),
         cmocka_unit_test(test_compare_units),
+        cmocka_unit_test(test_ppl_io_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

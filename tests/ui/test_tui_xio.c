@@ -8,7 +8,8 @@
  * storage-bound line; the speed pane divides by the membw median stored
  * for the host at the thread count and says so (issue 18).  Then /expert-io auto: the status line says what
  * auto chose ("expert-io mmap (auto)"); after /quit the run log's row of
- * the reply has the pane's counts.
+ * the reply has the pane's counts.  The same session with --expert-ahead
+ * off guesses nothing, and a bad --expert-ahead-layers is refused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -137,6 +138,76 @@ static void test_tui_expert_figures(void **state)
     assert_int_equal(tu_db_int(db, "SELECT xio_tokens FROM run WHERE expert_io = 'sync'"), 8);
 }
 
+/* --expert-ahead off and --expert-ahead-layers reach the engine through
+ * the command line's engine options (ui_settings_eng_opts).  On
+ * tiny-mixtral (a standard MoE: tiny-moe's schedule knows its experts
+ * early and guesses nothing) with sync reads and a 128K cache, `cflow run`
+ * makes look-ahead guesses (checked here, so that the TUI's "no
+ * predictions" below can only come from the option); cflow-tui with
+ * --expert-ahead off makes none; a bad depth is refused before the screen
+ * is touched. */
+static void test_tui_expert_ahead_off(void **state)
+{
+    (void)state;
+    char home[2048], model[2200], cmd[16384];
+    const char *bd = getenv("CFLOW_BUILDDIR"), *sd = getenv("CFLOW_SRCDIR");
+    snprintf(sock, sizeof sock, "cflow-tui-ahead-%d", (int)getpid());
+    snprintf(home, sizeof home, "%s", tu_tmp(sock));
+    mkdir(home, 0700);
+    snprintf(model, sizeof model, "%s/tiny-mixtral.cflow", home);
+    tu_moe g;
+    tu_synth_moe("tiny-mixtral", model, &g);
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "run", "-m", model, "--no-log", "--temp", "0", "-n", "8",
+                                  "--ignore-eos", "-t", "1", "-p", "the cat sat",
+                                  "--expert-io", "sync", "--expert-cache", "128K",
+                                  (char *)NULL), 0);
+    assert_true(tu_ok(&p, "run with look-ahead"));
+    assert_non_null(strstr(p.err, "% right ("));
+    tu_proc_free(&p);
+    const char *tui = bd && *bd ? bd : ".";
+    char bin[2200];
+    snprintf(bin, sizeof bin, "%s/cflow-tui", tui);
+    char *bad[] = { bin, "-m", model, "--expert-ahead-layers", "9", NULL };
+    assert_int_equal(tu_run(&p, bad, NULL, 60), 0);
+    assert_int_equal(p.status, 2);
+    assert_non_null(strstr(p.err, "--expert-ahead-layers"));
+    assert_int_equal(tu_count_lines(p.err), 1);
+    tu_proc_free(&p);
+
+    snprintf(cmd, sizeof cmd,
+             "env -u CFLOW_MODEL HOME='%s' XDG_DATA_HOME='%s/data' LANG=C.UTF-8 "
+             "LC_ALL=C.UTF-8 "
+             "LSAN_OPTIONS=suppressions='%s/tests/ui/lsan.supp':print_suppressions=0 "
+             "'%s' -m '%s' --no-log --temp 0 -n 8 --ignore-eos -t 1 "
+             "--expert-io sync --expert-cache 128K --expert-ahead off",
+             home, home, sd && *sd ? sd : ".", bin, model);
+    free(tt_tmux(sock, "new-session", "-d", "-x", "160", "-y", "50", "-s", "t", cmd, NULL));
+    free(wait_screen("expert-io sync"));
+    send_line("/zoom overlap");
+    send_line("the cat sat");
+    char *scr = NULL;
+    unsigned long long hits = 0, total = 0, misses = 0;
+    double pct;
+    for (time_t end = time(NULL) + LIMIT_S;;) {
+        scr = wait_screen(" read)");
+        const char *l = strstr(scr, ": hit rate ");
+        assert_non_null(l);
+        assert_int_equal(sscanf(l, ": hit rate %lf%% (%llu of %llu routed experts in RAM, "
+                                   "%llu read)", &pct, &hits, &total, &misses), 4);
+        if (total >= 8ull * g.top_k * g.n_moe || time(NULL) > end)
+            break;
+        free(scr);
+        struct timespec ts = { 0, 200000000L };
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(total, 8ull * g.top_k * g.n_moe);
+    assert_true(misses > 0);
+    assert_non_null(strstr(scr, "look-ahead: no predictions"));
+    free(scr);
+    send_line("/quit");
+}
+
 /* A failed check returns before /quit: the server (and cflow-tui in it)
  * must not outlive the test. */
 static int teardown(void **state)
@@ -150,6 +221,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_tui_expert_figures, teardown),
+        cmocka_unit_test_teardown(test_tui_expert_ahead_off, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
