@@ -399,7 +399,7 @@ eng_pool *eng_pool_new(int n_threads)
     if (n_threads < 1)
         n_threads = 1;
     const char *pin = getenv("CFLOW_PIN");
-    p->pin = pin && pin[0] == '1';
+    p->pin = pin && !strcmp(pin, "1");   /* other values: eng_env_check */
     if (p->pin)
         pin_self(0);
     p->tid = calloc((size_t)n_threads, sizeof *p->tid);

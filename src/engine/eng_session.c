@@ -444,6 +444,8 @@ int eng_open(eng_session **out, const char *model_path, const eng_opts *o,
     int rc;
 
     *out = NULL;
+    if ((rc = eng_env_check(err, errlen)))
+        return rc;
     eng_guard_install();   /* a truncated model file: an error, not a crash */
     s = calloc(1, sizeof *s);
     if (!s)

@@ -42,6 +42,18 @@ void *eng_xalloc(size_t n, int *oom)
     return p;
 }
 
+int eng_env_check(char *err, size_t errlen)
+{
+    const char *v = getenv("CFLOW_ISA");
+    if (v && *v && kern_isa_from_name(v) < 0)
+        return eng_fail(err, errlen, ENG_EARG,
+                        "CFLOW_ISA='%s': use scalar, avx2, avx512 or avx512-vnni", v);
+    v = getenv("CFLOW_PIN");
+    if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
+        return eng_fail(err, errlen, ENG_EARG, "CFLOW_PIN='%s': use 0 or 1", v);
+    return 0;
+}
+
 int eng_env_count(const char *name, unsigned long def, unsigned long lo, unsigned long hi,
                   int units, unsigned long *out, char *err, size_t errlen)
 {

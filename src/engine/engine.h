@@ -253,10 +253,17 @@ uint64_t eng_weights_copied(const eng_session *s);
 /* Open model_path with options o (NULL: eng_opts_default).  0 and *out,
  * or an ENG_E* code with *out NULL and one line in err: ENG_EIO,
  * ENG_EFORMAT, ENG_EUNSUP from the file (the format module's code of the
- * same name), ENG_EARG for a bad $CFLOW_EXPERT_IO or $CFLOW_PREFETCH,
- * ENG_ENOMEM naming what did not fit (the context, the worker threads). */
+ * same name), ENG_EARG for a bad option or environment value (eng_env_check,
+ * $CFLOW_EXPERT_IO, $CFLOW_PREFETCH ...), ENG_ENOMEM naming what did not
+ * fit (the context, the worker threads). */
 int  eng_open(eng_session **out, const char *model_path, const eng_opts *o,
               char *err, size_t errlen);
+/* The engine's environment outside eng_opts whose values are words:
+ * $CFLOW_ISA (a kernel tier's name, kern_isa_name) and $CFLOW_PIN (0 or 1).
+ * 0 when each is unset, empty or valid, else ENG_EARG with one line naming
+ * the variable and the value.  eng_open checks it first; a front end may
+ * call it before it touches the terminal. */
+int  eng_env_check(char *err, size_t errlen);
 void eng_close(eng_session *s);             /* NULL: nothing */
 
 const fmt_hparams *eng_hparams(const eng_session *s);

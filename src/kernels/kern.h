@@ -90,6 +90,7 @@ enum kern_isa {
 const char *kern_type_name(enum kern_type t);          /* "f32", "q4_0", ... */
 int         kern_type_from_name(const char *s);         /* -1 if unknown */
 const char *kern_isa_name(enum kern_isa isa);          /* "scalar", "avx2", "avx512", "avx512-vnni" */
+int         kern_isa_from_name(const char *s);          /* kern_isa_name's inverse; -1 if unknown or NULL */
 
 /* Bytes of a payload for an R x C tile (R <= 128, C <= 256). */
 size_t kern_tile_payload_size(enum kern_type t, unsigned rows, unsigned cols);

@@ -77,14 +77,22 @@ static void probe(void)
 #endif
 }
 
+int kern_isa_from_name(const char *s)
+{
+    for (int i = 0; s && i < KERN_NISA; i++)
+        if (strcmp(s, kern_isa_name((enum kern_isa)i)) == 0)
+            return i;
+    return -1;
+}
+
+/* An unknown name is ignored here (the kernels cannot say so); the engine
+ * refuses it when a session opens (eng_env_check). */
 enum kern_isa kern_isa_choose(enum kern_isa best, const char *env)
 {
-    if (!env)
+    int i = kern_isa_from_name(env);
+    if (i < 0)
         return best;
-    for (int i = 0; i < KERN_NISA; i++)
-        if (strcmp(env, kern_isa_name((enum kern_isa)i)) == 0)
-            return (enum kern_isa)i < best ? (enum kern_isa)i : best;
-    return best;                        /* unknown name: ignored */
+    return (enum kern_isa)i < best ? (enum kern_isa)i : best;
 }
 
 const kern_ops *kern_ops_for(enum kern_isa isa)

@@ -64,8 +64,10 @@ int main(int argc, char **argv)
         return UI_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
-        if (!strcmp(argv[1], cmds[i].name))
-            return cmds[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], cmds[i].name)) {
+            int rc = ui_env_check("cflow");
+            return rc >= 0 ? rc : cmds[i].fn(argc - 1, argv + 1);
+        }
     fprintf(stderr, "cflow: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return UI_EXIT_USAGE;

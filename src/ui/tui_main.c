@@ -336,6 +336,8 @@ int main(int argc, char **argv)
     tui_args o;
     setlocale(LC_ALL, "");
     int rc = parse_flags(argc, argv, &o);
+    if (rc < 0)
+        rc = ui_env_check(TUI_NAME);
     if (rc >= 0) {
         tui_settings_free(&o.st);
         return rc;

@@ -203,6 +203,12 @@ void ui_opt_range(const ui_opt *o, char *buf, size_t n);
 /* The options of ids[] as --help lists them, with s's values as defaults. */
 void ui_opts_help(FILE *f, const int *ids, const ui_settings *s);
 
+/* The environment every program reads, checked once at its start:
+ * $CFLOW_READ_BW_GBS (a number of GB/s, 0.001 to 1000000) and the engine's
+ * words (eng_env_check: $CFLOW_ISA, $CFLOW_PIN).  -1 when all are unset,
+ * empty or valid; else UI_EXIT_ERR after one line "PROG: NAME='VALUE':
+ * use ..." on stderr. */
+int  ui_env_check(const char *prog);
 /* "cflow: <msg>" on stderr; returns UI_EXIT_ERR. */
 int  ui_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "cflow <cmd>: <msg>", one line; returns UI_EXIT_USAGE. */

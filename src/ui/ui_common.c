@@ -21,6 +21,20 @@
 #include "prof/prof.h"
 #include "ui/ui.h"
 
+int ui_env_check(const char *prog)
+{
+    char err[512];
+    double bw;
+    const char *v = getenv("CFLOW_READ_BW_GBS");
+    if (v && *v && (ui_parse_float(v, 0.001, 1e6, &bw) || !(bw > 0)))
+        snprintf(err, sizeof err, "CFLOW_READ_BW_GBS='%s': use a number of GB/s from 0.001 "
+                 "to 1000000", v);
+    else if (!eng_env_check(err, sizeof err))
+        return -1;
+    fprintf(stderr, "%s: %s\n", prog, err);
+    return UI_EXIT_ERR;
+}
+
 int ui_error(const char *fmt, ...)
 {
     va_list ap;

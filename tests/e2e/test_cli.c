@@ -130,6 +130,51 @@ static void test_ppl_io_options(void **state)
             text, (char *)NULL);
 }
 
+/* The environment every program reads is checked at its start
+ * (ui_env_check): a bad $CFLOW_READ_BW_GBS, $CFLOW_ISA or $CFLOW_PIN is one
+ * line naming the variable and the value, exit 1, nothing on stdout (before
+ * this they were read as "measure", "the best tier" and "float"), from
+ * cflow and cflow-tui alike; good values run. */
+static void test_env_refused(void **state)
+{
+    (void)state;
+    static const char *const bad[] = { "CFLOW_READ_BW_GBS=fast", "CFLOW_READ_BW_GBS=0",
+                                       "CFLOW_READ_BW_GBS=-3", "CFLOW_ISA=avx-512",
+                                       "CFLOW_ISA=AVX2", "CFLOW_PIN=yes", "CFLOW_PIN=10" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        for (int prog = 0; prog < 3; prog++) {
+            char *const env[] = { (char *)bad[i], NULL };
+            char *argv[8] = { (char *)tu_cflow(), "run", "-n", "2", "--no-log", NULL };
+            if (prog == 1) {
+                argv[1] = "bench";
+                argv[2] = "-p";
+                argv[3] = "0";
+            } else if (prog == 2) {
+                argv[0] = tui_bin;
+                argv[1] = "--no-log";
+                argv[2] = NULL;
+            }
+            char want[64];
+            snprintf(want, sizeof want, "%.*s='%s'", (int)strcspn(bad[i], "="), bad[i],
+                     strchr(bad[i], '=') + 1);
+            tu_proc p;
+            assert_int_equal(tu_run(&p, argv, env, 60), 0);
+            if (p.status != 1 || !strstr(p.err, want) || tu_count_lines(p.err) != 1 ||
+                p.out_len)
+                fail_msg("%s %s: exit %d, stdout %zu bytes, stderr: %s", bad[i], argv[1],
+                         p.status, p.out_len, p.err);
+            tu_proc_free(&p);
+        }
+    char *const good[] = { "CFLOW_READ_BW_GBS=12.5", "CFLOW_ISA=scalar", "CFLOW_PIN=1", NULL };
+    char *const argv[] = { (char *)tu_cflow(), "run", "-n", "2", "--no-log", "--temp", "0",
+                           NULL };
+    tu_proc p;
+    assert_int_equal(tu_run(&p, argv, good, 60), 0);
+    assert_true(tu_ok(&p, "good environment"));
+    assert_true(p.out_len > 0);
+    tu_proc_free(&p);
+}
+
 /* -t 0 is all cores wherever threads are set. */
 static void test_threads_zero_is_all_cores(void **state)
 {
@@ -358,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_random_seed_replays),
         cmocka_unit_test(test_compare_units),
         cmocka_unit_test(test_ppl_io_options),
+        cmocka_unit_test(test_env_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

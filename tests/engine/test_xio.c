@@ -1178,6 +1178,23 @@ static void test_bad_settings(void **state)
         assert_int_equal(p.out_len, 0);
         tu_proc_free(&p);
     }
+    /* the engine's words (eng_env_check), from eng_open itself: refused
+     * with the name and the value before the file is opened */
+    static const char *const words[][2] = { { "CFLOW_PIN", "yes" }, { "CFLOW_PIN", "2" },
+                                            { "CFLOW_ISA", "avx-512" } };
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
+        char err[256] = "", want[64];
+        eng_session *s = (eng_session *)&err;   /* must come back NULL */
+        setenv(words[i][0], words[i][1], 1);
+        snprintf(want, sizeof want, "%s='%s'", words[i][0], words[i][1]);
+        assert_int_equal(eng_open(&s, path, NULL, err, sizeof err), ENG_EARG);
+        unsetenv(words[i][0]);
+        assert_null(s);
+        assert_non_null(strstr(err, want));
+    }
+    setenv("CFLOW_PIN", "0", 1);
+    assert_int_equal(eng_env_check(NULL, 0), 0);
+    unsetenv("CFLOW_PIN");
     /* and good ones run: 8 requests of 256 KiB */
     char *const good[] = { "CFLOW_XIO_QD=8", "CFLOW_XIO_CHUNK=256K", NULL };
     assert_int_equal(tu_run(&p, argv, good, 60), 0);

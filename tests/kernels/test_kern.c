@@ -1429,6 +1429,11 @@ static void test_init_env(void **state)
         NULL, "scalar", "avx2", "avx512", "avx512-vnni", "bogus", "",
     };
     const enum kern_isa best = best_isa();
+    for (int k = 0; k < KERN_NISA; k++)
+        assert_int_equal(kern_isa_from_name(kern_isa_name((enum kern_isa)k)), k);
+    assert_int_equal(kern_isa_from_name("bogus"), -1);
+    assert_int_equal(kern_isa_from_name(""), -1);
+    assert_int_equal(kern_isa_from_name(NULL), -1);
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
         enum kern_isa want = best;
         for (int k = 0; k < KERN_NISA; k++)
