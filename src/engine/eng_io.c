@@ -439,8 +439,12 @@ void eng_xio_free(eng_xio *x)
 {
     if (!x)
         return;
-    if (x->uring)
+    if (x->uring) {
+        pthread_mutex_lock(&x->mu);
+        eng_xio_submit_locked(x, 1);   /* what was issued is read first */
+        pthread_mutex_unlock(&x->mu);
         eng_xio_uring_stop(x);  /* drains and joins: no read in flight */
+    }
     if (x->tid) {
         pthread_mutex_lock(&x->mu);
         eng_xio_submit_locked(x, 1);   /* what was issued is read, then they quit */

@@ -144,8 +144,9 @@ void eng_xio_submit_locked(eng_xio *x, int all);
 /* eng_io_uring.c.  Start the reader on x (x->fd, x->qd set): 0, or an
  * errno with why filled where io_uring is unavailable or refused.  kick
  * (under mu) moves released requests into the submission ring up to qd in
- * flight and submits them with one call; stop (without mu) drains what is
- * queued or in flight and joins the reaping thread. */
+ * flight and submits them with one call; stop (without mu) reads what was
+ * released (eng_xio_free releases everything first, parked reads too) and
+ * what is in flight, then joins the reaping thread. */
 int  eng_xio_uring_start(eng_xio *x, char *why, size_t whylen);
 void eng_xio_uring_kick(eng_xio *x);
 void eng_xio_uring_stop(eng_xio *x);

@@ -260,8 +260,7 @@ void eng_xio_uring_stop(eng_xio *x)
 {
     xio_uring *u = x->uring;
     pthread_mutex_lock(&x->mu);
-    eng_xio_submit_locked(x, 1);        /* what was issued is read first */
-    eng_xio_uring_kick(x);              /* (and what waits for a free entry) */
+    eng_xio_uring_kick(x);              /* what was released (eng_xio_free released all) */
     /* a no-op wakes the reaper; it leaves once nothing is in flight */
     struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
     if (!sqe) {
