@@ -52,6 +52,28 @@ static char *wait_screen(const char *what)
     }
 }
 
+/* The overlap pane's hit-rate line, read into *pct, *hits, *total and
+ * *misses once it counts want routed experts (or LIMIT_S has passed); the
+ * screen (malloc'd).  The pane's figures are live: a capture can come
+ * mid-reply (the sanitizer build on a busy CPU showed the first token's
+ * 8), so it waits for the reply's last token's count. */
+static char *wait_hit_line(unsigned long long want, double *pct, unsigned long long *hits,
+                           unsigned long long *total, unsigned long long *misses)
+{
+    for (time_t end = time(NULL) + LIMIT_S;;) {
+        char *scr = wait_screen(" read)");
+        const char *l = strstr(scr, ": hit rate ");
+        assert_non_null(l);
+        assert_int_equal(sscanf(l, ": hit rate %lf%% (%llu of %llu routed experts in RAM, "
+                                   "%llu read)", pct, hits, total, misses), 4);
+        if (*total >= want || time(NULL) > end)
+            return scr;
+        free(scr);
+        struct timespec ts = { 0, 200000000L };
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void test_tui_expert_figures(void **state)
 {
     (void)state;
@@ -86,24 +108,9 @@ static void test_tui_expert_figures(void **state)
     free(wait_screen("expert-io sync"));
     send_line("/zoom overlap");
     send_line("the cat sat");
-    /* The pane's figures are live: a capture can come mid-reply (the
-     * sanitizer build on a busy CPU showed the first token's 8), so wait
-     * for the reply's last token's count, up to LIMIT_S. */
-    char *scr = NULL;
     double pct = -1;
     unsigned long long hits = 0, total = 0, misses = 0;
-    for (time_t end = time(NULL) + LIMIT_S;;) {
-        scr = wait_screen(" read)");
-        const char *l = strstr(scr, ": hit rate ");
-        assert_non_null(l);
-        assert_int_equal(sscanf(l, ": hit rate %lf%% (%llu of %llu routed experts in RAM, "
-                                   "%llu read)", &pct, &hits, &total, &misses), 4);
-        if (total >= 8ull * top_k * n_moe || time(NULL) > end)
-            break;
-        free(scr);
-        struct timespec ts = { 0, 200000000L };
-        nanosleep(&ts, NULL);
-    }
+    char *scr = wait_hit_line(8ull * top_k * n_moe, &pct, &hits, &total, &misses);
     /* eight decoded tokens, each routing top-k experts in every MoE layer */
     assert_int_equal(total, 8ull * top_k * n_moe);
     assert_int_equal(hits + misses, total);
@@ -186,21 +193,9 @@ static void test_tui_expert_ahead_off(void **state)
     free(wait_screen("expert-io sync"));
     send_line("/zoom overlap");
     send_line("the cat sat");
-    char *scr = NULL;
     unsigned long long hits = 0, total = 0, misses = 0;
     double pct;
-    for (time_t end = time(NULL) + LIMIT_S;;) {
-        scr = wait_screen(" read)");
-        const char *l = strstr(scr, ": hit rate ");
-        assert_non_null(l);
-        assert_int_equal(sscanf(l, ": hit rate %lf%% (%llu of %llu routed experts in RAM, "
-                                   "%llu read)", &pct, &hits, &total, &misses), 4);
-        if (total >= 8ull * g.top_k * g.n_moe || time(NULL) > end)
-            break;
-        free(scr);
-        struct timespec ts = { 0, 200000000L };
-        nanosleep(&ts, NULL);
-    }
+    char *scr = wait_hit_line(8ull * g.top_k * g.n_moe, &pct, &hits, &total, &misses);
     assert_int_equal(total, 8ull * g.top_k * g.n_moe);
     assert_true(misses > 0);
     assert_non_null(strstr(scr, "look-ahead: no predictions"));
