@@ -171,6 +171,11 @@ oom:
     return eng_fail(err, errlen, ENG_ENOMEM, "%s: out of memory", fmt_model_path(s->model));
 }
 
+int eng_expert_ahead(const eng_session *s)
+{
+    return s->opts.expert_ahead ? s->opts.expert_ahead_layers : 0;
+}
+
 void eng_moe_ahead_free(eng_session *s)
 {
     struct eng_ahead *a = s->ahead;

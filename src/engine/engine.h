@@ -414,6 +414,11 @@ int  eng_set_expert_io(eng_session *s, int mode, char *err, size_t errlen);
 int  eng_expert_io(const eng_session *s);
 /* 1 when ENG_XIO_AUTO chose the mode eng_expert_io reports, else 0. */
 int  eng_expert_io_auto(const eng_session *s);
+/* The look-ahead setting the session resolved (eng_opts.expert_ahead and
+ * _layers, or the environment): the layers it guesses ahead, 0 when it is
+ * off.  Guesses are made only where eng_moe_ahead.c says (a standard MoE,
+ * sync or staged reads, a cache); the setting is what the run log keeps. */
+int  eng_expert_ahead(const eng_session *s);
 /* 1 when sync/staged reads bypass the page cache, 0 when the file system
  * refused O_DIRECT (buffered fallback), -1 in mmap mode. */
 int  eng_expert_io_direct(const eng_session *s);

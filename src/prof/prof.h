@@ -319,7 +319,7 @@ void prof_xio_derive(prof_xio_fig *f);
 /* ======================================================================= */
 typedef struct prof_log prof_log;
 
-#define PROF_LOG_SCHEMA 8   /* PRAGMA user_version of a current database */
+#define PROF_LOG_SCHEMA 9   /* PRAGMA user_version of a current database */
 
 enum { PROF_LOG_CREATE = 1 };  /* create the file (and its folder) if absent */
 
@@ -361,6 +361,7 @@ typedef struct prof_run_cfg {
     const char *prefetch, *expert_io;  /* "off", "none", ... */
     const char *expert_io_asked;       /* "auto" or the mode named; NULL: expert_io */
     uint64_t    expert_cache_bytes;    /* the RAM expert cache's size */
+    int         expert_ahead;          /* look-ahead layers, 0 off; -1: n/a (NULL) */
     uint32_t    n_ctx;
     double      temp, top_p, min_p, rep_penalty;
     int         top_k, rep_last_n;
@@ -420,6 +421,7 @@ typedef struct prof_run_row {
     char     prefetch[16], expert_io[16];
     char     expert_io_asked[16];     /* "" when not recorded (before schema 7) */
     uint64_t expert_cache_bytes;
+    int      expert_ahead;            /* look-ahead layers, 0 off; -1 not recorded */
     char     model_file[1024];        /* the file that ran (model: as named) */
     int      has_xio;                 /* xio holds the run's expert figures */
     prof_xio_fig xio;
@@ -541,6 +543,7 @@ typedef struct prof_bench_row {
     uint64_t    bytes_per_token;
     double      gb_s, read_bw_gbs, bw_pct;  /* 0: not applicable / unknown */
     const prof_xio_fig *xio;        /* the test's expert figures; NULL: none */
+    int         expert_ahead;       /* look-ahead layers, 0 off; -1: n/a (NULL) */
 } prof_bench_row;
 /* One test's result in the current session (prof_log_session first). */
 int prof_log_bench(prof_log *l, const prof_bench_row *r, char *err, size_t errlen);

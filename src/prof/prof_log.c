@@ -108,7 +108,10 @@
  * reads), xio_pred_reads, xio_pred_wasted, xio_pred_bytes (look-ahead
  * guesses read, of them not routed, their bytes) and the figures
  * xio_wasted_tok, xio_compute_s_tok, xio_ov_limit_tok_s, xio_ov_reached
- * (prof_xio_fig: the bound with reads overlapped with compute).
+ * (prof_xio_fig: the bound with reads overlapped with compute); version 9
+ * to run and bench expert_ahead, the look-ahead setting (layers guessed
+ * ahead, 0 off; NULL for a dense model), so runs that differ in it can be
+ * told apart.
  * Migrating runs inside the BEGIN IMMEDIATE transaction that reads
  * user_version, so two processes opening an old log at once migrate it
  * once.  A log newer than this program is refused, never downgraded.
@@ -299,6 +302,10 @@ static const char *const migrations[PROF_LOG_SCHEMA] = {
     /* 7 -> 8: where a token's time goes (prof_xio_fig's schema 8 half) */
     XIO8_COLS("run")
     XIO8_COLS("bench"),
+
+    /* 8 -> 9: the look-ahead setting a run or test ran with */
+    "ALTER TABLE run ADD COLUMN expert_ahead INTEGER;"
+    "ALTER TABLE bench ADD COLUMN expert_ahead INTEGER;",
 };
 
 int prof_log_fail(prof_log *l, char *err, size_t errlen, const char *what)

@@ -120,7 +120,8 @@ static int binding_from_name(const char *s)
     " r.xio_gb_s, r.xio_depth, r.xio_limit_tok_s, r.xio_reached, r.xio_pred_acc,"     \
     " coalesce(r.xio_stall_s, 0), coalesce(r.xio_pred_reads, 0),"                     \
     " coalesce(r.xio_pred_wasted, 0), coalesce(r.xio_pred_bytes, 0), r.xio_wasted_tok," \
-    " r.xio_compute_s_tok, r.xio_ov_limit_tok_s, r.xio_ov_reached"                    \
+    " r.xio_compute_s_tok, r.xio_ov_limit_tok_s, r.xio_ov_reached,"                   \
+    " coalesce(r.expert_ahead, -1)"                                                   \
     " FROM run r JOIN session s ON s.id = r.session_id"                               \
     " JOIN model m ON m.id = s.model_id JOIN machine ma ON ma.id = s.machine_id"
 
@@ -131,7 +132,8 @@ static void col_str(sqlite3_stmt *st, int i, char *dst, size_t n)
 }
 
 /* The columns after RUN_COLS' first ones from i on: the file that ran,
- * the mode asked for, the cache, and the expert figures (NULL: none). */
+ * the mode asked for, the cache, the expert figures (NULL: none) and the
+ * look-ahead setting (-1: not recorded). */
 static void read_xio(sqlite3_stmt *st, int i, prof_run_row *r)
 {
     col_str(st, i++, r->model_file, sizeof r->model_file);
@@ -160,6 +162,7 @@ static void read_xio(sqlite3_stmt *st, int i, prof_run_row *r)
         *d8[k] = sqlite3_column_type(st, i) == SQLITE_NULL ? -1.0 : sqlite3_column_double(st, i);
     f->bound_diskbw = f->disk_gbs > 0;
     f->bound_gbs = f->bound_diskbw ? f->disk_gbs : f->gb_s;
+    r->expert_ahead = sqlite3_column_int(st, i++);
 }
 
 static void read_row(sqlite3_stmt *st, void *item, void *ctx)

@@ -303,9 +303,9 @@ int prof_log_run_begin(prof_log *l, prof *p, const prof_run_cfg *c, int64_t *run
         l->db,
         "INSERT INTO run(session_id, started, status, threads, prefetch, expert_io,"
         " n_ctx, temp, top_k, top_p, min_p, rep_penalty, rep_last_n, seed, n_prompt,"
-        " n_gen, prefill_s, decode_s, expert_io_asked, expert_cache_bytes)"
+        " n_gen, prefill_s, decode_s, expert_io_asked, expert_cache_bytes, expert_ahead)"
         " VALUES(?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
-        " 0, 0, 0, 0, ?14, ?15)",
+        " 0, 0, 0, 0, ?14, ?15, ?16)",
         -1, &st, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, l->session_id);
@@ -325,6 +325,10 @@ int prof_log_run_begin(prof_log *l, prof *p, const prof_run_cfg *c, int64_t *run
         prof_log_bind_text(st, 14, c->expert_io_asked ? c->expert_io_asked
                                    : c->expert_io ? c->expert_io : "none");
         sqlite3_bind_int64(st, 15, (sqlite3_int64)c->expert_cache_bytes);
+        if (c->expert_ahead >= 0)
+            sqlite3_bind_int(st, 16, c->expert_ahead);
+        else
+            sqlite3_bind_null(st, 16);
         rc = step_done(st);
         sqlite3_finalize(st);
     }
@@ -508,10 +512,11 @@ int prof_log_bench(prof_log *l, const prof_bench_row *r, char *err, size_t errle
         l->db,
         "INSERT INTO bench(session_id, test_time, n_threads, n_prompt, n_gen, n_depth,"
         " prefetch, expert_io, repetitions, avg_ns, stddev_ns, avg_ts, stddev_ts,"
-        " bytes_per_token, gb_s, read_bw_gbs, bw_pct," XIO_SQL_COLS ") VALUES(?1, ?2,"
+        " bytes_per_token, gb_s, read_bw_gbs, bw_pct," XIO_SQL_COLS ", expert_ahead)"
+        " VALUES(?1, ?2,"
         " ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,"
         " ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34,"
-        " ?35, ?36, ?37, ?38, ?39, ?40, ?41)",
+        " ?35, ?36, ?37, ?38, ?39, ?40, ?41, ?42)",
         -1, &st, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, l->session_id);
@@ -532,6 +537,11 @@ int prof_log_bench(prof_log *l, const prof_bench_row *r, char *err, size_t errle
         bind_pos_real(st, 16, r->read_bw_gbs);
         bind_pos_real(st, 17, r->bw_pct);
         bind_xio(st, 18, r->xio);
+        _Static_assert(18 + XIO_N == 42, "expert_ahead follows the expert figures");
+        if (r->expert_ahead >= 0)
+            sqlite3_bind_int(st, 42, r->expert_ahead);
+        else
+            sqlite3_bind_null(st, 42);
         rc = step_done(st);
         sqlite3_finalize(st);
     }

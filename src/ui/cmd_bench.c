@@ -310,7 +310,7 @@ static void emit_row(bench_run *b, const result *r, int *logging)
         .avg_ts = r->avg_ts, .stddev_ts = r->sd_ts,
         .bytes_per_token = r->bytes_per_token, .gb_s = r->gb_s,
         .read_bw_gbs = r->read_bw, .bw_pct = r->bw_pct,
-        .xio = r->has_xio ? &r->xio : NULL,
+        .xio = r->has_xio ? &r->xio : NULL, .expert_ahead = r->expert_ahead,
     };
     if (prof_log_bench(b->lg, &br, b->err, sizeof b->err)) {
         log_warn(b->err);
@@ -406,6 +406,7 @@ static int run_test(bench_run *b, eng_session *s, const char *model, result *r)
     prof_xio_derive(&r->xio);
     r->has_xio = ui_xio_shown(&r->xio);
     r->cache_bytes = es.xio_cache_bytes;
+    r->expert_ahead = eng_hparams(s)->n_experts ? eng_expert_ahead(s) : -1;
     return UI_EXIT_OK;
 }
 

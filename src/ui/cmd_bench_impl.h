@@ -35,6 +35,7 @@ typedef struct ui_bench_result {
     int         has_xio;          /* xio holds the test's expert figures */
     prof_xio_fig xio;             /* over the timed repetitions (ui_xio.c) */
     uint64_t    cache_bytes;      /* the RAM expert cache */
+    int         expert_ahead;     /* eng_expert_ahead; -1 a dense model */
     char        routing[96];      /* ui_routing_text; "" for a real model */
     char        time[32];
 } result;   /* ui_bench_result */

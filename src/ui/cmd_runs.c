@@ -128,6 +128,7 @@ static json_object *run_json(const prof_run_row *r)
     json_object_object_add(o, "expert_io_asked",
                            r->expert_io_asked[0] ? jstr(r->expert_io_asked) : NULL);
     json_object_object_add(o, "expert_cache_bytes", jint((int64_t)r->expert_cache_bytes));
+    json_object_object_add(o, "expert_ahead", r->expert_ahead >= 0 ? jint(r->expert_ahead) : NULL);
     json_object_object_add(o, "model_file", jstr(r->model_file));
     json_object_object_add(o, "experts", r->has_xio ? xio_json(&r->xio) : NULL);
     json_object_object_add(o, "n_ctx", jint(r->n_ctx));
@@ -314,9 +315,12 @@ static int cmd_show(prof_log *l, const char *arg)
     printf(")\n");
     if (r.model_file[0] && strcmp(r.model_file, r.model))
         printf("  %-11s %s\n", "ran from", r.model_file);
-    printf("  %-11s threads %d, prefetch %s, expert-io %s%s, ctx %u\n", "settings", r.threads,
-           r.prefetch, r.expert_io, !strcmp(r.expert_io_asked, "auto") ? " (auto)" : "",
-           r.n_ctx);
+    char ahead[24];
+    printf("  %-11s threads %d, prefetch %s, expert-io %s%s, ", "settings", r.threads,
+           r.prefetch, r.expert_io, !strcmp(r.expert_io_asked, "auto") ? " (auto)" : "");
+    if (r.expert_ahead >= 0)
+        printf("look-ahead %s, ", ui_ahead_text(r.expert_ahead, ahead, sizeof ahead));
+    printf("ctx %u\n", r.n_ctx);
     printf("  %-11s temp %.2f, top-k %d, top-p %.2f, min-p %.2f, repeat-penalty %.2f"
            " (last %d), seed %llu\n",
            "sampling", r.temp, r.top_k, r.top_p, r.min_p, r.rep_penalty, r.rep_last_n,

@@ -315,6 +315,9 @@ typedef struct ui_cmp_row {
     char ratio[16];     /* B/A, "-" without one; "differs" or "" for words */
 } ui_cmp_row;
 #define UI_CMP_MAX 40   /* rows ui_cmp_rows gives at most */
+/* A run's look-ahead setting in words (prof_run_row.expert_ahead): "off",
+ * "N layers" (in buf), or "n/a" (not recorded, or a dense model). */
+const char *ui_ahead_text(int layers, char *buf, size_t n);
 /* The rows comparing runs a and b into rows[max]; returns their count. */
 size_t ui_cmp_rows(const prof_run_row *a, const prof_run_row *b, ui_cmp_row *rows,
                    size_t max);

@@ -51,6 +51,21 @@ TEXT(program, r->program)
 TEXT(isa, r->isa)
 TEXT(prefetch, r->prefetch)
 TEXT(xio, r->expert_io)
+const char *ui_ahead_text(int layers, char *buf, size_t n)
+{
+    if (layers < 0)
+        return "n/a";
+    if (layers == 0)
+        return "off";
+    snprintf(buf, n, "%d layer%s", layers, layers == 1 ? "" : "s");
+    return buf;
+}
+
+static const char *t_ahead(const prof_run_row *r)
+{
+    static _Thread_local char buf[24];
+    return ui_ahead_text(r->expert_ahead, buf, sizeof buf);
+}
 /* all 64 bits of a seed, which a double would round */
 static const char *t_seed(const prof_run_row *r)
 {
@@ -80,6 +95,7 @@ static const cmp_def cmp_rows[] = {
     { "kernels", F_TEXT, 0, t_isa, NULL },
     { "prefetch", F_TEXT, 0, t_prefetch, NULL },
     { "expert io", F_TEXT, 0, t_xio, NULL },
+    { "look-ahead", F_TEXT, 0, t_ahead, NULL },
     { "threads", F_NUM, 0, NULL, n_threads },
     { "context tokens", F_NUM, 0, NULL, n_ctx },
     { "temperature", F_NUM, 2, NULL, n_temp },

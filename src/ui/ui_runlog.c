@@ -87,6 +87,7 @@ void ui_logsess_run_cfg(const eng_session *s, const eng_sampling *sp, prof_run_c
         .expert_io_asked = !hp->n_experts ? "none"
                            : eng_expert_io_auto(s) ? "auto" : eng_expert_io_name(eng_expert_io(s)),
         .expert_cache_bytes = hp->n_experts ? es.xio_cache_bytes : 0,
+        .expert_ahead = hp->n_experts ? eng_expert_ahead(s) : -1,
         .n_ctx = eng_n_ctx(s), .temp = f2d(sp->temp), .top_p = f2d(sp->top_p),
         .min_p = f2d(sp->min_p), .rep_penalty = f2d(sp->rep_penalty),
         .top_k = sp->top_k, .rep_last_n = sp->rep_last_n, .seed = sp->seed,

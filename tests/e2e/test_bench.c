@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prof/prof.h"
 #include "testutil.h"
 
 static char model[4096];
@@ -214,17 +215,22 @@ static void cached_run(const char *warm, double *routed, double *misses)
 
 /* --expert-ahead reaches the engine (ui_settings_eng_opts): a sync test
  * with a cache makes look-ahead guesses (pred_acc a number) unless it is
- * off (pred_acc null: no predictions). */
+ * off (pred_acc null: no predictions); the run log keeps the setting
+ * (bench.expert_ahead: 0 off, else the layers). */
 static void test_expert_ahead(void **state)
 {
     (void)state;
+    char db[4096];
+    snprintf(db, sizeof db, "%s", tu_tmp("bench-ahead.db"));
+    remove(db);
     for (int on = 0; on <= 1; on++) {
         tu_proc p;
         assert_int_equal(tu_cflow_run(&p, "bench", "-m", model, "-p", "0", "-n", "8", "-r",
                                       "1", "--read-bw", "10", "--expert-io", "sync",
                                       "--expert-cache", "64M", "--expert-ahead",
-                                      on ? "on" : "off", "--no-warmup", "-o", "json",
-                                      "--no-log", (char *)NULL), 0);
+                                      on ? "on" : "off", "--expert-ahead-layers", "2",
+                                      "--no-warmup", "-o", "json", "--db", db,
+                                      (char *)NULL), 0);
         json_object *a = json_of(&p, 1);
         json_object *o = json_object_array_get_idx(a, 0);
         json_object *v = json_object_object_get(o, "pred_acc");
@@ -238,6 +244,8 @@ static void test_expert_ahead(void **state)
             assert_true(v == NULL || json_object_is_type(v, json_type_null));
         json_object_put(a);
         tu_proc_free(&p);
+        assert_int_equal(tu_db_int(db, "SELECT expert_ahead FROM bench ORDER BY id DESC"
+                                       " LIMIT 1"), on ? 2 : 0);
     }
 }
 
@@ -358,7 +366,7 @@ static void test_membw_recorded(void **state)
     assert_int_equal(tu_db_int(db, "SELECT count(*) FROM membw WHERE threads = 1 AND"
                                    " passes = 3 AND min_gbs <= median_gbs AND"
                                    " median_gbs <= max_gbs AND cores > 0"), 1);
-    assert_int_equal(tu_db_int(db, "PRAGMA user_version"), 8);
+    assert_int_equal(tu_db_int(db, "PRAGMA user_version"), PROF_LOG_SCHEMA);
 
     /* a later figure no measurement gives, so that its reuse shows */
     tu_db_int(db, "INSERT INTO membw(hostname, cpu_model, cores, threads, measured, passes,"

@@ -337,7 +337,7 @@ static void test_migrate_v2(void **state)
     cflow(&p, "runs", "list", "--json", "--db", db, NULL);
     expect_ok(&p, "list a v2 log");
     assert_int_equal(tu_db_int(db, "PRAGMA user_version"), PROF_LOG_SCHEMA);
-    assert_int_equal(PROF_LOG_SCHEMA, 8);
+    assert_int_equal(PROF_LOG_SCHEMA, 9);
     json_object *a = json_tokener_parse(p.out);
     assert_non_null(a);
     assert_int_equal(json_object_array_length(a), 1);
@@ -359,6 +359,9 @@ static void test_migrate_v2(void **state)
     assert_int_equal(tu_db_int(db, "SELECT count(*) FROM run WHERE xio_stall_s IS NOT NULL"
                                " OR xio_ov_limit_tok_s IS NOT NULL OR xio_pred_reads"
                                " IS NOT NULL"), 0);
+    /* schema 9: no look-ahead setting then (NULL: "n/a") */
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM run WHERE expert_ahead IS NOT NULL"),
+                     0);
 
     cflow(&p, "runs", "show", "1", "--db", db, NULL);
     expect_ok(&p, "show a migrated run");
@@ -376,6 +379,13 @@ static void test_migrate_v2(void **state)
     cflow(&p, "runs", "compare", "1", "2", "--db", db, NULL);
     expect_ok(&p, "compare a v2 and a v3 run");
     assert_non_null(strstr(p.out, "per layer, KiB streamed per token"));
+    /* the new run of a MoE model keeps its look-ahead setting (on, one
+     * layer, by default); the migrated one has none */
+    assert_int_equal(tu_db_int(db, "SELECT expert_ahead FROM run WHERE id=2"), 1);
+    const char *la = strstr(p.out, "look-ahead");
+    assert_non_null(la);
+    assert_non_null(strstr(la, "n/a"));
+    assert_non_null(strstr(la, "1 layer"));
     tu_proc_free(&p);
 }
 

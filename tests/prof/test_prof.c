@@ -569,7 +569,8 @@ static void test_log_roundtrip(void **state)
                            .quant = "q8_0", .size = 999, .n_layers = 2, .dim = 64 };
     prof_run_cfg c = { .threads = 3, .prefetch = "off", .expert_io = "none", .n_ctx = 128,
                        .temp = 0.5, .top_k = 7, .top_p = 0.9, .min_p = 0.1,
-                       .rep_penalty = 1.1, .rep_last_n = 32, .seed = UINT64_MAX };
+                       .rep_penalty = 1.1, .rep_last_n = 32, .seed = UINT64_MAX,
+                       .expert_ahead = 3 };
     assert_int_equal(prof_log_session(l, &m, &mi, "test", err, sizeof err), 0);
     assert_true(prof_log_machine_bw(l, &m) == 12.5);
     prof_run_begin(p, 4096, 12.5);
@@ -603,6 +604,7 @@ static void test_log_roundtrip(void **state)
     assert_int_equal(rows[0].threads, 3);
     assert_int_equal(rows[0].top_k, 7);
     assert_true(rows[0].seed == UINT64_MAX);
+    assert_int_equal(rows[0].expert_ahead, 3);
     assert_int_equal(rows[0].n_prompt, 20);
     assert_int_equal(rows[0].n_gen, 130);
     assert_true(rows[0].decode_tok_s == t.decode_tok_s);
@@ -727,7 +729,7 @@ static void test_log_migrate_v1(void **state)
     prof_machine m = { "oldhost", "Old CPU 3000", "avx2", 8, 0 };
     prof_model_info mi = { .path = "/models/old-stories.cflow", .hash = "0123456789abcdef",
                            .arch = "llama", .quant = "f32", .size = 1048576, .n_layers = 1 };
-    prof_run_cfg c = { .threads = 2 };
+    prof_run_cfg c = { .threads = 2, .expert_ahead = -1 };   /* a dense model's */
     assert_int_equal(prof_log_session(l, &m, &mi, "test", err, sizeof err), 0);
     prof_run_begin(p, 0, 0);
     assert_int_equal(prof_log_run_begin(l, p, &c, NULL, err, sizeof err), 0);
@@ -738,6 +740,7 @@ static void test_log_migrate_v1(void **state)
     prof_log_close(l);
     assert_int_equal(tu_db_int(db, "PRAGMA user_version"), PROF_LOG_SCHEMA);
     assert_int_equal(tu_db_int(db, "SELECT count(*) FROM run"), 4);
+    assert_int_equal(tu_db_int(db, "SELECT count(*) FROM run WHERE expert_ahead IS NULL"), 4);
     /* the old model row was reused and got its geometry */
     assert_int_equal(tu_db_int(db, "SELECT count(*) FROM model"), 1);
     assert_int_equal(tu_db_int(db, "SELECT n_layers FROM model"), 1);
