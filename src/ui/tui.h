@@ -122,6 +122,7 @@ typedef struct tui_snap {
     char         expert_io[16];
     int          expert_direct;   /* eng_expert_io_direct */
     int          expert_io_auto;  /* eng_expert_io_auto: --expert-io auto chose it */
+    int          expert_ahead;    /* eng_expert_ahead: layers, 0 off; -1 no model or dense */
     uint64_t     cache_bytes;     /* the RAM expert cache */
     prof_xio_fig xio;             /* expert figures of the run's decode tokens */
     char         routing[96];     /* ui_routing_text, "" for a model not synthesised */

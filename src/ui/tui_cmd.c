@@ -298,12 +298,14 @@ CMD(cmd_settings)
     (void)c;
     (void)v;
     tui_settings st;
+    char ahead[24];
     tui_gen_get_settings(a->gen, &st);
     tui_say(a, TUI_NOTE,
-            "settings: threads %d (%d running), prefetch %s, expert-io %s, temp %.2f, "
-            "top-k %d, top-p %.2f, min-p %.2f, repeat-penalty %.2f (last %d), seed %llu, "
-            "n %ld, ignore-eos %s, system %s%s%s",
+            "settings: threads %d (%d running), prefetch %s, expert-io %s, look-ahead %s, "
+            "temp %.2f, top-k %d, top-p %.2f, min-p %.2f, repeat-penalty %.2f (last %d), "
+            "seed %llu, n %ld, ignore-eos %s, system %s%s%s",
             st.threads, a->snap.threads, a->snap.prefetch ? "on" : "off", a->snap.expert_io,
+            ui_ahead_text(a->snap.expert_ahead, ahead, sizeof ahead),
             (double)st.sp.temp, st.sp.top_k, (double)st.sp.top_p, (double)st.sp.min_p,
             (double)st.sp.rep_penalty, st.sp.rep_last_n, (unsigned long long)st.sp.seed,
             st.n_predict, st.ignore_eos ? "on" : "off", st.system ? "\"" : "(none)",

@@ -151,6 +151,7 @@ void tui_gen_snap_refresh(tui_gen *g, int state)
                  eng_expert_io_name(eng_expert_io(g->s)));
         sn->expert_direct = eng_expert_io_direct(g->s);
         sn->expert_io_auto = eng_expert_io_auto(g->s);
+        sn->expert_ahead = eng_hparams(g->s)->n_experts ? eng_expert_ahead(g->s) : -1;
         if (!ui_routing_text(g->s, sn->routing, sizeof sn->routing))
             sn->routing[0] = '\0';
         eng_stats es;
@@ -161,6 +162,7 @@ void tui_gen_snap_refresh(tui_gen *g, int state)
         sn->xio.disk_gbs = g->disk_gbs;
         prof_xio_derive(&sn->xio);
     } else {
+        sn->expert_ahead = -1;
         sn->prefetch = g->cur.prefetch > 0;
         snprintf(sn->expert_io, sizeof sn->expert_io, "%s",
                  g->cur.expert_io[0] ? g->cur.expert_io : "mmap");

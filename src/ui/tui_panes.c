@@ -209,9 +209,11 @@ static void overlap_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
     double per = ntok ? 1e3 / (double)ntok : 0;   /* seconds -> ms per token */
     char line[256], b[32];
     int y = 0;
-    snprintf(line, sizeof line, "mode %s%s, prefetch %s, %u experts top-%u", sn->expert_io,
+    snprintf(line, sizeof line, "mode %s%s, prefetch %s, look-ahead %s, %u experts top-%u",
+             sn->expert_io,
              sn->expert_direct > 0 ? " (O_DIRECT)" : sn->expert_direct == 0 ? " (buffered)" : "",
-             sn->prefetch ? "on" : "off", sn->hp.n_experts, sn->hp.top_k);
+             sn->prefetch ? "on" : "off", ui_ahead_text(sn->expert_ahead, b, sizeof b),
+             sn->hp.n_experts, sn->hp.top_k);
     tui_put(w, y++, 0, wd, line);
     if (y >= h)
         return;

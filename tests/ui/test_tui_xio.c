@@ -119,6 +119,7 @@ static void test_tui_expert_figures(void **state)
     assert_non_null(strstr(scr, " read); uniform routing (cflow synth"));   /* item 8 */
     assert_non_null(strstr(scr, "storage-bound "));
     assert_non_null(strstr(scr, "look-ahead: "));
+    assert_non_null(strstr(scr, ", look-ahead 1 layer, "));   /* on, one layer: the default */
     free(scr);
     send_line("/zoom speed");
     scr = wait_screen("read bw 4321.50 GB/s (1 threads, median of 1 passes");
@@ -199,6 +200,8 @@ static void test_tui_expert_ahead_off(void **state)
     assert_int_equal(total, 8ull * g.top_k * g.n_moe);
     assert_true(misses > 0);
     assert_non_null(strstr(scr, "look-ahead: no predictions"));
+    /* the setting itself, as the engine resolved it */
+    assert_non_null(strstr(scr, "prefetch off, look-ahead off, "));
     free(scr);
     send_line("/quit");
 }
