@@ -3,7 +3,7 @@
  * like llama-bench's (-o md), csv with llama-bench's field names and then
  * cflow's own (-o csv), or one JSON object per test (-o json).  The
  * expert streaming columns are ui_xio.c's figures of the test's timed
- * repetitions (XIO_FIELDS), as `cflow run` and the TUI show them.
+ * repetitions (UI_XIO_FIELDS), as `cflow run` and the TUI show them.
  */
 #include "config.h"
 
@@ -100,51 +100,16 @@ static void print_md(const bench_cfg *c, const result *r)
     fflush(stdout);
 }
 
-/* The expert streaming figures (prof_xio_fig) of a test, as csv and json
- * carry them: counts, then figures; empty (csv) or null (json) where a
- * figure is n/a or the test read no experts. */
-#define XIO_FIELDS "expert_cache_bytes,expert_hits,expert_misses,hit_rate," \
-    "read_bytes_per_token,storage_gbs,queue_depth,bound_gbs,bound_source," \
-    "storage_bound_ts,bound_pct,pred_acc,routing,wasted_bytes_per_token," \
-    "compute_s_per_token,overlapped_bound_ts,overlapped_bound_pct"
 static const char *const csv_fields =
     "model_filename,model_type,model_size,model_n_params,backends,cpu_info,"
     "n_threads,n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,"
     "stddev_ts,isa,prefetch,expert_io,repetitions,bytes_per_token,gb_s,"
-    "read_bw_gbs,bw_pct," XIO_FIELDS;
+    "read_bw_gbs,bw_pct," UI_XIO_FIELDS;
 
-#define XIO_NF 17
-static void xio_values(const result *r, char v[XIO_NF][64], const char *na)
+/* The test's expert figures (ui_xio_values) */
+static void xio_values(const result *r, char v[UI_XIO_NF][64], const char *na)
 {
-    const prof_xio_fig *f = &r->xio;
-    const double d[7] = { f->hit_rate, f->bytes_tok, f->gb_s, f->depth, f->bound_gbs,
-                          f->limit_tok_s, f->reached >= 0 ? 100.0 * f->reached : -1.0 };
-    static const int slot[7] = { 3, 4, 5, 6, 7, 9, 10 };
-    snprintf(v[0], 48, "%llu", (unsigned long long)r->cache_bytes);
-    snprintf(v[1], 48, "%llu", (unsigned long long)f->hits);
-    snprintf(v[2], 48, "%llu", (unsigned long long)f->misses);
-    for (int k = 0; k < 7; k++)
-        if (r->has_xio && d[k] >= 0)
-            snprintf(v[slot[k]], 48, "%.6g", d[k]);
-        else
-            snprintf(v[slot[k]], 48, "%s", na);
-    snprintf(v[8], 48, "%s", !r->has_xio || f->bound_gbs < 0 ? na
-                             : f->bound_diskbw ? "\"diskbw\"" : "\"reads\"");
-    if (r->has_xio && f->pred_acc >= 0)
-        snprintf(v[11], 48, "%.6g", f->pred_acc);
-    else
-        snprintf(v[11], 48, "%s", na);
-    if (r->routing[0])   /* a synthetic model's routing (ui_routing_text) */
-        snprintf(v[12], 64, "\"%.60s\"", r->routing);
-    else
-        snprintf(v[12], 64, "%s", na);
-    const double d8[4] = { f->wasted_tok, f->compute_s_tok, f->ov_limit_tok_s,
-                           f->ov_reached >= 0 ? 100.0 * f->ov_reached : -1.0 };
-    for (int k = 0; k < 4; k++)
-        if (r->has_xio && d8[k] >= 0)
-            snprintf(v[13 + k], 48, "%.6g", d8[k]);
-        else
-            snprintf(v[13 + k], 48, "%s", na);
+    ui_xio_values(&r->xio, r->has_xio, r->cache_bytes, r->routing, na, v);
 }
 
 static void json_str(const char *s)
@@ -171,9 +136,9 @@ static void print_csv(const result *r, const char *cpu)
            r->n_depth, r->time, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts, r->isa,
            ui_bench_onoff[r->prefetch], r->xio_name, r->reps,
            (unsigned long long)r->bytes_per_token, r->gb_s, r->read_bw, r->bw_pct);
-    char v[XIO_NF][64];
+    char v[UI_XIO_NF][64];
     xio_values(r, v, "");
-    for (int k = 0; k < XIO_NF; k++)
+    for (int k = 0; k < UI_XIO_NF; k++)
         printf(",%s", v[k]);
     putchar('\n');
     fflush(stdout);
@@ -207,10 +172,10 @@ static void print_json(const result *r, const char *cpu, int first)
            "    \"read_bw_gbs\": %.3f,\n    \"bw_pct\": %.2f",
            r->isa, ui_bench_onoff[r->prefetch], r->xio_name, r->reps,
            (unsigned long long)r->bytes_per_token, r->gb_s, r->read_bw, r->bw_pct);
-    char v[XIO_NF][64], names[] = XIO_FIELDS;
+    char v[UI_XIO_NF][64], names[] = UI_XIO_FIELDS;
     xio_values(r, v, "null");
     char *save = NULL, *name = strtok_r(names, ",", &save);
-    for (int k = 0; k < XIO_NF && name; k++, name = strtok_r(NULL, ",", &save))
+    for (int k = 0; k < UI_XIO_NF && name; k++, name = strtok_r(NULL, ",", &save))
         printf(",\n    \"%s\": %s", name, v[k]);
     printf("\n  }");
     fflush(stdout);

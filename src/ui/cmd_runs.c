@@ -561,10 +561,13 @@ static const char *const csv_run_cols =
     "hostname,cpu_model,isa,cores,read_bw_gbs,threads,prefetch,expert_io,n_ctx,temp,top_k,"
     "top_p,min_p,repeat_penalty,repeat_last_n,seed,n_prompt,n_gen,prefill_s,decode_s,"
     "prefill_tok_s,decode_tok_s,bytes_per_token,gb_s,bw_share";
-/* after the counters (columns are only ever appended) */
+/* after the counters (columns are only ever appended): bytes (schema 3),
+ * then the expert settings and figures (schemas 7-9; empty where a run has
+ * none, as `cflow bench -o csv` leaves them) */
 static const char *const csv_run_cols2 =
     "attention_bytes_per_token,ffn_bytes_per_token,experts_bytes_per_token,"
-    "streamed_bytes_per_token,b_naive_bytes,b_critical_bytes";
+    "streamed_bytes_per_token,b_naive_bytes,b_critical_bytes,"
+    "expert_io_asked,expert_ahead," UI_XIO_FIELDS;
 
 static void csv_run(const prof_run_row *r)
 {
@@ -619,6 +622,15 @@ static void csv_run(const prof_run_row *r)
     csv_real(r->cp_naive, 1);
     putchar(',');
     csv_real(r->cp_critical, 1);
+    putchar(',');
+    csv_str(r->expert_io_asked);
+    putchar(',');
+    if (r->expert_ahead >= 0)
+        printf("%d", r->expert_ahead);
+    char v[UI_XIO_NF][64];
+    ui_xio_values(&r->xio, r->has_xio, r->expert_cache_bytes, NULL, "", v);
+    for (int k = 0; k < UI_XIO_NF; k++)
+        printf(",%s", v[k]);
     putchar('\n');
 }
 

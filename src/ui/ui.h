@@ -376,6 +376,18 @@ int  ui_xio_shown(const prof_xio_fig *f);
 #define UI_XIO_LINES 4
 int  ui_xio_lines(const prof_xio_fig *f, uint64_t cache_bytes, const char *routing,
                   char lines[UI_XIO_LINES][160]);
+/* The figures as CSV and JSON values (the names of UI_XIO_FIELDS, in
+ * order): counts, then figures; na ("" for CSV, "null" for JSON) where a
+ * figure is n/a or has is 0 (nothing read or cached); strings quoted;
+ * routing (may be NULL or "") ui_routing_text's.  `cflow bench -o csv|json`
+ * and `cflow runs export --csv` carry them. */
+#define UI_XIO_FIELDS "expert_cache_bytes,expert_hits,expert_misses,hit_rate," \
+    "read_bytes_per_token,storage_gbs,queue_depth,bound_gbs,bound_source,"     \
+    "storage_bound_ts,bound_pct,pred_acc,routing,wasted_bytes_per_token,"      \
+    "compute_s_per_token,overlapped_bound_ts,overlapped_bound_pct"
+#define UI_XIO_NF 17
+void ui_xio_values(const prof_xio_fig *f, int has, uint64_t cache_bytes, const char *routing,
+                   const char *na, char v[UI_XIO_NF][64]);
 /* Which routing a synthetic model's figures ran under (issue 17 item 8):
  * "zipf:1 routing (cflow synth)", "uniform routing (cflow synth: random
  * routers)"; NULL for a model not made by cflow synth. */

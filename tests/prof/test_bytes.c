@@ -299,15 +299,29 @@ static void test_bytes_and_critical_path(void **state)
     expect_ok(&p, "runs export --csv");
     assert_non_null(strstr(p.out, ",cpu-migrations,attention_bytes_per_token,ffn_bytes_per_token,"
                                   "experts_bytes_per_token,streamed_bytes_per_token,"
-                                  "b_naive_bytes,b_critical_bytes\n"));
-    /* the last column of run 1 is its critical path */
-    const char *row = strchr(p.out, '\n') + 1;
+                                  "b_naive_bytes,b_critical_bytes,expert_io_asked,expert_ahead,"
+                                  "expert_cache_bytes,expert_hits,"));
+    assert_non_null(strstr(p.out, ",overlapped_bound_pct\n"));
+    /* run 1's b_critical_bytes column is its critical path: the column
+     * whose header name is b_critical_bytes, counted in the header */
+    const char *hdr = p.out, *row = strchr(p.out, '\n') + 1;
     const char *end = strchr(row, '\n');
     assert_non_null(end);
-    const char *lastc = end;
-    while (lastc > row && lastc[-1] != ',')
-        lastc--;
-    assert_true(close_to(strtod(lastc, NULL), b_crit));
+    int col = 0;
+    for (const char *c = hdr; c < strstr(hdr, "b_critical_bytes"); c++)
+        col += *c == ',';
+    const char *cell = row;
+    for (int k = 0; k < col; k++)
+        cell = strchr(cell, ',') + 1;
+    assert_true(cell < end);
+    assert_true(close_to(strtod(cell, NULL), b_crit));
+    /* every row has the header's columns */
+    int nh = 0, nr = 0;
+    for (const char *c = hdr; c < row; c++)
+        nh += *c == ',';
+    for (const char *c = row; c < end; c++)
+        nr += *c == ',';
+    assert_int_equal(nr, nh);
     tu_proc_free(&p);
 }
 
