@@ -68,7 +68,7 @@ int main(int argc, char **argv)
             int rc = ui_env_check("cflow");
             return rc >= 0 ? rc : cmds[i].fn(argc - 1, argv + 1);
         }
-    fprintf(stderr, "cflow: unknown command '%s'\n", argv[1]);
+    ui_eprintf("cflow: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return UI_EXIT_USAGE;
 }

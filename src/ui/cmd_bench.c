@@ -104,7 +104,7 @@ static void log_warn(const char *why)
 {
     char msg[1200];
     ui_log_warning(msg, sizeof msg, why);
-    fprintf(stderr, "cflow bench: %s\n", msg);
+    ui_eprintf("cflow bench: %s\n", msg);
 }
 
 static prof_log *log_open(const bench_cfg *c)
@@ -137,7 +137,7 @@ static double read_bw_for(prof_log *l, int n)
 {
     char src[256];
     double bw = ui_read_bw(l, n, 1, src, sizeof src);
-    fprintf(stderr, "cflow bench: machine read bandwidth %s\n", src);
+    ui_eprintf("cflow bench: machine read bandwidth %s\n", src);
     return bw;
 }
 
@@ -268,7 +268,7 @@ static int fit_tests(bench_run *b, const char *model, long *ctx)
             fit_list(&b->n, max_seq - depth);
     }
     if (list_max(&b->p) < list_max(&c->p) || list_max(&b->n) < list_max(&c->n))
-        fprintf(stderr, "cflow bench: %s holds %ld tokens: pp%ld and tg%ld at most\n",
+        ui_eprintf("cflow bench: %s holds %ld tokens: pp%ld and tg%ld at most\n",
                 model, max_seq, list_max(&b->p), list_max(&b->n));
     long most = list_max(&b->p) > list_max(&b->n) ? list_max(&b->p) : list_max(&b->n);
     *ctx = depth + most;
@@ -512,7 +512,7 @@ static int bench_models(const bench_cfg *c)
     }
     if (b.lg) {
         if (!b.first)
-            fprintf(stderr, "cflow bench: results logged in %s\n", prof_log_path(b.lg));
+            ui_eprintf("cflow bench: results logged in %s\n", prof_log_path(b.lg));
         prof_log_close(b.lg);
     }
     if (c->fmt == 2 && !b.first)
@@ -559,7 +559,7 @@ static int bench_membw(const bench_cfg *c)
         printf("\n]\n");
     if (l) {
         if (rc == UI_EXIT_OK)
-            fprintf(stderr, "cflow bench: read bandwidth recorded in %s\n", prof_log_path(l));
+            ui_eprintf("cflow bench: read bandwidth recorded in %s\n", prof_log_path(l));
         prof_log_close(l);
     }
     return rc;
@@ -607,9 +607,9 @@ static int bench_diskbw(const bench_cfg *c, const char *path, unsigned qd)
     gethostname(host, sizeof host - 1);
     if (l && !stat(path, &st) &&
         prof_log_diskbw(l, host, (uint64_t)st.st_dev, path, med, err, sizeof err))
-        fprintf(stderr, "cflow bench diskbw: not recorded: %s\n", err);
+        ui_eprintf("cflow bench diskbw: not recorded: %s\n", err);
     else if (l)
-        fprintf(stderr, "cflow bench diskbw: %s: recorded in %s\n", path, prof_log_path(l));
+        ui_eprintf("cflow bench diskbw: %s: recorded in %s\n", path, prof_log_path(l));
     if (l)
         prof_log_close(l);
     return UI_EXIT_OK;
@@ -643,7 +643,7 @@ static int bench_l1d(const bench_cfg *c, unsigned rows_div)
         miss_reason = prof_ev_reason(p, PROF_EV_L1D_READ_MISS);
     }
     if (!have_ctr)
-        fprintf(stderr, "cflow bench l1d: no hardware L1D miss counts: %s\n",
+        ui_eprintf("cflow bench l1d: no hardware L1D miss counts: %s\n",
                 miss_reason);
     else
         fprintf(stderr, "cflow bench l1d: L1D miss counters are available, but "
@@ -713,7 +713,7 @@ static int bench_l1d(const bench_cfg *c, unsigned rows_div)
         mean_sd(tt, reps, &mt, &sdt);
         mean_sd(tr, reps, &mr, &sdr);
         if (maxdiff > 1e-2)
-            fprintf(stderr, "cflow bench l1d: %s: layouts disagree by %g\n",
+            ui_eprintf("cflow bench l1d: %s: layouts disagree by %g\n",
                     shp[si].name, maxdiff);
         double ws = (double)C * 4 / 32768.0;
         if (c->fmt == 0)

@@ -322,28 +322,38 @@ static void print_text(const fmt_model *m, json_object *root)
     unsigned vver = 0;
     int vflow = fmt_model_is_vflow(m, &vver);
     size_t sl = 0;
-    const char *src = fmt_kv_get_str(fmt_model_kv(m), "cflow.source", &sl);
+    const char *s0 = fmt_kv_get_str(fmt_model_kv(m), "cflow.source", &sl);
+    /* the path and the file's strings, made printable for the terminal */
+    char path[PATH_MAX + 1], src[64], arch[sizeof hp->arch];
+    snprintf(path, sizeof path, "%s", fmt_model_path(m));
+    snprintf(src, sizeof src, "%.*s", s0 ? (int)(sl < 63 ? sl : 63) : 1, s0 ? s0 : "?");
+    snprintf(arch, sizeof arch, "%s", hp->arch[0] ? hp->arch : "?");
+    ui_printable(path);
+    ui_printable(src);
+    ui_printable(arch);
     json_object *geo = JGET(root, "geometry"), *mats = JGET(root, "matrices");
     json_object *lgeo = JGET(root, "layer_geometry"), *moe = JGET(root, "moe_layers");
     uint64_t tot_tiles = (uint64_t)json_object_get_int64(JGET(root, "total_tiles"));
     uint64_t tot_bytes = (uint64_t)json_object_get_int64(JGET(root, "total_tile_bytes"));
-    printf("file:          %s (%llu bytes)\n", fmt_model_path(m),
+    printf("file:          %s (%llu bytes)\n", path,
            (unsigned long long)fmt_model_file_size(m));
     if (vflow)
         printf("format:        .vflow v%u (stage-major; .cflow v%d header), architecture "
-               "%s, source %.*s\n", vver, FMT_VERSION, hp->arch[0] ? hp->arch : "?",
-               (int)sl, src ? src : "?");
+               "%s, source %s\n", vver, FMT_VERSION, arch, src);
     else
-        printf("format:        .cflow v%d, architecture %s, source %.*s\n", FMT_VERSION,
-               hp->arch[0] ? hp->arch : "?", (int)sl, src ? src : "?");
+        printf("format:        .cflow v%d, architecture %s, source %s\n", FMT_VERSION, arch,
+               src);
     printf("geometry:      %u layers, dim %u, ffn %u, heads %u/%u x %u, vocab %u, context %u\n",
            hp->n_layers, hp->dim, hp->ffn_dim, hp->n_heads, hp->n_kv_heads, hp->head_dim,
            hp->vocab_size, hp->max_seq);
     printf("experts:       %u (top-%u, ffn %u)\n", hp->n_experts, hp->top_k, hp->expert_ffn_dim);
     json_object *rt = JGET(root, "synth_routing");
-    if (rt)
+    if (rt) {
+        char routing[96];
+        snprintf(routing, sizeof routing, "%s", json_object_get_string(rt));
         printf("routing:       %s (cflow synth --routing: skewed expert popularity)\n",
-               json_object_get_string(rt));
+               ui_printable(routing));
+    }
     printf("schedule:      dense_delay %u, expert_delay %u, combine %s, merge_interval %u, "
            "iterations %u, softcap %g\n", hp->dense_delay, hp->expert_delay,
            combine_text(hp), hp->merge_interval, hp->iterations,

@@ -76,7 +76,7 @@ static int open_session(run_ctx *r, const char *model)
      * engine (with the cache's size), the mapping here */
     if (eng_hparams(r->s)->n_experts && eng_expert_io_auto(r->s) &&
         eng_expert_io(r->s) == ENG_XIO_MMAP)
-        fprintf(stderr, "cflow: %s fits in the free memory: experts are read in place "
+        ui_eprintf("cflow: %s fits in the free memory: experts are read in place "
                 "(mmap; --expert-io auto)\n", model);
     return 0;
 }

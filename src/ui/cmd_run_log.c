@@ -64,7 +64,7 @@ static void runlog_warn(ui_runlog *rl, const char *why)
 {
     char msg[1200];
     ui_log_warning(msg, sizeof msg, why);
-    fprintf(stderr, "cflow: %s\n", msg);
+    ui_eprintf("cflow: %s\n", msg);
     prof_log_close(rl->log);
     rl->log = NULL;
 }
@@ -83,7 +83,7 @@ ui_runlog *ui_runlog_start(eng_session *s, const char *model, const ui_run_cfg *
         /* logging without --profile still needs token timings */
         unsigned what = c->no_profile ? 0 : PROF_ALL;
         if (prof_new(&rl->prof, what, hp->n_layers, err, sizeof err)) {
-            fprintf(stderr, "cflow: warning: %s; not profiling\n", err);
+            ui_eprintf("cflow: warning: %s; not profiling\n", err);
             return rl;
         }
         eng_set_prof(s, rl->prof);
@@ -183,7 +183,7 @@ static void print_figures(const ui_runlog *rl)
         for (int e = 0; e < PROF_NEV; e++)
             why[e] = prof_ev_reason(rl->prof, e);
         prof_counters_line(t.ev, why, line, sizeof line);
-        fprintf(stderr, "cflow: counters: %s\n", line);
+        ui_eprintf("cflow: counters: %s\n", line);
     }
     prof_io_fig io;
     prof_io_get(rl->prof, PROF_IO_ALL, &io);
@@ -206,7 +206,7 @@ static void print_figures(const ui_runlog *rl)
     int nl = run_xio(rl, &f) ? ui_xio_lines(&f, es.xio_cache_bytes,
                                             ui_routing_text(rl->s, rt, sizeof rt), xl) : 0;
     for (int i = 0; i < nl; i++)
-        fprintf(stderr, "cflow: experts %s: %s\n", mode, xl[i]);
+        ui_eprintf("cflow: experts %s: %s\n", mode, xl[i]);
     if (t.n_gen && t.read_bw_gbs > 0)
         fprintf(stderr,
                 "cflow: bandwidth: decode %.2f GB/s of weights, %.1f%% of the"
@@ -226,7 +226,7 @@ void ui_runlog_end(ui_runlog *rl, int print)
     if (print && rl->prof)
         print_figures(rl);
     if (print && rl->log)
-        fprintf(stderr, "cflow: logged run %lld in %s\n", (long long)rl->run_id,
+        ui_eprintf("cflow: logged run %lld in %s\n", (long long)rl->run_id,
                 prof_log_path(rl->log));
     prof_log_close(rl->log);
     eng_set_prof(rl->s, NULL);

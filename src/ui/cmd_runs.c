@@ -184,6 +184,20 @@ static int print_json(json_object *o)
 }
 
 /* ---- list -------------------------------------------------------------- */
+/* A row's strings for the terminal (ui_printable): a log is a file from
+ * outside like any other, and list, show and compare print its text.  The
+ * exports keep the bytes (JSON and CSV quote them). */
+static void row_printable(prof_run_row *r)
+{
+    char *s[] = { r->started, r->ended, r->status, r->program, r->model, r->model_hash,
+                  r->arch, r->quant, r->hostname, r->cpu_model, r->isa, r->prefetch,
+                  r->expert_io, r->expert_io_asked, r->model_file };
+    for (size_t i = 0; i < sizeof s / sizeof *s; i++)
+        ui_printable(s[i]);
+    for (int e = 0; e < PROF_NEV; e++)
+        ui_printable(r->ev_reason[e]);
+}
+
 static int cmd_list(prof_log *l, const char *model, int json)
 {
     prof_run_row *rows;
@@ -203,8 +217,9 @@ static int cmd_list(prof_log *l, const char *model, int json)
                "MODEL", "THR", "PREFETCH", "EXPERT_IO", "PROMPT", "GEN", "PREFILL/S",
                "DECODE/S", "STATUS");
     for (size_t i = 0; i < n; i++) {
-        const prof_run_row *r = &rows[i];
+        prof_run_row *r = &rows[i];
         char when[20];
+        row_printable(r);
         snprintf(when, sizeof when, "%.19s", r->started);
         if (when[10] == 'T')
             when[10] = ' ';
@@ -272,6 +287,7 @@ static int get_run(prof_log *l, const char *arg, prof_run_row *r)
         return ui_error("%s", err);
     if (rc > 0)
         return ui_error("%s: no run %lld", prof_log_path(l), (long long)id);
+    row_printable(r);   /* (show and compare print it) */
     return 0;
 }
 
@@ -835,7 +851,7 @@ int ui_cmd_runs(int argc, char **argv)
     if (got > 0) {
         /* nothing logged yet: an empty log, not an error, but said */
         if (!strcmp(sub, "list") || !strcmp(sub, "export")) {
-            fprintf(stderr, "cflow: %s: no run log yet (cflow run, cflow bench and "
+            ui_eprintf("cflow: %s: no run log yet (cflow run, cflow bench and "
                             "cflow-tui create it)\n", err);
             if (json)
                 return print_json(json_object_new_array());

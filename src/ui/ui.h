@@ -209,6 +209,19 @@ void ui_opts_help(FILE *f, const int *ids, const ui_settings *s);
  * empty or valid; else UI_EXIT_ERR after one line "PROG: NAME='VALUE':
  * use ..." on stderr. */
 int  ui_env_check(const char *prog);
+/* printf to stderr for the lines the programs print there, where strings
+ * from outside (paths, arguments, environment values, and engine messages
+ * that quote them) end up: every control character of the result (C0,
+ * DEL, and C1 as UTF-8 C2 80..9F) is written as \n, \t, \r or \xNN, so
+ * that such a string can neither break the line nor send the terminal an
+ * escape sequence.  Newlines that begin or end the result are kept: they
+ * are the format's.  ui_error, ui_usage_error and ui_log print through it. */
+void ui_eprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* s (NUL-terminated, in place) with every control character (C0, DEL, C1
+ * as UTF-8 C2 80..9F, both bytes) made '?': for strings from a file (a
+ * model's metadata, a run log's rows) printed to a terminal on stdout,
+ * where an escape sequence would act on it.  Returns s. */
+char *ui_printable(char *s);
 /* "cflow: <msg>" on stderr; returns UI_EXIT_ERR. */
 int  ui_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "cflow <cmd>: <msg>", one line; returns UI_EXIT_USAGE. */

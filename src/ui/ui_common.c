@@ -21,6 +21,72 @@
 #include "prof/prof.h"
 #include "ui/ui.h"
 
+/* s[0..n) to stderr with control characters escaped (ui_eprintf). */
+static void put_escaped(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == 0xC2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
+            (unsigned char)s[i + 1] <= 0x9F) {
+            fprintf(stderr, "\\x%02x", (unsigned char)s[++i]);   /* a C1 control */
+        } else if (c == '\n')
+            fputs("\\n", stderr);
+        else if (c == '\t')
+            fputs("\\t", stderr);
+        else if (c == '\r')
+            fputs("\\r", stderr);
+        else if (c < 0x20 || c == 0x7F)
+            fprintf(stderr, "\\x%02x", c);
+        else
+            fputc(c, stderr);
+    }
+}
+
+char *ui_printable(char *s)
+{
+    for (unsigned char *p = (unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7F)
+            *p = '?';
+        else if (*p == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F)
+            p[0] = p[1] = '?', p++;
+    return s;
+}
+
+static void veprintf(const char *fmt, va_list ap)
+{
+    char small[1024], *buf = small;
+    va_list cp;
+    va_copy(cp, ap);
+    int n = vsnprintf(small, sizeof small, fmt, cp);
+    va_end(cp);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof small) {
+        if ((buf = malloc((size_t)n + 1)))
+            vsnprintf(buf, (size_t)n + 1, fmt, ap);
+        else
+            buf = small, n = (int)sizeof small - 1;   /* cut, but still one line */
+    }
+    size_t a = 0, b = (size_t)n;
+    while (a < b && buf[a] == '\n')
+        a++;
+    while (b > a && buf[b - 1] == '\n')
+        b--;
+    fwrite(buf, 1, a, stderr);
+    put_escaped(buf + a, b - a);
+    fwrite(buf + b, 1, (size_t)n - b, stderr);
+    if (buf != small)
+        free(buf);
+}
+
+void ui_eprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    veprintf(fmt, ap);
+    va_end(ap);
+}
+
 int ui_env_check(const char *prog)
 {
     char err[512];
@@ -31,7 +97,7 @@ int ui_env_check(const char *prog)
                  "to 1000000", v);
     else if (!eng_env_check(err, sizeof err))
         return -1;
-    fprintf(stderr, "%s: %s\n", prog, err);
+    ui_eprintf("%s: %s\n", prog, err);
     return UI_EXIT_ERR;
 }
 
@@ -40,7 +106,7 @@ int ui_error(const char *fmt, ...)
     va_list ap;
     fputs("cflow: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    veprintf(fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
     return UI_EXIT_ERR;
@@ -49,9 +115,9 @@ int ui_error(const char *fmt, ...)
 int ui_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "cflow %s: ", cmd);
+    ui_eprintf("cflow %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    veprintf(fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
     return UI_EXIT_USAGE;
@@ -71,8 +137,7 @@ void ui_log(void *ud, int level, const char *msg)
     (void)ud;
     if (level <= 0 && !getenv("CFLOW_VERBOSE"))
         return;
-    fprintf(stderr, "cflow: %s%s\n",
-            level >= 2 ? "error: " : level == 1 ? "warning: " : "", msg);
+    ui_eprintf("cflow: %s%s\n", level >= 2 ? "error: " : level == 1 ? "warning: " : "", msg);
 }
 
 void ui_progress(void *ud, const char *what, uint64_t done, uint64_t total)

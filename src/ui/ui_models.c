@@ -880,7 +880,7 @@ const char *ui_model_path(const char *model, char *buf, size_t n)
     if (converted) {
         char line[PATH_MAX * 2 + 128];
         ui_models_converted_line(line, sizeof line, model, buf);
-        fprintf(stderr, "cflow: %s\n", line);
+        ui_eprintf("cflow: %s\n", line);
     }
     return buf;
 }

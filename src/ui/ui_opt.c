@@ -400,9 +400,9 @@ static void flag_name(const ui_opt *o, int as_short, char *buf, size_t n)
 
 static int refuse(const char *prog, const char *fmt, const char *a, const char *b)
 {
-    fprintf(stderr, "%s: ", prog);
-    fprintf(stderr, fmt, a, b);
-    fputc('\n', stderr);
+    char line[1024];
+    snprintf(line, sizeof line, fmt, a, b);
+    ui_eprintf("%s: %s\n", prog, line);
     return UI_EXIT_USAGE;
 }
 

@@ -115,7 +115,7 @@ int ui_membw_measure(prof_log *l, int n, unsigned passes, prof_membw *r)
         prof_machine m = ui_host(&ls, "");
         if (prof_log_membw(l, &m, r, err, sizeof err)) {
             ui_log_warning(msg, sizeof msg, err);
-            fprintf(stderr, "cflow: %s\n", msg);
+            ui_eprintf("cflow: %s\n", msg);
         }
     }
     return 0;

@@ -175,6 +175,80 @@ static void test_env_refused(void **state)
     tu_proc_free(&p);
 }
 
+/* No string from outside reaches the terminal raw: a path, an argument
+ * or an environment value with a newline or an escape sequence in an
+ * error is one line with them escaped (\n, \x1b); a model file's name and
+ * a run log's text that `cflow inspect` and `cflow runs` print have their
+ * control characters made '?'.  ESC (0x1b) never appears in the output. */
+static int has_esc(const char *s, size_t n) { return memchr(s, 0x1b, n) != NULL; }
+
+static void test_hostile_text(void **state)
+{
+    (void)state;
+    tu_proc p;
+    char evil[4096], model[4096], db[4096];
+    /* a missing model whose name breaks lines and clears the screen */
+    snprintf(evil, sizeof evil, "%s", tu_tmp("x\n\x1b[2J\x1b]0;owned\x07.cflow"));
+    assert_int_equal(tu_cflow_run(&p, "run", "-m", evil, "-n", "1", "--no-log", (char *)NULL),
+                     0);
+    if (p.status != 1 || tu_count_lines(p.err) != 1 || has_esc(p.err, p.err_len) ||
+        !strstr(p.err, "\\x1b[2J") || p.out_len)
+        fail_msg("run -m EVIL: exit %d, stderr: %s", p.status, p.err);
+    tu_proc_free(&p);
+    /* an unknown command and a bad environment value, likewise */
+    assert_int_equal(tu_cflow_run(&p, "bo\x1b[31mgus", (char *)NULL), 0);
+    assert_int_equal(p.status, 2);
+    assert_false(has_esc(p.err, p.err_len));
+    assert_non_null(strstr(p.err, "'bo\\x1b[31mgus'"));
+    tu_proc_free(&p);
+    char *const env[] = { "CFLOW_PIN=1\n\x1b[2J", NULL };
+    char *const argv[] = { (char *)tu_cflow(), "run", "-n", "1", "--no-log", NULL };
+    assert_int_equal(tu_run(&p, argv, env, 60), 0);
+    assert_int_equal(p.status, 1);
+    assert_int_equal(tu_count_lines(p.err), 1);
+    assert_false(has_esc(p.err, p.err_len));
+    assert_non_null(strstr(p.err, "CFLOW_PIN='1\\n\\x1b[2J'"));
+    tu_proc_free(&p);
+    /* a real model under such a name: inspect prints the name made safe */
+    tu_moe g;
+    snprintf(model, sizeof model, "%s", tu_tmp("m\x1b[2J.cflow"));
+    tu_synth_moe("tiny-mixtral", model, &g);
+    assert_int_equal(tu_cflow_run(&p, "inspect", model, (char *)NULL), 0);
+    assert_true(tu_ok(&p, "inspect"));
+    assert_false(has_esc(p.out, p.out_len));
+    assert_non_null(strstr(p.out, "m?[2J.cflow"));
+    tu_proc_free(&p);
+    /* a run log whose text holds escapes: list and show print them safe */
+    snprintf(db, sizeof db, "%s", tu_tmp("hostile.db"));
+    remove(db);
+    assert_int_equal(tu_cflow_run(&p, "run", "-m", model, "-n", "2", "--temp", "0", "--db", db,
+                                  (char *)NULL), 0);
+    assert_true(tu_ok(&p, "run into a log"));
+    tu_proc_free(&p);
+    assert_true(tu_db_int(db, "UPDATE session SET program = 'x' || char(27) || '[2J' ||"
+                              " char(10) || 'y' RETURNING id") > 0);
+    assert_true(tu_db_int(db, "UPDATE machine SET cpu_model = char(27) || ']0;t' || char(7)"
+                              " RETURNING id") > 0);
+    static const char *const views[][3] = { { "list", NULL }, { "show", "1" },
+                                            { "compare", "1", "1" } };
+    for (size_t i = 0; i < sizeof views / sizeof *views; i++) {
+        char *a[10] = { (char *)tu_cflow(), "runs", (char *)views[i][0] };
+        int n = 3;
+        for (int k = 1; k < 3 && views[i][k]; k++)
+            a[n++] = (char *)views[i][k];
+        a[n++] = "--db";
+        a[n++] = db;
+        a[n] = NULL;
+        assert_int_equal(tu_run(&p, a, NULL, 60), 0);
+        assert_true(tu_ok(&p, views[i][0]));
+        if (has_esc(p.out, p.out_len) || memchr(p.out, 0x07, p.out_len))
+            fail_msg("runs %s printed a control character:\n%s", views[i][0], p.out);
+        tu_proc_free(&p);
+    }
+    remove(db);
+    remove(model);
+}
+
 /* -t 0 is all cores wherever threads are set. */
 static void test_threads_zero_is_all_cores(void **state)
 {
@@ -404,6 +478,7 @@ int main(void)
         cmocka_unit_test(test_compare_units),
         cmocka_unit_test(test_ppl_io_options),
         cmocka_unit_test(test_env_refused),
+        cmocka_unit_test(test_hostile_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
