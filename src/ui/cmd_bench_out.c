@@ -87,7 +87,9 @@ static void print_md(const bench_cfg *c, const result *r)
         snprintf(gb, sizeof gb, "%.2f", r->gb_s);
     if (r->bw_pct > 0)
         snprintf(pct, sizeof pct, "%.1f", r->bw_pct);
-    printf("| %s %s | %s | %s | cflow %s | %d |", base_name(r->model), r->quant, sz,
+    char name[256];   /* the model's file name, as the user gave it: made printable */
+    snprintf(name, sizeof name, "%s", base_name(r->model));
+    printf("| %s %s | %s | %s | cflow %s | %d |", ui_printable(name), r->quant, sz,
            pr, r->isa, r->threads);
     if (c->pf_set)
         printf(" %s |", ui_bench_onoff[r->prefetch]);

@@ -43,8 +43,14 @@ static const char *state_note(int s)
     return s == UI_SRC_CHANGED ? " (changed since)" : s == UI_SRC_GONE ? " (gone)" : "";
 }
 
-static int list(const char *dir, const ui_model_entry *e, size_t n, uint64_t partial)
+/* The cache's conversions; names and sources (paths from outside) printed
+ * with control characters made '?' (ui_printable). */
+static int list(const char *dir, ui_model_entry *e, size_t n, uint64_t partial)
 {
+    for (size_t i = 0; i < n; i++) {
+        ui_printable(e[i].name);
+        ui_printable(e[i].source);
+    }
     char sz[32], when[32];
     uint64_t total = 0;
     if (n == 0 && partial == 0) {
@@ -126,7 +132,9 @@ static int remove_marked(const char *dir, const ui_model_entry *e, size_t n,
             continue;
         }
         ui_models_size(freed - before, sz, sizeof sz);
-        printf("removed %s (%s)\n", e[i].name, sz);
+        char name[sizeof e[i].name];   /* (removed: printable is all it needs now) */
+        snprintf(name, sizeof name, "%s", e[i].name);
+        printf("removed %s (%s)\n", ui_printable(name), sz);
         removed++;
     }
     if (sweep)
