@@ -218,6 +218,13 @@ static void test_hostile_text(void **state)
     assert_false(has_esc(p.out, p.out_len));
     assert_non_null(strstr(p.out, "m?[2J.cflow"));
     tu_proc_free(&p);
+    /* and bench's table names it so */
+    assert_int_equal(tu_cflow_run(&p, "bench", "-m", model, "-p", "0", "-n", "1", "-r", "1",
+                                  "--read-bw", "10", "--no-log", (char *)NULL), 0);
+    assert_true(tu_ok(&p, "bench"));
+    assert_false(has_esc(p.out, p.out_len));
+    assert_non_null(strstr(p.out, "| m?[2J.cflow "));
+    tu_proc_free(&p);
     /* a run log whose text holds escapes: list and show print them safe */
     snprintf(db, sizeof db, "%s", tu_tmp("hostile.db"));
     remove(db);
