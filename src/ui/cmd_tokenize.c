@@ -111,7 +111,9 @@ int ui_cmd_tokenize(int argc, char **argv)
         if (pieces) {
             size_t pl;
             const char *p = eng_tok_piece(tok, ids[i], &pl);
-            printf("%s%d:'%.*s'", i ? " " : "", ids[i], (int)pl, p);
+            printf("%s%d:'", i ? " " : "", ids[i]);
+            ui_fputs_escaped(stdout, p, pl);   /* a byte piece <0x0A> is \n, not a line */
+            putchar('\'');
         } else {
             printf("%s%d", i ? " " : "", ids[i]);
         }

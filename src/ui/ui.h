@@ -217,6 +217,8 @@ int  ui_env_check(const char *prog);
  * escape sequence.  Newlines that begin or end the result are kept: they
  * are the format's.  ui_error, ui_usage_error and ui_log print through it. */
 void ui_eprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* s[0..n) to f with ui_eprintf's escapes (every control character). */
+void ui_fputs_escaped(FILE *f, const char *s, size_t n);
 /* s (NUL-terminated, in place) with every control character (C0, DEL, C1
  * as UTF-8 C2 80..9F, both bytes) made '?': for strings from a file (a
  * model's metadata, a run log's rows) printed to a terminal on stdout,

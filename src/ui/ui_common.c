@@ -21,24 +21,23 @@
 #include "prof/prof.h"
 #include "ui/ui.h"
 
-/* s[0..n) to stderr with control characters escaped (ui_eprintf). */
-static void put_escaped(const char *s, size_t n)
+void ui_fputs_escaped(FILE *f, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == 0xC2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
             (unsigned char)s[i + 1] <= 0x9F) {
-            fprintf(stderr, "\\x%02x", (unsigned char)s[++i]);   /* a C1 control */
+            fprintf(f, "\\x%02x", (unsigned char)s[++i]);   /* a C1 control */
         } else if (c == '\n')
-            fputs("\\n", stderr);
+            fputs("\\n", f);
         else if (c == '\t')
-            fputs("\\t", stderr);
+            fputs("\\t", f);
         else if (c == '\r')
-            fputs("\\r", stderr);
+            fputs("\\r", f);
         else if (c < 0x20 || c == 0x7F)
-            fprintf(stderr, "\\x%02x", c);
+            fprintf(f, "\\x%02x", c);
         else
-            fputc(c, stderr);
+            fputc(c, f);
     }
 }
 
@@ -73,7 +72,7 @@ static void veprintf(const char *fmt, va_list ap)
     while (b > a && buf[b - 1] == '\n')
         b--;
     fwrite(buf, 1, a, stderr);
-    put_escaped(buf + a, b - a);
+    ui_fputs_escaped(stderr, buf + a, b - a);
     fwrite(buf + b, 1, (size_t)n - b, stderr);
     if (buf != small)
         free(buf);

@@ -209,6 +209,17 @@ static void test_hostile_text(void **state)
     assert_false(has_esc(p.err, p.err_len));
     assert_non_null(strstr(p.err, "CFLOW_PIN='1\\n\\x1b[2J'"));
     tu_proc_free(&p);
+    /* tokenize --pieces: a newline and an ESC byte token, escaped, one line */
+    char vocab[4096];
+    snprintf(vocab, sizeof vocab, "%s", tu_shared_file("tokenizer-tests/ggml-vocab-llama-spm.gguf"));
+    assert_int_equal(tu_cflow_run(&p, "tokenize", "-m", vocab, "--pieces", "a\nb\x1b",
+                                  (char *)NULL), 0);
+    assert_true(tu_ok(&p, "tokenize --pieces"));
+    assert_int_equal(tu_count_lines(p.out), 1);
+    assert_false(has_esc(p.out, p.out_len));
+    assert_non_null(strstr(p.out, ":'\\n' "));
+    assert_non_null(strstr(p.out, ":'\\x1b'"));
+    tu_proc_free(&p);
     /* a real model under such a name: inspect prints the name made safe */
     tu_moe g;
     snprintf(model, sizeof model, "%s", tu_tmp("m\x1b[2J.cflow"));
