@@ -6,7 +6,12 @@
  *
  * Conventions every subcommand keeps (tests and scripts rely on them):
  * results on stdout, everything else on stderr; errors are one line
- * "cflow: ..." with exit status 1, usage errors exit 2.
+ * "cflow: ..." with exit status 1, usage errors exit 2.  Text from outside
+ * (paths, arguments, the environment, a file's or a run log's strings)
+ * never reaches the terminal raw: stderr's lines go through ui_eprintf
+ * (control characters escaped), stdout's through ui_printable or
+ * ui_fputs_escaped.  The engine opens with the options the command line
+ * gave through one mapping, ui_settings_eng_opts.
  */
 #ifndef CFLOW_UI_H
 #define CFLOW_UI_H
