@@ -82,6 +82,7 @@ struct ahead_set {
 
 struct eng_ahead {
     int       ready;               /* slots were reserved (eng_moe_ahead_slots) */
+    int       paused;              /* turned off since the open (eng_set_expert_ahead) */
     unsigned  depth;               /* layers looked ahead, 1..ENG_AHEAD_MAX */
     uint32_t  cap;                 /* guesses a set may hold: top_k x depth */
     uint32_t  held, reserve;       /* slots the sets hold; at most reserve */
@@ -115,6 +116,14 @@ static int depth_from(eng_session *s, unsigned *depth, char *err, size_t errlen)
     return 0;
 }
 
+/* Whether the model's experts can be guessed at all: a standard MoE
+ * (pipeline-native schedules know theirs early), two layers or more. */
+static int guessable(const fmt_hparams *hp)
+{
+    return hp->n_experts && hp->expert_delay == 0 && hp->n_layers >= 2 &&
+           hp->top_k <= ENG_MAX_TOPK;
+}
+
 int eng_moe_ahead_setup(eng_session *s, char *err, size_t errlen)
 {
     const fmt_hparams *hp = s->hp;
@@ -136,8 +145,7 @@ int eng_moe_ahead_setup(eng_session *s, char *err, size_t errlen)
     if (rc)
         return rc;
     s->opts.expert_ahead_layers = (int)depth;
-    if (!on || !hp->n_experts || hp->expert_delay > 0 || hp->n_layers < 2 ||
-        hp->top_k > ENG_MAX_TOPK)
+    if (!on || !guessable(hp))
         return 0;                    /* nothing to guess */
     if (depth > hp->n_layers - 1)
         depth = hp->n_layers - 1;    /* (a guess never reaches past the last layer) */
@@ -174,6 +182,29 @@ oom:
 int eng_expert_ahead(const eng_session *s)
 {
     return s->opts.expert_ahead ? s->opts.expert_ahead_layers : 0;
+}
+
+/* Between tokens no guess set is open (each layer settles its own, and a
+ * guess never reaches past the last layer), so turning off has nothing in
+ * flight to account for: the drop is a guard.  The slots set aside at the
+ * open stay set aside, so that on again needs no new layout. */
+int eng_set_expert_ahead(eng_session *s, int on, char *err, size_t errlen)
+{
+    on = on != 0;
+    if (on == (s->opts.expert_ahead != 0))
+        return 0;
+    if (on && !s->ahead && guessable(s->hp))
+        return eng_fail(err, errlen, ENG_EUNSUP,
+                        "%s: look-ahead was off when the model was opened, so no slots were "
+                        "set aside for its guesses: open it with look-ahead on",
+                        fmt_model_path(s->model));
+    if (s->ahead) {
+        if (!on)
+            eng_moe_ahead_drop(s);
+        s->ahead->paused = !on;
+    }
+    s->opts.expert_ahead = on;
+    return 0;
 }
 
 void eng_moe_ahead_free(eng_session *s)
@@ -286,8 +317,8 @@ void eng_moe_ahead_guess(eng_session *s, unsigned next, const float *h)
 {
     struct eng_ahead *a = s->ahead;
     const fmt_hparams *hp = s->hp;
-    if (!a || !a->ready || !s->xio || !s->xio_keyed || s->xio_mode == ENG_XIO_MMAP ||
-        s->xio_failed)
+    if (!a || !a->ready || a->paused || !s->xio || !s->xio_keyed ||
+        s->xio_mode == ENG_XIO_MMAP || s->xio_failed)
         return;
     /* the stored blocks the next effective layers run (FixedPoint repeats
      * each block `iterations` times), nearest first: its guess is the

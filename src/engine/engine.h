@@ -419,6 +419,14 @@ int  eng_expert_io_auto(const eng_session *s);
  * off.  Guesses are made only where eng_moe_ahead.c says (a standard MoE,
  * sync or staged reads, a cache); the setting is what the run log keeps. */
 int  eng_expert_ahead(const eng_session *s);
+/* Look-ahead on (1) or off (0), between tokens; the tokens never change.
+ * Off makes no more guesses (reads already issued finish and stay cached);
+ * on resumes at the depth the session opened with.  0, or ENG_EUNSUP with
+ * one line in err when on is asked of a session whose look-ahead was off
+ * when it opened (no slots were set aside for guesses: reopen it with
+ * look-ahead on).  A dense or pipeline-native model takes either and
+ * guesses nothing. */
+int  eng_set_expert_ahead(eng_session *s, int on, char *err, size_t errlen);
 /* 1 when sync/staged reads bypass the page cache, 0 when the file system
  * refused O_DIRECT (buffered fallback), -1 in mmap mode. */
 int  eng_expert_io_direct(const eng_session *s);

@@ -371,6 +371,15 @@ void tui_gen_apply(tui_gen *g)
             eng_set_expert_io(g->s, mode, err, sizeof err))
             tui_gen_note(g, TUI_ERROR, "expert I/O %s: %s (it stays %s)", g->cur.expert_io, err,
                  eng_expert_io_name(eng_expert_io(g->s)));
+        /* a refusal is said once per model; the wish stays, so that
+         * /model opens the next one with look-ahead on */
+        if (g->cur.expert_ahead >= 0 && !g->ahead_refused &&
+            g->cur.expert_ahead != (eng_expert_ahead(g->s) > 0) &&
+            eng_set_expert_ahead(g->s, g->cur.expert_ahead, err, sizeof err)) {
+            tui_gen_note(g, TUI_ERROR, "look-ahead on: %s (it stays off; /model opens a "
+                         "model with it on)", err);
+            g->ahead_refused = 1;
+        }
     }
     g->run_dirty = 1;
     tui_gen_snap_refresh(g, g->snap.state);
@@ -412,6 +421,8 @@ void tui_gen_job_load(tui_gen *g, const char *path)
     eo.log_ud = g;
     eo.prefetch = g->cur.prefetch;   /* -1: $CFLOW_PREFETCH, else off */
     eo.expert_io = g->cur.expert_io[0] ? eng_expert_io_from_name(g->cur.expert_io) : -1;
+    if (g->cur.expert_ahead >= 0)    /* /expert-ahead, else the command line's */
+        eo.expert_ahead = g->cur.expert_ahead;
     if (eng_open(&ns, path, &eo, err, sizeof err)) {
         tui_gen_note(g, TUI_ERROR, "cannot load model: %s%s", err,
              g->s ? " (the previous model stays loaded)" : " (no model loaded: /model PATH)");
@@ -448,6 +459,7 @@ void tui_gen_job_load(tui_gen *g, const char *path)
     eng_sampler_free(g->smp);
     g->s = ns;
     g->threads_req = g->cur.threads;
+    g->ahead_refused = 0;
     g->p = np;
     g->smp = nsmp;
     eng_set_prof(g->s, g->p);

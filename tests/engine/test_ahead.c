@@ -30,6 +30,9 @@
  *     experts; off, without a cache or with mmap it guesses nothing;
  *   - looking 3 layers ahead guesses and is right at least as often as
  *     looking 1 ahead (it makes the same nearest guesses and more);
+ *   - eng_set_expert_ahead turns it off and on between tokens (no guesses
+ *     while off, the same tokens), refuses on where it was off at the
+ *     open;
  *   - $CFLOW_EXPERT_AHEAD=off turns it off, a bad value is refused;
  *     $CFLOW_EXPERT_AHEAD_LAYERS outside 1..ENG_AHEAD_MAX is refused, as is
  *     eng_opts.expert_ahead_layers outside it; `cflow run --expert-ahead
@@ -377,6 +380,61 @@ static void test_ahead_tokens(void **state)
     }
 }
 
+/* eng_set_expert_ahead between tokens (cflow-tui's /expert-ahead): off
+ * makes no guesses while the tokens stay mmap's, on again guesses again,
+ * eng_expert_ahead says the setting each time; a session opened with it
+ * off refuses on (ENG_EUNSUP, one line naming the file) and stays off; a
+ * pipeline-native model takes either. */
+static void test_ahead_live(void **state)
+{
+    (void)state;
+    char path[4096], err[512];
+    int32_t ref[3 * N_TOK], got[N_TOK];
+    synth("live.cflow", path, "tiny-mixtral", (char *)NULL);
+    eng_session *s = open_model(path, ENG_XIO_MMAP, 0);
+    for (int k = 0; k < 3; k++)
+        greedy(s, ref + k * N_TOK);
+    eng_close(s);
+    s = open_ahead(path, ENG_XIO_SYNC, 1 << 20, 1);
+    eng_stats st;
+    uint64_t pred[3];
+    for (int k = 0; k < 3; k++) {   /* on, off, on again */
+        const int on = k != 1;
+        assert_int_equal(eng_set_expert_ahead(s, on, err, sizeof err), 0);
+        assert_int_equal(eng_expert_ahead(s), on ? 1 : 0);
+        eng_get_stats(s, &st);
+        uint64_t before = st.xio_pred;
+        greedy(s, got);
+        eng_get_stats(s, &st);
+        pred[k] = st.xio_pred - before;
+        fprintf(stderr, "live look-ahead %s: %llu guesses over %d tokens\n", on ? "on" : "off",
+                (unsigned long long)pred[k], N_TOK);
+        assert_memory_equal(got, ref + k * N_TOK, sizeof got);
+    }
+    assert_true(pred[0] > 0);
+    assert_int_equal(pred[1], 0);
+    assert_true(pred[2] > 0);
+    eng_close(s);
+    /* opened off: on is refused, nothing changes */
+    s = open_ahead(path, ENG_XIO_SYNC, 1 << 20, 0);
+    assert_int_equal(eng_set_expert_ahead(s, 1, err, sizeof err), ENG_EUNSUP);
+    assert_non_null(strstr(err, path));
+    assert_non_null(strstr(err, "look-ahead was off when the model was opened"));
+    assert_null(strchr(err, '\n'));
+    assert_int_equal(eng_expert_ahead(s), 0);
+    assert_int_equal(eng_set_expert_ahead(s, 0, err, sizeof err), 0);
+    eng_close(s);
+    remove(path);
+    /* pipeline-native (expert_delay 2): nothing to guess, either setting */
+    synth("live.cflow", path, "tiny-moe", (char *)NULL);
+    s = open_ahead(path, ENG_XIO_SYNC, 1 << 20, 0);
+    assert_int_equal(eng_set_expert_ahead(s, 1, err, sizeof err), 0);
+    assert_int_equal(eng_expert_ahead(s) > 0, 1);
+    assert_int_equal(eng_set_expert_ahead(s, 0, err, sizeof err), 0);
+    eng_close(s);
+    remove(path);
+}
+
 /* $CFLOW_EXPERT_AHEAD: off is off; a bad value is an error. */
 static void test_ahead_env(void **state)
 {
@@ -469,6 +527,7 @@ int main(void)
         cmocka_unit_test(test_zipf_skew),
         cmocka_unit_test(test_ahead_tokens),
         cmocka_unit_test(test_ahead_env),
+        cmocka_unit_test(test_ahead_live),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,7 +9,9 @@
  * for the host at the thread count and says so (issue 18).  Then /expert-io auto: the status line says what
  * auto chose ("expert-io mmap (auto)"); after /quit the run log's row of
  * the reply has the pane's counts.  The same session with --expert-ahead
- * off guesses nothing, and a bad --expert-ahead-layers is refused.
+ * off guesses nothing, and a bad --expert-ahead-layers is refused;
+ * /expert-ahead turns it off and on live, and refuses on where the model
+ * was opened with it off.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -121,6 +123,11 @@ static void test_tui_expert_figures(void **state)
     assert_non_null(strstr(scr, "look-ahead: "));
     assert_non_null(strstr(scr, ", look-ahead 1 layer, "));   /* on, one layer: the default */
     free(scr);
+    /* live: /expert-ahead turns it off, the pane says so */
+    send_line("/expert-ahead off");
+    free(wait_screen(", look-ahead off, "));
+    send_line("/expert-ahead");   /* the other state: on again */
+    free(wait_screen(", look-ahead 1 layer, "));
     send_line("/zoom speed");
     scr = wait_screen("read bw 4321.50 GB/s (1 threads, median of 1 passes");
     assert_non_null(strstr(scr, "from the run log)"));
@@ -203,6 +210,11 @@ static void test_tui_expert_ahead_off(void **state)
     /* the setting itself, as the engine resolved it */
     assert_non_null(strstr(scr, "prefetch off, look-ahead off, "));
     free(scr);
+    /* live: on cannot come to a session opened with it off (no slots were
+     * set aside), and says why in the chat */
+    send_line("/zoom");
+    send_line("/expert-ahead on");
+    free(wait_screen("look-ahead was off when the model was opened"));
     send_line("/quit");
 }
 
