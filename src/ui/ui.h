@@ -219,8 +219,8 @@ int  ui_env_check(const char *prog);
  * that quote them) end up: every control character of the result (C0,
  * DEL, and C1 as UTF-8 C2 80..9F) is written as \n, \t, \r or \xNN, so
  * that such a string can neither break the line nor send the terminal an
- * escape sequence.  Newlines that begin or end the result are kept: they
- * are the format's.  ui_error, ui_usage_error and ui_log print through it. */
+ * escape sequence.  The newlines fmt itself begins and ends with are kept.
+ * ui_error, ui_usage_error and ui_log print through it. */
 void ui_eprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* s[0..n) to f with ui_eprintf's escapes (every control character). */
 void ui_fputs_escaped(FILE *f, const char *s, size_t n);

@@ -66,10 +66,15 @@ static void veprintf(const char *fmt, va_list ap)
         else
             buf = small, n = (int)sizeof small - 1;   /* cut, but still one line */
     }
+    /* the newlines the format itself begins and ends with stay newlines;
+     * any other, an argument's, is escaped with the rest */
+    size_t lead = strspn(fmt, "\n"), fl = strlen(fmt), trail = 0;
+    while (trail < fl - lead && fmt[fl - 1 - trail] == '\n')
+        trail++;
     size_t a = 0, b = (size_t)n;
-    while (a < b && buf[a] == '\n')
+    while (a < b && a < lead && buf[a] == '\n')
         a++;
-    while (b > a && buf[b - 1] == '\n')
+    while (b > a && (size_t)n - b < trail && buf[b - 1] == '\n')
         b--;
     fwrite(buf, 1, a, stderr);
     ui_fputs_escaped(stderr, buf + a, b - a);
