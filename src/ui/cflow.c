@@ -55,6 +55,9 @@ int main(int argc, char **argv)
         return UI_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        int rc = ui_env_check("cflow");   /* it names the tier $CFLOW_ISA picks */
+        if (rc >= 0)
+            return rc;
         version();
         return UI_EXIT_OK;
     }

@@ -107,6 +107,8 @@ static const int tui_opts[] = {
 static void usage(const ui_settings *d)
 {
     if (d->version) {
+        if (ui_env_check(TUI_NAME) >= 0)   /* it names the tier $CFLOW_ISA picks */
+            exit(UI_EXIT_ERR);
         const kern_ops *ops = kern_init();
         printf("cflow-tui %s\nkernels: %s (cpu: %s)\n", PACKAGE_VERSION, ops->name,
                kern_cpu_features());

@@ -165,6 +165,16 @@ static void test_env_refused(void **state)
                          p.status, p.out_len, p.err);
             tu_proc_free(&p);
         }
+    /* --version names the tier $CFLOW_ISA picks: a bad one is refused there too */
+    for (int prog = 0; prog < 2; prog++) {
+        char *const env[] = { "CFLOW_ISA=avx-512", NULL };
+        char *const v[] = { prog ? tui_bin : (char *)tu_cflow(), "--version", NULL };
+        tu_proc q;
+        assert_int_equal(tu_run(&q, v, env, 60), 0);
+        if (q.status != 1 || !strstr(q.err, "CFLOW_ISA='avx-512'") || q.out_len)
+            fail_msg("%s --version: exit %d, stderr: %s", v[0], q.status, q.err);
+        tu_proc_free(&q);
+    }
     char *const good[] = { "CFLOW_READ_BW_GBS=12.5", "CFLOW_ISA=scalar", "CFLOW_PIN=1", NULL };
     char *const argv[] = { (char *)tu_cflow(), "run", "-n", "2", "--no-log", "--temp", "0",
                            NULL };
