@@ -439,18 +439,16 @@ void eng_xio_free(eng_xio *x)
 {
     if (!x)
         return;
-    if (x->uring) {
-        pthread_mutex_lock(&x->mu);
-        eng_xio_submit_locked(x, 1);   /* what was issued is read first */
-        pthread_mutex_unlock(&x->mu);
-        eng_xio_uring_stop(x);  /* drains and joins: no read in flight */
-    }
-    if (x->tid) {
+    if (x->uring || x->tid) {
         pthread_mutex_lock(&x->mu);
         eng_xio_submit_locked(x, 1);   /* what was issued is read, then they quit */
         x->quit = 1;
         pthread_cond_broadcast(&x->work);
         pthread_mutex_unlock(&x->mu);
+    }
+    if (x->uring)
+        eng_xio_uring_stop(x);  /* drains and joins: no read in flight */
+    if (x->tid) {
         for (unsigned i = 0; i < x->n_readers; i++)
             pthread_join(x->tid[i], NULL);
         free(x->tid);
