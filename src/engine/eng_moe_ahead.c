@@ -82,7 +82,6 @@ struct ahead_set {
 
 struct eng_ahead {
     int       ready;               /* slots were reserved (eng_moe_ahead_slots) */
-    int       paused;              /* turned off since the open (eng_set_expert_ahead) */
     unsigned  depth;               /* layers looked ahead, 1..ENG_AHEAD_MAX */
     uint32_t  cap;                 /* guesses a set may hold: top_k x depth */
     uint32_t  held, reserve;       /* slots the sets hold; at most reserve */
@@ -198,12 +197,9 @@ int eng_set_expert_ahead(eng_session *s, int on, char *err, size_t errlen)
                         "%s: look-ahead was off when the model was opened, so no slots were "
                         "set aside for its guesses: open it with look-ahead on",
                         fmt_model_path(s->model));
-    if (s->ahead) {
-        if (!on)
-            eng_moe_ahead_drop(s);
-        s->ahead->paused = !on;
-    }
-    s->opts.expert_ahead = on;
+    if (!on)
+        eng_moe_ahead_drop(s);
+    s->opts.expert_ahead = on;       /* eng_moe_ahead_guess reads it */
     return 0;
 }
 
@@ -317,7 +313,7 @@ void eng_moe_ahead_guess(eng_session *s, unsigned next, const float *h)
 {
     struct eng_ahead *a = s->ahead;
     const fmt_hparams *hp = s->hp;
-    if (!a || !a->ready || a->paused || !s->xio || !s->xio_keyed ||
+    if (!a || !a->ready || !s->opts.expert_ahead || !s->xio || !s->xio_keyed ||
         s->xio_mode == ENG_XIO_MMAP || s->xio_failed)
         return;
     /* the stored blocks the next effective layers run (FixedPoint repeats
