@@ -45,9 +45,14 @@ void *eng_xalloc(size_t n, int *oom)
 int eng_env_check(char *err, size_t errlen)
 {
     const char *v = getenv("CFLOW_ISA");
-    if (v && *v && kern_isa_from_name(v) < 0)
-        return eng_fail(err, errlen, ENG_EARG,
-                        "CFLOW_ISA='%s': use scalar, avx2, avx512 or avx512-vnni", v);
+    if (v && *v && kern_isa_from_name(v) < 0) {
+        char names[128] = "";   /* the tiers, as the kernels name them */
+        for (int i = 0; i < KERN_NISA; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                     i == 0 ? "" : i == KERN_NISA - 1 ? " or " : ", ",
+                     kern_isa_name((enum kern_isa)i));
+        return eng_fail(err, errlen, ENG_EARG, "CFLOW_ISA='%s': use %s", v, names);
+    }
     v = getenv("CFLOW_PIN");
     if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
         return eng_fail(err, errlen, ENG_EARG, "CFLOW_PIN='%s': use 0 or 1", v);
