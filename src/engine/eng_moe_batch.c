@@ -24,7 +24,8 @@
  * waves of as many as there are staging slots (top_k x (expert_delay + 1),
  * more with the RAM expert cache: eng_io_session.c), all of a wave's reads
  * issued together.  Staged, the wave's experts already in RAM run first,
- * then each of the others as soon as its read lands, so the reads overlap
+ * then the others in the route's order, each once its own read has
+ * landed, so the reads overlap
  * the compute (the outputs are summed in the router's order afterwards,
  * so the order they ran in changes no bit); sync waits for the whole wave
  * first.  A failed or short read stops the chunk with the reader's
