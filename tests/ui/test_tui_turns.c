@@ -208,10 +208,10 @@ static void conversation(eng_session *s, enum eng_chat tmpl)
  * data/ holds. */
 static void test_turns_prefill_new_tokens(void **state)
 {
-    char home[2048], model[2048], cmd[16384], err[512];
+    char home[2048], model[2048], args[2200], err[512];
     eng_session *s = NULL;
     (void)state;
-    const char *bd = getenv("CFLOW_BUILDDIR"), *sd = getenv("CFLOW_SRCDIR");
+    const char *sd = getenv("CFLOW_SRCDIR");
     snprintf(model, sizeof model, "%s/data/default.cflow", sd && *sd ? sd : ".");
     tu_require(model);
     if (eng_open(&s, model, NULL, err, sizeof err))
@@ -220,13 +220,8 @@ static void test_turns_prefill_new_tokens(void **state)
     snprintf(sock, sizeof sock, "cflow-tui-turns-%d", (int)getpid());
     snprintf(home, sizeof home, "%s", tu_tmp(sock));
     mkdir(home, 0700);
-    snprintf(cmd, sizeof cmd,
-             "env -u CFLOW_MODEL HOME='%s' XDG_DATA_HOME='%s/data' LANG=C.UTF-8 "
-             "LC_ALL=C.UTF-8 "
-             "LSAN_OPTIONS=suppressions='%s/tests/ui/lsan.supp':print_suppressions=0 "
-             "'%s/cflow-tui' -m '%s' --db '%s/runs.db' --temp 0 -n 40",
-             home, home, sd && *sd ? sd : ".", bd && *bd ? bd : ".", model, home);
-    free(tt_tmux(sock, "new-session", "-d", "-x", "160", "-y", "100", "-s", "t", cmd, NULL));
+    snprintf(args, sizeof args, "--db '%s/runs.db' --temp 0 -n 40", home);
+    tt_start_tui(sock, home, 100, model, args);
     wait_screen("-- loaded ", 0, NULL);
     send_line("/zoom chat");   /* the chat alone: its lines hold no live figures */
     conversation(s, own);

@@ -76,22 +76,6 @@ static char *wait_hit_line(unsigned long long want, double *pct, unsigned long l
     }
 }
 
-/* cflow-tui on model in a tmux session of its own (sock), with HOME and
- * the data folder in home, a UTF-8 locale, the sanitizers' suppressions
- * and the options args. */
-static void start_tui(const char *home, const char *model, const char *args)
-{
-    char cmd[16384];
-    const char *bd = getenv("CFLOW_BUILDDIR"), *sd = getenv("CFLOW_SRCDIR");
-    snprintf(cmd, sizeof cmd,
-             "env -u CFLOW_MODEL HOME='%s' XDG_DATA_HOME='%s/data' LANG=C.UTF-8 "
-             "LC_ALL=C.UTF-8 "
-             "LSAN_OPTIONS=suppressions='%s/tests/ui/lsan.supp':print_suppressions=0 "
-             "'%s/cflow-tui' -m '%s' %s",
-             home, home, sd && *sd ? sd : ".", bd && *bd ? bd : ".", model, args);
-    free(tt_tmux(sock, "new-session", "-d", "-x", "160", "-y", "50", "-s", "t", cmd, NULL));
-}
-
 static void test_tui_expert_figures(void **state)
 {
     (void)state;
@@ -115,7 +99,7 @@ static void test_tui_expert_figures(void **state)
 
     snprintf(args, sizeof args, "--db '%s' --temp 0 -n 8 --ignore-eos -t 1 "
              "--expert-io sync --expert-cache 128K", db);
-    start_tui(home, model, args);
+    tt_start_tui(sock, home, 50, model, args);
     free(wait_screen("-- loaded "));
     free(wait_screen("expert-io sync"));
     send_line("/zoom overlap");
@@ -200,8 +184,8 @@ static void test_tui_expert_ahead_off(void **state)
     assert_int_equal(tu_count_lines(p.err), 1);
     tu_proc_free(&p);
 
-    start_tui(home, model, "--no-log --temp 0 -n 8 --ignore-eos -t 1 --expert-io sync "
-                           "--expert-cache 128K --expert-ahead off");
+    tt_start_tui(sock, home, 50, model, "--no-log --temp 0 -n 8 --ignore-eos -t 1 "
+                 "--expert-io sync --expert-cache 128K --expert-ahead off");
     free(wait_screen("expert-io sync"));
     send_line("/zoom overlap");
     send_line("the cat sat");

@@ -12,6 +12,21 @@
 #include "testutil.h"
 #include "ui/tui_tmux.h"
 
+void tt_start_tui(const char *sock, const char *home, int rows, const char *model,
+                  const char *args)
+{
+    char cmd[16384], y[16];
+    const char *bd = getenv("CFLOW_BUILDDIR"), *sd = getenv("CFLOW_SRCDIR");
+    snprintf(cmd, sizeof cmd,
+             "env -u CFLOW_MODEL HOME='%s' XDG_DATA_HOME='%s/data' LANG=C.UTF-8 "
+             "LC_ALL=C.UTF-8 "
+             "LSAN_OPTIONS=suppressions='%s/tests/ui/lsan.supp':print_suppressions=0 "
+             "'%s/cflow-tui' -m '%s' %s",
+             home, home, sd && *sd ? sd : ".", bd && *bd ? bd : ".", model, args);
+    snprintf(y, sizeof y, "%d", rows);
+    free(tt_tmux(sock, "new-session", "-d", "-x", "160", "-y", y, "-s", "t", cmd, NULL));
+}
+
 char *tt_tmux(const char *sock, ...)
 {
     const char *argv[40] = { "/usr/bin/env", "tmux", "-u", "-L", sock, "-f", "/dev/null" };

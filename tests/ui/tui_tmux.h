@@ -9,6 +9,13 @@
  * its stdout (malloc'd).  A tmux that cannot be run fails the test. */
 char *tt_tmux(const char *sock, ...);
 
+/* Start cflow-tui ($CFLOW_BUILDDIR's) on model with the options args in
+ * window "t" (160 columns, rows) of a new server on sock: HOME and the
+ * data folder in home, $CFLOW_MODEL unset, a UTF-8 locale, LeakSanitizer's
+ * suppressions ($CFLOW_SRCDIR/tests/ui/lsan.supp). */
+void tt_start_tui(const char *sock, const char *home, int rows, const char *model,
+                  const char *args);
+
 /* Type text into window "t" of sock's server, then Enter. */
 void tt_send_line(const char *sock, const char *text);
 
