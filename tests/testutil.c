@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/resource.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -125,12 +126,38 @@ static int grow_read(int fd, char **buf, size_t *len, size_t *cap)
 
 long tu_maxrss_kb;
 
-int tu_run_watch(tu_proc *p, char *const argv[], char *const env[], int timeout_s,
-                 tu_watch_fn watch, void *ctx, int period_ms)
+/* A pseudo-terminal for a child's stdout: o[0] the master (read here),
+ * o[1] the slave, in raw mode so the bytes read are the ones written. */
+static int pty_pair(int o[2])
+{
+    int m = posix_openpt(O_RDWR | O_NOCTTY), s = -1;
+    struct termios t;
+    if (m < 0)
+        return -1;
+    if (grantpt(m) || unlockpt(m) || !ptsname(m) ||
+        (s = open(ptsname(m), O_RDWR | O_NOCTTY)) < 0 || tcgetattr(s, &t)) {
+        close(m);
+        if (s >= 0)
+            close(s);
+        return -1;
+    }
+    cfmakeraw(&t);
+    if (tcsetattr(s, TCSANOW, &t)) {
+        close(m);
+        close(s);
+        return -1;
+    }
+    o[0] = m;
+    o[1] = s;
+    return 0;
+}
+
+static int run_child(tu_proc *p, char *const argv[], char *const env[], int timeout_s,
+                     tu_watch_fn watch, void *ctx, int period_ms, int pty)
 {
     int o[2], e[2];
     memset(p, 0, sizeof *p);
-    if (pipe(o) || pipe(e))
+    if ((pty ? pty_pair(o) : pipe(o)) || pipe(e))
         return -1;
     pid_t pid = fork();
     if (pid < 0)
@@ -167,7 +194,7 @@ int tu_run_watch(tu_proc *p, char *const argv[], char *const env[], int timeout_
             break;
         }
         if (n > 0) {
-            if (open_o && (fds[0].revents & (POLLIN | POLLHUP)))
+            if (open_o && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)))
                 if (grow_read(o[0], &p->out, &p->out_len, &ocap) <= 0)
                     open_o = 0;
             if (open_e && (fds[1].revents & (POLLIN | POLLHUP)))
@@ -200,9 +227,20 @@ int tu_run_watch(tu_proc *p, char *const argv[], char *const env[], int timeout_
     return 0;
 }
 
+int tu_run_watch(tu_proc *p, char *const argv[], char *const env[], int timeout_s,
+                 tu_watch_fn watch, void *ctx, int period_ms)
+{
+    return run_child(p, argv, env, timeout_s, watch, ctx, period_ms, 0);
+}
+
 int tu_run(tu_proc *p, char *const argv[], char *const env[], int timeout_s)
 {
-    return tu_run_watch(p, argv, env, timeout_s, NULL, NULL, 200);
+    return run_child(p, argv, env, timeout_s, NULL, NULL, 200, 0);
+}
+
+int tu_run_pty(tu_proc *p, char *const argv[], char *const env[], int timeout_s)
+{
+    return run_child(p, argv, env, timeout_s, NULL, NULL, 200, 1);
 }
 
 void tu_proc_free(tu_proc *p)

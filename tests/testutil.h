@@ -39,6 +39,10 @@ typedef int (*tu_watch_fn)(void *ctx, pid_t pid, size_t out_len);
 /* tu_run with a watcher (NULL: none), polling every period_ms. */
 int  tu_run_watch(tu_proc *p, char *const argv[], char *const env[], int timeout_s,
                   tu_watch_fn watch, void *ctx, int period_ms);
+/* tu_run with stdout a terminal (a pseudo-terminal in raw mode: no
+ * newline translation), stderr still a pipe: what a program prints when a
+ * user watches it. */
+int  tu_run_pty(tu_proc *p, char *const argv[], char *const env[], int timeout_s);
 /* Peak resident set of the last child run, KiB (wait4's ru_maxrss). */
 extern long tu_maxrss_kb;
 void tu_proc_free(tu_proc *p);

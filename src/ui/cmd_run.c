@@ -3,7 +3,8 @@
  *
  * Contract (tests and scripts rely on it): stdout carries only the
  * generated continuation — not the prompt, no trailing decoration; the
- * statistics go to stderr.  --temp 0 is greedy.  Without a prompt the
+ * statistics go to stderr.  On a terminal the continuation's control
+ * characters but newline and tab are escaped (put_text).  --temp 0 is greedy.  Without a prompt the
  * model starts from BOS.
  */
 #include "config.h"
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/engine.h"
 #include "ui/ui.h"
@@ -62,8 +64,22 @@ typedef struct run_ctx {
     uint32_t     n_keep;      /* tokens a shift keeps */
     uint64_t     n_dropped;   /* tokens the shifts dropped */
     int          stop;        /* enum run_stop */
+    int          tty;         /* stdout is a terminal: the text is escaped */
     char         err[512];
 } run_ctx;
+
+/* Generated text to stdout.  On a terminal its control characters but
+ * newline and tab are escaped (ui_fputs_text): a byte token can emit ESC
+ * and a model, prompted or not, can spell an escape sequence.  Piped, the
+ * bytes go out as the model made them. */
+static void put_text(const run_ctx *r, const char *buf, size_t n)
+{
+    if (r->tty)
+        ui_fputs_text(stdout, buf, n);
+    else
+        fwrite(buf, 1, n, stdout);
+    fflush(stdout);
+}
 
 static int open_session(run_ctx *r, const char *model)
 {
@@ -166,9 +182,7 @@ static int generate(run_ctx *r)
         r->ids[r->n_ids++] = next;
         r->n_out++;
         if (!eng_tok_is_control(tok, next)) { /* control tokens are not text */
-            size_t n = eng_detok_push(&dt, tok, next, buf, sizeof buf);
-            fwrite(buf, 1, n, stdout);
-            fflush(stdout);
+            put_text(r, buf, eng_detok_push(&dt, tok, next, buf, sizeof buf));
         }
         if (i + 1 == n_predict)
             break;
@@ -181,9 +195,7 @@ static int generate(run_ctx *r)
             return ui_error("%s", r->err);
         ui_runlog_token(r->rl);
     }
-    size_t n = eng_detok_flush(&dt, buf, sizeof buf);
-    fwrite(buf, 1, n, stdout);
-    fflush(stdout);
+    put_text(r, buf, eng_detok_flush(&dt, buf, sizeof buf));
     return 0;
 }
 
@@ -267,6 +279,7 @@ int ui_cmd_run(int argc, char **argv)
 
     memset(&r, 0, sizeof r);
     r.o = &o;
+    r.tty = isatty(STDOUT_FILENO);
     ui_settings_sampling(&o, &sp);
     ui_run_cfg rcfg = { o.db, o.no_log, o.no_profile, &sp, named };   /* run log and profiling */
     if ((rc = open_session(&r, model)) || (rc = encode_prompt(&r, model, prompt)))

@@ -224,6 +224,10 @@ int  ui_env_check(const char *prog);
 void ui_eprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* s[0..n) to f with ui_eprintf's escapes (every control character). */
 void ui_fputs_escaped(FILE *f, const char *s, size_t n);
+/* The same, but newlines and tabs kept: a model's generated text shown on
+ * a terminal, whose lines are its own, where any other control character
+ * (a byte token can emit ESC) would act on the terminal. */
+void ui_fputs_text(FILE *f, const char *s, size_t n);
 /* s (NUL-terminated, in place) with every control character (C0, DEL, C1
  * as UTF-8 C2 80..9F, both bytes) made '?': for strings from a file (a
  * model's metadata, a run log's rows) printed to a terminal on stdout,

@@ -21,14 +21,18 @@
 #include "prof/prof.h"
 #include "ui/ui.h"
 
-void ui_fputs_escaped(FILE *f, const char *s, size_t n)
+/* s[0..n) to f, every control character escaped but those in keep (a
+ * bit per C0 code). */
+static void fputs_escaping(FILE *f, const char *s, size_t n, uint32_t keep)
 {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == 0xC2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
             (unsigned char)s[i + 1] <= 0x9F) {
             fprintf(f, "\\x%02x", (unsigned char)s[++i]);   /* a C1 control */
-        } else if (c == '\n')
+        } else if (c < 0x20 && keep >> c & 1u)
+            fputc(c, f);
+        else if (c == '\n')
             fputs("\\n", f);
         else if (c == '\t')
             fputs("\\t", f);
@@ -39,6 +43,13 @@ void ui_fputs_escaped(FILE *f, const char *s, size_t n)
         else
             fputc(c, f);
     }
+}
+
+void ui_fputs_escaped(FILE *f, const char *s, size_t n) { fputs_escaping(f, s, n, 0); }
+
+void ui_fputs_text(FILE *f, const char *s, size_t n)
+{
+    fputs_escaping(f, s, n, 1u << '\n' | 1u << '\t');
 }
 
 char *ui_printable(char *s)

@@ -192,6 +192,57 @@ static void test_env_refused(void **state)
  * control characters made '?'.  ESC (0x1b) never appears in the output. */
 static int has_esc(const char *s, size_t n) { return memchr(s, 0x1b, n) != NULL; }
 
+/* s[0..n) as `cflow run` shows generated text on a terminal: newline and
+ * tab kept, every other control character (C0, DEL, C1) as \r or \xNN. */
+static size_t shown(const char *s, size_t n, char *out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == 0xC2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
+            (unsigned char)s[i + 1] <= 0x9F)
+            k += (size_t)sprintf(out + k, "\\x%02x", (unsigned char)s[++i]);
+        else if (c == '\r')
+            k += (size_t)sprintf(out + k, "\\r");
+        else if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7F)
+            k += (size_t)sprintf(out + k, "\\x%02x", c);
+        else
+            out[k++] = (char)c;
+    }
+    return k;
+}
+
+/* A model's text can hold any byte: stories260K sampled near-uniformly
+ * (temperature 5, no truncation; seed 30) emits byte tokens ESC and other
+ * controls.  Piped, `cflow run` writes them as they are; on a terminal
+ * the same tokens come out escaped, so no escape sequence reaches it. */
+static void test_run_terminal_text(void **state)
+{
+    (void)state;
+    tu_proc piped, tty;
+    char *argv[] = { (char *)tu_cflow(), "run", "-m",
+                     (char *)tu_shared_file("models/stories260K-f32.gguf"), "-p", "Once", "-n",
+                     "300", "--temp", "5", "--top-k", "0", "--top-p", "1", "--min-p", "0",
+                     "--seed", "30", "--no-log", NULL };
+    assert_int_equal(tu_run(&piped, argv, NULL, 120), 0);
+    assert_int_equal(tu_run_pty(&tty, argv, NULL, 120), 0);
+    assert_int_equal(piped.status, 0);
+    assert_int_equal(tty.status, 0);
+    if (!has_esc(piped.out, piped.out_len))
+        fail_msg("the fixture no longer samples an ESC byte token: pick another seed");
+    char *want = malloc(piped.out_len * 4 + 1);
+    assert_non_null(want);
+    size_t n = shown(piped.out, piped.out_len, want);
+    assert_false(has_esc(tty.out, tty.out_len));
+    if (n != tty.out_len || memcmp(want, tty.out, n))
+        fail_msg("on a terminal: %zu bytes, want %zu:\n%s\nwant:\n%.*s", tty.out_len, n,
+                 tty.out, (int)n, want);
+    assert_non_null(strstr(tty.out, "\\x1b"));
+    free(want);
+    tu_proc_free(&piped);
+    tu_proc_free(&tty);
+}
+
 static void test_hostile_text(void **state)
 {
     (void)state;
@@ -507,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_ppl_io_options),
         cmocka_unit_test(test_env_refused),
         cmocka_unit_test(test_hostile_text),
+        cmocka_unit_test(test_run_terminal_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
