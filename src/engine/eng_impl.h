@@ -364,6 +364,13 @@ typedef struct eng_stage {
     uint64_t   checked;              /* file offset + 1 of the expert whose bytes
                                       * the slot's read passed fmt_model_expert_check
                                       * (a lazily opened model); 0 none */
+    uint64_t   based;                /* file offset + 1 of the expert t, st and mv
+                                      * point at in the slot; 0 none.  A slot's
+                                      * bytes for one expert always sit at the
+                                      * same place in it, so a cache hit needs no
+                                      * new rebase (144 tiles an expert of
+                                      * Qwen3-30B-A3B, for each of the 384 it
+                                      * routes a token) */
 } eng_stage;
 
 /* ---- eng_util.c ---- */

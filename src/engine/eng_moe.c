@@ -118,11 +118,14 @@ static void wait_some(eng_session *s, eng_route *r, uint32_t j0, uint32_t j1,
             }
             s->stage[k].checked = off + 1;
         }
-        if (stage_stream(s, (unsigned)k, 0, &ly->exp_gu[e], data, off, len) ||
-            stage_stream(s, (unsigned)k, 1, &ly->exp_down[e], data, off, len)) {
-            eng_xio_fail(s, ENG_EIO, "%s: layer %d expert %d: tiles outside the expert's range",
-                     fmt_model_path(s->model), r->layer, e);
-            continue;
+        if (s->stage[k].based != off + 1) {
+            if (stage_stream(s, (unsigned)k, 0, &ly->exp_gu[e], data, off, len) ||
+                stage_stream(s, (unsigned)k, 1, &ly->exp_down[e], data, off, len)) {
+                eng_xio_fail(s, ENG_EIO, "%s: layer %d expert %d: tiles outside the expert's "
+                             "range", fmt_model_path(s->model), r->layer, e);
+                continue;
+            }
+            s->stage[k].based = off + 1;
         }
         /* a hit on a slot still being read (a look-ahead guess,
          * eng_moe_ahead.c) waited for storage too: its time counts */
