@@ -740,6 +740,29 @@ static void test_tile_finite(void **state)
             memcpy(pl + at, &bad, 2);
         }
         assert_int_equal(kern_tile_finite((enum kern_type)t, 16, 64, pl), 0);
+        if (t == KERN_F32)
+            continue;
+        /* every f16 of the scale area (F16: the weights), each lane of the
+         * four-at-a-time check: Inf and NaN of either sign refused, the
+         * largest finite values and zero passed */
+        size_t n = t == KERN_F16 ? 16 * 64 : 16 * 64 / 32;
+        const uint16_t refused[] = { 0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFFFF };
+        const uint16_t passed[] = { 0x7BFF, 0xFBFF, 0x0000, 0x8000, 0x3C00 };
+        assert_int_equal(kern_tile_pack((enum kern_type)t, 16, 64, KERN_SRC_F32, w,
+                                        64 * 4, pl), 0);
+        for (size_t i = 0; i < n; i++) {
+            uint16_t keep;
+            memcpy(&keep, pl + 2 * i, 2);
+            for (size_t v = 0; v < sizeof refused / sizeof refused[0]; v++) {
+                memcpy(pl + 2 * i, &refused[v], 2);
+                if (kern_tile_finite((enum kern_type)t, 16, 64, pl) != 0)
+                    fail_msg("type %d: %#x at f16 %zu passed", t, refused[v], i);
+                memcpy(pl + 2 * i, &passed[v], 2);
+                if (kern_tile_finite((enum kern_type)t, 16, 64, pl) != 1)
+                    fail_msg("type %d: %#x at f16 %zu refused", t, passed[v], i);
+            }
+            memcpy(pl + 2 * i, &keep, 2);
+        }
     }
 }
 
