@@ -4,8 +4,8 @@
  * Contract (tests and scripts rely on it): stdout carries only the
  * generated continuation — not the prompt, no trailing decoration; the
  * statistics go to stderr.  On a terminal the continuation's control
- * characters but newline and tab are escaped (put_text).  --temp 0 is greedy.  Without a prompt the
- * model starts from BOS.
+ * characters but newline and tab are escaped (put_text).  --temp 0 is
+ * greedy.  Without a prompt the model starts from BOS.
  */
 #include "config.h"
 

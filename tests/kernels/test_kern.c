@@ -742,9 +742,9 @@ static void test_tile_finite(void **state)
         assert_int_equal(kern_tile_finite((enum kern_type)t, 16, 64, pl), 0);
         if (t == KERN_F32)
             continue;
-        /* every f16 of the scale area (F16: the weights), each lane of the
-         * four-at-a-time check: Inf and NaN of either sign refused, the
-         * largest finite values and zero passed */
+        /* every f16 of the scale area (F16: the weights), whatever its
+         * position in a vector a faster check would take: Inf and NaN of
+         * either sign refused, the largest finite values and zero passed */
         size_t n = t == KERN_F16 ? 16 * 64 : 16 * 64 / 32;
         const uint16_t refused[] = { 0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFFFF };
         const uint16_t passed[] = { 0x7BFF, 0xFBFF, 0x0000, 0x8000, 0x3C00 };
