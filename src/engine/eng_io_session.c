@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include <limits.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,15 +117,17 @@ static uint64_t cg_room(void)
 /* Bytes the kernel says can be taken without pushing anything out:
  * MemAvailable, or the room a cgroup's memory limit leaves (cg_room)
  * where that is less (a container's limit); 0 when neither can be read.
- * $CFLOW_MEM_FREE (bytes) stands in for both: to try what auto I/O and the
+ * $CFLOW_MEM_FREE (bytes, K, M and G suffixes) stands in for both: to try what auto I/O and the
  * auto cache do with less memory than the machine has. */
 uint64_t eng_mem_free(void)
 {
     uint64_t avail = 0;
     char line[256];
-    const char *fake = getenv("CFLOW_MEM_FREE");
-    if (fake && *fake)
-        return strtoull(fake, NULL, 10);
+    unsigned long fake = 0;
+    char err[160];
+    /* (a bad value was refused by eng_env_check before any session opened) */
+    if (!eng_env_count("CFLOW_MEM_FREE", 0, 1, ULONG_MAX, 1, &fake, err, sizeof err) && fake)
+        return fake;
     FILE *f = fopen("/proc/meminfo", "r");
     while (f && fgets(line, sizeof line, f)) {
         unsigned long long kb;

@@ -258,8 +258,9 @@ uint64_t eng_weights_copied(const eng_session *s);
  * fit (the context, the worker threads). */
 int  eng_open(eng_session **out, const char *model_path, const eng_opts *o,
               char *err, size_t errlen);
-/* The engine's environment outside eng_opts whose values are words:
- * $CFLOW_ISA (a kernel tier's name, kern_isa_name) and $CFLOW_PIN (0 or 1).
+/* The engine's environment outside eng_opts: $CFLOW_ISA (a kernel tier's
+ * name, kern_isa_name), $CFLOW_PIN (0 or 1), $CFLOW_MEM_FREE (bytes, K, M and
+ * G suffixes) and $CFLOW_FAULT (the test suite's faults, man/cflow.1).
  * 0 when each is unset, empty or valid, else ENG_EARG with one line naming
  * the variable and the value.  eng_open checks it first; a front end may
  * call it before it touches the terminal. */

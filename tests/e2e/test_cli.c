@@ -131,16 +131,22 @@ static void test_ppl_io_options(void **state)
 }
 
 /* The environment every program reads is checked at its start
- * (ui_env_check): a bad $CFLOW_READ_BW_GBS, $CFLOW_ISA or $CFLOW_PIN is one
- * line naming the variable and the value, exit 1, nothing on stdout (before
- * this they were read as "measure", "the best tier" and "float"), from
+ * (ui_env_check): a bad $CFLOW_READ_BW_GBS, $CFLOW_ISA, $CFLOW_PIN,
+ * $CFLOW_MEM_FREE or $CFLOW_FAULT is one line naming the variable and the
+ * value, exit 1, nothing on stdout (before this they were read as
+ * "measure", "the best tier", "float", "unknown" and "no fault"), from
  * cflow and cflow-tui alike; good values run. */
 static void test_env_refused(void **state)
 {
     (void)state;
     static const char *const bad[] = { "CFLOW_READ_BW_GBS=fast", "CFLOW_READ_BW_GBS=0",
                                        "CFLOW_READ_BW_GBS=-3", "CFLOW_ISA=avx-512",
-                                       "CFLOW_ISA=AVX2", "CFLOW_PIN=yes", "CFLOW_PIN=10" };
+                                       "CFLOW_ISA=AVX2", "CFLOW_PIN=yes", "CFLOW_PIN=10",
+                                       "CFLOW_MEM_FREE=lots", "CFLOW_MEM_FREE=0",
+                                       "CFLOW_MEM_FREE=12T", "CFLOW_FAULT=runlog:enopsc",
+                                       "CFLOW_FAULT=expert-read:eio@x",
+                                       "CFLOW_FAULT=uring-init:eperm@3",
+                                       "CFLOW_FAULT=runlog:busy,,expert-read:short" };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         for (int prog = 0; prog < 3; prog++) {
             char *const env[] = { (char *)bad[i], NULL };
@@ -175,7 +181,10 @@ static void test_env_refused(void **state)
             fail_msg("%s --version: exit %d, stderr: %s", v[0], q.status, q.err);
         tu_proc_free(&q);
     }
-    char *const good[] = { "CFLOW_READ_BW_GBS=12.5", "CFLOW_ISA=scalar", "CFLOW_PIN=1", NULL };
+    char *const good[] = { "CFLOW_READ_BW_GBS=12.5", "CFLOW_ISA=scalar", "CFLOW_PIN=1",
+                           "CFLOW_MEM_FREE=2G",
+                           "CFLOW_FAULT=runlog:busy@1000,expert-read:short@9,uring-init:eperm",
+                           NULL };
     char *const argv[] = { (char *)tu_cflow(), "run", "-n", "2", "--no-log", "--temp", "0",
                            NULL };
     tu_proc p;
