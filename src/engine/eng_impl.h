@@ -381,7 +381,8 @@ int   eng_fail(char *err, size_t errlen, int code, const char *fmt, ...)
  * failure (NULL).  Freed with free(). */
 void *eng_xalloc(size_t n, int *oom);
 /* $name as a whole number in [lo, hi] into *out (units: K, M and G
- * suffixes allowed, times 1024, 1048576 and 1073741824), def where it is unset or empty.
+ * suffixes allowed, times 1024, 1048576 and 1073741824), def where it is
+ * unset or empty.
  * Returns 0, or ENG_EARG with a line naming the variable and its value
  * (*out is def then). */
 int   eng_env_count(const char *name, unsigned long def, unsigned long lo, unsigned long hi,

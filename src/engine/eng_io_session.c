@@ -8,8 +8,8 @@
  */
 #include "config.h"
 
-#include <limits.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,8 +117,9 @@ static uint64_t cg_room(void)
 /* Bytes the kernel says can be taken without pushing anything out:
  * MemAvailable, or the room a cgroup's memory limit leaves (cg_room)
  * where that is less (a container's limit); 0 when neither can be read.
- * $CFLOW_MEM_FREE (bytes, K, M and G suffixes) stands in for both: to try what auto I/O and the
- * auto cache do with less memory than the machine has. */
+ * $CFLOW_MEM_FREE (bytes, K, M and G suffixes) stands in for both: to
+ * try what auto I/O and the auto cache do with less memory than the
+ * machine has. */
 uint64_t eng_mem_free(void)
 {
     uint64_t avail = 0;
