@@ -361,16 +361,14 @@ typedef struct eng_stage {
     fmt_tile  *t[2];                 /* [max tiles of a gate/up or down stream] */
     fmt_stream st[2];
     eng_mv     mv[2];
-    uint64_t   checked;              /* file offset + 1 of the expert whose bytes
-                                      * the slot's read passed fmt_model_expert_check
-                                      * (a lazily opened model); 0 none */
-    uint64_t   based;                /* file offset + 1 of the expert t, st and mv
-                                      * point at in the slot; 0 none.  A slot's
-                                      * bytes for one expert always sit at the
-                                      * same place in it, so a cache hit needs no
-                                      * new rebase (144 tiles an expert of
-                                      * Qwen3-30B-A3B, for each of the 384 it
-                                      * routes a token) */
+    uint64_t   based;                /* file offset + 1 of the expert whose bytes
+                                      * the slot holds checked (fmt_model_expert_check,
+                                      * a lazily opened model) and t, st and mv point
+                                      * at; 0 none.  An expert's bytes always sit at
+                                      * the same place in a slot, so a cache hit
+                                      * needs neither again (144 tiles an expert of
+                                      * Qwen3-30B-A3B, for each of the 384 it routes
+                                      * a token) */
 } eng_stage;
 
 /* ---- eng_util.c ---- */

@@ -107,18 +107,18 @@ static void wait_some(eng_session *s, eng_route *r, uint32_t j0, uint32_t j1,
             eng_xio_fail(s, ENG_EIO, "%s (layer %d, expert %d)", why, r->layer, e);
             continue;
         }
-        /* the open laid the bank out unread (FMT_OPEN_LAZY_EXPERTS): the
-         * bytes a read brought are checked before their first use; a
-         * refused expert stays refused each time it is routed */
-        if (s->stage[k].checked != off + 1 && fmt_model_experts_unchecked(s->model)) {
-            if (fmt_model_expert_check(s->model, (unsigned)r->layer, (unsigned)e, data, why,
+        /* once a slot holds an expert's bytes, they are checked and its
+         * streams pointed at them once: a cache hit finds both done */
+        if (s->stage[k].based != off + 1) {
+            /* the open laid the bank out unread (FMT_OPEN_LAZY_EXPERTS):
+             * the bytes a read brought are checked before their first use;
+             * a refused expert stays refused each time it is routed */
+            if (fmt_model_experts_unchecked(s->model) &&
+                fmt_model_expert_check(s->model, (unsigned)r->layer, (unsigned)e, data, why,
                                        sizeof why)) {
                 eng_xio_fail(s, ENG_EFORMAT, "%s", why);   /* it names the layer and expert */
                 continue;
             }
-            s->stage[k].checked = off + 1;
-        }
-        if (s->stage[k].based != off + 1) {
             if (stage_stream(s, (unsigned)k, 0, &ly->exp_gu[e], data, off, len) ||
                 stage_stream(s, (unsigned)k, 1, &ly->exp_down[e], data, off, len)) {
                 eng_xio_fail(s, ENG_EIO, "%s: layer %d expert %d: tiles outside the expert's "
