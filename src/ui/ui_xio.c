@@ -65,34 +65,27 @@ int ui_xio_shown(const prof_xio_fig *f) { return f->hits + f->misses > 0; }
 void ui_xio_values(const prof_xio_fig *f, int has, uint64_t cache_bytes, const char *routing,
                    const char *na, char v[UI_XIO_NF][64])
 {
-    const double d[7] = { f->hit_rate, f->bytes_tok, f->gb_s, f->depth, f->bound_gbs,
-                          f->limit_tok_s, f->reached >= 0 ? 100.0 * f->reached : -1.0 };
-    static const int slot[7] = { 3, 4, 5, 6, 7, 9, 10 };
+    /* the figures (-1: n/a) and their columns in UI_XIO_FIELDS */
+    const double d[] = { f->hit_rate, f->bytes_tok, f->gb_s, f->depth, f->bound_gbs,
+                         f->limit_tok_s, f->reached >= 0 ? 100.0 * f->reached : -1.0,
+                         f->pred_acc, f->wasted_tok, f->compute_s_tok, f->ov_limit_tok_s,
+                         f->ov_reached >= 0 ? 100.0 * f->ov_reached : -1.0 };
+    static const int slot[] = { 3, 4, 5, 6, 7, 9, 10, 11, 13, 14, 15, 16 };
+    _Static_assert(sizeof d / sizeof *d == sizeof slot / sizeof *slot, "a column a figure");
     snprintf(v[0], 48, "%llu", (unsigned long long)cache_bytes);
     snprintf(v[1], 48, "%llu", (unsigned long long)f->hits);
     snprintf(v[2], 48, "%llu", (unsigned long long)f->misses);
-    for (int k = 0; k < 7; k++)
+    for (size_t k = 0; k < sizeof slot / sizeof *slot; k++)
         if (has && d[k] >= 0)
             snprintf(v[slot[k]], 48, "%.6g", d[k]);
         else
             snprintf(v[slot[k]], 48, "%s", na);
     snprintf(v[8], 48, "%s", !has || f->bound_gbs < 0 ? na
                              : f->bound_diskbw ? "\"diskbw\"" : "\"reads\"");
-    if (has && f->pred_acc >= 0)
-        snprintf(v[11], 48, "%.6g", f->pred_acc);
-    else
-        snprintf(v[11], 48, "%s", na);
     if (routing && routing[0])   /* a synthetic model's routing (ui_routing_text) */
         snprintf(v[12], 64, "\"%.60s\"", routing);
     else
         snprintf(v[12], 64, "%s", na);
-    const double d8[4] = { f->wasted_tok, f->compute_s_tok, f->ov_limit_tok_s,
-                           f->ov_reached >= 0 ? 100.0 * f->ov_reached : -1.0 };
-    for (int k = 0; k < 4; k++)
-        if (has && d8[k] >= 0)
-            snprintf(v[13 + k], 48, "%.6g", d8[k]);
-        else
-            snprintf(v[13 + k], 48, "%s", na);
 }
 
 static void pct_or_na(double v, char *buf, size_t n)
