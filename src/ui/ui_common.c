@@ -21,14 +21,19 @@
 #include "prof/prof.h"
 #include "ui/ui.h"
 
+/* Does p[0..left) begin with a C1 control (U+0080..U+009F: UTF-8 C2 80..9F)? */
+static int c1_at(const unsigned char *p, size_t left)
+{
+    return left >= 2 && p[0] == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F;
+}
+
 /* s[0..n) to f, every control character escaped but those in keep (a
  * bit per C0 code). */
 static void fputs_escaping(FILE *f, const char *s, size_t n, uint32_t keep)
 {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == 0xC2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
-            (unsigned char)s[i + 1] <= 0x9F) {
+        if (c1_at((const unsigned char *)s + i, n - i)) {
             fprintf(f, "\\x%02x", (unsigned char)s[++i]);   /* a C1 control */
         } else if (c < 0x20 && keep >> c & 1u)
             fputc(c, f);
@@ -57,7 +62,7 @@ char *ui_printable(char *s)
     for (unsigned char *p = (unsigned char *)s; *p; p++)
         if (*p < 0x20 || *p == 0x7F)
             *p = '?';
-        else if (*p == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F)
+        else if (c1_at(p, p[1] ? 2 : 1))
             p[0] = p[1] = '?', p++;
     return s;
 }
