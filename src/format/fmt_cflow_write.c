@@ -63,6 +63,10 @@ static int vfail(writer *w, const char *path, int code, const char *fmt, va_list
     int n = snprintf(w->err, w->errlen, "%s: ", path);
     if (n >= 0 && (size_t)n < w->errlen)
         vsnprintf(w->err + n, w->errlen - (size_t)n, fmt, ap);
+    /* one line, whatever a name from the source holds (fmt_err's rule) */
+    for (char *c = w->err; w->errlen && *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
     return code;
 }
 
@@ -677,14 +681,16 @@ static int build_meta(writer *w, const fmt_src *src, fmt_kv *meta)
         size_t len;
         const char *k = fmt_kv_key(kv, i, &len);
         char key[256];
-        if (len >= sizeof key)
-            continue;
+        if (len >= sizeof key || memchr(k, 0, len))
+            continue;                /* (a key no C string names: not copied) */
         memcpy(key, k, len);
         key[len] = 0;
+        char nm[64];
         if (!strncmp(key, "tokenizer.", 10) || !strcmp(key, "general.name") ||
             !strcmp(key, FMT_SYNTH_ROUTING_KEY))
             if (fmt_kv_copy(meta, kv, key))
-                return fail(w, FMT_ENOMEM, "cannot copy metadata %s", key);
+                return fail(w, FMT_ENOMEM, "cannot copy metadata %s",
+                            fmt_safe_name(nm, key, len));
     }
     if (fmt_kv_set_str(meta, "general.architecture", hp->arch, strlen(hp->arch)) ||
         fmt_kv_set_str(meta, "cflow.source", fmt_src_kind(src),
