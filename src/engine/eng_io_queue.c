@@ -26,20 +26,9 @@ ssize_t (*eng_io_result)(int fd, void *buf, size_t n, off_t off, ssize_t res);
 
 void eng_xio_parse_fault(eng_xio *x)
 {
-    const char *f = getenv("CFLOW_FAULT");
-    const char *pre = "expert-read:";
-    x->fault = FAULT_NONE;
-    x->fault_from = 0;
-    /* other faults may share the variable (runlog:..., prof_fault.c) */
-    if (!f || !(f = strstr(f, pre)))
-        return;
-    f += strlen(pre);
-    if (!strncmp(f, "eio", 3))
-        x->fault = FAULT_EIO, f += 3;
-    else if (!strncmp(f, "short", 5))
-        x->fault = FAULT_SHORT, f += 5;
-    if (x->fault && *f == '@')
-        x->fault_from = strtoul(f + 1, NULL, 10);
+    x->fault = prof_fault_get("expert-read:eio", &x->fault_from)     ? FAULT_EIO
+               : prof_fault_get("expert-read:short", &x->fault_from) ? FAULT_SHORT
+                                                                     : FAULT_NONE;
 }
 
 int eng_xio_fault_next(eng_xio *x)

@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "engine/eng_io_impl.h"
+#include "prof/prof.h"
 
 #ifndef HAVE_LIBURING
 
@@ -228,8 +229,8 @@ int eng_xio_uring_start(eng_xio *x, char *why, size_t whylen)
     }
     /* CFLOW_FAULT=uring-init:eperm: the kernel refuses, as a seccomp
      * filter or kernel.io_uring_disabled does (for tests) */
-    const char *f = getenv("CFLOW_FAULT");
-    int rc = f && strstr(f, "uring-init:eperm") ? -EPERM : io_uring_queue_init(qd, &u->ring, 0);
+    int rc = prof_fault_get("uring-init:eperm", NULL) ? -EPERM
+                                                      : io_uring_queue_init(qd, &u->ring, 0);
     if (rc < 0) {
         refusal(rc, why, whylen);
         err = -rc;

@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "engine/eng_impl.h"
+#include "prof/prof.h"
 
 int eng_fail(char *err, size_t errlen, int code, const char *fmt, ...)
 {
@@ -42,37 +43,6 @@ void *eng_xalloc(size_t n, int *oom)
     return p;
 }
 
-/* $CFLOW_FAULT's grammar (the test suite's faults: prof_fault.c reads the
- * run log's, eng_io_queue.c and eng_io_uring.c the expert reads'): items
- * joined by commas, each a fault with an optional @N (N decimal) where
- * the fault counts.  A misspelt fault would inject nothing and a test
- * meant to see it fail would pass for the wrong reason. */
-static int faults_ok(const char *v)
-{
-    static const struct { const char *name; int counted; } known[] = {
-        { "runlog:enospc", 1 },    { "runlog:busy", 1 }, { "expert-read:eio", 1 },
-        { "expert-read:short", 1 }, { "uring-init:eperm", 0 },
-    };
-    for (;;) {
-        size_t n = strcspn(v, ","), k = 0, i;
-        for (i = 0; i < sizeof known / sizeof *known; i++) {
-            k = strlen(known[i].name);
-            if (k <= n && !strncmp(v, known[i].name, k))
-                break;
-        }
-        if (i == sizeof known / sizeof *known)
-            return 0;
-        if (k < n) {                 /* the rest must be @ and digits */
-            if (!known[i].counted || v[k] != '@' || k + 1 == n ||
-                strspn(v + k + 1, "0123456789") != n - k - 1)
-                return 0;
-        }
-        if (!v[n])
-            return 1;
-        v += n + 1;
-    }
-}
-
 int eng_env_check(char *err, size_t errlen)
 {
     const char *v = getenv("CFLOW_ISA");
@@ -92,7 +62,7 @@ int eng_env_check(char *err, size_t errlen)
     if (rc)
         return rc;
     v = getenv("CFLOW_FAULT");
-    if (v && *v && !faults_ok(v))
+    if (v && *v && !prof_fault_ok(v))       /* the grammar: prof.h */
         return eng_fail(err, errlen, ENG_EARG,
                         "CFLOW_FAULT='%s': use runlog:enospc|busy[@N], "
                         "expert-read:eio|short[@N] or uring-init:eperm, joined by commas", v);

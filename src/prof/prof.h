@@ -548,4 +548,21 @@ typedef struct prof_bench_row {
 /* One test's result in the current session (prof_log_session first). */
 int prof_log_bench(prof_log *l, const prof_bench_row *r, char *err, size_t errlen);
 
+/* ======================================================================= */
+/* The test suite's faults ($CFLOW_FAULT, prof_fault.c)                    */
+/* ======================================================================= */
+/* $CFLOW_FAULT is faults joined by commas, each a name with an optional
+ * "@N" (N decimal: where the fault starts counting) where the fault
+ * counts: runlog:enospc, runlog:busy (the run log, prof_fault.c),
+ * expert-read:eio, expert-read:short (the expert reads, eng_io_queue.c),
+ * uring-init:eperm (eng_io_uring.c; takes no @N).  This grammar is
+ * written here once, for the check and for every reader of a fault. */
+
+/* 1 when v (not NULL) is that grammar, else 0. */
+int prof_fault_ok(const char *v);
+/* Whether $CFLOW_FAULT, read now, names fault name (one of the names
+ * above; not NULL): 1 and its N in *at (0 without "@N"; at may be NULL),
+ * else 0 and *at 0.  A value prof_fault_ok refuses names nothing. */
+int prof_fault_get(const char *name, unsigned long *at);
+
 #endif /* CFLOW_PROF_H */

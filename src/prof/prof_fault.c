@@ -27,6 +27,7 @@
  */
 #include "config.h"
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,19 +148,81 @@ static int v_access(sqlite3_vfs *v, const char *name, int fl, int *out)
 static int v_fullpath(sqlite3_vfs *v, const char *name, int n, char *out)
 { (void)v; return flt_real->xFullPathname(flt_real, name, n, out); }
 
+/* The faults $CFLOW_FAULT may name, and whether each takes "@N". */
+static const struct { const char *name; int counted; } known[] = {
+    { "runlog:enospc", 1 },     { "runlog:busy", 1 }, { "expert-read:eio", 1 },
+    { "expert-read:short", 1 }, { "uring-init:eperm", 0 },
+};
+enum { N_KNOWN = sizeof known / sizeof *known };
+
+/* The item of n bytes at v: the index of its fault in known[] and its N in
+ * *at, or -1 when it is no fault's name with a well-formed "@N". */
+static int item(const char *v, size_t n, unsigned long *at)
+{
+    *at = 0;
+    for (int i = 0; i < N_KNOWN; i++) {
+        size_t k = strlen(known[i].name);
+        if (k > n || strncmp(v, known[i].name, k))
+            continue;
+        if (k == n)
+            return i;
+        /* the rest must be @ and digits (a misspelt fault would inject
+         * nothing, and a test meant to see it fail would pass for the
+         * wrong reason) */
+        if (!known[i].counted || v[k] != '@' || k + 1 == n ||
+            strspn(v + k + 1, "0123456789") != n - k - 1)
+            return -1;
+        *at = strtoul(v + k + 1, NULL, 10);
+        return i;
+    }
+    return -1;
+}
+
+int prof_fault_ok(const char *v)
+{
+    unsigned long at;
+    for (;;) {
+        size_t n = strcspn(v, ",");
+        if (item(v, n, &at) < 0)
+            return 0;
+        if (!v[n])
+            return 1;
+        v += n + 1;
+    }
+}
+
+int prof_fault_get(const char *name, unsigned long *at)
+{
+    const char *v = getenv("CFLOW_FAULT");
+    unsigned long n_at = 0;
+    if (at)
+        *at = 0;
+    if (!v || !prof_fault_ok(v))
+        return 0;
+    for (;;) {
+        size_t n = strcspn(v, ",");
+        int i = item(v, n, &n_at);
+        if (i >= 0 && !strcmp(known[i].name, name)) {
+            if (at)
+                *at = n_at;
+            return 1;
+        }
+        if (!v[n])
+            return 0;
+        v += n + 1;
+    }
+}
+
 const char *prof_fault_vfs(void)
 {
-    const char *env = getenv("CFLOW_FAULT"), *p;
-    if (!env || !(p = strstr(env, "runlog:")))
-        return NULL;
-    p += 7;
-    if (!strncmp(p, "enospc", 6))
-        flt_kind = FLT_ENOSPC, p += 6;
-    else if (!strncmp(p, "busy", 4))
-        flt_kind = FLT_BUSY, p += 4;
+    unsigned long at;
+    if (prof_fault_get("runlog:enospc", &at))
+        flt_kind = FLT_ENOSPC;
+    else if (prof_fault_get("runlog:busy", &at))
+        flt_kind = FLT_BUSY;
     else
         return NULL;
-    flt_after = *p == '@' ? strtol(p + 1, NULL, 10) : 0;
+    flt_after = at > LONG_MAX ? LONG_MAX : (long)at;
     if (flt_vfs.zName)
         return flt_vfs.zName;
     if (!(flt_real = sqlite3_vfs_find(NULL)))

@@ -522,6 +522,51 @@ static void test_machine(void **state)
     assert_true(prof_cpu_cores() >= 1);
 }
 
+/* $CFLOW_FAULT's grammar and each fault's N, read through the one parser
+ * the run log, the expert readers and eng_env_check share. */
+static void test_fault_grammar(void **state)
+{
+    (void)state;
+    static const char *const good[] = {
+        "runlog:enospc", "runlog:busy@0", "expert-read:eio@12", "uring-init:eperm",
+        "expert-read:short@3,runlog:busy,uring-init:eperm",
+    };
+    static const char *const bad[] = {
+        "", "runlog:enopsc", "runlog:busy@", "runlog:busy@x", "runlog:busy@1x",
+        "uring-init:eperm@1", "expert-read:eio,", ",runlog:busy", "expert-read:eio@-1",
+        "expert-read:eiox", "runlog:busy runlog:enospc",
+    };
+    unsigned long at = 99;
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        assert_int_equal(prof_fault_ok(good[i]), 1);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(prof_fault_ok(bad[i]), 0);
+
+    unsetenv("CFLOW_FAULT");
+    assert_int_equal(prof_fault_get("runlog:busy", &at), 0);
+    assert_int_equal(at, 0);
+    setenv("CFLOW_FAULT", "expert-read:short@7,runlog:busy@3,uring-init:eperm", 1);
+    assert_int_equal(prof_fault_get("expert-read:short", &at), 1);
+    assert_int_equal(at, 7);
+    assert_int_equal(prof_fault_get("runlog:busy", &at), 1);
+    assert_int_equal(at, 3);
+    assert_int_equal(prof_fault_get("uring-init:eperm", &at), 1);
+    assert_int_equal(at, 0);
+    assert_int_equal(prof_fault_get("uring-init:eperm", NULL), 1);
+    assert_int_equal(prof_fault_get("expert-read:eio", &at), 0);
+    assert_int_equal(prof_fault_get("runlog:enospc", &at), 0);
+    /* a name inside another item is not that fault */
+    setenv("CFLOW_FAULT", "expert-read:eio@5", 1);
+    assert_int_equal(prof_fault_get("expert-read:eio", &at), 1);
+    assert_int_equal(at, 5);
+    assert_int_equal(prof_fault_get("runlog:busy", &at), 0);
+    /* a value outside the grammar names nothing, not its readable part */
+    setenv("CFLOW_FAULT", "runlog:busy@2,expert-read:typo", 1);
+    assert_int_equal(prof_fault_get("runlog:busy", &at), 0);
+    assert_int_equal(at, 0);
+    unsetenv("CFLOW_FAULT");
+}
+
 static void test_default_path(void **state)
 {
     (void)state;
@@ -858,6 +903,7 @@ int main(void)
         cmocka_unit_test(test_file_hash),
         cmocka_unit_test(test_machine),
         cmocka_unit_test(test_default_path),
+        cmocka_unit_test(test_fault_grammar),
         cmocka_unit_test(test_log_roundtrip),
         cmocka_unit_test(test_log_migrate_v1),
         cmocka_unit_test(test_log_refuses),
