@@ -80,8 +80,10 @@ static int stage_stream(eng_session *s, unsigned k, int which, const eng_mv *ori
 /* Wait for the reads of route r's experts j0 <= j < j1 with bit j of
  * *mask set (mask NULL: all of them) and rebase them into their slots; a slot
  * already landed costs no wait, only the rebase.  The wait goes to
- * PROF_ST_IO_WAIT of the routing layer and is taken out of the part the
- * caller marks next (*pt).  The route's read time IO is the growth of
+ * PROF_ST_IO_WAIT of the routing layer, to the stall (xio_stall_s) and is
+ * taken out of the part the caller marks next (*pt); the check and rebase
+ * of bytes just read are work on the CPU, not a wait for storage, and stay
+ * in that part.  The route's read time IO is the growth of
  * the reader pool's busy time (the union of the intervals with a read
  * queued or in flight) since the previous reads completed: overlapping
  * reads are not counted twice, and the routes' times sum to the time
@@ -90,7 +92,7 @@ static void wait_some(eng_session *s, eng_route *r, uint32_t j0, uint32_t j1,
                       const uint32_t *mask, double *pt)
 {
     const eng_layer *ly = &s->layers[r->layer];
-    double t0 = prof_now(), busy = 0.0;
+    double t0 = prof_now(), busy = 0.0, work = 0.0;   /* work: checks, rebases */
     uint64_t bytes = 0;
     /* After a failed read the token is lost: its other reads are left to
      * land on their own (their slots wait for them, eng_io.c). */
@@ -110,6 +112,7 @@ static void wait_some(eng_session *s, eng_route *r, uint32_t j0, uint32_t j1,
         /* once a slot holds an expert's bytes, they are checked and its
          * streams pointed at them once: a cache hit finds both done */
         if (s->stage[k].based != off + 1) {
+            double tw = prof_now();
             /* the open laid the bank out unread (FMT_OPEN_LAZY_EXPERTS):
              * the bytes a read brought are checked before their first use;
              * a refused expert stays refused each time it is routed */
@@ -126,6 +129,7 @@ static void wait_some(eng_session *s, eng_route *r, uint32_t j0, uint32_t j1,
                 continue;
             }
             s->stage[k].based = off + 1;
+            work += prof_now() - tw;
         }
         /* a hit on a slot still being read (a look-ahead guess,
          * eng_moe_ahead.c) waited for storage too: its time counts */
@@ -144,12 +148,13 @@ static void wait_some(eng_session *s, eng_route *r, uint32_t j0, uint32_t j1,
         if (s->prof)
             prof_layer_io(s->prof, (unsigned)r->layer, io, bytes);
     }
-    double t1 = prof_now();
-    s->stats.xio_stall_s += t1 - t0;
+    /* a refused expert's check (continue above) is left in the wait */
+    double t1 = prof_now(), waited = t1 - t0 - work;
+    s->stats.xio_stall_s += waited;
     if (s->prof && r->k && r->slot[0] >= 0)
-        prof_layer_mark(s->prof, (unsigned)r->layer, PROF_ST_IO_WAIT, t0);
+        prof_layer_mark(s->prof, (unsigned)r->layer, PROF_ST_IO_WAIT, t1 - waited);
     if (pt)
-        *pt += t1 - t0;
+        *pt += waited;
 }
 
 void eng_moe_wait(eng_session *s, eng_route *r, double *pt)
