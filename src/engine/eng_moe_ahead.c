@@ -61,7 +61,10 @@
  *
  * --expert-ahead on|off (eng_opts.expert_ahead; $CFLOW_EXPERT_AHEAD),
  * on by default; --expert-ahead-layers N (eng_opts.expert_ahead_layers;
- * $CFLOW_EXPERT_AHEAD_LAYERS), the depth.
+ * $CFLOW_EXPERT_AHEAD_LAYERS), the depth.  Both change between tokens
+ * (eng_set_expert_ahead, eng_set_expert_ahead_layers): off and on again
+ * keep the slots set aside at the open, and the depth may go anywhere up
+ * to the open's, whose guesses those slots were sized for.
  */
 #include "config.h"
 
@@ -82,8 +85,10 @@ struct ahead_set {
 
 struct eng_ahead {
     int       ready;               /* slots were reserved (eng_moe_ahead_slots) */
-    unsigned  depth;               /* layers looked ahead, 1..ENG_AHEAD_MAX */
-    uint32_t  cap;                 /* guesses a set may hold: top_k x depth */
+    unsigned  depth;               /* layers looked ahead, 1..depth_max */
+    unsigned  depth_max;           /* the depth opened with: what the slots set
+                                    * aside and the arrays below are sized for */
+    uint32_t  cap;                 /* guesses a set may hold: top_k x depth_max */
     uint32_t  held, reserve;       /* slots the sets hold; at most reserve */
     struct ahead_set set[ENG_AHEAD_MAX];   /* set[layer % depth] */
     int       expert[ENG_MAX_TOPK];
@@ -151,7 +156,7 @@ int eng_moe_ahead_setup(eng_session *s, char *err, size_t errlen)
     struct eng_ahead *a = calloc(1, sizeof *a);
     if (!a)
         goto oom;
-    a->depth = depth;
+    a->depth = a->depth_max = depth;
     /* a set gathers at most top_k new guesses at each of `depth` layers;
      * after a layer has routed, the sets of the next depth - 1 layers
      * have had depth - 1, ..., 1 rounds and this layer's guesses add one
@@ -187,19 +192,50 @@ int eng_expert_ahead(const eng_session *s)
  * guess never reaches past the last layer), so turning off has nothing in
  * flight to account for: the drop is a guard.  The slots set aside at the
  * open stay set aside, so that on again needs no new layout. */
+static int off_at_open(const eng_session *s, char *err, size_t errlen)
+{
+    return eng_fail(err, errlen, ENG_EUNSUP,
+                    "%s: look-ahead was off when the model was opened, so no slots were "
+                    "set aside for its guesses: open it with look-ahead on",
+                    fmt_model_path(s->model));
+}
+
 int eng_set_expert_ahead(eng_session *s, int on, char *err, size_t errlen)
 {
     on = on != 0;
     if (on == (s->opts.expert_ahead != 0))
         return 0;
     if (on && !s->ahead && guessable(s->hp))
-        return eng_fail(err, errlen, ENG_EUNSUP,
-                        "%s: look-ahead was off when the model was opened, so no slots were "
-                        "set aside for its guesses: open it with look-ahead on",
-                        fmt_model_path(s->model));
+        return off_at_open(s, err, errlen);
     if (!on)
         eng_moe_ahead_drop(s);
     s->opts.expert_ahead = on;       /* eng_moe_ahead_guess reads it */
+    return 0;
+}
+
+/* The depth is only which sets the guesses gather in (set[layer % depth])
+ * and how far eng_moe_ahead_guess looks: between tokens every set is
+ * empty, so a new depth starts clean.  The slots set aside at the open
+ * hold depth_max's guesses and any smaller depth's. */
+int eng_set_expert_ahead_layers(eng_session *s, int n, char *err, size_t errlen)
+{
+    struct eng_ahead *a = s->ahead;
+    if (n < 1 || n > ENG_AHEAD_MAX)
+        return eng_fail(err, errlen, ENG_EARG, "expert look-ahead of %d layers: use 1 to %d",
+                        n, ENG_AHEAD_MAX);
+    if (guessable(s->hp)) {
+        unsigned d = (unsigned)n < s->hp->n_layers - 1 ? (unsigned)n : s->hp->n_layers - 1;
+        if (!a)
+            return off_at_open(s, err, errlen);
+        if (d > a->depth_max)
+            return eng_fail(err, errlen, ENG_EUNSUP,
+                            "%s: look-ahead of %d layers: slots were set aside for %u when "
+                            "the model was opened: open it with --expert-ahead-layers %d",
+                            fmt_model_path(s->model), n, a->depth_max, n);
+        eng_moe_ahead_drop(s);       /* a guard: no set is open between tokens */
+        a->depth = d;
+    }
+    s->opts.expert_ahead_layers = n;  /* eng_expert_ahead reports it */
     return 0;
 }
 

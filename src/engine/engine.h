@@ -428,6 +428,14 @@ int  eng_expert_ahead(const eng_session *s);
  * look-ahead on).  A dense or pipeline-native model takes either and
  * guesses nothing. */
 int  eng_set_expert_ahead(eng_session *s, int on, char *err, size_t errlen);
+/* Look-ahead's depth, n layers (1 .. ENG_AHEAD_MAX), between tokens; the
+ * tokens never change, and on/off stays as it is (eng_expert_ahead reports
+ * n while on).  Any depth up to the one the session opened with: its
+ * guesses' slots were set aside then.  0; ENG_EARG for n out of range;
+ * ENG_EUNSUP with one line in err for a deeper look-ahead than the open's,
+ * or where look-ahead was off at the open.  A dense or pipeline-native
+ * model takes any n and guesses nothing. */
+int  eng_set_expert_ahead_layers(eng_session *s, int n, char *err, size_t errlen);
 /* 1 when sync/staged reads bypass the page cache, 0 when the file system
  * refused O_DIRECT (buffered fallback), -1 in mmap mode. */
 int  eng_expert_io_direct(const eng_session *s);

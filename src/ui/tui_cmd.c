@@ -229,18 +229,37 @@ CMD(cmd_system)
     tui_settings_free(&st);
 }
 
-/* Look-ahead on (1), off (0) or (-1) the other state. */
-static void set_expert_ahead(tui_app *a, int on)
+/* /expert-ahead [on|off|N]: look-ahead on, off, N layers deep (on), or
+ * (no argument) the other state. */
+static void set_expert_ahead(tui_app *a, const char *arg)
 {
-    char was[24];
-    ui_ahead_text(a->snap.expert_ahead, was, sizeof was);
-    if (on < 0)
+    char was[24], now[24], *end = NULL;
+    int on = -1, layers = 0;
+    if (!*arg)
         on = a->snap.expert_ahead <= 0;
+    else if (!strcmp(arg, "on"))
+        on = 1;
+    else if (!strcmp(arg, "off") || !strcmp(arg, "0"))
+        on = 0;
+    else {
+        long n = strtol(arg, &end, 10);
+        if (*end || end == arg || n < 1 || n > ENG_AHEAD_MAX) {
+            tui_say(a, TUI_ERROR, "/expert-ahead: bad value '%s' (on, off, or 1 to %d layers)",
+                    arg, ENG_AHEAD_MAX);
+            return;
+        }
+        on = 1;
+        layers = (int)n;
+    }
+    ui_ahead_text(a->snap.expert_ahead, was, sizeof was);
     tui_settings st;
     tui_gen_get_settings(a->gen, &st);
     st.expert_ahead = on;
-    char what[96];
-    snprintf(what, sizeof what, "look-ahead %s -> %s%s", was, on ? "on" : "off",
+    if (layers)
+        st.expert_ahead_layers = layers;
+    char what[128];
+    snprintf(what, sizeof what, "look-ahead %s -> %s%s", was,
+             !on ? "off" : layers ? ui_ahead_text(layers, now, sizeof now) : "on",
              a->snap.hp.n_experts ? "" : " (a dense model guesses no experts)");
     set_and_say(a, &st, what);
     tui_settings_free(&st);
@@ -250,7 +269,7 @@ CMD(cmd_runs) { (void)c; tui_open_runs(a, *v->s ? v->s : NULL); }
 CMD(cmd_threads) { (void)c; change_threads(a, 0, v->i); }
 CMD(cmd_prefetch) { (void)c; set_prefetch(a, *v->s ? v->on : -1); }
 CMD(cmd_expert_io) { (void)c; cycle_expert_io(a, v->s); }
-CMD(cmd_expert_ahead) { (void)c; set_expert_ahead(a, *v->s ? v->on : -1); }
+CMD(cmd_expert_ahead) { (void)c; set_expert_ahead(a, v->s); }
 CMD(cmd_temp) { (void)c; change_temp(a, 0, v->d); }
 
 /* The other settings: one assignment each, said as "NAME VALUE". */
@@ -356,8 +375,8 @@ const tui_cmd tui_cmds[] = {
       "expert prefetch (none: the other state)" },
     { "expert-io", NULL, "[MODE]", TUI_A_TEXT, 1, NULL, cmd_expert_io,
       "mmap, sync, staged or auto (none: the next)" },
-    { "expert-ahead", NULL, "[on|off]", TUI_A_ONOFF, 1, NULL, cmd_expert_ahead,
-      "look-ahead reads of guessed experts (none: the other state)" },
+    { "expert-ahead", NULL, "[on|off|N]", TUI_A_TEXT, 1, NULL, cmd_expert_ahead,
+      "look-ahead reads of guessed experts, N layers deep (none: the other state)" },
     { "temp", NULL, "T", TUI_A_REAL, 0, "temp", cmd_temp, "temperature (0: greedy)" },
     { "top-k", NULL, "K", TUI_A_INT, 0, "top-k", cmd_top_k, "sample from the K likeliest (0: all)" },
     { "top-p", NULL, "P", TUI_A_REAL, 0, "top-p", cmd_top_p, "nucleus sampling" },

@@ -341,6 +341,34 @@ static void log_session(tui_gen *g, const char *model, const char *named)
     }
     g->log_session = 1;
 }
+/* /expert-ahead's on/off and depth into the session.  A refusal is said
+ * once per model and value asked (ahead_refused_on, _layers); the wish
+ * stays, so that /model opens the next model with it.  On is set first,
+ * and the depth only while on: where on is refused (look-ahead was off at
+ * the open) the depth would be refused for the same reason. */
+static void apply_ahead(tui_gen *g)
+{
+    char err[1024];
+    const int on = g->cur.expert_ahead, layers = g->cur.expert_ahead_layers;
+    if (on >= 0 && on != (eng_expert_ahead(g->s) > 0)) {
+        if (on && g->ahead_refused_on)
+            return;
+        if (eng_set_expert_ahead(g->s, on, err, sizeof err)) {
+            tui_gen_note(g, TUI_ERROR, "look-ahead on: %s (it stays off; /model opens a "
+                         "model with it on)", err);
+            g->ahead_refused_on = 1;
+            return;
+        }
+    }
+    const int now = eng_expert_ahead(g->s);   /* layers, 0 off: the depth waits for on */
+    if (layers > 0 && now > 0 && layers != now && layers != g->ahead_refused_layers &&
+        eng_set_expert_ahead_layers(g->s, layers, err, sizeof err)) {
+        tui_gen_note(g, TUI_ERROR, "look-ahead of %d layers: %s (it stays as it was; /model "
+                     "opens a model with it)", layers, err);
+        g->ahead_refused_layers = layers;
+    }
+}
+
 
 /* ---- jobs -------------------------------------------------------------- */
 void tui_gen_apply(tui_gen *g)
@@ -371,15 +399,7 @@ void tui_gen_apply(tui_gen *g)
             eng_set_expert_io(g->s, mode, err, sizeof err))
             tui_gen_note(g, TUI_ERROR, "expert I/O %s: %s (it stays %s)", g->cur.expert_io, err,
                  eng_expert_io_name(eng_expert_io(g->s)));
-        /* a refusal is said once per model; the wish stays, so that
-         * /model opens the next one with look-ahead on */
-        if (g->cur.expert_ahead >= 0 && !g->ahead_refused &&
-            g->cur.expert_ahead != (eng_expert_ahead(g->s) > 0) &&
-            eng_set_expert_ahead(g->s, g->cur.expert_ahead, err, sizeof err)) {
-            tui_gen_note(g, TUI_ERROR, "look-ahead on: %s (it stays off; /model opens a "
-                         "model with it on)", err);
-            g->ahead_refused = 1;
-        }
+        apply_ahead(g);
     }
     g->run_dirty = 1;
     tui_gen_snap_refresh(g, g->snap.state);
@@ -423,6 +443,8 @@ void tui_gen_job_load(tui_gen *g, const char *path)
     eo.expert_io = g->cur.expert_io[0] ? eng_expert_io_from_name(g->cur.expert_io) : -1;
     if (g->cur.expert_ahead >= 0)    /* /expert-ahead, else the command line's */
         eo.expert_ahead = g->cur.expert_ahead;
+    if (g->cur.expert_ahead_layers > 0)
+        eo.expert_ahead_layers = g->cur.expert_ahead_layers;
     if (eng_open(&ns, path, &eo, err, sizeof err)) {
         tui_gen_note(g, TUI_ERROR, "cannot load model: %s%s", err,
              g->s ? " (the previous model stays loaded)" : " (no model loaded: /model PATH)");
@@ -459,7 +481,8 @@ void tui_gen_job_load(tui_gen *g, const char *path)
     eng_sampler_free(g->smp);
     g->s = ns;
     g->threads_req = g->cur.threads;
-    g->ahead_refused = 0;
+    g->ahead_refused_on = 0;
+    g->ahead_refused_layers = 0;
     g->p = np;
     g->smp = nsmp;
     eng_set_prof(g->s, g->p);

@@ -38,7 +38,8 @@ struct tui_gen {
     size_t          n_kv, kv_cap;
     size_t          conv_first;  /* first transcript entry in the context */
     int             threads_req; /* the thread count last asked of the engine */
-    int             ahead_refused; /* the session refused look-ahead on (asked once) */
+    int             ahead_refused_on;     /* the session refused look-ahead on */
+    int             ahead_refused_layers; /* the depth it refused; 0 none (apply_ahead) */
     int             run_open, run_dirty, log_session;
     int64_t         run_id;
     double          bw;          /* the machine's read bandwidth, GB/s */

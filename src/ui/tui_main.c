@@ -155,6 +155,7 @@ static int parse_flags(int argc, char **argv, tui_args *a)
         snprintf(st->expert_io, sizeof st->expert_io, "%s", eng_expert_io_name(o.expert_io));
     ui_settings_eng_opts(&o, &st->eng);
     st->expert_ahead = -1;
+    st->expert_ahead_layers = 0;
     ui_settings_sampling(&o, &st->sp);
     st->n_predict = o.n_predict;
     st->ignore_eos = o.ignore_eos;

@@ -415,6 +415,53 @@ static void test_ahead_live(void **state)
     assert_int_equal(pred[1], 0);
     assert_true(pred[2] > 0);
     eng_close(s);
+    /* the depth, live: opened at 2 (tiny-mixtral's 3 layers allow no
+     * more), then 1, then 2 again: the same tokens, and the deeper rounds
+     * guess more (each layer's guesses from two layers back as well) */
+    s = open_ahead(path, ENG_XIO_SYNC, 1 << 20, 2);
+    for (int k = 0; k < 3; k++) {
+        const int depth = k == 1 ? 1 : 2;
+        assert_int_equal(eng_set_expert_ahead_layers(s, depth, err, sizeof err), 0);
+        assert_int_equal(eng_expert_ahead(s), depth);
+        eng_get_stats(s, &st);
+        uint64_t before = st.xio_pred;
+        greedy(s, got);
+        eng_get_stats(s, &st);
+        pred[k] = st.xio_pred - before;
+        fprintf(stderr, "live look-ahead of %d layers: %llu guesses over %d tokens\n", depth,
+                (unsigned long long)pred[k], N_TOK);
+        assert_memory_equal(got, ref + k * N_TOK, sizeof got);
+    }
+    assert_true(pred[1] > 0);
+    assert_true(pred[0] > pred[1] && pred[2] > pred[1]);
+    /* off keeps the depth for on; out of range, or deeper than the open's */
+    assert_int_equal(eng_set_expert_ahead(s, 0, err, sizeof err), 0);
+    assert_int_equal(eng_set_expert_ahead_layers(s, 1, err, sizeof err), 0);
+    assert_int_equal(eng_expert_ahead(s), 0);
+    assert_int_equal(eng_set_expert_ahead(s, 1, err, sizeof err), 0);
+    assert_int_equal(eng_expert_ahead(s), 1);
+    static const int out_of_range[] = { 0, -1, ENG_AHEAD_MAX + 1 };
+    for (size_t i = 0; i < sizeof out_of_range / sizeof *out_of_range; i++) {
+        assert_int_equal(eng_set_expert_ahead_layers(s, out_of_range[i], err, sizeof err),
+                         ENG_EARG);
+        assert_non_null(strstr(err, "use 1 to " ENG_STR(ENG_AHEAD_MAX)));
+    }
+    eng_close(s);
+    s = open_ahead(path, ENG_XIO_SYNC, 1 << 20, 1);
+    err[0] = 0;
+    assert_int_equal(eng_set_expert_ahead_layers(s, 2, err, sizeof err), ENG_EUNSUP);
+    assert_non_null(strstr(err, path));
+    assert_non_null(strstr(err, "slots were set aside for 1 when the model was opened"));
+    assert_null(strchr(err, '\n'));
+    assert_int_equal(eng_expert_ahead(s), 1);
+    /* a depth past the last layer is the deepest there is: 2 here */
+    eng_close(s);
+    s = open_ahead(path, ENG_XIO_SYNC, 1 << 20, 2);
+    assert_int_equal(eng_set_expert_ahead_layers(s, 5, err, sizeof err), 0);
+    assert_int_equal(eng_expert_ahead(s), 5);
+    greedy(s, got);
+    assert_memory_equal(got, ref, sizeof got);
+    eng_close(s);
     /* opened off: on is refused, nothing changes */
     s = open_ahead(path, ENG_XIO_SYNC, 1 << 20, 0);
     assert_int_equal(eng_set_expert_ahead(s, 1, err, sizeof err), ENG_EUNSUP);
@@ -423,6 +470,8 @@ static void test_ahead_live(void **state)
     assert_null(strchr(err, '\n'));
     assert_int_equal(eng_expert_ahead(s), 0);
     assert_int_equal(eng_set_expert_ahead(s, 0, err, sizeof err), 0);
+    assert_int_equal(eng_set_expert_ahead_layers(s, 1, err, sizeof err), ENG_EUNSUP);
+    assert_non_null(strstr(err, "look-ahead was off when the model was opened"));
     eng_close(s);
     remove(path);
     /* pipeline-native (expert_delay 2): nothing to guess, either setting */
@@ -431,6 +480,7 @@ static void test_ahead_live(void **state)
     assert_int_equal(eng_set_expert_ahead(s, 1, err, sizeof err), 0);
     assert_int_equal(eng_expert_ahead(s) > 0, 1);
     assert_int_equal(eng_set_expert_ahead(s, 0, err, sizeof err), 0);
+    assert_int_equal(eng_set_expert_ahead_layers(s, 7, err, sizeof err), 0);
     eng_close(s);
     remove(path);
 }

@@ -10,7 +10,8 @@
  * auto chose ("expert-io mmap (auto)"); after /quit the run log's row of
  * the reply has the pane's counts.  The same session with --expert-ahead
  * off guesses nothing, and a bad --expert-ahead-layers is refused;
- * /expert-ahead turns it off and on live, and refuses on where the model
+ * /expert-ahead turns it off and on live, changes its depth, refuses a
+ * depth deeper than the open's, and refuses on where the model
  * was opened with it off.
  */
 #include <setjmp.h>
@@ -122,6 +123,9 @@ static void test_tui_expert_figures(void **state)
     free(wait_screen(", look-ahead off, "));
     send_line("/expert-ahead");   /* the other state: on again */
     free(wait_screen(", look-ahead 1 layer, "));
+    /* a depth: a pipeline-native model takes any and guesses nothing */
+    send_line("/expert-ahead 3");
+    free(wait_screen(", look-ahead 3 layers, "));
     send_line("/zoom speed");
     scr = wait_screen("read bw 4321.50 GB/s (1 threads, median of 1 passes");
     assert_non_null(strstr(scr, "from the run log)"));
@@ -203,6 +207,24 @@ static void test_tui_expert_ahead_off(void **state)
     send_line("/zoom");
     send_line("/expert-ahead on");
     free(wait_screen("look-ahead was off when the model was opened"));
+    send_line("/expert-ahead deep");
+    free(wait_screen("/expert-ahead: bad value 'deep' (on, off, or 1 to 8 layers)"));
+    /* the wish stays: /model opens the same file with look-ahead on, one
+     * layer deep (the default), and so with slots for no deeper guesses */
+    char cmd[2400];
+    snprintf(cmd, sizeof cmd, "/model %s", model);
+    send_line(cmd);
+    send_line("/zoom overlap");
+    free(wait_screen("prefetch off, look-ahead 1 layer, "));
+    send_line("/zoom");
+    send_line("/expert-ahead 2");
+    free(wait_screen("slots were set aside for 1 when the model was opened"));
+    /* a refused depth does not hold back the next request */
+    send_line("/zoom overlap");
+    send_line("/expert-ahead off");
+    free(wait_screen("prefetch off, look-ahead off, "));
+    send_line("/expert-ahead 1");
+    free(wait_screen("prefetch off, look-ahead 1 layer, "));
     send_line("/quit");
 }
 
