@@ -393,13 +393,14 @@ int eng_xio_new(eng_xio **out, const char *path, uint64_t max_bytes,
     x->slot_bytes = (size_t)((max_bytes + 2 * ENG_IO_ALIGN - 1) / ENG_IO_ALIGN * ENG_IO_ALIGN);
     x->n_slots = n_slots ? n_slots : 1;
     x->slots = calloc(x->n_slots, sizeof *x->slots);
+    x->slot_err = calloc(x->n_slots, sizeof *x->slot_err);
     unsigned per_slot = (unsigned)((x->slot_bytes + x->chunk - 1) / x->chunk);
     x->cap = x->n_slots * per_slot;
     x->q = calloc(x->cap, sizeof *x->q);
     x->park = calloc(x->cap, sizeof *x->park);
     x->n_keys = n_keys;
     x->key_slot = malloc((n_keys ? n_keys : 1) * sizeof *x->key_slot);
-    if (!x->path || !x->slots || !x->q || !x->park || !x->key_slot)
+    if (!x->path || !x->slots || !x->slot_err || !x->q || !x->park || !x->key_slot)
         goto fail;
     if ((rc = pick_policy(x, cfg, err, errlen)))
         goto fail;
@@ -462,6 +463,7 @@ void eng_xio_free(eng_xio *x)
         close(x->old_fd);
     free(x->arena);
     free(x->slots);
+    free(x->slot_err);
     free(x->q);
     free(x->park);
     free(x->key_slot);
@@ -579,7 +581,7 @@ static int issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit, int 
     xio_slot *sl = &x->slots[k];
     sl->held = 1;
     sl->failed = 0;
-    sl->err[0] = 0;
+    x->slot_err[k][0] = 0;
     sl->off = off;
     sl->len = len;
     sl->data = sl->buf + (off - a);
@@ -630,7 +632,7 @@ int eng_xio_wait(eng_xio *x, int slot, const uint8_t **data, double *busy_done,
     while (atomic_load(&sl->pending) > 0)
         pthread_cond_wait(&x->done, &x->mu);
     if (sl->failed) {
-        snprintf(err, errlen, "%s", sl->err);
+        snprintf(err, errlen, "%s", x->slot_err[slot]);
         rc = ENG_EIO;
     }
     *data = sl->data;

@@ -32,18 +32,21 @@
 enum { XIO_POOL = 0, XIO_URING = 1 };   /* eng_xio.reader */
 enum { XIO_LRU = 0, XIO_LFU = 1 };      /* eng_xio.policy (eng_io.c, "Replacement") */
 
+/* One slot: 64 bytes on LP64, so that a miss's scan for the coldest slot
+ * (victim, eng_io.c) reads one cache line a slot, in order, through
+ * thousands of them; the reason of a failed read lives apart (slot_err). */
 typedef struct xio_slot {
     uint8_t       *buf;        /* [slot_bytes] of eng_xio.arena, ENG_IO_ALIGN-aligned */
     const uint8_t *data;       /* the expert's first byte inside buf */
     uint64_t       off, len;   /* the expert's range in the file */
+    uint64_t       used;       /* the clock at its last issue: LRU order, LFU's ties */
+    double         busy_done;  /* the reader's busy seconds when it completed */
     int            held;       /* issues not yet released (a hit shares a slot) */
     int            key;        /* the cached expert (eng_xio_issue), -1 none */
-    uint64_t       used;       /* the clock at its last issue: LRU order, LFU's ties */
     atomic_int     pending;    /* chunks queued or being read */
-    int            failed;     /* a chunk failed: err holds why */
-    char           err[256];
-    double         busy_done;  /* the reader's busy seconds when it completed */
+    int            failed;     /* a chunk failed: eng_xio.slot_err[slot] holds why */
 } xio_slot;
+#define ENG_IO_ERR 256u        /* bytes of a failed read's reason */
 
 typedef struct xio_req {
     int      slot;
@@ -69,6 +72,7 @@ struct eng_xio {
     uint32_t         chunk;    /* bytes per read request (a multiple of ENG_IO_ALIGN) */
     unsigned         n_slots;
     xio_slot        *slots;
+    char           (*slot_err)[ENG_IO_ERR];   /* [n_slots] why a slot's read failed */
     /* the cache: key_slot [n_keys] the slot holding each key's bytes (-1
      * none), a clock stamped on every issue, hits and misses so far; the
      * replacement policy (XIO_*), and for XIO_LFU freq [n_keys] each key's

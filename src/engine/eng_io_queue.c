@@ -106,7 +106,7 @@ void eng_xio_chunk_done(eng_xio *x, const xio_req *r, const char *why)
         x->busy_s += prof_now() - x->busy_t0;
     if (why && !sl->failed) {
         sl->failed = 1;
-        snprintf(sl->err, sizeof sl->err, "%s: expert read at offset %llu failed: %s",
+        snprintf(x->slot_err[r->slot], ENG_IO_ERR, "%s: expert read at offset %llu failed: %s",
                  x->path, (unsigned long long)r->foff, why);
     }
     if (atomic_fetch_sub(&sl->pending, 1) == 1) {

@@ -24,6 +24,11 @@
  * N defaults to 0 (the first write or lock fails).  Without CFLOW_FAULT,
  * or with one naming no run log fault, nothing is registered and the log
  * uses SQLite's default VFS.  The counters are process-wide.
+ *
+ * The variable's grammar is read here for every fault of the suite
+ * (prof_fault_ok, prof_fault_get in prof.h): the engine's expert reads and
+ * io_uring refusal ask for theirs by name, and eng_env_check refuses a
+ * value outside it.
  */
 #include "config.h"
 
