@@ -141,27 +141,7 @@ static int read_header(fmt_model *m, char *err, size_t errlen)
         return bad(err, errlen, FMT_EFORMAT, p, "header size %u, expected 88",
                    kern_ld_u16(h + FMT_H_HSIZE));
 
-    memset(hp, 0, sizeof *hp);
-    hp->n_layers = kern_ld_u32(h + FMT_H_NLAYERS);
-    hp->dim = kern_ld_u32(h + FMT_H_DIM);
-    hp->ffn_dim = kern_ld_u32(h + FMT_H_FFN);
-    hp->expert_ffn_dim = kern_ld_u32(h + FMT_H_EFFN);
-    hp->vocab_size = kern_ld_u32(h + FMT_H_VOCAB);
-    hp->max_seq = kern_ld_u32(h + FMT_H_MAXSEQ);
-    hp->n_heads = kern_ld_u16(h + FMT_H_NHEADS);
-    hp->n_kv_heads = kern_ld_u16(h + FMT_H_NKV);
-    hp->head_dim = kern_ld_u16(h + FMT_H_HEADDIM);
-    hp->n_experts = kern_ld_u16(h + FMT_H_NEXP);
-    hp->top_k = kern_ld_u16(h + FMT_H_TOPK);
-    hp->sliding_window = kern_ld_u16(h + FMT_H_SWA);
-    hp->quant_type = h[FMT_H_QTYPE];
-    hp->rope_theta = kern_ld_f32(h + FMT_H_THETA);
-    hp->norm_eps = kern_ld_f32(h + FMT_H_EPS);
-    hp->dense_delay = h[FMT_H_DDELAY];
-    hp->expert_delay = h[FMT_H_EDELAY];
-    hp->combine_style = h[FMT_H_COMBINE];
-    hp->flags = h[FMT_H_FLAGS] | (uint32_t)h[FMT_H_FLAGS2] << 8;
-    hp->softcap = kern_ld_f32(h + FMT_H_SOFTCAP);
+    fmt_header_load(h, hp);           /* every field, checked below */
 
 #define REQ(cond, ...) \
     do { if (!(cond)) return bad(err, errlen, FMT_EFORMAT, p, __VA_ARGS__); } while (0)

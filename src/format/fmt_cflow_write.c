@@ -724,41 +724,6 @@ static int dominant_type(const slot *table, unsigned n_entries)
     return best;
 }
 
-static void header_store(uint8_t *h, const fmt_hparams *hp, uint64_t ltab,
-                         uint64_t meta, uint8_t flags, uint8_t qtype)
-{
-    memset(h, 0, FMT_HEADER_SIZE);
-    memcpy(h + FMT_H_MAGIC, FMT_MAGIC, 8);
-    fmt_wr16(h + FMT_H_VERSION, FMT_VERSION);
-    fmt_wr16(h + FMT_H_HSIZE, FMT_HEADER_SIZE);
-    fmt_wr32(h + FMT_H_NLAYERS, hp->n_layers);
-    fmt_wr32(h + FMT_H_DIM, hp->dim);
-    fmt_wr32(h + FMT_H_FFN, hp->ffn_dim);
-    fmt_wr32(h + FMT_H_EFFN, hp->expert_ffn_dim);
-    fmt_wr32(h + FMT_H_VOCAB, hp->vocab_size);
-    fmt_wr32(h + FMT_H_MAXSEQ, hp->max_seq);
-    fmt_wr16(h + FMT_H_NHEADS, (uint16_t)hp->n_heads);
-    fmt_wr16(h + FMT_H_NKV, (uint16_t)hp->n_kv_heads);
-    fmt_wr16(h + FMT_H_HEADDIM, (uint16_t)hp->head_dim);
-    fmt_wr16(h + FMT_H_NEXP, (uint16_t)hp->n_experts);
-    fmt_wr16(h + FMT_H_TOPK, (uint16_t)hp->top_k);
-    fmt_wr16(h + FMT_H_SWA, (uint16_t)hp->sliding_window);
-    h[FMT_H_QTYPE] = qtype;
-    h[FMT_H_FLAGS2] = (uint8_t)(hp->flags >> 8);
-    fmt_wr16(h + FMT_H_TROWS, KERN_TILE_ROWS);
-    fmt_wr16(h + FMT_H_TCOLS, KERN_TILE_COLS);
-    fmt_wr16(h + FMT_H_QGROUP, KERN_QBLOCK);
-    fmt_wrf32(h + FMT_H_THETA, hp->rope_theta);
-    fmt_wrf32(h + FMT_H_EPS, hp->norm_eps);
-    fmt_wr64(h + FMT_H_LTABLE, ltab);
-    fmt_wr64(h + FMT_H_META, meta);
-    h[FMT_H_DDELAY] = hp->dense_delay;
-    h[FMT_H_EDELAY] = hp->expert_delay;
-    h[FMT_H_COMBINE] = hp->combine_style;
-    h[FMT_H_FLAGS] = flags;
-    fmt_wrf32(h + FMT_H_SOFTCAP, hp->softcap);
-}
-
 /* What fmt_cflow_write carries between its phases. */
 typedef struct out_file {
     fmt_out     out;                   /* the file, named when complete */
@@ -916,7 +881,7 @@ static int finish(writer *w, const fmt_hparams *hp, out_file *o)
     int rc;
     for (size_t i = 0; i < nslot; i++)
         slot_store(o->tbuf + i * FMT_SLOT_SIZE, &o->table[i]);
-    header_store(o->hdr, hp, o->ltab, o->meta_off, o->flags,
+    fmt_header_store(o->hdr, hp, o->ltab, o->meta_off, o->flags,
                  (uint8_t)dominant_type(o->table, hp->n_layers + 1));
     if (o->vflow && (rc = write_vflow_tables(w, o)))
         return rc;

@@ -1,18 +1,83 @@
 /*
  * fmt_hparams.c — rules on a model's hyper-parameters (fmt_hparams) that
  * every reader and writer of this module shares: the names of the combine
- * styles, the pipeline fields' consistency, the widths of the .cflow
- * header's fields and the one rule for a tensor's rank.  It sits below them all
+ * styles, the pipeline fields' consistency, the .cflow header's fields
+ * (their bytes both ways, and their widths) and the one rule for a
+ * tensor's rank.  It sits below them all
  * (the .cflow reader, the source toolkit fmt_src.c and the converters), so
  * each imports the rules downwards and none holds them for the others.
  */
 #include "config.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "format/cflow_format.h"
 #include "format/fmt_impl.h"
 #include "format/fmt_layout.h"
+
+/* The .cflow header's fields and fmt_hparams, both ways: the writer's
+ * bytes and the reader's fields side by side, so that a field added to
+ * one is seen missing from the other. */
+void fmt_header_store(uint8_t *h, const fmt_hparams *hp, uint64_t ltab, uint64_t meta,
+                      uint8_t flags, uint8_t qtype)
+{
+    memset(h, 0, FMT_HEADER_SIZE);
+    memcpy(h + FMT_H_MAGIC, FMT_MAGIC, 8);
+    fmt_wr16(h + FMT_H_VERSION, FMT_VERSION);
+    fmt_wr16(h + FMT_H_HSIZE, FMT_HEADER_SIZE);
+    fmt_wr32(h + FMT_H_NLAYERS, hp->n_layers);
+    fmt_wr32(h + FMT_H_DIM, hp->dim);
+    fmt_wr32(h + FMT_H_FFN, hp->ffn_dim);
+    fmt_wr32(h + FMT_H_EFFN, hp->expert_ffn_dim);
+    fmt_wr32(h + FMT_H_VOCAB, hp->vocab_size);
+    fmt_wr32(h + FMT_H_MAXSEQ, hp->max_seq);
+    fmt_wr16(h + FMT_H_NHEADS, (uint16_t)hp->n_heads);
+    fmt_wr16(h + FMT_H_NKV, (uint16_t)hp->n_kv_heads);
+    fmt_wr16(h + FMT_H_HEADDIM, (uint16_t)hp->head_dim);
+    fmt_wr16(h + FMT_H_NEXP, (uint16_t)hp->n_experts);
+    fmt_wr16(h + FMT_H_TOPK, (uint16_t)hp->top_k);
+    fmt_wr16(h + FMT_H_SWA, (uint16_t)hp->sliding_window);
+    h[FMT_H_QTYPE] = qtype;
+    h[FMT_H_FLAGS2] = (uint8_t)(hp->flags >> 8);
+    fmt_wr16(h + FMT_H_TROWS, KERN_TILE_ROWS);
+    fmt_wr16(h + FMT_H_TCOLS, KERN_TILE_COLS);
+    fmt_wr16(h + FMT_H_QGROUP, KERN_QBLOCK);
+    fmt_wrf32(h + FMT_H_THETA, hp->rope_theta);
+    fmt_wrf32(h + FMT_H_EPS, hp->norm_eps);
+    fmt_wr64(h + FMT_H_LTABLE, ltab);
+    fmt_wr64(h + FMT_H_META, meta);
+    h[FMT_H_DDELAY] = hp->dense_delay;
+    h[FMT_H_EDELAY] = hp->expert_delay;
+    h[FMT_H_COMBINE] = hp->combine_style;
+    h[FMT_H_FLAGS] = flags;
+    fmt_wrf32(h + FMT_H_SOFTCAP, hp->softcap);
+}
+
+void fmt_header_load(const uint8_t *h, fmt_hparams *hp)
+{
+    memset(hp, 0, sizeof *hp);
+    hp->n_layers = kern_ld_u32(h + FMT_H_NLAYERS);
+    hp->dim = kern_ld_u32(h + FMT_H_DIM);
+    hp->ffn_dim = kern_ld_u32(h + FMT_H_FFN);
+    hp->expert_ffn_dim = kern_ld_u32(h + FMT_H_EFFN);
+    hp->vocab_size = kern_ld_u32(h + FMT_H_VOCAB);
+    hp->max_seq = kern_ld_u32(h + FMT_H_MAXSEQ);
+    hp->n_heads = kern_ld_u16(h + FMT_H_NHEADS);
+    hp->n_kv_heads = kern_ld_u16(h + FMT_H_NKV);
+    hp->head_dim = kern_ld_u16(h + FMT_H_HEADDIM);
+    hp->n_experts = kern_ld_u16(h + FMT_H_NEXP);
+    hp->top_k = kern_ld_u16(h + FMT_H_TOPK);
+    hp->sliding_window = kern_ld_u16(h + FMT_H_SWA);
+    hp->quant_type = h[FMT_H_QTYPE];
+    hp->rope_theta = kern_ld_f32(h + FMT_H_THETA);
+    hp->norm_eps = kern_ld_f32(h + FMT_H_EPS);
+    hp->dense_delay = h[FMT_H_DDELAY];
+    hp->expert_delay = h[FMT_H_EDELAY];
+    hp->combine_style = h[FMT_H_COMBINE];
+    hp->flags = h[FMT_H_FLAGS] | (uint32_t)h[FMT_H_FLAGS2] << 8;
+    hp->softcap = kern_ld_f32(h + FMT_H_SOFTCAP);
+}
 
 const char *fmt_combine_name(int c)
 {
