@@ -164,6 +164,42 @@ static void model_streams(want *w)
 
 /* ------------------------------------------------------------ 1-3 */
 
+/* `runs export --csv`: the byte and expert columns in the header, run 1's
+ * b_critical_bytes cell (found by the header's name) is b_crit, and the
+ * row has the header's columns. */
+static void check_csv_export(const char *db, double b_crit)
+{
+    tu_proc p;
+    cflow(&p, "runs", "export", "--csv", "--db", db, NULL);
+    expect_ok(&p, "runs export --csv");
+    assert_non_null(strstr(p.out, ",cpu-migrations,attention_bytes_per_token,ffn_bytes_per_token,"
+                                  "experts_bytes_per_token,streamed_bytes_per_token,"
+                                  "b_naive_bytes,b_critical_bytes,expert_io_asked,expert_ahead,"
+                                  "expert_cache_bytes,expert_hits,"));
+    assert_non_null(strstr(p.out, ",overlapped_bound_pct\n"));
+    /* run 1's b_critical_bytes column is its critical path: the column
+     * whose header name is b_critical_bytes, counted in the header */
+    const char *hdr = p.out, *row = strchr(p.out, '\n') + 1;
+    const char *end = strchr(row, '\n');
+    assert_non_null(end);
+    int col = 0;
+    for (const char *c = hdr; c < strstr(hdr, "b_critical_bytes"); c++)
+        col += *c == ',';
+    const char *cell = row;
+    for (int k = 0; k < col; k++)
+        cell = strchr(cell, ',') + 1;
+    assert_true(cell < end);
+    assert_true(close_to(strtod(cell, NULL), b_crit));
+    /* every row has the header's columns */
+    int nh = 0, nr = 0;
+    for (const char *c = hdr; c < row; c++)
+        nh += *c == ',';
+    for (const char *c = row; c < end; c++)
+        nr += *c == ',';
+    assert_int_equal(nr, nh);
+    tu_proc_free(&p);
+}
+
 static void test_bytes_and_critical_path(void **state)
 {
     (void)state;
@@ -295,34 +331,7 @@ static void test_bytes_and_critical_path(void **state)
     json_object_put(ex);
     json_object_put(cp);
 
-    cflow(&p, "runs", "export", "--csv", "--db", db, NULL);
-    expect_ok(&p, "runs export --csv");
-    assert_non_null(strstr(p.out, ",cpu-migrations,attention_bytes_per_token,ffn_bytes_per_token,"
-                                  "experts_bytes_per_token,streamed_bytes_per_token,"
-                                  "b_naive_bytes,b_critical_bytes,expert_io_asked,expert_ahead,"
-                                  "expert_cache_bytes,expert_hits,"));
-    assert_non_null(strstr(p.out, ",overlapped_bound_pct\n"));
-    /* run 1's b_critical_bytes column is its critical path: the column
-     * whose header name is b_critical_bytes, counted in the header */
-    const char *hdr = p.out, *row = strchr(p.out, '\n') + 1;
-    const char *end = strchr(row, '\n');
-    assert_non_null(end);
-    int col = 0;
-    for (const char *c = hdr; c < strstr(hdr, "b_critical_bytes"); c++)
-        col += *c == ',';
-    const char *cell = row;
-    for (int k = 0; k < col; k++)
-        cell = strchr(cell, ',') + 1;
-    assert_true(cell < end);
-    assert_true(close_to(strtod(cell, NULL), b_crit));
-    /* every row has the header's columns */
-    int nh = 0, nr = 0;
-    for (const char *c = hdr; c < row; c++)
-        nh += *c == ',';
-    for (const char *c = row; c < end; c++)
-        nr += *c == ',';
-    assert_int_equal(nr, nh);
-    tu_proc_free(&p);
+    check_csv_export(db, b_crit);
 }
 
 /* ------------------------------------------------------------ 4 */

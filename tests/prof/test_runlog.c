@@ -183,6 +183,38 @@ static int setup(void **state)
 
 /* ------------------------------------------------------------ 1 */
 
+/* `cflow runs` on the log db: usage errors exit 2, a missing run 1 naming
+ * it; a log that does not exist yet lists as empty and is not created. */
+static void check_runs_refusals(const char *db)
+{
+    tu_proc p;
+    /* usage errors and a missing run */
+    cflow(&p, NULL, "runs", "bogus", "--db", db, NULL);
+    assert_int_equal(p.status, 2);
+    tu_proc_free(&p);
+    cflow(&p, NULL, "runs", "show", "--db", db, NULL);
+    assert_int_equal(p.status, 2);
+    tu_proc_free(&p);
+    cflow(&p, NULL, "runs", "export", "--db", db, NULL);
+    assert_int_equal(p.status, 2);
+    tu_proc_free(&p);
+    cflow(&p, NULL, "runs", "show", "99", "--db", db, NULL);
+    assert_int_equal(p.status, 1);
+    assert_non_null(strstr(p.err, "no run 99"));
+    tu_proc_free(&p);
+    /* a log that does not exist yet is empty, and is not created */
+    char nodb[4096];
+    snprintf(nodb, sizeof nodb, "%s", tu_tmp("absent.db"));
+    cflow(&p, NULL, "runs", "list", "--json", "--db", nodb, NULL);
+    expect_ok(&p, "runs list on a missing log");
+    json_object *empty = json_tokener_parse(p.out);
+    assert_non_null(empty);
+    assert_int_equal(json_object_array_length(empty), 0);
+    json_object_put(empty);
+    assert_int_equal(access(nodb, F_OK), -1);
+    tu_proc_free(&p);
+}
+
 static void test_two_runs_compare(void **state)
 {
     (void)state;
@@ -309,31 +341,7 @@ static void test_two_runs_compare(void **state)
     tu_proc_free(&p);
     json_object_put(a);
 
-    /* usage errors and a missing run */
-    cflow(&p, NULL, "runs", "bogus", "--db", db, NULL);
-    assert_int_equal(p.status, 2);
-    tu_proc_free(&p);
-    cflow(&p, NULL, "runs", "show", "--db", db, NULL);
-    assert_int_equal(p.status, 2);
-    tu_proc_free(&p);
-    cflow(&p, NULL, "runs", "export", "--db", db, NULL);
-    assert_int_equal(p.status, 2);
-    tu_proc_free(&p);
-    cflow(&p, NULL, "runs", "show", "99", "--db", db, NULL);
-    assert_int_equal(p.status, 1);
-    assert_non_null(strstr(p.err, "no run 99"));
-    tu_proc_free(&p);
-    /* a log that does not exist yet is empty, and is not created */
-    char nodb[4096];
-    snprintf(nodb, sizeof nodb, "%s", tu_tmp("absent.db"));
-    cflow(&p, NULL, "runs", "list", "--json", "--db", nodb, NULL);
-    expect_ok(&p, "runs list on a missing log");
-    json_object *empty = json_tokener_parse(p.out);
-    assert_non_null(empty);
-    assert_int_equal(json_object_array_length(empty), 0);
-    json_object_put(empty);
-    assert_int_equal(access(nodb, F_OK), -1);
-    tu_proc_free(&p);
+    check_runs_refusals(db);
 }
 
 /* ------------------------------------------------------------ 2 */
