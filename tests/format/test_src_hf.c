@@ -434,18 +434,28 @@ static void spit_st(const char *path, const char *hdr, size_t data_n)
     free(b);
 }
 
+/* stories260K.bin opened with its tokenizer (*tok); with dir, also made
+ * into a plain HF folder there, whose model.safetensors path goes to st. */
+static fmt_src *l2c_and_hf(const char **tok, const char *dir, char st[1024])
+{
+    *tok = tu_shared_file("models/tok512.bin");
+    fmt_src *l2c = open_ok(tu_shared_file("models/stories260K.bin"), *tok);
+    if (dir) {
+        hfopt o = { 0 };
+        make_hf(dir, l2c, &o);
+        snprintf(st, 1024, "%s/model.safetensors", dir);
+    }
+    return l2c;
+}
+
 /* Damaged safetensors headers: lengths, truncations, JSON, offsets and
  * sizes that disagree, tensors that do not tile the data. */
 static void test_hf_damage_header(void **state)
 {
     (void)state;
-    const char *bin = tu_shared_file("models/stories260K.bin");
-    const char *tok = tu_shared_file("models/tok512.bin");
-    fmt_src *l2c = open_ok(bin, tok);
-    hfopt o = { 0 };
-    make_hf(tu_tmp("hf-base"), l2c, &o);
+    const char *tok;
     char st[1024];
-    snprintf(st, sizeof st, "%s/model.safetensors", tu_tmp("hf-base"));
+    fmt_src *l2c = l2c_and_hf(&tok, tu_tmp("hf-base"), st);
     size_t n;
     uint8_t *orig = tu_slurp(st, &n);
     uint64_t hl;
@@ -551,13 +561,9 @@ static void test_hf_damage_header(void **state)
 static void test_hf_damage_config(void **state)
 {
     (void)state;
-    const char *bin = tu_shared_file("models/stories260K.bin");
-    const char *tok = tu_shared_file("models/tok512.bin");
-    fmt_src *l2c = open_ok(bin, tok);
-    hfopt o = { 0 };
-    make_hf(tu_tmp("hf-cfg"), l2c, &o);
+    const char *tok;
     char st[1024], cfg[1024];
-    snprintf(st, sizeof st, "%s/model.safetensors", tu_tmp("hf-cfg"));
+    fmt_src *l2c = l2c_and_hf(&tok, tu_tmp("hf-cfg"), st);
     snprintf(cfg, sizeof cfg, "%s/config.json", tu_tmp("hf-cfg"));
     size_t cn;
     uint8_t *corig = tu_slurp(cfg, &cn);
@@ -612,9 +618,8 @@ static void test_hf_damage_config(void **state)
 static void test_hf_damage_pipeline(void **state)
 {
     (void)state;
-    const char *bin = tu_shared_file("models/stories260K.bin");
-    const char *tok = tu_shared_file("models/tok512.bin");
-    fmt_src *l2c = open_ok(bin, tok);
+    const char *tok;
+    fmt_src *l2c = l2c_and_hf(&tok, NULL, NULL);
 #define PIPE "\"cflow_arch\": \"arch2_4_combined\", \"num_experts\": 0, "
     static const struct { const char *extra, *why; } pipe[] = {
         { PIPE "\"dense_delay\": 1, \"combine_style\": 0", "takes no delays" },
