@@ -28,6 +28,10 @@
 
 #include "testutil.h"
 
+#ifdef HAVE_LIBURING
+#include <liburing.h>
+#endif
+
 extern char **environ;
 
 const char *tu_shared(const char *rel)
@@ -395,4 +399,20 @@ void tu_synth_moe(const char *preset, const char *out, tu_moe *g)
     assert_true(g->n_moe > 0 && g->top_k > 0 && g->expert_len > 0);
     json_object_put(o);
     tu_proc_free(&p);
+}
+
+int tu_have_uring(const char *who)
+{
+#ifdef HAVE_LIBURING
+    struct io_uring ring;
+    int rc = io_uring_queue_init(4, &ring, 0);
+    if (rc == 0) {
+        io_uring_queue_exit(&ring);
+        return 1;
+    }
+    fprintf(stderr, "%s: io_uring refused (%s): the pool reader only\n", who, strerror(-rc));
+#else
+    fprintf(stderr, "%s: built without liburing: the pool reader only\n", who);
+#endif
+    return 0;
 }

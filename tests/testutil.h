@@ -70,6 +70,11 @@ typedef struct tu_moe {
 } tu_moe;
 void tu_synth_moe(const char *preset, const char *out, tu_moe *g);
 
+/* Whether io_uring, the default expert reader, runs here (the build has
+ * liburing and the kernel allows it); when not, one line on stderr, who
+ * first, says so: the caller then tests the pool reader alone. */
+int tu_have_uring(const char *who);
+
 /* Read a whole file (malloc'd, NUL-terminated); NULL on error. */
 char *tu_read_file(const char *path, size_t *len);
 int   tu_write_file(const char *path, const void *buf, size_t len);
