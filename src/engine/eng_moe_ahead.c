@@ -99,6 +99,13 @@ struct eng_ahead {
     uint64_t  pred, hits, reads, wasted, bytes, issue_hits;
 };
 
+/* A depth outside 1 .. ENG_AHEAD_MAX: ENG_EARG. */
+static int bad_depth(int n, char *err, size_t errlen)
+{
+    return eng_fail(err, errlen, ENG_EARG, "expert look-ahead of %d layers: use 1 to %d", n,
+                    ENG_AHEAD_MAX);
+}
+
 /* $CFLOW_EXPERT_AHEAD_LAYERS where eng_opts.expert_ahead_layers is 0: the
  * look-ahead's depth, else ENG_AHEAD_LAYERS.  0, or ENG_EARG. */
 static int depth_from(eng_session *s, unsigned *depth, char *err, size_t errlen)
@@ -114,8 +121,7 @@ static int depth_from(eng_session *s, unsigned *depth, char *err, size_t errlen)
         n = (int)v;
     }
     if (n < 1 || n > ENG_AHEAD_MAX)
-        return eng_fail(err, errlen, ENG_EARG, "expert look-ahead of %d layers: use 1 to %d",
-                        n, ENG_AHEAD_MAX);
+        return bad_depth(n, err, errlen);
     *depth = (unsigned)n;
     return 0;
 }
@@ -188,10 +194,7 @@ int eng_expert_ahead(const eng_session *s)
     return s->opts.expert_ahead ? s->opts.expert_ahead_layers : 0;
 }
 
-/* Between tokens no guess set is open (each layer settles its own, and a
- * guess never reaches past the last layer), so turning off has nothing in
- * flight to account for: the drop is a guard.  The slots set aside at the
- * open stay set aside, so that on again needs no new layout. */
+/* On asked of a session opened with look-ahead off: ENG_EUNSUP. */
 static int off_at_open(const eng_session *s, char *err, size_t errlen)
 {
     return eng_fail(err, errlen, ENG_EUNSUP,
@@ -200,6 +203,10 @@ static int off_at_open(const eng_session *s, char *err, size_t errlen)
                     fmt_model_path(s->model));
 }
 
+/* Between tokens no guess set is open (each layer settles its own, and a
+ * guess never reaches past the last layer), so turning off has nothing in
+ * flight to account for: the drop is a guard.  The slots set aside at the
+ * open stay set aside, so that on again needs no new layout. */
 int eng_set_expert_ahead(eng_session *s, int on, char *err, size_t errlen)
 {
     on = on != 0;
@@ -221,8 +228,7 @@ int eng_set_expert_ahead_layers(eng_session *s, int n, char *err, size_t errlen)
 {
     struct eng_ahead *a = s->ahead;
     if (n < 1 || n > ENG_AHEAD_MAX)
-        return eng_fail(err, errlen, ENG_EARG, "expert look-ahead of %d layers: use 1 to %d",
-                        n, ENG_AHEAD_MAX);
+        return bad_depth(n, err, errlen);
     if (guessable(s->hp)) {
         unsigned d = (unsigned)n < s->hp->n_layers - 1 ? (unsigned)n : s->hp->n_layers - 1;
         if (!a)

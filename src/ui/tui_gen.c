@@ -341,6 +341,7 @@ static void log_session(tui_gen *g, const char *model, const char *named)
     }
     g->log_session = 1;
 }
+
 /* /expert-ahead's on/off and depth into the session.  A refusal is said
  * once per model and value asked (ahead_refused_on, _layers); the wish
  * stays, so that /model opens the next model with it.  On is set first,
