@@ -1,6 +1,7 @@
 /*
  * test_tok.c — the tokenizer against llama.cpp's vocabulary test vectors,
- * llama2.c's encoder, and the streaming detokeniser's UTF-8 guarantees.
+ * llama2.c's encoder, and the streaming detokeniser's UTF-8 guarantees
+ * (Hugging Face tokenizer files: test_tok_hf.c, the same program).
  *
  * Vectors: shared/tokenizer-tests/<vocab>.gguf.inp holds strings separated
  * by "\n__ggml_vocab_test__\n" (the file ends with the separator, so the
@@ -11,125 +12,19 @@
  */
 #include "config.h"
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
+#include "tok_test.h"
 
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <json-c/json.h>
-
-#include "engine/engine.h"
-#include "format/cflow_format.h"
-#include "testutil.h"
-
-/* ---- helpers ----------------------------------------------------------- */
-/* Encode into a malloc'd array (checks the retry-with-larger-buffer
- * contract on the way). */
-static int32_t *encode(const eng_tok *t, const char *s, size_t len, int add,
-                       int parse, size_t *n)
-{
-    size_t need = 0, got = 0;
-    int32_t probe[2], *ids;
-    assert_int_equal(eng_tok_encode(t, s, len, add, parse, probe, 2, &need),
-                     0);
-    ids = malloc((need + 1) * sizeof *ids);
-    assert_non_null(ids);
-    assert_int_equal(eng_tok_encode(t, s, len, add, parse, ids, need, &got),
-                     0);
-    assert_int_equal(got, need);
-    if (need >= 1)
-        assert_int_equal(ids[0], probe[0]);
-    if (need >= 2)
-        assert_int_equal(ids[1], probe[1]);
-    *n = got;
-    return ids;
-}
-
-/* Run every vector of inp/out against t; returns the number that match
- * and prints the first mismatches. */
-static void run_vectors(const char *name, const eng_tok *t, const char *inp,
-                        const char *outp)
-{
-    static const char sep[] = "\n__ggml_vocab_test__\n";
-    size_t ilen, n_ok = 0, n_all = 0, shown = 0;
-    char *in = tu_slurp(inp, &ilen), *out = tu_slurp(outp, NULL);
-    char *pos = in, *line = out;
-    while (pos < in + ilen) {
-        char *nx = strstr(pos, sep), *eol;
-        size_t slen = nx ? (size_t)(nx - pos) : (size_t)(in + ilen - pos);
-        size_t n_got, n_exp = 0;
-        int32_t *got, exp[512];
-        int ok;
-        if (!*line)
-            fail_msg("%s: fewer output lines than inputs", name);
-        eol = strchr(line, '\n');
-        if (eol)
-            *eol = 0;
-        for (char *p = line; *p;) {
-            char *e;
-            long v = strtol(p, &e, 10);
-            if (e == p)
-                break;
-            assert_true(n_exp < 512);
-            exp[n_exp++] = (int32_t)v;
-            p = e;
-        }
-        got = encode(t, pos, slen, 0, 0, &n_got);
-        ok = n_got == n_exp && memcmp(got, exp, n_got * sizeof *got) == 0;
-        n_ok += ok;
-        n_all++;
-        if (!ok && shown++ < 5) {
-            printf("  %s: mismatch for \"%.*s\"\n    want:", name, (int)slen,
-                   pos);
-            for (size_t i = 0; i < n_exp; i++)
-                printf(" %d", exp[i]);
-            printf("\n    got: ");
-            for (size_t i = 0; i < n_got; i++)
-                printf(" %d", got[i]);
-            printf("\n");
-        }
-        free(got);
-        line = eol ? eol + 1 : line + strlen(line);
-        if (!nx)
-            break;
-        pos = nx + sizeof sep - 1;
-    }
-    printf("  %s: %zu/%zu strings match\n", name, n_ok, n_all);
-    assert_true(n_all > 0);
-    assert_int_equal(*line, 0); /* as many outputs as inputs */
-    assert_int_equal(n_ok, n_all);
-    free(in);
-    free(out);
-}
-
-static eng_tok *load_gguf_tok(const char *rel, fmt_gguf **g)
-{
-    char err[256];
-    eng_tok *t = NULL;
-    if (fmt_gguf_open(g, tu_shared(rel), err, sizeof err) != 0)
-        fail_msg("%s", err);
-    if (eng_tok_load(&t, fmt_gguf_kv(*g), err, sizeof err) != 0)
-        fail_msg("%s", err);
-    return t;
-}
-
+/* ---- llama.cpp's vectors, GGUF vocabularies ---------------------------- */
 static void gguf_vectors(const char *vocab)
 {
     char rel[256], inp[300], out[300];
     fmt_gguf *g = NULL;
     eng_tok *t;
     snprintf(rel, sizeof rel, "tokenizer-tests/ggml-vocab-%s.gguf", vocab);
-    t = load_gguf_tok(rel, &g);
+    t = tt_load_gguf_tok(rel, &g);
     snprintf(inp, sizeof inp, "%s.inp", rel);
     snprintf(out, sizeof out, "%s.out", rel);
-    run_vectors(vocab, t, tu_shared(inp), tu_shared(out));
+    tt_run_vectors(vocab, t, tu_shared(inp), tu_shared(out));
     eng_tok_free(t);
     fmt_gguf_close(g);
 }
@@ -144,357 +39,6 @@ static void test_vocab_refact(void **st) { (void)st; gguf_vectors("refact"); }
 static void test_vocab_deepseek_llm(void **st) { (void)st; gguf_vectors("deepseek-llm"); }
 static void test_vocab_deepseek_coder(void **st) { (void)st; gguf_vectors("deepseek-coder"); }
 
-
-/* ---- Hugging Face files ------------------------------------------------ */
-static eng_tok *load_vocab_tok(const char *path, fmt_kv **kvp)
-{
-    char err[512];
-    eng_tok *t = NULL;
-    fmt_kv *kv = fmt_kv_new();
-    assert_non_null(kv);
-    if (fmt_vocab_load(kv, path, err, sizeof err) != 0)
-        fail_msg("fmt_vocab_load: %s", err);
-    if (eng_tok_load(&t, kv, err, sizeof err) != 0)
-        fail_msg("eng_tok_load: %s", err);
-    if (kvp)
-        *kvp = kv;
-    else
-        fmt_kv_free(kv);
-    return t;
-}
-
-static void assert_kv_str(const fmt_kv *kv, const char *key, const char *want)
-{
-    size_t n;
-    const char *s = fmt_kv_get_str(kv, key, &n);
-    if (!s)
-        fail_msg("no %s", key);
-    if (n != strlen(want) || memcmp(s, want, n))
-        fail_msg("%s is '%.*s', want '%s'", key, (int)n, s, want);
-}
-
-#define QWEN2_INP "tokenizer-tests/qwen2-hf/ggml-vocab-qwen2.gguf.inp"
-#define QWEN2_OUT "tokenizer-tests/qwen2-hf/ggml-vocab-qwen2.gguf.out"
-
-static void test_vocab_qwen2_hf(void **st)
-{
-    fmt_kv *kv;
-    eng_tok *t;
-    (void)st;
-    t = load_vocab_tok(tu_shared("tokenizer-tests/qwen2-hf"), &kv);
-    assert_kv_str(kv, "tokenizer.ggml.model", "gpt2");
-    assert_kv_str(kv, "tokenizer.ggml.pre", "qwen2");
-    run_vectors("qwen2 (vocab.json + merges.txt)", t, tu_shared(QWEN2_INP),
-                tu_shared(QWEN2_OUT));
-    eng_tok_free(t);
-    fmt_kv_free(kv);
-}
-
-static char g_tmp[256];
-
-static const char *tmpdir(void)
-{
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/cflow-test-tok-XXXXXX");
-    assert_non_null(mkdtemp(g_tmp));
-    return g_tmp;
-}
-
-static void rm_dir(const char *dir, const char *const *names)
-{
-    char p[512];
-    for (size_t i = 0; names[i]; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        remove(p);
-    }
-    remove(dir);
-}
-
-static void write_text(const char *dir, const char *name, const char *text)
-{
-    char p[512];
-    FILE *f;
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    f = fopen(p, "wb");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-static void write_json(const char *dir, const char *name, json_object *o)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    assert_int_equal(json_object_to_file_ext(p, o, JSON_C_TO_STRING_PLAIN |
-                                             JSON_C_TO_STRING_NOSLASHESCAPE),
-                     0);
-}
-
-static json_object *jtok(int id, const char *content, int special)
-{
-    json_object *o = json_object_new_object();
-    json_object_object_add(o, "id", json_object_new_int(id));
-    json_object_object_add(o, "content", json_object_new_string(content));
-    json_object_object_add(o, "special", json_object_new_boolean(special));
-    return o;
-}
-
-/* A tokenizer.json node {"type": type}. */
-static json_object *jnode(const char *type)
-{
-    json_object *o = json_object_new_object();
-    json_object_object_add(o, "type", json_object_new_string(type));
-    return o;
-}
-
-/* The "model" object: BPE over vocab and merges (both references taken
- * over). */
-static json_object *bpe_model(json_object *vocab, json_object *merges,
-                              int byte_fallback)
-{
-    json_object *m = jnode("BPE");
-    json_object_object_add(m, "vocab", vocab);
-    json_object_object_add(m, "merges", merges);
-    json_object_object_add(m, "byte_fallback",
-                           json_object_new_boolean(byte_fallback));
-    return m;
-}
-
-#define HF_QWEN2_RE "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-
-/* A Qwen2 tokenizer.json from the shared vocab.json and merges.txt, with
- * the given Split expression. */
-static void make_qwen2_json(const char *dir, const char *regex)
-{
-    json_object *root = json_object_new_object(), *model, *merges, *pre,
-                *seq, *split, *pat, *bl, *added, *dec;
-    char *mt = tu_slurp(tu_shared("tokenizer-tests/qwen2-hf/merges.txt"), NULL);
-    json_object *vocab =
-        json_object_from_file(tu_shared("tokenizer-tests/qwen2-hf/vocab.json"));
-    assert_non_null(vocab);
-    merges = json_object_new_array();
-    for (char *l = mt; *l;) {
-        char *e = strchr(l, '\n');
-        if (e)
-            *e = 0;
-        if (*l && strncmp(l, "#version", 8))
-            json_object_array_add(merges, json_object_new_string(l));
-        if (!e)
-            break;
-        l = e + 1;
-    }
-    free(mt);
-    model = bpe_model(vocab, merges, 0);
-    pat = json_object_new_object();
-    json_object_object_add(pat, "Regex", json_object_new_string(regex));
-    split = jnode("Split");
-    json_object_object_add(split, "pattern", pat);
-    json_object_object_add(split, "behavior", json_object_new_string("Isolated"));
-    json_object_object_add(split, "invert", json_object_new_boolean(0));
-    bl = jnode("ByteLevel");
-    json_object_object_add(bl, "add_prefix_space", json_object_new_boolean(0));
-    json_object_object_add(bl, "use_regex", json_object_new_boolean(0));
-    seq = json_object_new_array();
-    json_object_array_add(seq, split);
-    json_object_array_add(seq, bl);
-    pre = jnode("Sequence");
-    json_object_object_add(pre, "pretokenizers", seq);
-    added = json_object_new_array();
-    json_object_array_add(added, jtok(151643, "<|endoftext|>", 1));
-    json_object_array_add(added, jtok(151644, "<|im_start|>", 1));
-    json_object_array_add(added, jtok(151645, "<|im_end|>", 1));
-    dec = jnode("ByteLevel");
-    json_object_object_add(root, "version", json_object_new_string("1.0"));
-    json_object_object_add(root, "added_tokens", added);
-    json_object_object_add(root, "normalizer", NULL);
-    json_object_object_add(root, "pre_tokenizer", pre);
-    json_object_object_add(root, "decoder", dec);
-    json_object_object_add(root, "model", model);
-    write_json(dir, "tokenizer.json", root);
-    json_object_put(root);
-}
-
-static const char *const qwen_files[] = {"tokenizer.json",
-                                         "tokenizer_config.json", NULL};
-#define CHATML "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
-
-static void test_vocab_qwen2_tokenizer_json(void **st)
-{
-    const char *dir = tmpdir();
-    json_object *cfg = json_object_new_object();
-    fmt_kv *kv;
-    eng_tok *t;
-    uint32_t id;
-    size_t n;
-    int32_t *ids;
-    (void)st;
-    make_qwen2_json(dir, HF_QWEN2_RE);
-    json_object_object_add(cfg, "chat_template", json_object_new_string(CHATML));
-    json_object_object_add(cfg, "eos_token", json_object_new_string("<|im_end|>"));
-    json_object_object_add(cfg, "bos_token", NULL);
-    json_object_object_add(cfg, "add_bos_token", json_object_new_boolean(0));
-    write_json(dir, "tokenizer_config.json", cfg);
-    json_object_put(cfg);
-
-    t = load_vocab_tok(dir, &kv);
-    assert_kv_str(kv, "tokenizer.ggml.model", "gpt2");
-    assert_kv_str(kv, "tokenizer.ggml.pre", "qwen2");
-    assert_kv_str(kv, "tokenizer.chat_template", CHATML);
-    assert_int_equal(fmt_kv_get_u32(kv, "tokenizer.ggml.eos_token_id", &id), 0);
-    assert_int_equal(id, 151645);
-    assert_int_equal(eng_tok_n_vocab(t), 151646);
-    assert_int_equal(eng_tok_eos(t), 151645);
-    assert_int_equal(eng_tok_eot(t), 151645);
-    assert_false(eng_tok_add_bos(t));
-    assert_true(eng_tok_is_control(t, 151644));
-    assert_false(eng_tok_is_control(t, 9707));
-    run_vectors("qwen2 (tokenizer.json)", t, tu_shared(QWEN2_INP),
-                tu_shared(QWEN2_OUT));
-
-    /* special tokens are text unless parse_special */
-    {
-        const char *s = "<|im_start|>user\nHi there<|im_end|>\n";
-        size_t has = 0;
-        ids = encode(t, s, strlen(s), 1, 1, &n);
-        assert_true(n >= 4);
-        assert_int_equal(ids[0], 151644);
-        for (size_t i = 0; i < n; i++)
-            has += ids[i] == 151645;
-        assert_int_equal(has, 1);
-        free(ids);
-        ids = encode(t, s, strlen(s), 1, 0, &n);
-        for (size_t i = 0; i < n; i++)
-            assert_true(ids[i] < 151643);
-        free(ids);
-    }
-    eng_tok_free(t);
-    fmt_kv_free(kv);
-    rm_dir(dir, qwen_files);
-
-    /* an expression list we do not name is kept and compiled as given */
-    dir = tmpdir();
-    make_qwen2_json(dir, "(?:" HF_QWEN2_RE ")");
-    t = load_vocab_tok(dir, &kv);
-    assert_kv_str(kv, "tokenizer.ggml.pre", "cflow-regex");
-    assert_int_equal(fmt_kv_arr_len(kv, "tokenizer.cflow.pre_regex"), 1);
-    run_vectors("qwen2 (tokenizer.json, verbatim regex)", t,
-                tu_shared(QWEN2_INP), tu_shared(QWEN2_OUT));
-    eng_tok_free(t);
-    fmt_kv_free(kv);
-    rm_dir(dir, qwen_files);
-}
-
-/* A SentencePiece-style BPE tokenizer.json (as HF converts Llama's
- * tokenizer.model) built from the llama-spm GGUF: merges are every split
- * of a token into two tokens, best piece score first. */
-typedef struct scored { float score; int32_t id; } scored;
-static int scored_cmp(const void *a, const void *b)
-{
-    const scored *x = a, *y = b;
-    if (x->score != y->score)
-        return x->score > y->score ? -1 : 1;
-    return x->id - y->id;
-}
-
-static void test_vocab_spm_tokenizer_json(void **st)
-{
-    static const char *const files[] = {"tokenizer.json", NULL};
-    fmt_gguf *g;
-    char err[256];
-    const fmt_kv *gk;
-    const char *dir = tmpdir();
-    json_object *root = json_object_new_object(), *model, *vocab, *merges,
-                *added, *norm, *nseq, *o, *pat;
-    uint64_t n;
-    scored *order;
-    fmt_kv *kv;
-    eng_tok *t;
-    (void)st;
-    if (fmt_gguf_open(&g, tu_shared("tokenizer-tests/ggml-vocab-llama-spm.gguf"),
-                      err, sizeof err))
-        fail_msg("%s", err);
-    gk = fmt_gguf_kv(g);
-    n = fmt_kv_arr_len(gk, "tokenizer.ggml.tokens");
-    vocab = json_object_new_object();
-    order = malloc(n * sizeof *order);
-    for (uint64_t i = 0; i < n; i++) {
-        size_t l;
-        const char *s = fmt_kv_arr_str(gk, "tokenizer.ggml.tokens", i, &l);
-        char *z = strndup(s, l);
-        json_object_object_add(vocab, z, json_object_new_int((int)i));
-        free(z);
-        order[i].id = (int32_t)i;
-        assert_int_equal(fmt_kv_arr_f32(gk, "tokenizer.ggml.scores", i,
-                                        &order[i].score), 0);
-    }
-    qsort(order, n, sizeof *order, scored_cmp);
-    merges = json_object_new_array();
-    for (uint64_t k = 0; k < n; k++) {
-        int32_t id = order[k].id, ty;
-        size_t l;
-        const char *s = fmt_kv_arr_str(gk, "tokenizer.ggml.tokens", id, &l);
-        assert_int_equal(fmt_kv_arr_i32(gk, "tokenizer.ggml.token_type", id,
-                                        &ty), 0);
-        if (ty != 1)
-            continue;
-        for (size_t cut = 1; cut < l; cut++) {
-            char a[256], b[256], m[520];
-            json_object *x;
-            if (((unsigned char)s[cut] & 0xC0) == 0x80 || l >= 256)
-                continue;
-            memcpy(a, s, cut);
-            a[cut] = 0;
-            memcpy(b, s + cut, l - cut);
-            b[l - cut] = 0;
-            if (!json_object_object_get_ex(vocab, a, &x) ||
-                !json_object_object_get_ex(vocab, b, &x))
-                continue;
-            snprintf(m, sizeof m, "%s %s", a, b);
-            json_object_array_add(merges, json_object_new_string(m));
-        }
-    }
-    free(order);
-    model = bpe_model(vocab, merges, 1);
-    json_object_object_add(model, "unk_token", json_object_new_string("<unk>"));
-    added = json_object_new_array();
-    json_object_array_add(added, jtok(0, "<unk>", 1));
-    json_object_array_add(added, jtok(1, "<s>", 1));
-    json_object_array_add(added, jtok(2, "</s>", 1));
-    nseq = json_object_new_array();
-    o = jnode("Prepend");
-    json_object_object_add(o, "prepend", json_object_new_string("\xe2\x96\x81"));
-    json_object_array_add(nseq, o);
-    o = jnode("Replace");
-    pat = json_object_new_object();
-    json_object_object_add(pat, "String", json_object_new_string(" "));
-    json_object_object_add(o, "pattern", pat);
-    json_object_object_add(o, "content", json_object_new_string("\xe2\x96\x81"));
-    json_object_array_add(nseq, o);
-    norm = jnode("Sequence");
-    json_object_object_add(norm, "normalizers", nseq);
-    json_object_object_add(root, "added_tokens", added);
-    json_object_object_add(root, "normalizer", norm);
-    json_object_object_add(root, "pre_tokenizer", NULL);
-    json_object_object_add(root, "model", model);
-    write_json(dir, "tokenizer.json", root);
-    json_object_put(root);
-
-    {
-        char p[512];
-        snprintf(p, sizeof p, "%s/tokenizer.json", dir);
-        t = load_vocab_tok(p, &kv);  /* the file itself, not the folder */
-    }
-    assert_kv_str(kv, "tokenizer.ggml.model", "llama");
-    assert_true(eng_tok_is_spm(t));
-    assert_int_equal(eng_tok_bos(t), 1);
-    assert_int_equal(eng_tok_eos(t), 2);
-    run_vectors("llama-spm (tokenizer.json)", t,
-                tu_shared("tokenizer-tests/ggml-vocab-llama-spm.gguf.inp"),
-                tu_shared("tokenizer-tests/ggml-vocab-llama-spm.gguf.out"));
-    eng_tok_free(t);
-    fmt_kv_free(kv);
-    fmt_gguf_close(g);
-    rm_dir(dir, files);
-}
 
 /* ---- llama2.c tokenizer.bin -------------------------------------------- */
 static void test_tok512_matches_gguf(void **st)
@@ -512,7 +56,7 @@ static void test_tok512_matches_gguf(void **st)
         fail_msg("%s", err);
     gk = fmt_gguf_kv(g);
     /* llama.cpp's converter made the GGUF from the same tokenizer.bin */
-    assert_kv_str(kv, "tokenizer.ggml.model", "llama");
+    tt_assert_kv_str(kv, "tokenizer.ggml.model", "llama");
     n = fmt_kv_arr_len(kv, "tokenizer.ggml.tokens");
     assert_int_equal(n, 512);
     assert_int_equal(fmt_kv_arr_len(gk, "tokenizer.ggml.tokens"), n);
@@ -537,7 +81,7 @@ static void test_tok512_matches_gguf(void **st)
     fmt_kv_free(kv);
 }
 
-/* llama2.c run.c's encode(), written out independently over the raw
+/* llama2.c run.c's tt_encode(), written out independently over the raw
  * tokenizer.bin (spaces as ' ', byte tokens at id byte + 3). */
 typedef struct l2c {
     char  **s;
@@ -644,7 +188,7 @@ static void test_tok512_runc(void **st)
         "caf\xc3\xa9 \xe2\x80\x94 na\xc3\xafve \xf0\x9f\x98\x80 end", "a", " leading",
         "trailing ", "tab\there\nnew line",
     };
-    eng_tok *t = load_vocab_tok(tu_shared("models/tok512.bin"), NULL);
+    eng_tok *t = tt_load_vocab_tok(tu_shared("models/tok512.bin"), NULL);
     l2c v;
     (void)st;
     l2c_load(&v);
@@ -655,7 +199,7 @@ static void test_tok512_runc(void **st)
         int want[512];
         int nw = l2c_encode(&v, prompts[k], want);
         size_t n;
-        int32_t *got = encode(t, prompts[k], strlen(prompts[k]), 1, 0, &n);
+        int32_t *got = tt_encode(t, prompts[k], strlen(prompts[k]), 1, 0, &n);
         char *back;
         if ((size_t)nw != n)
             fail_msg("\"%s\": %zu tokens, run.c gives %d", prompts[k], n, nw);
@@ -673,7 +217,7 @@ static void test_tok512_runc(void **st)
         /* "Once upon a time" in tok512 is BOS, " Once", " upon", " a",
          * " time", looked up by text in the file itself */
         size_t n;
-        int32_t *got = encode(t, "Once upon a time", 16, 1, 0, &n);
+        int32_t *got = tt_encode(t, "Once upon a time", 16, 1, 0, &n);
         static const char *const words[] = {" Once", " upon", " a", " time"};
         assert_int_equal(n, 5);
         assert_int_equal(got[0], 1);
@@ -700,9 +244,9 @@ static void test_roundtrip_corpus(void **st)
     /* cut at a line end so no character is split */
     *strrchr(corpus, '\n') = 0;
     for (size_t k = 0; vocabs[k]; k++) {
-        eng_tok *t = load_vocab_tok(tu_shared(vocabs[k]), NULL);
+        eng_tok *t = tt_load_vocab_tok(tu_shared(vocabs[k]), NULL);
         size_t n;
-        int32_t *ids = encode(t, corpus, strlen(corpus), 1, 0, &n);
+        int32_t *ids = tt_encode(t, corpus, strlen(corpus), 1, 0, &n);
         char *back = detok_all(t, ids, n, -1);
         assert_string_equal(back, corpus);
         free(back);
@@ -715,9 +259,9 @@ static void test_roundtrip_corpus(void **st)
                               "tokenizer-tests/ggml-vocab-llama-spm.gguf",
                               "tokenizer-tests/ggml-vocab-deepseek-llm.gguf"};
         for (size_t k = 0; k < 3; k++) {
-            eng_tok *t = load_gguf_tok(rels[k], &g);
+            eng_tok *t = tt_load_gguf_tok(rels[k], &g);
             size_t n;
-            int32_t *ids = encode(t, corpus, strlen(corpus), 1, 0, &n);
+            int32_t *ids = tt_encode(t, corpus, strlen(corpus), 1, 0, &n);
             char *back = detok_all(t, ids, n, -1);
             assert_string_equal(back, corpus);
             free(back);
@@ -788,7 +332,7 @@ static int32_t spm_byte(const eng_tok *t, unsigned b)
 static void test_detok_streaming(void **st)
 {
     fmt_gguf *g;
-    eng_tok *t = load_gguf_tok("tokenizer-tests/ggml-vocab-llama-spm.gguf", &g);
+    eng_tok *t = tt_load_gguf_tok("tokenizer-tests/ggml-vocab-llama-spm.gguf", &g);
     /* letters no Llama token covers: each byte is a <0xNN> token */
     const char *text = "\xf0\x9d\x94\x98\xf0\x9d\x94\xab \xe2\x82\xac\xe2\x82\xac "
                        "\xe1\x9a\xa0\xe1\x9a\xa2 \xf0\x9f\xa6\x99 ok";
@@ -809,7 +353,7 @@ static void test_detok_streaming(void **st)
         assert_int_equal(l, 1);
         assert_int_equal((unsigned char)p[0], b);
     }
-    ids = encode(t, text, strlen(text), 1, 0, &n);
+    ids = tt_encode(t, text, strlen(text), 1, 0, &n);
     for (size_t i = 0; i < n; i++) {
         size_t l;
         const char *p = eng_tok_piece(t, ids[i], &l);
@@ -861,7 +405,7 @@ static void test_detok_streaming(void **st)
     /* the space after BOS goes; elsewhere it stays */
     {
         char *s;
-        ids = encode(t, "Hello world", 11, 1, 0, &n);
+        ids = tt_encode(t, "Hello world", 11, 1, 0, &n);
         assert_int_equal(ids[0], eng_tok_bos(t));
         s = detok_all(t, ids, n, -1);
         assert_string_equal(s, "Hello world");
@@ -888,21 +432,21 @@ static void test_special_and_pieces(void **st)
     const char *p;
     (void)st;
     /* SentencePiece: BOS by default, <s> recognised only when asked */
-    t = load_gguf_tok("tokenizer-tests/ggml-vocab-llama-spm.gguf", &g);
+    t = tt_load_gguf_tok("tokenizer-tests/ggml-vocab-llama-spm.gguf", &g);
     assert_true(eng_tok_is_spm(t));
     assert_true(eng_tok_add_bos(t));
     assert_int_equal(eng_tok_eot(t), -1);
-    ids = encode(t, "<s>hi", 5, 0, 1, &n);
+    ids = tt_encode(t, "<s>hi", 5, 0, 1, &n);
     assert_int_equal(ids[0], 1);
     free(ids);
-    ids = encode(t, "<s>hi", 5, 0, 0, &n);
+    ids = tt_encode(t, "<s>hi", 5, 0, 0, &n);
     assert_int_not_equal(ids[0], 1);
     free(ids);
-    ids = encode(t, "", 0, 1, 0, &n);
+    ids = tt_encode(t, "", 0, 1, 0, &n);
     assert_int_equal(n, 1);
     assert_int_equal(ids[0], 1);
     free(ids);
-    ids = encode(t, "", 0, 0, 0, &n);
+    ids = tt_encode(t, "", 0, 0, 0, &n);
     assert_int_equal(n, 0);
     free(ids);
     p = eng_tok_piece(t, 1, &l);
@@ -919,11 +463,11 @@ static void test_special_and_pieces(void **st)
     fmt_gguf_close(g);
 
     /* byte-level: no BOS unless the vocabulary asks, pieces are bytes */
-    t = load_gguf_tok("tokenizer-tests/ggml-vocab-gpt-2.gguf", &g);
+    t = tt_load_gguf_tok("tokenizer-tests/ggml-vocab-gpt-2.gguf", &g);
     assert_false(eng_tok_is_spm(t));
     assert_false(eng_tok_add_bos(t));
     assert_int_equal(eng_tok_eot(t), 50256);
-    ids = encode(t, " world", 6, 1, 0, &n);
+    ids = tt_encode(t, " world", 6, 1, 0, &n);
     assert_int_equal(n, 1);
     p = eng_tok_piece(t, ids[0], &l);
     assert_int_equal(l, 6);
@@ -932,16 +476,16 @@ static void test_special_and_pieces(void **st)
     p = eng_tok_piece(t, 50256, &l);
     assert_int_equal(l, 13);
     assert_memory_equal(p, "<|endoftext|>", 13);
-    ids = encode(t, "a<|endoftext|>b", 15, 0, 1, &n);
+    ids = tt_encode(t, "a<|endoftext|>b", 15, 0, 1, &n);
     assert_int_equal(n, 3);
     assert_int_equal(ids[1], 50256);
     free(ids);
     /* invalid UTF-8 is encoded as U+FFFD, as llama.cpp does */
-    ids = encode(t, "x\xff" "y", 3, 0, 0, &n);
-    ids2 = encode(t, "x\xef\xbf\xbdy", 5, 0, 0, &n);
+    ids = tt_encode(t, "x\xff" "y", 3, 0, 0, &n);
+    ids2 = tt_encode(t, "x\xef\xbf\xbdy", 5, 0, 0, &n);
     {
         size_t n1;
-        int32_t *a = encode(t, "x\xff" "y", 3, 0, 0, &n1);
+        int32_t *a = tt_encode(t, "x\xff" "y", 3, 0, 0, &n1);
         assert_int_equal(n1, n);
         assert_memory_equal(a, ids2, n * sizeof *a);
         free(a);
@@ -952,13 +496,13 @@ static void test_special_and_pieces(void **st)
     fmt_gguf_close(g);
 
     /* Phi-3: special tokens eat the white space after them */
-    t = load_gguf_tok("tokenizer-tests/ggml-vocab-phi-3.gguf", &g);
+    t = tt_load_gguf_tok("tokenizer-tests/ggml-vocab-phi-3.gguf", &g);
     assert_int_equal(eng_tok_eot(t), 32007);
-    ids = encode(t, "<|user|>  \nHello<|end|>", 23, 0, 1, &n);
-    ids2 = encode(t, "<|user|>Hello<|end|>", 20, 0, 1, &n);
+    ids = tt_encode(t, "<|user|>  \nHello<|end|>", 23, 0, 1, &n);
+    ids2 = tt_encode(t, "<|user|>Hello<|end|>", 20, 0, 1, &n);
     {
         size_t n1;
-        int32_t *a = encode(t, "<|user|>  \nHello<|end|>", 23, 0, 1, &n1);
+        int32_t *a = tt_encode(t, "<|user|>  \nHello<|end|>", 23, 0, 1, &n1);
         assert_int_equal(n1, n);
         assert_memory_equal(a, ids2, n * sizeof *a);
         assert_int_equal(a[0], 32010);
@@ -972,8 +516,8 @@ static void test_special_and_pieces(void **st)
 
     /* MPT: user-defined tokens (runs of spaces) split even without
      * parse_special */
-    t = load_gguf_tok("tokenizer-tests/ggml-vocab-mpt.gguf", &g);
-    ids = encode(t, "a    b", 6, 0, 0, &n);
+    t = tt_load_gguf_tok("tokenizer-tests/ggml-vocab-mpt.gguf", &g);
+    ids = tt_encode(t, "a    b", 6, 0, 0, &n);
     {
         int found = 0;
         for (size_t i = 0; i < n; i++) {
@@ -1012,9 +556,9 @@ static void test_encode_long(void **st)
     *strrchr(corpus, '\n') = 0;     /* cut at a line end: no character split */
     len = strlen(corpus);
     for (size_t k = 0; k < 2; k++) {
-        eng_tok *t = load_gguf_tok(rels[k], &g);
+        eng_tok *t = tt_load_gguf_tok(rels[k], &g);
         double t0 = now_s();
-        int32_t *ids = encode(t, corpus, len, 1, 0, &n);
+        int32_t *ids = tt_encode(t, corpus, len, 1, 0, &n);
         printf("  %s: %zu bytes -> %zu tokens in %.1f ms (encoded twice)\n", rels[k], len, n,
                (now_s() - t0) * 1e3);
         assert_true(n > len / 8 && n < len);
@@ -1044,7 +588,7 @@ static void test_encode_alloc_bounds(void **st)
     (void)st;
     for (size_t k = 0; k < 2; k++) {
         fmt_gguf *g;
-        eng_tok *t = load_gguf_tok(rels[k], &g);
+        eng_tok *t = tt_load_gguf_tok(rels[k], &g);
         for (size_t i = 0; i < sizeof texts / sizeof *texts; i++)
             for (int sp = 0; sp < 2; sp++) {
                 size_t len = strlen(texts[i]), n = 0, n2 = 0;
@@ -1090,7 +634,7 @@ static void test_vocab_errors(void **st)
 {
     static const char *const files[] = {"tokenizer.bin", "bad.json",
                                         "tokenizer.json", NULL};
-    const char *dir = tmpdir();
+    const char *dir = tt_tmpdir();
     char err[512], p[512];
     fmt_kv *kv = fmt_kv_new();
     FILE *f;
@@ -1113,18 +657,18 @@ static void test_vocab_errors(void **st)
     assert_int_equal(fmt_vocab_load(kv, p, err, sizeof err), FMT_EFORMAT);
     assert_non_null(strstr(err, "tokenizer.bin"));
     /* malformed JSON */
-    write_text(dir, "bad.json", "{\"model\": {\"type\": \"BPE\", ");
+    tt_write_text(dir, "bad.json", "{\"model\": {\"type\": \"BPE\", ");
     snprintf(p, sizeof p, "%s/bad.json", dir);
     assert_int_equal(fmt_vocab_load(kv, p, err, sizeof err), FMT_EFORMAT);
     assert_non_null(strstr(err, "bad.json"));
     /* a model type we do not read */
-    write_text(dir, "tokenizer.json",
+    tt_write_text(dir, "tokenizer.json",
                "{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}");
     assert_int_equal(fmt_vocab_load(kv, dir, err, sizeof err), FMT_EUNSUP);
     assert_non_null(strstr(err, "tokenizer.json"));
     /* a merge naming tokens that are not in the vocabulary is harmless,
      * an id twice is not */
-    write_text(dir, "tokenizer.json",
+    tt_write_text(dir, "tokenizer.json",
                "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 0},"
                " \"merges\": []}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}");
     assert_int_equal(fmt_vocab_load(kv, dir, err, sizeof err), FMT_EFORMAT);
@@ -1140,7 +684,7 @@ static void test_vocab_errors(void **st)
         fmt_kv_free(e);
     }
     fmt_kv_free(kv);
-    rm_dir(dir, files);
+    tt_rm_dir(dir, files);
 }
 
 int main(void)
