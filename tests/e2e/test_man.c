@@ -5,7 +5,10 @@
  * have an entry in its section of man/cflow.1 or man/cflow-tui.1, that
  * entry must give the option's range (both ends, as numbers), say
  * "random seed" where the default seed is random, and name $CFLOW_MODEL where
- * the default model is the shipped one.
+ * the default model is the shipped one.  And every key and /command of
+ * cflow-tui's tables (`cflow-tui --list-commands`) has its entry in
+ * man/cflow-tui.1's KEYS and COMMANDS, and every command there is one the
+ * TUI has.
  */
 #include "config.h"
 
@@ -214,10 +217,133 @@ static void test_man_matches_help(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* The tokens of the .It lines of section sec of man/cflow-tui.1, each
+ * surrounded by spaces ("\-" read as "-", continued lines joined,
+ * commas apart): " Ic /quit , /exit ". */
+static char *man_items(const char *man, const char *sec)
+{
+    char head[64];
+    snprintf(head, sizeof head, "\n.Sh %s\n", sec);
+    char *body = section(man, head, "\n.Sh ");
+    assert_non_null(body);
+    const char *p = body + strlen(head);
+    size_t n = strlen(p);
+    char *out = calloc(2 * n + 2, 1);
+    assert_non_null(out);
+    size_t o = 0;
+    int in_it = 0, bol = 1;
+    out[o++] = ' ';
+    for (size_t i = 0; i < n; i++) {
+        if (bol)
+            in_it = !strncmp(p + i, ".It ", 4);
+        bol = 0;
+        if (p[i] == '\\' && p[i + 1] == '\n') {   /* a continued line */
+            i++;
+            continue;
+        }
+        if (p[i] == '\n') {
+            bol = 1;
+            if (in_it)
+                out[o++] = ' ';
+            continue;
+        }
+        if (!in_it)
+            continue;
+        if (p[i] == '\\' && p[i + 1] == '-') {
+            out[o++] = '-';
+            i++;
+        } else if (p[i] == ',') {
+            out[o++] = ' ';
+            out[o++] = ',';
+            out[o++] = ' ';
+        } else {
+            out[o++] = p[i];
+        }
+    }
+    out[o] = 0;
+    free(body);
+    return out;
+}
+
+static int has_token(const char *items, const char *tok)
+{
+    char t[256];
+    snprintf(t, sizeof t, " %.200s ", tok);
+    return strstr(items, t) != NULL;
+}
+
+/* Every key and /command of the TUI's tables (the help screen is built
+ * from them) is in the man page's KEYS and COMMANDS, and every command
+ * there is one the TUI has. */
+static void test_man_tui_tables(void **state)
+{
+    (void)state;
+    const char *bd = getenv("CFLOW_BUILDDIR"), *sd = getenv("CFLOW_SRCDIR");
+    char bin[4096], manp[4096];
+    snprintf(bin, sizeof bin, "%s/cflow-tui", bd ? bd : ".");
+    snprintf(manp, sizeof manp, "%s/man/cflow-tui.1", sd ? sd : "..");
+    char *argv[] = { bin, "--list-commands", NULL };
+    tu_proc p;
+    assert_int_equal(tu_run(&p, argv, NULL, 60), 0);
+    assert_int_equal(p.status, 0);
+    char *man = tu_read_file(manp, NULL);
+    assert_non_null(man);
+    char *keys_sec = man_items(man, "KEYS"), *cmds_sec = man_items(man, "COMMANDS");
+    int nkeys = 0, ncmds = 0, missing = 0;
+    for (char *line = strtok(p.out, "\n"); line; line = strtok(NULL, "\n")) {
+        if (!strncmp(line, "command ", 8)) {
+            ncmds++;
+            if (!has_token(cmds_sec, line + 8)) {
+                print_error("man/cflow-tui.1 COMMANDS lacks %s\n", line + 8);
+                missing++;
+            }
+            continue;
+        }
+        assert_true(!strncmp(line, "key ", 4));
+        nkeys++;
+        char names[128];
+        snprintf(names, sizeof names, "%s", line + 4);
+        for (char *k = names, *next; k; k = next) {   /* "Alt-Enter, Ctrl-J" */
+            next = strstr(k, ", ");
+            if (next) {
+                *next = 0;
+                next += 2;
+            }
+            if (!has_token(keys_sec, k)) {
+                print_error("man/cflow-tui.1 KEYS lacks %s\n", k);
+                missing++;
+            }
+        }
+    }
+    assert_true(nkeys >= 15);
+    assert_true(ncmds >= 25);
+    /* the other way: no command in the page that the TUI does not have */
+    char *list = NULL;
+    tu_proc q;
+    assert_int_equal(tu_run(&q, argv, NULL, 60), 0);
+    list = q.out;
+    for (const char *t = strstr(cmds_sec, " /"); t; t = strstr(t + 1, " /")) {
+        char name[64], want[80];
+        sscanf(t + 1, "%63s", name);
+        snprintf(want, sizeof want, "command %s\n", name);
+        if (!strstr(list, want)) {
+            print_error("man/cflow-tui.1 COMMANDS has %s, which cflow-tui lacks\n", name);
+            missing++;
+        }
+    }
+    assert_int_equal(missing, 0);
+    tu_proc_free(&q);
+    tu_proc_free(&p);
+    free(keys_sec);
+    free(cmds_sec);
+    free(man);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_man_matches_help),
+        cmocka_unit_test(test_man_tui_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
