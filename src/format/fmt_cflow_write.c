@@ -63,10 +63,8 @@ static int vfail(writer *w, const char *path, int code, const char *fmt, va_list
     int n = snprintf(w->err, w->errlen, "%s: ", path);
     if (n >= 0 && (size_t)n < w->errlen)
         vsnprintf(w->err + n, w->errlen - (size_t)n, fmt, ap);
-    /* one line, whatever a name from the source holds (fmt_err's rule) */
-    for (char *c = w->err; w->errlen && *c; c++)
-        if (*c == '\n' || *c == '\r')
-            *c = ' ';
+    if (w->errlen)
+        fmt_one_line(w->err);        /* whatever a name from the source holds */
     return code;
 }
 

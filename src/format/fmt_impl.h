@@ -23,6 +23,9 @@
  * Safe with err == NULL or errlen == 0. */
 void fmt_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The one-line rule fmt_err applies, for a message built another way:
+ * every newline and carriage return in s (not NULL) becomes a space. */
+void fmt_one_line(char *s);
 /* Copy at most 48 bytes of an untrusted name into out[64], replacing
  * anything that is not printable ASCII with '?', for error messages. */
 const char *fmt_safe_name(char out[64], const char *s, size_t len);

@@ -47,7 +47,12 @@ void fmt_err(char *err, size_t errlen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
-    for (char *c = err; *c; c++)
+    fmt_one_line(err);
+}
+
+void fmt_one_line(char *s)
+{
+    for (char *c = s; *c; c++)
         if (*c == '\n' || *c == '\r')
             *c = ' ';
 }
