@@ -28,6 +28,9 @@
  *     xio_pred), wasted <= reads <= guesses, its bytes are inside
  *     xio_bytes, and the cache's hits and misses still sum to the routed
  *     experts; off, without a cache or with mmap it guesses nothing;
+ *   - one layer ahead, every layer with experts is guessed each token
+ *     (top_k guesses each: xio_pred >= tokens x such layers x top_k), in
+ *     every schedule;
  *   - looking 3 layers ahead guesses and is right at least as often as
  *     looking 1 ahead (it makes the same nearest guesses and more);
  *   - eng_set_expert_ahead turns it off and on between tokens (no guesses
@@ -265,6 +268,22 @@ static void greedy(eng_session *s, int32_t *out)
     }
 }
 
+/* Layers with experts: those that routed (after greedy). */
+static unsigned moe_layers(eng_session *s)
+{
+    const fmt_hparams *hp = eng_hparams(s);
+    uint64_t c[1024];
+    unsigned n = 0;
+    for (unsigned l = 0; l < hp->n_layers; l++) {
+        uint64_t t = 0;
+        if (eng_expert_routed(s, l, c) == 0)
+            for (unsigned e = 0; e < hp->n_experts; e++)
+                t += c[e];
+        n += t > 0;
+    }
+    return n;
+}
+
 static uint64_t routed_total(eng_session *s)
 {
     const fmt_hparams *hp = eng_hparams(s);
@@ -327,6 +346,10 @@ static void check_ahead(const char *name, const char *path)
                     assert_true(st.xio_pred_bytes <= st.xio_bytes);
                     assert_true(st.xio_pred_reads == 0 || st.xio_pred_bytes > 0);
                     if (ahead == 1) {
+                        /* every layer with experts guessed each token,
+                         * from the layer end before it (eng_sched.c) */
+                        assert_true(st.xio_pred >=
+                                    (uint64_t)N_TOK * moe_layers(s) * eng_hparams(s)->top_k);
                         one_pred = st.xio_pred;
                         one_hits = st.xio_pred_hits;
                     } else {
