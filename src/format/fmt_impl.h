@@ -65,6 +65,7 @@ int fmt_pipeline_check(const fmt_hparams *hp, char *why, size_t whylen);
 /* Whether every field fits the .cflow header (-1 and why: the field, its
  * value and the limit), and a layer's geometry its layer record. */
 int fmt_hparams_fit(const fmt_hparams *hp, char *why, size_t whylen);
+int fmt_layer_geom_fit(const fmt_layer_geom *g, unsigned layer, char *why, size_t whylen);
 /* The .cflow header (FMT_HEADER_SIZE bytes at h, fmt_layout.h's map) from
  * hp and the file's table offsets, feature flags and dominant tile type;
  * and back: every field of h into hp (zeroed first), unchecked (the
@@ -72,7 +73,6 @@ int fmt_hparams_fit(const fmt_hparams *hp, char *why, size_t whylen);
 void fmt_header_store(uint8_t *h, const fmt_hparams *hp, uint64_t ltab, uint64_t meta,
                       uint8_t flags, uint8_t qtype);
 void fmt_header_load(const uint8_t *h, fmt_hparams *hp);
-int fmt_layer_geom_fit(const fmt_layer_geom *g, unsigned layer, char *why, size_t whylen);
 /* A tensor's rank without trailing unit dimensions (at least 1): the one
  * rule of every reader and shape check.  fmt_shape_str writes the shape at
  * that rank, "[64, 512]", into buf and returns it. */

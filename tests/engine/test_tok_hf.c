@@ -67,14 +67,33 @@ static json_object *bpe_model(json_object *vocab, json_object *merges,
     return m;
 }
 
+/* dir/tokenizer.json from its parts (references taken over): "version"
+ * and "decoder" only where given, "normalizer" and "pre_tokenizer" always
+ * (JSON null where NULL). */
+static void write_tokenizer(const char *dir, const char *version, json_object *added,
+                            json_object *norm, json_object *pre, json_object *dec,
+                            json_object *model)
+{
+    json_object *root = json_object_new_object();
+    if (version)
+        json_object_object_add(root, "version", json_object_new_string(version));
+    json_object_object_add(root, "added_tokens", added);
+    json_object_object_add(root, "normalizer", norm);
+    json_object_object_add(root, "pre_tokenizer", pre);
+    if (dec)
+        json_object_object_add(root, "decoder", dec);
+    json_object_object_add(root, "model", model);
+    write_json(dir, "tokenizer.json", root);
+    json_object_put(root);
+}
+
 #define HF_QWEN2_RE "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 /* A Qwen2 tokenizer.json from the shared vocab.json and merges.txt, with
  * the given Split expression. */
 static void make_qwen2_json(const char *dir, const char *regex)
 {
-    json_object *root = json_object_new_object(), *model, *merges, *pre,
-                *seq, *split, *pat, *bl, *added, *dec;
+    json_object *model, *merges, *pre, *seq, *split, *pat, *bl, *added, *dec;
     char *mt = tu_slurp(tu_shared("tokenizer-tests/qwen2-hf/merges.txt"), NULL);
     json_object *vocab =
         json_object_from_file(tu_shared("tokenizer-tests/qwen2-hf/vocab.json"));
@@ -111,14 +130,7 @@ static void make_qwen2_json(const char *dir, const char *regex)
     json_object_array_add(added, jtok(151644, "<|im_start|>", 1));
     json_object_array_add(added, jtok(151645, "<|im_end|>", 1));
     dec = jnode("ByteLevel");
-    json_object_object_add(root, "version", json_object_new_string("1.0"));
-    json_object_object_add(root, "added_tokens", added);
-    json_object_object_add(root, "normalizer", NULL);
-    json_object_object_add(root, "pre_tokenizer", pre);
-    json_object_object_add(root, "decoder", dec);
-    json_object_object_add(root, "model", model);
-    write_json(dir, "tokenizer.json", root);
-    json_object_put(root);
+    write_tokenizer(dir, "1.0", added, NULL, pre, dec, model);
 }
 
 static const char *const qwen_files[] = {"tokenizer.json",
@@ -210,8 +222,7 @@ void test_vocab_spm_tokenizer_json(void **st)
     char err[256];
     const fmt_kv *gk;
     const char *dir = tt_tmpdir();
-    json_object *root = json_object_new_object(), *model, *vocab, *merges,
-                *added, *norm, *nseq, *o, *pat;
+    json_object *model, *vocab, *merges, *added, *norm, *nseq, *o, *pat;
     uint64_t n;
     scored *order;
     fmt_kv *kv;
@@ -279,12 +290,7 @@ void test_vocab_spm_tokenizer_json(void **st)
     json_object_array_add(nseq, o);
     norm = jnode("Sequence");
     json_object_object_add(norm, "normalizers", nseq);
-    json_object_object_add(root, "added_tokens", added);
-    json_object_object_add(root, "normalizer", norm);
-    json_object_object_add(root, "pre_tokenizer", NULL);
-    json_object_object_add(root, "model", model);
-    write_json(dir, "tokenizer.json", root);
-    json_object_put(root);
+    write_tokenizer(dir, NULL, added, norm, NULL, NULL, model);
 
     {
         char p[512];
