@@ -157,6 +157,8 @@ int eng_guarded_run(eng_session *s, const int32_t *tokens, unsigned m,
         return eng_model_fault(s, err, errlen);
     }
     eng_guard_push(&g);
+    if (s->xio)
+        eng_xio_tick(s->xio, m);     /* the expert cache's clock: tokens */
     if (batch)
         eng_forward_batch(s, tokens, m, want_logits);
     else

@@ -98,7 +98,7 @@ extern ssize_t (*eng_io_result)(int fd, void *buf, size_t n, off_t off, ssize_t 
  * io_uring where built and allowed); qd requests in flight (0: the
  * default, $CFLOW_XIO_QD; the pool's threads when set); n_readers the
  * pool's threads (0: 2); chunk bytes per request (0: $CFLOW_XIO_CHUNK or
- * the default); policy the cache's replacement, "lru", "lfu" or NULL
+ * the default); policy the cache's replacement, "crf", "lru", "lfu" or NULL
  * ($CFLOW_XIO_POLICY, else the default: eng_io.c, "Replacement"). */
 typedef struct eng_xio_cfg {
     const char *reader, *policy;
@@ -152,6 +152,10 @@ int  eng_xio_landed(eng_xio *x, int slot);
 /* The compute side is done with slot; it is reused once no read is in
  * flight into it. */
 void eng_xio_release(eng_xio *x, int slot);
+/* n more tokens (a decode step: 1; a prefill chunk: its positions) go
+ * through the layers: the clock by which the crf policy's weights of past
+ * issues decay (eng_io.c, "Replacement"). */
+void eng_xio_tick(eng_xio *x, unsigned n);
 
 /* ---- eng_prefetch.c: the PREFETCHT0 thread ---- */
 typedef struct eng_pf eng_pf;

@@ -85,57 +85,77 @@
  * else the coldest one that no routing holds and no read is filling.
  * $CFLOW_XIO_POLICY chooses what coldest means:
  *
+ *   crf   (ENG_IO_POLICY, the default) the least weight of past issues,
+ *         each weighing 2^(-ENG_IO_DECAY x the tokens since it came): a
+ *         use 25 tokens ago counts half (the "combined recency and
+ *         frequency" of LRFU, Lee et al. 2001), so experts issued often
+ *         lately stay and popularity that has moved on fades by tokens;
+ *         between equal weights, used most recently;
  *   lru   used longest ago;
- *   lfu   (ENG_IO_POLICY, the default) issued least often lately: a count
- *         per expert, cached or not, halved for all every 8 issues per
- *         expert so that popularity that has moved on fades; between equal
- *         counts, used most recently.
+ *   lfu   issued least often lately: a count per expert, halved for all
+ *         every 8 issues per expert; between equal counts, used most
+ *         recently.
  *
- * The tie-break is for tokens that cycle through more experts than there
- * are slots: evicting the least recently used then throws out the expert
- * needed soonest and misses every time, evicting the most recent keeps a
- * fixed subset resident.  Counting costs one increment per issue and a
- * pass over the counts (4 bytes per expert) every 8 issues per expert; the
- * victim scan over the slots was there already.  Look-ahead's guesses
- * count as issues: a right guess counts twice, guessed and routed.
+ * crf keeps per expert, cached or not, crf[key] = log2(weight) + DECAY x
+ * (the token of its last issue): every weight decays at one rate, so
+ * comparing these compares the weights at any one moment, and an issue
+ * is one update, weight' = weight x 2^(-DECAY x tokens since) + 1.  Its
+ * clock is the tokens the session has sent through the layers
+ * (eng_xio_tick), not the issues, so a model's size does not change how
+ * fast it forgets.  The tie-break is for tokens that cycle through more
+ * experts than there are slots: the experts not yet issued this token
+ * have equal weights (equal histories), and evicting the least recently
+ * used of them throws out the expert needed soonest and misses every
+ * time, evicting the most recent keeps a fixed subset resident.  Look-
+ * ahead's guesses count as issues: a right guess counts twice, guessed
+ * and routed.  The cost is one exp2 and one log2 an issue and 8 bytes an
+ * expert; the victim scan over the slots was there already.
  *
- * Measured (AMD EPYC, 2 cores, lscpu's model name; olmoe-1b-7b, 1024
- * experts of 3.38 MiB, bank 3459 MiB), the hit rate cflow run prints over
- * 127 decode tokens, per policy; "LFU, LRU ties" is a first version that
- * broke ties by age:
+ * Measured (AMD EPYC Zen 5, 2 cores; olmoe-1b-7b, 1024 experts of 3.38
+ * MiB, bank 3459 MiB), the hit rate cflow run prints over 127 decode
+ * tokens of text, per policy:
  *
  *   cflow synth --routing R olmoe-1b-7b m.cflow     (uniform: the default)
  *   CFLOW_XIO_POLICY=P cflow run -m m.cflow -p "Once upon a time there was"
  *       -n 128 --temp 0.8 --seed 3 --expert-io sync --expert-ahead off
  *       --expert-cache B --no-log      (B 865M, 1730M, 2594M: 25, 50, 75%)
  *
- *   routing    cache        LRU    LFU, LRU ties    LFU
- *   zipf:1     25%         51.1    67.0             67.5
- *              50%         81.1    85.5             85.8
- *              75%         94.0    94.7             94.8
- *   zipf:0.5   25%         35.4    47.5             48.2
- *              50%         64.5    71.4             72.1
- *              75%         86.6    88.9             89.1
- *   zipf:0.1   25%         28.4    35.3             36.4
- *              50%         54.4    62.2             62.8
- *              75%         80.9    84.4             85.1
- *   uniform    25-75%     100.0   100.0            100.0
- *   uniform    400M (12%)   0.0     0.0             89.0
+ *   routing    cache        LRU    LFU    CRF
+ *   zipf:1     25%         51.1   67.5   67.1
+ *              50%         81.1   85.8   85.4
+ *              75%         94.0   94.8   94.5
+ *              400M (12%)   0.0   46.0   45.4
+ *   zipf:0.5   25%         35.4   48.2   47.2
+ *              50%         64.5   72.1   71.3
+ *              75%         86.6   89.1   88.9
+ *   zipf:0.1   25%         28.4   36.4   35.1
+ *              50%         54.4   62.8   62.1
+ *              75%         80.9   85.1   84.3
+ *   uniform    25-75%     100.0  100.0  100.0
+ *   uniform    400M (12%)   0.0   89.8   88.0
+ *
+ * and under cflow bench on qwen3-30b-a3b at Q8_0 (zipf:1, 6144 experts of
+ * 4.78 MiB, bank 29.4 GiB; `cflow bench -t 2 -p 0 -n 64 -r 5
+ * --warmup-reps 3`, look-ahead on, so the hit rates count guesses too),
+ * the hit rate and the MB read from storage a token:
+ *
+ *   cache               LRU           LFU           CRF
+ *   7.4 GiB (25%)    96.6%  320    94.1%  567    95.4%  429
+ *   19.1 GiB (auto)  99.1%   80    98.8%  103    99.1%   82
  *
  * (The zipf files route token by token, fmt_synth_route.c; a uniform
  * file's tokens route to the same 8 experts per layer, so any cache above
- * those 128 holds them all, and one below is the cycle above: a zipf:1
- * file of the earlier draw, whose tokens routed alike too, gave 0.0, 0.0
- * and 86.6 at 400M.  The model was read from a copy in tmpfs, to spare the
- * disk; the hit rate does not depend on the storage: zipf:1 at 75% read
- * from the disk hit the same 15414 of 16256.)  LFU is never below LRU: 8 to
- * 16 points above at a quarter of the bank, 5 to 8 at half, 1 to 4 at
- * three quarters, even at zipf:0.1, where random routers still favour some
- * experts; popular experts stay while a few tokens' rare ones pass through
- * one slot.  The most-recent tie-break costs nothing here (0.1 to 1.1
- * points above ties by age) and turns the cycle's 0% into 89%.  The counts
- * kept for experts not cached make lfu the issue's "frequency with pinned
- * hot experts" without a fixed pin list; no separate pinning was measured.
+ * those 128 holds them all, and one below is the cycle above.)  The two
+ * workloads pull apart: olmoe's text wants frequency (LRU 8 to 16 points
+ * under LFU at a quarter of the bank), the bench's random tokens want
+ * recency (LFU reads 1.3-1.8x LRU's bytes): consecutive tokens share
+ * experts there, and a count that remembers 128 tokens keeps experts the
+ * stream has left.  CRF stays within 0.2-1.8 points of LFU on the text;
+ * on the bench it reads 1.03x LRU's bytes at the auto budget and 1.34x
+ * at a quarter of the bank, where LFU reads 1.26x and 1.32x CRF's.  A
+ * decay of 0.08 a token came closer to LRU at a quarter of the bench's
+ * bank and further from LFU on the text (a simulation over both recorded
+ * traces: docs/PERFORMANCE.md, 2026-12-06 09:50 UTC).
  *
  * Faults.  Every read's result passes eng_io_result (a settable hook,
  * for tests) and the environment variable CFLOW_FAULT=expert-read:eio or
@@ -149,6 +169,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -334,8 +355,8 @@ static int open_file(eng_xio *x, char *err, size_t errlen)
 }
 
 /* The replacement policy: cfg->policy, else $CFLOW_XIO_POLICY, else
- * ENG_IO_POLICY; for XIO_LFU the counts [n_keys].  ENG_EARG naming the
- * value for an unknown one, ENG_ENOMEM. */
+ * ENG_IO_POLICY; for XIO_LFU the counts, for XIO_CRF the weights [n_keys].
+ * ENG_EARG naming the value for an unknown one, ENG_ENOMEM. */
 static int pick_policy(eng_xio *x, const eng_xio_cfg *cfg, char *err, size_t errlen)
 {
     const char *name = cfg->policy ? cfg->policy : getenv("CFLOW_XIO_POLICY");
@@ -345,18 +366,26 @@ static int pick_policy(eng_xio *x, const eng_xio_cfg *cfg, char *err, size_t err
         x->policy = XIO_LRU;
     else if (!strcmp(name, "lfu"))
         x->policy = XIO_LFU;
+    else if (!strcmp(name, "crf"))
+        x->policy = XIO_CRF;
     else {
-        snprintf(err, errlen, "CFLOW_XIO_POLICY='%s': use lru or lfu", name);
+        snprintf(err, errlen, "CFLOW_XIO_POLICY='%s': use crf, lru or lfu", name);
         return ENG_EARG;
     }
+    size_t n = x->n_keys ? x->n_keys : 1;
     /* halve after 8 issues per key (64 tokens of OLMoE-1B-7B, 128 of
      * Qwen3-30B-A3B): long enough that a hot expert outscores a cold one
      * many times over, short enough that a change of topic (and of
      * popular experts) shows within a few hundred tokens */
-    x->age_every = 8ull * (x->n_keys ? x->n_keys : 1);
-    if (x->policy == XIO_LFU &&
-        !(x->freq = calloc(x->n_keys ? x->n_keys : 1, sizeof *x->freq)))
+    x->age_every = 8ull * n;
+    if (x->policy == XIO_LFU && !(x->freq = calloc(n, sizeof *x->freq)))
         return ENG_ENOMEM;
+    if (x->policy == XIO_CRF) {
+        if (!(x->crf = malloc(n * sizeof *x->crf)))
+            return ENG_ENOMEM;
+        for (size_t i = 0; i < n; i++)
+            x->crf[i] = -INFINITY;       /* never issued: weight 0 */
+    }
     return 0;
 }
 
@@ -468,6 +497,7 @@ void eng_xio_free(eng_xio *x)
     free(x->park);
     free(x->key_slot);
     free(x->freq);
+    free(x->crf);
     free(x->path);
     free(x);
 }
@@ -484,15 +514,22 @@ const char *eng_xio_reader(const eng_xio *x, unsigned *qd, uint32_t *chunk)
 }
 
 /* Does slot a make a better victim than slot b?  XIO_LRU: used longer
- * ago.  XIO_LFU: its key issued less often lately, and between keys
- * issued as often, the one used more recently: under a cycle of more
- * experts than slots that keeps a fixed subset resident, where evicting
- * the older misses every time (the essay, "Replacement"). */
+ * ago.  XIO_LFU and XIO_CRF: its key issued less often lately (count or
+ * decayed weight), and between keys issued as often, the one used more
+ * recently: under a cycle of more experts than slots that keeps a fixed
+ * subset resident, where evicting the older misses every time (the
+ * essay, "Replacement"). */
+static double weight(const eng_xio *x, int key)
+{
+    return x->policy == XIO_CRF ? x->crf[key] : (double)x->freq[key];
+}
+
 static int colder(const eng_xio *x, const xio_slot *a, const xio_slot *b)
 {
-    if (x->policy == XIO_LFU && a->key >= 0 && b->key >= 0) {
-        if (x->freq[a->key] != x->freq[b->key])
-            return x->freq[a->key] < x->freq[b->key];
+    if (x->policy != XIO_LRU && a->key >= 0 && b->key >= 0) {
+        double wa = weight(x, a->key), wb = weight(x, b->key);
+        if (wa != wb)
+            return wa < wb;
         return a->used > b->used;
     }
     return a->used < b->used;
@@ -516,10 +553,19 @@ static int victim(const eng_xio *x)
     return k;
 }
 
-/* Count an issue of key for XIO_LFU; every age_every issues all counts
- * halve, so popularity that has moved on fades.  Under mu. */
+/* Count an issue of key: for XIO_CRF its weight, decayed to now, plus
+ * one (eng_io.c, "Replacement"); for XIO_LFU its count, and every
+ * age_every issues all counts halve, so popularity that has moved on
+ * fades.  Under mu. */
 static void count_issue(eng_xio *x, int key)
 {
+    if (x->policy == XIO_CRF && key >= 0) {
+        /* crf = log2(weight) + DECAY x the token of its last issue, so
+         * that comparing crf compares the weights at any one moment */
+        double now = ENG_IO_DECAY * (double)x->tokens;
+        x->crf[key] = log2(exp2(x->crf[key] - now) + 1.0) + now;
+        return;
+    }
     if (x->policy != XIO_LFU)
         return;
     if (x->clock % x->age_every == 0)
@@ -653,6 +699,13 @@ void eng_xio_hits(eng_xio *x, uint64_t *hits, uint64_t *misses, double *depth_s)
     *misses = x->misses;
     eng_xio_depth_mark(x);                   /* the reads still out count up to now */
     *depth_s = x->depth_s;
+    pthread_mutex_unlock(&x->mu);
+}
+
+void eng_xio_tick(eng_xio *x, unsigned n)
+{
+    pthread_mutex_lock(&x->mu);
+    x->tokens += n;
     pthread_mutex_unlock(&x->mu);
 }
 

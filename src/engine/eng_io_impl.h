@@ -27,10 +27,11 @@
 #define ENG_IO_QD    32u                /* io_uring requests in flight */
 #define ENG_IO_CHUNK_MAX (1u << 26)     /* the most $CFLOW_XIO_CHUNK may ask */
 #define ENG_IO_QD_MAX 4096u             /* the most $CFLOW_XIO_QD may ask: io_uring's largest ring */
-#define ENG_IO_POLICY XIO_LFU           /* the cache's replacement ($CFLOW_XIO_POLICY) */
+#define ENG_IO_POLICY XIO_CRF           /* the cache's replacement ($CFLOW_XIO_POLICY) */
+#define ENG_IO_DECAY  0.04              /* XIO_CRF: log2 of a use's weight lost per token */
 
 enum { XIO_POOL = 0, XIO_URING = 1 };   /* eng_xio.reader */
-enum { XIO_LRU = 0, XIO_LFU = 1 };      /* eng_xio.policy (eng_io.c, "Replacement") */
+enum { XIO_LRU = 0, XIO_LFU = 1, XIO_CRF = 2 };  /* eng_xio.policy (eng_io.c, "Replacement") */
 
 /* One slot: 64 bytes on LP64, so that a miss's scan for the coldest slot
  * (victim, eng_io.c) reads one cache line a slot, in order, through
@@ -75,14 +76,18 @@ struct eng_xio {
     char           (*slot_err)[ENG_IO_ERR];   /* [n_slots] why a slot's read failed */
     /* the cache: key_slot [n_keys] the slot holding each key's bytes (-1
      * none), a clock stamped on every issue, hits and misses so far; the
-     * replacement policy (XIO_*), and for XIO_LFU freq [n_keys] each key's
-     * issues, halved every age_every issues (kept for keys not cached) */
+     * replacement policy (XIO_*); for XIO_LFU freq [n_keys] each key's
+     * issues, halved every age_every issues; for XIO_CRF crf [n_keys] each
+     * key's log2 weight of past issues (eng_io.c, "Replacement") and the
+     * tokens so far (eng_xio_tick); both kept for keys not cached */
     int             *key_slot;
     unsigned         n_keys;
     uint64_t         clock, hits, misses;
     int              policy;
     uint32_t        *freq;
     uint64_t         age_every;
+    double          *crf;
+    uint64_t         tokens;
     /* request queue: a ring of cap entries, issued but not yet taken by a
      * reader; issued counts those eng_xio_submit has released to them */
     xio_req         *q;

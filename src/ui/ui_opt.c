@@ -95,9 +95,9 @@ const ui_opt ui_opts[UI_O_N] = {
       "at the routing layer, waited for at the injection layer) or auto (mmap where the "
       "model fits in free memory, else staged with a RAM expert cache)" },
     { UI_O_EXPERT_CACHE, "expert-cache", 0, UI_T_SIZE, "SIZE", 0, 0, NULL, NULL, 0,
-      OFF(expert_cache), "$CFLOW_EXPERT_CACHE, else off",
-      "RAM cache of experts read by sync and staged I/O: auto (half the free memory), "
-      "off, or a size such as 512M or 4G" },
+      OFF(expert_cache), "$CFLOW_EXPERT_CACHE, else auto with --expert-io auto, else off",
+      "RAM cache of experts read by sync and staged I/O: auto (the free memory less the "
+      "model's dense bytes, the KV cache and a tenth), off, or a size such as 512M or 4G" },
     { UI_O_EXPERT_AHEAD, "expert-ahead", 0, UI_T_CHOICE, "on|off", 0, 0, NULL, onoff, 0,
       OFF(expert_ahead), "$CFLOW_EXPERT_AHEAD, else on",
       "with sync/staged I/O and an expert cache, read the next layer's guessed experts "

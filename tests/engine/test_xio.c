@@ -13,11 +13,11 @@
  *     notice through the log callback, and the same tokens;
  *   - the RAM expert cache (issue 17, must-shows 1 and 3): sync and staged
  *     with a budget from nothing to more than the banks, smaller than one
- *     layer's experts included, under either replacement policy
- *     ($CFLOW_XIO_POLICY lru and lfu), give mmap's tokens; a budget that holds
- *     every expert reads each at most once; a read error or a short read
- *     through the cache is an error naming the file and offset, and the
- *     failed slot is never handed out as a hit;
+ *     layer's experts included, under every replacement policy
+ *     ($CFLOW_XIO_POLICY crf, lru and lfu), give mmap's tokens; a budget
+ *     that holds every expert reads each at most once; a read error or a
+ *     short read through the cache is an error naming the file and offset,
+ *     and the failed slot is never handed out as a hit;
  *   - (the policy itself, unit by unit through eng_xio_*: test_xio_cache.c)
  *   - --no-mmap leaves the expert banks mapped for sync and staged I/O
  *     and copies the rest, with the same bytes and the same tokens.
@@ -306,7 +306,7 @@ static void test_read_faults_api(void **state)
 static void test_cache(void **state)
 {
     (void)state;
-    static const char *const policies[] = { "lru", "lfu" };
+    static const char *const policies[] = { "lru", "lfu", "crf" };
     static const char *const presets[] = { "tiny-moe", "tiny-mixtral", "report-arch4" };
     for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
         char path[4096];
@@ -324,7 +324,7 @@ static void test_cache(void **state)
         /* none, a byte, under one layer's experts, half the banks, all */
         const int64_t budgets[] = { 0, 1, (int64_t)(one * (per_layer - 1)),
                                     (int64_t)(bank / 2), (int64_t)(4 * bank + (1 << 20)) };
-        for (int pol = 0; pol < 2; pol++)   /* every policy ($CFLOW_XIO_POLICY) */
+        for (int pol = 0; pol < 3; pol++)   /* every policy ($CFLOW_XIO_POLICY) */
         for (int mode = ENG_XIO_SYNC; mode <= ENG_XIO_STAGED; mode++)
             for (size_t b = 0; b < sizeof budgets / sizeof *budgets; b++) {
                 cache_opt = budgets[b];

@@ -3,11 +3,13 @@
  * unit by unit through eng_xio_* on a file of 4 KiB blocks (the sessions
  * that use them: test_xio.c), under each expert reader:
  *
- *   - a hot key survives a scan of more cold keys than slots under lfu
- *     (the default) and not under lru; a cycle through more keys than the
- *     slots hits under lfu and never under lru; a bad policy name, from
- *     the configuration or $CFLOW_XIO_POLICY through a session, is an
- *     error naming it;
+ *   - a hot key survives a scan of more cold keys than slots under crf
+ *     (the default) and lfu, not under lru; a cycle through more keys
+ *     than the slots hits under crf and lfu, never under lru; a bad
+ *     policy name, from the configuration or $CFLOW_XIO_POLICY through a
+ *     session, is an error naming it;
+ *   - under crf, and only there, a key's past issues fade with the tokens
+ *     that pass (eng_xio_tick), not with the issues of other keys;
  *   - reads issued later (eng_xio_issue_later) wait for the sooner ones,
  *     go at once alone, and at once when the same key is issued sooner.
  */
@@ -156,19 +158,21 @@ static void test_priority(void **state)
 }
 
 /* Issue 17 ("a replacement policy chosen by measurement"): a hot expert
- * survives a scan of more cold ones than there are slots under lfu, not
- * under lru; a cycle through more keys than the slots hits under lfu
- * (ties to the most recent keep a subset resident), never under lru; the
- * default is lfu; a bad $CFLOW_XIO_POLICY is an error naming it. */
+ * survives a scan of more cold ones than there are slots under crf and
+ * lfu, not under lru; a cycle through more keys than the slots hits under
+ * crf and lfu (ties to the most recent keep a subset resident), never
+ * under lru; the default is crf; a bad $CFLOW_XIO_POLICY is an error
+ * naming it.  (No token passes here, so crf's weights do not fade:
+ * test_decay.) */
 static void test_policy(void **state)
 {
     (void)state;
     char path[4096], err[512];
     snprintf(path, sizeof path, "%s", tu_tmp("policy.bin"));
     write_blocks(path);
-    static const char *const policies[] = { "lru", "lfu", NULL };
-    for (int p = 0; p < 3; p++) {
-        const int lfu = p != 0;          /* NULL: the default */
+    static const char *const policies[] = { "lru", "lfu", "crf", NULL };
+    for (int p = 0; p < 4; p++) {
+        const int lfu = p != 0;          /* crf and NULL (the default) too */
         eng_xio *x = pol_open(path, policies[p]);
         /* the hot key: read once, then found */
         for (int i = 0; i < 8; i++)
@@ -228,10 +232,51 @@ static void test_policy(void **state)
     remove(model);
 }
 
+/* Key 0 issued three times, then `tokens` tokens pass, then keys 1-3
+ * once each (the 4 slots are full) and key 4: 1 when key 0 is still
+ * cached after that (a hit on it), 0 when key 4's slot was its. */
+static int kept_after(const char *path, const char *policy, unsigned tokens)
+{
+    eng_xio *x = pol_open(path, policy);
+    for (int i = 0; i < 3; i++)
+        pol_issue(x, 0);
+    eng_xio_tick(x, tokens);
+    for (int k = 1; k <= 4; k++)
+        assert_int_equal(pol_issue(x, k), 0);
+    int kept = pol_issue(x, 0);
+    eng_xio_free(x);
+    return kept;
+}
+
+/* The crf policy's clock is tokens (eng_io.c, "Replacement"): with no
+ * token between them key 0's three issues outweigh keys 1-3's one each,
+ * and key 4 takes one of theirs; 100 tokens later (2^-4 of the weight
+ * left at 0.04 a token) they weigh less than one fresh issue and key 4
+ * takes key 0's slot.  lfu keeps key 0 and lru drops it either way:
+ * neither looks at the clock. */
+static void test_decay(void **state)
+{
+    (void)state;
+    char path[4096];
+    snprintf(path, sizeof path, "%s", tu_tmp("decay.bin"));
+    write_blocks(path);
+    static const char *const policies[] = { "crf", NULL, "lfu", "lru" };
+    for (int p = 0; p < 4; p++) {
+        int now = kept_after(path, policies[p], 0), later = kept_after(path, policies[p], 100);
+        fprintf(stderr, "policy %s: key 0 after 0 tokens: %s; after 100: %s\n",
+                policies[p] ? policies[p] : "(default)", now ? "kept" : "evicted",
+                later ? "kept" : "evicted");
+        assert_int_equal(now, p < 3);
+        assert_int_equal(later, p == 2);
+    }
+    remove(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_policy),
+        cmocka_unit_test(test_decay),
         cmocka_unit_test(test_priority),
     };
     int failed = 0;
