@@ -1,6 +1,8 @@
 /*
  * test_xio.c — expert I/O and prefetch (report 3.9, 5.14; issue 4's I/O
- * machinery, issue 7's staged-reader faults).
+ * machinery, issue 7's staged-reader faults), under each expert reader;
+ * the settings, run once, are in test_xio_setup.c and the helpers in
+ * xio_test.c (one program: xio_test.h).
  *
  *   - every --expert-io mode, with the prefetch thread on and off, gives
  *     the greedy tokens of mmap without prefetch, on synthetic MoE models of
@@ -19,16 +21,12 @@
  *     short read through the cache is an error naming the file and offset,
  *     and the failed slot is never handed out as a hit;
  *   - (the policy itself, unit by unit through eng_xio_*: test_xio_cache.c)
- *   - --no-mmap leaves the expert banks mapped for sync and staged I/O
- *     and copies the rest, with the same bytes and the same tokens.
+ *   - the memory limit auto goes by, from a made-up cgroup; a slot is not
+ *     handed out again while a read into it is in flight.
  */
 #include "config.h"
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
+#include "xio_test.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,107 +37,9 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
-#include "engine/eng_impl.h"      /* eng_xio_*: the cache's policy, unit by unit */
+#include "engine/eng_impl.h"      /* eng_io_result: reads turned into faults */
 #include "format/cflow_format.h"
 #include "testutil.h"
-
-
-#define N_TOK 16
-
-static void synth(const char *preset, const char *suffix, int vflow, char *out)
-{
-    tu_proc p;
-    snprintf(out, 4096, "%s%s", tu_tmp(preset), suffix);
-    if (vflow)
-        assert_int_equal(tu_cflow_run(&p, "synth", "--vflow", preset, out, (char *)NULL), 0);
-    else
-        assert_int_equal(tu_cflow_run(&p, "synth", preset, out, (char *)NULL), 0);
-    if (p.status)
-        fprintf(stderr, "synth %s: %s", preset, p.err);
-    assert_int_equal(p.status, 0);
-    tu_proc_free(&p);
-}
-
-typedef struct logcap {
-    char text[4096];
-    int  n;
-} logcap;
-
-static void cap_log(void *ud, int level, const char *msg)
-{
-    logcap *c = ud;
-    (void)level;
-    size_t at = strlen(c->text);
-    snprintf(c->text + at, sizeof c->text - at, "%s\n", msg);
-    c->n++;
-}
-
-static int64_t cache_opt;   /* eng_opts.expert_cache of the sessions opened */
-/* The expert reader the tests of main's first group run under, set in
- * $CFLOW_XIO_READER (which the cflow processes they start inherit):
- * "uring" where the build has liburing and the kernel allows it, "pool". */
-static const char *reader = "pool";
-
-static eng_session *open_model(const char *path, int mode, int prefetch, logcap *lc)
-{
-    eng_session *s = NULL;
-    char err[512];
-    eng_opts o;
-    eng_opts_default(&o);
-    o.n_ctx = 64;
-    o.n_threads = 2;
-    o.expert_io = mode;
-    o.expert_cache = cache_opt;
-    o.prefetch = prefetch;
-    if (lc) {
-        o.log = cap_log;
-        o.log_ud = lc;
-    }
-    int rc = eng_open(&s, path, &o, err, sizeof err);
-    if (rc)
-        fprintf(stderr, "%s\n", err);
-    assert_int_equal(rc, 0);
-    assert_int_equal(eng_expert_io(s), mode);
-    assert_int_equal(eng_prefetch(s), prefetch);
-    /* the reader asked for is the one reading */
-    unsigned qd = 0;
-    const char *r = eng_expert_reader(s, &qd, NULL);
-    if (mode == ENG_XIO_MMAP || !eng_hparams(s)->n_experts)
-        assert_null(r);
-    else
-        assert_true(r && !strcmp(r, strcmp(reader, "uring") ? "pool" : "io_uring") && qd > 0);
-    return s;
-}
-
-static int32_t argmax(eng_session *s)
-{
-    const float *lg = eng_logits(s);
-    int32_t best = 0;
-    for (uint32_t v = 0; v < eng_hparams(s)->vocab_size; v++)
-        if (lg[v] > lg[best])
-            best = (int32_t)v;
-    return best;
-}
-
-/* Greedy tokens from token 1; with switch_every > 0 the expert I/O mode
- * (and the prefetch thread) change every switch_every tokens. */
-static void greedy(eng_session *s, int32_t *out, int n, int switch_every)
-{
-    char err[512];
-    int32_t tok = 1;
-    for (int i = 0; i < n; i++) {
-        if (switch_every && i % switch_every == 0) {
-            assert_int_equal(eng_set_expert_io(s, (i / switch_every) % 3, err, sizeof err), 0);
-            assert_int_equal(eng_set_prefetch(s, (i / switch_every) % 2), 0);
-        }
-        int rc = eng_decode(s, tok, err, sizeof err);
-        if (rc)
-            fprintf(stderr, "decode: %s\n", err);
-        assert_int_equal(rc, 0);
-        out[i] = tok = argmax(s);
-    }
-}
 
 /* Must show (issue 4, 2): every mode gives mmap's tokens. */
 static void test_modes_same_tokens(void **state)
@@ -157,16 +57,16 @@ static void test_modes_same_tokens(void **state)
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
         char path[4096];
         int32_t ref[N_TOK], got[N_TOK];
-        synth(models[i].preset, models[i].vflow ? ".vflow" : ".cflow", models[i].vflow, path);
-        eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
-        greedy(s, ref, N_TOK, 0);
+        xt_synth(models[i].preset, models[i].vflow ? ".vflow" : ".cflow", models[i].vflow, path);
+        eng_session *s = xt_open_model(path, ENG_XIO_MMAP, 0, NULL);
+        xt_greedy(s, ref, N_TOK, 0);
         eng_close(s);
         for (int mode = ENG_XIO_MMAP; mode <= ENG_XIO_STAGED; mode++) {
             for (int pf = 0; pf <= 1; pf++) {
                 if (mode == ENG_XIO_MMAP && !pf)
                     continue;
-                s = open_model(path, mode, pf, NULL);
-                greedy(s, got, N_TOK, 0);
+                s = xt_open_model(path, mode, pf, NULL);
+                xt_greedy(s, got, N_TOK, 0);
                 eng_stats st;
                 eng_get_stats(s, &st);
                 fprintf(stderr, "%-13s%s %-6s prefetch %-3s: tokens %s; expert bytes %llu, "
@@ -190,34 +90,14 @@ static void test_modes_same_tokens(void **state)
             }
         }
         /* switching mode and prefetch between tokens of one session */
-        s = open_model(path, ENG_XIO_MMAP, 0, NULL);
-        greedy(s, got, N_TOK, 3);
+        s = xt_open_model(path, ENG_XIO_MMAP, 0, NULL);
+        xt_greedy(s, got, N_TOK, 3);
         assert_memory_equal(ref, got, sizeof ref);
         eng_close(s);
         remove(path);
     }
 }
 
-/* Prefetch on a dense model: the same tokens as without. */
-static void test_prefetch_dense(void **state)
-{
-    (void)state;
-    char path[4096];
-    const char *conv = tu_convert_shared("models/stories260K-q8_0.gguf", "stories260K.cflow");
-    assert_non_null(conv);
-    snprintf(path, sizeof path, "%s", conv);
-    int32_t a[N_TOK], b[N_TOK];
-    eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
-    greedy(s, a, N_TOK, 0);
-    eng_close(s);
-    s = open_model(path, ENG_XIO_STAGED, 1, NULL);  /* no experts: reads nothing */
-    greedy(s, b, N_TOK, 0);
-    eng_stats st;
-    eng_get_stats(s, &st);
-    eng_close(s);
-    assert_memory_equal(a, b, sizeof a);
-    assert_int_equal(st.xio_bytes, 0);
-}
 
 /* ---- faults ---- */
 static int fail_mode;           /* 1 EIO, 2 EOF halfway, 3 EINVAL on O_DIRECT */
@@ -236,7 +116,7 @@ static ssize_t faulty_read(int fd, void *buf, size_t n, off_t off, ssize_t res)
              * the one that comes second to the fallback must retry on the
              * new descriptor, not report EINVAL (CI saw that race).  (The
              * io_uring reader settles them one after the other.) */
-            if (__atomic_add_fetch(&refused, 1, __ATOMIC_SEQ_CST) <= 2 && *reader == 'p')
+            if (__atomic_add_fetch(&refused, 1, __ATOMIC_SEQ_CST) <= 2 && *xt_reader == 'p')
                 for (int i = 0; i < 500 && __atomic_load_n(&refused, __ATOMIC_SEQ_CST) < 2; i++)
                     usleep(1000);
             return -EINVAL;
@@ -264,22 +144,22 @@ static void test_read_faults_api(void **state)
 {
     (void)state;
     char path[4096];
-    synth("tiny-moe", ".cflow", 0, path);
+    xt_synth("tiny-moe", ".cflow", 0, path);
     int32_t ref[N_TOK];
-    eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
-    greedy(s, ref, N_TOK, 0);
+    eng_session *s = xt_open_model(path, ENG_XIO_MMAP, 0, NULL);
+    xt_greedy(s, ref, N_TOK, 0);
     eng_close(s);
     for (int mode = ENG_XIO_SYNC; mode <= ENG_XIO_STAGED; mode++) {
         for (int f = 1; f <= 2; f++) {
             char err[512] = "";
-            s = open_model(path, mode, 0, NULL);
+            s = xt_open_model(path, mode, 0, NULL);
             assert_int_equal(eng_decode(s, 1, err, sizeof err), 0);
             uint32_t past = eng_n_past(s);
             fail_mode = f;
             fail_after = 3;      /* the fault lands inside a token */
             eof_at = -1;
             eng_io_result = faulty_read;
-            int rc = eng_decode(s, argmax(s), err, sizeof err);
+            int rc = eng_decode(s, xt_argmax(s), err, sizeof err);
             eng_io_result = NULL;
             fprintf(stderr, "%s, %s: rc %d: %s\n", eng_expert_io_name(mode),
                     f == 1 ? "EIO" : "short read", rc, err);
@@ -291,7 +171,7 @@ static void test_read_faults_api(void **state)
             assert_int_equal(eng_n_past(s), past);
             eng_reset(s);
             int32_t got[N_TOK];
-            greedy(s, got, N_TOK, 0);
+            xt_greedy(s, got, N_TOK, 0);
             assert_memory_equal(ref, got, sizeof ref);
             eng_close(s);
         }
@@ -311,10 +191,10 @@ static void test_cache(void **state)
     for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
         char path[4096];
         int32_t ref[N_TOK], got[N_TOK];
-        synth(presets[i], ".cflow", 0, path);
-        cache_opt = 0;
-        eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
-        greedy(s, ref, N_TOK, 0);
+        xt_synth(presets[i], ".cflow", 0, path);
+        xt_cache_opt = 0;
+        eng_session *s = xt_open_model(path, ENG_XIO_MMAP, 0, NULL);
+        xt_greedy(s, ref, N_TOK, 0);
         const uint32_t per_layer = eng_hparams(s)->n_experts;   /* (s is closed below) */
         const uint64_t n_experts = (uint64_t)eng_hparams(s)->n_layers * per_layer;
         eng_stats st;
@@ -327,11 +207,11 @@ static void test_cache(void **state)
         for (int pol = 0; pol < 3; pol++)   /* every policy ($CFLOW_XIO_POLICY) */
         for (int mode = ENG_XIO_SYNC; mode <= ENG_XIO_STAGED; mode++)
             for (size_t b = 0; b < sizeof budgets / sizeof *budgets; b++) {
-                cache_opt = budgets[b];
+                xt_cache_opt = budgets[b];
                 setenv("CFLOW_XIO_POLICY", policies[pol], 1);
-                s = open_model(path, mode, 0, NULL);
+                s = xt_open_model(path, mode, 0, NULL);
                 unsetenv("CFLOW_XIO_POLICY");
-                greedy(s, got, N_TOK, 0);
+                xt_greedy(s, got, N_TOK, 0);
                 eng_get_stats(s, &st);
                 fprintf(stderr, "%-13s %-6s %s cache %9lld: tokens %s; hits %llu misses %llu "
                         "read %llu cache %llu\n", presets[i], eng_expert_io_name(mode),
@@ -357,16 +237,16 @@ static void test_cache(void **state)
      * then the same tokens (the failed slot is not a hit next time) */
     char path[4096];
     int32_t ref[N_TOK], got[N_TOK];
-    synth("tiny-moe", ".cflow", 0, path);
-    cache_opt = 0;
-    eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
-    greedy(s, ref, N_TOK, 0);
+    xt_synth("tiny-moe", ".cflow", 0, path);
+    xt_cache_opt = 0;
+    eng_session *s = xt_open_model(path, ENG_XIO_MMAP, 0, NULL);
+    xt_greedy(s, ref, N_TOK, 0);
     eng_close(s);
-    cache_opt = 1 << 30;
+    xt_cache_opt = 1 << 30;
     for (int mode = ENG_XIO_SYNC; mode <= ENG_XIO_STAGED; mode++)
         for (int f = 1; f <= 2; f++) {
             char err[512] = "";
-            s = open_model(path, mode, 0, NULL);
+            s = xt_open_model(path, mode, 0, NULL);
             fail_mode = f;
             fail_after = 1;      /* the token's second read fails */
             eof_at = -1;
@@ -379,14 +259,14 @@ static void test_cache(void **state)
             assert_non_null(strstr(err, "offset"));
             assert_non_null(strstr(err, f == 1 ? strerror(EIO) : "short read"));
             eng_reset(s);
-            greedy(s, got, N_TOK, 0);
+            xt_greedy(s, got, N_TOK, 0);
             assert_memory_equal(ref, got, sizeof ref);
             eng_close(s);
         }
     /* auto: mmap where the model fits in free memory; with less free
      * memory than the file ($CFLOW_MEM_FREE), staged reads into a cache of
      * half of it; the same tokens either way */
-    cache_opt = -1;
+    xt_cache_opt = -1;
     for (int small = 0; small <= 1; small++) {
         eng_opts o;
         char err[512];
@@ -399,7 +279,7 @@ static void test_cache(void **state)
         assert_int_equal(eng_open(&s, path, &o, err, sizeof err), 0);
         unsetenv("CFLOW_MEM_FREE");
         assert_int_equal(eng_expert_io(s), small ? ENG_XIO_STAGED : ENG_XIO_MMAP);
-        greedy(s, got, N_TOK, 0);
+        xt_greedy(s, got, N_TOK, 0);
         assert_memory_equal(ref, got, sizeof ref);
         eng_stats st;
         eng_get_stats(s, &st);
@@ -407,7 +287,7 @@ static void test_cache(void **state)
             assert_true(st.xio_misses > 0 && st.xio_cache_bytes <= 32768);
         eng_close(s);
     }
-    cache_opt = 0;
+    xt_cache_opt = 0;
     remove(path);
 }
 
@@ -428,7 +308,7 @@ static void test_cgroup_room(void **state)
 {
     (void)state;
     char path[4096], root[4096], v1[4200];
-    synth("tiny-moe", ".cflow", 0, path);
+    xt_synth("tiny-moe", ".cflow", 0, path);
     static const struct {
         int v1;
         const char *lim, *use, *stat;
@@ -493,12 +373,12 @@ static void test_no_recycle_in_flight(void **state)
 {
     (void)state;
     char path[4096], err[512];
-    synth("tiny-moe", ".cflow", 0, path);   /* expert_delay 2: 6 slots */
+    xt_synth("tiny-moe", ".cflow", 0, path);   /* expert_delay 2: 6 slots */
     int32_t ref[N_TOK], got[N_TOK];
-    eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
-    greedy(s, ref, N_TOK, 0);
+    eng_session *s = xt_open_model(path, ENG_XIO_MMAP, 0, NULL);
+    xt_greedy(s, ref, N_TOK, 0);
     eng_close(s);
-    s = open_model(path, ENG_XIO_STAGED, 0, NULL);
+    s = xt_open_model(path, ENG_XIO_STAGED, 0, NULL);
     eng_io_result = slow_read;
     slow_fail_once = 1;
     int rc = eng_decode(s, 1, err, sizeof err);
@@ -506,7 +386,7 @@ static void test_no_recycle_in_flight(void **state)
     /* decode again at once (the failed decode returned once its reads
      * settled; look-ahead guesses dropped with reads in flight still land
      * late, and their slots must not be handed out before) */
-    greedy(s, got, N_TOK, 0);
+    xt_greedy(s, got, N_TOK, 0);
     eng_io_result = NULL;
     eng_close(s);
     assert_memory_equal(ref, got, sizeof ref);
@@ -522,7 +402,7 @@ static void test_read_faults_cli(void **state)
 {
     (void)state;
     char path[4096];
-    synth("report-arch4", ".cflow", 0, path);
+    xt_synth("report-arch4", ".cflow", 0, path);
     /* a fault from the first read (in the prompt), and from the N-th one:
      * a few tokens into the reply, with the cache off and with a cache of
      * 8 MiB, which holds some of the 48 experts (so reads go on) */
@@ -548,7 +428,7 @@ static void test_read_faults_cli(void **state)
                 tu_proc p;
                 assert_int_equal(tu_run(&p, argv, env, 60), 0);
                 fprintf(stderr, "%s %s cache %s %s: exit %d%s, stdout %zu of %zu bytes, "
-                        "stderr: %s", reader, modes[m], caches[c].size, fault + 12, p.status,
+                        "stderr: %s", xt_reader, modes[m], caches[c].size, fault + 12, p.status,
                         p.signaled ? " (signal)" : "", p.out_len, ref.out_len, p.err);
                 assert_false(p.signaled);
                 assert_int_not_equal(p.status, 0);
@@ -583,19 +463,19 @@ static void test_direct_fallback(void **state)
 {
     (void)state;
     char path[4096];
-    synth("tiny-moe", ".cflow", 0, path);
+    xt_synth("tiny-moe", ".cflow", 0, path);
     int32_t ref[N_TOK], got[N_TOK];
-    eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
-    greedy(s, ref, N_TOK, 0);
+    eng_session *s = xt_open_model(path, ENG_XIO_MMAP, 0, NULL);
+    xt_greedy(s, ref, N_TOK, 0);
     eng_close(s);
 
-    logcap lc = { "", 0 };
-    s = open_model(path, ENG_XIO_STAGED, 0, &lc);
+    xt_logcap lc = { "", 0 };
+    s = xt_open_model(path, ENG_XIO_STAGED, 0, &lc);
     int direct0 = eng_expert_io_direct(s);
     refused = 0;
     fail_mode = 3;
     eng_io_result = faulty_read;
-    greedy(s, got, N_TOK, 0);
+    xt_greedy(s, got, N_TOK, 0);
     eng_io_result = NULL;
     fail_mode = 0;
     fprintf(stderr, "O_DIRECT refused: direct %d -> %d, %d reads refused; log: %s",
@@ -606,7 +486,7 @@ static void test_direct_fallback(void **state)
         /* two pool readers were refused together (the top-k reads of the
          * first token are queued at once) and both went on; io_uring sent
          * the first routings' reads at once, and each went on */
-        if (*reader == 'p')
+        if (*xt_reader == 'p')
             assert_int_equal(refused, 2);
         else
             assert_true(refused >= 2);
@@ -624,9 +504,9 @@ static void test_direct_fallback(void **state)
     assert_non_null(buf);
     assert_int_equal(tu_write_file(shm, buf, len), 0);
     free(buf);
-    logcap lc2 = { "", 0 };
-    s = open_model(shm, ENG_XIO_SYNC, 0, &lc2);
-    greedy(s, got, N_TOK, 0);
+    xt_logcap lc2 = { "", 0 };
+    s = xt_open_model(shm, ENG_XIO_SYNC, 0, &lc2);
+    xt_greedy(s, got, N_TOK, 0);
     int direct = eng_expert_io_direct(s);
     eng_close(s);
     unlink(shm);
@@ -637,345 +517,6 @@ static void test_direct_fallback(void **state)
     assert_int_equal(lc2.n - (strstr(lc2.text, "reader pool") != NULL), direct ? 0 : 1);
     if (!direct)
         assert_non_null(strstr(lc2.text, "O_DIRECT"));
-    remove(path);
-}
-
-/* The per-layer I/O figures reach the run log (schema 4), `cflow runs
- * show` and `cflow runs export`, and `cflow run` prints their summary;
- * `cflow runs compare` of a sync and a staged run adds staged over sync
- * with the report's model and its refined form. */
-static void test_runlog_io(void **state)
-{
-    (void)state;
-    char path[4096], db[4096];
-    synth("report-arch4", ".cflow", 0, path);
-    snprintf(db, sizeof db, "%s", tu_tmp("runs.db"));
-    static const char *const modes[] = { "staged", "mmap", "sync" };
-    for (int m = 0; m < 3; m++) {
-        int io = m != 1;
-        tu_proc p;
-        assert_int_equal(tu_cflow_run(&p, "run", "-m", path, "-p", "the cat", "-n", "6",
-                                      "--temp", "0", "--expert-io", modes[m], "--db", db,
-                                      (char *)NULL), 0);
-        assert_int_equal(p.status, 0);
-        char *line = strstr(p.err, "cflow: expert I/O");
-        fprintf(stderr, "%s: %.*s\n", modes[m], line ? (int)strcspn(line, "\n") : 4,
-                line ? line : "none");
-        if (io) {
-            assert_non_null(line);
-            assert_non_null(strstr(line, "model (C + IO) / max(C, IO_eff) = "));
-        } else {
-            assert_null(line);
-        }
-        tu_proc_free(&p);
-        char id[8];
-        snprintf(id, sizeof id, "%d", m + 1);
-        assert_int_equal(tu_cflow_run(&p, "runs", "show", id, "--db", db, (char *)NULL), 0);
-        assert_int_equal(p.status, 0);
-        assert_non_null(strstr(p.out, modes[m]));
-        if (io) {
-            char *t = strstr(p.out, "expert I/O (ms per token");
-            assert_non_null(t);
-            /* a row per layer and the sum */
-            for (int l = 0; l < 6; l++) {
-                char row[16];
-                snprintf(row, sizeof row, "\n  %5d ", l);
-                assert_non_null(strstr(t, row));
-            }
-            assert_non_null(strstr(t, "\n    all "));
-        } else {
-            assert_null(strstr(p.out, "expert I/O (ms per token"));
-        }
-        tu_proc_free(&p);
-    }
-    tu_proc p;
-    assert_int_equal(tu_cflow_run(&p, "runs", "export", "--json", "--db", db, (char *)NULL), 0);
-    assert_int_equal(p.status, 0);
-    /* the staged and sync runs' six layers carry the figures, mmap's none */
-    int n = 0;
-    for (const char *q = p.out; (q = strstr(q, "\"io_model_speedup\"")); q++)
-        n++;
-    assert_int_equal(n, 12);
-    tu_proc_free(&p);
-    /* sync against staged, either way round: the pair's figures */
-    static const char *const pairs[][2] = { { "3", "1" }, { "1", "3" } };
-    for (int k = 0; k < 2; k++) {
-        assert_int_equal(tu_cflow_run(&p, "runs", "compare", pairs[k][0], pairs[k][1],
-                                      "--db", db, (char *)NULL), 0);
-        assert_int_equal(p.status, 0);
-        char *t = strstr(p.out, "expert I/O, staged (run 1) over sync (run 3)");
-        assert_non_null(t);
-        double net = 0, model = 0, tau = -9, refined = 0;
-        char *q = strstr(t, "  net ");
-        assert_non_null(q);
-        assert_int_equal(sscanf(q, "  net %lfx; model (C + IO) / max(C, IO_eff) %lfx", &net,
-                                &model), 2);
-        q = strstr(t, "interference tax tau ");
-        assert_non_null(q);
-        assert_int_equal(sscanf(q, "interference tax tau %lf; refined (C + stall_sync) / "
-                                   "max((1 + tau) C, IO_eff) %lfx", &tau, &refined), 2);
-        fprintf(stderr, "compare %s %s: net %.2f model %.2f tau %+.2f refined %.2f\n",
-                pairs[k][0], pairs[k][1], net, model, tau, refined);
-        assert_true(net > 0 && model > 0 && refined > 0 && tau > -1);
-        tu_proc_free(&p);
-    }
-    /* staged against mmap: no such section */
-    assert_int_equal(tu_cflow_run(&p, "runs", "compare", "1", "2", "--db", db, (char *)NULL),
-                     0);
-    assert_int_equal(p.status, 0);
-    assert_null(strstr(p.out, "over sync"));
-    tu_proc_free(&p);
-    remove(path);
-}
-
-/* --no-mmap with sync or staged expert I/O: the expert banks' whole pages
- * stay mapped from the file (that I/O reads them itself; a copy would only
- * hold memory), every other byte is copied, the block reads as the file
- * does, and each mode gives mmap's tokens, switching modes included. */
-static void test_no_mmap_banks(void **state)
-{
-    (void)state;
-    static const struct { const char *preset; int vflow; } models[] = {
-        { "tiny-moe", 0 }, { "tiny-moe", 1 }, { "report-arch4", 0 },
-    };
-    const uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
-    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
-        char path[4096], err[512];
-        synth(models[i].preset, models[i].vflow ? ".vflow" : ".cflow", models[i].vflow, path);
-        fmt_model *m0 = NULL, *m1 = NULL, *m2 = NULL;
-        assert_int_equal(fmt_model_open_ex(&m0, path, 0, err, sizeof err), 0);
-        assert_int_equal(fmt_model_open_ex(&m1, path, FMT_OPEN_READ, err, sizeof err), 0);
-        assert_int_equal(fmt_model_open_ex(&m2, path, FMT_OPEN_READ | FMT_OPEN_MAP_EXPERTS,
-                                           err, sizeof err), 0);
-        uint64_t size = fmt_model_file_size(m0), n0, n2;
-        const void *b0 = fmt_model_map(m0, &n0), *b2 = fmt_model_map(m2, &n2);
-        assert_int_equal(n0, size);
-        assert_int_equal(n2, size);
-        assert_int_equal(fmt_model_copied_bytes(m0), 0);
-        assert_int_equal(fmt_model_copied_bytes(m1), size);
-        /* what stays mapped is the banks' whole pages: at least the
-         * experts' bytes less a part page at each end of each bank, at
-         * most the span from a layer's first expert to its last */
-        const fmt_hparams *hp = fmt_model_hparams(m0);
-        uint64_t ex = 0, span = 0;
-        for (unsigned l = 0; l < hp->n_layers; l++) {
-            uint64_t lo = UINT64_MAX, hi = 0, off, len;
-            for (unsigned e = 0; e < hp->n_experts; e++) {
-                if (fmt_model_expert(m0, l, e, NULL, NULL, &off, &len))
-                    continue;
-                ex += len;
-                lo = off < lo ? off : lo;
-                hi = off + len > hi ? off + len : hi;
-            }
-            if (hi > lo)
-                span += hi - lo + 2 * pg;
-        }
-        const uint64_t kept = size - fmt_model_copied_bytes(m2);
-        fprintf(stderr, "%s%s: %llu bytes, %llu of experts, %llu left mapped\n",
-                models[i].preset, models[i].vflow ? " (.vflow)" : "",
-                (unsigned long long)size, (unsigned long long)ex, (unsigned long long)kept);
-        assert_true(ex > 0 && kept % pg == 0);
-        assert_true(kept + 2 * pg * hp->n_layers >= ex);
-        assert_true(kept <= span);
-        assert_memory_equal(b0, b2, size);
-        fmt_model_close(m0);
-        fmt_model_close(m1);
-        fmt_model_close(m2);
-
-        int32_t ref[N_TOK], got[N_TOK];
-        eng_session *s = open_model(path, ENG_XIO_MMAP, 0, NULL);
-        greedy(s, ref, N_TOK, 0);
-        eng_close(s);
-        for (int mode = ENG_XIO_MMAP; mode <= ENG_XIO_STAGED + 1; mode++) {
-            eng_opts o;
-            eng_opts_default(&o);
-            o.n_ctx = 64;
-            o.n_threads = 2;
-            o.no_mmap = 1;
-            o.prefetch = 0;
-            o.expert_io = mode > ENG_XIO_STAGED ? ENG_XIO_STAGED : mode;
-            assert_int_equal(eng_open(&s, path, &o, err, sizeof err), 0);
-            /* the last round starts staged and switches every 3 tokens */
-            greedy(s, got, N_TOK, mode > ENG_XIO_STAGED ? 3 : 0);
-            assert_memory_equal(ref, got, sizeof ref);
-            eng_close(s);
-        }
-        remove(path);
-    }
-    /* a model without experts: nothing to leave mapped, the whole file is
-     * copied (its header says so before any walk) */
-    char path[4096], err[512];
-    tu_proc p;
-    snprintf(path, sizeof path, "%s", tu_tmp("dense-q8.cflow"));
-    assert_int_equal(tu_cflow_run(&p, "convert", tu_shared("models/stories260K-q8_0.gguf"), path,
-                                  (char *)NULL), 0);
-    assert_int_equal(p.status, 0);
-    tu_proc_free(&p);
-    fmt_model *m0 = NULL, *m2 = NULL;
-    uint64_t n0, n2;
-    assert_int_equal(fmt_model_open_ex(&m0, path, 0, err, sizeof err), 0);
-    assert_int_equal(fmt_model_open_ex(&m2, path, FMT_OPEN_READ | FMT_OPEN_MAP_EXPERTS, err,
-                                       sizeof err), 0);
-    assert_int_equal(fmt_model_hparams(m0)->n_experts, 0);
-    assert_int_equal(fmt_model_copied_bytes(m2), fmt_model_file_size(m0));
-    const void *b0 = fmt_model_map(m0, &n0), *b2 = fmt_model_map(m2, &n2);
-    assert_int_equal(n0, n2);
-    assert_memory_equal(b0, b2, n0);
-    fmt_model_close(m0);
-    fmt_model_close(m2);
-    remove(path);
-}
-
-/* $CFLOW_XIO_READER: a bad value is an error naming it; the reader is
- * reported; `cflow bench diskbw` times a file through it, and refuses a
- * file too small to time in one line naming it. */
-static void test_reader_choice(void **state)
-{
-    (void)state;
-    char path[4096], err[512];
-    synth("tiny-moe", ".cflow", 0, path);
-    eng_opts o;
-    eng_opts_default(&o);
-    o.n_ctx = 64;
-    o.expert_io = ENG_XIO_SYNC;
-    eng_session *s = NULL;
-    setenv("CFLOW_XIO_READER", "bogus", 1);
-    int rc = eng_open(&s, path, &o, err, sizeof err);
-    unsetenv("CFLOW_XIO_READER");
-    assert_int_not_equal(rc, 0);
-    assert_non_null(strstr(err, "CFLOW_XIO_READER='bogus'"));
-
-    /* io_uring refused at run time (CFLOW_FAULT=uring-init:eperm stands
-     * for a seccomp filter): the pool reads, one line through the log
-     * says why, and the tokens are mmap's */
-    if (tu_have_uring("test_xio")) {
-        int32_t ref[N_TOK], got[N_TOK];
-        s = open_model(path, ENG_XIO_MMAP, 0, NULL);
-        greedy(s, ref, N_TOK, 0);
-        eng_close(s);
-        logcap lc = { "", 0 };
-        o.log = cap_log;
-        o.log_ud = &lc;
-        setenv("CFLOW_FAULT", "uring-init:eperm", 1);
-        rc = eng_open(&s, path, &o, err, sizeof err);
-        unsetenv("CFLOW_FAULT");
-        assert_int_equal(rc, 0);
-        const char *r = eng_expert_reader(s, NULL, NULL);
-        greedy(s, got, N_TOK, 0);
-        eng_close(s);
-        fprintf(stderr, "io_uring refused: reader %s; log: %s", r ? r : "none", lc.text);
-        assert_true(r && !strcmp(r, "pool"));
-        assert_int_equal(lc.n, 1);
-        assert_non_null(strstr(lc.text, "reader pool"));
-        assert_non_null(strstr(lc.text, strerror(EPERM)));
-        assert_memory_equal(ref, got, sizeof ref);
-    }
-
-    tu_proc p;
-    assert_int_equal(tu_cflow_run(&p, "bench", "diskbw", "--file", path, (char *)NULL), 0);
-    fprintf(stderr, "diskbw of a small file: exit %d: %s", p.status, p.err);
-    assert_int_not_equal(p.status, 0);
-    assert_non_null(strstr(p.err, path));
-    assert_non_null(strstr(p.err, "too small"));
-    tu_proc_free(&p);
-    remove(path);
-
-    /* 64 MiB: the smallest file diskbw times */
-    snprintf(path, sizeof path, "%s", tu_tmp("diskbw.bin"));
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    static char block[1 << 16];
-    memset(block, 7, sizeof block);
-    for (int i = 0; i < 1024; i++)
-        assert_int_equal(fwrite(block, 1, sizeof block, f), sizeof block);
-    assert_int_equal(fclose(f), 0);
-    for (int r = tu_have_uring("test_xio") ? 0 : 1; r < 2; r++) {
-        char *const argv[] = { (char *)tu_cflow(), "bench", "diskbw", "--file", path, "-r", "2",
-                               "--qd", "8", "-o", "csv", "--no-log", NULL };
-        char *const env[] = { r ? "CFLOW_XIO_READER=pool" : "CFLOW_XIO_READER=uring", NULL };
-        assert_int_equal(tu_run(&p, argv, env, 120), 0);
-        fprintf(stderr, "diskbw: exit %d: %s%s", p.status, p.out, p.err);
-        if (p.status && strstr(p.err, "O_DIRECT")) {   /* (a file system without it) */
-            assert_non_null(strstr(p.err, path));
-            tu_proc_free(&p);
-            continue;
-        }
-        assert_int_equal(p.status, 0);
-        const char *row = strchr(p.out, '\n');
-        assert_non_null(row);
-        char rd[16];
-        double med, lo, hi;
-        unsigned qd;
-        assert_int_equal(sscanf(row + 1, "%15[^,],%u,%*u,%lf,%lf,%lf", rd, &qd, &med, &lo, &hi),
-                         5);
-        assert_string_equal(rd, r ? "pool" : "io_uring");
-        assert_int_equal(qd, 8);
-        assert_true(med > 0 && lo <= med && med <= hi);
-        tu_proc_free(&p);
-    }
-    remove(path);
-}
-
-/* Bad settings are errors, not crashes. */
-static void test_bad_settings(void **state)
-{
-    (void)state;
-    tu_proc p;
-    assert_int_equal(tu_cflow_run(&p, "run", "--expert-io", "bogus", "-n", "1", (char *)NULL), 0);
-    assert_int_not_equal(p.status, 0);
-    assert_non_null(strstr(p.err, "--expert-io"));
-    tu_proc_free(&p);
-    assert_int_equal(tu_cflow_run(&p, "run", "--prefetch", "maybe", "-n", "1", (char *)NULL), 0);
-    assert_int_not_equal(p.status, 0);
-    assert_non_null(strstr(p.err, "--prefetch"));
-    tu_proc_free(&p);
-    assert_int_equal(eng_expert_io_from_name("staged"), ENG_XIO_STAGED);
-    assert_int_equal(eng_expert_io_from_name("nope"), -1);
-    /* the reader's environment: a value that is not a count in range is
-     * refused with its name and value, not read as the default */
-    char path[4096];
-    synth("report-arch4", ".cflow", 0, path);
-    static const char *const bad[] = { "CFLOW_XIO_QD=abc", "CFLOW_XIO_QD=0",
-                                       "CFLOW_XIO_QD=5000", "CFLOW_XIO_CHUNK=1M5",
-                                       "CFLOW_XIO_CHUNK=100", "CFLOW_XIO_CHUNK=-4K" };
-    char *const argv[] = { (char *)tu_cflow(), "run", "-m", path, "-p", "the cat", "-n", "2",
-                           "--temp", "0", "--expert-io", "sync", "--no-log", NULL };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        char *const env[] = { (char *)bad[i], NULL };
-        char want[64];
-        snprintf(want, sizeof want, "%.*s='%s'", (int)strcspn(bad[i], "="), bad[i],
-                 strchr(bad[i], '=') + 1);
-        assert_int_equal(tu_run(&p, argv, env, 60), 0);
-        fprintf(stderr, "%s: exit %d, stderr: %s", bad[i], p.status, p.err);
-        assert_false(p.signaled);
-        assert_int_not_equal(p.status, 0);
-        assert_non_null(strstr(p.err, want));
-        assert_int_equal(p.out_len, 0);
-        tu_proc_free(&p);
-    }
-    /* the engine's words (eng_env_check), from eng_open itself: refused
-     * with the name and the value before the file is opened */
-    static const char *const words[][2] = { { "CFLOW_PIN", "yes" }, { "CFLOW_PIN", "2" },
-                                            { "CFLOW_ISA", "avx-512" } };
-    for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
-        char err[256] = "", want[64];
-        eng_session *s = (eng_session *)&err;   /* must come back NULL */
-        setenv(words[i][0], words[i][1], 1);
-        snprintf(want, sizeof want, "%s='%s'", words[i][0], words[i][1]);
-        assert_int_equal(eng_open(&s, path, NULL, err, sizeof err), ENG_EARG);
-        unsetenv(words[i][0]);
-        assert_null(s);
-        assert_non_null(strstr(err, want));
-    }
-    setenv("CFLOW_PIN", "0", 1);
-    assert_int_equal(eng_env_check(NULL, 0), 0);
-    unsetenv("CFLOW_PIN");
-    /* and good ones run: 8 requests of 256 KiB */
-    char *const good[] = { "CFLOW_XIO_QD=8", "CFLOW_XIO_CHUNK=256K", NULL };
-    assert_int_equal(tu_run(&p, argv, good, 60), 0);
-    assert_int_equal(p.status, 0);
-    assert_true(p.out_len > 0);
-    tu_proc_free(&p);
     remove(path);
 }
 
@@ -1004,13 +545,13 @@ int main(void)
     int failed = 0;
     static const char *const readers[] = { "uring", "pool" };
     for (int r = tu_have_uring("test_xio") ? 0 : 1; r < 2; r++) {
-        reader = readers[r];
-        setenv("CFLOW_XIO_READER", reader, 1);
-        fprintf(stderr, "---- CFLOW_XIO_READER=%s\n", reader);
+        xt_reader = readers[r];
+        setenv("CFLOW_XIO_READER", xt_reader, 1);
+        fprintf(stderr, "---- CFLOW_XIO_READER=%s\n", xt_reader);
         failed += cmocka_run_group_tests_name(readers[r], per_reader, NULL, NULL);
     }
     unsetenv("CFLOW_XIO_READER");
-    reader = tu_have_uring("test_xio") ? "uring" : "pool";
+    xt_reader = tu_have_uring("test_xio") ? "uring" : "pool";
     failed += cmocka_run_group_tests_name("any reader", once, NULL, NULL);
     return failed;
 }
