@@ -9,7 +9,8 @@
  *     policy name, from the configuration or $CFLOW_XIO_POLICY through a
  *     session, is an error naming it;
  *   - under crf, and only there, a key's past issues fade with the tokens
- *     that pass (eng_xio_tick), not with the issues of other keys;
+ *     that pass (eng_xio_tick), not with the issues of other keys; a
+ *     session's prefill and decode advance that clock by their tokens;
  *   - reads issued later (eng_xio_issue_later) wait for the sooner ones,
  *     go at once alone, and at once when the same key is issued sooner.
  */
@@ -29,6 +30,7 @@
 
 #include "engine/engine.h"
 #include "engine/eng_impl.h"      /* eng_xio_*: the cache's policy, unit by unit */
+#include "engine/eng_io_impl.h"   /* eng_xio.tokens: the clock a session keeps */
 #include "testutil.h"
 
 #define POL_KEYS  16       /* keys of the test file: one 4 KiB block each */
@@ -272,11 +274,45 @@ static void test_decay(void **state)
     remove(path);
 }
 
+/* The clock test_decay's fading goes by is the session's tokens: a
+ * prefill of 5 (token by token on this MoE, or as one chunk) and 3
+ * decodes advance it by 8. */
+static void test_session_clock(void **state)
+{
+    (void)state;
+    char model[4096], err[512] = "";
+    tu_moe g;
+    snprintf(model, sizeof model, "%s", tu_tmp("clock-moe.cflow"));
+    tu_synth_moe("tiny-moe", model, &g);
+    eng_opts o;
+    eng_opts_default(&o);
+    o.n_ctx = 64;
+    o.expert_io = ENG_XIO_SYNC;
+    o.expert_cache = 1 << 20;
+    eng_session *s = NULL;
+    int rc = eng_open(&s, model, &o, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "eng_open: %s\n", err);
+    assert_int_equal(rc, 0);
+    assert_non_null(s->xio);
+    const int32_t prompt[5] = { 1, 2, 3, 4, 5 };
+    assert_int_equal(eng_prefill(s, prompt, 5, err, sizeof err), 0);
+    assert_int_equal(s->xio->tokens, 5);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(eng_decode(s, 6 + i, err, sizeof err), 0);
+    fprintf(stderr, "session clock after 5 prefilled and 3 decoded: %llu tokens\n",
+            (unsigned long long)s->xio->tokens);
+    assert_int_equal(s->xio->tokens, 8);
+    eng_close(s);
+    remove(model);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_policy),
         cmocka_unit_test(test_decay),
+        cmocka_unit_test(test_session_clock),
         cmocka_unit_test(test_priority),
     };
     int failed = 0;
