@@ -108,8 +108,11 @@
  * used of them throws out the expert needed soonest and misses every
  * time, evicting the most recent keeps a fixed subset resident.  Look-
  * ahead's guesses count as issues: a right guess counts twice, guessed
- * and routed.  The cost is one exp2 and one log2 an issue and 8 bytes an
- * expert; the victim scan over the slots was there already.
+ * and routed.  The weights kept for experts not cached make crf (as lfu
+ * before it) the issue's "frequency with pinned hot experts" without a
+ * fixed pin list: a hot expert evicted comes back with its history.  The
+ * cost is one exp2 and one log2 an issue and 8 bytes an expert; the
+ * victim scan over the slots was there already.
  *
  * Measured (AMD EPYC Zen 5, 2 cores; olmoe-1b-7b, 1024 experts of 3.38
  * MiB, bank 3459 MiB), the hit rate cflow run prints over 127 decode
