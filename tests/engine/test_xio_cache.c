@@ -80,6 +80,22 @@ static eng_xio *pol_open(const char *path, const char *policy)
     return x;
 }
 
+/* A session on a fresh tiny-moe (cflow synth) at model [4096], the
+ * temporary file name: sync expert I/O with a 1 MiB cache, 64 positions.
+ * eng_open's code, with err filled where it refused. */
+static int open_moe(const char *name, char *model, eng_session **s, char *err, size_t errlen)
+{
+    tu_moe g;
+    snprintf(model, 4096, "%s", tu_tmp(name));
+    tu_synth_moe("tiny-moe", model, &g);
+    eng_opts o;
+    eng_opts_default(&o);
+    o.n_ctx = 64;
+    o.expert_io = ENG_XIO_SYNC;
+    o.expert_cache = 1 << 20;
+    return eng_open(s, model, &o, err, errlen);
+}
+
 /* The keys whose reads completed, in order (eng_io_result: at completion
  * on io_uring, after the pread on the pool). */
 static int order[16];
@@ -215,17 +231,9 @@ static void test_policy(void **state)
     assert_non_null(strstr(err, "'mru'"));
     remove(path);
     char model[4096];
-    tu_moe g;
-    snprintf(model, sizeof model, "%s", tu_tmp("policy-moe.cflow"));
-    tu_synth_moe("tiny-moe", model, &g);
-    eng_opts o;
-    eng_opts_default(&o);
-    o.n_ctx = 64;
-    o.expert_io = ENG_XIO_SYNC;
-    o.expert_cache = 1 << 20;
     eng_session *s = NULL;
     setenv("CFLOW_XIO_POLICY", "sideways", 1);
-    int rc = eng_open(&s, model, &o, err, sizeof err);
+    int rc = open_moe("policy-moe.cflow", model, &s, err, sizeof err);
     unsetenv("CFLOW_XIO_POLICY");
     fprintf(stderr, "CFLOW_XIO_POLICY=sideways: %s\n", err);
     assert_int_equal(rc, ENG_EARG);
@@ -281,16 +289,8 @@ static void test_session_clock(void **state)
 {
     (void)state;
     char model[4096], err[512] = "";
-    tu_moe g;
-    snprintf(model, sizeof model, "%s", tu_tmp("clock-moe.cflow"));
-    tu_synth_moe("tiny-moe", model, &g);
-    eng_opts o;
-    eng_opts_default(&o);
-    o.n_ctx = 64;
-    o.expert_io = ENG_XIO_SYNC;
-    o.expert_cache = 1 << 20;
     eng_session *s = NULL;
-    int rc = eng_open(&s, model, &o, err, sizeof err);
+    int rc = open_moe("clock-moe.cflow", model, &s, err, sizeof err);
     if (rc)
         fprintf(stderr, "eng_open: %s\n", err);
     assert_int_equal(rc, 0);
