@@ -35,6 +35,8 @@ int eng_forward(eng_session *s, int32_t token, int want_logits)
 {
     const fmt_hparams *hp = s->hp;
 
+    if (s->xio && !s->probe)
+        eng_xio_tick(s->xio, 1);     /* the expert cache's clock (a probe's rerun: not a token) */
     eng_embed(s, token, s->x);
     eng_moe_ahead_guess(s, 0, s->x);   /* the first layers' experts, read ahead */
     eng_run_layers(s);
@@ -157,8 +159,6 @@ int eng_guarded_run(eng_session *s, const int32_t *tokens, unsigned m,
         return eng_model_fault(s, err, errlen);
     }
     eng_guard_push(&g);
-    if (s->xio)
-        eng_xio_tick(s->xio, m);     /* the expert cache's clock: tokens */
     if (batch)
         eng_forward_batch(s, tokens, m, want_logits);
     else

@@ -80,14 +80,15 @@ static eng_xio *pol_open(const char *path, const char *policy)
     return x;
 }
 
-/* A session on a fresh tiny-moe (cflow synth) at model [4096], the
+/* A session on a fresh preset (cflow synth, a MoE) at model [4096], the
  * temporary file name: sync expert I/O with a 1 MiB cache, 64 positions.
  * eng_open's code, with err filled where it refused. */
-static int open_moe(const char *name, char *model, eng_session **s, char *err, size_t errlen)
+static int open_moe(const char *preset, const char *name, char *model, eng_session **s,
+                    char *err, size_t errlen)
 {
     tu_moe g;
     snprintf(model, 4096, "%s", tu_tmp(name));
-    tu_synth_moe("tiny-moe", model, &g);
+    tu_synth_moe(preset, model, &g);
     eng_opts o;
     eng_opts_default(&o);
     o.n_ctx = 64;
@@ -233,7 +234,7 @@ static void test_policy(void **state)
     char model[4096];
     eng_session *s = NULL;
     setenv("CFLOW_XIO_POLICY", "sideways", 1);
-    int rc = open_moe("policy-moe.cflow", model, &s, err, sizeof err);
+    int rc = open_moe("tiny-moe", "policy-moe.cflow", model, &s, err, sizeof err);
     unsetenv("CFLOW_XIO_POLICY");
     fprintf(stderr, "CFLOW_XIO_POLICY=sideways: %s\n", err);
     assert_int_equal(rc, ENG_EARG);
@@ -283,28 +284,32 @@ static void test_decay(void **state)
 }
 
 /* The clock test_decay's fading goes by is the session's tokens: a
- * prefill of 5 (token by token on this MoE, or as one chunk) and 3
- * decodes advance it by 8. */
+ * prefill of 5 and 3 decodes advance it by 8, whether the prefill goes
+ * token by token (tiny-moe's DelayedSum) or as one chunk (tiny-mixtral,
+ * batched MoE prefill). */
 static void test_session_clock(void **state)
 {
     (void)state;
-    char model[4096], err[512] = "";
-    eng_session *s = NULL;
-    int rc = open_moe("clock-moe.cflow", model, &s, err, sizeof err);
-    if (rc)
-        fprintf(stderr, "eng_open: %s\n", err);
-    assert_int_equal(rc, 0);
-    assert_non_null(s->xio);
-    const int32_t prompt[5] = { 1, 2, 3, 4, 5 };
-    assert_int_equal(eng_prefill(s, prompt, 5, err, sizeof err), 0);
-    assert_int_equal(s->xio->tokens, 5);
-    for (int i = 0; i < 3; i++)
-        assert_int_equal(eng_decode(s, 6 + i, err, sizeof err), 0);
-    fprintf(stderr, "session clock after 5 prefilled and 3 decoded: %llu tokens\n",
-            (unsigned long long)s->xio->tokens);
-    assert_int_equal(s->xio->tokens, 8);
-    eng_close(s);
-    remove(model);
+    static const char *const presets[] = { "tiny-moe", "tiny-mixtral" };
+    for (int p = 0; p < 2; p++) {
+        char model[4096], err[512] = "";
+        eng_session *s = NULL;
+        int rc = open_moe(presets[p], "clock-moe.cflow", model, &s, err, sizeof err);
+        if (rc)
+            fprintf(stderr, "eng_open: %s\n", err);
+        assert_int_equal(rc, 0);
+        assert_non_null(s->xio);
+        const int32_t prompt[5] = { 1, 2, 3, 4, 5 };
+        assert_int_equal(eng_prefill(s, prompt, 5, err, sizeof err), 0);
+        assert_int_equal(s->xio->tokens, 5);
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(eng_decode(s, 6 + i, err, sizeof err), 0);
+        fprintf(stderr, "%s: session clock after 5 prefilled and 3 decoded: %llu tokens\n",
+                presets[p], (unsigned long long)s->xio->tokens);
+        assert_int_equal(s->xio->tokens, 8);
+        eng_close(s);
+        remove(model);
+    }
 }
 
 int main(void)
