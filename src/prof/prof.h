@@ -319,7 +319,7 @@ void prof_xio_derive(prof_xio_fig *f);
 /* ======================================================================= */
 typedef struct prof_log prof_log;
 
-#define PROF_LOG_SCHEMA 9   /* PRAGMA user_version of a current database */
+#define PROF_LOG_SCHEMA 10  /* PRAGMA user_version of a current database */
 
 enum { PROF_LOG_CREATE = 1 };  /* create the file (and its folder) if absent */
 
@@ -544,6 +544,9 @@ typedef struct prof_bench_row {
     double      gb_s, read_bw_gbs, bw_pct;  /* 0: not applicable / unknown */
     const prof_xio_fig *xio;        /* the test's expert figures; NULL: none */
     int         expert_ahead;       /* look-ahead layers, 0 off; -1: n/a (NULL) */
+    unsigned    interleave;         /* tests that took turns a token each in its
+                                     * repetitions (`bench --interleave`), 1 it
+                                     * alone; 0: not known (NULL) */
 } prof_bench_row;
 /* One test's result in the current session (prof_log_session first). */
 int prof_log_bench(prof_log *l, const prof_bench_row *r, char *err, size_t errlen);

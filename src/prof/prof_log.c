@@ -111,7 +111,9 @@
  * (prof_xio_fig: the bound with reads overlapped with compute); version 9
  * to run and bench expert_ahead, the look-ahead setting (layers guessed
  * ahead, 0 off; NULL for a dense model), so runs that differ in it can be
- * told apart.
+ * told apart; version 10 to bench interleave, how many tests took turns
+ * a token each in the test's repetitions (`cflow bench --interleave`; 1
+ * a test run alone, NULL before version 10).
  * Migrating runs inside the BEGIN IMMEDIATE transaction that reads
  * user_version, so two processes opening an old log at once migrate it
  * once.  A log newer than this program is refused, never downgraded.
@@ -306,6 +308,9 @@ static const char *const migrations[PROF_LOG_SCHEMA] = {
     /* 8 -> 9: the look-ahead setting a run or test ran with */
     "ALTER TABLE run ADD COLUMN expert_ahead INTEGER;"
     "ALTER TABLE bench ADD COLUMN expert_ahead INTEGER;",
+
+    /* 9 -> 10: the tests a bench test's repetitions were shared with */
+    "ALTER TABLE bench ADD COLUMN interleave INTEGER;",
 };
 
 int prof_log_fail(prof_log *l, char *err, size_t errlen, const char *what)

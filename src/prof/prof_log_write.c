@@ -512,11 +512,11 @@ int prof_log_bench(prof_log *l, const prof_bench_row *r, char *err, size_t errle
         l->db,
         "INSERT INTO bench(session_id, test_time, n_threads, n_prompt, n_gen, n_depth,"
         " prefetch, expert_io, repetitions, avg_ns, stddev_ns, avg_ts, stddev_ts,"
-        " bytes_per_token, gb_s, read_bw_gbs, bw_pct," XIO_SQL_COLS ", expert_ahead)"
-        " VALUES(?1, ?2,"
+        " bytes_per_token, gb_s, read_bw_gbs, bw_pct," XIO_SQL_COLS ", expert_ahead,"
+        " interleave) VALUES(?1, ?2,"
         " ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,"
         " ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34,"
-        " ?35, ?36, ?37, ?38, ?39, ?40, ?41, ?42)",
+        " ?35, ?36, ?37, ?38, ?39, ?40, ?41, ?42, ?43)",
         -1, &st, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, l->session_id);
@@ -542,6 +542,10 @@ int prof_log_bench(prof_log *l, const prof_bench_row *r, char *err, size_t errle
             sqlite3_bind_int(st, 42, r->expert_ahead);
         else
             sqlite3_bind_null(st, 42);
+        if (r->interleave)
+            sqlite3_bind_int(st, 43, (int)r->interleave);
+        else
+            sqlite3_bind_null(st, 43);
         rc = step_done(st);
         sqlite3_finalize(st);
     }

@@ -17,7 +17,15 @@
  * standard deviation, as llama-bench reports avg_ts and stddev_ts.  The
  * cache is cleared before every repetition.  The model is loaded once per
  * -m; threads, prefetch and expert I/O change between tests without a
- * reload.
+ * reload.  --expert-ahead-layers takes a list too: the model opens with
+ * the deepest, each test sets its own.
+ *
+ * --interleave runs the tg tests of the lists' settings together: in each
+ * repetition they take turns a token each, each timed over its own tokens
+ * (run_group).  Settings a few per cent apart are then compared at one
+ * moment of the machine, one expert cache, where tests run one after
+ * another meet a storage and a load that drift between them (the token-
+ * by-token tables of docs/PERFORMANCE.md).
  *
  * For decode tests GB/s = weight bytes streamed per token (the engine's
  * count: attention, dense FFN, k/E of each expert bank, output head) times
@@ -210,6 +218,15 @@ static long list_max(const ilist *l)
     return m;
 }
 
+/* The tests a tg group of --interleave runs together, taking turns a
+ * token each: one per combination of the lists' settings; 1 without
+ * --interleave.  (Not bench_arm: that pairs sync and staged tests.) */
+#define BENCH_TURNS_MAX 16
+static unsigned bench_turns(const bench_cfg *c)
+{
+    return c->interleave ? c->xio.n * c->pf.n * c->t.n * c->ahead.n : 1u;
+}
+
 /* What the tests of every model share. */
 /* A sync or staged decode test, kept to set staged over sync beside the
  * report's model (staged_vs_model): seconds a token, and its compute,
@@ -265,12 +282,14 @@ static int fit_tests(bench_run *b, const char *model, long *ctx)
         if (!c->p_set)
             fit_list(&b->p, max_seq - depth);
         if (!c->n_set)
-            fit_list(&b->n, max_seq - depth);
+            fit_list(&b->n, (max_seq - depth) / (long)bench_turns(c));
     }
     if (list_max(&b->p) < list_max(&c->p) || list_max(&b->n) < list_max(&c->n))
         ui_eprintf("cflow bench: %s holds %ld tokens: pp%ld and tg%ld at most\n",
                 model, max_seq, list_max(&b->p), list_max(&b->n));
-    long most = list_max(&b->p) > list_max(&b->n) ? list_max(&b->p) : list_max(&b->n);
+    /* interleaved, a repetition decodes tg tokens for each setting */
+    long tg = list_max(&b->n) * (long)bench_turns(c);
+    long most = list_max(&b->p) > tg ? list_max(&b->p) : tg;
     *ctx = depth + most;
     if (max_seq > 0 && *ctx > max_seq)
         return ui_error("%s: the tests need a context of %ld tokens (depth %ld + %ld), the "
@@ -311,6 +330,7 @@ static void emit_row(bench_run *b, const result *r, int *logging)
         .bytes_per_token = r->bytes_per_token, .gb_s = r->gb_s,
         .read_bw_gbs = r->read_bw, .bw_pct = r->bw_pct,
         .xio = r->has_xio ? &r->xio : NULL, .expert_ahead = r->expert_ahead,
+        .interleave = r->interleave,
     };
     if (prof_log_bench(b->lg, &br, b->err, sizeof b->err)) {
         log_warn(b->err);
@@ -356,46 +376,45 @@ static void staged_vs_model(bench_run *b, const result *r)
         b->arm[b->n_arm++] = me;
 }
 
-/* One test (r's threads, I/O, depth and pp or tg): a warm-up, then the
- * timed repetitions into r. */
-static int run_test(bench_run *b, eng_session *s, const char *model, result *r)
+/* Put r's threads, prefetch and expert I/O on the session and name the
+ * mode auto chose; 0, or a one-line error. */
+static int set_test(bench_run *b, eng_session *s, const char *model, result *r)
 {
-    const bench_cfg *c = b->c;
     char *err = b->err;
     const size_t errlen = sizeof b->err;
     err[0] = '\0';
-    if (eng_set_threads(s, r->threads) || set_io(s, r->prefetch, r->expert_io, err, errlen))
-        return ui_error("%s: cannot set threads %d, prefetch %s, expert-io %s%s%s", model,
+    /* a depth is the look-ahead's: with it off (--expert-ahead off) the
+     * depths are not set and the rows say 0, off */
+    int ahead = r->ahead > 0 && eng_expert_ahead(s) > 0 ? r->ahead : 0;
+    if (eng_set_threads(s, r->threads) || set_io(s, r->prefetch, r->expert_io, err, errlen) ||
+        (ahead && eng_set_expert_ahead_layers(s, ahead, err, errlen))) {
+        char la[48] = "";
+        if (ahead)
+            snprintf(la, sizeof la, ", look-ahead %d", ahead);
+        return ui_error("%s: cannot set threads %d, prefetch %s, expert-io %s%s%s%s", model,
                         r->threads, ui_bench_onoff[r->prefetch], ui_bench_xio[r->expert_io],
-                        err[0] ? ": " : "", err);
+                        la, err[0] ? ": " : "", err);
+    }
     r->xio_name = ui_bench_xio[r->expert_io];
     if (eng_expert_io_auto(s))
         r->xio_name = ui_bench_xio_auto[eng_expert_io(s)];
+    return UI_EXIT_OK;
+}
+
+static void stamp(result *r)
+{
     time_t now = time(NULL);
     struct tm tmv;
     gmtime_r(&now, &tmv);
     strftime(r->time, sizeof r->time, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-    err[0] = '\0';
-    if (c->warmup && run_once(s, r->n_prompt, r->n_prompt ? 0 : 1, 0, b->ids, &b->rng, NULL,
-                              err, errlen) < 0)
-        return ui_error("%s: %s", model, err);
-    for (unsigned k = 0; k < c->warmup_reps; k++)
-        if (run_once(s, r->n_prompt, r->n_gen, r->n_depth, b->ids, &b->rng, NULL, err,
-                     errlen) < 0)
-            return ui_error("%s: %s", model, err);
-    memset(&r->xio, 0, sizeof r->xio);
-    for (unsigned k = 0; k < c->reps; k++) {
-        double sec = run_once(s, r->n_prompt, r->n_gen, r->n_depth, b->ids, &b->rng, &r->xio,
-                              err, errlen);
-        if (sec < 0)
-            return ui_error("%s: %s", model, err);
-        if (sec < 1e-9)
-            sec = 1e-9;
-        b->ns[k] = sec * 1e9;
-        b->ts[k] = (double)(r->n_prompt + r->n_gen) / sec;
-    }
-    mean_sd(b->ns, c->reps, &r->avg_ns, &r->sd_ns);
-    mean_sd(b->ts, c->reps, &r->avg_ts, &r->sd_ts);
+}
+
+/* r's figures from its repetitions ns[reps], ts[reps] (r->ns, r->ts) and
+ * expert counts (r->xio), with s set to r's settings. */
+static void finish(bench_run *b, eng_session *s, result *r)
+{
+    mean_sd(r->ns, r->reps, &r->avg_ns, &r->sd_ns);
+    mean_sd(r->ts, r->reps, &r->avg_ts, &r->sd_ts);
     eng_stats es;
     eng_get_stats(s, &es);
     r->bytes_per_token = es.bytes_per_token;
@@ -407,11 +426,167 @@ static int run_test(bench_run *b, eng_session *s, const char *model, result *r)
     r->has_xio = ui_xio_shown(&r->xio);
     r->cache_bytes = es.xio_cache_bytes;
     r->expert_ahead = eng_hparams(s)->n_experts ? eng_expert_ahead(s) : -1;
+}
+
+/* One test (r's threads, I/O, depth and pp or tg): a warm-up, then the
+ * timed repetitions into r. */
+static int run_test(bench_run *b, eng_session *s, const char *model, result *r)
+{
+    const bench_cfg *c = b->c;
+    char *err = b->err;
+    const size_t errlen = sizeof b->err;
+    int rc = set_test(b, s, model, r);
+    if (rc)
+        return rc;
+    stamp(r);
+    err[0] = '\0';
+    if (c->warmup && run_once(s, r->n_prompt, r->n_prompt ? 0 : 1, 0, b->ids, &b->rng, NULL,
+                              err, errlen) < 0)
+        return ui_error("%s: %s", model, err);
+    for (unsigned k = 0; k < c->warmup_reps; k++)
+        if (run_once(s, r->n_prompt, r->n_gen, r->n_depth, b->ids, &b->rng, NULL, err,
+                     errlen) < 0)
+            return ui_error("%s: %s", model, err);
+    memset(&r->xio, 0, sizeof r->xio);
+    r->ns = b->ns;
+    r->ts = b->ts;
+    for (unsigned k = 0; k < c->reps; k++) {
+        double sec = run_once(s, r->n_prompt, r->n_gen, r->n_depth, b->ids, &b->rng, &r->xio,
+                              err, errlen);
+        if (sec < 0)
+            return ui_error("%s: %s", model, err);
+        if (sec < 1e-9)
+            sec = 1e-9;
+        b->ns[k] = sec * 1e9;
+        b->ts[k] = (double)(r->n_prompt + r->n_gen) / sec;
+    }
+    finish(b, s, r);
     return UI_EXIT_OK;
 }
 
+/* --interleave: the tg tests turn[0 .. n) (one per combination of the
+ * lists' settings, the same tokens and depth) as one: each repetition
+ * decodes n_gen tokens for every test, the tests taking turns a token each
+ * (turn i % n for the i-th token), so that all of them meet the same
+ * moment of the machine: its storage, its other load, one expert cache.
+ * Each test is timed over its own tokens only (eng_decode alone; the
+ * switch of settings before a token is outside the time) and its expert
+ * figures count its own tokens.  The depth's tokens are prefilled under
+ * turn[0]'s settings.  A warm-up decodes one token per test, then
+ * --warmup-reps whole interleaved repetitions, untimed.  sec[n][reps]. */
+static int run_group(bench_run *b, eng_session *s, const char *model, result *turn, unsigned n,
+                     double *sec)
+{
+    const bench_cfg *c = b->c;
+    char *err = b->err;
+    const size_t errlen = sizeof b->err;
+    const long n_gen = turn[0].n_gen, depth = turn[0].n_depth;
+    uint32_t nv = eng_hparams(s)->vocab_size;
+    unsigned cur = n;                /* the turn whose settings s has */
+    int rc;
+    for (unsigned a = 0; a < n; a++) {   /* each turn's settings refused before any token */
+        if ((rc = set_test(b, s, model, &turn[a])))
+            return rc;
+        stamp(&turn[a]);
+        memset(&turn[a].xio, 0, sizeof turn[a].xio);
+        cur = a;
+    }
+    unsigned rounds = (c->warmup ? 1u : 0u) + c->warmup_reps + c->reps;
+    for (unsigned k = 0; k < rounds; k++) {
+        int timed = k >= rounds - c->reps, warm = c->warmup && k == 0;
+        unsigned rep = timed ? k - (rounds - c->reps) : 0;
+        long toks = warm ? (long)n : n_gen * (long)n;
+        for (unsigned a = 0; a < n && timed; a++)
+            sec[a * c->reps + rep] = 0.0;
+        if (cur != 0 && (rc = set_test(b, s, model, &turn[cur = 0])))
+            return rc;
+        eng_reset(s);
+        if (depth > 0 && !warm) {
+            random_tokens(b->ids, (size_t)depth, nv, &b->rng);
+            if (eng_prefill(s, b->ids, (size_t)depth, err, errlen))
+                return ui_error("%s: %s", model, err);
+        }
+        for (long i = 0; i < toks; i++) {
+            unsigned a = (unsigned)(i % (long)n);
+            if (a != cur && (rc = set_test(b, s, model, &turn[cur = a])))
+                return rc;
+            int32_t tkn = (int32_t)(rng_next(&b->rng) % nv);
+            eng_stats e0, e1;
+            eng_get_stats(s, &e0);
+            double t0 = prof_now();
+            if (eng_decode(s, tkn, err, errlen))
+                return ui_error("%s: %s", model, err);
+            double dt = prof_now() - t0;
+            if (!timed)
+                continue;
+            eng_get_stats(s, &e1);
+            sec[a * c->reps + rep] += dt;
+            ui_xio_accum(&turn[a].xio, &e1, &e0);
+        }
+    }
+    for (unsigned a = 0; a < n; a++) {
+        result *r = &turn[a];
+        r->ns = b->ns + (size_t)a * c->reps;
+        r->ts = b->ts + (size_t)a * c->reps;
+        for (unsigned k = 0; k < c->reps; k++) {
+            double t = sec[a * c->reps + k] > 1e-9 ? sec[a * c->reps + k] : 1e-9;
+            r->ns[k] = t * 1e9;
+            r->ts[k] = (double)n_gen / t;
+        }
+        if ((rc = set_test(b, s, model, r)))
+            return rc;
+        finish(b, s, r);
+    }
+    return UI_EXIT_OK;
+}
+
+/* --interleave's tg tests, after every pp test: per depth and tg length
+ * one group of the lists' settings (run_group), a row per setting, in
+ * the lists' order.  tmpl: the model's fields. */
+static int bench_interleaved(bench_run *b, eng_session *s, const char *model,
+                             const result *tmpl, int *logging)
+{
+    const bench_cfg *c = b->c;
+    unsigned n = bench_turns(c);
+    result turn[BENCH_TURNS_MAX];
+    double *sec = malloc((size_t)n * c->reps * sizeof *sec);
+    int rc = sec ? UI_EXIT_OK : ui_error("out of memory");
+    for (unsigned di = 0; di < c->d.n && !rc; di++)
+        for (unsigned li = 0; li < b->n.n && !rc; li++) {
+            if (b->n.v[li] <= 0)
+                continue;
+            unsigned a = 0;
+            for (unsigned xi = 0; xi < c->xio.n; xi++)
+            for (unsigned pi = 0; pi < c->pf.n; pi++)
+            for (unsigned ti = 0; ti < c->t.n; ti++)
+            for (unsigned ai = 0; ai < c->ahead.n; ai++, a++) {
+                turn[a] = *tmpl;
+                turn[a].interleave = n;
+                turn[a].ahead = (int)c->ahead.v[ai];
+                turn[a].threads = (int)c->t.v[ti];
+                turn[a].prefetch = (int)c->pf.v[pi];
+                turn[a].expert_io = (int)c->xio.v[xi];
+                turn[a].n_depth = c->d.v[di];
+                turn[a].n_prompt = 0;
+                turn[a].n_gen = b->n.v[li];
+            }
+            if (!(rc = run_group(b, s, model, turn, n, sec))) {
+                ui_eprintf("cflow bench: tg%ld%s%.0ld: %u settings took turns a token each "
+                           "(--interleave)\n", turn[0].n_gen, turn[0].n_depth ? " @ d" : "",
+                           turn[0].n_depth, n);
+                for (a = 0; a < n; a++) {
+                    emit_row(b, &turn[a], logging);
+                    staged_vs_model(b, &turn[a]);
+                }
+            }
+        }
+    free(sec);
+    return rc;
+}
+
 /* Every test of one model: expert I/O, prefetch, threads, depth, then
- * pp before tg (llama-bench's order). */
+ * pp before tg (llama-bench's order); --interleave's tg tests after them
+ * all. */
 static int bench_model(bench_run *b, const char *model, const char *named)
 {
     const bench_cfg *c = b->c;
@@ -434,6 +609,7 @@ static int bench_model(bench_run *b, const char *model, const char *named)
     r.isa = eng_isa(s);
     r.read_bw = b->read_bw;
     r.reps = c->reps;
+    r.interleave = 1;
     r.ns = b->ns;
     r.ts = b->ts;
     r.use_mmap = eng_weights_copied(s) == 0;   /* what the open chose */
@@ -444,13 +620,15 @@ static int bench_model(bench_run *b, const char *model, const char *named)
     for (unsigned xi = 0; xi < c->xio.n && !rc; xi++)
     for (unsigned pi = 0; pi < c->pf.n && !rc; pi++)
     for (unsigned ti = 0; ti < c->t.n && !rc; ti++)
+    for (unsigned ai = 0; ai < c->ahead.n && !rc; ai++)
     for (unsigned di = 0; di < c->d.n && !rc; di++)
-    for (unsigned kind = 0; kind < 2 && !rc; kind++) {
+    for (unsigned kind = 0; kind < (c->interleave ? 1u : 2u) && !rc; kind++) {
         const ilist *L = kind == 0 ? &b->p : &b->n;
         for (unsigned li = 0; li < L->n && !rc; li++) {
             if (L->v[li] <= 0)
                 continue;
             r.threads = (int)c->t.v[ti];
+            r.ahead = (int)c->ahead.v[ai];
             r.prefetch = (int)c->pf.v[pi];
             r.expert_io = (int)c->xio.v[xi];
             r.n_depth = c->d.v[di];
@@ -462,6 +640,8 @@ static int bench_model(bench_run *b, const char *model, const char *named)
             }
         }
     }
+    if (c->interleave && !rc)
+        rc = bench_interleaved(b, s, model, &r, &logging);
     eng_close(s);
     return rc;
 }
@@ -499,8 +679,8 @@ static int bench_models(const bench_cfg *c)
     b.idcap = (size_t)(list_max(&c->d) > list_max(&c->p) ? list_max(&c->d)
                                                          : list_max(&c->p)) + 1;
     b.ids = malloc(b.idcap * sizeof *b.ids);
-    b.ns = malloc(c->reps * sizeof *b.ns);
-    b.ts = malloc(c->reps * sizeof *b.ts);
+    b.ns = malloc((size_t)c->reps * bench_turns(c) * sizeof *b.ns);
+    b.ts = malloc((size_t)c->reps * bench_turns(c) * sizeof *b.ts);
     if (!b.ids || !b.ns || !b.ts)
         rc = ui_error("out of memory");
     else
@@ -741,8 +921,8 @@ static int bench_l1d(const bench_cfg *c, unsigned rows_div)
 static const int bench_opts[] = {
     UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH, UI_O_B_REPS,
     UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_OUTPUT, UI_O_B_READ_BW, UI_O_KV_TYPE,
-    UI_O_EXPERT_CACHE, UI_O_EXPERT_AHEAD, UI_O_EXPERT_AHEAD_LAYERS, UI_O_NO_MMAP, UI_O_MMAP, UI_O_B_NO_WARMUP,
-    UI_O_B_WARMUP_REPS, UI_O_B_SEED, UI_O_B_ROWS_DIV, UI_O_DB, UI_O_NO_LOG,
+    UI_O_EXPERT_CACHE, UI_O_EXPERT_AHEAD, UI_O_B_AHEAD_LAYERS, UI_O_NO_MMAP, UI_O_MMAP, UI_O_B_NO_WARMUP,
+    UI_O_B_WARMUP_REPS, UI_O_B_INTERLEAVE, UI_O_B_SEED, UI_O_B_ROWS_DIV, UI_O_DB, UI_O_NO_LOG,
     UI_O_B_QD, UI_O_B_DISK_FILE, UI_O_HELP, UI_O_END
 };
 
@@ -784,6 +964,8 @@ static void bench_cfg_of(const ui_settings *o, bench_cfg *c)
     c->xio = o->b_expert_io;
     c->pf_set = o->given[UI_O_B_PREFETCH];
     c->xio_set = o->given[UI_O_B_EXPERT_IO];
+    c->ahead = o->b_ahead;
+    c->ahead_set = o->given[UI_O_B_AHEAD_LAYERS];
     c->p_set = o->given[UI_O_B_PROMPT];
     c->n_set = o->given[UI_O_B_GEN];
     c->reps = (unsigned)o->reps;
@@ -791,11 +973,14 @@ static void bench_cfg_of(const ui_settings *o, bench_cfg *c)
     c->fmt = o->output;
     c->warmup = !o->no_warmup;
     c->warmup_reps = (unsigned)o->warmup_reps;
+    c->interleave = o->interleave;
     c->read_bw = o->read_bw;
     c->seed = o->b_seed;
     c->db = o->db;
     c->no_log = o->no_log;
     ui_settings_eng_opts(o, &c->eo);
+    if (c->ahead_set)   /* slots for the deepest; each test sets its own */
+        c->eo.expert_ahead_layers = (int)list_max(&c->ahead);
 }
 
 int ui_cmd_bench(int argc, char **argv)
@@ -844,5 +1029,9 @@ int ui_cmd_bench(int argc, char **argv)
     }
     if (!c.xio_set && c.fmt == 0 && any_moe(&c))
         c.xio_set = 1;
+    if (bench_turns(&c) > BENCH_TURNS_MAX)
+        return ui_usage_error("bench", "--interleave: %u settings (--expert-io x --prefetch x "
+                              "-t x --expert-ahead-layers), at most %d take turns",
+                              bench_turns(&c), BENCH_TURNS_MAX);
     return bench_models(&c);
 }

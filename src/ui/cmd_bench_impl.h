@@ -35,7 +35,9 @@ typedef struct ui_bench_result {
     int         has_xio;          /* xio holds the test's expert figures */
     prof_xio_fig xio;             /* over the timed repetitions (ui_xio.c) */
     uint64_t    cache_bytes;      /* the RAM expert cache */
+    int         ahead;            /* the depth the test set; 0 the session's */
     int         expert_ahead;     /* eng_expert_ahead; -1 a dense model */
+    unsigned    interleave;       /* tests that shared its repetitions (1: none) */
     char        routing[96];      /* ui_routing_text; "" for a real model */
     char        time[32];
 } result;   /* ui_bench_result */
@@ -44,12 +46,14 @@ typedef struct ui_bench_cfg {
     const char *models[MAXL];
     unsigned n_models;
     ilist    t, p, n, d, pf, xio;
-    int      pf_set, xio_set, p_set, n_set;   /* given, not the defaults */
+    ilist    ahead;                /* look-ahead depths; {0}: the session's */
+    int      pf_set, xio_set, ahead_set, p_set, n_set;   /* given, not the defaults */
     unsigned reps;
     int      reps_set;             /* -r given */
     int      fmt;                  /* 0 md, 1 csv, 2 json */
     int      warmup;
     unsigned warmup_reps;          /* --warmup-reps: untimed full repetitions */
+    int      interleave;           /* --interleave: tg tests take turns a token each */
     double   read_bw;              /* GB/s; 0: measure */
     uint64_t seed;
     const char *db;                /* --db PATH, NULL: the default log */

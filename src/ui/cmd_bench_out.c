@@ -53,11 +53,13 @@ static const char *base_name(const char *p)
  * per token, the storage-bound tok/s and the share of it reached. */
 static void print_md_head(const bench_cfg *c)
 {
-    printf("| model | size | params | backend | threads |%s%s test | t/s | GB/s | %% bw |%s\n",
+    printf("| model | size | params | backend | threads |%s%s%s test | t/s | GB/s | %% bw |%s\n",
            c->pf_set ? " prefetch |" : "", c->xio_set ? " expert_io |" : "",
+           c->ahead_set ? " ahead |" : "",
            c->xio_set ? " hit % | MiB/tok | bound t/s | % bound |" : "");
-    printf("| ----- | ---: | -----: | ------- | ------: |%s%s ---: | ---: | ---: | ---: |%s\n",
+    printf("| ----- | ---: | -----: | ------- | ------: |%s%s%s ---: | ---: | ---: | ---: |%s\n",
            c->pf_set ? " -------- |" : "", c->xio_set ? " --------- |" : "",
+           c->ahead_set ? " ----: |" : "",
            c->xio_set ? " ----: | ------: | --------: | ------: |" : "");
 }
 
@@ -95,6 +97,10 @@ static void print_md(const bench_cfg *c, const result *r)
         printf(" %s |", ui_bench_onoff[r->prefetch]);
     if (c->xio_set)
         printf(" %s |", r->xio_name);
+    if (c->ahead_set && r->expert_ahead >= 0)
+        printf(" %d |", r->expert_ahead);
+    else if (c->ahead_set)
+        printf(" - |");
     printf(" %s | %.2f ± %.2f | %s | %s |", tn, r->avg_ts, r->sd_ts, gb, pct);
     if (c->xio_set)
         md_xio(r);
@@ -106,7 +112,7 @@ static const char *const csv_fields =
     "model_filename,model_type,model_size,model_n_params,backends,cpu_info,"
     "n_threads,n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,"
     "stddev_ts,isa,prefetch,expert_io,repetitions,bytes_per_token,gb_s,"
-    "read_bw_gbs,bw_pct," UI_XIO_FIELDS;
+    "read_bw_gbs,bw_pct," UI_XIO_FIELDS ",expert_ahead,interleave";
 
 /* The test's expert figures (ui_xio_values) */
 static void xio_values(const result *r, char v[UI_XIO_NF][64], const char *na)
@@ -142,7 +148,11 @@ static void print_csv(const result *r, const char *cpu)
     xio_values(r, v, "");
     for (int k = 0; k < UI_XIO_NF; k++)
         printf(",%s", v[k]);
-    putchar('\n');
+    if (r->expert_ahead >= 0)
+        printf(",%d", r->expert_ahead);
+    else
+        printf(",");
+    printf(",%u\n", r->interleave);
     fflush(stdout);
 }
 
@@ -179,7 +189,11 @@ static void print_json(const result *r, const char *cpu, int first)
     char *save = NULL, *name = strtok_r(names, ",", &save);
     for (int k = 0; k < UI_XIO_NF && name; k++, name = strtok_r(NULL, ",", &save))
         printf(",\n    \"%s\": %s", name, v[k]);
-    printf("\n  }");
+    if (r->expert_ahead >= 0)
+        printf(",\n    \"expert_ahead\": %d", r->expert_ahead);
+    else
+        printf(",\n    \"expert_ahead\": null");
+    printf(",\n    \"interleave\": %u\n  }", r->interleave);
     fflush(stdout);
 }
 

@@ -75,8 +75,8 @@ enum ui_opt_id {
     UI_O_STORIES, UI_O_NO_EOS, UI_O_JSON, UI_O_CRITICAL_PATH, UI_O_BYTES_PER_PARAM,
     /* cflow bench: lists of values, one test per combination */
     UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH,
-    UI_O_B_REPS, UI_O_B_OUTPUT, UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_READ_BW,
-    UI_O_B_NO_WARMUP, UI_O_B_WARMUP_REPS, UI_O_B_SEED, UI_O_B_ROWS_DIV, UI_O_B_QD, UI_O_B_DISK_FILE,
+    UI_O_B_REPS, UI_O_B_OUTPUT, UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_AHEAD_LAYERS, UI_O_B_READ_BW,
+    UI_O_B_NO_WARMUP, UI_O_B_WARMUP_REPS, UI_O_B_INTERLEAVE, UI_O_B_SEED, UI_O_B_ROWS_DIV, UI_O_B_QD, UI_O_B_DISK_FILE,
     UI_O_HELP, UI_O_VERSION,
     UI_O_N,
     UI_O_END = -1
@@ -145,6 +145,7 @@ typedef struct ui_settings {
     const char *models[UI_LIST_MAX];
     unsigned    n_models;
     ui_ilist    b_threads, b_prompt, b_gen, b_depth, b_prefetch, b_expert_io;
+    ui_ilist    b_ahead;         /* --expert-ahead-layers LIST; {0}: the session's */
     long        reps, rows_div;
     long        qd;              /* bench diskbw: requests in flight, 0 the reader's */
     const char *disk_file;       /* bench diskbw --file */
@@ -152,6 +153,7 @@ typedef struct ui_settings {
     double      read_bw;         /* GB/s, 0: measure */
     int         no_warmup;
     long        warmup_reps;     /* untimed full repetitions before the timed ones */
+    int         interleave;      /* tg tests take turns token by token */
     uint64_t    b_seed;
     int         help, version;
     unsigned char given[UI_O_N];

@@ -145,6 +145,10 @@ const ui_opt ui_opts[UI_O_N] = {
     { UI_O_B_EXPERT_IO, "expert-io", 0, UI_T_CHOICES, "LIST", 0, 0, NULL, xio_names, 0,
       OFF(b_expert_io), "auto", "mmap,sync,staged,auto (auto: as cflow run chooses; the "
       "rows say auto:MODE)" },
+    { UI_O_B_AHEAD_LAYERS, "expert-ahead-layers", 0, UI_T_LIST, "LIST", 1, ENG_AHEAD_MAX,
+      NULL, NULL, 0, OFF(b_ahead), "$CFLOW_EXPERT_AHEAD_LAYERS, else " ENG_STR(ENG_AHEAD_LAYERS),
+      "look-ahead depths, a test each (the model opens with the deepest; the rows "
+      "say each in expert_ahead)" },
     { UI_O_B_READ_BW, "read-bw", 0, UI_T_FLOAT, "GBS", 0, 1e6, "measure", NULL, 0,
       OFF(read_bw), NULL, "machine read bandwidth for % bw" },
     { UI_O_B_NO_WARMUP, "no-warmup", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0,
@@ -153,6 +157,12 @@ const ui_opt ui_opts[UI_O_N] = {
       OFF(warmup_reps), NULL,
       "untimed full repetitions of each test before the timed ones (an expert cache "
       "fills over several: the timed ones then show the steady state)" },
+    { UI_O_B_INTERLEAVE, "interleave", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0,
+      OFF(interleave), NULL,
+      "the tg tests of the lists' settings (-t, --prefetch, --expert-io, "
+      "--expert-ahead-layers) take "
+      "turns a token each in every repetition, each timed over its own tokens: "
+      "one moment of the machine for all, to compare settings a few % apart" },
     { UI_O_B_SEED, "seed", 0, UI_T_U64, "S", 0, 0, NULL, NULL, 0, OFF(b_seed), NULL,
       "seed of the random tokens" },
     { UI_O_B_ROWS_DIV, "rows-div", 0, UI_T_INT, "K", 1, 64, NULL, NULL, 0, OFF(rows_div),
@@ -192,6 +202,7 @@ void ui_settings_default(ui_settings *s)
     s->b_threads = (ui_ilist){ { 0 }, 1 };
     s->b_prefetch = (ui_ilist){ { 0 }, 1 };
     s->b_expert_io = (ui_ilist){ { 3 }, 1 };   /* auto, as run and the TUI */
+    s->b_ahead = (ui_ilist){ { 0 }, 1 };       /* the session's depth */
     s->reps = 5;
     s->rows_div = 1;
     s->b_seed = 1;

@@ -266,6 +266,117 @@ static void test_warmup_reps(void **state)
     assert_true(misses3 < misses0);
 }
 
+/* The routed experts (hits + misses) and misses of row i of a JSON array. */
+static void routed_of(json_object *a, size_t i, double *routed, double *misses)
+{
+    json_object *o = json_object_array_get_idx(a, i);
+    *misses = num_of(o, "expert_misses");
+    *routed = num_of(o, "expert_hits") + *misses;
+}
+
+/* A bench run of tiny-mixtral's tg6, 2 repetitions, no warm-up, JSON;
+ * the options after them, NULL-terminated; n rows expected. */
+static json_object *tg6(tu_proc *p, size_t n, ...)
+{
+    char *argv[32];
+    const char *fixed[] = { tu_cflow(), "bench", "-m", model, "-t", "1", "-p", "0", "-n", "6",
+                            "-r", "2", "--no-warmup", "--read-bw", "10", "-o", "json",
+                            "--no-log" };
+    int k = 0;
+    for (size_t j = 0; j < sizeof fixed / sizeof fixed[0]; j++)
+        argv[k++] = (char *)fixed[j];
+    va_list ap;
+    va_start(ap, n);
+    for (char *x; (x = va_arg(ap, char *)) != NULL && k < 31;)
+        argv[k++] = x;
+    va_end(ap);
+    argv[k] = NULL;
+    assert_int_equal(tu_run(p, argv, NULL, 120), 0);
+    return json_of(p, n);
+}
+
+/* --interleave: the tg tests of the lists' settings take turns a token
+ * each.  Each row counts its own tokens (every routed expert of 6 tokens
+ * x 2 repetitions, as the same test run alone), runs them under its own
+ * settings (mmap's row reads nothing, sync's reads what it routes, with
+ * no cache), is timed over them (samples_ts = 6 / samples_ns) and says
+ * how many took turns; --expert-ahead-layers takes a list, a test each,
+ * kept in the rows and the run log; more than 16 settings are refused. */
+static void test_interleave(void **state)
+{
+    (void)state;
+    tu_proc p;
+    double alone, alone_miss, r0, m0, r1, m1;
+    json_object *a = tg6(&p, 1, "--expert-io", "sync", "--expert-cache", "64M", (char *)NULL);
+    routed_of(a, 0, &alone, &alone_miss);
+    assert_true(alone > 0);
+    json_object_put(a);
+    tu_proc_free(&p);
+
+    a = tg6(&p, 2, "--interleave", "--expert-io", "sync,staged", "--expert-cache", "64M",
+            (char *)NULL);
+    assert_non_null(strstr(p.err, "tg6: 2 settings took turns a token each"));
+    routed_of(a, 0, &r0, &m0);
+    routed_of(a, 1, &r1, &m1);
+    fprintf(stderr, "alone %.0f routed; interleaved sync %.0f, staged %.0f\n", alone, r0, r1);
+    assert_true(r0 == alone && r1 == alone);
+    for (size_t i = 0; i < 2; i++) {
+        json_object *o = json_object_array_get_idx(a, i);
+        assert_string_equal(str_of(o, "expert_io"), i ? "staged" : "sync");
+        assert_int_equal((int)num_of(o, "n_gen"), 6);
+        assert_int_equal((int)num_of(o, "interleave"), 2);
+        json_object *sts = json_object_object_get(o, "samples_ts");
+        json_object *sns = json_object_object_get(o, "samples_ns");
+        for (size_t k = 0; k < 2; k++) {
+            double ts = json_object_get_double(json_object_array_get_idx(sts, k));
+            double ns = json_object_get_double(json_object_array_get_idx(sns, k));
+            assert_true(ns > 0 && fabs(ts - 6 / (ns * 1e-9)) <= 1e-3 * ts + 1.0);
+        }
+    }
+    json_object_put(a);
+    tu_proc_free(&p);
+
+    /* mmap then sync without a cache: only sync's tokens read */
+    a = tg6(&p, 2, "--interleave", "--expert-io", "mmap,sync", "--expert-cache", "off",
+            (char *)NULL);
+    json_object *mm = json_object_object_get(json_object_array_get_idx(a, 0), "expert_misses");
+    assert_true(mm == NULL || json_object_is_type(mm, json_type_null) ||
+                json_object_get_double(mm) == 0);
+    routed_of(a, 1, &r1, &m1);
+    assert_true(r1 == alone && m1 == alone);
+    json_object_put(a);
+    tu_proc_free(&p);
+
+    /* look-ahead depths, interleaved and not, in the rows and the log */
+    char db[4096];
+    snprintf(db, sizeof db, "%s", tu_tmp("bench-interleave.db"));
+    remove(db);
+    for (int il = 0; il <= 1; il++) {
+        assert_int_equal(tu_cflow_run(&p, "bench", "-m", model, "-t", "1", "-p", "0", "-n", "6",
+                                      "-r", "1", "--read-bw", "10", "--expert-io", "sync",
+                                      "--expert-cache", "64M", "--expert-ahead-layers", "2,1",
+                                      "-o", "json", "--db", db,
+                                      il ? "--interleave" : "--no-warmup", (char *)NULL), 0);
+        a = json_of(&p, 2);
+        for (size_t i = 0; i < 2; i++) {
+            json_object *o = json_object_array_get_idx(a, i);
+            assert_int_equal((int)num_of(o, "expert_ahead"), 2 - (int)i);
+            assert_int_equal((int)num_of(o, "interleave"), il ? 2 : 1);
+            num_of(o, "pred_acc");   /* guesses were made at each depth */
+        }
+        json_object_put(a);
+        tu_proc_free(&p);
+        assert_int_equal(tu_db_int(db, "SELECT expert_ahead FROM bench ORDER BY id DESC"
+                                       " LIMIT 1"), 1);
+        assert_int_equal(tu_db_int(db, "SELECT expert_ahead FROM bench ORDER BY id DESC"
+                                       " LIMIT 1 OFFSET 1"), 2);
+        assert_int_equal(tu_db_int(db, "SELECT interleave FROM bench ORDER BY id DESC"
+                                       " LIMIT 1"), il ? 2 : 1);
+    }
+    expect_usage(2, "--interleave: 20 settings", "-m", model, "--interleave", "-t", "1-5",
+                 "--expert-io", "mmap,sync,staged,auto", (char *)NULL);
+}
+
 static void test_md_csv(void **state)
 {
     (void)state;
@@ -506,6 +617,7 @@ int main(void)
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_warmup_reps),
         cmocka_unit_test(test_expert_ahead),
+        cmocka_unit_test(test_interleave),
         cmocka_unit_test(test_md_csv),
         cmocka_unit_test(test_membw_l1d),
         cmocka_unit_test(test_membw_recorded),
