@@ -35,9 +35,10 @@
  * measures it and recorded, for the next run; `cflow run` and cflow-tui
  * divide by the same).
  *
- * membw: per -t count, prof_measure_membw's median of -r timed passes (9
- * when -r is not given) with the min and max, each row recorded in the run
- * log's membw table (schema 6) for the host it runs on and its thread count.
+ * membw (cmd_bench_hw.c, as diskbw and l1d): per -t count,
+ * prof_measure_membw's median of -r timed passes (9 when -r is not given)
+ * with the min and max, each row recorded in the run log's membw table
+ * (schema 6) for the host it runs on and its thread count.
  *
  * diskbw: O_DIRECT read GB/s of the storage the model (or --file) lives on
  * through the expert reader (eng_disk_read: the reader, queue depth and
@@ -52,7 +53,8 @@
  * own fields follow (backend "cflow", isa, prefetch, expert_io,
  * bytes_per_token, gb_s, read_bw_gbs, bw_pct, then the expert streaming
  * figures of the timed repetitions, XIO_FIELDS: ui_xio.c computes them
- * for `cflow run` and the TUI too).  -o csv has the same fields; -o md
+ * for `cflow run` and the TUI too; then expert_ahead and interleave).
+ * -o csv has the same fields; -o md
  * (the default) a table like llama-bench's, with hit rate, MiB read per
  * token, the storage-bound tok/s and the share reached under --expert-io.
  *
@@ -71,7 +73,6 @@
 #include <sys/stat.h>
 #include <limits.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "engine/engine.h"
 #include "kernels/kern.h"
@@ -92,7 +93,7 @@ static int set_io(eng_session *s, int pf, int xio, char *err, size_t errlen)
 
 
 /* ---- statistics --------------------------------------------------------- */
-static void mean_sd(const double *x, unsigned n, double *mean, double *sd)
+void ui_bench_mean_sd(const double *x, unsigned n, double *mean, double *sd)
 {
     double m = 0, v = 0;
     for (unsigned i = 0; i < n; i++)
@@ -115,7 +116,7 @@ static void log_warn(const char *why)
     ui_eprintf("cflow bench: %s\n", msg);
 }
 
-static prof_log *log_open(const bench_cfg *c)
+prof_log *ui_bench_log_open(const bench_cfg *c)
 {
     char err[1024];
     prof_log *l = NULL;
@@ -149,7 +150,7 @@ static double read_bw_for(prof_log *l, int n)
     return bw;
 }
 
-static uint64_t rng_next(uint64_t *s)
+uint64_t ui_bench_rng(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -160,7 +161,7 @@ static uint64_t rng_next(uint64_t *s)
 static void random_tokens(int32_t *ids, size_t n, uint32_t n_vocab, uint64_t *rng)
 {
     for (size_t i = 0; i < n; i++)
-        ids[i] = (int32_t)(rng_next(rng) % n_vocab);
+        ids[i] = (int32_t)(ui_bench_rng(rng) % n_vocab);
 }
 
 /* Fill the cache with depth tokens, then time the test once (seconds);
@@ -186,7 +187,7 @@ static double run_once(eng_session *s, long n_prompt, long n_gen, long depth,
             return -1;
     } else {
         for (long i = 0; i < n_gen; i++) {
-            int32_t tkn = (int32_t)(rng_next(rng) % nv);
+            int32_t tkn = (int32_t)(ui_bench_rng(rng) % nv);
             if (eng_decode(s, tkn, err, errlen))
                 return -1;
         }
@@ -232,7 +233,7 @@ static unsigned bench_turns(const bench_cfg *c)
  * report's model (staged_vs_model): seconds a token, and its compute,
  * read and stall seconds a token (prof_io_fig). */
 typedef struct bench_arm {
-    int         expert_io, threads, prefetch;
+    int         expert_io, threads, prefetch, ahead;
     long        n_gen, n_depth;
     double      t;
     prof_io_fig io;
@@ -341,7 +342,7 @@ static void emit_row(bench_run *b, const result *r, int *logging)
 /* Staged over sync against the report's model (5.14.3; prof_io_compare,
  * as `cflow runs compare` sets it): when decode test r (sync or staged)
  * has its other arm among the model's tests so far (the same threads,
- * prefetch, tokens and depth), one line on stderr.  C is a token's
+ * prefetch, look-ahead, tokens and depth), one line on stderr.  C is a token's
  * compute (its time less its stall, prof_xio_fig), IO the reader's busy
  * time a token. */
 static void staged_vs_model(bench_run *b, const result *r)
@@ -351,14 +352,16 @@ static void staged_vs_model(bench_run *b, const result *r)
         f->compute_s_tok < 0 || r->avg_ts <= 0 || !f->tokens)
         return;
     bench_arm me = { .expert_io = r->expert_io, .threads = r->threads,
-                     .prefetch = r->prefetch, .n_gen = r->n_gen, .n_depth = r->n_depth,
+                     .prefetch = r->prefetch, .ahead = r->ahead, .n_gen = r->n_gen,
+                     .n_depth = r->n_depth,
                      .t = 1.0 / r->avg_ts };
     const double n = (double)f->tokens;
     prof_io_derive(f->compute_s_tok, f->io_s / n, f->stall_s / n, f->bytes / f->tokens, &me.io);
     for (unsigned i = 0; i < b->n_arm; i++) {
         const bench_arm *a = &b->arm[i];
         if (a->expert_io == me.expert_io || a->threads != me.threads ||
-            a->prefetch != me.prefetch || a->n_gen != me.n_gen || a->n_depth != me.n_depth)
+            a->prefetch != me.prefetch || a->ahead != me.ahead || a->n_gen != me.n_gen ||
+            a->n_depth != me.n_depth)
             continue;
         const bench_arm *sy = me.expert_io == 1 ? &me : a, *st = me.expert_io == 2 ? &me : a;
         prof_io_ab ab;
@@ -413,8 +416,8 @@ static void stamp(result *r)
  * expert counts (r->xio), with s set to r's settings. */
 static void finish(bench_run *b, eng_session *s, result *r)
 {
-    mean_sd(r->ns, r->reps, &r->avg_ns, &r->sd_ns);
-    mean_sd(r->ts, r->reps, &r->avg_ts, &r->sd_ts);
+    ui_bench_mean_sd(r->ns, r->reps, &r->avg_ns, &r->sd_ns);
+    ui_bench_mean_sd(r->ts, r->reps, &r->avg_ts, &r->sd_ts);
     eng_stats es;
     eng_get_stats(s, &es);
     r->bytes_per_token = es.bytes_per_token;
@@ -510,7 +513,7 @@ static int run_group(bench_run *b, eng_session *s, const char *model, result *tu
             unsigned a = (unsigned)(i % (long)n);
             if (a != cur && (rc = set_test(b, s, model, &turn[cur = a])))
                 return rc;
-            int32_t tkn = (int32_t)(rng_next(&b->rng) % nv);
+            int32_t tkn = (int32_t)(ui_bench_rng(&b->rng) % nv);
             eng_stats e0, e1;
             eng_get_stats(s, &e0);
             double t0 = prof_now();
@@ -684,7 +687,7 @@ static int bench_models(const bench_cfg *c)
     if (!b.ids || !b.ns || !b.ts)
         rc = ui_error("out of memory");
     else
-        b.lg = log_open(c);
+        b.lg = ui_bench_log_open(c);
     for (unsigned mi = 0; mi < c->n_models && rc == UI_EXIT_OK; mi++) {
         char mbuf[PATH_MAX];   /* a GGUF, HF folder or llama2.c file: its cached conversion */
         const char *model = ui_model_path(c->models[mi], mbuf, sizeof mbuf);
@@ -702,219 +705,6 @@ static int bench_models(const bench_cfg *c)
     free(b.ids);
     free(b.ns);
     free(b.ts);
-    return rc;
-}
-
-/* ---- membw -------------------------------------------------------------- */
-static int bench_membw(const bench_cfg *c)
-{
-    const unsigned passes = c->reps_set ? c->reps : UI_MEMBW_PASSES;
-    prof_log *l = log_open(c);
-    int rc = UI_EXIT_OK;
-    if (c->fmt == 0)
-        printf("| threads | read GB/s (median) |   min |   max | passes | MiB per pass |\n"
-               "| ------: | -----------------: | ----: | ----: | -----: | -----------: |\n");
-    else if (c->fmt == 1)
-        printf("n_threads,median_gb_s,min_gb_s,max_gb_s,passes,bytes\n");
-    else
-        printf("[\n");
-    for (unsigned ti = 0; ti < c->t.n && rc == UI_EXIT_OK; ti++) {
-        prof_membw r;
-        if ((rc = ui_membw_measure(l, (int)c->t.v[ti], passes, &r)))
-            break;
-        if (c->fmt == 0)
-            printf("| %d | %.2f | %.2f | %.2f | %u | %llu |\n", r.threads, r.median_gbs,
-                   r.min_gbs, r.max_gbs, r.passes, (unsigned long long)(r.bytes >> 20));
-        else if (c->fmt == 1)
-            printf("%d,%.3f,%.3f,%.3f,%u,%llu\n", r.threads, r.median_gbs, r.min_gbs,
-                   r.max_gbs, r.passes, (unsigned long long)r.bytes);
-        else
-            printf("%s  { \"n_threads\": %d, \"median_gb_s\": %.3f, \"min_gb_s\": %.3f,"
-                   " \"max_gb_s\": %.3f, \"passes\": %u, \"bytes\": %llu }", ti ? ",\n" : "",
-                   r.threads, r.median_gbs, r.min_gbs, r.max_gbs, r.passes,
-                   (unsigned long long)r.bytes);
-        fflush(stdout);
-    }
-    if (c->fmt == 2)
-        printf("\n]\n");
-    if (l) {
-        if (rc == UI_EXIT_OK)
-            ui_eprintf("cflow bench: read bandwidth recorded in %s\n", prof_log_path(l));
-        prof_log_close(l);
-    }
-    return rc;
-}
-
-/* ---- diskbw ------------------------------------------------------------- */
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static int bench_diskbw(const bench_cfg *c, const char *path, unsigned qd)
-{
-    const unsigned passes = c->reps_set ? (c->reps > MAXL ? MAXL : c->reps) : UI_MEMBW_PASSES;
-    double gbs[MAXL];
-    eng_diskbw d;
-    char err[512];
-    for (unsigned i = 0; i < passes; i++) {
-        if (eng_disk_read(path, qd, &d, err, sizeof err))
-            return ui_error("bench diskbw: %s", err);
-        gbs[i] = (double)d.bytes / d.seconds / 1e9;
-    }
-    qsort(gbs, passes, sizeof *gbs, cmp_double);
-    double med = passes % 2 ? gbs[passes / 2] : (gbs[passes / 2 - 1] + gbs[passes / 2]) / 2;
-    if (c->fmt == 0)
-        printf("| reader | queue depth | KiB per read | read GB/s (median) |   min |   max | "
-               "passes | MiB per pass |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
-               "| %s | %u | %u | %.2f | %.2f | %.2f | %u | %llu |\n", d.reader, d.qd,
-               d.chunk >> 10, med, gbs[0], gbs[passes - 1], passes,
-               (unsigned long long)(d.bytes >> 20));
-    else if (c->fmt == 1)
-        printf("reader,qd,chunk_bytes,median_gb_s,min_gb_s,max_gb_s,passes,bytes\n"
-               "%s,%u,%u,%.3f,%.3f,%.3f,%u,%llu\n", d.reader, d.qd, d.chunk, med, gbs[0],
-               gbs[passes - 1], passes, (unsigned long long)d.bytes);
-    else
-        printf("[\n  { \"reader\": \"%s\", \"qd\": %u, \"chunk_bytes\": %u, "
-               "\"median_gb_s\": %.3f, \"min_gb_s\": %.3f, \"max_gb_s\": %.3f, "
-               "\"passes\": %u, \"bytes\": %llu }\n]\n", d.reader, d.qd, d.chunk, med,
-               gbs[0], gbs[passes - 1], passes, (unsigned long long)d.bytes);
-    /* the figure the storage-bound limit divides by (ui_disk_bw) */
-    prof_log *l = log_open(c);
-    struct stat st;
-    char host[256] = "";
-    gethostname(host, sizeof host - 1);
-    if (l && !stat(path, &st) &&
-        prof_log_diskbw(l, host, (uint64_t)st.st_dev, path, med, err, sizeof err))
-        ui_eprintf("cflow bench diskbw: not recorded: %s\n", err);
-    else if (l)
-        ui_eprintf("cflow bench diskbw: %s: recorded in %s\n", path, prof_log_path(l));
-    if (l)
-        prof_log_close(l);
-    return UI_EXIT_OK;
-}
-
-/* ---- l1d: tiled vs row-major mat-vec ------------------------------------ */
-/*
- * The report's Table 5.1 shapes at d 8192 (out x in): attn-proj 8192 x 8192,
- * expert-proj 8192 x 8192, dense-gateup 32768 x 8192, dense-down
- * 8192 x 32768.  Both layouts hold the same f32 weights and run the same
- * ISA's SIMD code: "tiled" is cflow's 128 x 256 tile kernel over tiles in
- * file order (a tile's 256 activation lanes stay in L1 across its 128
- * rows); "row-major" is one dot_f32 per output row over the whole input (the
- * activation streams through L1 once per row).  f32 keeps the arithmetic
- * identical between the two; it also makes both more bandwidth-bound than
- * Q4_0 would.  --rows-div K divides the output rows (for quick runs).
- */
-static int bench_l1d(const bench_cfg *c, unsigned rows_div)
-{
-    static const struct { const char *name; unsigned out, in; } shp[] = {
-        { "attn-proj", 8192, 8192 },   { "expert-proj", 8192, 8192 },
-        { "dense-gateup", 32768, 8192 }, { "dense-down", 8192, 32768 },
-    };
-    const kern_ops *ops = kern_init();
-    char err[256];
-    prof *p = NULL;
-    const char *miss_reason = "profiler unavailable";
-    int have_ctr = 0;
-    if (prof_new(&p, PROF_COUNTERS, 1, err, sizeof err) == 0) {
-        have_ctr = prof_ev_available(p, PROF_EV_L1D_READ_MISS);
-        miss_reason = prof_ev_reason(p, PROF_EV_L1D_READ_MISS);
-    }
-    if (!have_ctr)
-        ui_eprintf("cflow bench l1d: no hardware L1D miss counts: %s\n",
-                miss_reason);
-    else
-        fprintf(stderr, "cflow bench l1d: L1D miss counters are available, but "
-                "this build times only; see `cflow run` for per-run counts\n");
-    if (c->fmt == 0)
-        printf("| operation | out x in | working set / L1d | tiled ms | row-major ms | "
-               "speedup | L1D misses |\n| --- | --- | ---: | ---: | ---: | ---: | --- |\n");
-    else if (c->fmt == 1)
-        printf("operation,rows,cols,tiled_ms,tiled_sd_ms,rowmajor_ms,rowmajor_sd_ms,"
-               "speedup,isa\n");
-    else
-        printf("[\n");
-    int rc = UI_EXIT_OK;
-    for (size_t si = 0; si < sizeof shp / sizeof *shp && rc == UI_EXIT_OK; si++) {
-        unsigned R = shp[si].out / rows_div, C = shp[si].in;
-        if (R < KERN_TILE_ROWS)
-            R = KERN_TILE_ROWS;
-        unsigned nrt = R / KERN_TILE_ROWS, nct = C / KERN_TILE_COLS;
-        size_t tb = kern_tile_payload_size(KERN_F32, KERN_TILE_ROWS, KERN_TILE_COLS);
-        float *w = malloc((size_t)R * C * sizeof *w);
-        uint8_t *tiles = malloc((size_t)nrt * nct * tb);
-        float *x = malloc((size_t)C * sizeof *x), *y = malloc((size_t)R * sizeof *y);
-        kern_act act;
-        memset(&act, 0, sizeof act);
-        if (!w || !tiles || !x || !y || kern_act_init(&act, C)) {
-            free(w); free(tiles); free(x); free(y); kern_act_free(&act);
-            rc = ui_error("bench l1d: out of memory for %s", shp[si].name);
-            break;
-        }
-        uint64_t rng = 7;
-        for (size_t i = 0; i < (size_t)R * C; i++)
-            w[i] = (float)((int)(rng_next(&rng) >> 56) - 128) * (1.0f / 4096);
-        for (unsigned i = 0; i < C; i++)
-            x[i] = (float)((int)(rng_next(&rng) >> 56) - 128) * (1.0f / 128);
-        for (unsigned rt = 0; rt < nrt; rt++)
-            for (unsigned ct = 0; ct < nct; ct++)
-                kern_tile_pack(KERN_F32, KERN_TILE_ROWS, KERN_TILE_COLS, KERN_SRC_F32,
-                               w + (size_t)rt * KERN_TILE_ROWS * C + (size_t)ct * KERN_TILE_COLS,
-                               (size_t)C * sizeof(float),
-                               tiles + ((size_t)rt * nct + ct) * tb);
-        kern_act_set(&act, x, C, KERN_NEED(KERN_F32));
-        unsigned reps = c->reps > MAXL ? MAXL : c->reps;
-        double tt[MAXL], tr[MAXL], mt, sdt, mr, sdr, maxdiff = 0;
-        for (unsigned k = 0; k <= reps; k++) { /* k = 0: warm-up */
-            double t0 = prof_now();
-            for (unsigned rt = 0; rt < nrt; rt++) {
-                float *yr = y + (size_t)rt * KERN_TILE_ROWS;
-                memset(yr, 0, KERN_TILE_ROWS * sizeof *yr);
-                for (unsigned ct = 0; ct < nct; ct++)
-                    ops->tile_mv[KERN_F32](tiles + ((size_t)rt * nct + ct) * tb,
-                                           KERN_TILE_ROWS, KERN_TILE_COLS, &act,
-                                           ct * KERN_TILE_COLS, yr);
-            }
-            double t1 = prof_now();
-            for (unsigned r = 0; r < R; r++) {
-                float v = ops->dot_f32(w + (size_t)r * C, x, C);
-                double dd = fabs((double)v - y[r]);
-                if (dd > maxdiff)
-                    maxdiff = dd;
-            }
-            double t2 = prof_now();
-            if (k) {
-                tt[k - 1] = (t1 - t0) * 1e3;
-                tr[k - 1] = (t2 - t1) * 1e3;
-            }
-        }
-        mean_sd(tt, reps, &mt, &sdt);
-        mean_sd(tr, reps, &mr, &sdr);
-        if (maxdiff > 1e-2)
-            ui_eprintf("cflow bench l1d: %s: layouts disagree by %g\n",
-                    shp[si].name, maxdiff);
-        double ws = (double)C * 4 / 32768.0;
-        if (c->fmt == 0)
-            printf("| %s | %u x %u | %.0fx | %.2f ± %.2f | %.2f ± %.2f | %.2fx | %s |\n",
-                   shp[si].name, R, C, ws, mt, sdt, mr, sdr, mr / mt,
-                   have_ctr ? "not measured" : "unavailable");
-        else if (c->fmt == 1)
-            printf("%s,%u,%u,%.4f,%.4f,%.4f,%.4f,%.4f,%s\n", shp[si].name, R, C, mt,
-                   sdt, mr, sdr, mr / mt, ops->name);
-        else
-            printf("%s  { \"operation\": \"%s\", \"rows\": %u, \"cols\": %u, "
-                   "\"tiled_ms\": %.4f, \"rowmajor_ms\": %.4f, \"speedup\": %.4f, "
-                   "\"isa\": \"%s\" }", si ? ",\n" : "", shp[si].name, R, C, mt, mr,
-                   mr / mt, ops->name);
-        fflush(stdout);
-        free(w); free(tiles); free(x); free(y);
-        kern_act_free(&act);
-    }
-    if (c->fmt == 2)
-        printf("\n]\n");
-    prof_free(p);
     return rc;
 }
 
@@ -1005,16 +795,16 @@ int ui_cmd_bench(int argc, char **argv)
         return rc;
     bench_cfg_of(&o, &c);
     if (mode && !strcmp(mode, "membw"))
-        return bench_membw(&c);
+        return ui_bench_membw(&c);
     if (mode && !strcmp(mode, "l1d"))
-        return bench_l1d(&c, (unsigned)o.rows_div);
+        return ui_bench_l1d(&c, (unsigned)o.rows_div);
     if (mode && !strcmp(mode, "diskbw") && o.disk_file)
-        return bench_diskbw(&c, o.disk_file, (unsigned)o.qd);
+        return ui_bench_diskbw(&c, o.disk_file, (unsigned)o.qd);
     if (c.n_models == 0 && !(c.models[c.n_models++] = ui_default_model()))
         return ui_usage_error("bench", "no model: give -m MODEL (no default model is "
                                        "installed)");
     if (mode && !strcmp(mode, "diskbw"))
-        return bench_diskbw(&c, c.models[0], (unsigned)o.qd);
+        return ui_bench_diskbw(&c, c.models[0], (unsigned)o.qd);
     if (mode && !strcmp(mode, "directio")) {
         if (!o.given[UI_O_B_PROMPT])
             c.p.v[0] = 0;

@@ -68,4 +68,20 @@ typedef struct ui_bench_cfg {
  * head (md table head, csv field names, json '[') before the first. */
 void ui_bench_emit(const bench_cfg *c, const result *r, const char *cpu, int first);
 
+/* cmd_bench.c's helpers the modes share: the mean and sample standard
+ * deviation of x[n] (0 and 0 for n 0); the next of a splitmix64 sequence
+ * in *s; the run log of c (--db, NULL with --no-log, or with a warning on
+ * stderr where it cannot be opened). */
+void      ui_bench_mean_sd(const double *x, unsigned n, double *mean, double *sd);
+uint64_t  ui_bench_rng(uint64_t *s);
+prof_log *ui_bench_log_open(const bench_cfg *c);
+
+/* cmd_bench_hw.c: the modes that measure the machine.  Each prints its
+ * table in c's format and returns UI_EXIT_OK, or an exit code after one
+ * line on stderr.  diskbw reads path (a model or --file) with qd reads in
+ * flight (0: the reader's); l1d divides its shapes' rows by rows_div. */
+int ui_bench_membw(const bench_cfg *c);
+int ui_bench_diskbw(const bench_cfg *c, const char *path, unsigned qd);
+int ui_bench_l1d(const bench_cfg *c, unsigned rows_div);
+
 #endif
