@@ -160,9 +160,9 @@ const ui_opt ui_opts[UI_O_N] = {
     { UI_O_B_INTERLEAVE, "interleave", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0,
       OFF(interleave), NULL,
       "the tg tests of the lists' settings (-t, --prefetch, --expert-io, "
-      "--expert-ahead-layers) take "
-      "turns a token each in every repetition, each timed over its own tokens: "
-      "one moment of the machine for all, to compare settings a few % apart" },
+      "--expert-ahead-layers) take turns a token each in every repetition, each "
+      "timed over its own tokens: one moment of the machine for all, to compare "
+      "settings a few % apart" },
     { UI_O_B_SEED, "seed", 0, UI_T_U64, "S", 0, 0, NULL, NULL, 0, OFF(b_seed), NULL,
       "seed of the random tokens" },
     { UI_O_B_ROWS_DIV, "rows-div", 0, UI_T_INT, "K", 1, 64, NULL, NULL, 0, OFF(rows_div),
