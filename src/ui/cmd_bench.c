@@ -509,22 +509,25 @@ static int run_group(bench_run *b, eng_session *s, const char *model, result *tu
             if (eng_prefill(s, b->ids, (size_t)depth, err, errlen))
                 return ui_error("%s: %s", model, err);
         }
+        /* one reading of the counts a token: each token's are the growth
+         * since the one before (a switch of settings counts no expert) */
+        eng_stats was, now;
+        eng_get_stats(s, &was);
         for (long i = 0; i < toks; i++) {
             unsigned a = (unsigned)(i % (long)n);
             if (a != cur && (rc = set_test(b, s, model, &turn[cur = a])))
                 return rc;
             int32_t tkn = (int32_t)(ui_bench_rng(&b->rng) % nv);
-            eng_stats e0, e1;
-            eng_get_stats(s, &e0);
             double t0 = prof_now();
             if (eng_decode(s, tkn, err, errlen))
                 return ui_error("%s: %s", model, err);
             double dt = prof_now() - t0;
             if (!timed)
                 continue;
-            eng_get_stats(s, &e1);
+            eng_get_stats(s, &now);
             sec[a * c->reps + rep] += dt;
-            ui_xio_accum(&turn[a].xio, &e1, &e0);
+            ui_xio_accum(&turn[a].xio, &now, &was);
+            was = now;
         }
     }
     for (unsigned a = 0; a < n; a++) {
@@ -574,9 +577,10 @@ static int bench_interleaved(bench_run *b, eng_session *s, const char *model,
                 turn[a].n_gen = b->n.v[li];
             }
             if (!(rc = run_group(b, s, model, turn, n, sec))) {
-                ui_eprintf("cflow bench: tg%ld%s%.0ld: %u settings took turns a token each "
-                           "(--interleave)\n", turn[0].n_gen, turn[0].n_depth ? " @ d" : "",
-                           turn[0].n_depth, n);
+                char tn[48];
+                ui_bench_test_name(tn, sizeof tn, &turn[0]);
+                ui_eprintf("cflow bench: %s: %u settings took turns a token each "
+                           "(--interleave)\n", tn, n);
                 for (a = 0; a < n; a++) {
                     emit_row(b, &turn[a], logging);
                     staged_vs_model(b, &turn[a]);

@@ -67,6 +67,9 @@ typedef struct ui_bench_cfg {
 /* The result's row on stdout in c's format (md 0, csv 1, json 2), the
  * head (md table head, csv field names, json '[') before the first. */
 void ui_bench_emit(const bench_cfg *c, const result *r, const char *cpu, int first);
+/* r's test as the tables name it, "ppN" or "tgN", with " @ dD" for a
+ * depth, into buf [n]. */
+void ui_bench_test_name(char *buf, size_t n, const result *r);
 
 /* cmd_bench.c's helpers the modes share: the mean and sample standard
  * deviation of x[n] (0 and 0 for n 0); the next of a splitmix64 sequence

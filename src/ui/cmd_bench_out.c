@@ -35,7 +35,7 @@ static void fmt_params(char *buf, size_t n, double p)
         snprintf(buf, n, "%.2f K", p / 1e3);
 }
 
-static void test_name(char *buf, size_t n, const result *r)
+void ui_bench_test_name(char *buf, size_t n, const result *r)
 {
     int k = r->n_prompt > 0 ? snprintf(buf, n, "pp%ld", r->n_prompt)
                             : snprintf(buf, n, "tg%ld", r->n_gen);
@@ -84,7 +84,7 @@ static void print_md(const bench_cfg *c, const result *r)
     char sz[32], pr[32], tn[48], gb[32] = "-", pct[32] = "-";
     fmt_size(sz, sizeof sz, (double)r->model_size);
     fmt_params(pr, sizeof pr, (double)r->n_params);
-    test_name(tn, sizeof tn, r);
+    ui_bench_test_name(tn, sizeof tn, r);
     if (r->gb_s > 0)
         snprintf(gb, sizeof gb, "%.2f", r->gb_s);
     if (r->bw_pct > 0)
