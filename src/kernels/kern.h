@@ -60,24 +60,69 @@
 #define KERN_TILE_COLS 256
 #define KERN_PANEL     16   /* rows per panel inside a tile */
 #define KERN_QBLOCK    32   /* quantisation block (columns) */
+#define KERN_QK_K      256  /* super-block of the K-quants, IQ4_XS and Q8_K */
 
-/* Tile types, as stored in cflow(5).  Values are part of the file format. */
+/* Tile types, as stored in cflow(5).  Values are part of the file format.
+ * The first four have the layouts above.  The others are the GGML block
+ * types of real downloads, kept bit for bit: each payload is a permutation
+ * of the GGML blocks of the tile's rows (kern_type_block gives a block's
+ * columns and bytes; the order inside the payload is the type's own, set
+ * out in the file that holds its kernels and in cflow(5)).  Legacy block
+ * types (32 columns: kern_lq*.c) read Q8_0 or Q8_1 activations, the
+ * K-quants and IQ4_XS (256 columns: kern_kq*.c) Q8_K, BF16 bfloat16. */
 enum kern_type {
-    KERN_F32  = 0,
-    KERN_F16  = 1,
-    KERN_Q8_0 = 2,
-    KERN_Q4_0 = 3,
+    KERN_F32    = 0,
+    KERN_F16    = 1,
+    KERN_Q8_0   = 2,
+    KERN_Q4_0   = 3,
+    KERN_BF16   = 4,
+    KERN_Q4_1   = 5,
+    KERN_Q5_0   = 6,
+    KERN_Q5_1   = 7,
+    KERN_IQ4_NL = 8,
+    KERN_MXFP4  = 9,
+    KERN_Q2_K   = 10,
+    KERN_Q3_K   = 11,
+    KERN_Q4_K   = 12,
+    KERN_Q5_K   = 13,
+    KERN_Q6_K   = 14,
+    KERN_IQ4_XS = 15,
     KERN_NTYPES
 };
 
-/* Encodings a tile can be packed from (a row of the source matrix). */
+/* Encodings a tile can be packed from (a row of the source matrix).  The
+ * GGML block sources follow ggml-common.h's block structs; a row of one
+ * is cols / kern_type_block's columns blocks. */
 enum kern_src {
     KERN_SRC_F32,       /* float */
     KERN_SRC_F16,       /* IEEE half */
     KERN_SRC_BF16,      /* bfloat16 */
     KERN_SRC_GGML_Q8_0, /* GGML block_q8_0: f16 d, int8 q[32] (34 bytes) */
-    KERN_SRC_GGML_Q4_0  /* GGML block_q4_0: f16 d, uint8 qs[16] (18 bytes) */
+    KERN_SRC_GGML_Q4_0, /* GGML block_q4_0: f16 d, uint8 qs[16] (18 bytes) */
+    KERN_SRC_GGML_Q4_1, /* block_q4_1   (20 bytes / 32)  */
+    KERN_SRC_GGML_Q5_0, /* block_q5_0   (22 bytes / 32)  */
+    KERN_SRC_GGML_Q5_1, /* block_q5_1   (24 bytes / 32)  */
+    KERN_SRC_GGML_IQ4_NL, /* block_iq4_nl (18 bytes / 32) */
+    KERN_SRC_GGML_MXFP4,  /* block_mxfp4  (17 bytes / 32) */
+    KERN_SRC_GGML_Q2_K, /* block_q2_K   (84 bytes / 256) */
+    KERN_SRC_GGML_Q3_K, /* block_q3_K   (110 bytes / 256) */
+    KERN_SRC_GGML_Q4_K, /* block_q4_K   (144 bytes / 256) */
+    KERN_SRC_GGML_Q5_K, /* block_q5_K   (176 bytes / 256) */
+    KERN_SRC_GGML_Q6_K, /* block_q6_K   (210 bytes / 256) */
+    KERN_SRC_GGML_IQ4_XS, /* block_iq4_xs (136 bytes / 256) */
+    KERN_NSRC
 };
+
+/* The GGML block source whose blocks a type keeps bit for bit
+ * (KERN_SRC_F32 for F32, F16 for F16, BF16 for BF16). */
+enum kern_src kern_type_src(enum kern_type t);
+/* Columns and bytes of one block of source encoding src (1 and the
+ * element's bytes for F32/F16/BF16); 0 for an unknown src. */
+unsigned kern_src_block(enum kern_src src, unsigned *bytes);
+/* Columns of a tile type's block (1 for F32, F16, BF16; 32; 256): a tile's
+ * columns are a multiple of it except the last tile of a row of the
+ * legacy types, padded up to it; 0 for an unknown type. */
+unsigned kern_type_block(enum kern_type t);
 
 enum kern_isa {
     KERN_ISA_SCALAR = 0,
@@ -119,7 +164,14 @@ void kern_tile_unpack(enum kern_type t, unsigned rows, unsigned cols,
 void kern_tile_row(enum kern_type t, unsigned rows, unsigned cols,
                    const void *payload, unsigned r, float *dst);
 
-/* Check a payload's scales are finite (f16 scales, F16/F32 weights). */
+/* Check a payload: every stored scale (Q8_0, Q4_0) or weight (F16, F32),
+ * padding included, finite; for the block types, the type's own check of
+ * every block (finite scales, no reserved value, indexes in range).
+ * 0 when it passes, else -1 with *row the first bad row and *what the
+ * field ("d", "weight", "e8m0 scale" ...); row and what may be NULL. */
+int kern_tile_check(enum kern_type t, unsigned rows, unsigned cols,
+                    const void *payload, unsigned *row, const char **what);
+/* 1 when kern_tile_check passes, else 0. */
 int kern_tile_finite(enum kern_type t, unsigned rows, unsigned cols,
                      const void *payload);
 
@@ -150,11 +202,28 @@ typedef struct kern_act {
     int8_t   *q8;       /* [n_pad] Q8_0 quants */
     float    *q8_d;     /* [n_pad/32] block scales (the f16-rounded value) */
     int32_t  *q8_sum;   /* [n_pad/32] sum of quants in the block */
+    /* Q8_1 (Q4_1, Q5_1 tiles): q8's quants and q8_d, and per block
+     * s = d * sum as quantize_row_q8_1 stores it (through f16) */
+    float    *q8_s;     /* [n_pad/32] */
+    uint16_t *bf16;     /* [n_pad] x rounded to bfloat16 (BF16 tiles) */
+    /* Q8_K (K-quant and IQ4_XS tiles), blocks of 256 over x zero-padded
+     * to n_pad256 = roundup(n, 256) (cap is a multiple of 256) */
+    int8_t   *q8k;      /* [n_pad256] quants */
+    float    *q8k_d;    /* [n_pad256/256] block scales */
+    int16_t  *q8k_bsums;/* [n_pad256/16] sums of each 16 quants */
 } kern_act;
 
 /* Which encodings kern_act_set must fill (bit per tile type). */
 #define KERN_NEED(t) (1u << (t))
 #define KERN_NEED_ALL ((1u << KERN_NTYPES) - 1)
+/* The bits of the types that read each encoding. */
+#define KERN_NEED_Q8_0 (KERN_NEED(KERN_Q8_0) | KERN_NEED(KERN_Q4_0) |         \
+                        KERN_NEED(KERN_Q5_0) | KERN_NEED(KERN_IQ4_NL) |       \
+                        KERN_NEED(KERN_MXFP4))
+#define KERN_NEED_Q8_1 (KERN_NEED(KERN_Q4_1) | KERN_NEED(KERN_Q5_1))
+#define KERN_NEED_Q8_K (KERN_NEED(KERN_Q2_K) | KERN_NEED(KERN_Q3_K) |         \
+                        KERN_NEED(KERN_Q4_K) | KERN_NEED(KERN_Q5_K) |         \
+                        KERN_NEED(KERN_Q6_K) | KERN_NEED(KERN_IQ4_XS))
 
 int  kern_act_init(kern_act *a, unsigned n_max);   /* 0 or -1 (ENOMEM) */
 void kern_act_free(kern_act *a);
@@ -259,6 +328,12 @@ typedef struct kern_ops {
     void (*act_q8)(const float *x, unsigned nb, int8_t *q, float *d,
                    int32_t *sum);
     void (*act_f16)(const float *x, unsigned n, uint16_t *h);
+    /* nb blocks of 256 floats x to Q8_K as ggml's quantize_row_q8_K
+     * (q[256*nb], d[nb], bsums[16*nb]); n floats to bfloat16 as
+     * GGML_FP32_TO_BF16 */
+    void (*act_q8k)(const float *x, unsigned nb, int8_t *q, float *d,
+                    int16_t *bsums);
+    void (*act_bf16)(const float *x, unsigned n, uint16_t *h);
 } kern_ops;
 
 /* Pick the best ISA this CPU runs, once.  CFLOW_ISA=scalar|avx2|avx512|

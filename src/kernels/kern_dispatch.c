@@ -95,24 +95,50 @@ enum kern_isa kern_isa_choose(enum kern_isa best, const char *env)
     return (enum kern_isa)i < best ? (enum kern_isa)i : best;
 }
 
+/* Each tier's whole table: its file's entries (F32, F16, Q8_0, Q4_0, the
+ * vector kernels) with the block types' families filled in, built once. */
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+static kern_ops tables[KERN_NISA];
+
+static void build_tables(void)
+{
+    for (int i = 0; i < KERN_NISA; i++) {
+        const kern_ops *base = &kern_ops_scalar;
+#if HAVE_ISA_X86
+        if (i == KERN_ISA_AVX2)
+            base = &kern_ops_avx2;
+        else if (i == KERN_ISA_AVX512)
+            base = &kern_ops_avx512;
+        else if (i == KERN_ISA_AVX512_VNNI)
+            base = &kern_ops_avx512_vnni;
+#endif
+        tables[i] = *base;
+        /* the scalar entries first, then the tier's own over them */
+        kern_lq_fill(&tables[i], KERN_ISA_SCALAR);
+        kern_kq_fill(&tables[i], KERN_ISA_SCALAR);
+        if (i != KERN_ISA_SCALAR) {
+            kern_lq_fill(&tables[i], (enum kern_isa)i);
+            kern_kq_fill(&tables[i], (enum kern_isa)i);
+        }
+    }
+}
+
 const kern_ops *kern_ops_for(enum kern_isa isa)
 {
     pthread_once(&probe_once, probe);
     if ((unsigned)isa >= KERN_NISA || isa > cpu_best)
         return NULL;
-    switch (isa) {
-#if HAVE_ISA_X86
-    case KERN_ISA_AVX2:        return &kern_ops_avx2;
-    case KERN_ISA_AVX512:      return &kern_ops_avx512;
-    case KERN_ISA_AVX512_VNNI: return &kern_ops_avx512_vnni;
+#if !HAVE_ISA_X86
+    isa = KERN_ISA_SCALAR;
 #endif
-    default:                   return &kern_ops_scalar;
-    }
+    pthread_once(&tables_once, build_tables);
+    return &tables[isa];
 }
 
 const kern_ops *kern_ops_ref(void)
 {
-    return &kern_ops_scalar;
+    pthread_once(&tables_once, build_tables);
+    return &tables[KERN_ISA_SCALAR];
 }
 
 static void choose(void)

@@ -174,6 +174,57 @@ static inline uint16_t kern_f2h(float f)
     return (uint16_t)(sign | r);
 }
 
+/* ---- GGML block types (kern.h: every type past Q4_0) -----------------------
+ * What differs per block type is one table entry (kern_pack.c's table of
+ * these, filled from the files that own each type: kern_lq.c for the
+ * 32-column types and BF16, kern_kq.c for the K-quants and IQ4_XS).  The
+ * generic code of kern_pack.c builds every payload, row and check from
+ * them; a type whose entry is missing (NULL put) has no payload size, so
+ * the format refuses it.
+ *
+ * A payload of such a type has rp = roundup(R, 16) rows of nblk =
+ * ceil(C / blk_cols) blocks each (rows past R and blocks past C are
+ * all-zero blocks, which every type decodes to exact zeros), so its size is
+ * rp * nblk * blk_bytes; put/get place row r's blocks in the type's own
+ * order.  A 32-column type's tile that ends inside a block keeps the
+ * block whole, the weights past C zeroed as the type zeroes them. */
+typedef struct kern_type_ops {
+    const char *name;             /* "q4_k", as kern_type_name */
+    enum kern_src src;            /* the GGML blocks kept bit for bit */
+    unsigned blk_cols, blk_bytes; /* one GGML block */
+    /* row r (< rp) of a payload of nblk blocks a row <- nblk blocks */
+    void (*put)(uint8_t *pl, unsigned rp, unsigned nblk, unsigned r,
+                const uint8_t *blocks);
+    /* nblk blocks <- row r of a payload (put's inverse) */
+    void (*get)(const uint8_t *pl, unsigned rp, unsigned nblk, unsigned r,
+                uint8_t *blocks);
+    /* nblk blocks -> nblk * blk_cols floats, as ggml's dequantize_row_* */
+    void (*dequant)(const uint8_t *blocks, unsigned nblk, float *out);
+    /* nblk * blk_cols finite floats -> nblk blocks, as ggml's
+     * quantize_row_*_ref (what llama-quantize writes without an imatrix);
+     * -1 when a scale would not be finite in its storage type */
+    int  (*quant)(const float *x, unsigned nblk, uint8_t *blocks);
+    /* 0 when nblk blocks decode to finite weights only (scales finite, no
+     * reserved E8M0 0xFF, indexes in range ...), else -1 with *what (may
+     * be NULL) naming the field ("d", "dmin", "e8m0 scale") */
+    int  (*check)(const uint8_t *blocks, unsigned nblk, const char **what);
+} kern_type_ops;
+
+/* The entry of type t, NULL for F32, F16, Q8_0, Q4_0 (kern_pack.c's own
+ * code) and for a type not built yet. */
+const kern_type_ops *kern_type_ops_of(enum kern_type t);
+
+/* Each family's entries (NULL: not this family's type or not built yet). */
+const kern_type_ops *kern_lq_type(enum kern_type t);
+const kern_type_ops *kern_kq_type(enum kern_type t);
+/* Each family's kernels into the table of tier isa (tile_mv, tile_mm of
+ * its types, and act_q8k / act_bf16): called once per table by
+ * kern_dispatch.c after the tier's own table was copied; a family with no
+ * kernel of that tier leaves the one of the tier below (every tier starts
+ * from the scalar reference's entries). */
+void kern_lq_fill(kern_ops *ops, enum kern_isa isa);
+void kern_kq_fill(kern_ops *ops, enum kern_isa isa);
+
 /* ---- the per-ISA tables (kern_ref.c, kern_avx2.c, kern_avx512.c) -------- */
 
 extern const kern_ops kern_ops_scalar;
@@ -242,6 +293,10 @@ void kern_attn_f16_ref(float *out, const float *q, const uint16_t *k,
 void kern_act_q8_ref(const float *x, unsigned nb, int8_t *q, float *d,
                      int32_t *sum);
 void kern_act_f16_ref(const float *x, unsigned n, uint16_t *h);
+/* Q8_1's s of nb blocks of x: d * sum, d = amax / 127 unrounded, stored
+ * through f16, as quantize_row_q8_1 (kern_lq.c). */
+void kern_act_q8_1_s(const float *x, unsigned nb, const int32_t *sum,
+                     float *s);
 /* The softmax's scalars of one head of the vector attention kernels
  * (kern_avx512.c's ATTN_GROUP, kern_avx2.c's ATTN2_GROUP), before their
  * pass over the values, so that no call to expf (which takes every vector

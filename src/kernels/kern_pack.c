@@ -42,7 +42,72 @@
 static const char *const type_names[KERN_NTYPES] = {
     [KERN_F32] = "f32", [KERN_F16] = "f16",
     [KERN_Q8_0] = "q8_0", [KERN_Q4_0] = "q4_0",
+    [KERN_BF16] = "bf16", [KERN_Q4_1] = "q4_1", [KERN_Q5_0] = "q5_0",
+    [KERN_Q5_1] = "q5_1", [KERN_IQ4_NL] = "iq4_nl", [KERN_MXFP4] = "mxfp4",
+    [KERN_Q2_K] = "q2_k", [KERN_Q3_K] = "q3_k", [KERN_Q4_K] = "q4_k",
+    [KERN_Q5_K] = "q5_k", [KERN_Q6_K] = "q6_k", [KERN_IQ4_XS] = "iq4_xs",
 };
+
+/* Each source encoding: its block (columns, bytes) and the tile type that
+ * keeps it bit for bit (ggml-common.h's structs). */
+static const struct { unsigned cols, bytes; enum kern_type type; }
+src_info[KERN_NSRC] = {
+    [KERN_SRC_F32]          = { 1, 4, KERN_F32 },
+    [KERN_SRC_F16]          = { 1, 2, KERN_F16 },
+    [KERN_SRC_BF16]         = { 1, 2, KERN_BF16 },
+    [KERN_SRC_GGML_Q8_0]    = { 32, 34, KERN_Q8_0 },
+    [KERN_SRC_GGML_Q4_0]    = { 32, 18, KERN_Q4_0 },
+    [KERN_SRC_GGML_Q4_1]    = { 32, 20, KERN_Q4_1 },
+    [KERN_SRC_GGML_Q5_0]    = { 32, 22, KERN_Q5_0 },
+    [KERN_SRC_GGML_Q5_1]    = { 32, 24, KERN_Q5_1 },
+    [KERN_SRC_GGML_IQ4_NL]  = { 32, 18, KERN_IQ4_NL },
+    [KERN_SRC_GGML_MXFP4]   = { 32, 17, KERN_MXFP4 },
+    [KERN_SRC_GGML_Q2_K]    = { 256, 84, KERN_Q2_K },
+    [KERN_SRC_GGML_Q3_K]    = { 256, 110, KERN_Q3_K },
+    [KERN_SRC_GGML_Q4_K]    = { 256, 144, KERN_Q4_K },
+    [KERN_SRC_GGML_Q5_K]    = { 256, 176, KERN_Q5_K },
+    [KERN_SRC_GGML_Q6_K]    = { 256, 210, KERN_Q6_K },
+    [KERN_SRC_GGML_IQ4_XS]  = { 256, 136, KERN_IQ4_XS },
+};
+
+unsigned kern_src_block(enum kern_src src, unsigned *bytes)
+{
+    if ((unsigned)src >= KERN_NSRC)
+        return 0;
+    if (bytes)
+        *bytes = src_info[src].bytes;
+    return src_info[src].cols;
+}
+
+enum kern_src kern_type_src(enum kern_type t)
+{
+    for (int i = 0; i < KERN_NSRC; i++)
+        if (src_info[i].type == t)
+            return (enum kern_src)i;
+    return KERN_SRC_F32;
+}
+
+unsigned kern_type_block(enum kern_type t)
+{
+    if ((unsigned)t >= KERN_NTYPES)
+        return 0;
+    return kern_src_block(kern_type_src(t), NULL);
+}
+
+const kern_type_ops *kern_type_ops_of(enum kern_type t)
+{
+    const kern_type_ops *o = kern_lq_type(t);
+    return o ? o : kern_kq_type(t);
+}
+
+/* The entry of a block type that can hold payloads (NULL otherwise). */
+static const kern_type_ops *block_ops(enum kern_type t)
+{
+    const kern_type_ops *o = (unsigned)t < KERN_NTYPES ? kern_type_ops_of(t)
+                                                       : NULL;
+    return o && o->put && o->get && o->dequant && o->quant && o->check ? o
+                                                                        : NULL;
+}
 
 static const char *const isa_names[KERN_NISA] = {
     [KERN_ISA_SCALAR] = "scalar", [KERN_ISA_AVX2] = "avx2",
@@ -84,7 +149,17 @@ float kern_bf16_to_fp32(uint16_t h)
 static int shape_ok(enum kern_type t, unsigned rows, unsigned cols)
 {
     return (unsigned)t < KERN_NTYPES && rows >= 1 && rows <= KERN_TILE_ROWS &&
-           cols >= 1 && cols <= KERN_TILE_COLS;
+           cols >= 1 && cols <= KERN_TILE_COLS &&
+           (t <= KERN_Q4_0 || block_ops(t));
+}
+
+/* The bytes of a tile row's blocks, at most (BF16: 256 x 2; Q6_K 210). */
+#define KERN_ROW_BLOCK_BYTES (KERN_TILE_COLS * 2)
+
+/* Blocks a row of a block type's tile holds. */
+static unsigned n_blocks(const kern_type_ops *o, unsigned cols)
+{
+    return (cols + o->blk_cols - 1) / o->blk_cols;
 }
 
 size_t kern_tile_payload_size(enum kern_type t, unsigned rows, unsigned cols)
@@ -98,7 +173,10 @@ size_t kern_tile_payload_size(enum kern_type t, unsigned rows, unsigned cols)
     case KERN_F16:  return cells * 2;
     case KERN_Q8_0: return g.scale_bytes + cells;
     case KERN_Q4_0: return g.scale_bytes + cells / 2;
-    default:        return 0;
+    default: {
+        const kern_type_ops *o = block_ops(t);
+        return (size_t)g.rp * n_blocks(o, cols) * o->blk_bytes;
+    }
     }
 }
 
@@ -260,7 +338,51 @@ static void get_row_f32(enum kern_src st, const uint8_t *row, unsigned cols,
             w[c] = (float)(q - 8) * d;
         }
         break;
+    default: {
+        /* a block type's own dequantiser, whole blocks at a time */
+        const kern_type_ops *o = block_ops(src_info[st].type);
+        float blk[256];
+        for (unsigned c0 = 0; o && c0 < cols; c0 += o->blk_cols) {
+            o->dequant(row + (size_t)(c0 / o->blk_cols) * o->blk_bytes, 1,
+                       blk);
+            for (unsigned k = 0; k < o->blk_cols && c0 + k < cols; k++)
+                w[c0 + k] = blk[k];
+        }
+        break;
     }
+    }
+}
+
+/* Row r of a block type's payload from a source row: the blocks as they
+ * are when the source is the type's own (whole blocks only), else the
+ * row widened to floats, zero-padded to whole blocks and quantised as
+ * ggml quantises; the blocks must pass the type's check. */
+static int put_row_blocks(const kern_type_ops *o,
+                          unsigned rp, unsigned cols, uint8_t *pl, unsigned r,
+                          enum kern_src st, const uint8_t *row)
+{
+    unsigned nb = n_blocks(o, cols);
+    uint8_t blocks[KERN_ROW_BLOCK_BYTES];   /* the largest row of blocks */
+    const uint8_t *b = blocks;
+    if ((size_t)nb * o->blk_bytes > sizeof blocks)
+        return -1;
+    if (st == o->src) {
+        if (cols % o->blk_cols)
+            return -1;                  /* a block cut by the tile's edge */
+        b = row;
+    } else {
+        float w[KERN_TILE_COLS] = { 0 };
+        get_row_f32(st, row, cols, w);
+        for (unsigned c = 0; c < cols; c++)
+            if (!isfinite(w[c]))
+                return -1;
+        if (o->quant(w, nb, blocks) < 0)
+            return -1;
+    }
+    if (o->check(b, nb, NULL) < 0)
+        return -1;
+    o->put(pl, rp, nb, r, b);
+    return 0;
 }
 
 /* Write the exact-zero padding of a fresh payload. */
@@ -279,13 +401,22 @@ int kern_tile_pack(enum kern_type dst, unsigned rows, unsigned cols,
                    void *payload)
 {
     if (!shape_ok(dst, rows, cols) || !src || !payload ||
-        (unsigned)src_type > KERN_SRC_GGML_Q4_0)
+        (unsigned)src_type >= KERN_NSRC)
         return -1;
 
     kern_geom g = kern_geom_of(rows, cols);
     uint8_t *pl = payload;
     const uint8_t *s = src;
     zero_payload(dst, &g, pl, kern_tile_payload_size(dst, rows, cols));
+
+    const kern_type_ops *o = block_ops(dst);
+    if (o) {
+        for (unsigned r = 0; r < rows; r++)
+            if (put_row_blocks(o, g.rp, cols, pl, r, src_type,
+                               s + r * row_stride) < 0)
+                return -1;
+        return 0;
+    }
 
     int same = (src_type == KERN_SRC_GGML_Q8_0 && dst == KERN_Q8_0) ||
                (src_type == KERN_SRC_GGML_Q4_0 && dst == KERN_Q4_0);
@@ -348,6 +479,16 @@ void kern_tile_row(enum kern_type t, unsigned rows, unsigned cols,
     if (!shape_ok(t, rows, cols) || r >= rows)
         return;
     kern_geom g = kern_geom_of(rows, cols);
+    const kern_type_ops *o = block_ops(t);
+    if (o) {
+        unsigned nb = n_blocks(o, cols);
+        uint8_t blocks[KERN_ROW_BLOCK_BYTES];
+        float w[KERN_TILE_COLS + 256];
+        o->get(payload, g.rp, nb, r, blocks);
+        o->dequant(blocks, nb, w);
+        memcpy(dst, w, (size_t)cols * sizeof(float));
+        return;
+    }
     for (unsigned c = 0; c < cols; c++)
         dst[c] = weight_at(t, &g, payload, r, c);
 }
@@ -361,24 +502,50 @@ void kern_tile_unpack(enum kern_type t, unsigned rows, unsigned cols,
         kern_tile_row(t, rows, cols, payload, r, dst + r * ld);
 }
 
-/* 1 when every stored scale (Q8_0, Q4_0) or weight (F16, F32), padding
- * included, is finite; 0 otherwise (or for an impossible shape). */
+/* 1 when kern_tile_check passes, else 0. */
 int kern_tile_finite(enum kern_type t, unsigned rows, unsigned cols,
                      const void *payload)
 {
+    return kern_tile_check(t, rows, cols, payload, NULL, NULL) == 0;
+}
+
+int kern_tile_check(enum kern_type t, unsigned rows, unsigned cols,
+                    const void *payload, unsigned *row, const char **what)
+{
+    if (row)
+        *row = 0;
+    if (what)
+        *what = "shape";
     if (!shape_ok(t, rows, cols) || !payload)
-        return 0;
+        return -1;
     kern_geom g = kern_geom_of(rows, cols);
     const uint8_t *pl = payload;
     size_t n;
+
+    const kern_type_ops *o = block_ops(t);
+    if (o) {
+        unsigned nb = n_blocks(o, cols);
+        uint8_t blocks[KERN_ROW_BLOCK_BYTES];
+        for (unsigned r = 0; r < g.rp; r++) {
+            o->get(pl, g.rp, nb, r, blocks);
+            if (o->check(blocks, nb, what) < 0) {
+                if (row)
+                    *row = r;
+                return -1;
+            }
+        }
+        return 0;
+    }
+    if (what)
+        *what = t == KERN_F32 || t == KERN_F16 ? "weight" : "d";
 
     switch (t) {
     case KERN_F32:
         n = (size_t)g.rp * g.cp;
         for (size_t i = 0; i < n; i++)
             if (!isfinite(kern_ld_f32(pl + 4 * i)))
-                return 0;
-        return 1;
+                return -1;
+        return 0;
     case KERN_F16:
         n = (size_t)g.rp * g.cp;
         break;
@@ -388,6 +555,6 @@ int kern_tile_finite(enum kern_type t, unsigned rows, unsigned cols,
     }
     for (size_t i = 0; i < n; i++)
         if ((kern_ld_u16(pl + 2 * i) & 0x7C00u) == 0x7C00u)
-            return 0;
-    return 1;
+            return -1;
+    return 0;
 }

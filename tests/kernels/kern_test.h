@@ -34,6 +34,12 @@
 #define HAVE_X86 0
 #endif
 
+/* The tile types of kern.h's first layouts (F32, F16, Q8_0, Q4_0), which
+ * the tests of these files loop over; the GGML block types past them have
+ * tests of their own. */
+#define KT_NLEGACY (KERN_Q4_0 + 1)
+#define KT_NEED_LEGACY ((1u << KT_NLEGACY) - 1)
+
 /* xorshift64*: the tests' one random stream */
 uint64_t kt_rng_u64(void);
 unsigned kt_rng_below(unsigned n);   /* uniform in [0, n) */

@@ -54,11 +54,11 @@ static void test_names(void **state)
 {
     (void)state;
     static const char *const t[] = { "f32", "f16", "q8_0", "q4_0" };
-    for (int i = 0; i < KERN_NTYPES; i++) {
+    for (int i = 0; i < KT_NLEGACY; i++) {
         assert_string_equal(kern_type_name((enum kern_type)i), t[i]);
         assert_int_equal(kern_type_from_name(t[i]), i);
     }
-    assert_int_equal(kern_type_from_name("q4_1"), -1);
+    assert_int_equal(kern_type_from_name("q9_1"), -1);
     assert_int_equal(kern_type_from_name(""), -1);
     assert_int_equal(kern_type_from_name(NULL), -1);
     assert_int_equal(KERN_F32, 0);
@@ -378,7 +378,7 @@ static void test_ggml_import(void **state)
                         ggml_deq_q8(blk, deq + r * C + 32 * b);
                     }
                 }
-            for (int t = 0; t < KERN_NTYPES; t++) {
+            for (int t = 0; t < KT_NLEGACY; t++) {
                 uint8_t *pl = malloc(kern_tile_payload_size((enum kern_type)t, R, C));
                 assert_int_equal(kern_tile_pack((enum kern_type)t, R, C, src,
                                                 blocks, stride, pl), 0);
@@ -573,7 +573,7 @@ static void test_pack_rejects(void **state)
     assert_int_equal(kern_tile_pack(KERN_F32, 1, 257, KERN_SRC_F32, w, 16, pl), -1);
     assert_int_equal(kern_tile_pack(KERN_F32, 1, 4, KERN_SRC_F32, NULL, 16, pl), -1);
     assert_int_equal(kern_tile_pack(KERN_NTYPES, 1, 4, KERN_SRC_F32, w, 16, pl), -1);
-    for (int t = 0; t < KERN_NTYPES; t++) {
+    for (int t = 0; t < KT_NLEGACY; t++) {
         w[5] = NAN;
         assert_int_equal(kern_tile_pack((enum kern_type)t, 1, 8, KERN_SRC_F32, w, 32, pl), -1);
         w[5] = INFINITY;
@@ -602,7 +602,7 @@ static void test_tile_finite(void **state)
     uint8_t pl[16 * 64 * 4];
     for (int i = 0; i < 16 * 64; i++)
         w[i] = kt_rng_unit();
-    for (int t = 0; t < KERN_NTYPES; t++) {
+    for (int t = 0; t < KT_NLEGACY; t++) {
         assert_int_equal(kern_tile_pack((enum kern_type)t, 16, 64, KERN_SRC_F32, w,
                                         64 * 4, pl), 0);
         assert_int_equal(kern_tile_finite((enum kern_type)t, 16, 64, pl), 1);
@@ -699,13 +699,13 @@ static void test_act(void **state)
         /* dirty the buffers first, so "zero past n" is really checked */
         for (unsigned i = 0; i < 1024; i++)
             x[i] = 1000.0f * kt_rng_unit();
-        kern_act_set(&a, x, 1000, KERN_NEED_ALL);
+        kern_act_set(&a, x, 1000, KT_NEED_LEGACY);
         for (unsigned i = 0; i < n; i++) {
             x[i] = (i / 32) % 5 == 3 ? 0.0f : kt_rng_mag() * kt_rng_unit();
         }
         for (unsigned i = n; i < n_pad; i++)
             x[i] = 0.0f;                /* llama.cpp sees the padded row */
-        kern_act_set(&a, x, n, KERN_NEED_ALL);
+        kern_act_set(&a, x, n, KT_NEED_LEGACY);
         assert_int_equal(a.n, n);
         assert_int_equal(a.n_pad, n_pad);
         kt_llama_q8_0(x, (int)n_pad, qs, dh);
@@ -738,7 +738,7 @@ static void test_act(void **state)
     assert_null(a.f32);
 
     assert_int_equal(kern_act_init(&a, 0), 0);
-    kern_act_set(&a, x, 0, KERN_NEED_ALL);
+    kern_act_set(&a, x, 0, KT_NEED_LEGACY);
     assert_int_equal(a.n_pad, 0);
     kern_act_free(&a);
 }

@@ -93,7 +93,7 @@ void test_tile_mv(void **state)
         for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++) {
             unsigned R = rows[ri], C = cols[ci];
             kt_fill_matrix(w, R, C);
-            for (int t = 0; t < KERN_NTYPES; t++) {
+            for (int t = 0; t < KT_NLEGACY; t++) {
                 assert_int_equal(kern_tile_pack((enum kern_type)t, R, C, KERN_SRC_F32,
                                                 w, C * 4, pl), 0);
                 for (int k = 0; k < 3; k++) {
