@@ -5,11 +5,11 @@
  *
  * The file's bytes in anonymous memory instead of a file mapping.  Decode
  * streams every weight once per token, and on 2 vCPUs of a Sapphire
- * Rapids Xeon (docs/PERFORMANCE.md) it streamed 5-10% faster from anonymous
- * memory with transparent huge pages advised than from the page cache's
- * 4 KiB pages (fewer TLB walks; llama.cpp's repacked weights live in such
- * memory too).  The price: the bytes are copied at open and held twice
- * while the page cache keeps them.  The mapping stays PROT_READ as a file
+ * Rapids Xeon (docs/perf-log/2026-12-01.md) it streamed 5-10% faster from
+ * anonymous memory with transparent huge pages advised than from the page
+ * cache's 4 KiB pages (fewer TLB walks; llama.cpp's repacked weights live
+ * in such memory too).  The price: the bytes are copied at open and held
+ * twice while the page cache keeps them.  The mapping stays PROT_READ as a file
  * mapping would, so the engine cannot scribble on the weights.
  *
  * keep[0 .. n_keep): byte ranges of the file, sorted and disjoint, whose

@@ -191,8 +191,8 @@ const char *fmt_synth_preset_name(unsigned i)
     return i < np ? presets[i].name : fmt_synth_bench_name(i - np);
 }
 
-/* Benchmark presets (the real models' geometry; see
- * docs/PERFORMANCE.md).  ctx is generous so that depth sweeps fit. */
+/* Benchmark presets (the real models' geometry; see docs/PERFORMANCE.md,
+ * "How the figures are taken").  ctx is generous so that depth sweeps fit. */
 static const fmt_synth_geom bench[] = {
     /* name            layers  dim  heads kv  hd   ffn    E   k  vocab    ctx   theta  eps  tied */
     { "tinyllama-1.1b",   22, 2048,  32,  4,  64,  5632,   0, 0, 32000,  8192, 1e4f, 1e-5f, 0 },

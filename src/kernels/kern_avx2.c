@@ -36,7 +36,7 @@
  * vectors, 4 heads side by side for head_dim 64, to the same bits as the
  * reference: without it an AVX2 machine ran the scalar reference, whose
  * per-element fmaf calls made tinyllama decode at depth 1024 seven times
- * slower (docs/PERFORMANCE.md).  Four query heads that
+ * slower (docs/perf-log/2026-12-02.md).  Four query heads that
  * share a KV head at head_dim 64 (attn2_kvg64) widen each K row once, fold
  * scores 8 positions at a time and keep the value accumulators in
  * registers: 44.5 -> 30.6 ns per head and position at tinyllama's shape

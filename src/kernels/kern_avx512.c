@@ -211,8 +211,8 @@ AVX512 static void mv_f16(const void *payload, unsigned rows, unsigned cols,
  * GCC spilled accumulators to the stack inside the block loop; one panel
  * fits.  tinyllama-1.1b Q8_0 decode on 2 cores of a Zen 5 EPYC: 32.1-33.0
  * against 27.5-29.2 tok/s in three alternating rounds, olmoe-1b-7b Q8_0
- * 29.0-30.3 against 22.6-27.1 in two (docs/PERFORMANCE.md); 4 at a time
- * was between.
+ * 29.0-30.3 against 22.6-27.1 in two (docs/perf-log/2026-12-04.md); 4 at a
+ * time was between.
  * The sums of each panel are the same operations either way: same bits. */
 #define QGROUP 2
 #define Q8_GROUP 1
@@ -417,7 +417,7 @@ AVX512 static void mv_q4_0_rp(const void *payload, unsigned rows, unsigned cols,
  * 2 vCPUs of a Zen 5 EPYC 53.4-54.8 against 45.1-47.3 tok/s in four
  * alternating rounds with 2 threads (6 of 7 rounds faster, 1.13-1.21x),
  * 39.1-39.8 against 30.8-31.1 with one; on Zen 4 8 and 4 were level in
- * the trial of docs/PERFORMANCE.md; not yet timed on Sapphire Rapids.
+ * the trial of docs/perf-log/2026-12-04.md; not yet timed on Sapphire Rapids.
  * The sums per panel are the same operations in the same order, so the
  * bits are. */
 #define RP_G 8
