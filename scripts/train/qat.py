@@ -3,7 +3,8 @@
 
 Why.  `cflow convert -q q4_0` quantises every weight matrix (embedding/
 classifier, attention, dense FFN, experts; norms and the router stay f32)
-with the report's quantiser (src/kernels/kern_pack.c):
+with the Pipeline-Native Transformers report's quantiser
+(src/kernels/kern_pack.c):
 
     per row, per block of 32 consecutive inputs:
       s = max|w| / 7  (f32);  q = roundf(w / s) clipped to [-8, 7];

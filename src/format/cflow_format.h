@@ -28,6 +28,9 @@
  * on 64-byte boundaries.  The reader validates every header, slot, offset
  * and tile against the file size before anything is used, and decodes the
  * tile headers into fmt_tile arrays so the engine never re-parses them.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #ifndef CFLOW_FORMAT_H
 #define CFLOW_FORMAT_H

@@ -21,6 +21,9 @@
  * tile type exists (F32, F16, Q8_0, Q4_0); others are requantised to the
  * nearest one we keep (BF16 -> F32, which is lossless; Q4_1/Q4_K -> Q4_0;
  * Q5_x/Q6_K -> Q8_0) with a warning.  Norms, biases and routers stay f32.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

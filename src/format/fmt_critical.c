@@ -21,6 +21,9 @@
  * (without a V projection where V shares K's), and a layer without experts
  * has no expert stream.  From parameter counts the figure needs only the
  * geometry, so fmt_critical_path_geom serves presets too large to write.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

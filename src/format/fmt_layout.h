@@ -74,6 +74,9 @@
  *    0 u16 layer_id   2 u8 matrix_id   3 u8 expert_id (0xFF dense)
  *    4 u32 row_offset 8 u16 col_offset 10 u16 tile_rows 12 u16 tile_cols
  *   14 u16 quant_group (32)
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #ifndef CFLOW_FMT_LAYOUT_H
 #define CFLOW_FMT_LAYOUT_H

@@ -28,6 +28,9 @@
  * and so that tokens route by token, draws the embedding with sd
  * FMT_SYNTH_ZIPF_EMBD_SD and adds an untied output head at the end of the
  * stream (a uniform file stays tied, byte for byte what it was).
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

@@ -8,6 +8,9 @@
  * Both writers, and cflow's --critical-path from geometry alone, look the
  * presets up here, with the synthetic SentencePiece vocabulary they share;
  * this file uses neither writer.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

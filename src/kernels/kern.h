@@ -48,6 +48,9 @@
  * does: d = amax/127 stored through f16, q = x * (127/amax) rounded half to
  * even, and the per-block sum of q for the offset correction
  * (sum (q_w - 8) q_x = sum q_w q_x - 8 sum q_x).
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #ifndef CFLOW_KERN_H
 #define CFLOW_KERN_H

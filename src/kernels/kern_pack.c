@@ -24,6 +24,9 @@
  * non-finite source value, or a weight or scale that would overflow f16,
  * makes it return -1 (for every destination type, so a broken checkpoint is
  * caught when converting rather than at run time).
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

@@ -33,6 +33,9 @@
  * errno text, followed by "perf_event_paranoid=N" (the kernel's setting),
  * or "built without libpfm4" when HAVE_LIBPFM was not defined at build
  * time.  Unavailable events read as -1; the rest keep working.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #ifndef CFLOW_PROF_H
 #define CFLOW_PROF_H

@@ -125,6 +125,9 @@
  * memory to compare).  Only a file that passes is switched to WAL, which
  * rewrites its header, and migrated; a refused file keeps every byte, its
  * -wal file included.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

@@ -16,6 +16,9 @@
  *     refused with one line naming the file.
  *   - `cflow inspect`: experts and routers, merge_interval and iterations,
  *     .vflow labelled as such.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

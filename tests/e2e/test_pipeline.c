@@ -2,6 +2,9 @@
  * test_pipeline.c — the pipeline-native architectures end to end: synthetic
  * models from `cflow synth`, their critical paths from `cflow inspect`, MoE
  * decoding and malformed MoE / schedule headers.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

@@ -15,6 +15,9 @@
  * the report's quantiser (s = max|w|/7, 15 levels per block of 32) moves
  * these d-128 models' norms by 1.1-2.6% by itself; scripts/train/README.md
  * has the breakdown.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

@@ -21,6 +21,9 @@
  *   6. `cflow run`'s "% of read bw" divides by the membw median stored for
  *      the host and thread count, and says where a figure came from when
  *      none is stored.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

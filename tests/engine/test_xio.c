@@ -23,6 +23,9 @@
  *   - (the policy itself, unit by unit through eng_xio_*: test_xio_cache.c)
  *   - the memory limit auto goes by, from a made-up cgroup; a slot is not
  *     handed out again while a read into it is in flight.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

@@ -11,6 +11,9 @@
  *   - $CFLOW_XIO_READER: a bad value is an error naming it, and the
  *     reader asked for is the one reading;
  *   - bad settings are errors, not crashes.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

@@ -18,6 +18,9 @@
  *   - the scalar reference (kern_ops_ref) for every SIMD table this CPU
  *     runs: kern_impl.h documents that they reproduce it bit for bit, so
  *     the comparison is exact.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

@@ -5,6 +5,9 @@
  * reports what it lost, totals are the sums they claim, the file hash is
  * the documented one, and the run log round-trips, migrates an older
  * schema and refuses what it must.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 
