@@ -25,7 +25,7 @@
  * (run_group).  Settings a few per cent apart are then compared at one
  * moment of the machine, one expert cache, where tests run one after
  * another meet a storage and a load that drift between them (the token-
- * by-token tables of docs/PERFORMANCE.md).
+ * by-token tables of docs/perf-log/2026-12-06.md).
  *
  * For decode tests GB/s = weight bytes streamed per token (the engine's
  * count: attention, dense FFN, k/E of each expert bank, output head) times
@@ -62,6 +62,9 @@
  * to stderr.  Each test's result
  * is also a row of the run log's bench table (schema 5+; --db, --no-log),
  * under a session "cflow bench" per model.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

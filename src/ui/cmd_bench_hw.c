@@ -8,6 +8,9 @@
  * row-major one on the report's d 8192 shapes.  The settings are
  * cmd_bench.c's (bench_cfg); results go to stdout in md, csv or json,
  * notes to stderr.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

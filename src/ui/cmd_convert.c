@@ -1,5 +1,8 @@
 /*
  * cmd_convert.c — `cflow convert [-q TYPE] [--tokenizer FILE] INPUT OUTPUT`
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

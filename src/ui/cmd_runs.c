@@ -11,6 +11,9 @@
  * export formats are a stable interface documented in cflow(1) (RUN LOG);
  * columns and members may be added at the end, never renamed or removed.
  * (What logs `cflow run` is cmd_run_log.c.)
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

@@ -21,6 +21,9 @@
  *   speed     a sparkline of decode tok/s per token, prefill and decode
  *             tok/s, GB/s of weights and the share of the machine's read
  *             bandwidth
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 

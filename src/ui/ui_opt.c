@@ -17,6 +17,9 @@
  * double, UI_T_U64 a uint64_t, UI_T_FLAG and UI_T_CHOICE an int,
  * UI_T_STR a const char *, UI_T_LIST and UI_T_CHOICES a ui_ilist;
  * UI_T_STRS appends to ui_settings.models.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 
