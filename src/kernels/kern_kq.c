@@ -204,27 +204,12 @@ const kern_type_ops *kern_kq_type(enum kern_type t)
 
 /* ---- Q8_K activations ---------------------------------------------------------- */
 
-/* ggml's nearest_int (kern_kq_quant.c has the same) */
-static inline int nearest_int(float fval)
-{
-    float val = fval + 12582912.f;
-    int i;
-    memcpy(&i, &val, sizeof(int));
-    return (i & 0x007fffff) - 0x00400000;
-}
-
 void kern_kq_act_q8k_ref(const float *x, unsigned nb, int8_t *q, float *d,
                          int16_t *bsums)
 {
     for (unsigned i = 0; i < nb; i++, x += KERN_QK_K, q += KERN_QK_K, bsums += 16) {
-        float max = 0, amax = 0;
-        for (int j = 0; j < KERN_QK_K; ++j) {
-            float ax = fabsf(x[j]);
-            if (ax > amax) {
-                amax = ax;
-                max = x[j];
-            }
-        }
+        float amax;
+        const float max = kq_signed_max(x, KERN_QK_K, &amax);
         if (!amax) {
             d[i] = 0;
             memset(q, 0, KERN_QK_K);
@@ -233,7 +218,7 @@ void kern_kq_act_q8k_ref(const float *x, unsigned nb, int8_t *q, float *d,
         }
         const float iscale = -127.f / max;
         for (int j = 0; j < KERN_QK_K; ++j) {
-            int v = nearest_int(iscale * x[j]);
+            int v = kq_nearest_int(iscale * x[j]);
             q[j] = (int8_t)(v < 127 ? v : 127);
         }
         for (int j = 0; j < KERN_QK_K / 16; ++j) {

@@ -12,8 +12,10 @@
 #ifndef CFLOW_KERN_KQ_H
 #define CFLOW_KERN_KQ_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/kern_impl.h"
 
@@ -73,6 +75,34 @@ static inline const uint8_t *kq_region(const kq_layout *L, const uint8_t *pl,
                                        unsigned p, unsigned off)
 {
     return pl + (size_t)p * KERN_PANEL * L->bytes + (size_t)KERN_PANEL * off;
+}
+
+/* ---- ggml's helpers the quantisers share -----------------------------------
+ * nearest_int: round half to even by the 1.5 * 2^23 trick (exact for
+ * |fval| <= 4194303, which ggml asserts in debug builds; past that the
+ * same bits as ggml's all the same). */
+static inline int kq_nearest_int(float fval)
+{
+    float val = fval + 12582912.f;
+    int i;
+    memcpy(&i, &val, sizeof(int));
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+/* The first x[i] of the largest |x| (ggml's max, with amax = its |.|;
+ * NaNs never count, 0 and amax 0 for a block of zeros). */
+static inline float kq_signed_max(const float *x, int n, float *amax)
+{
+    float max = 0, am = 0;
+    for (int i = 0; i < n; ++i) {
+        float ax = fabsf(x[i]);
+        if (ax > am) {
+            am = ax;
+            max = x[i];
+        }
+    }
+    *amax = am;
+    return max;
 }
 
 /* ---- scale unpacking shared by the tiers -----------------------------------

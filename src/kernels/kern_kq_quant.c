@@ -44,15 +44,7 @@ static void put_h(uint8_t *p, float f)
     memcpy(p, &h, 2);
 }
 
-/* ggml's nearest_int: round half to even by the 1.5 * 2^23 trick (valid
- * for |fval| <= 4194303, as ggml asserts in debug builds) */
-static inline int nearest_int(float fval)
-{
-    float val = fval + 12582912.f;
-    int i;
-    memcpy(&i, &val, sizeof(int));
-    return (i & 0x007fffff) - 0x00400000;
-}
+#define nearest_int kq_nearest_int
 
 /* ---- checks ---------------------------------------------------------------- */
 
@@ -82,66 +74,48 @@ int kern_kq_check_blocks(const uint8_t *b, unsigned nblk, unsigned bytes,
 
 /* ---- the search for scales and mins (ggml-quants.c's helpers) ------------- */
 
-static float make_qx_quants(int n, int nmax, const float *x, int8_t *L,
-                            int rmse_type, const float *qw)
+/* make_qx_quants as quantize_row_q6_K_ref calls it (n 16, nmax 32,
+ * rmse_type 1: weights x^2, no importance weights).  qx_sums is one
+ * candidate scale: the levels of iscale x, clamped to [-nmax, nmax - 1]
+ * (into L, plus off, when L is not NULL), and the weighted sums of x l
+ * and l^2 in ggml's order (make_q3_quants's first pass too). */
+static void qx_sums(int n, int nmax, const float *x, float iscale, int8_t *L,
+                    int off, float *sumlx, float *suml2)
 {
-    float max = 0;
-    float amax = 0;
+    float slx = 0, sl2 = 0;
     for (int i = 0; i < n; ++i) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
+        int l = nearest_int(iscale * x[i]);
+        l = MAX(-nmax, MIN(nmax - 1, l));
+        if (L)
+            L[i] = (int8_t)(l + off);
+        float w = x[i] * x[i];
+        slx += w * x[i] * l;
+        sl2 += w * l * l;
     }
+    *sumlx = slx;
+    *suml2 = sl2;
+}
+
+static float make_qx_quants(int n, int nmax, const float *x, int8_t *L)
+{
+    float amax;
+    const float max = kq_signed_max(x, n, &amax);
     if (amax < GROUP_MAX_EPS) {
         for (int i = 0; i < n; ++i)
             L[i] = 0;
         return 0.f;
     }
-    float iscale = -nmax / max;
-    if (rmse_type == 0) {
-        for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale * x[i]);
-            L[i] = (int8_t)(nmax + MAX(-nmax, MIN(nmax - 1, l)));
-        }
-        return 1 / iscale;
-    }
-    int return_early = 0;
-    if (rmse_type < 0) {
-        rmse_type = -rmse_type;
-        return_early = 1;
-    }
-    float sumlx = 0;
-    float suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-        int l = nearest_int(iscale * x[i]);
-        l = MAX(-nmax, MIN(nmax - 1, l));
-        L[i] = (int8_t)(l + nmax);
-        float w = qw ? qw[i] : rmse_type == 1 ? x[i] * x[i] : rmse_type == 2 ? 1
-                : rmse_type == 3 ? fabsf(x[i]) : sqrtf(fabsf(x[i]));
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
+    float sumlx, suml2;
+    qx_sums(n, nmax, x, -nmax / max, L, nmax, &sumlx, &suml2);
     float scale = suml2 ? sumlx / suml2 : 0.0f;
-    if (return_early)
-        return suml2 > 0 ? 0.5f * (scale + 1 / iscale) : 1 / iscale;
     float best = scale * sumlx;
     for (int is = -9; is <= 9; ++is) {
         if (is == 0)
             continue;
-        iscale = -(nmax + 0.1f * is) / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale * x[i]);
-            l = MAX(-nmax, MIN(nmax - 1, l));
-            float w = qw ? qw[i] : rmse_type == 1 ? x[i] * x[i] : rmse_type == 2 ? 1
-                    : rmse_type == 3 ? fabsf(x[i]) : sqrtf(fabsf(x[i]));
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
+        const float iscale = -(nmax + 0.1f * is) / max;
+        qx_sums(n, nmax, x, iscale, NULL, 0, &sumlx, &suml2);
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-            for (int i = 0; i < n; ++i) {
-                int l = nearest_int(iscale * x[i]);
-                L[i] = (int8_t)(nmax + MAX(-nmax, MIN(nmax - 1, l)));
-            }
+            qx_sums(n, nmax, x, iscale, L, nmax, &sumlx, &suml2);
             scale = sumlx / suml2;
             best = scale * sumlx;
         }
@@ -149,66 +123,45 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L,
     return scale;
 }
 
-static float make_q3_quants(int n, int nmax, const float *x, int8_t *L,
-                            int do_rmse)
+/* make_q3_quants as quantize_row_q3_K_ref calls it (do_rmse true) */
+static float make_q3_quants(int n, int nmax, const float *x, int8_t *L)
 {
-    float max = 0;
-    float amax = 0;
-    for (int i = 0; i < n; ++i) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
-    }
+    float amax;
+    const float max = kq_signed_max(x, n, &amax);
     if (amax < GROUP_MAX_EPS) {
         for (int i = 0; i < n; ++i)
             L[i] = 0;
         return 0.f;
     }
-    float iscale = -nmax / max;
-    if (do_rmse) {
-        float sumlx = 0;
-        float suml2 = 0;
+    float sumlx, suml2;
+    qx_sums(n, nmax, x, -nmax / max, L, 0, &sumlx, &suml2);
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
         for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale * x[i]);
-            l = MAX(-nmax, MIN(nmax - 1, l));
-            L[i] = (int8_t)l;
             float w = x[i] * x[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
-        for (int itry = 0; itry < 5; ++itry) {
-            int n_changed = 0;
-            for (int i = 0; i < n; ++i) {
-                float w = x[i] * x[i];
-                float slx = sumlx - w * x[i] * L[i];
-                if (slx > 0) {
-                    float sl2 = suml2 - w * L[i] * L[i];
-                    int new_l = nearest_int(x[i] * sl2 / slx);
-                    new_l = MAX(-nmax, MIN(nmax - 1, new_l));
-                    if (new_l != L[i]) {
-                        slx += w * x[i] * new_l;
-                        sl2 += w * new_l * new_l;
-                        if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
-                            L[i] = (int8_t)new_l;
-                            sumlx = slx;
-                            suml2 = sl2;
-                            ++n_changed;
-                        }
+            float slx = sumlx - w * x[i] * L[i];
+            if (slx > 0) {
+                float sl2 = suml2 - w * L[i] * L[i];
+                int new_l = nearest_int(x[i] * sl2 / slx);
+                new_l = MAX(-nmax, MIN(nmax - 1, new_l));
+                if (new_l != L[i]) {
+                    slx += w * x[i] * new_l;
+                    sl2 += w * new_l * new_l;
+                    if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (int8_t)new_l;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++n_changed;
                     }
                 }
             }
-            if (!n_changed)
-                break;
         }
-        for (int i = 0; i < n; ++i)
-            L[i] = (int8_t)(L[i] + nmax);
-        return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+        if (!n_changed)
+            break;
     }
-    for (int i = 0; i < n; ++i) {
-        int l = nearest_int(iscale * x[i]);
-        l = MAX(-nmax, MIN(nmax - 1, l));
-        L[i] = (int8_t)(l + nmax);
-    }
-    return 1 / iscale;
+    for (int i = 0; i < n; ++i)
+        L[i] = (int8_t)(L[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
 static float make_qkx2_quants(int n, int nmax, const float *x,
@@ -417,15 +370,10 @@ int kern_kq_quant_q3_k(const float *x, unsigned nblk, uint8_t *b)
 
     for (unsigned i = 0; i < nblk; i++, b += KQ_Q3_BYTES, x += QK_K) {
         uint8_t *hmask = b, *qs = b + 32, *ys = b + 96;
-        float max_scale = 0, amax = 0;
-        for (int j = 0; j < QK_K / 16; ++j) {
-            scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j, 1);
-            float scale = fabsf(scales[j]);
-            if (scale > amax) {
-                amax = scale;
-                max_scale = scales[j];
-            }
-        }
+        float amax;
+        for (int j = 0; j < QK_K / 16; ++j)
+            scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+        const float max_scale = kq_signed_max(scales, QK_K / 16, &amax);
         memset(ys, 0, 12);
         if (max_scale) {
             float iscale = -32.f / max_scale;
@@ -663,16 +611,10 @@ int kern_kq_quant_q6_k(const float *x, unsigned nblk, uint8_t *b)
 
     for (unsigned i = 0; i < nblk; i++, b += KQ_Q6_BYTES, x += QK_K) {
         int8_t *ys = (int8_t *)(b + 192);
-        float max_scale = 0, max_abs_scale = 0;
-        for (int ib = 0; ib < QK_K / 16; ++ib) {
-            const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1, NULL);
-            scales[ib] = scale;
-            const float abs_scale = fabsf(scale);
-            if (abs_scale > max_abs_scale) {
-                max_abs_scale = abs_scale;
-                max_scale = scale;
-            }
-        }
+        float max_abs_scale;
+        for (int ib = 0; ib < QK_K / 16; ++ib)
+            scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+        const float max_scale = kq_signed_max(scales, QK_K / 16, &max_abs_scale);
         if (max_abs_scale < GROUP_MAX_EPS) {
             memset(b, 0, KQ_Q6_BYTES);
             put_h(b + 208, 0.f);
@@ -763,14 +705,8 @@ int kern_kq_quant_iq4_xs(const float *x, unsigned nblk, uint8_t *b)
             uint8_t *Lb = L + ib * block_size;
             for (int j = 0; j < block_size; ++j)
                 weight[j] = xb[j] * xb[j];
-            float amax = 0, max = 0;
-            for (int j = 0; j < block_size; ++j) {
-                float ax = fabsf(xb[j]);
-                if (ax > amax) {
-                    amax = ax;
-                    max = xb[j];
-                }
-            }
+            float amax;
+            const float max = kq_signed_max(xb, block_size, &amax);
             if (amax < GROUP_MAX_EPS) {
                 scales[ib] = 0;
                 continue;

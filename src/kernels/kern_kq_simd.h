@@ -181,6 +181,15 @@ KQ_ATTR static inline kq_vf KQ_NAME(kq_fold8)(const kq_vf *l)
                      kq_vf_add(kq_vf_add(l[1], l[5]), kq_vf_add(l[3], l[7])));
 }
 
+/* The repacked gemv's row sums: fma(I, d_w d_x, 0) - fma(M, dmin_w d_x, 0) */
+KQ_ATTR static inline kq_vf KQ_NAME(kq_rp_sum)(kq_vi I, kq_vi M, kq_vf d,
+                                               kq_vf dmin, float dx)
+{
+    const kq_vf zero = kq_vf_zero(), x = kq_vf_set1(dx);
+    return kq_vf_sub(kq_vf_fma(kq_vf_cvt(I), kq_vf_mul(d, x), zero),
+                     kq_vf_fma(kq_vf_cvt(M), kq_vf_mul(dmin, x), zero));
+}
+
 /* Software prefetch of the weights KQ_PF bytes ahead into L2 (kern_simd.h
  * has the measurements behind the distance and the hint). */
 #ifndef KQ_PF
@@ -313,17 +322,13 @@ KQ_NAME(q4krp_group)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
         }
     }
     const kq_vf d = kq_vf_ldh(KQ_U(P, 0, 2, 0, h)), dmin = kq_vf_ldh(KQ_U(P, 2, 2, 0, h));
-    const kq_vf zero = kq_vf_zero();
     _Pragma("GCC unroll 8")
     for (unsigned t = 0; t < NT; t++) {
         kq_vi M = kq_zero();
         _Pragma("GCC unroll 4")
         for (unsigned k = 0; k < 4; k++)
             M = kq_dpwssd(M, s->mp[k], kq_set32(in[t].b32[k]));
-        const kq_vf dx = kq_vf_set1(in[t].d);
-        const kq_vf r = kq_vf_sub(kq_vf_fma(kq_vf_cvt(I[t]), kq_vf_mul(d, dx), zero),
-                                  kq_vf_fma(kq_vf_cvt(M), kq_vf_mul(dmin, dx), zero));
-        KQ_NAME(kq_y_add)(y + t * ldy, rows, r0, r);
+        KQ_NAME(kq_y_add)(y + t * ldy, rows, r0, KQ_NAME(kq_rp_sum)(I[t], M, d, dmin, in[t].d));
     }
 }
 
@@ -399,18 +404,29 @@ KQ_ATTR static inline kq_vf KQ_NAME(q6k_d)(const uint8_t *P, unsigned h)
  * repack): a lane type, each lane's 8 groups scaled (pairs <= 2 x 15 x
  * 127), and after the fold its 4 min lanes fma(-d_x dmin_w, m_2k S_2k +
  * m_2k+1 S_2k+1, 0) folded ((m0 + m2) + (m1 + m3)). */
+/* Lane g of Q4_K (qs at block offset 16) or, with Q5 (qs at 48), of Q5_K,
+ * whose fifth bits come from qh unit g */
 KQ_ATTR static inline __attribute__((always_inline)) void
-KQ_NAME(q4k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
-                  unsigned g, const kq_in *in, unsigned NT, kq_vi *acc)
+KQ_NAME(q45k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
+                   unsigned g, const kq_in *in, unsigned NT, kq_vi *acc,
+                   const int Q5)
 {
-    const kq_vi m4 = kq_set8(0x0F);
+    const kq_vi m4 = kq_set8(0x0F), m16 = kq_set8(0x10);
+    kq_vi H = Q5 ? kq_ld(KQ_U(P, 16, 4, g, h)) : kq_zero();
     _Pragma("GCC unroll 8")
     for (unsigned t = 0; t < NT; t++)
         acc[t] = kq_zero();
     _Pragma("GCC unroll 4")
     for (unsigned jj = 0; jj < 4; jj++) {
-        const kq_vi v = kq_ld(KQ_U(P, 16, 4, 8 * jj + g, h));
-        const kq_vi lo = kq_and(v, m4), hi = kq_and(kq_srli16(v, 4), m4);
+        const kq_vi v = kq_ld(KQ_U(P, Q5 ? 48 : 16, 4, 8 * jj + g, h));
+        kq_vi lo = kq_and(v, m4), hi = kq_and(kq_srli16(v, 4), m4);
+        if (Q5) {
+            /* H holds qh >> 2jj (16-bit shifts: what crosses from the
+             * next byte lands above the bits read) */
+            lo = kq_or(lo, kq_and(kq_slli16(H, 4), m16));
+            hi = kq_or(hi, kq_and(kq_slli16(H, 3), m16));
+            H = kq_srli16(H, 2);
+        }
         _Pragma("GCC unroll 8")
         for (unsigned t = 0; t < NT; t++) {
             const int8_t *xq = in[t].q + 64 * jj + 4 * g;
@@ -418,6 +434,13 @@ KQ_NAME(q4k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
             acc[t] = kq_dpwssd(acc[t], kq_maddubs(hi, kq_bcast4(xq + 32)), s->sc16[2 * jj + 1]);
         }
     }
+}
+
+KQ_ATTR static inline __attribute__((always_inline)) void
+KQ_NAME(q4k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
+                  unsigned g, const kq_in *in, unsigned NT, kq_vi *acc)
+{
+    KQ_NAME(q45k_lane)(P, h, s, g, in, NT, acc, 0);
 }
 
 KQ_ATTR static inline kq_vf KQ_NAME(q4k_d)(const uint8_t *P, unsigned h)
@@ -447,6 +470,7 @@ KQ_ATTR static inline kq_vf KQ_NAME(q4k_extra)(const uint8_t *P, unsigned h,
  * After the fold: + fma(-d_x dmin_w, M, 0), M as Q4_K's. */
 #define q5k_sc q4k_sc
 #define q5k_scales q4k_scales
+#define q5k_d q4k_d
 #define q4krp_sc q4k_sc
 #define q4krp_scales q4k_scales
 #define q2krp_sc q2k_sc
@@ -456,31 +480,7 @@ KQ_ATTR static inline __attribute__((always_inline)) void
 KQ_NAME(q5k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q5k_sc) *s,
                   unsigned g, const kq_in *in, unsigned NT, kq_vi *acc)
 {
-    const kq_vi m4 = kq_set8(0x0F), m16 = kq_set8(0x10);
-    kq_vi H = kq_ld(KQ_U(P, 16, 4, g, h));
-    _Pragma("GCC unroll 8")
-    for (unsigned t = 0; t < NT; t++)
-        acc[t] = kq_zero();
-    _Pragma("GCC unroll 4")
-    for (unsigned jj = 0; jj < 4; jj++) {
-        /* H holds qh >> 2jj (16-bit shifts: what crosses from the next
-         * byte lands above the bits read) */
-        const kq_vi v = kq_ld(KQ_U(P, 48, 4, 8 * jj + g, h));
-        const kq_vi lo = kq_or(kq_and(v, m4), kq_and(kq_slli16(H, 4), m16));
-        const kq_vi hi = kq_or(kq_and(kq_srli16(v, 4), m4), kq_and(kq_slli16(H, 3), m16));
-        H = kq_srli16(H, 2);
-        _Pragma("GCC unroll 8")
-        for (unsigned t = 0; t < NT; t++) {
-            const int8_t *xq = in[t].q + 64 * jj + 4 * g;
-            acc[t] = kq_dpwssd(acc[t], kq_maddubs(lo, kq_bcast4(xq)), s->sc16[2 * jj]);
-            acc[t] = kq_dpwssd(acc[t], kq_maddubs(hi, kq_bcast4(xq + 32)), s->sc16[2 * jj + 1]);
-        }
-    }
-}
-
-KQ_ATTR static inline kq_vf KQ_NAME(q5k_d)(const uint8_t *P, unsigned h)
-{
-    return kq_vf_ldh(KQ_U(P, 0, 2, 0, h));
+    KQ_NAME(q45k_lane)(P, h, s, g, in, NT, acc, 1);
 }
 
 KQ_ATTR static inline kq_vf KQ_NAME(q5k_extra)(const uint8_t *P, unsigned h,
@@ -762,17 +762,13 @@ KQ_NAME(q2krp_group)(const uint8_t *P, unsigned h, const KQ_NAME(q2k_sc) *s,
         }
     }
     const kq_vf d = kq_vf_ldh(KQ_U(P, 80, 2, 0, h)), dmin = kq_vf_ldh(KQ_U(P, 82, 2, 0, h));
-    const kq_vf zero = kq_vf_zero();
     _Pragma("GCC unroll 8")
     for (unsigned t = 0; t < NT; t++) {
         kq_vi M = kq_zero();
         _Pragma("GCC unroll 8")
         for (unsigned l = 0; l < 8; l++)
             M = kq_dpwssd(M, s->mp[l], kq_set32(in[t].b16[l]));
-        const kq_vf dx = kq_vf_set1(in[t].d);
-        const kq_vf r = kq_vf_sub(kq_vf_fma(kq_vf_cvt(I[t]), kq_vf_mul(d, dx), zero),
-                                  kq_vf_fma(kq_vf_cvt(M), kq_vf_mul(dmin, dx), zero));
-        KQ_NAME(kq_y_add)(y + t * ldy, rows, r0, r);
+        KQ_NAME(kq_y_add)(y + t * ldy, rows, r0, KQ_NAME(kq_rp_sum)(I[t], M, d, dmin, in[t].d));
     }
 }
 
