@@ -32,6 +32,19 @@
 #error "define KQ_W, KQ_VNNI, KQ_ATTR and KQ_SUF before including kern_kq_simd.h"
 #endif
 
+/* Loops of a compile-time count are unrolled, so that their vectors stay
+ * in registers; the sanitizer build keeps them rolled: the same
+ * operations on the same data, and kern_kq_avx512.c compiles under
+ * ASan/UBSan in 12 s of CPU instead of 201. */
+#ifndef KQ_UNROLL
+#define KQ_PRAGMA(x) _Pragma(#x)
+#if defined(__SANITIZE_ADDRESS__)
+#define KQ_UNROLL(n)
+#else
+#define KQ_UNROLL(n) KQ_PRAGMA(GCC unroll n)
+#endif
+#endif
+
 #define KQ_CAT2(a, b) a##_##b
 #define KQ_CAT(a, b) KQ_CAT2(a, b)
 #define KQ_NAME(n) KQ_CAT(n, KQ_SUF)
@@ -252,10 +265,10 @@ KQ_ATTR static inline void KQ_NAME(q4k_scales)(const uint8_t *P, unsigned h,
     __m128i S[12], sc8[8], m8[8];
     const __m128i m63 = _mm_set1_epi8(63), m15 = _mm_set1_epi8(15);
     const __m128i m48 = _mm_set1_epi8(0x30);
-    _Pragma("GCC unroll 12")
+    KQ_UNROLL(12)
     for (int k = 0; k < 12; k++)
         S[k] = kq_ldb(KQ_U(P, 4, 1, k, h));
-    _Pragma("GCC unroll 4")
+    KQ_UNROLL(4)
     for (int j = 0; j < 4; j++) {
         sc8[j] = _mm_and_si128(S[j], m63);
         m8[j] = _mm_and_si128(S[j + 4], m63);
@@ -266,12 +279,12 @@ KQ_ATTR static inline void KQ_NAME(q4k_scales)(const uint8_t *P, unsigned h,
         m8[j + 4] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(S[j + 8], 4), m15),
                                  _mm_and_si128(_mm_srli_epi16(S[j + 4], 2), m48));
     }
-    _Pragma("GCC unroll 8")
+    KQ_UNROLL(8)
     for (int j = 0; j < 8; j++) {
         s->sc[j] = kq_u8x32(sc8[j]);
         s->sc16[j] = kq_or(s->sc[j], kq_slli32(s->sc[j], 16));
     }
-    _Pragma("GCC unroll 4")
+    KQ_UNROLL(4)
     for (int k = 0; k < 4; k++)
         s->mp[k] = kq_or(kq_u8x32(m8[2 * k]), kq_slli32(kq_u8x32(m8[2 * k + 1]), 16));
 }
@@ -285,19 +298,19 @@ KQ_NAME(q4krp_group)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
 {
     const kq_vi m4 = kq_set8(0x0F);
     kq_vi I[KQ_TG];
-    _Pragma("GCC unroll 8")
+    KQ_UNROLL(8)
     for (unsigned t = 0; t < NT; t++)
         I[t] = kq_zero();
     for (unsigned jj = 0; jj < 4; jj++) {
         kq_vi Dl[KQ_TG], Dh[KQ_TG];
-        _Pragma("GCC unroll 8")
+        KQ_UNROLL(8)
         for (unsigned t = 0; t < NT; t++)
             Dl[t] = Dh[t] = kq_zero();
-        _Pragma("GCC unroll 8")
+        KQ_UNROLL(8)
         for (unsigned g = 0; g < 8; g++) {
             const kq_vi v = kq_ld(KQ_U(P, 16, 4, 8 * jj + g, h));
             const kq_vi lo = kq_and(v, m4), hi = kq_and(kq_srli16(v, 4), m4);
-            _Pragma("GCC unroll 8")
+            KQ_UNROLL(8)
             for (unsigned t = 0; t < NT; t++) {
                 const int8_t *xq = in[t].q + 64 * jj + 4 * g;
 #if KQ_VNNI
@@ -310,7 +323,7 @@ KQ_NAME(q4krp_group)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
 #endif
             }
         }
-        _Pragma("GCC unroll 8")
+        KQ_UNROLL(8)
         for (unsigned t = 0; t < NT; t++) {
 #if KQ_VNNI
             I[t] = kq_add32(I[t], kq_add32(kq_mullo(Dl[t], s->sc[2 * jj]),
@@ -322,10 +335,10 @@ KQ_NAME(q4krp_group)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
         }
     }
     const kq_vf d = kq_vf_ldh(KQ_U(P, 0, 2, 0, h)), dmin = kq_vf_ldh(KQ_U(P, 2, 2, 0, h));
-    _Pragma("GCC unroll 8")
+    KQ_UNROLL(8)
     for (unsigned t = 0; t < NT; t++) {
         kq_vi M = kq_zero();
-        _Pragma("GCC unroll 4")
+        KQ_UNROLL(4)
         for (unsigned k = 0; k < 4; k++)
             M = kq_dpwssd(M, s->mp[k], kq_set32(in[t].b32[k]));
         KQ_NAME(kq_y_add)(y + t * ldy, rows, r0, KQ_NAME(kq_rp_sum)(I[t], M, d, dmin, in[t].d));
@@ -352,12 +365,12 @@ KQ_ATTR static inline void KQ_NAME(q6k_scales)(const uint8_t *P, unsigned h,
 {
     kq_vi sc[16];
     const kq_vi lo16 = kq_set32(0xFFFF);
-    _Pragma("GCC unroll 16")
+    KQ_UNROLL(16)
     for (int j = 0; j < 16; j++) {
         sc[j] = kq_s8x32(kq_ldb(KQ_U(P, 192, 1, j, h)));
         s->sc16[j] = kq_or(kq_and(sc[j], lo16), kq_slli32(sc[j], 16));
     }
-    _Pragma("GCC unroll 8")
+    KQ_UNROLL(8)
     for (int l = 0; l < 8; l++)
         s->sp[l] = kq_or(kq_and(kq_slli32(sc[2 * l], 5), lo16),
                          kq_slli32(sc[2 * l + 1], 21));
@@ -370,10 +383,10 @@ KQ_NAME(q6k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q6k_sc) *s,
 {
     const kq_vi m4 = kq_set8(0x0F), m3 = kq_set8(0x03), mC = kq_set8(0x0C);
     const kq_vi m30 = kq_set8(0x30), zi = kq_zero();
-    _Pragma("GCC unroll 8")
+    KQ_UNROLL(8)
     for (unsigned t = 0; t < NT; t++)
         acc[t] = kq_sub32(zi, kq_madd(s->sp[g], kq_set32(in[t].b16[g])));
-    _Pragma("GCC unroll 2")
+    KQ_UNROLL(2)
     for (unsigned n = 0; n < 2; n++) {
         const kq_vi A = kq_ld(KQ_U(P, 0, 4, 16 * n + g, h));
         const kq_vi B = kq_ld(KQ_U(P, 0, 4, 16 * n + 8 + g, h));
@@ -383,10 +396,10 @@ KQ_NAME(q6k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q6k_sc) *s,
         q[1] = kq_or(kq_and(B, m4), kq_slli16(kq_and(H, mC), 2));
         q[2] = kq_or(kq_and(kq_srli16(A, 4), m4), kq_and(H, m30));
         q[3] = kq_or(kq_and(kq_srli16(B, 4), m4), kq_and(kq_srli16(H, 2), m30));
-        _Pragma("GCC unroll 4")
+        KQ_UNROLL(4)
         for (unsigned k = 0; k < 4; k++) {
             const kq_vi sc = s->sc16[8 * n + 2 * k + g / 4];
-            _Pragma("GCC unroll 8")
+            KQ_UNROLL(8)
             for (unsigned t = 0; t < NT; t++)
                 acc[t] = kq_dpwssd(acc[t], kq_maddubs(q[k], kq_bcast4(
                                                in[t].q + 128 * n + 32 * k + 4 * g)), sc);
@@ -413,10 +426,10 @@ KQ_NAME(q45k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
 {
     const kq_vi m4 = kq_set8(0x0F), m16 = kq_set8(0x10);
     kq_vi H = Q5 ? kq_ld(KQ_U(P, 16, 4, g, h)) : kq_zero();
-    _Pragma("GCC unroll 8")
+    KQ_UNROLL(8)
     for (unsigned t = 0; t < NT; t++)
         acc[t] = kq_zero();
-    _Pragma("GCC unroll 4")
+    KQ_UNROLL(4)
     for (unsigned jj = 0; jj < 4; jj++) {
         const kq_vi v = kq_ld(KQ_U(P, Q5 ? 48 : 16, 4, 8 * jj + g, h));
         kq_vi lo = kq_and(v, m4), hi = kq_and(kq_srli16(v, 4), m4);
@@ -427,7 +440,7 @@ KQ_NAME(q45k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
             hi = kq_or(hi, kq_and(kq_slli16(H, 3), m16));
             H = kq_srli16(H, 2);
         }
-        _Pragma("GCC unroll 8")
+        KQ_UNROLL(8)
         for (unsigned t = 0; t < NT; t++) {
             const int8_t *xq = in[t].q + 64 * jj + 4 * g;
             acc[t] = kq_dpwssd(acc[t], kq_maddubs(lo, kq_bcast4(xq)), s->sc16[2 * jj]);
@@ -454,7 +467,7 @@ KQ_ATTR static inline kq_vf KQ_NAME(q4k_extra)(const uint8_t *P, unsigned h,
 {
     const kq_vf dmin = kq_vf_mul(kq_vf_set1(-in->d), kq_vf_ldh(KQ_U(P, 2, 2, 0, h)));
     kq_vf m[4];
-    _Pragma("GCC unroll 4")
+    KQ_UNROLL(4)
     for (unsigned k = 0; k < 4; k++)
         m[k] = kq_vf_fma(dmin, kq_vf_cvt(kq_madd(s->mp[k], kq_set32(in->b32[k]))),
                          kq_vf_zero());
@@ -488,7 +501,7 @@ KQ_ATTR static inline kq_vf KQ_NAME(q5k_extra)(const uint8_t *P, unsigned h,
                                                const kq_in *in)
 {
     kq_vi M = kq_zero();
-    _Pragma("GCC unroll 4")
+    KQ_UNROLL(4)
     for (unsigned k = 0; k < 4; k++)
         M = kq_dpwssd(M, s->mp[k], kq_set32(in->b32[k]));
     const kq_vf dmin = kq_vf_mul(kq_vf_set1(-in->d), kq_vf_ldh(KQ_U(P, 2, 2, 0, h)));
@@ -512,10 +525,10 @@ KQ_ATTR static inline void KQ_NAME(q3k_scales)(const uint8_t *P, unsigned h,
 {
     __m128i S[12];
     const __m128i m15 = _mm_set1_epi8(15), m3 = _mm_set1_epi8(3);
-    _Pragma("GCC unroll 12")
+    KQ_UNROLL(12)
     for (int k = 0; k < 12; k++)
         S[k] = kq_ldb(KQ_U(P, 96, 1, k, h));
-    _Pragma("GCC unroll 16")
+    KQ_UNROLL(16)
     for (int j = 0; j < 16; j++) {
         const __m128i lo = j < 8 ? _mm_and_si128(S[j], m15)
                                  : _mm_and_si128(_mm_srli_epi16(S[j - 8], 4), m15);
@@ -532,20 +545,20 @@ KQ_NAME(q3k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q3k_sc) *s,
 {
     const kq_vi m3 = kq_set8(3), m4 = kq_set8(4);
     const kq_vi hm = kq_ld(KQ_U(P, 0, 4, g, h));
-    _Pragma("GCC unroll 8")
+    KQ_UNROLL(8)
     for (unsigned t = 0; t < NT; t++)
         acc[t] = kq_zero();
-    _Pragma("GCC unroll 2")
+    KQ_UNROLL(2)
     for (unsigned n = 0; n < 2; n++) {
         const kq_vi v = kq_ld(KQ_U(P, 32, 4, 8 * n + g, h));
-        _Pragma("GCC unroll 4")
+        KQ_UNROLL(4)
         for (unsigned k = 0; k < 4; k++) {
             const unsigned b = 4 * n + k;
             const kq_vi q = kq_and(kq_srli16(v, 2 * k), m3);
             /* 4 where the high bit is clear: (~hm >> b & 1) << 2 */
             const kq_vi neg = kq_andnot(b >= 2 ? kq_srli16(hm, b - 2) : kq_slli16(hm, 2 - b), m4);
             const kq_vi sc = s->sc16[8 * n + 2 * k + g / 4];
-            _Pragma("GCC unroll 8")
+            KQ_UNROLL(8)
             for (unsigned t = 0; t < NT; t++) {
                 const kq_vi xb = kq_bcast4(in[t].q + 128 * n + 32 * k + 4 * g);
                 acc[t] = kq_dpwssd(acc[t], kq_sub16(kq_maddubs(q, xb), kq_maddubs(neg, xb)), sc);
@@ -576,7 +589,7 @@ KQ_ATTR static inline void KQ_NAME(iq4xs_scales)(const uint8_t *P, unsigned h,
                                                  KQ_NAME(iq4xs_sc) *s)
 {
     const kq_vi sh = kq_u16x32(KQ_U(P, 2, 2, 0, h));
-    _Pragma("GCC unroll 8")
+    KQ_UNROLL(8)
     for (int ib = 0; ib < 8; ib++) {
         const kq_vi l = kq_u8x32(kq_ldb(KQ_U(P, 4, 1, ib / 2, h)));
         const kq_vi lo = kq_and(kq_srli32(l, 4 * (ib % 2)), kq_set32(0xF));
@@ -591,15 +604,15 @@ KQ_NAME(iq4xs_lane)(const uint8_t *P, unsigned h, const KQ_NAME(iq4xs_sc) *s,
                     unsigned g, const kq_in *in, unsigned NT, kq_vi *acc)
 {
     const kq_vi m4 = kq_set8(0x0F), tab = kq_bcast16(kern_kq_iq4_values);
-    _Pragma("GCC unroll 8")
+    KQ_UNROLL(8)
     for (unsigned t = 0; t < NT; t++)
         acc[t] = kq_zero();
-    _Pragma("GCC unroll 8")
+    KQ_UNROLL(8)
     for (unsigned ib = 0; ib < 8; ib++) {
         const kq_vi v = kq_ld(KQ_U(P, 8, 4, 4 * ib + g % 4, h));
         const kq_vi w = kq_shuffle8(tab, g < 4 ? kq_and(v, m4) : kq_and(kq_srli16(v, 4), m4));
         const kq_vi aw = kq_abs8(w);
-        _Pragma("GCC unroll 8")
+        KQ_UNROLL(8)
         for (unsigned t = 0; t < NT; t++) {
             const kq_vi xb = kq_bcast4(in[t].q + 32 * ib + 16 * (g / 4) + 4 * (g % 4));
             acc[t] = kq_dpwssd(acc[t], kq_maddubs(aw, kq_sign8(xb, w)), s->sc16[ib]);
@@ -660,11 +673,11 @@ KQ_NAME(TYPE##_group)(const uint8_t *P, unsigned h, const KQ_NAME(TYPE##_sc) *s,
 {                                                                              \
     const kq_vf d = KQ_NAME(TYPE##_d)(P, h);                                   \
     kq_vf lane[8][KQ_TG], dd[KQ_TG];                                           \
-    _Pragma("GCC unroll 8")                                                    \
+    KQ_UNROLL(8)                                                    \
     for (unsigned t = 0; t < NT; t++)                                          \
         dd[t] = kq_vf_mul(kq_vf_set1(in[t].d), d);       /* d_x d_w */         \
     if (NT == 1 && KQ_VR == 16) {                                             \
-        _Pragma("GCC unroll 8")                                                \
+        KQ_UNROLL(8)                                                \
         for (unsigned g = 0; g < 8; g++) {                                     \
             kq_vi acc[1];                                                      \
             KQ_NAME(TYPE##_lane)(P, h, s, g, in, 1, acc);                      \
@@ -675,13 +688,13 @@ KQ_NAME(TYPE##_group)(const uint8_t *P, unsigned h, const KQ_NAME(TYPE##_sc) *s,
         for (unsigned g = 0; g < 8; g++) {                                     \
             kq_vi acc[KQ_TG];                                                  \
             KQ_NAME(TYPE##_lane)(P, h, s, g, in, NT, acc);                     \
-            _Pragma("GCC unroll 8")                                            \
+            KQ_UNROLL(8)                                            \
             for (unsigned t = 0; t < NT; t++)                                  \
                 lane[g][t] = kq_vf_fma(dd[t], kq_vf_cvt(acc[t]),               \
                                        KQ_NAME(TYPE##_init)(P, h, s, in + t, g)); \
         }                                                                      \
     }                                                                          \
-    _Pragma("GCC unroll 8")                                                    \
+    KQ_UNROLL(8)                                                    \
     for (unsigned t = 0; t < NT; t++) {                                        \
         const kq_vf l[8] = { lane[0][t], lane[1][t], lane[2][t], lane[3][t],   \
                              lane[4][t], lane[5][t], lane[6][t], lane[7][t] }; \
@@ -713,14 +726,14 @@ KQ_ATTR static inline void KQ_NAME(q2k_scales)(const uint8_t *P, unsigned h,
                                                KQ_NAME(q2k_sc) *s)
 {
     kq_vi sc[16], m[16];
-    _Pragma("GCC unroll 16")
+    KQ_UNROLL(16)
     for (int j = 0; j < 16; j++) {
         const kq_vi b = kq_u8x32(kq_ldb(KQ_U(P, 0, 1, j, h)));
         sc[j] = kq_and(b, kq_set32(0xF));
         m[j] = kq_srli32(b, 4);
         s->sc16[j] = kq_or(sc[j], kq_slli32(sc[j], 16));
     }
-    _Pragma("GCC unroll 8")
+    KQ_UNROLL(8)
     for (int l = 0; l < 8; l++)
         s->mp[l] = kq_or(m[2 * l], kq_slli32(m[2 * l + 1], 16));
 }
@@ -732,20 +745,20 @@ KQ_NAME(q2krp_group)(const uint8_t *P, unsigned h, const KQ_NAME(q2k_sc) *s,
 {
     const kq_vi m3 = kq_set8(3);
     kq_vi I[KQ_TG];
-    _Pragma("GCC unroll 8")
+    KQ_UNROLL(8)
     for (unsigned t = 0; t < NT; t++)
         I[t] = kq_zero();
     for (unsigned n = 0; n < 2; n++) {
-        _Pragma("GCC unroll 4")
+        KQ_UNROLL(4)
         for (unsigned k = 0; k < 4; k++) {
             kq_vi S0[KQ_TG], S1[KQ_TG];
-            _Pragma("GCC unroll 8")
+            KQ_UNROLL(8)
             for (unsigned t = 0; t < NT; t++)
                 S0[t] = S1[t] = kq_zero();
-            _Pragma("GCC unroll 8")
+            KQ_UNROLL(8)
             for (unsigned g = 0; g < 8; g++) {
                 const kq_vi q = kq_and(kq_srli16(kq_ld(KQ_U(P, 16, 4, 8 * n + g, h)), 2 * k), m3);
-                _Pragma("GCC unroll 8")
+                KQ_UNROLL(8)
                 for (unsigned t = 0; t < NT; t++) {
                     const kq_vi p = kq_maddubs(q, kq_bcast4(in[t].q + 128 * n + 32 * k + 4 * g));
                     if (g < 4)
@@ -754,7 +767,7 @@ KQ_NAME(q2krp_group)(const uint8_t *P, unsigned h, const KQ_NAME(q2k_sc) *s,
                         S1[t] = kq_add16(S1[t], p);
                 }
             }
-            _Pragma("GCC unroll 8")
+            KQ_UNROLL(8)
             for (unsigned t = 0; t < NT; t++) {
                 I[t] = kq_dpwssd(I[t], S0[t], s->sc16[8 * n + 2 * k]);
                 I[t] = kq_dpwssd(I[t], S1[t], s->sc16[8 * n + 2 * k + 1]);
@@ -762,10 +775,10 @@ KQ_NAME(q2krp_group)(const uint8_t *P, unsigned h, const KQ_NAME(q2k_sc) *s,
         }
     }
     const kq_vf d = kq_vf_ldh(KQ_U(P, 80, 2, 0, h)), dmin = kq_vf_ldh(KQ_U(P, 82, 2, 0, h));
-    _Pragma("GCC unroll 8")
+    KQ_UNROLL(8)
     for (unsigned t = 0; t < NT; t++) {
         kq_vi M = kq_zero();
-        _Pragma("GCC unroll 8")
+        KQ_UNROLL(8)
         for (unsigned l = 0; l < 8; l++)
             M = kq_dpwssd(M, s->mp[l], kq_set32(in[t].b16[l]));
         KQ_NAME(kq_y_add)(y + t * ldy, rows, r0, KQ_NAME(kq_rp_sum)(I[t], M, d, dmin, in[t].d));
@@ -781,17 +794,17 @@ KQ_NAME(q2k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q2k_sc) *s,
                   unsigned g, const kq_in *in, unsigned NT, kq_vi *acc)
 {
     const kq_vi m3 = kq_set8(3);
-    _Pragma("GCC unroll 8")
+    KQ_UNROLL(8)
     for (unsigned t = 0; t < NT; t++)
         acc[t] = kq_zero();
-    _Pragma("GCC unroll 2")
+    KQ_UNROLL(2)
     for (unsigned n = 0; n < 2; n++) {
         const kq_vi v = kq_ld(KQ_U(P, 16, 4, 8 * n + g, h));
-        _Pragma("GCC unroll 4")
+        KQ_UNROLL(4)
         for (unsigned k = 0; k < 4; k++) {
             const kq_vi q = kq_and(kq_srli16(v, 2 * k), m3);
             const kq_vi sc = s->sc16[8 * n + 2 * k + g / 4];
-            _Pragma("GCC unroll 8")
+            KQ_UNROLL(8)
             for (unsigned t = 0; t < NT; t++)
                 acc[t] = kq_dpwssd(acc[t], kq_maddubs(q, kq_bcast4(
                                                in[t].q + 128 * n + 32 * k + 4 * g)), sc);
