@@ -77,6 +77,11 @@
  *                   fma(I, d_w d_x, 0) - fma(M, dmin_w d_x, 0).
  *               A caller runs these for such matrices, as the engine
  *               runs tile_mv_q4_0_rp for Q4_0 (eng_session.c, mv_init).
+ *               llama.cpp's prefill (ggml_gemm_*_8x8_q8_K, 4 inputs at a
+ *               time) takes the same steps per output; its activation
+ *               quantiser there (ggml_quantize_mat_q8_K_4x8) differs from
+ *               quantize_row_q8_K_ref only in which of x and -x is max
+ *               when both have the largest magnitude.
  *
  * A matrix wider than one tile adds its tiles' sums to y[r] in float,
  * where llama.cpp carries its float accumulators across super-blocks: such
