@@ -443,6 +443,9 @@ void eng_run_layers(eng_session *s);
  * bytes streamed since the last mark). */
 void eng_mark(eng_session *s, unsigned l, int part, double *pt);
 void eng_add_to(float *x, const float *y, uint32_t n);
+/* ParallelSqrt2's combine of a layer with experts: x [dim] += (d + e) /
+ * sqrt(2), or += e where the model has no dense FFN (d unread then). */
+void eng_combine_sqrt2(const eng_session *s, float *x, const float *d, const float *e);
 
 /* ---- eng_moe.c: routed experts ---- */
 void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,

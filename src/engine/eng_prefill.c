@@ -247,21 +247,13 @@ static void ffn_batch(eng_session *s, const eng_layer *ly, unsigned m, int moe)
         matmat_residual(s, &ly->down, FMT_M_DOWN, s->bact_ffn, m);
 }
 
-/* A layer with experts: bx[j] += (d + e) / sqrt(2) beside a dense FFN, or
- * += e alone (Mixtral), as sched_parallel_sqrt2 combines them. */
+/* A layer with experts: each position's residual takes the combine of
+ * sched_parallel_sqrt2 (eng_combine_sqrt2). */
 static void combine_batch(eng_session *s, unsigned m)
 {
-    const uint32_t dim = s->hp->dim;
-    const float r2 = 0.70710678118654752f;
-    for (unsigned j = 0; j < m; j++) {
-        float *x = s->bx + (size_t)j * dim;
-        const float *d = s->bdn + (size_t)j * dim, *e = s->be_b + (size_t)j * dim;
-        if (s->hp->ffn_dim)
-            for (uint32_t i = 0; i < dim; i++)
-                x[i] += (d[i] + e[i]) * r2;
-        else
-            eng_add_to(x, e, dim);
-    }
+    const size_t dim = s->hp->dim;
+    for (unsigned j = 0; j < m; j++)
+        eng_combine_sqrt2(s, s->bx + j * dim, s->bdn + j * dim, s->be_b + j * dim);
 }
 
 /* m (<= ENG_BATCH) prompt tokens at positions n_past.. through every

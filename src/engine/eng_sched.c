@@ -74,6 +74,22 @@ void eng_add_to(float *x, const float *y, uint32_t n)
         x[i] += y[i];
 }
 
+/* ParallelSqrt2's combine in a layer with experts: x += (d + e) / sqrt(2)
+ * beside a dense FFN, x += e alone without one (Mixtral).  The decode
+ * schedule below and the batched prefill (eng_prefill.c) both add through
+ * here, so a position's residual gets the same bits either way. */
+void eng_combine_sqrt2(const eng_session *s, float *x, const float *d, const float *e)
+{
+    const uint32_t dim = s->hp->dim;
+    if (!s->hp->ffn_dim) {
+        eng_add_to(x, e, dim);
+        return;
+    }
+    const float r2 = 0.70710678118654752f;
+    for (uint32_t i = 0; i < dim; i++)
+        x[i] += (d[i] + e[i]) * r2;
+}
+
 /* ParallelSqrt2: the standard pre-norm layer (attention, then the dense
  * FFN, with experts beside it scaled by 1/sqrt(2), or alone: Mixtral). */
 static void sched_parallel_sqrt2(eng_session *s, double *pt)
@@ -99,13 +115,7 @@ static void sched_parallel_sqrt2(eng_session *s, double *pt)
         }
         eng_moe_inject(s, (int32_t)l, e, pt);
         eng_mark(s, l, PROF_ST_EXPERTS, pt);
-        if (hp->ffn_dim) {
-            const float r2 = 0.70710678118654752f;
-            for (uint32_t i = 0; i < dim; i++)
-                x[i] += (d[i] + e[i]) * r2;
-        } else {
-            eng_add_to(x, e, dim);                  /* Mixtral-style */
-        }
+        eng_combine_sqrt2(s, x, d, e);
         trace_layer(s, l, x, NULL);
     }
 }
