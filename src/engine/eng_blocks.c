@@ -643,14 +643,6 @@ void eng_lm_head(eng_session *s)
             s->logits[i] = tanhf(s->logits[i] / hp->softcap) * hp->softcap;
 }
 
-int eng_finite(const float *x, uint32_t n)
-{
-    for (uint32_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return 0;
-    return 1;
-}
-
 typedef struct mm_task {
     const kern_ops *ops;
     const eng_mv   *mv;

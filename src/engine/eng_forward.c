@@ -12,19 +12,17 @@
  * The public calls that run tokens live here, on top of everything else
  * in the module: eng_decode (one token), eng_prefill (a prompt, in chunks
  * where the schedule allows, else token by token) and the checks around
- * them — a token's id and the room left in the context (eng_check_token),
- * a model file that shrank under the mapping (eng_guarded_run,
- * eng_model_fault), logits that are not finite (eng_check_finite, which
+ * them — a token's id and the room left in the context (eng_check_token,
+ * eng_check.c), a model file that shrank under the mapping
+ * (eng_guarded_run), logits that are not finite (eng_check_finite, which
  * runs the token again to name the first layer that went wrong).
  * Nothing below calls up into this file.
  */
 #include "config.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "engine/engine.h"
 #include "engine/eng_impl.h"
@@ -55,7 +53,7 @@ int eng_forward(eng_session *s, int32_t token, int want_logits)
 /* Non-finite logits are rare and a scan of them is cheap, so the layer to
  * blame is looked for only then: the token runs again at its position
  * (rewriting its cache rows with the same values) with every layer end
- * checked (trace_layer, eng_sched.c), the embedding checked first.  The
+ * checked (eng_probe_layer, eng_check.c), the embedding checked first.  The
  * position is then dropped: its cache rows hold the bad values. */
 int eng_check_finite(eng_session *s, int32_t token, char *err, size_t errlen)
 {
@@ -124,22 +122,6 @@ int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
     return 0;
 }
 
-/* The error of a session whose model file shrank under the mapping. */
-int eng_model_fault(eng_session *s, char *err, size_t errlen)
-{
-    struct stat st;
-    const char *path = fmt_model_path(s->model);
-    if (stat(path, &st) == 0)
-        return eng_fail(err, errlen, ENG_EIO,
-                    "%s: the model file changed while in use: reading byte %llu "
-                    "failed (the file is now %lld bytes, %llu when opened)",
-                    path, (unsigned long long)s->fault_off, (long long)st.st_size,
-                    (unsigned long long)fmt_model_file_size(s->model));
-    return eng_fail(err, errlen, ENG_EIO,
-                "%s: the model file changed while in use: reading byte %llu "
-                "failed (%s)", path, (unsigned long long)s->fault_off, strerror(errno));
-}
-
 /* tokens[0..m) through eng_forward (batch 0: one token) or
  * eng_forward_batch, with a guard over the model's mapping (eng_guard.c):
  * a SIGBUS from a file truncated under us, on this thread or a worker,
@@ -164,19 +146,6 @@ int eng_guarded_run(eng_session *s, const int32_t *tokens, unsigned m,
     else
         eng_forward(s, tokens[0], want_logits);
     eng_guard_pop(&g);
-    return 0;
-}
-
-int eng_check_token(eng_session *s, int32_t token, char *err, size_t errlen)
-{
-    if (s->broken)
-        return eng_model_fault(s, err, errlen);
-    if (token < 0 || (uint32_t)token >= s->hp->vocab_size)
-        return eng_fail(err, errlen, ENG_EARG, "token id %d is outside the %u-token vocabulary",
-                    token, s->hp->vocab_size);
-    if (s->n_past >= s->n_ctx)
-        return eng_fail(err, errlen, ENG_ECTX,
-                    "context full: all %u positions are used", s->n_ctx);
     return 0;
 }
 

@@ -419,8 +419,6 @@ void eng_ffn_block(eng_session *s, const eng_layer *ly, const float *h,
 /* s->x (the final residual) through the output norm and the LM head into
  * s->logits. */
 void eng_lm_head(eng_session *s);
-/* 1 when x[0..n) holds no NaN and no infinity. */
-int  eng_finite(const float *x, uint32_t n);
 /* The m-position mat-mat of a (fused) tile stream: out[matrix] + j *
  * ld[matrix] receives position j's sums of x[j] (outputs zeroed by the
  * caller), each exactly the sums the mat-vec gives that position alone. */
@@ -435,6 +433,19 @@ int  eng_forward(eng_session *s, int32_t token, int want_logits);
  * all finite, else ENG_ENAN naming the first bad layer; the position is
  * dropped. */
 int  eng_check_finite(eng_session *s, int32_t token, char *err, size_t errlen);
+
+/* ---- eng_check.c: the checks around a token ---- */
+/* 1 when x[0..n) holds no NaN and no infinity. */
+int  eng_finite(const float *x, uint32_t n);
+/* Effective layer i ended with residual x [dim] (a: a second stream, or
+ * NULL): while eng_check_finite's probe runs, the first layer whose
+ * residual is not finite goes into bad_layer. */
+void eng_probe_layer(eng_session *s, unsigned i, const float *x, const float *a);
+/* The error of a session whose model file shrank under the mapping. */
+int  eng_model_fault(eng_session *s, char *err, size_t errlen);
+/* A token that may be fed: the session is whole, the id in the
+ * vocabulary, a position free. */
+int  eng_check_token(eng_session *s, int32_t token, char *err, size_t errlen);
 
 /* ---- eng_sched.c: the layer schedules ---- */
 /* s->x holds the embedding on entry and the final residual on return. */
@@ -536,11 +547,6 @@ void eng_batch_free(eng_session *s);
  * eng_forward_batch under a guard over the model's mapping. */
 int  eng_guarded_run(eng_session *s, const int32_t *tokens, unsigned m,
                      int batch, int want_logits, char *err, size_t errlen);
-/* The error of a session whose model file shrank under the mapping. */
-int  eng_model_fault(eng_session *s, char *err, size_t errlen);
-/* A token that may be fed: the session is whole, the id in the
- * vocabulary, a position free. */
-int  eng_check_token(eng_session *s, int32_t token, char *err, size_t errlen);
 
 /* ---- eng_io.c: the session's expert I/O ---- */
 int  eng_io_opts_from_env(eng_opts *o, char *err, size_t errlen);

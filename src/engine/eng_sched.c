@@ -17,10 +17,12 @@
  *
  * Around every block the profiler gets a mark (eng_mark): the time since
  * the previous mark and the weight bytes the block streamed, booked to
- * the layer's attention, FFN or experts part.  Each finished layer hands
- * its residual's norm to the trace (trace_layer) when one is attached,
- * and, while eng_check_finite runs a token again, is checked for NaN and
- * infinity.
+ * the layer's attention, FFN or experts part.  Each finished layer
+ * (layer_done) starts look-ahead's reads of the next layers' experts
+ * (eng_moe_ahead.c), is checked for NaN and infinity while
+ * eng_check_finite runs a token again (eng_probe_layer, eng_check.c), and
+ * hands its residual's norm to the trace (trace_layer) when one is
+ * attached.
  */
 #include "config.h"
 
@@ -48,10 +50,6 @@ static void trace_layer(eng_session *s, unsigned i, const float *x, const float 
 {
     eng_trace *t = s->trace;
     uint32_t dim = s->hp->dim;
-    eng_moe_ahead_guess(s, i + 1, x);   /* the next layers' experts, read ahead */
-    if (s->probe && s->bad_layer < 0 &&
-        (!eng_finite(x, dim) || (a && !eng_finite(a, dim))))
-        s->bad_layer = (int)i;       /* eng_check_finite's second run */
     if (!t || i >= ENG_TRACE_MAX)
         return;
     if (a && s->hp->combine_style == FMT_COMBINE_DECOUPLED) {
@@ -66,6 +64,15 @@ static void trace_layer(eng_session *s, unsigned i, const float *x, const float 
     }
     if (t->n_layers < i + 1)
         t->n_layers = i + 1;
+}
+
+/* Effective layer i is done, its residual x (a: a two-stream style's
+ * second stream): what waits for a layer's end. */
+static void layer_done(eng_session *s, unsigned i, const float *x, const float *a)
+{
+    eng_moe_ahead_guess(s, i + 1, x);   /* the next layers' experts, read ahead */
+    eng_probe_layer(s, i, x, a);        /* eng_check_finite's second run */
+    trace_layer(s, i, x, a);
 }
 
 void eng_add_to(float *x, const float *y, uint32_t n)
@@ -110,13 +117,13 @@ static void sched_parallel_sqrt2(eng_session *s, double *pt)
         eng_mark(s, l, PROF_ST_FFN, pt);
         if (!has_e || !ly->exp_gu) {          /* (per-layer: no experts) */
             eng_add_to(x, d, dim);                  /* a standard Llama layer */
-            trace_layer(s, l, x, NULL);
+            layer_done(s, l, x, NULL);
             continue;
         }
         eng_moe_inject(s, (int32_t)l, e, pt);
         eng_mark(s, l, PROF_ST_EXPERTS, pt);
         eng_combine_sqrt2(s, x, d, e);
-        trace_layer(s, l, x, NULL);
+        layer_done(s, l, x, NULL);
     }
 }
 
@@ -153,7 +160,7 @@ static void sched_delayed_sum(eng_session *s, double *pt)
             }
         }
         memcpy(s->hist + (size_t)(l % R) * dim, x, dim * sizeof(float));
-        trace_layer(s, l, x, NULL);
+        layer_done(s, l, x, NULL);
     }
     for (unsigned t = L; t < L + de; t++) {    /* flush past the end */
         int lr = eng_moe_take(s, (int32_t)t, x, pt);
@@ -195,7 +202,7 @@ static void sched_async_experts(eng_session *s, double *pt)
         eng_add_to(x, d, dim);
         if (has_e && de == 0)
             eng_moe_take(s, (int32_t)l, x, pt);
-        trace_layer(s, l, x, NULL);
+        layer_done(s, l, x, NULL);
     }
     for (unsigned t = L; t < L + de; t++) {
         int lr = eng_moe_take(s, (int32_t)t, x, pt);
@@ -235,7 +242,7 @@ static void sched_decoupled(eng_session *s, double *pt)
         if ((l + 1) % M == 0)
             for (uint32_t i = 0; i < dim; i++)
                 a[i] = x[i] = (a[i] + x[i]) * 0.5f;
-        trace_layer(s, l, x, a);
+        layer_done(s, l, x, a);
     }
     for (uint32_t i = 0; i < dim; i++)
         x[i] = (a[i] + x[i]) * 0.5f;
@@ -268,7 +275,7 @@ static void sched_pipeline_reg(eng_session *s, double *pt)
         eng_mark(s, l, PROF_ST_ATTN, pt);
         for (uint32_t i = 0; i < dim; i++)
             x[i] = a[i] + d[i];
-        trace_layer(s, l, x, NULL);
+        layer_done(s, l, x, NULL);
     }
 }
 
@@ -295,7 +302,7 @@ static void sched_fixed_point(eng_session *s, double *pt)
                 eng_add_to(d, e, dim);
             }
             eng_add_to(x, d, dim);
-            trace_layer(s, b * T + it, x, NULL);
+            layer_done(s, b * T + it, x, NULL);
         }
     }
 }
