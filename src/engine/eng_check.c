@@ -32,9 +32,9 @@ int eng_finite(const float *x, uint32_t n)
 void eng_probe_layer(eng_session *s, unsigned i, const float *x, const float *a)
 {
     const uint32_t dim = s->hp->dim;
-    if (s->probe && s->bad_layer < 0 &&
+    if (s->chk.probe && s->chk.bad_layer < 0 &&
         (!eng_finite(x, dim) || (a && !eng_finite(a, dim))))
-        s->bad_layer = (int)i;
+        s->chk.bad_layer = (int)i;
 }
 
 int eng_model_fault(eng_session *s, char *err, size_t errlen)
@@ -45,16 +45,16 @@ int eng_model_fault(eng_session *s, char *err, size_t errlen)
         return eng_fail(err, errlen, ENG_EIO,
                     "%s: the model file changed while in use: reading byte %llu "
                     "failed (the file is now %lld bytes, %llu when opened)",
-                    path, (unsigned long long)s->fault_off, (long long)st.st_size,
+                    path, (unsigned long long)s->chk.fault_off, (long long)st.st_size,
                     (unsigned long long)fmt_model_file_size(s->model));
     return eng_fail(err, errlen, ENG_EIO,
                 "%s: the model file changed while in use: reading byte %llu "
-                "failed (%s)", path, (unsigned long long)s->fault_off, strerror(errno));
+                "failed (%s)", path, (unsigned long long)s->chk.fault_off, strerror(errno));
 }
 
 int eng_check_token(eng_session *s, int32_t token, char *err, size_t errlen)
 {
-    if (s->broken)
+    if (s->chk.broken)
         return eng_model_fault(s, err, errlen);
     if (token < 0 || (uint32_t)token >= s->hp->vocab_size)
         return eng_fail(err, errlen, ENG_EARG, "token id %d is outside the %u-token vocabulary",

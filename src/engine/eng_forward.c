@@ -33,7 +33,7 @@ int eng_forward(eng_session *s, int32_t token, int want_logits)
 {
     const fmt_hparams *hp = s->hp;
 
-    if (s->xio && !s->probe)
+    if (s->xio && !s->chk.probe)
         eng_xio_tick(s->xio, 1);     /* the expert cache's clock (a probe's rerun: not a token) */
     eng_embed(s, token, s->x);
     eng_moe_ahead_guess(s, 0, s->x);   /* the first layers' experts, read ahead */
@@ -74,10 +74,10 @@ int eng_check_finite(eng_session *s, int32_t token, char *err, size_t errlen)
     }
     s->prof = NULL;                  /* the second run is not a token */
     s->trace = NULL;
-    s->probe = 1;
-    s->bad_layer = -1;
+    s->chk.probe = 1;
+    s->chk.bad_layer = -1;
     rc = eng_guarded_run(s, &token, 1, 0, 1, err, errlen);
-    s->probe = 0;
+    s->chk.probe = 0;
     s->prof = p;
     s->trace = t;
     s->n_past = pos;
@@ -86,11 +86,11 @@ int eng_check_finite(eng_session *s, int32_t token, char *err, size_t errlen)
         return rc;
     if (hp->n_experts)
         s->stats.expert_tokens--;    /* counted by the second run */
-    if (s->bad_layer < 0)
+    if (s->chk.bad_layer < 0)
         return eng_fail(err, errlen, ENG_ENAN,
                         "%s: the logits at position %u hold NaN or infinity, every "
                         "layer's output is finite: the output norm or head", path, pos);
-    unsigned reps = s->n_eff / hp->n_layers, l = (unsigned)s->bad_layer;
+    unsigned reps = s->n_eff / hp->n_layers, l = (unsigned)s->chk.bad_layer;
     if (reps > 1)
         return eng_fail(err, errlen, ENG_ENAN,
                         "%s: NaN or infinity in the residual stream after layer %u "
@@ -136,8 +136,8 @@ int eng_guarded_run(eng_session *s, const int32_t *tokens, unsigned m,
     g.hi = base + size;
     if (sigsetjmp(g.jb, 0)) {
         eng_guard_pop(&g);
-        s->broken = 1;
-        s->fault_off = (uint64_t)((const uint8_t *)g.addr - base);
+        s->chk.broken = 1;
+        s->chk.fault_off = (uint64_t)((const uint8_t *)g.addr - base);
         return eng_model_fault(s, err, errlen);
     }
     eng_guard_push(&g);
@@ -174,7 +174,7 @@ static int prefill_batched(eng_session *s, const int32_t *tokens, size_t n,
 {
     if (n < 2 || !eng_batch_eligible(s) || getenv("CFLOW_NO_BATCH") || eng_batch_init(s))
         return 1;
-    if (s->broken)
+    if (s->chk.broken)
         return eng_model_fault(s, err, errlen);
     for (size_t i = 0; i < n; i++)
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->hp->vocab_size)

@@ -223,6 +223,19 @@ typedef struct eng_layer {
     uint64_t      bank_bytes;
 } eng_layer;
 
+/* The checks room (eng_check.c): what the checks around a token know. */
+typedef struct eng_checks {
+    /* the model file shrank under its mapping (the guard of
+     * eng_guarded_run): the offset of the byte whose read faulted; every
+     * later token fails */
+    int      broken;
+    uint64_t fault_off;
+    /* non-finite values (eng_check_finite): probe on while a bad token is
+     * run again, bad_layer the first effective layer whose residual held
+     * NaN or infinity (-1: none yet) */
+    int      probe, bad_layer;
+} eng_checks;
+
 struct eng_session {
     fmt_model         *model;
     const fmt_hparams *hp;
@@ -294,14 +307,7 @@ struct eng_session {
     char         xio_err[320];
     struct eng_ahead *ahead;   /* look-ahead guesses (eng_moe_ahead.c), NULL off */
     eng_pf      *pf;           /* the PREFETCHT0 thread, NULL when off */
-    /* the model file shrank under its mapping (eng_guard.c): the offset
-     * of the byte whose read faulted; every later token fails */
-    int      broken;
-    uint64_t fault_off;
-    /* non-finite values (eng_check_finite): probe on while a bad token is
-     * run again, bad_layer the first effective layer whose residual held
-     * NaN or infinity (-1: none yet) */
-    int      probe, bad_layer;
+    eng_checks chk;      /* the checks around a token (eng_check.c) */
     /* parallel attention (eng_blocks.c attn_scratch): per head, scores
      * [n_ctx] floats and 2*hd_max halves of scratch, for par_heads heads
      * (a batched prefill's threads each have n_heads of them) */
