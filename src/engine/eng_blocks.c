@@ -444,7 +444,7 @@ static void attn_tiled_claim(const attn_tiled_task *t, size_t u, float *work)
 static void attn_tiled_run(void *ctx, int tid, int n_threads)
 {
     const attn_tiled_task *t = ctx;
-    float *work = t->s->pf_work + (size_t)tid * t->s->pf_work_n;
+    float *work = t->s->bat.work + (size_t)tid * t->s->bat.work_n;
     (void)n_threads;
     for (size_t u; (u = eng_pool_next(t->s->pool, 1)) < (size_t)t->n_kv * t->nblk;)
         attn_tiled_claim(t, u, work);
@@ -458,7 +458,7 @@ static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl,
 {
     const fmt_layer_geom *g = ly->g;
     const uint32_t W = g->sliding_window;
-    if (!s->pf_tiled || !s->kv_f16 || !s->ops->attn_prefill_f16 || !g->n_kv_heads ||
+    if (!s->bat.tiled || !s->kv_f16 || !s->ops->attn_prefill_f16 || !g->n_kv_heads ||
         g->n_heads % g->n_kv_heads || (W && pos0 + m > W))
         return -1;
     const int nt = eng_pool_size(s->pool);
@@ -473,14 +473,14 @@ static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl,
     /* per thread: a claim's work, for as many threads as the pool has now
      * (eng_set_threads may have grown it since the last chunk) */
     const size_t want = KERN_ATTN_PF_WORK(t.pb * t.G, t.hd);
-    if (s->pf_work_n < want || s->pf_work_threads < (uint32_t)nt) {
-        const size_t per = want > s->pf_work_n ? want : s->pf_work_n;
-        float *w = realloc(s->pf_work, per * (size_t)nt * sizeof(float));
+    if (s->bat.work_n < want || s->bat.work_threads < (uint32_t)nt) {
+        const size_t per = want > s->bat.work_n ? want : s->bat.work_n;
+        float *w = realloc(s->bat.work, per * (size_t)nt * sizeof(float));
         if (!w)
             return -1;
-        s->pf_work = w;
-        s->pf_work_n = per;
-        s->pf_work_threads = (uint32_t)nt;
+        s->bat.work = w;
+        s->bat.work_n = per;
+        s->bat.work_threads = (uint32_t)nt;
     }
     const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
     t.k = s->kc16 + lo;
@@ -489,7 +489,7 @@ static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl,
         eng_pool_run(s->pool, attn_tiled_run, &t);
     else
         for (size_t u = 0; u < (size_t)t.n_kv * t.nblk; u++)
-            attn_tiled_claim(&t, u, s->pf_work);
+            attn_tiled_claim(&t, u, s->bat.work);
     return 0;
 }
 

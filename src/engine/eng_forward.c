@@ -190,9 +190,9 @@ static int prefill_batched(eng_session *s, const int32_t *tokens, size_t n,
             m = s->n_ctx - s->n_past;
         if (s->prof)
             prof_token_begin(s->prof);
-        s->pf_tiled = s->opts.prefill_attn != 0 && ubatch_tiled(n, i);
+        s->bat.tiled = s->opts.prefill_attn != 0 && ubatch_tiled(n, i);
         int rc = eng_guarded_run(s, tokens + i, (unsigned)m, 1, i + m == n, err, errlen);
-        s->pf_tiled = 0;
+        s->bat.tiled = 0;
         if (rc)
             return rc;
         if (s->xio_failed)

@@ -223,6 +223,35 @@ typedef struct eng_layer {
     uint64_t      bank_bytes;
 } eng_layer;
 
+/* The batch room (eng_prefill.c, eng_batch_init on first use; MoE layers:
+ * eng_moe_batch.c): the buffers of up to ENG_BATCH positions that go
+ * through the layers together, each row one position: residuals x
+ * [B][dim], normalised xb [B][dim], branch outputs o [B][dim], q/att
+ * [B][q_dim], k/v [B][kv_dim], h/h2 [B][hmax]; one prepared input per
+ * position for each width (act_dim, act_q, act_ffn [B]).  MoE layers add
+ * the dense FFN's output dn [B][dim], the experts' sums e [B][dim], router
+ * inputs xr [B][dim] with their prepared inputs act_xr [B], and per
+ * position and choice t < top_k the expert sel [B][K], its weight w [B][K]
+ * and its output exp [B][K][dim]; the choices grouped by expert: ord [B*K]
+ * indices into sel, cnt [n_experts + 1] group starts, cur [n_experts]
+ * cursors; the router's logits log [B][n_experts].  A prompt chunk's
+ * tiled attention (eng_blocks.c attn_tiled): tiled says whether this chunk
+ * takes it (llama.cpp's rule, set per chunk by eng_prefill); work is
+ * work_n floats per pool thread (kern_attn_pf_fn's work for one claim)
+ * for work_threads threads. */
+typedef struct eng_batch {
+    int       ready;
+    float    *x, *xb, *o, *q, *att, *k, *v, *h, *h2;
+    kern_act *act_dim, *act_q, *act_ffn;
+    float    *dn, *e, *xr, *w, *exp, *log;
+    kern_act *act_xr;
+    int      *sel, *ord, *cnt, *cur;
+    int       tiled;
+    float    *work;
+    size_t    work_n;
+    uint32_t  work_threads;
+} eng_batch;
+
 /* The checks room (eng_check.c): what the checks around a token know. */
 typedef struct eng_checks {
     /* the model file shrank under its mapping (the guard of
@@ -314,31 +343,7 @@ struct eng_session {
     float    *par_sc;
     uint16_t *par_h16;
     uint32_t  par_heads;
-    /* a prompt chunk's tiled attention (eng_blocks.c attn_tiled):
-     * pf_tiled says whether this chunk takes it (llama.cpp's rule, set per
-     * chunk by eng_prefill); pf_work is pf_work_n floats per pool thread
-     * (kern_attn_pf_fn's work for one claim) for pf_work_threads threads */
-    int       pf_tiled;
-    float    *pf_work;
-    size_t    pf_work_n;
-    uint32_t  pf_work_threads;
-    /* batched prefill (forward_batch), allocated on first use for
-     * ENG_BATCH positions: residuals bx [B][dim], normalised bxb [B][dim],
-     * branch outputs bo [B][dim], bq/batt [B][q_dim], bk/bv [B][kv_dim],
-     * bh/bh2 [B][hmax]; one prepared input per position for each width.
-     * MoE layers (eng_moe_batch.c) add: the dense FFN's output bdn [B][dim],
-     * the experts' sums be_b [B][dim], router inputs bxr [B][dim] with their
-     * prepared inputs bact_xr [B], and per position and choice t < top_k the
-     * expert bsel [B][K], its weight bw [B][K] and its output bexp
-     * [B][K][dim]; the choices grouped by expert: bord [B*K] indices into
-     * bsel, bcnt [n_experts + 1] group starts, bcur [n_experts] cursors;
-     * the router's logits blog [B][n_experts] */
-    float    *bx, *bxb, *bo, *bq, *batt, *bk, *bv, *bh, *bh2;
-    kern_act *bact_dim, *bact_q, *bact_ffn;
-    float    *bdn, *be_b, *bxr, *bw, *bexp, *blog;
-    kern_act *bact_xr;
-    int      *bsel, *bord, *bcnt, *bcur;
-    int       batch_ready;
+    eng_batch bat;       /* a batch of positions (eng_prefill.c) */
 };
 
 /* Positions a batched prefill runs through the layers together. */

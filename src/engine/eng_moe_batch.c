@@ -16,7 +16,7 @@
  * Exactness: kern_ops.tile_mm gives each position exactly the sums of its
  * own mat-vec, and every other step is the decode path's code on the same
  * values, so each (position, choice) output is bit-identical to the one
- * eng_moe_inject computes; those outputs are kept (bexp [m][k][dim]) and
+ * eng_moe_inject computes; those outputs are kept (exp [m][k][dim]) and
  * added in the router's order, as eng_moe_inject adds them, so the
  * weighted sums are bit-identical too.
  *
@@ -31,13 +31,12 @@
  * first.  A failed or short read stops the chunk with the reader's
  * message (eng_xio_fail), and the chunk's positions are not taken.
  *
- * Buffers (eng_impl.h, eng_batch_init in eng_prefill.c): bxr [B][dim] router
- * inputs and their prepared inputs bact_xr [B]; bsel/bw [B][k] each
- * position's choices and weights; bord [B*k] the choices grouped by
- * expert, bcnt [E+1] where each group starts (bcur [E] the cursors that
- * fill them); bexp [B][k][dim] the
- * outputs; bh/bh2 [B][hmax], bact_ffn [B] and bo [B][dim] the scratch of
- * one expert's group.
+ * Buffers (the batch room, eng_batch in eng_impl.h; eng_batch_init in
+ * eng_prefill.c): xr [B][dim] router inputs and their prepared inputs
+ * act_xr [B]; sel/w [B][k] each position's choices and weights; ord [B*k]
+ * the choices grouped by expert, cnt [E+1] where each group starts (cur
+ * [E] the cursors that fill them); exp [B][k][dim] the outputs; h/h2
+ * [B][hmax], act_ffn [B] and o [B][dim] the scratch of one expert's group.
  */
 #include "config.h"
 
@@ -49,7 +48,7 @@
 #include "prof/prof.h"
 
 /* One expert's FFN over its group of g positions (choice indices idx[g]
- * into bsel), from the streams gu/dn (mapped or staged), into bexp. */
+ * into sel), from the streams gu/dn (mapped or staged), into exp. */
 static void expert_group(eng_session *s, const eng_mv *gu, const eng_mv *dn,
                          const int *idx, unsigned g)
 {
@@ -61,31 +60,31 @@ static void expert_group(eng_session *s, const eng_mv *gu, const eng_mv *dn,
     size_t ld[FMT_NMATRIX] = { 0 };
 
     for (unsigned i = 0; i < g; i++)
-        x[i] = s->bact_xr[idx[i] / (int)K];
-    memset(s->bh, 0, g * hm * sizeof(float));
-    memset(s->bh2, 0, g * hm * sizeof(float));
-    out[FMT_M_EXP_GATE] = s->bh;
-    out[FMT_M_EXP_UP] = s->bh2;
+        x[i] = s->bat.act_xr[idx[i] / (int)K];
+    memset(s->bat.h, 0, g * hm * sizeof(float));
+    memset(s->bat.h2, 0, g * hm * sizeof(float));
+    out[FMT_M_EXP_GATE] = s->bat.h;
+    out[FMT_M_EXP_UP] = s->bat.h2;
     ld[FMT_M_EXP_GATE] = ld[FMT_M_EXP_UP] = hm;
     eng_matmat_stream(s, gu, x, g, out, ld);
     for (unsigned i = 0; i < g; i++) {
-        float *gr = s->bh + i * hm;
-        eng_glu_act(s, gr, s->bh2 + i * hm, hid);
-        kern_act_set(&s->bact_ffn[i], gr, hid, dn->need);
+        float *gr = s->bat.h + i * hm;
+        eng_glu_act(s, gr, s->bat.h2 + i * hm, hid);
+        kern_act_set(&s->bat.act_ffn[i], gr, hid, dn->need);
     }
     memset(out, 0, sizeof out);
-    memset(s->bo, 0, (size_t)g * dim * sizeof(float));
-    out[FMT_M_EXP_DOWN] = s->bo;
+    memset(s->bat.o, 0, (size_t)g * dim * sizeof(float));
+    out[FMT_M_EXP_DOWN] = s->bat.o;
     ld[FMT_M_EXP_DOWN] = dim;
-    eng_matmat_stream(s, dn, s->bact_ffn, g, out, ld);
+    eng_matmat_stream(s, dn, s->bat.act_ffn, g, out, ld);
     for (unsigned i = 0; i < g; i++)
-        memcpy(s->bexp + (size_t)idx[i] * dim, s->bo + (size_t)i * dim,
+        memcpy(s->bat.exp + (size_t)idx[i] * dim, s->bat.o + (size_t)i * dim,
                dim * sizeof(float));
     s->stats.expert_bytes += gu->st->length + dn->st->length;
 }
 
 /* Route the m positions and group their choices by expert (a counting
- * sort: bcnt[e] .. bcnt[e+1] index bord). */
+ * sort: cnt[e] .. cnt[e+1] index ord). */
 static void route_chunk(eng_session *s, const eng_layer *ly, const float *h,
                         unsigned m)
 {
@@ -94,21 +93,21 @@ static void route_chunk(eng_session *s, const eng_layer *ly, const float *h,
     unsigned need = 0;
     for (uint32_t e = 0; e < E; e++)
         need |= ly->exp_gu[e].need;  /* each encoding is filled on its own */
-    memset(s->bcnt, 0, (E + 1) * sizeof(int));
+    memset(s->bat.cnt, 0, (E + 1) * sizeof(int));
     for (unsigned j = 0; j < m; j++) {
-        float *xr = s->bxr + (size_t)j * dim;
+        float *xr = s->bat.xr + (size_t)j * dim;
         eng_rmsnorm(s, xr, h + (size_t)j * dim, ly->moe_norm, dim);
-        kern_act_set(&s->bact_xr[j], xr, dim, need);
+        kern_act_set(&s->bat.act_xr[j], xr, dim, need);
     }
-    eng_moe_route_many(s, ly, m, s->bxr, s->blog, s->bsel, s->bw);   /* one router pass */
+    eng_moe_route_many(s, ly, m, s->bat.xr, s->bat.log, s->bat.sel, s->bat.w);   /* one router pass */
     for (unsigned i = 0; i < m * K; i++)
-        s->bcnt[s->bsel[i] + 1]++;
+        s->bat.cnt[s->bat.sel[i] + 1]++;
     for (uint32_t e = 0; e < E; e++)
-        s->bcnt[e + 1] += s->bcnt[e];
+        s->bat.cnt[e + 1] += s->bat.cnt[e];
     /* placement in position order within each expert's group */
-    memcpy(s->bcur, s->bcnt, E * sizeof(int));
+    memcpy(s->bat.cur, s->bat.cnt, E * sizeof(int));
     for (unsigned i = 0; i < m * K; i++)
-        s->bord[s->bcur[s->bsel[i]]++] = (int)i;
+        s->bat.ord[s->bat.cur[s->bat.sel[i]]++] = (int)i;
 }
 
 /* The chunk's experts in waves of n_stage reads (sync/staged I/O). */
@@ -123,7 +122,7 @@ static int run_staged(eng_session *s, unsigned l, double *pt)
         r.layer = (int32_t)l;
         r.target = (int32_t)l;
         for (; e < E && r.k < s->n_stage; e++) {
-            if (s->bcnt[e + 1] == s->bcnt[e])
+            if (s->bat.cnt[e + 1] == s->bat.cnt[e])
                 continue;            /* no position chose it */
             uint64_t off = 0, len = 0;
             fmt_model_expert(s->model, l, e, NULL, NULL, &off, &len);
@@ -152,7 +151,7 @@ static int run_staged(eng_session *s, unsigned l, double *pt)
                 if (s->xio_failed)
                     break;
                 expert_group(s, &s->stage[k].mv[0], &s->stage[k].mv[1],
-                             s->bord + s->bcnt[x], (unsigned)(s->bcnt[x + 1] - s->bcnt[x]));
+                             s->bat.ord + s->bat.cnt[x], (unsigned)(s->bat.cnt[x + 1] - s->bat.cnt[x]));
                 done[j] = 1;
             }
         r.ready = 1;
@@ -174,16 +173,16 @@ int eng_moe_batch(eng_session *s, unsigned l, const float *h, unsigned m,
             return -1;
     } else {
         for (uint32_t e = 0; e < E; e++)
-            if (s->bcnt[e + 1] > s->bcnt[e])
-                expert_group(s, &ly->exp_gu[e], &ly->exp_down[e], s->bord + s->bcnt[e],
-                             (unsigned)(s->bcnt[e + 1] - s->bcnt[e]));
+            if (s->bat.cnt[e + 1] > s->bat.cnt[e])
+                expert_group(s, &ly->exp_gu[e], &ly->exp_down[e], s->bat.ord + s->bat.cnt[e],
+                             (unsigned)(s->bat.cnt[e + 1] - s->bat.cnt[e]));
     }
     /* each position's sum in the router's order, as eng_moe_inject adds */
     for (unsigned j = 0; j < m; j++) {
         float *eo = eout + (size_t)j * dim;
         memset(eo, 0, dim * sizeof(float));
         for (uint32_t t = 0; t < K; t++) {
-            const float w = s->bw[j * K + t], *o = s->bexp + ((size_t)j * K + t) * dim;
+            const float w = s->bat.w[j * K + t], *o = s->bat.exp + ((size_t)j * K + t) * dim;
             for (uint32_t i = 0; i < dim; i++)
                 eo[i] += w * o[i];
         }

@@ -17,10 +17,9 @@
  * by expert in eng_moe_batch.c; no trace): every other schedule prefills
  * token by token.
  *
- * Buffers (eng_impl.h, allocated on first use by batch_init for ENG_BATCH
- * positions): residuals bx [B][dim], normalised bxb [B][dim], branch
- * outputs bo [B][dim], bq/batt [B][q_dim], bk/bv [B][kv_dim], bh/bh2
- * [B][hmax], and one prepared input per position for each width.
+ * Buffers: the session's batch room (eng_batch, eng_impl.h), allocated
+ * on first use by eng_batch_init for ENG_BATCH positions and freed by
+ * eng_batch_free.
  */
 #include "config.h"
 
@@ -34,74 +33,72 @@
 
 void eng_batch_free(eng_session *s)
 {
+    eng_batch *b = &s->bat;
     for (unsigned j = 0; j < ENG_BATCH; j++) {
-        if (s->bact_dim)
-            kern_act_free(&s->bact_dim[j]);
-        if (s->bact_q)
-            kern_act_free(&s->bact_q[j]);
-        if (s->bact_ffn)
-            kern_act_free(&s->bact_ffn[j]);
+        if (b->act_dim)
+            kern_act_free(&b->act_dim[j]);
+        if (b->act_q)
+            kern_act_free(&b->act_q[j]);
+        if (b->act_ffn)
+            kern_act_free(&b->act_ffn[j]);
+        if (b->act_xr)
+            kern_act_free(&b->act_xr[j]);
     }
-    free(s->bact_dim); free(s->bact_q); free(s->bact_ffn);
-    free(s->bx); free(s->bxb); free(s->bo); free(s->bq); free(s->batt);
-    free(s->bk); free(s->bv); free(s->bh); free(s->bh2);
-    for (unsigned j = 0; s->bact_xr && j < ENG_BATCH; j++)
-        kern_act_free(&s->bact_xr[j]);
-    free(s->bact_xr); free(s->bdn); free(s->be_b); free(s->bxr); free(s->bw);
-    free(s->bexp); free(s->bsel); free(s->bord); free(s->bcnt); free(s->bcur);
-    free(s->blog);
-    s->bact_dim = s->bact_q = s->bact_ffn = s->bact_xr = NULL;
-    s->bx = s->bxb = s->bo = s->bq = s->batt = s->bk = s->bv = s->bh = s->bh2 = NULL;
-    s->bdn = s->be_b = s->bxr = s->bw = s->bexp = s->blog = NULL;
-    s->bsel = s->bord = s->bcnt = s->bcur = NULL;
-    s->batch_ready = 0;
+    free(b->act_dim); free(b->act_q); free(b->act_ffn); free(b->act_xr);
+    free(b->x); free(b->xb); free(b->o); free(b->q); free(b->att);
+    free(b->k); free(b->v); free(b->h); free(b->h2);
+    free(b->dn); free(b->e); free(b->xr); free(b->w); free(b->exp);
+    free(b->sel); free(b->ord); free(b->cnt); free(b->cur); free(b->log);
+    free(b->work);
+    memset(b, 0, sizeof *b);
 }
 
 int eng_batch_init(eng_session *s)
 {
     const size_t B = ENG_BATCH, dim = s->hp->dim;
+    eng_batch *b = &s->bat;
     int oom = 0;
-    if (s->batch_ready)
+    if (b->ready)
         return 0;
-    s->bx = eng_xalloc(B * dim * sizeof(float), &oom);
-    s->bxb = eng_xalloc(B * dim * sizeof(float), &oom);
-    s->bo = eng_xalloc(B * dim * sizeof(float), &oom);
-    s->bq = eng_xalloc(B * s->q_dim * sizeof(float), &oom);
-    s->batt = eng_xalloc(B * s->q_dim * sizeof(float), &oom);
-    s->bk = eng_xalloc(B * s->kv_dim * sizeof(float), &oom);
-    s->bv = eng_xalloc(B * s->kv_dim * sizeof(float), &oom);
-    s->bh = eng_xalloc(B * s->hmax * sizeof(float), &oom);
-    s->bh2 = eng_xalloc(B * s->hmax * sizeof(float), &oom);
-    s->bact_dim = eng_xalloc(B * sizeof(kern_act), &oom);
-    s->bact_q = eng_xalloc(B * sizeof(kern_act), &oom);
-    s->bact_ffn = eng_xalloc(B * sizeof(kern_act), &oom);
+    b->x = eng_xalloc(B * dim * sizeof(float), &oom);
+    b->xb = eng_xalloc(B * dim * sizeof(float), &oom);
+    b->o = eng_xalloc(B * dim * sizeof(float), &oom);
+    b->q = eng_xalloc(B * s->q_dim * sizeof(float), &oom);
+    b->att = eng_xalloc(B * s->q_dim * sizeof(float), &oom);
+    b->k = eng_xalloc(B * s->kv_dim * sizeof(float), &oom);
+    b->v = eng_xalloc(B * s->kv_dim * sizeof(float), &oom);
+    b->h = eng_xalloc(B * s->hmax * sizeof(float), &oom);
+    b->h2 = eng_xalloc(B * s->hmax * sizeof(float), &oom);
+    b->act_dim = eng_xalloc(B * sizeof(kern_act), &oom);
+    b->act_q = eng_xalloc(B * sizeof(kern_act), &oom);
+    b->act_ffn = eng_xalloc(B * sizeof(kern_act), &oom);
     for (unsigned j = 0; !oom && j < B; j++)
-        if (kern_act_init(&s->bact_dim[j], s->hp->dim) ||
-            kern_act_init(&s->bact_q[j], s->q_dim) ||
-            kern_act_init(&s->bact_ffn[j], s->hmax))
+        if (kern_act_init(&b->act_dim[j], s->hp->dim) ||
+            kern_act_init(&b->act_q[j], s->q_dim) ||
+            kern_act_init(&b->act_ffn[j], s->hmax))
             oom = 1;
     if (!oom && s->hp->n_experts) {   /* eng_moe_batch.c */
         const size_t K = s->hp->top_k, E = s->hp->n_experts;
-        s->bdn = eng_xalloc(B * dim * sizeof(float), &oom);
-        s->be_b = eng_xalloc(B * dim * sizeof(float), &oom);
-        s->bxr = eng_xalloc(B * dim * sizeof(float), &oom);
-        s->bw = eng_xalloc(B * K * sizeof(float), &oom);
-        s->bexp = eng_xalloc(B * K * dim * sizeof(float), &oom);
-        s->bsel = eng_xalloc(B * K * sizeof(int), &oom);
-        s->bord = eng_xalloc(B * K * sizeof(int), &oom);
-        s->bcnt = eng_xalloc((E + 1) * sizeof(int), &oom);
-        s->bcur = eng_xalloc(E * sizeof(int), &oom);
-        s->blog = eng_xalloc(B * E * sizeof(float), &oom);
-        s->bact_xr = eng_xalloc(B * sizeof(kern_act), &oom);
+        b->dn = eng_xalloc(B * dim * sizeof(float), &oom);
+        b->e = eng_xalloc(B * dim * sizeof(float), &oom);
+        b->xr = eng_xalloc(B * dim * sizeof(float), &oom);
+        b->w = eng_xalloc(B * K * sizeof(float), &oom);
+        b->exp = eng_xalloc(B * K * dim * sizeof(float), &oom);
+        b->sel = eng_xalloc(B * K * sizeof(int), &oom);
+        b->ord = eng_xalloc(B * K * sizeof(int), &oom);
+        b->cnt = eng_xalloc((E + 1) * sizeof(int), &oom);
+        b->cur = eng_xalloc(E * sizeof(int), &oom);
+        b->log = eng_xalloc(B * E * sizeof(float), &oom);
+        b->act_xr = eng_xalloc(B * sizeof(kern_act), &oom);
         for (unsigned j = 0; !oom && j < B; j++)
-            if (kern_act_init(&s->bact_xr[j], s->hp->dim))
+            if (kern_act_init(&b->act_xr[j], s->hp->dim))
                 oom = 1;
     }
     if (oom) {
         eng_batch_free(s);
         return -1;
     }
-    s->batch_ready = 1;
+    b->ready = 1;
     return 0;
 }
 
@@ -149,61 +146,61 @@ static void each_position(eng_session *s, const eng_layer *ly, unsigned m,
             fn(s, ly, j);
 }
 
-/* bxb[j] = RMSNorm(bx[j]) with weight w, prepared (need) for the next
- * mat-mat in bact_dim[j] */
+/* xb[j] = RMSNorm(x[j]) with weight w, prepared (need) for the next
+ * mat-mat in act_dim[j] */
 static void norm_in(eng_session *s, unsigned j, const float *w, unsigned need)
 {
     const uint32_t dim = s->hp->dim;
-    float *xb = s->bxb + (size_t)j * dim;
-    eng_rmsnorm(s, xb, s->bx + (size_t)j * dim, w, dim);
-    kern_act_set(&s->bact_dim[j], xb, dim, need);
+    float *xb = s->bat.xb + (size_t)j * dim;
+    eng_rmsnorm(s, xb, s->bat.x + (size_t)j * dim, w, dim);
+    kern_act_set(&s->bat.act_dim[j], xb, dim, need);
 }
 
-/* the attention's input, N_a(bx[j]); the QKV outputs bq/bk/bv[j] zeroed
+/* the attention's input, N_a(x[j]); the QKV outputs q/k/v[j] zeroed
  * for the mat-mat to add into */
 static void step_attn_in(eng_session *s, const eng_layer *ly, unsigned j)
 {
     norm_in(s, j, ly->attn_norm, ly->qkv.need);
-    memset(s->bq + (size_t)j * ly->q_dim, 0, ly->q_dim * sizeof(float));
-    memset(s->bk + (size_t)j * ly->kv_dim, 0, ly->kv_dim * sizeof(float));
-    memset(s->bv + (size_t)j * ly->kv_dim, 0, ly->kv_dim * sizeof(float));
+    memset(s->bat.q + (size_t)j * ly->q_dim, 0, ly->q_dim * sizeof(float));
+    memset(s->bat.k + (size_t)j * ly->kv_dim, 0, ly->kv_dim * sizeof(float));
+    memset(s->bat.v + (size_t)j * ly->kv_dim, 0, ly->kv_dim * sizeof(float));
 }
 
 /* bias, norms and RoPE of position j's q, k, v */
 static void step_qkv_post(eng_session *s, const eng_layer *ly, unsigned j)
 {
-    eng_attn_qkv_post(s, ly, s->n_past + j, s->bq + (size_t)j * ly->q_dim,
-                      s->bk + (size_t)j * ly->kv_dim, s->bv + (size_t)j * ly->kv_dim);
+    eng_attn_qkv_post(s, ly, s->n_past + j, s->bat.q + (size_t)j * ly->q_dim,
+                      s->bat.k + (size_t)j * ly->kv_dim, s->bat.v + (size_t)j * ly->kv_dim);
 }
 
 /* the attention's output prepared for the O projection */
 static void step_attn_out(eng_session *s, const eng_layer *ly, unsigned j)
 {
-    kern_act_set(&s->bact_q[j], s->batt + (size_t)j * ly->q_dim, ly->q_dim, ly->o.need);
+    kern_act_set(&s->bat.act_q[j], s->bat.att + (size_t)j * ly->q_dim, ly->q_dim, ly->o.need);
 }
 
-/* bx[j] += bo[j] */
+/* x[j] += o[j] */
 static void step_residual(eng_session *s, const eng_layer *ly, unsigned j)
 {
     const uint32_t dim = s->hp->dim;
     (void)ly;
-    eng_add_to(s->bx + (size_t)j * dim, s->bo + (size_t)j * dim, dim);
+    eng_add_to(s->bat.x + (size_t)j * dim, s->bat.o + (size_t)j * dim, dim);
 }
 
-/* the FFN's input, N_f(bx[j]); the gate/up outputs bh/bh2[j] zeroed */
+/* the FFN's input, N_f(x[j]); the gate/up outputs h/h2[j] zeroed */
 static void step_ffn_in(eng_session *s, const eng_layer *ly, unsigned j)
 {
     norm_in(s, j, ly->ffn_norm, ly->gate_up.need);
-    memset(s->bh + (size_t)j * s->hmax, 0, s->hmax * sizeof(float));
-    memset(s->bh2 + (size_t)j * s->hmax, 0, s->hmax * sizeof(float));
+    memset(s->bat.h + (size_t)j * s->hmax, 0, s->hmax * sizeof(float));
+    memset(s->bat.h2 + (size_t)j * s->hmax, 0, s->hmax * sizeof(float));
 }
 
 /* the GLU of position j, prepared for the down projection */
 static void step_glu(eng_session *s, const eng_layer *ly, unsigned j)
 {
-    float *g = s->bh + (size_t)j * s->hmax, *u = s->bh2 + (size_t)j * s->hmax;
+    float *g = s->bat.h + (size_t)j * s->hmax, *u = s->bat.h2 + (size_t)j * s->hmax;
     eng_glu_act(s, g, u, s->hp->ffn_dim);
-    kern_act_set(&s->bact_ffn[j], g, s->hp->ffn_dim, ly->down.need);
+    kern_act_set(&s->bat.act_ffn[j], g, s->hp->ffn_dim, ly->down.need);
 }
 
 /* dst [m][dim] = mv x[j] for the m positions (mv has one matrix,
@@ -221,30 +218,30 @@ static void matmat_into(eng_session *s, const eng_mv *mv, uint8_t matrix,
     eng_matmat_stream(s, mv, x, m, out, ld);
 }
 
-/* bx[j] += mv x[j] for the m positions. */
+/* x[j] += mv x[j] for the m positions. */
 static void matmat_residual(eng_session *s, const eng_mv *mv, uint8_t matrix,
                             const kern_act *x, unsigned m)
 {
-    matmat_into(s, mv, matrix, x, m, s->bo);
+    matmat_into(s, mv, matrix, x, m, s->bat.o);
     each_position(s, NULL, m, step_residual);
 }
 
-/* The dense FFN of the m positions: bx[j] += FFN(N_f(bx[j])), or, in a
- * layer that also has experts, into bdn[j] for the combine. */
+/* The dense FFN of the m positions: x[j] += FFN(N_f(x[j])), or, in a
+ * layer that also has experts, into dn[j] for the combine. */
 static void ffn_batch(eng_session *s, const eng_layer *ly, unsigned m, int moe)
 {
     float *out[FMT_NMATRIX] = { 0 };
     size_t ld[FMT_NMATRIX] = { 0 };
     each_position(s, ly, m, step_ffn_in);
-    out[FMT_M_GATE] = s->bh;
-    out[FMT_M_UP] = s->bh2;
+    out[FMT_M_GATE] = s->bat.h;
+    out[FMT_M_UP] = s->bat.h2;
     ld[FMT_M_GATE] = ld[FMT_M_UP] = s->hmax;
-    eng_matmat_stream(s, &ly->gate_up, s->bact_dim, m, out, ld);
+    eng_matmat_stream(s, &ly->gate_up, s->bat.act_dim, m, out, ld);
     each_position(s, ly, m, step_glu);
     if (moe)
-        matmat_into(s, &ly->down, FMT_M_DOWN, s->bact_ffn, m, s->bdn);
+        matmat_into(s, &ly->down, FMT_M_DOWN, s->bat.act_ffn, m, s->bat.dn);
     else
-        matmat_residual(s, &ly->down, FMT_M_DOWN, s->bact_ffn, m);
+        matmat_residual(s, &ly->down, FMT_M_DOWN, s->bat.act_ffn, m);
 }
 
 /* A layer with experts: each position's residual takes the combine of
@@ -253,7 +250,7 @@ static void combine_batch(eng_session *s, unsigned m)
 {
     const size_t dim = s->hp->dim;
     for (unsigned j = 0; j < m; j++)
-        eng_combine_sqrt2(s, s->bx + j * dim, s->bdn + j * dim, s->be_b + j * dim);
+        eng_combine_sqrt2(s, s->bat.x + j * dim, s->bat.dn + j * dim, s->bat.e + j * dim);
 }
 
 /* m (<= ENG_BATCH) prompt tokens at positions n_past.. through every
@@ -272,7 +269,7 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
     if (s->xio)
         eng_xio_tick(s->xio, m);     /* the expert cache's clock: m tokens */
     for (unsigned j = 0; j < m; j++)
-        eng_embed(s, tokens[j], s->bx + (size_t)j * dim);
+        eng_embed(s, tokens[j], s->bat.x + (size_t)j * dim);
     for (uint32_t l = 0; l < L; l++) {
         const eng_layer *ly = &s->layers[l];
         const uint32_t qd = ly->q_dim, kvd = ly->kv_dim;
@@ -280,16 +277,16 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
         /* attention */
         each_position(s, ly, m, step_attn_in);
         memset(out, 0, sizeof out);
-        out[FMT_M_Q] = s->bq;
-        out[FMT_M_K] = s->bk;
-        out[FMT_M_V] = s->bv;
+        out[FMT_M_Q] = s->bat.q;
+        out[FMT_M_K] = s->bat.k;
+        out[FMT_M_V] = s->bat.v;
         ld[FMT_M_Q] = qd;
         ld[FMT_M_K] = ld[FMT_M_V] = kvd;
-        eng_matmat_stream(s, &ly->qkv, s->bact_dim, m, out, ld);
+        eng_matmat_stream(s, &ly->qkv, s->bat.act_dim, m, out, ld);
         each_position(s, ly, m, step_qkv_post);
-        eng_attn_store_attend_batch(s, ly, l, pos0, m, s->bq, s->bk, s->bv, s->batt);
+        eng_attn_store_attend_batch(s, ly, l, pos0, m, s->bat.q, s->bat.k, s->bat.v, s->bat.att);
         each_position(s, ly, m, step_attn_out);
-        matmat_residual(s, &ly->o, FMT_M_O, s->bact_q, m);
+        matmat_residual(s, &ly->o, FMT_M_O, s->bat.act_q, m);
         eng_mark(s, l, PROF_ST_ATTN, &pt);
         /* FFN: the dense one, the experts, their combine */
         const int moe = ly->exp_gu != NULL;
@@ -298,7 +295,7 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
         eng_mark(s, l, PROF_ST_FFN, &pt);
         if (!moe)
             continue;
-        if (eng_moe_batch(s, l, s->bx, m, s->be_b, &pt))
+        if (eng_moe_batch(s, l, s->bat.x, m, s->bat.e, &pt))
             return;                  /* a failed read: the positions are not taken */
         eng_mark(s, l, PROF_ST_EXPERTS, &pt);
         combine_batch(s, m);
@@ -310,7 +307,7 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
     if (!want_logits)
         return;
     /* the LM head, for the last position only */
-    memcpy(s->x, s->bx + (size_t)(m - 1) * dim, dim * sizeof(float));
+    memcpy(s->x, s->bat.x + (size_t)(m - 1) * dim, dim * sizeof(float));
     eng_lm_head(s);
 }
 

@@ -484,7 +484,7 @@ void eng_close(eng_session *s)
     free(s->k_tmp); free(s->v_tmp); free(s->inv_freq); free(s->ctx_tok);
     free(s->pf_logits);
     free(s->kc16); free(s->vc16); free(s->att16); free(s->rope_ff);
-    free(s->par_sc); free(s->par_h16); free(s->pf_work);
+    free(s->par_sc); free(s->par_h16);
     eng_batch_free(s);
     free(s->bm); free(s->bd); free(s->be); free(s->bt); free(s->ba); free(s->xr);
     free(s->hist); free(s->pend); free(s->pend_target); free(s->probs);
