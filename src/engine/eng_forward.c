@@ -33,12 +33,12 @@ int eng_forward(eng_session *s, int32_t token, int want_logits)
 {
     const fmt_hparams *hp = s->hp;
 
-    if (s->xio && !s->chk.probe)
-        eng_xio_tick(s->xio, 1);     /* the expert cache's clock (a probe's rerun: not a token) */
+    if (s->io.xio && !s->chk.probe)
+        eng_xio_tick(s->io.xio, 1);     /* the expert cache's clock (a probe's rerun: not a token) */
     eng_embed(s, token, s->x);
     eng_moe_ahead_guess(s, 0, s->x);   /* the first layers' experts, read ahead */
     eng_run_layers(s);
-    if (s->xio_failed)
+    if (s->io.failed)
         return ENG_EIO;   /* the position is not taken: eng_decode reports */
     if (hp->n_experts)
         s->stats.expert_tokens++;
@@ -81,7 +81,7 @@ int eng_check_finite(eng_session *s, int32_t token, char *err, size_t errlen)
     s->prof = p;
     s->trace = t;
     s->n_past = pos;
-    s->xio_failed = 0;
+    s->io.failed = 0;
     if (rc)
         return rc;
     if (hp->n_experts)
@@ -111,7 +111,7 @@ int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
     double t0 = prof_now();
     if ((rc = eng_guarded_run(s, &token, 1, 0, 1, err, errlen)))
         return rc;
-    if (s->xio_failed)
+    if (s->io.failed)
         return eng_xio_error(s, err, errlen);
     if ((rc = eng_check_finite(s, token, err, errlen)))
         return rc;
@@ -195,7 +195,7 @@ static int prefill_batched(eng_session *s, const int32_t *tokens, size_t n,
         s->bat.tiled = 0;
         if (rc)
             return rc;
-        if (s->xio_failed)
+        if (s->io.failed)
             return eng_xio_error(s, err, errlen);
         /* The profiler counts tokens: the chunk's time, bytes and counters
          * go on the record of its first position, the others get empty
@@ -226,7 +226,7 @@ int eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
             prof_token_begin(s->prof);
         if ((rc = eng_guarded_run(s, tokens + i, 1, 0, i + 1 == n, err, errlen)))
             return rc;
-        if (s->xio_failed)
+        if (s->io.failed)
             return eng_xio_error(s, err, errlen);
         if (s->prof)
             prof_token_end(s->prof, PROF_PREFILL);

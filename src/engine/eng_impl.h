@@ -223,6 +223,26 @@ typedef struct eng_layer {
     uint64_t      bank_bytes;
 } eng_layer;
 
+/* The expert I/O room (eng_io_session.c sets it up and tears it down):
+ * how routed experts reach the compute, and the prefetch thread. */
+typedef struct eng_io_state {
+    int          mode;         /* enum eng_expert_io */
+    int          by_auto;      /* the mode was chosen by ENG_XIO_AUTO */
+    eng_xio     *xio;          /* reader pool and staging slots (sync/staged) */
+    struct eng_stage *stage;   /* [n_stage] tiles rebased into each slot */
+    unsigned     n_stage;
+    uint64_t     cache_bytes;  /* the slots' bytes beyond a token's staging */
+    int          keyed;        /* a cache budget: slots keep what they read */
+    struct eng_route *route;   /* [expert_delay + 1] routed, not yet injected */
+    /* this token's expert bytes failed: 0 no, else the code, ENG_EIO (a
+     * read) or ENG_EFORMAT (the bytes read were refused); err says why */
+    int          failed;
+    double       busy;         /* the reader pool's busy seconds charged so far */
+    char         err[320];
+    struct eng_ahead *ahead;   /* look-ahead guesses (eng_moe_ahead.c), NULL off */
+    eng_pf      *pf;           /* the PREFETCHT0 thread, NULL when off */
+} eng_io_state;
+
 /* The batch room (eng_prefill.c, eng_batch_init on first use; MoE layers:
  * eng_moe_batch.c): the buffers of up to ENG_BATCH positions that go
  * through the layers together, each row one position: residuals x
@@ -320,22 +340,7 @@ struct eng_session {
     struct prof *prof;   /* profiling (eng_set_prof): NULL when off */
     uint64_t mv_bytes;   /* weight bytes matvec_stream read since the last
                             per-layer mark (prof_layer_bytes) */
-    /* expert fetch (eng_io.c) and prefetch (eng_prefetch.c), see moe_issue */
-    int          xio_mode;     /* enum eng_expert_io */
-    eng_xio     *xio;          /* reader pool and staging slots (sync/staged) */
-    struct eng_stage *stage;   /* [n_stage] tiles rebased into each slot */
-    unsigned     n_stage;
-    uint64_t     xio_cache_bytes; /* the slots' bytes beyond a token's staging */
-    int          xio_keyed;    /* a cache budget: slots keep what they read */
-    int          xio_auto;     /* the mode was chosen by ENG_XIO_AUTO */
-    struct eng_route *route;   /* [expert_delay + 1] routed, not yet injected */
-    /* this token's expert bytes failed: 0 no, else the code, ENG_EIO (a
-     * read) or ENG_EFORMAT (the bytes read were refused); xio_err says why */
-    int          xio_failed;
-    double       xio_busy;     /* the reader pool's busy seconds charged so far */
-    char         xio_err[320];
-    struct eng_ahead *ahead;   /* look-ahead guesses (eng_moe_ahead.c), NULL off */
-    eng_pf      *pf;           /* the PREFETCHT0 thread, NULL when off */
+    eng_io_state io;     /* expert fetch and prefetch (eng_io_session.c) */
     eng_checks chk;      /* the checks around a token (eng_check.c) */
     /* parallel attention (eng_blocks.c attn_scratch): per head, scores
      * [n_ctx] floats and 2*hd_max halves of scratch, for par_heads heads
@@ -539,7 +544,7 @@ void     eng_moe_ahead_stats(const eng_session *s, eng_stats *st);
 /* h [m][dim] (m <= ENG_BATCH): the residuals of m prompt positions after
  * layer l's attention; eout [m][dim] receives each one's weighted expert
  * sum (overwritten), the sums eng_moe_block gives position by position.
- * 0, or -1 after a failed read (s->xio_failed holds why). */
+ * 0, or -1 after a failed read (s->io.failed holds why). */
 int  eng_moe_batch(eng_session *s, unsigned l, const float *h, unsigned m,
                    float *eout, double *pt);
 

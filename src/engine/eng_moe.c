@@ -45,11 +45,11 @@
 void eng_xio_fail(eng_session *s, int rc, const char *fmt, ...)
 {
     va_list ap;
-    if (s->xio_failed)
+    if (s->io.failed)
         return;                      /* the first cause is the one to tell */
-    s->xio_failed = rc;
+    s->io.failed = rc;
     va_start(ap, fmt);
-    vsnprintf(s->xio_err, sizeof s->xio_err, fmt, ap);
+    vsnprintf(s->io.err, sizeof s->io.err, fmt, ap);
     va_end(ap);
 }
 
@@ -59,7 +59,7 @@ static int stage_stream(eng_session *s, unsigned k, int which, const eng_mv *ori
                         const uint8_t *data, uint64_t off, uint64_t len)
 {
     const fmt_stream *st = orig->st;
-    eng_stage *sg = &s->stage[k];
+    eng_stage *sg = &s->io.stage[k];
     /* the mapping's base: a stream's first tile header sits at its offset */
     const uint8_t *base = (const uint8_t *)st->tiles[0].payload - FMT_TILE_HEADER_SIZE -
                           st->offset;
@@ -96,7 +96,7 @@ static void wait_some(eng_session *s, eng_route *r, uint32_t j0, uint32_t j1,
     uint64_t bytes = 0;
     /* After a failed read the token is lost: its other reads are left to
      * land on their own (their slots wait for them, eng_io.c). */
-    for (uint32_t j = j0; j < j1 && j < r->k && !s->xio_failed; j++) {
+    for (uint32_t j = j0; j < j1 && j < r->k && !s->io.failed; j++) {
         int k = r->slot[j], e = r->expert[j];
         const uint8_t *data;
         uint64_t off = 0, len = 0;
@@ -105,13 +105,13 @@ static void wait_some(eng_session *s, eng_route *r, uint32_t j0, uint32_t j1,
         if (k < 0 || (mask && !(*mask >> j & 1u)))
             continue;
         fmt_model_expert(s->model, (unsigned)r->layer, (unsigned)e, NULL, NULL, &off, &len);
-        if (eng_xio_wait(s->xio, k, &data, &bd, why, sizeof why)) {
+        if (eng_xio_wait(s->io.xio, k, &data, &bd, why, sizeof why)) {
             eng_xio_fail(s, ENG_EIO, "%s (layer %d, expert %d)", why, r->layer, e);
             continue;
         }
         /* once a slot holds an expert's bytes, they are checked and its
          * streams pointed at them once: a cache hit finds both done */
-        if (s->stage[k].based != off + 1) {
+        if (s->io.stage[k].based != off + 1) {
             double tw = prof_now();
             /* the open laid the bank out unread (FMT_OPEN_LAZY_EXPERTS):
              * the bytes a read brought are checked before their first use;
@@ -128,7 +128,7 @@ static void wait_some(eng_session *s, eng_route *r, uint32_t j0, uint32_t j1,
                              "range", fmt_model_path(s->model), r->layer, e);
                 continue;
             }
-            s->stage[k].based = off + 1;
+            s->io.stage[k].based = off + 1;
             work += prof_now() - tw;
         }
         /* a hit on a slot still being read (a look-ahead guess,
@@ -139,10 +139,10 @@ static void wait_some(eng_session *s, eng_route *r, uint32_t j0, uint32_t j1,
             continue;                /* from the cache: nothing was read */
         bytes += len;
     }
-    if (bytes || busy > s->xio_busy) {
-        double io = busy > s->xio_busy ? busy - s->xio_busy : 0.0;
-        if (busy > s->xio_busy)
-            s->xio_busy = busy;
+    if (bytes || busy > s->io.busy) {
+        double io = busy > s->io.busy ? busy - s->io.busy : 0.0;
+        if (busy > s->io.busy)
+            s->io.busy = busy;
         s->stats.xio_bytes += bytes;
         s->stats.xio_s += io;
         if (s->prof)
@@ -175,7 +175,7 @@ void eng_moe_release(eng_session *s, eng_route *r)
 {
     for (uint32_t j = 0; j < r->k; j++)
         if (r->slot[j] >= 0) {
-            eng_xio_release(s->xio, r->slot[j]);
+            eng_xio_release(s->io.xio, r->slot[j]);
             r->slot[j] = -1;
         }
     r->layer = -1;
@@ -189,7 +189,7 @@ void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
     const fmt_hparams *hp = s->hp;
     const eng_layer *ly = &s->layers[l];
     uint32_t K = hp->top_k;
-    eng_route *r = &s->route[(unsigned)target % (hp->expert_delay + 1u)];
+    eng_route *r = &s->io.route[(unsigned)target % (hp->expert_delay + 1u)];
     if (r->layer >= 0)
         eng_moe_release(s, r);       /* never injected (cannot happen) */
     r->layer = (int32_t)l;
@@ -205,13 +205,13 @@ void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
     eng_moe_route(s, ly, r->xr, r->expert, r->w);
     for (uint32_t j = 0; j < K; j++)
         r->slot[j] = -1;
-    if (s->xio_mode != ENG_XIO_MMAP && s->xio) {
+    if (s->io.mode != ENG_XIO_MMAP && s->io.xio) {
         for (uint32_t j = 0; j < K; j++) {
             uint64_t off = 0, len = 0;
             fmt_model_expert(s->model, l, (unsigned)r->expert[j], NULL, NULL, &off, &len);
             int hit = 0;
-            int key = s->xio_keyed ? (int)(l * hp->n_experts + (unsigned)r->expert[j]) : -1;
-            r->slot[j] = eng_xio_issue(s->xio, key, off, len, &hit);
+            int key = s->io.keyed ? (int)(l * hp->n_experts + (unsigned)r->expert[j]) : -1;
+            r->slot[j] = eng_xio_issue(s->io.xio, key, off, len, &hit);
             r->hit[j] = (uint8_t)hit;
             if (r->slot[j] < 0)
                 eng_xio_fail(s, ENG_EIO, "%s: layer %u expert %d: no staging slot for %llu bytes",
@@ -219,17 +219,17 @@ void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
                          (unsigned long long)len);
         }
         eng_moe_ahead_settle(s, l, r);   /* the guesses' holds: the route has its own */
-        eng_xio_submit(s->xio);          /* the routing's misses go out together */
-        if (s->xio_mode == ENG_XIO_SYNC)
+        eng_xio_submit(s->io.xio);          /* the routing's misses go out together */
+        if (s->io.mode == ENG_XIO_SYNC)
             eng_moe_wait(s, r, pt);      /* the read is a dead stop here */
-    } else if (s->pf) {
+    } else if (s->io.pf) {
         /* ExpertTiles: exactly the routed experts' streams */
         for (uint32_t j = 0; j < K; j++) {
             const fmt_stream *gu = ly->exp_gu[r->expert[j]].st;
             const fmt_stream *dn = ly->exp_down[r->expert[j]].st;
-            eng_pf_range(s->pf, (const uint8_t *)gu->tiles[0].payload - FMT_TILE_HEADER_SIZE,
+            eng_pf_range(s->io.pf, (const uint8_t *)gu->tiles[0].payload - FMT_TILE_HEADER_SIZE,
                          gu->length);
-            eng_pf_range(s->pf, (const uint8_t *)dn->tiles[0].payload - FMT_TILE_HEADER_SIZE,
+            eng_pf_range(s->io.pf, (const uint8_t *)dn->tiles[0].payload - FMT_TILE_HEADER_SIZE,
                          dn->length);
         }
     }
@@ -252,8 +252,8 @@ static void experts_run(eng_session *s, const eng_route *r, const eng_layer *ly,
     memset(o, 0, sizeof o);
     for (uint32_t j = 0; j < n; j++) {
         int e = r->expert[js[j]], k = r->slot[js[j]];
-        gu[j] = k >= 0 ? &s->stage[k].mv[0] : &ly->exp_gu[e];
-        dn[j] = k >= 0 ? &s->stage[k].mv[1] : &ly->exp_down[e];
+        gu[j] = k >= 0 ? &s->io.stage[k].mv[0] : &ly->exp_gu[e];
+        dn[j] = k >= 0 ? &s->io.stage[k].mv[1] : &ly->exp_down[e];
         in[j] = &s->act_dim;
         o[j][FMT_M_EXP_GATE] = s->xg_h + (size_t)j * hid;
         o[j][FMT_M_EXP_UP] = s->xg_h2 + (size_t)j * hid;
@@ -295,7 +295,7 @@ static uint32_t experts_here(eng_session *s, const eng_route *r)
 {
     uint32_t m = 0;
     for (uint32_t j = 0; j < r->k; j++)
-        if (r->ready || r->slot[j] < 0 || eng_xio_landed(s->xio, r->slot[j]))
+        if (r->ready || r->slot[j] < 0 || eng_xio_landed(s->io.xio, r->slot[j]))
             m |= 1u << j;
     return m;
 }
@@ -323,7 +323,7 @@ int eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
 {
     const fmt_hparams *hp = s->hp;
     uint32_t dim = hp->dim;
-    eng_route *r = &s->route[(unsigned)target % (hp->expert_delay + 1u)];
+    eng_route *r = &s->io.route[(unsigned)target % (hp->expert_delay + 1u)];
     memset(eout, 0, dim * sizeof(float));
     if (r->layer < 0 || r->target != target)
         return -1;
@@ -338,18 +338,18 @@ int eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
         uint32_t here = experts_here(s, r), rest = ((1u << r->k) - 1u) & ~here;
         if (!r->ready && here)
             wait_some(s, r, 0, r->k, &here, pt);  /* landed: only rebases their slots */
-        if ((n = experts_of(r, here, js)) && !s->xio_failed)
+        if ((n = experts_of(r, here, js)) && !s->io.failed)
             experts_run(s, r, ly, js, n, 1);
         if (rest)
             wait_some(s, r, 0, r->k, &rest, pt);
         r->ready = 1;
-        if ((n = experts_of(r, rest, js)) && !s->xio_failed)
+        if ((n = experts_of(r, rest, js)) && !s->io.failed)
             experts_run(s, r, ly, js, n, 1);
-        if (!s->xio_failed)
+        if (!s->io.failed)
             experts_add(s, r, 0, r->k, 1, eout);
     } else {
         eng_moe_wait(s, r, pt);
-        for (uint32_t j0 = 0; j0 < r->k && !s->xio_failed; j0 += s->n_xg) {
+        for (uint32_t j0 = 0; j0 < r->k && !s->io.failed; j0 += s->n_xg) {
             uint32_t m = r->k - j0 < s->n_xg ? r->k - j0 : s->n_xg;
             for (uint32_t j = 0; j < m; j++)
                 js[j] = j0 + j;
@@ -388,6 +388,6 @@ void eng_moe_flush(eng_session *s)
 {
     eng_moe_ahead_drop(s);
     for (unsigned i = 0; i <= s->hp->expert_delay; i++)
-        if (s->route[i].layer >= 0)
-            eng_moe_release(s, &s->route[i]);
+        if (s->io.route[i].layer >= 0)
+            eng_moe_release(s, &s->io.route[i]);
 }

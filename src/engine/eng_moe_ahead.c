@@ -170,7 +170,7 @@ int eng_moe_ahead_setup(eng_session *s, char *err, size_t errlen)
      * depth) slots, the most they ever hold (eng_moe_ahead_slots) */
     a->cap = hp->top_k * depth;
     a->reserve = hp->top_k * depth * (depth + 1) / 2;
-    s->ahead = a;                    /* (eng_moe_ahead_free frees a part) */
+    s->io.ahead = a;                    /* (eng_moe_ahead_free frees a part) */
     if (!(a->xr = calloc((size_t)depth * hp->dim, sizeof(float))) ||
         !(a->p = calloc((size_t)depth * hp->n_experts, sizeof(float))))
         goto oom;
@@ -212,7 +212,7 @@ int eng_set_expert_ahead(eng_session *s, int on, char *err, size_t errlen)
     on = on != 0;
     if (on == (s->opts.expert_ahead != 0))
         return 0;
-    if (on && !s->ahead && guessable(s->hp))
+    if (on && !s->io.ahead && guessable(s->hp))
         return off_at_open(s, err, errlen);
     if (!on)
         eng_moe_ahead_drop(s);
@@ -226,7 +226,7 @@ int eng_set_expert_ahead(eng_session *s, int on, char *err, size_t errlen)
  * hold depth_max's guesses and any smaller depth's. */
 int eng_set_expert_ahead_layers(eng_session *s, int n, char *err, size_t errlen)
 {
-    struct eng_ahead *a = s->ahead;
+    struct eng_ahead *a = s->io.ahead;
     if (n < 1 || n > ENG_AHEAD_MAX)
         return bad_depth(n, err, errlen);
     if (guessable(s->hp)) {
@@ -247,7 +247,7 @@ int eng_set_expert_ahead_layers(eng_session *s, int n, char *err, size_t errlen)
 
 void eng_moe_ahead_free(eng_session *s)
 {
-    struct eng_ahead *a = s->ahead;
+    struct eng_ahead *a = s->io.ahead;
     if (!a)
         return;
     for (unsigned d = 0; d < ENG_AHEAD_MAX; d++) {
@@ -258,29 +258,29 @@ void eng_moe_ahead_free(eng_session *s)
     free(a->xr);
     free(a->p);
     free(a);
-    s->ahead = NULL;
+    s->io.ahead = NULL;
 }
 
 unsigned eng_moe_ahead_slots(eng_session *s, int keyed)
 {
-    if (!s->ahead)
+    if (!s->io.ahead)
         return 0;
-    s->ahead->ready = keyed != 0;
-    return s->ahead->ready ? s->ahead->reserve : 0;
+    s->io.ahead->ready = keyed != 0;
+    return s->io.ahead->ready ? s->io.ahead->reserve : 0;
 }
 
 /* Give back set st's slots; routed: the route of its layer (NULL: none
  * came, every guess counts as missed). */
 static void settle(eng_session *s, struct ahead_set *st, const eng_route *routed)
 {
-    struct eng_ahead *a = s->ahead;
+    struct eng_ahead *a = s->io.ahead;
     for (uint32_t j = 0; j < st->k; j++) {
         int hit = 0;
         for (uint32_t t = 0; routed && t < routed->k; t++)
             hit |= routed->expert[t] == st->expert[j];
         a->hits += (uint64_t)hit;
         a->wasted += (uint64_t)(st->read[j] && !hit);
-        eng_xio_release(s->xio, st->slot[j]);
+        eng_xio_release(s->io.xio, st->slot[j]);
     }
     a->held -= st->k;
     st->k = 0;
@@ -289,7 +289,7 @@ static void settle(eng_session *s, struct ahead_set *st, const eng_route *routed
 
 void eng_moe_ahead_settle(eng_session *s, unsigned l, const eng_route *r)
 {
-    struct eng_ahead *a = s->ahead;
+    struct eng_ahead *a = s->io.ahead;
     if (!a)
         return;
     struct ahead_set *st = &a->set[l % a->depth];
@@ -299,7 +299,7 @@ void eng_moe_ahead_settle(eng_session *s, unsigned l, const eng_route *r)
 
 void eng_moe_ahead_drop(eng_session *s)
 {
-    struct eng_ahead *a = s->ahead;
+    struct eng_ahead *a = s->io.ahead;
     for (unsigned d = 0; a && d < a->depth; d++)
         if (a->set[d].layer >= 0)
             settle(s, &a->set[d], NULL);
@@ -310,7 +310,7 @@ void eng_moe_ahead_drop(eng_session *s)
  * layer past the next); 0, or -1 when out of slots (guess no further). */
 static int guess(eng_session *s, unsigned m, int later)
 {
-    struct eng_ahead *a = s->ahead;
+    struct eng_ahead *a = s->io.ahead;
     const fmt_hparams *hp = s->hp;
     struct ahead_set *st = &a->set[m % a->depth];
     if (st->layer != (int32_t)m) {
@@ -329,8 +329,8 @@ static int guess(eng_session *s, unsigned m, int later)
             return -1;               /* (cannot happen: the bounds above) */
         fmt_model_expert(s->model, m, (unsigned)e, NULL, NULL, &off, &len);
         int key = (int)(m * hp->n_experts + (unsigned)e);
-        int k = later ? eng_xio_issue_later(s->xio, key, off, len, &hit)
-                      : eng_xio_issue(s->xio, key, off, len, &hit);
+        int k = later ? eng_xio_issue_later(s->io.xio, key, off, len, &hit)
+                      : eng_xio_issue(s->io.xio, key, off, len, &hit);
         if (k < 0)
             return -1;
         st->expert[st->k] = e;
@@ -353,10 +353,10 @@ static int guess(eng_session *s, unsigned m, int later)
 
 void eng_moe_ahead_guess(eng_session *s, unsigned next, const float *h)
 {
-    struct eng_ahead *a = s->ahead;
+    struct eng_ahead *a = s->io.ahead;
     const fmt_hparams *hp = s->hp;
-    if (!a || !a->ready || !s->opts.expert_ahead || !s->xio || !s->xio_keyed ||
-        s->xio_mode == ENG_XIO_MMAP || s->xio_failed)
+    if (!a || !a->ready || !s->opts.expert_ahead || !s->io.xio || !s->io.keyed ||
+        s->io.mode == ENG_XIO_MMAP || s->io.failed)
         return;
     /* the stored blocks the next effective layers run (FixedPoint repeats
      * each block `iterations` times), nearest first: its guess is the
@@ -389,12 +389,12 @@ void eng_moe_ahead_guess(eng_session *s, unsigned next, const float *h)
         if (guess(s, m[j], j > 0))
             break;
     }
-    eng_xio_submit(s->xio);          /* the guesses' reads go out together, now */
+    eng_xio_submit(s->io.xio);          /* the guesses' reads go out together, now */
 }
 
 void eng_moe_ahead_stats(const eng_session *s, eng_stats *st)
 {
-    const struct eng_ahead *a = s->ahead;
+    const struct eng_ahead *a = s->io.ahead;
     if (!a)
         return;
     st->xio_pred = a->pred;

@@ -117,18 +117,18 @@ static int run_staged(eng_session *s, unsigned l, double *pt)
     eng_route r;
     uint32_t e = 0;
     eng_moe_ahead_drop(s);           /* a wave may take every slot */
-    while (e < E && !s->xio_failed) {
+    while (e < E && !s->io.failed) {
         memset(&r, 0, sizeof r);
         r.layer = (int32_t)l;
         r.target = (int32_t)l;
-        for (; e < E && r.k < s->n_stage; e++) {
+        for (; e < E && r.k < s->io.n_stage; e++) {
             if (s->bat.cnt[e + 1] == s->bat.cnt[e])
                 continue;            /* no position chose it */
             uint64_t off = 0, len = 0;
             fmt_model_expert(s->model, l, e, NULL, NULL, &off, &len);
             r.expert[r.k] = (int)e;
             int hit = 0;
-            r.slot[r.k] = eng_xio_issue(s->xio, s->xio_keyed ? (int)(l * E + e) : -1, off,
+            r.slot[r.k] = eng_xio_issue(s->io.xio, s->io.keyed ? (int)(l * E + e) : -1, off,
                                         len, &hit);
             r.hit[r.k] = (uint8_t)hit;
             if (r.slot[r.k] < 0)
@@ -136,28 +136,28 @@ static int run_staged(eng_session *s, unsigned l, double *pt)
                              fmt_model_path(s->model), l, e, (unsigned long long)len);
             r.k++;
         }
-        eng_xio_submit(s->xio);      /* all of the wave's reads together */
-        if (s->xio_mode == ENG_XIO_SYNC)
+        eng_xio_submit(s->io.xio);      /* all of the wave's reads together */
+        if (s->io.mode == ENG_XIO_SYNC)
             eng_moe_wait(s, &r, pt);  /* sync: the reads are a dead stop */
         /* the experts already here first, then each as its read lands:
          * the reads still out overlap the compute of those before them */
         uint8_t done[ENG_MAX_TOPK] = { 0 };
         for (int pass = 0; pass < 2; pass++)
-            for (uint32_t j = 0; j < r.k && !s->xio_failed; j++) {
+            for (uint32_t j = 0; j < r.k && !s->io.failed; j++) {
                 const int x = r.expert[j], k = r.slot[j];
-                if (done[j] || (pass == 0 && !eng_xio_landed(s->xio, k)))
+                if (done[j] || (pass == 0 && !eng_xio_landed(s->io.xio, k)))
                     continue;
                 eng_moe_wait_one(s, &r, j, pt);
-                if (s->xio_failed)
+                if (s->io.failed)
                     break;
-                expert_group(s, &s->stage[k].mv[0], &s->stage[k].mv[1],
+                expert_group(s, &s->io.stage[k].mv[0], &s->io.stage[k].mv[1],
                              s->bat.ord + s->bat.cnt[x], (unsigned)(s->bat.cnt[x + 1] - s->bat.cnt[x]));
                 done[j] = 1;
             }
         r.ready = 1;
         eng_moe_release(s, &r);
     }
-    return s->xio_failed ? -1 : 0;
+    return s->io.failed ? -1 : 0;
 }
 
 int eng_moe_batch(eng_session *s, unsigned l, const float *h, unsigned m,
@@ -168,7 +168,7 @@ int eng_moe_batch(eng_session *s, unsigned l, const float *h, unsigned m,
     const uint32_t dim = hp->dim, K = hp->top_k, E = hp->n_experts;
 
     route_chunk(s, ly, h, m);
-    if (s->xio_mode != ENG_XIO_MMAP && s->xio) {
+    if (s->io.mode != ENG_XIO_MMAP && s->io.xio) {
         if (run_staged(s, l, pt))
             return -1;
     } else {

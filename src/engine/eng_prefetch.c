@@ -164,21 +164,21 @@ void eng_pf_counts(const eng_pf *pf, uint64_t *lines, uint64_t *dropped)
 
 int eng_set_prefetch(eng_session *s, int on)
 {
-    if (on && !s->pf) {
-        if (!(s->pf = eng_pf_new()))
+    if (on && !s->io.pf) {
+        if (!(s->io.pf = eng_pf_new()))
             return ENG_ENOMEM;
-    } else if (!on && s->pf) {
+    } else if (!on && s->io.pf) {
         uint64_t lines, dropped;
-        eng_pf_counts(s->pf, &lines, &dropped);
+        eng_pf_counts(s->io.pf, &lines, &dropped);
         s->stats.pf_lines += lines;
         s->stats.pf_dropped += dropped;
-        eng_pf_free(s->pf);
-        s->pf = NULL;
+        eng_pf_free(s->io.pf);
+        s->io.pf = NULL;
     }
     return 0;
 }
 
-int eng_prefetch(const eng_session *s) { return s->pf != NULL; }
+int eng_prefetch(const eng_session *s) { return s->io.pf != NULL; }
 
 /* PREFETCHT0 over the next layer's attention and dense FFN streams (the
  * output head after the last), posted as layer l starts. */
@@ -186,9 +186,9 @@ void eng_prefetch_next(eng_session *s, unsigned l)
 {
     const eng_mv *mv[4];
     unsigned n = 0, L = s->hp->n_layers;
-    if (!s->pf)
+    if (!s->io.pf)
         return;
-    eng_pf_layer(s->pf);
+    eng_pf_layer(s->io.pf);
     if (l + 1 < L) {
         const eng_layer *nx = &s->layers[l + 1];
         mv[n++] = &nx->qkv;
@@ -202,7 +202,7 @@ void eng_prefetch_next(eng_session *s, unsigned l)
     }
     for (unsigned i = 0; i < n; i++)
         if (mv[i]->st && mv[i]->st->n_tiles)
-            eng_pf_range(s->pf,
+            eng_pf_range(s->io.pf,
                          (const uint8_t *)mv[i]->st->tiles[0].payload - FMT_TILE_HEADER_SIZE,
                          mv[i]->st->length);
 }

@@ -175,7 +175,7 @@ static int open_model(eng_session *s, const char *model_path, const eng_opts *o,
     if ((rc = eng_io_opts_from_env(&s->opts, err, errlen)))
         return rc;
     if (s->opts.expert_io == ENG_XIO_AUTO) {  /* before the open: --no-mmap's flags */
-        s->xio_auto = 1;
+        s->io.by_auto = 1;
         s->opts.expert_io = eng_io_auto(&s->opts, model_path);
     }
     /* Where the weights live.  Decode reads every weight once a token, and
@@ -611,15 +611,15 @@ void eng_get_stats(const eng_session *s, eng_stats *st)
 {
     *st = s->stats;
     st->bytes_per_token = s->bytes_per_token;
-    if (s->pf) {                 /* the running prefetch thread's counts too */
+    if (s->io.pf) {                 /* the running prefetch thread's counts too */
         uint64_t lines, dropped;
-        eng_pf_counts(s->pf, &lines, &dropped);
+        eng_pf_counts(s->io.pf, &lines, &dropped);
         st->pf_lines += lines;
         st->pf_dropped += dropped;
     }
-    if (s->xio)
-        eng_xio_hits(s->xio, &st->xio_hits, &st->xio_misses, &st->xio_depth_s);
-    st->xio_cache_bytes = s->xio_cache_bytes;
+    if (s->io.xio)
+        eng_xio_hits(s->io.xio, &st->xio_hits, &st->xio_misses, &st->xio_depth_s);
+    st->xio_cache_bytes = s->io.cache_bytes;
     eng_moe_ahead_stats(s, st);
 }
 
