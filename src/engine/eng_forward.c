@@ -35,8 +35,8 @@ int eng_forward(eng_session *s, int32_t token, int want_logits)
 
     if (s->io.xio && !s->chk.probe)
         eng_xio_tick(s->io.xio, 1);     /* the expert cache's clock (a probe's rerun: not a token) */
-    eng_embed(s, token, s->x);
-    eng_moe_ahead_guess(s, 0, s->x);   /* the first layers' experts, read ahead */
+    eng_embed(s, token, s->dec.x);
+    eng_moe_ahead_guess(s, 0, s->dec.x);   /* the first layers' experts, read ahead */
     eng_run_layers(s);
     if (s->io.failed)
         return ENG_EIO;   /* the position is not taken: eng_decode reports */
@@ -65,8 +65,8 @@ int eng_check_finite(eng_session *s, int32_t token, char *err, size_t errlen)
     eng_trace *t = s->trace;
     uint32_t pos = --s->n_past;
     int rc;
-    eng_embed(s, token, s->x);
-    if (!eng_finite(s->x, hp->dim)) {
+    eng_embed(s, token, s->dec.x);
+    if (!eng_finite(s->dec.x, hp->dim)) {
         s->n_past = pos;
         return eng_fail(err, errlen, ENG_ENAN,
                         "%s: the embedding of token %d holds NaN or infinity", path,

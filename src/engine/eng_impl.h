@@ -223,6 +223,48 @@ typedef struct eng_layer {
     uint64_t      bank_bytes;
 } eng_layer;
 
+/* The decode scratch (eng_blocks.c: eng_scratch_init, eng_scratch_free):
+ * the buffers one position's pass works in.  Nothing in them outlives a
+ * token: a sequence's state is its KV cache and position, so every
+ * sequence of a session shares these (one caller at a time).
+ *   x [dim]            the residual stream
+ *   xb [dim]           the normalised residual (a block's input)
+ *   q, att [q_dim]     queries, the attention's output
+ *   k_tmp, v_tmp [kv_dim]  this position's k and v before rounding to f16
+ *   hb, hb2 [hmax]     gate and up activations of the dense FFN
+ *   m, d, e [dim]      the branch outputs of the schedules (eng_sched.c):
+ *                      attention, dense FFN, experts
+ *   a [dim]            a two-stream schedule's second stream
+ *   hist [dense_delay + 1][dim]  DelayedSum's ring of residuals
+ *   pend [dim]         a delayed injection's expert sum (eng_moe_take)
+ *   probs [n_experts]  the router's probabilities (eng_moe_route.c)
+ *   act_dim, act_q, act_ffn  the prepared mat-vec inputs of each width
+ *   xg_h, xg_h2 [n_xg][expert_ffn], xg_o [n_xg][dim], xg_act [n_xg]: the
+ *                      routed experts of a decode step, n_xg <= ENG_MV_MAX
+ *                      at a time (eng_moe_inject): gate and up
+ *                      activations, outputs, prepared down inputs
+ *   scores [ctx], att16 [2*hd_max] halves: the one-thread attention
+ *                      kernels' scratch (when par_* cannot grow)
+ *   par_sc, par_h16    parallel attention (eng_blocks.c attn_scratch):
+ *                      per head, scores [ctx] floats and 2*hd_max halves,
+ *                      for par_heads heads (a batch's threads each have
+ *                      n_heads of them)
+ * ctx is the longest context a score row must hold. */
+typedef struct eng_scratch {
+    float    *x, *xb, *q, *att, *k_tmp, *v_tmp, *hb, *hb2;
+    float    *m, *d, *e, *a, *hist, *pend, *probs;
+    kern_act  act_dim, act_q, act_ffn;
+    unsigned  n_xg;
+    float    *xg_h, *xg_h2, *xg_o;
+    kern_act *xg_act;
+    uint32_t  ctx;
+    float    *scores;
+    uint16_t *att16;
+    float    *par_sc;
+    uint16_t *par_h16;
+    uint32_t  par_heads;
+} eng_scratch;
+
 /* The expert I/O room (eng_io_session.c sets it up and tears it down):
  * how routed experts reach the compute, and the prefetch thread. */
 typedef struct eng_io_state {
@@ -300,8 +342,7 @@ struct eng_session {
     uint32_t           q_dim, kv_dim, embd_col_tiles;
     uint32_t           hd_max;     /* widest head over the layers */
 
-    float *x, *xb, *q, *att, *hb, *hb2, *logits, *scores, *kc, *vc, *inv_freq;
-    float *k_tmp, *v_tmp;
+    float *logits, *kc, *vc, *inv_freq;
     /* eng_prefill_reuse (eng_kv.c): ctx_tok [n_ctx] the token at each
      * cached position; positions [0, kv_exact) hold the rows a prefill of
      * their tokens computes (UINT32_MAX: all; a shift leaves n_keep);
@@ -310,13 +351,6 @@ struct eng_session {
     int32_t *ctx_tok;
     uint32_t kv_exact, pf_pos;
     float   *pf_logits;
-    /* the schedule (scripts/train/ARCHITECTURES.md): per-branch outputs
-     * m, d, e [dim]; second stream a [dim]; residual history ring
-     * hist [dense_delay+1][dim]; pending expert outputs pend [expert_delay+1]
-     * [dim] with their target layers; router probabilities [E]; xr [dim]
-     * the normalised router input */
-    float *bm, *bd, *be, *bt, *ba, *hist, *pend, *probs, *xr;
-    int32_t *pend_target;
     /* routed [n_layers][n_experts]: how often each expert was chosen
      * (eng_moe_route: decode and prefill), eng_expert_routed's counts */
     uint64_t *routed;
@@ -325,16 +359,8 @@ struct eng_session {
     uint32_t hmax;                      /* max(ffn, expert ffn) */
     int kv_f16;                         /* resolved eng_opts.kv_f16: 0 or 1 */
     int ggml;                           /* llama.cpp arithmetic (GGUF model) */
-    uint16_t *kc16, *vc16, *att16;
+    uint16_t *kc16, *vc16;
     float *rope_ff;                     /* [head_dim/2] ggml RoPE divisors, or NULL */
-    kern_act act_dim, act_q, act_ffn;
-    /* the routed experts of one decode step, a group of n_xg <=
-     * ENG_MV_MAX at a time (eng_moe_inject): xg_h, xg_h2 [n_xg]
-     * [expert_ffn] gate and up activations, xg_o [n_xg][dim] outputs,
-     * xg_act [n_xg] the prepared down inputs */
-    unsigned  n_xg;
-    float    *xg_h, *xg_h2, *xg_o;
-    kern_act *xg_act;
     eng_stats stats;
     uint64_t bytes_per_token;
     struct prof *prof;   /* profiling (eng_set_prof): NULL when off */
@@ -342,12 +368,7 @@ struct eng_session {
                             per-layer mark (prof_layer_bytes) */
     eng_io_state io;     /* expert fetch and prefetch (eng_io_session.c) */
     eng_checks chk;      /* the checks around a token (eng_check.c) */
-    /* parallel attention (eng_blocks.c attn_scratch): per head, scores
-     * [n_ctx] floats and 2*hd_max halves of scratch, for par_heads heads
-     * (a batched prefill's threads each have n_heads of them) */
-    float    *par_sc;
-    uint16_t *par_h16;
-    uint32_t  par_heads;
+    eng_scratch dec;     /* one position's buffers (eng_blocks.c) */
     eng_batch bat;       /* a batch of positions (eng_prefill.c) */
 };
 
@@ -407,6 +428,10 @@ int   eng_env_count(const char *name, unsigned long def, unsigned long lo, unsig
                     int units, unsigned long *out, char *err, size_t errlen);
 
 /* ---- eng_blocks.c: the blocks of one position ---- */
+/* The decode scratch for session s's geometry: 0, or -1 out of memory
+ * (eng_scratch_free frees what was allocated). */
+int  eng_scratch_init(eng_session *s);
+void eng_scratch_free(eng_session *s);
 double eng_l2(const float *x, uint32_t n);
 void eng_embed(eng_session *s, int32_t token, float *x);
 void eng_rmsnorm(const eng_session *s, float *out, const float *x,

@@ -159,10 +159,10 @@ int eng_shift(eng_session *s, uint32_t n_keep, uint32_t n_discard, char *err,
             for (uint32_t p = 0; p < n_move; p++) {
                 uint16_t *kr = s->kc16 + dst + (size_t)p * row;
                 for (size_t i = 0; i < row; i++)
-                    s->k_tmp[i] = kern_fp16_to_fp32(kr[i]);
-                rerope_row(s, g, s->k_tmp, c, sn);
+                    s->dec.k_tmp[i] = kern_fp16_to_fp32(kr[i]);
+                rerope_row(s, g, s->dec.k_tmp, c, sn);
                 for (size_t i = 0; i < row; i++)
-                    kr[i] = kern_fp32_to_fp16(s->k_tmp[i]);
+                    kr[i] = kern_fp32_to_fp16(s->dec.k_tmp[i]);
             }
         } else {
             memmove(s->kc + dst, s->kc + src, n * sizeof(float));

@@ -235,8 +235,8 @@ void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
     }
 }
 
-/* Experts js[0 .. n-1] of route r (n <= s->n_xg) on the prepared router
- * input s->act_dim: their gate/up streams in one parallel region, the
+/* Experts js[0 .. n-1] of route r (n <= s->dec.n_xg) on the prepared router
+ * input s->dec.act_dim: their gate/up streams in one parallel region, the
  * GLU, their down streams in a second; expert js[i]'s output lands in row
  * (by_j ? js[i] : i) of xg_o [n_xg][dim].  Each expert's sums are those
  * of eng_glu_ffn (the same tiles, inputs and order) whichever experts
@@ -254,21 +254,21 @@ static void experts_run(eng_session *s, const eng_route *r, const eng_layer *ly,
         int e = r->expert[js[j]], k = r->slot[js[j]];
         gu[j] = k >= 0 ? &s->io.stage[k].mv[0] : &ly->exp_gu[e];
         dn[j] = k >= 0 ? &s->io.stage[k].mv[1] : &ly->exp_down[e];
-        in[j] = &s->act_dim;
-        o[j][FMT_M_EXP_GATE] = s->xg_h + (size_t)j * hid;
-        o[j][FMT_M_EXP_UP] = s->xg_h2 + (size_t)j * hid;
+        in[j] = &s->dec.act_dim;
+        o[j][FMT_M_EXP_GATE] = s->dec.xg_h + (size_t)j * hid;
+        o[j][FMT_M_EXP_UP] = s->dec.xg_h2 + (size_t)j * hid;
         op[j] = o[j];
     }
-    memset(s->xg_h, 0, (size_t)n * hid * sizeof(float));
-    memset(s->xg_h2, 0, (size_t)n * hid * sizeof(float));
+    memset(s->dec.xg_h, 0, (size_t)n * hid * sizeof(float));
+    memset(s->dec.xg_h2, 0, (size_t)n * hid * sizeof(float));
     eng_matvec_streams(s, n, gu, in, op);
     for (uint32_t j = 0; j < n; j++) {
-        float *h = s->xg_h + (size_t)j * hid;
-        eng_glu_act(s, h, s->xg_h2 + (size_t)j * hid, hid);
-        kern_act_set(&s->xg_act[j], h, hid, dn[j]->need);
-        in[j] = &s->xg_act[j];
+        float *h = s->dec.xg_h + (size_t)j * hid;
+        eng_glu_act(s, h, s->dec.xg_h2 + (size_t)j * hid, hid);
+        kern_act_set(&s->dec.xg_act[j], h, hid, dn[j]->need);
+        in[j] = &s->dec.xg_act[j];
         o[j][FMT_M_EXP_GATE] = o[j][FMT_M_EXP_UP] = NULL;
-        o[j][FMT_M_EXP_DOWN] = s->xg_o + (size_t)(by_j ? js[j] : j) * dim;
+        o[j][FMT_M_EXP_DOWN] = s->dec.xg_o + (size_t)(by_j ? js[j] : j) * dim;
         memset(o[j][FMT_M_EXP_DOWN], 0, dim * sizeof(float));
         s->stats.expert_bytes += gu[j]->st->length + dn[j]->st->length;
     }
@@ -283,7 +283,7 @@ static void experts_add(eng_session *s, const eng_route *r, uint32_t j0, uint32_
 {
     const uint32_t dim = s->hp->dim;
     for (uint32_t j = j0; j < j0 + n; j++) {
-        const float *y = s->xg_o + (size_t)(by_j ? j : j - j0) * dim, w = r->w[j];
+        const float *y = s->dec.xg_o + (size_t)(by_j ? j : j - j0) * dim, w = r->w[j];
         for (uint32_t i = 0; i < dim; i++)
             eout[i] += w * y[i];
     }
@@ -333,8 +333,8 @@ int eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
     unsigned need = 0;
     for (uint32_t j = 0; j < r->k; j++)
         need |= ly->exp_gu[r->expert[j]].need;
-    kern_act_set(&s->act_dim, r->xr, dim, need);
-    if (r->k <= s->n_xg) {
+    kern_act_set(&s->dec.act_dim, r->xr, dim, need);
+    if (r->k <= s->dec.n_xg) {
         uint32_t here = experts_here(s, r), rest = ((1u << r->k) - 1u) & ~here;
         if (!r->ready && here)
             wait_some(s, r, 0, r->k, &here, pt);  /* landed: only rebases their slots */
@@ -349,8 +349,8 @@ int eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
             experts_add(s, r, 0, r->k, 1, eout);
     } else {
         eng_moe_wait(s, r, pt);
-        for (uint32_t j0 = 0; j0 < r->k && !s->io.failed; j0 += s->n_xg) {
-            uint32_t m = r->k - j0 < s->n_xg ? r->k - j0 : s->n_xg;
+        for (uint32_t j0 = 0; j0 < r->k && !s->io.failed; j0 += s->dec.n_xg) {
+            uint32_t m = r->k - j0 < s->dec.n_xg ? r->k - j0 : s->dec.n_xg;
             for (uint32_t j = 0; j < m; j++)
                 js[j] = j0 + j;
             experts_run(s, r, ly, js, m, 0);
@@ -375,11 +375,11 @@ void eng_moe_block(eng_session *s, const eng_layer *ly, const float *h,
 int eng_moe_take(eng_session *s, int32_t target, float *x, double *pt)
 {
     /* pend [dim] is free scratch: outputs wait as routes, not as sums */
-    int lr = eng_moe_inject(s, target, s->pend, pt);
+    int lr = eng_moe_inject(s, target, s->dec.pend, pt);
     if (lr < 0)
         return -1;
     for (uint32_t k = 0; k < s->hp->dim; k++)
-        x[k] += s->pend[k];
+        x[k] += s->dec.pend[k];
     return lr;
 }
 

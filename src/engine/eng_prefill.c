@@ -307,7 +307,7 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
     if (!want_logits)
         return;
     /* the LM head, for the last position only */
-    memcpy(s->x, s->bat.x + (size_t)(m - 1) * dim, dim * sizeof(float));
+    memcpy(s->dec.x, s->bat.x + (size_t)(m - 1) * dim, dim * sizeof(float));
     eng_lm_head(s);
 }
 

@@ -5,11 +5,11 @@
  * Every style is built from the same blocks of eng_blocks.c and eng_moe.c,
  * applied to the residual x [dim] with the branch outputs in the session's
  * scratch rows:
- *   m = Attn(N_a(h))    eng_attn_block      into s->bm [dim]
- *   d = FFN(N_f(h))     eng_ffn_block       into s->bd [dim]
+ *   m = Attn(N_a(h))    eng_attn_block      into s->dec.m [dim]
+ *   d = FFN(N_f(h))     eng_ffn_block       into s->dec.d [dim]
  *   e = MoE(N_m(h))     eng_moe_issue at the routing layer, eng_moe_inject
  *                       (or eng_moe_take, which adds it) at the injection
- *                       layer, into s->be [dim]
+ *                       layer, into s->dec.e [dim]
  * and differ only in which residual each block reads and where its output
  * lands.  One function per style, picked from a table indexed by the
  * header's combine_style (enum in cflow_format.h); an unknown style runs
@@ -103,7 +103,7 @@ static void sched_parallel_sqrt2(eng_session *s, double *pt)
 {
     const fmt_hparams *hp = s->hp;
     const uint32_t dim = hp->dim, L = hp->n_layers;
-    float *x = s->x, *m = s->bm, *d = s->bd, *e = s->be;
+    float *x = s->dec.x, *m = s->dec.m, *d = s->dec.d, *e = s->dec.e;
     const int has_e = hp->n_experts > 0;
     for (unsigned l = 0; l < L; l++) {
         const eng_layer *ly = &s->layers[l];
@@ -133,7 +133,7 @@ static void sched_delayed_sum(eng_session *s, double *pt)
 {
     const fmt_hparams *hp = s->hp;
     const uint32_t dim = hp->dim, L = hp->n_layers;
-    float *x = s->x, *m = s->bm, *d = s->bd, *e = s->be;
+    float *x = s->dec.x, *m = s->dec.m, *d = s->dec.d, *e = s->dec.e;
     const int has_e = hp->n_experts > 0;
     unsigned dd = hp->dense_delay, de = hp->expert_delay, R = dd + 1;
     for (unsigned l = 0; l < L; l++) {
@@ -143,7 +143,7 @@ static void sched_delayed_sum(eng_session *s, double *pt)
         eng_add_to(x, m, dim);                      /* x is x_mid */
         eng_mark(s, l, PROF_ST_ATTN, pt);
         const float *y = dd == 0 ? x
-                         : l >= dd ? s->hist + (size_t)((l - dd) % R) * dim
+                         : l >= dd ? s->dec.hist + (size_t)((l - dd) % R) * dim
                                    : NULL;      /* before layer 0: d = 0 */
         eng_ffn_block(s, ly, y, d);
         eng_mark(s, l, PROF_ST_FFN, pt);
@@ -159,7 +159,7 @@ static void sched_delayed_sum(eng_session *s, double *pt)
                 eng_mark(s, (unsigned)lr, PROF_ST_EXPERTS, pt);
             }
         }
-        memcpy(s->hist + (size_t)(l % R) * dim, x, dim * sizeof(float));
+        memcpy(s->dec.hist + (size_t)(l % R) * dim, x, dim * sizeof(float));
         layer_done(s, l, x, NULL);
     }
     for (unsigned t = L; t < L + de; t++) {    /* flush past the end */
@@ -175,7 +175,7 @@ static void sched_async_experts(eng_session *s, double *pt)
 {
     const fmt_hparams *hp = s->hp;
     const uint32_t dim = hp->dim, L = hp->n_layers;
-    float *x = s->x, *m = s->bm, *d = s->bd;
+    float *x = s->dec.x, *m = s->dec.m, *d = s->dec.d;
     const int has_e = hp->n_experts > 0;
     unsigned de = hp->expert_delay;
     for (unsigned l = 0; l < L; l++) {
@@ -217,9 +217,9 @@ static void sched_decoupled(eng_session *s, double *pt)
 {
     const fmt_hparams *hp = s->hp;
     const uint32_t dim = hp->dim, L = hp->n_layers;
-    float *x = s->x, *m = s->bm, *d = s->bd, *e = s->be;
+    float *x = s->dec.x, *m = s->dec.m, *d = s->dec.d, *e = s->dec.e;
     const int has_e = hp->n_experts > 0;
-    float *a = s->ba;                           /* attention stream; x: FFN */
+    float *a = s->dec.a;                           /* attention stream; x: FFN */
     unsigned M = hp->merge_interval ? hp->merge_interval : 1;
     memcpy(a, x, dim * sizeof(float));
     for (unsigned l = 0; l < L; l++) {
@@ -254,9 +254,9 @@ static void sched_pipeline_reg(eng_session *s, double *pt)
 {
     const fmt_hparams *hp = s->hp;
     const uint32_t dim = hp->dim, L = hp->n_layers;
-    float *x = s->x, *m = s->bm, *d = s->bd, *e = s->be;
+    float *x = s->dec.x, *m = s->dec.m, *d = s->dec.d, *e = s->dec.e;
     const int has_e = hp->n_experts > 0;
-    float *a = s->ba;                           /* attn_reg; x: xfm_reg */
+    float *a = s->dec.a;                           /* attn_reg; x: xfm_reg */
     memcpy(a, x, dim * sizeof(float));
     for (unsigned l = 0; l < L; l++) {
         const eng_layer *ly = &s->layers[l];
@@ -284,7 +284,7 @@ static void sched_fixed_point(eng_session *s, double *pt)
 {
     const fmt_hparams *hp = s->hp;
     const uint32_t dim = hp->dim, L = hp->n_layers;
-    float *x = s->x, *m = s->bm, *d = s->bd, *e = s->be;
+    float *x = s->dec.x, *m = s->dec.m, *d = s->dec.d, *e = s->dec.e;
     const int has_e = hp->n_experts > 0;
     unsigned T = hp->iterations ? hp->iterations : 1;
     for (unsigned b = 0; b < L; b++) {

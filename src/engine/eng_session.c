@@ -348,7 +348,7 @@ static int bind_head(eng_session *s, const char *model_path, char *err,
     return 0;
 }
 
-/* Phase: activations, the KV cache and the prepared mat-vec inputs. */
+/* Phase: the KV cache, the logits, and the decode scratch (eng_blocks.c). */
 static int alloc_buffers(eng_session *s, const char *model_path, char *err,
                          size_t errlen)
 {
@@ -356,27 +356,8 @@ static int alloc_buffers(eng_session *s, const char *model_path, char *err,
     int oom = 0;
     s->hmax = hp->ffn_dim > hp->expert_ffn_dim ? hp->ffn_dim : hp->expert_ffn_dim;
     size_t kv = (size_t)s->n_eff * s->n_ctx * s->kv_dim;
-    s->x = eng_xalloc(hp->dim * sizeof(float), &oom);
-    s->xb = eng_xalloc(hp->dim * sizeof(float), &oom);
-    s->q = eng_xalloc(s->q_dim * sizeof(float), &oom);
-    s->att = eng_xalloc(s->q_dim * sizeof(float), &oom);
-    s->hb = eng_xalloc(s->hmax * sizeof(float), &oom);
-    s->hb2 = eng_xalloc(s->hmax * sizeof(float), &oom);
-    s->bm = eng_xalloc(hp->dim * sizeof(float), &oom);
-    s->bd = eng_xalloc(hp->dim * sizeof(float), &oom);
-    s->be = eng_xalloc(hp->dim * sizeof(float), &oom);
-    s->bt = eng_xalloc(hp->dim * sizeof(float), &oom);
-    s->ba = eng_xalloc(hp->dim * sizeof(float), &oom);
-    s->xr = eng_xalloc(hp->dim * sizeof(float), &oom);
-    s->hist = eng_xalloc((hp->dense_delay + 1u) * hp->dim * sizeof(float), &oom);
-    s->pend = eng_xalloc((hp->expert_delay + 1u) * hp->dim * sizeof(float), &oom);
-    s->pend_target = eng_xalloc((hp->expert_delay + 1u) * sizeof(int32_t), &oom);
-    s->probs = eng_xalloc((hp->n_experts + 1u) * sizeof(float), &oom);
     s->routed = eng_xalloc((size_t)hp->n_layers * hp->n_experts * sizeof(uint64_t), &oom);
     s->logits = eng_xalloc(hp->vocab_size * sizeof(float), &oom);
-    s->scores = eng_xalloc(s->n_ctx * sizeof(float), &oom);
-    s->k_tmp = eng_xalloc(s->kv_dim * sizeof(float), &oom);
-    s->v_tmp = eng_xalloc(s->kv_dim * sizeof(float), &oom);
     s->ctx_tok = eng_xalloc(s->n_ctx * sizeof(int32_t), &oom);
     s->kv_exact = UINT32_MAX;
     s->inv_freq = eng_xalloc(hp->head_dim / 2 * sizeof(float), &oom);
@@ -386,23 +367,11 @@ static int alloc_buffers(eng_session *s, const char *model_path, char *err,
     if (s->kv_f16) {
         s->kc16 = eng_xalloc(kv * sizeof(uint16_t), &oom);
         s->vc16 = eng_xalloc(kv * sizeof(uint16_t), &oom);
-        s->att16 = eng_xalloc(2 * (size_t)s->hd_max * sizeof(uint16_t), &oom);
     } else {
         s->kc = eng_xalloc(kv * sizeof(float), &oom);
         s->vc = eng_xalloc(kv * sizeof(float), &oom);
     }
-    if (hp->n_experts) {
-        s->n_xg = hp->top_k < ENG_MV_MAX ? hp->top_k : ENG_MV_MAX;
-        s->xg_h = eng_xalloc((size_t)s->n_xg * hp->expert_ffn_dim * sizeof(float), &oom);
-        s->xg_h2 = eng_xalloc((size_t)s->n_xg * hp->expert_ffn_dim * sizeof(float), &oom);
-        s->xg_o = eng_xalloc((size_t)s->n_xg * hp->dim * sizeof(float), &oom);
-        s->xg_act = eng_xalloc(s->n_xg * sizeof(kern_act), &oom);
-        for (unsigned j = 0; !oom && j < s->n_xg; j++)
-            oom = kern_act_init(&s->xg_act[j], hp->expert_ffn_dim) != 0;
-    }
-    if (oom || kern_act_init(&s->act_dim, hp->dim) ||
-        kern_act_init(&s->act_q, s->q_dim) ||
-        kern_act_init(&s->act_ffn, s->hmax))
+    if (oom || eng_scratch_init(s))
         return eng_fail(err, errlen, ENG_ENOMEM,
                         "%s: out of memory for a %u-token context (%.1f MiB of KV cache)",
                         model_path, s->n_ctx,
@@ -473,22 +442,11 @@ void eng_close(eng_session *s)
         return;
     eng_io_teardown(s);
     eng_moe_ahead_free(s);
-    kern_act_free(&s->act_dim);
-    kern_act_free(&s->act_q);
-    kern_act_free(&s->act_ffn);
-    for (unsigned j = 0; s->xg_act && j < s->n_xg; j++)
-        kern_act_free(&s->xg_act[j]);
-    free(s->xg_act); free(s->xg_h); free(s->xg_h2); free(s->xg_o);
-    free(s->x); free(s->xb); free(s->q); free(s->att); free(s->hb);
-    free(s->hb2); free(s->logits); free(s->scores); free(s->kc); free(s->vc);
-    free(s->k_tmp); free(s->v_tmp); free(s->inv_freq); free(s->ctx_tok);
-    free(s->pf_logits);
-    free(s->kc16); free(s->vc16); free(s->att16); free(s->rope_ff);
-    free(s->par_sc); free(s->par_h16);
+    eng_scratch_free(s);
     eng_batch_free(s);
-    free(s->bm); free(s->bd); free(s->be); free(s->bt); free(s->ba); free(s->xr);
-    free(s->hist); free(s->pend); free(s->pend_target); free(s->probs);
-    free(s->routed);
+    free(s->logits); free(s->kc); free(s->vc); free(s->kc16); free(s->vc16);
+    free(s->ctx_tok); free(s->pf_logits);
+    free(s->inv_freq); free(s->rope_ff); free(s->routed);
     for (unsigned l = 0; s->layers && l < s->hp->n_layers; l++) {
         eng_layer *ly = &s->layers[l];
         for (unsigned e = 0; e < s->hp->n_experts; e++) {
