@@ -158,7 +158,6 @@ int eng_scratch_init(eng_session *s)
     eng_scratch *d = &s->dec;
     const size_t dim = hp->dim, hid = hp->expert_ffn_dim;
     int oom = 0;
-    d->ctx = s->n_ctx;
     d->x = eng_xalloc(dim * sizeof(float), &oom);
     d->xb = eng_xalloc(dim * sizeof(float), &oom);
     d->q = eng_xalloc(s->q_dim * sizeof(float), &oom);
@@ -167,7 +166,6 @@ int eng_scratch_init(eng_session *s)
     d->hb2 = eng_xalloc(s->hmax * sizeof(float), &oom);
     d->k_tmp = eng_xalloc(s->kv_dim * sizeof(float), &oom);
     d->v_tmp = eng_xalloc(s->kv_dim * sizeof(float), &oom);
-    d->scores = eng_xalloc(d->ctx * sizeof(float), &oom);
     if (s->kv_f16)
         d->att16 = eng_xalloc(2 * (size_t)s->hd_max * sizeof(uint16_t), &oom);
     d->m = eng_xalloc(dim * sizeof(float), &oom);
@@ -189,6 +187,22 @@ int eng_scratch_init(eng_session *s)
     if (oom || kern_act_init(&d->act_dim, hp->dim) || kern_act_init(&d->act_q, s->q_dim) ||
         kern_act_init(&d->act_ffn, s->hmax))
         return -1;
+    return 0;
+}
+
+int eng_scratch_ctx(eng_session *s, uint32_t n_ctx)
+{
+    eng_scratch *d = &s->dec;
+    if (n_ctx <= d->ctx)
+        return 0;
+    float *sc = realloc(d->scores, (size_t)n_ctx * sizeof(float));
+    if (!sc)
+        return -1;
+    d->scores = sc;
+    free(d->par_sc);            /* attn_scratch grows it again, rows of n_ctx */
+    d->par_sc = NULL;
+    d->par_heads = 0;
+    d->ctx = n_ctx;
     return 0;
 }
 
@@ -364,15 +378,15 @@ static int attn_scratch(eng_session *s, uint32_t n_heads, uint32_t copies)
     return 0;
 }
 
-/* Store this position's k, v into the cache of effective layer kvl; the
- * attention task of the position (its q, att, visible cache). */
-static attn_task attn_store(eng_session *s, const eng_layer *ly, unsigned kvl,
-                            uint32_t pos, const float *q, const float *k,
+/* Store this position's k, v into sequence seq's cache of effective layer
+ * kvl; the attention task of the position (its q, att, visible cache). */
+static attn_task attn_store(eng_session *s, eng_seq *seq, const eng_layer *ly,
+                            unsigned kvl, uint32_t pos, const float *q, const float *k,
                             const float *v, float *att)
 {
     const fmt_layer_geom *g = ly->g;
     uint32_t kvd = ly->kv_dim;
-    const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
+    const size_t lo = (size_t)kvl * seq->n_ctx * s->kv_dim;  /* layer offset */
     /* sliding-window layers see only the last sliding_window positions */
     uint32_t first = 0, W = g->sliding_window;
     if (W && pos + 1 > W)
@@ -380,7 +394,7 @@ static attn_task attn_store(eng_session *s, const eng_layer *ly, unsigned kvl,
     attn_task t = { s, q, att, NULL, NULL, pos + 1 - first, g->n_heads,
                     g->n_kv_heads, g->head_dim, NULL, NULL };  /* scratch: the caller's */
     if (s->kv_f16) {
-        uint16_t *kc = s->kc16 + lo, *vc = s->vc16 + lo;
+        uint16_t *kc = seq->kc16 + lo, *vc = seq->vc16 + lo;
         uint16_t *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
         for (uint32_t i = 0; i < kvd; i++) {
             kp[i] = kern_fp32_to_fp16(k[i]);
@@ -389,7 +403,7 @@ static attn_task attn_store(eng_session *s, const eng_layer *ly, unsigned kvl,
         t.k = kc + (size_t)first * s->kv_dim;
         t.v = vc + (size_t)first * s->kv_dim;
     } else {
-        float *kc = s->kc + lo, *vc = s->vc + lo;
+        float *kc = seq->kc + lo, *vc = seq->vc + lo;
         float *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
         if (kp != k)
             memcpy(kp, k, kvd * sizeof(float));
@@ -427,17 +441,7 @@ static void attn_attend(eng_session *s, attn_task *t)
     }
 }
 
-/* Store this position's k, v into the cache of effective layer kvl and
- * attend over the visible positions: att[n_heads*hd] from q. */
-void eng_attn_store_attend(eng_session *s, const eng_layer *ly, unsigned kvl,
-                              uint32_t pos, const float *q, const float *k,
-                              const float *v, float *att)
-{
-    attn_task t = attn_store(s, ly, kvl, pos, q, k, v, att);
-    attn_attend(s, &t);
-}
-
-/* The positions of a prompt chunk, each's heads in claims of attn_chunk:
+/* The rows of a batch, each's heads in claims of attn_chunk:
  * unit u is position u / per, claim u % per; a thread's scores go to its
  * own copy of the scratch (tid). */
 typedef struct attn_batch {
@@ -503,14 +507,16 @@ static void attn_tiled_run(void *ctx, int tid, int n_threads)
         attn_tiled_claim(t, u, work);
 }
 
-/* The chunk's attention by attn_prefill_f16 (its k, v already stored): 0,
+/* A prompt chunk's attention by attn_prefill_f16 (its k, v already
+ * stored; the batch's rows are positions pos0.. of one sequence, seq): 0,
  * or -1 when it does not apply or memory is short (the caller then takes
  * the per-position kernels). */
-static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl,
-                      uint32_t pos0, unsigned m, const float *q, float *att)
+static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl, unsigned m,
+                      const float *q, float *att)
 {
     const fmt_layer_geom *g = ly->g;
-    const uint32_t W = g->sliding_window;
+    const uint32_t W = g->sliding_window, pos0 = s->bat.pos[0];
+    const eng_seq *seq = s->bat.seq[0];
     if (!s->bat.tiled || !s->kv_f16 || !s->ops->attn_prefill_f16 || !g->n_kv_heads ||
         g->n_heads % g->n_kv_heads || (W && pos0 + m > W))
         return -1;
@@ -535,9 +541,9 @@ static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl,
         s->bat.work_n = per;
         s->bat.work_threads = (uint32_t)nt;
     }
-    const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
-    t.k = s->kc16 + lo;
-    t.v = s->vc16 + lo;
+    const size_t lo = (size_t)kvl * seq->n_ctx * s->kv_dim;  /* layer offset */
+    t.k = seq->kc16 + lo;
+    t.v = seq->vc16 + lo;
     if (nt >= 2)
         eng_pool_run(s->pool, attn_tiled_run, &t);
     else
@@ -546,29 +552,28 @@ static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl,
     return 0;
 }
 
-/* m (<= ENG_BATCH) consecutive positions pos0.. of a prompt chunk: store
+/* The m (<= ENG_BATCH) rows of the batch room, row j position pos[j] of
+ * sequence seq[j] (a prompt chunk: consecutive positions of one): store
  * each's k, v (k, v [m][kv_dim]), then attend them all, att [m][q_dim] from
- * q [m][q_dim].  Position j sees positions <= pos0 + j only, all stored
- * by then, so the attention of the chunk is one parallel region of
- * (position, heads) claims instead of a region a position, and each
- * position's heads get the arithmetic, and the bits, of
- * eng_attn_store_attend. */
+ * q [m][q_dim].  A row sees its sequence's positions up to its own, all
+ * stored by then, so the attention of the batch is one parallel region of
+ * (row, heads) claims instead of a region a row, and each row's heads get
+ * the arithmetic, and the bits, of eng_attn_block's. */
 void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
-                                 unsigned kvl, uint32_t pos0, unsigned m,
-                                 const float *q, const float *k,
-                                 const float *v, float *att)
+                                 unsigned kvl, unsigned m, const float *q,
+                                 const float *k, const float *v, float *att)
 {
     const uint32_t qd = ly->q_dim, kvd = ly->kv_dim;
     attn_batch b;
     uint64_t work = 0;
     b.m = m;
     for (unsigned j = 0; j < m; j++) {
-        b.t[j] = attn_store(s, ly, kvl, pos0 + j, q + (size_t)j * qd,
+        b.t[j] = attn_store(s, s->bat.seq[j], ly, kvl, s->bat.pos[j], q + (size_t)j * qd,
                             k + (size_t)j * kvd, v + (size_t)j * kvd,
                             att + (size_t)j * qd);
         work += (uint64_t)b.t[j].n_pos * b.t[j].n_heads * b.t[j].hd;
     }
-    if (attn_tiled(s, ly, kvl, pos0, m, q, att) == 0)
+    if (attn_tiled(s, ly, kvl, m, q, att) == 0)
         return;
     const int nt = eng_pool_size(s->pool);
     if (m < 2 || nt < 2 || work < ATTN_PAR_MIN ||
@@ -582,23 +587,23 @@ void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
     eng_pool_run(s->pool, attn_batch_run, &b);
 }
 
-/* m = Attn(N_a(h)) into mout[dim]; kvl picks the KV cache (the effective
- * layer).  h and mout may not alias. */
-void eng_attn_block(eng_session *s, const eng_layer *ly, unsigned kvl,
-                       const float *h, float *mout)
+/* m = Attn(N_a(h)) into mout[dim] at sequence seq's next position; kvl
+ * picks the KV cache (the effective layer).  h and mout may not alias. */
+void eng_attn_block(eng_session *s, eng_seq *seq, const eng_layer *ly, unsigned kvl,
+                    const float *h, float *mout)
 {
     const fmt_hparams *hp = s->hp;
-    uint32_t dim = hp->dim, pos = s->n_past;
+    uint32_t dim = hp->dim, pos = seq->n_past;
     uint32_t qd = ly->q_dim, kvd = ly->kv_dim;   /* this layer's widths */
-    const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
+    const size_t lo = (size_t)kvl * seq->n_ctx * s->kv_dim;  /* layer offset */
     float *out[FMT_NMATRIX] = { 0 };
     float *k, *v;                   /* this position's k and v */
     if (s->kv_f16) {
         k = s->dec.k_tmp;               /* rounded into kc16/vc16 below */
         v = s->dec.v_tmp;
     } else {
-        k = s->kc + lo + (size_t)pos * s->kv_dim;
-        v = s->vc + lo + (size_t)pos * s->kv_dim;
+        k = seq->kc + lo + (size_t)pos * s->kv_dim;
+        v = seq->vc + lo + (size_t)pos * s->kv_dim;
     }
     eng_rmsnorm(s, s->dec.xb, h, ly->attn_norm, dim);
     kern_act_set(&s->dec.act_dim, s->dec.xb, dim, ly->qkv.need);
@@ -610,7 +615,8 @@ void eng_attn_block(eng_session *s, const eng_layer *ly, unsigned kvl,
     out[FMT_M_V] = v;
     matvec_stream(s, &ly->qkv, &s->dec.act_dim, out);
     eng_attn_qkv_post(s, ly, pos, s->dec.q, k, v);
-    eng_attn_store_attend(s, ly, kvl, pos, s->dec.q, k, v, s->dec.att);
+    attn_task t = attn_store(s, seq, ly, kvl, pos, s->dec.q, k, v, s->dec.att);
+    attn_attend(s, &t);
     kern_act_set(&s->dec.act_q, s->dec.att, qd, ly->o.need);
     memset(mout, 0, dim * sizeof(float));
     out[FMT_M_O] = mout;
@@ -673,9 +679,9 @@ double eng_l2(const float *x, uint32_t n)
     return sqrt(acc);
 }
 
-/* The LM head: s->x (the final residual) through the output norm and the
- * output matrix into s->logits [vocab], soft-capped where the header says. */
-void eng_lm_head(eng_session *s)
+/* The LM head: dec.x (the final residual) through the output norm and the
+ * output matrix into logits [vocab], soft-capped where the header says. */
+void eng_lm_head(eng_session *s, float *logits)
 {
     const fmt_hparams *hp = s->hp;
     uint32_t dim = hp->dim;
@@ -687,13 +693,13 @@ void eng_lm_head(eng_session *s)
     if (s->trace)
         s->trace->final_norm_l2 = eng_l2(s->dec.x, dim);
     kern_act_set(&s->dec.act_dim, s->dec.x, dim, s->output.need);
-    memset(s->logits, 0, hp->vocab_size * sizeof(float));
-    out[FMT_M_OUTPUT] = s->logits;
-    out[FMT_M_TOK_EMBD] = s->logits;
+    memset(logits, 0, hp->vocab_size * sizeof(float));
+    out[FMT_M_OUTPUT] = logits;
+    out[FMT_M_TOK_EMBD] = logits;
     matvec_stream(s, &s->output, &s->dec.act_dim, out);
     if (hp->softcap > 0.0f)
         for (uint32_t i = 0; i < hp->vocab_size; i++)
-            s->logits[i] = tanhf(s->logits[i] / hp->softcap) * hp->softcap;
+            logits[i] = tanhf(logits[i] / hp->softcap) * hp->softcap;
 }
 
 typedef struct mm_task {

@@ -52,15 +52,16 @@ int eng_model_fault(eng_session *s, char *err, size_t errlen)
                 "failed (%s)", path, (unsigned long long)s->chk.fault_off, strerror(errno));
 }
 
-int eng_check_token(eng_session *s, int32_t token, char *err, size_t errlen)
+int eng_check_token(eng_session *s, const eng_seq *seq, int32_t token, char *err,
+                    size_t errlen)
 {
     if (s->chk.broken)
         return eng_model_fault(s, err, errlen);
     if (token < 0 || (uint32_t)token >= s->hp->vocab_size)
         return eng_fail(err, errlen, ENG_EARG, "token id %d is outside the %u-token vocabulary",
                     token, s->hp->vocab_size);
-    if (s->n_past >= s->n_ctx)
+    if (seq->n_past >= seq->n_ctx)
         return eng_fail(err, errlen, ENG_ECTX,
-                    "context full: all %u positions are used", s->n_ctx);
+                    "context full: all %u positions are used", seq->n_ctx);
     return 0;
 }

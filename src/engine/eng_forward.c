@@ -29,7 +29,7 @@
 #include "prof/prof.h"
 
 /* The walk: embedding, layers, head. */
-int eng_forward(eng_session *s, int32_t token, int want_logits)
+int eng_forward(eng_session *s, eng_seq *seq, int32_t token, int want_logits)
 {
     const fmt_hparams *hp = s->hp;
 
@@ -37,16 +37,16 @@ int eng_forward(eng_session *s, int32_t token, int want_logits)
         eng_xio_tick(s->io.xio, 1);     /* the expert cache's clock (a probe's rerun: not a token) */
     eng_embed(s, token, s->dec.x);
     eng_moe_ahead_guess(s, 0, s->dec.x);   /* the first layers' experts, read ahead */
-    eng_run_layers(s);
+    eng_run_layers(s, seq);
     if (s->io.failed)
         return ENG_EIO;   /* the position is not taken: eng_decode reports */
     if (hp->n_experts)
         s->stats.expert_tokens++;
-    s->ctx_tok[s->n_past++] = token;
+    seq->tok[seq->n_past++] = token;
     if (!want_logits)
         return 0;
 
-    eng_lm_head(s);
+    eng_lm_head(s, seq->logits);
     return 0;
 }
 
@@ -55,19 +55,20 @@ int eng_forward(eng_session *s, int32_t token, int want_logits)
  * (rewriting its cache rows with the same values) with every layer end
  * checked (eng_probe_layer, eng_check.c), the embedding checked first.  The
  * position is then dropped: its cache rows hold the bad values. */
-int eng_check_finite(eng_session *s, int32_t token, char *err, size_t errlen)
+int eng_check_finite(eng_session *s, eng_seq *seq, int32_t token, char *err,
+                     size_t errlen)
 {
     const fmt_hparams *hp = s->hp;
     const char *path = fmt_model_path(s->model);
-    if (eng_finite(s->logits, hp->vocab_size))
+    if (eng_finite(seq->logits, hp->vocab_size))
         return 0;
     struct prof *p = s->prof;
     eng_trace *t = s->trace;
-    uint32_t pos = --s->n_past;
+    uint32_t pos = --seq->n_past;
     int rc;
     eng_embed(s, token, s->dec.x);
     if (!eng_finite(s->dec.x, hp->dim)) {
-        s->n_past = pos;
+        seq->n_past = pos;
         return eng_fail(err, errlen, ENG_ENAN,
                         "%s: the embedding of token %d holds NaN or infinity", path,
                         token);
@@ -76,11 +77,11 @@ int eng_check_finite(eng_session *s, int32_t token, char *err, size_t errlen)
     s->trace = NULL;
     s->chk.probe = 1;
     s->chk.bad_layer = -1;
-    rc = eng_guarded_run(s, &token, 1, 0, 1, err, errlen);
+    rc = eng_guarded_run(s, seq, &token, 1, 0, 1, err, errlen);
     s->chk.probe = 0;
     s->prof = p;
     s->trace = t;
-    s->n_past = pos;
+    seq->n_past = pos;
     s->io.failed = 0;
     if (rc)
         return rc;
@@ -101,19 +102,20 @@ int eng_check_finite(eng_session *s, int32_t token, char *err, size_t errlen)
                     "(token %d at position %u)", path, l, token, pos);
 }
 
-int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
+int eng_seq_decode(eng_seq *seq, int32_t token, char *err, size_t errlen)
 {
-    int rc = eng_check_token(s, token, err, errlen);
+    eng_session *s = seq->s;
+    int rc = eng_check_token(s, seq, token, err, errlen);
     if (rc)
         return rc;
     if (s->prof)
         prof_token_begin(s->prof);
     double t0 = prof_now();
-    if ((rc = eng_guarded_run(s, &token, 1, 0, 1, err, errlen)))
+    if ((rc = eng_guarded_run(s, seq, &token, 1, 0, 1, err, errlen)))
         return rc;
     if (s->io.failed)
         return eng_xio_error(s, err, errlen);
-    if ((rc = eng_check_finite(s, token, err, errlen)))
+    if ((rc = eng_check_finite(s, seq, token, err, errlen)))
         return rc;
     s->stats.decode_s += prof_now() - t0;
     if (s->prof)
@@ -122,12 +124,18 @@ int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
     return 0;
 }
 
-/* tokens[0..m) through eng_forward (batch 0: one token) or
- * eng_forward_batch, with a guard over the model's mapping (eng_guard.c):
- * a SIGBUS from a file truncated under us, on this thread or a worker,
- * comes back as ENG_EIO and breaks the session. */
-int eng_guarded_run(eng_session *s, const int32_t *tokens, unsigned m,
-                       int batch, int want_logits, char *err, size_t errlen)
+int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
+{
+    return eng_seq_decode(s->seq, token, err, errlen);
+}
+
+/* tokens[0..m) through eng_forward (batch 0: one token of seq) or
+ * eng_forward_batch (the rows the caller set in the batch room), with a
+ * guard over the model's mapping (eng_guard.c): a SIGBUS from a file
+ * truncated under us, on this thread or a worker, comes back as ENG_EIO
+ * and breaks the session. */
+int eng_guarded_run(eng_session *s, eng_seq *seq, const int32_t *tokens, unsigned m,
+                    int batch, int want_logits, char *err, size_t errlen)
 {
     uint64_t size = 0;
     const uint8_t *base = fmt_model_map(s->model, &size);
@@ -144,7 +152,7 @@ int eng_guarded_run(eng_session *s, const int32_t *tokens, unsigned m,
     if (batch)
         eng_forward_batch(s, tokens, m, want_logits);
     else
-        eng_forward(s, tokens[0], want_logits);
+        eng_forward(s, seq, tokens[0], want_logits);
     eng_guard_pop(&g);
     return 0;
 }
@@ -169,7 +177,7 @@ static int ubatch_tiled(size_t n, size_t i)
 /* Batched prefill of tokens[0..n), or 1 when the model's schedule (or
  * memory) does not allow it and the caller should go token by token.
  * Every token is checked before any is run. */
-static int prefill_batched(eng_session *s, const int32_t *tokens, size_t n,
+static int prefill_batched(eng_session *s, eng_seq *seq, const int32_t *tokens, size_t n,
                            char *err, size_t errlen)
 {
     if (n < 2 || !eng_batch_eligible(s) || getenv("CFLOW_NO_BATCH") || eng_batch_init(s))
@@ -182,16 +190,21 @@ static int prefill_batched(eng_session *s, const int32_t *tokens, size_t n,
                         "token id %d is outside the %u-token vocabulary", tokens[i],
                         s->hp->vocab_size);
     for (size_t i = 0; i < n;) {
-        if (s->n_past >= s->n_ctx)
+        if (seq->n_past >= seq->n_ctx)
             return eng_fail(err, errlen, ENG_ECTX,
-                        "context full: all %u positions are used", s->n_ctx);
+                        "context full: all %u positions are used", seq->n_ctx);
         size_t m = n - i < ENG_BATCH ? n - i : ENG_BATCH;
-        if (m > s->n_ctx - s->n_past)
-            m = s->n_ctx - s->n_past;
+        if (m > seq->n_ctx - seq->n_past)
+            m = seq->n_ctx - seq->n_past;
         if (s->prof)
             prof_token_begin(s->prof);
+        for (unsigned j = 0; j < m; j++) {     /* the rows: the chunk's positions */
+            s->bat.seq[j] = seq;
+            s->bat.pos[j] = seq->n_past + j;
+        }
         s->bat.tiled = s->opts.prefill_attn != 0 && ubatch_tiled(n, i);
-        int rc = eng_guarded_run(s, tokens + i, (unsigned)m, 1, i + m == n, err, errlen);
+        int rc = eng_guarded_run(s, seq, tokens + i, (unsigned)m, 1,
+                                 i + m == n ? ENG_LOGITS_LAST : ENG_LOGITS_NONE, err, errlen);
         s->bat.tiled = 0;
         if (rc)
             return rc;
@@ -212,19 +225,20 @@ static int prefill_batched(eng_session *s, const int32_t *tokens, size_t n,
     return 0;
 }
 
-int eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
-                size_t errlen)
+int eng_seq_prefill(eng_seq *seq, const int32_t *tokens, size_t n, char *err,
+                    size_t errlen)
 {
+    eng_session *s = seq->s;
     double t0 = prof_now();
-    int rc = prefill_batched(s, tokens, n, err, errlen);
+    int rc = prefill_batched(s, seq, tokens, n, err, errlen);
     if (rc < 0)
         return rc;
     for (size_t i = 0; rc > 0 && i < n; i++) {   /* token by token */
-        if ((rc = eng_check_token(s, tokens[i], err, errlen)))
+        if ((rc = eng_check_token(s, seq, tokens[i], err, errlen)))
             return rc;
         if (s->prof)
             prof_token_begin(s->prof);
-        if ((rc = eng_guarded_run(s, tokens + i, 1, 0, i + 1 == n, err, errlen)))
+        if ((rc = eng_guarded_run(s, seq, tokens + i, 1, 0, i + 1 == n, err, errlen)))
             return rc;
         if (s->io.failed)
             return eng_xio_error(s, err, errlen);
@@ -232,9 +246,15 @@ int eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
             prof_token_end(s->prof, PROF_PREFILL);
         rc = 1;
     }
-    if (n && (rc = eng_check_finite(s, tokens[n - 1], err, errlen)))
+    if (n && (rc = eng_check_finite(s, seq, tokens[n - 1], err, errlen)))
         return rc;
     s->stats.prefill_s += prof_now() - t0;
     s->stats.n_prompt += n;
     return 0;
+}
+
+int eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
+                size_t errlen)
+{
+    return eng_seq_prefill(s->seq, tokens, n, err, errlen);
 }

@@ -9,6 +9,14 @@
 #include "engine/engine.h"
 
 /* ---- eng_session.c ---- */
+struct eng_seq;
+/* A sequence of session s with a KV cache of n_ctx positions (0: the
+ * session's own's) into *out: 0, ENG_EARG for more positions than the
+ * model's max_seq, ENG_ENOMEM; err names the file.  eng_seq_free(NULL)
+ * does nothing; eng_close frees every sequence left. */
+int  eng_seq_new(eng_session *s, uint32_t n_ctx, struct eng_seq **out, char *err,
+                 size_t errlen);
+void eng_seq_free(struct eng_seq *seq);
 /* The mapped model behind a session (for inspection and statistics). */
 const fmt_model *eng_model(const eng_session *s);
 /* requested > 0: itself; else the number of online CPUs. */
@@ -188,6 +196,11 @@ void    eng_pf_counts(const eng_pf *pf, uint64_t *lines, uint64_t *dropped);
 #include <stdarg.h>
 #include "kernels/kern.h"
 
+typedef struct eng_seq eng_seq;
+
+
+/* Positions a batched prefill runs through the layers together. */
+#define ENG_BATCH 32
 
 /* A tile stream prepared for parallel mat-vec: its tiles cut into units,
  * each the run of column tiles of one output stripe of one matrix.  A
@@ -222,6 +235,32 @@ typedef struct eng_layer {
     eng_mv       *exp_gu, *exp_down;     /* [E] */
     uint64_t      bank_bytes;
 } eng_layer;
+
+/* A sequence (eng_session.c makes and frees it: eng_seq_new, eng_seq_free;
+ * eng_kv.c keeps it between tokens): what one stream of tokens owns, its
+ * KV cache, position and token history; the rest of a pass is the
+ * session's, shared.
+ *   kc, vc [n_eff][n_ctx][kv_dim]  the KV cache, position-major per
+ *                      effective layer: floats, or halves (kc16, vc16) with
+ *                      the session's kv_f16
+ *   tok [n_ctx]        the token at each cached position; positions [0,
+ *                      kv_exact) hold the rows a prefill of their tokens
+ *                      computes (UINT32_MAX: all; a shift leaves n_keep)
+ *   logits [vocab]     after the last token fed
+ *   reuse_logits [vocab]  the logits after the last reuse prefill, which
+ *                      ended at position reuse_pos (0: none kept) */
+struct eng_seq {
+    eng_session *s;
+    eng_seq     *next;          /* the session's list, s->seqs */
+    uint32_t     n_ctx, n_past;
+    float       *kc, *vc;
+    uint16_t    *kc16, *vc16;
+    int32_t     *tok;
+    uint32_t     kv_exact;
+    float       *logits;
+    float       *reuse_logits;
+    uint32_t     reuse_pos;
+};
 
 /* The decode scratch (eng_blocks.c: eng_scratch_init, eng_scratch_free):
  * the buffers one position's pass works in.  Nothing in them outlives a
@@ -300,9 +339,13 @@ typedef struct eng_io_state {
  * tiled attention (eng_blocks.c attn_tiled): tiled says whether this chunk
  * takes it (llama.cpp's rule, set per chunk by eng_prefill); work is
  * work_n floats per pool thread (kern_attn_pf_fn's work for one claim)
- * for work_threads threads. */
+ * for work_threads threads.  Row j is position pos[j] of sequence seq[j],
+ * set by the caller of eng_forward_batch (a prompt chunk: consecutive
+ * positions of one sequence). */
 typedef struct eng_batch {
     int       ready;
+    eng_seq  *seq[ENG_BATCH];
+    uint32_t  pos[ENG_BATCH];
     float    *x, *xb, *o, *q, *att, *k, *v, *h, *h2;
     kern_act *act_dim, *act_q, *act_ffn;
     float    *dn, *e, *xr, *w, *exp, *log;
@@ -338,19 +381,10 @@ struct eng_session {
     eng_mv             output;
     const float       *out_norm;
     eng_pool          *pool;
-    uint32_t           n_ctx, n_past;
     uint32_t           q_dim, kv_dim, embd_col_tiles;
     uint32_t           hd_max;     /* widest head over the layers */
 
-    float *logits, *kc, *vc, *inv_freq;
-    /* eng_prefill_reuse (eng_kv.c): ctx_tok [n_ctx] the token at each
-     * cached position; positions [0, kv_exact) hold the rows a prefill of
-     * their tokens computes (UINT32_MAX: all; a shift leaves n_keep);
-     * pf_logits [vocab] the logits after the last reuse prefill, which
-     * ended at position pf_pos (0: none kept) */
-    int32_t *ctx_tok;
-    uint32_t kv_exact, pf_pos;
-    float   *pf_logits;
+    float *inv_freq;                    /* [head_dim/2] the shared RoPE frequencies */
     /* routed [n_layers][n_experts]: how often each expert was chosen
      * (eng_moe_route: decode and prefill), eng_expert_routed's counts */
     uint64_t *routed;
@@ -359,21 +393,20 @@ struct eng_session {
     uint32_t hmax;                      /* max(ffn, expert ffn) */
     int kv_f16;                         /* resolved eng_opts.kv_f16: 0 or 1 */
     int ggml;                           /* llama.cpp arithmetic (GGUF model) */
-    uint16_t *kc16, *vc16;
     float *rope_ff;                     /* [head_dim/2] ggml RoPE divisors, or NULL */
     eng_stats stats;
     uint64_t bytes_per_token;
     struct prof *prof;   /* profiling (eng_set_prof): NULL when off */
     uint64_t mv_bytes;   /* weight bytes matvec_stream read since the last
                             per-layer mark (prof_layer_bytes) */
+    eng_seq *seq;        /* the session's own sequence: eng_decode ... */
+    eng_seq *seqs;       /* every sequence of the session, seq too (a list) */
     eng_io_state io;     /* expert fetch and prefetch (eng_io_session.c) */
     eng_checks chk;      /* the checks around a token (eng_check.c) */
     eng_scratch dec;     /* one position's buffers (eng_blocks.c) */
     eng_batch bat;       /* a batch of positions (eng_prefill.c) */
 };
 
-/* Positions a batched prefill runs through the layers together. */
-#define ENG_BATCH 32
 
 #define ENG_MAX_TOPK 256
 /* Bytes of weights below which a pass is not split among the pool's
@@ -429,8 +462,10 @@ int   eng_env_count(const char *name, unsigned long def, unsigned long lo, unsig
 
 /* ---- eng_blocks.c: the blocks of one position ---- */
 /* The decode scratch for session s's geometry: 0, or -1 out of memory
- * (eng_scratch_free frees what was allocated). */
+ * (eng_scratch_free frees what was allocated).  eng_scratch_ctx grows the
+ * score rows to n_ctx positions (a longer sequence): 0 or -1. */
 int  eng_scratch_init(eng_session *s);
+int  eng_scratch_ctx(eng_session *s, uint32_t n_ctx);
 void eng_scratch_free(eng_session *s);
 double eng_l2(const float *x, uint32_t n);
 void eng_embed(eng_session *s, int32_t token, float *x);
@@ -438,14 +473,13 @@ void eng_rmsnorm(const eng_session *s, float *out, const float *x,
                  const float *w, unsigned n);
 void eng_attn_qkv_post(eng_session *s, const eng_layer *ly, uint32_t pos,
                        float *q, float *k, float *v);
-void eng_attn_store_attend(eng_session *s, const eng_layer *ly, unsigned kvl,
-                           uint32_t pos, const float *q, const float *k,
-                           const float *v, float *att);
+/* The batch room's m rows (row j: position pos[j] of sequence seq[j]):
+ * each's k, v [m][kv_dim] stored, then each attends its sequence's cache,
+ * att [m][q_dim] from q [m][q_dim]. */
 void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
-                                 unsigned kvl, uint32_t pos0, unsigned m,
-                                 const float *q, const float *k,
-                                 const float *v, float *att);
-void eng_attn_block(eng_session *s, const eng_layer *ly, unsigned kvl,
+                                 unsigned kvl, unsigned m, const float *q,
+                                 const float *k, const float *v, float *att);
+void eng_attn_block(eng_session *s, eng_seq *seq, const eng_layer *ly, unsigned kvl,
                     const float *h, float *mout);
 void eng_glu_act(eng_session *s, float *g, const float *u, uint32_t n);
 /* n tile streams in one parallel region (eng_blocks.c): out[j][matrix]
@@ -457,9 +491,9 @@ void eng_glu_ffn(eng_session *s, const eng_mv *gu, const eng_mv *down,
                  const kern_act *act, float *dout);
 void eng_ffn_block(eng_session *s, const eng_layer *ly, const float *h,
                    float *dout);
-/* s->x (the final residual) through the output norm and the LM head into
- * s->logits. */
-void eng_lm_head(eng_session *s);
+/* dec.x (the final residual) through the output norm and the LM head into
+ * logits [vocab]. */
+void eng_lm_head(eng_session *s, float *logits);
 /* The m-position mat-mat of a (fused) tile stream: out[matrix] + j *
  * ld[matrix] receives position j's sums of x[j] (outputs zeroed by the
  * caller), each exactly the sums the mat-vec gives that position alone. */
@@ -467,13 +501,14 @@ void eng_matmat_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
                        unsigned m, float *const *out, const size_t *ld);
 
 /* ---- eng_forward.c: the walk and the calls that run it ---- */
-/* One token at position n_past through the model; ENG_EIO when an expert
- * read failed (the position is not taken). */
-int  eng_forward(eng_session *s, int32_t token, int want_logits);
-/* After the logits of token (the last fed, at n_past - 1): 0 when they are
- * all finite, else ENG_ENAN naming the first bad layer; the position is
- * dropped. */
-int  eng_check_finite(eng_session *s, int32_t token, char *err, size_t errlen);
+/* One token at sequence seq's position n_past through the model; ENG_EIO
+ * when an expert read failed (the position is not taken). */
+int  eng_forward(eng_session *s, eng_seq *seq, int32_t token, int want_logits);
+/* After the logits of token (the last fed to seq, at n_past - 1): 0 when
+ * they are all finite, else ENG_ENAN naming the first bad layer; the
+ * position is dropped. */
+int  eng_check_finite(eng_session *s, eng_seq *seq, int32_t token, char *err,
+                      size_t errlen);
 
 /* ---- eng_check.c: the checks around a token ---- */
 /* 1 when x[0..n) holds no NaN and no infinity. */
@@ -484,13 +519,15 @@ int  eng_finite(const float *x, uint32_t n);
 void eng_probe_layer(eng_session *s, unsigned i, const float *x, const float *a);
 /* The error of a session whose model file shrank under the mapping. */
 int  eng_model_fault(eng_session *s, char *err, size_t errlen);
-/* A token that may be fed: the session is whole, the id in the
+/* A token that may be fed to seq: the session is whole, the id in the
  * vocabulary, a position free. */
-int  eng_check_token(eng_session *s, int32_t token, char *err, size_t errlen);
+int  eng_check_token(eng_session *s, const eng_seq *seq, int32_t token, char *err,
+                     size_t errlen);
 
 /* ---- eng_sched.c: the layer schedules ---- */
-/* s->x holds the embedding on entry and the final residual on return. */
-void eng_run_layers(eng_session *s);
+/* dec.x holds the embedding on entry and the final residual on return;
+ * attention reads and writes sequence seq's cache at its position n_past. */
+void eng_run_layers(eng_session *s, eng_seq *seq);
 /* Close the profiler's part `part` of layer l (time since *pt, and the
  * bytes streamed since the last mark). */
 void eng_mark(eng_session *s, unsigned l, int part, double *pt);
@@ -574,8 +611,12 @@ int  eng_moe_batch(eng_session *s, unsigned l, const float *h, unsigned m,
                    float *eout, double *pt);
 
 /* ---- eng_prefill.c: a batched prompt chunk ---- */
-void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
-                       int want_logits);
+/* The batch room's m rows (m <= ENG_BATCH; the caller sets each row's seq
+ * and pos) through the layers, row j with token tokens[j]; each row's
+ * sequence takes its position.  logits: ENG_LOGITS_NONE, _LAST (the last
+ * row's, into its sequence: a prompt chunk). */
+enum { ENG_LOGITS_NONE = 0, ENG_LOGITS_LAST = 1 };
+void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m, int logits);
 /* 1 when the model's schedule runs chunks batched (ParallelSqrt2, no
  * trace); eng_batch_init allocates the chunk buffers once (0, or -1 out of
  * memory), eng_batch_free frees them. */
@@ -583,10 +624,22 @@ int  eng_batch_eligible(const eng_session *s);
 int  eng_batch_init(eng_session *s);
 void eng_batch_free(eng_session *s);
 
+/* ---- eng_forward.c, eng_kv.c: the session's calls on one sequence (the
+ * session's own calls are these on s->seq) ---- */
+int  eng_seq_decode(struct eng_seq *seq, int32_t token, char *err, size_t errlen);
+int  eng_seq_prefill(struct eng_seq *seq, const int32_t *tokens, size_t n, char *err,
+                     size_t errlen);
+int  eng_seq_prefill_reuse(struct eng_seq *seq, const int32_t *tokens, size_t n,
+                           size_t *n_reused, char *err, size_t errlen);
+int  eng_seq_shift(struct eng_seq *seq, uint32_t n_keep, uint32_t n_discard, char *err,
+                   size_t errlen);
+void eng_seq_reset(struct eng_seq *seq);
+
 /* ---- eng_forward.c: tokens under the guard ---- */
-/* tokens[0..m) through eng_forward (batch 0: one token) or
- * eng_forward_batch under a guard over the model's mapping. */
-int  eng_guarded_run(eng_session *s, const int32_t *tokens, unsigned m,
+/* tokens[0..m) through eng_forward (batch 0: one token of seq) or
+ * eng_forward_batch (the batch room's rows; want_logits ENG_LOGITS_*)
+ * under a guard over the model's mapping. */
+int  eng_guarded_run(eng_session *s, eng_seq *seq, const int32_t *tokens, unsigned m,
                      int batch, int want_logits, char *err, size_t errlen);
 
 /* ---- eng_io.c: the session's expert I/O ---- */

@@ -169,7 +169,7 @@ static void step_attn_in(eng_session *s, const eng_layer *ly, unsigned j)
 /* bias, norms and RoPE of position j's q, k, v */
 static void step_qkv_post(eng_session *s, const eng_layer *ly, unsigned j)
 {
-    eng_attn_qkv_post(s, ly, s->n_past + j, s->bat.q + (size_t)j * ly->q_dim,
+    eng_attn_qkv_post(s, ly, s->bat.pos[j], s->bat.q + (size_t)j * ly->q_dim,
                       s->bat.k + (size_t)j * ly->kv_dim, s->bat.v + (size_t)j * ly->kv_dim);
 }
 
@@ -253,14 +253,13 @@ static void combine_batch(eng_session *s, unsigned m)
         eng_combine_sqrt2(s, s->bat.x + j * dim, s->bat.dn + j * dim, s->bat.e + j * dim);
 }
 
-/* m (<= ENG_BATCH) prompt tokens at positions n_past.. through every
- * layer; with want_logits, the logits of the last one. */
-void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
-                       int want_logits)
+/* The m (<= ENG_BATCH) rows of the batch room through every layer: row j
+ * token tokens[j] at position pos[j] of sequence seq[j]; the logits as
+ * `logits` says (ENG_LOGITS_*). */
+void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m, int logits)
 {
     const fmt_hparams *hp = s->hp;
     const uint32_t dim = hp->dim, L = hp->n_layers, hid = hp->ffn_dim;
-    const uint32_t pos0 = s->n_past;
     float *out[FMT_NMATRIX] = { 0 };
     size_t ld[FMT_NMATRIX] = { 0 };
     double pt = s->prof ? prof_now() : 0.0;
@@ -284,7 +283,7 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
         ld[FMT_M_K] = ld[FMT_M_V] = kvd;
         eng_matmat_stream(s, &ly->qkv, s->bat.act_dim, m, out, ld);
         each_position(s, ly, m, step_qkv_post);
-        eng_attn_store_attend_batch(s, ly, l, pos0, m, s->bat.q, s->bat.k, s->bat.v, s->bat.att);
+        eng_attn_store_attend_batch(s, ly, l, m, s->bat.q, s->bat.k, s->bat.v, s->bat.att);
         each_position(s, ly, m, step_attn_out);
         matmat_residual(s, &ly->o, FMT_M_O, s->bat.act_q, m);
         eng_mark(s, l, PROF_ST_ATTN, &pt);
@@ -300,14 +299,16 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
         eng_mark(s, l, PROF_ST_EXPERTS, &pt);
         combine_batch(s, m);
     }
-    memcpy(s->ctx_tok + pos0, tokens, m * sizeof *tokens);
-    s->n_past += m;
+    for (unsigned j = 0; j < m; j++) {          /* each row takes its position */
+        eng_seq *seq = s->bat.seq[j];
+        seq->tok[s->bat.pos[j]] = tokens[j];
+        seq->n_past = s->bat.pos[j] + 1;
+    }
     if (hp->n_experts)
         s->stats.expert_tokens += m;
-    if (!want_logits)
-        return;
-    /* the LM head, for the last position only */
-    memcpy(s->dec.x, s->bat.x + (size_t)(m - 1) * dim, dim * sizeof(float));
-    eng_lm_head(s);
+    if (logits == ENG_LOGITS_LAST) {              /* the LM head, the last row only */
+        memcpy(s->dec.x, s->bat.x + (size_t)(m - 1) * dim, dim * sizeof(float));
+        eng_lm_head(s, s->bat.seq[m - 1]->logits);
+    }
 }
 

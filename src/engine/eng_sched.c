@@ -99,7 +99,7 @@ void eng_combine_sqrt2(const eng_session *s, float *x, const float *d, const flo
 
 /* ParallelSqrt2: the standard pre-norm layer (attention, then the dense
  * FFN, with experts beside it scaled by 1/sqrt(2), or alone: Mixtral). */
-static void sched_parallel_sqrt2(eng_session *s, double *pt)
+static void sched_parallel_sqrt2(eng_session *s, eng_seq *seq, double *pt)
 {
     const fmt_hparams *hp = s->hp;
     const uint32_t dim = hp->dim, L = hp->n_layers;
@@ -108,7 +108,7 @@ static void sched_parallel_sqrt2(eng_session *s, double *pt)
     for (unsigned l = 0; l < L; l++) {
         const eng_layer *ly = &s->layers[l];
         eng_prefetch_next(s, l);
-        eng_attn_block(s, ly, l, x, m);
+        eng_attn_block(s, seq, ly, l, x, m);
         eng_add_to(x, m, dim);
         eng_mark(s, l, PROF_ST_ATTN, pt);
         if (has_e && ly->exp_gu)                /* read beside the dense FFN */
@@ -129,7 +129,7 @@ static void sched_parallel_sqrt2(eng_session *s, double *pt)
 
 /* DelayedSum: the dense FFN reads the residual of dense_delay layers
  * before, experts land expert_delay layers after their routing. */
-static void sched_delayed_sum(eng_session *s, double *pt)
+static void sched_delayed_sum(eng_session *s, eng_seq *seq, double *pt)
 {
     const fmt_hparams *hp = s->hp;
     const uint32_t dim = hp->dim, L = hp->n_layers;
@@ -139,7 +139,7 @@ static void sched_delayed_sum(eng_session *s, double *pt)
     for (unsigned l = 0; l < L; l++) {
         const eng_layer *ly = &s->layers[l];
         eng_prefetch_next(s, l);
-        eng_attn_block(s, ly, l, x, m);
+        eng_attn_block(s, seq, ly, l, x, m);
         eng_add_to(x, m, dim);                      /* x is x_mid */
         eng_mark(s, l, PROF_ST_ATTN, pt);
         const float *y = dd == 0 ? x
@@ -171,7 +171,7 @@ static void sched_delayed_sum(eng_session *s, double *pt)
 
 /* AsyncExperts: experts routed off the layer input, injected
  * expert_delay layers later at a layer input. */
-static void sched_async_experts(eng_session *s, double *pt)
+static void sched_async_experts(eng_session *s, eng_seq *seq, double *pt)
 {
     const fmt_hparams *hp = s->hp;
     const uint32_t dim = hp->dim, L = hp->n_layers;
@@ -194,7 +194,7 @@ static void sched_async_experts(eng_session *s, double *pt)
             eng_moe_issue(s, l, x, (int32_t)(l + de), pt);
             eng_mark(s, l, PROF_ST_EXPERTS, pt);
         }
-        eng_attn_block(s, ly, l, x, m);
+        eng_attn_block(s, seq, ly, l, x, m);
         eng_mark(s, l, PROF_ST_ATTN, pt);
         eng_ffn_block(s, ly, x, d);
         eng_mark(s, l, PROF_ST_FFN, pt);
@@ -213,7 +213,7 @@ static void sched_async_experts(eng_session *s, double *pt)
 
 /* DecoupledStreams: an attention stream and an FFN stream, averaged
  * every merge_interval layers and at the end. */
-static void sched_decoupled(eng_session *s, double *pt)
+static void sched_decoupled(eng_session *s, eng_seq *seq, double *pt)
 {
     const fmt_hparams *hp = s->hp;
     const uint32_t dim = hp->dim, L = hp->n_layers;
@@ -227,7 +227,7 @@ static void sched_decoupled(eng_session *s, double *pt)
         eng_prefetch_next(s, l);
         if (has_e)                              /* read beside attention and FFN */
             eng_moe_issue(s, l, x, (int32_t)l, pt);
-        eng_attn_block(s, ly, l, a, m);
+        eng_attn_block(s, seq, ly, l, a, m);
         eng_add_to(a, m, dim);
         eng_mark(s, l, PROF_ST_ATTN, pt);
         eng_ffn_block(s, ly, x, d);
@@ -250,7 +250,7 @@ static void sched_decoupled(eng_session *s, double *pt)
 
 /* PipelineRegisters: the FFN reads last layer's register while attention
  * writes its own. */
-static void sched_pipeline_reg(eng_session *s, double *pt)
+static void sched_pipeline_reg(eng_session *s, eng_seq *seq, double *pt)
 {
     const fmt_hparams *hp = s->hp;
     const uint32_t dim = hp->dim, L = hp->n_layers;
@@ -270,7 +270,7 @@ static void sched_pipeline_reg(eng_session *s, double *pt)
             eng_mark(s, l, PROF_ST_EXPERTS, pt);
             eng_add_to(d, e, dim);
         }
-        eng_attn_block(s, ly, l, a, m);
+        eng_attn_block(s, seq, ly, l, a, m);
         eng_add_to(a, m, dim);
         eng_mark(s, l, PROF_ST_ATTN, pt);
         for (uint32_t i = 0; i < dim; i++)
@@ -280,7 +280,7 @@ static void sched_pipeline_reg(eng_session *s, double *pt)
 }
 
 /* FixedPoint: each stored block applied `iterations` times in a row. */
-static void sched_fixed_point(eng_session *s, double *pt)
+static void sched_fixed_point(eng_session *s, eng_seq *seq, double *pt)
 {
     const fmt_hparams *hp = s->hp;
     const uint32_t dim = hp->dim, L = hp->n_layers;
@@ -291,7 +291,7 @@ static void sched_fixed_point(eng_session *s, double *pt)
         const eng_layer *ly = &s->layers[b];
         eng_prefetch_next(s, b);
         for (unsigned it = 0; it < T; it++) {
-            eng_attn_block(s, ly, b * T + it, x, m);
+            eng_attn_block(s, seq, ly, b * T + it, x, m);
             eng_add_to(x, m, dim);
             eng_mark(s, b, PROF_ST_ATTN, pt);
             eng_ffn_block(s, ly, x, d);
@@ -307,7 +307,7 @@ static void sched_fixed_point(eng_session *s, double *pt)
     }
 }
 
-typedef void (*sched_fn)(eng_session *s, double *pt);
+typedef void (*sched_fn)(eng_session *s, eng_seq *seq, double *pt);
 
 /* One entry per combine style (FMT_COMBINE_*). */
 static const sched_fn schedules[] = {
@@ -319,7 +319,7 @@ static const sched_fn schedules[] = {
     [FMT_COMBINE_FIXED_POINT]    = sched_fixed_point,
 };
 
-void eng_run_layers(eng_session *s)
+void eng_run_layers(eng_session *s, eng_seq *seq)
 {
     unsigned style = s->hp->combine_style;
     double pt = s->prof ? prof_now() : 0.0;
@@ -327,5 +327,5 @@ void eng_run_layers(eng_session *s)
     eng_moe_flush(s);                   /* routes left by a failed token */
     if (style >= sizeof schedules / sizeof *schedules || !schedules[style])
         style = FMT_COMBINE_PARALLEL_SQRT2;
-    schedules[style](s, &pt);
+    schedules[style](s, seq, &pt);
 }

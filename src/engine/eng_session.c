@@ -9,13 +9,14 @@
  *
  *   open_model      the options (environment defaults for expert I/O and
  *                   prefetch), the model file and its tokenizer;
- *   size_geometry   the context length and the widest q, kv and head
- *                   rows over the layers (per-layer geometry);
+ *   size_geometry   the widest q, kv and head rows over the layers
+ *                   (per-layer geometry);
  *   bind_layers     per layer its tile streams prepared for mat-vec
  *                   (eng_mv), vectors, geometry and experts, and the
  *                   weight bytes one token streams;
  *   bind_head       the embedding, the LM head and the worker pool;
- *   alloc_buffers   activations, the KV cache and the prepared inputs;
+ *   alloc_buffers   the decode scratch, and the session's own sequence:
+ *                   its KV cache for the context asked for (eng_seq_new);
  *   bind_rope       RoPE frequencies, shared or per layer;
  *   eng_io_setup    the expert route ring, I/O mode and prefetch (eng_io.c).
  *
@@ -220,16 +221,10 @@ static int open_model(eng_session *s, const char *model_path, const eng_opts *o,
     return 0;
 }
 
-/* Phase: the context length and the widest rows over the layers. */
+/* Phase: the widest rows over the layers. */
 static void size_geometry(eng_session *s)
 {
     const fmt_hparams *hp = s->hp;
-    /* Without a request the context stops at 4096 positions: a header may
-     * claim millions, and the cache must not grow out of proportion. */
-    s->n_ctx = s->opts.n_ctx ? s->opts.n_ctx
-                             : (hp->max_seq < 4096 ? hp->max_seq : 4096);
-    if (s->n_ctx > hp->max_seq)
-        s->n_ctx = hp->max_seq;
     s->q_dim = hp->n_heads * hp->head_dim;
     s->kv_dim = hp->n_kv_heads * hp->head_dim;
     /* per-layer geometry: q, att, k_tmp/v_tmp and the cache row are sized
@@ -348,35 +343,85 @@ static int bind_head(eng_session *s, const char *model_path, char *err,
     return 0;
 }
 
-/* Phase: the KV cache, the logits, and the decode scratch (eng_blocks.c). */
+/* Phase: the decode scratch (eng_blocks.c), the routing counts, the RoPE
+ * tables and the session's own sequence (its KV cache) for the context
+ * asked for. */
 static int alloc_buffers(eng_session *s, const char *model_path, char *err,
                          size_t errlen)
 {
     const fmt_hparams *hp = s->hp;
     int oom = 0;
     s->hmax = hp->ffn_dim > hp->expert_ffn_dim ? hp->ffn_dim : hp->expert_ffn_dim;
-    size_t kv = (size_t)s->n_eff * s->n_ctx * s->kv_dim;
-    s->routed = eng_xalloc((size_t)hp->n_layers * hp->n_experts * sizeof(uint64_t), &oom);
-    s->logits = eng_xalloc(hp->vocab_size * sizeof(float), &oom);
-    s->ctx_tok = eng_xalloc(s->n_ctx * sizeof(int32_t), &oom);
-    s->kv_exact = UINT32_MAX;
-    s->inv_freq = eng_xalloc(hp->head_dim / 2 * sizeof(float), &oom);
     s->kv_f16 = s->opts.kv_f16 < 0 ? s->ggml : s->opts.kv_f16 != 0;
+    s->routed = eng_xalloc((size_t)hp->n_layers * hp->n_experts * sizeof(uint64_t), &oom);
+    s->inv_freq = eng_xalloc(hp->head_dim / 2 * sizeof(float), &oom);
     if (s->ggml && (hp->flags & FMT_FLAG_ROPE_LLAMA3))
         s->rope_ff = eng_xalloc(hp->head_dim / 2 * sizeof(float), &oom);
-    if (s->kv_f16) {
-        s->kc16 = eng_xalloc(kv * sizeof(uint16_t), &oom);
-        s->vc16 = eng_xalloc(kv * sizeof(uint16_t), &oom);
-    } else {
-        s->kc = eng_xalloc(kv * sizeof(float), &oom);
-        s->vc = eng_xalloc(kv * sizeof(float), &oom);
-    }
     if (oom || eng_scratch_init(s))
+        return eng_fail(err, errlen, ENG_ENOMEM, "%s: out of memory", model_path);
+    /* Without a request the context stops at 4096 positions: a header may
+     * claim millions, and the cache must not grow out of proportion. */
+    uint32_t n_ctx = s->opts.n_ctx ? s->opts.n_ctx
+                                   : (hp->max_seq < 4096 ? hp->max_seq : 4096);
+    if (n_ctx > hp->max_seq)
+        n_ctx = hp->max_seq;
+    return eng_seq_new(s, n_ctx, &s->seq, err, errlen);
+}
+
+/* ---- sequences: what each stream of tokens owns (eng_impl.h) ---------- */
+
+int eng_seq_new(eng_session *s, uint32_t n_ctx, eng_seq **out, char *err, size_t errlen)
+{
+    const fmt_hparams *hp = s->hp;
+    const char *path = fmt_model_path(s->model);
+    *out = NULL;
+    if (!n_ctx && s->seq)
+        n_ctx = s->seq->n_ctx;
+    if (n_ctx > hp->max_seq)
+        return eng_fail(err, errlen, ENG_EARG,
+                        "%s: a context of %u positions: the model has %u", path, n_ctx,
+                        hp->max_seq);
+    const size_t kv = (size_t)s->n_eff * n_ctx * s->kv_dim;
+    eng_seq *seq = calloc(1, sizeof *seq);
+    int oom = !seq;
+    if (seq) {
+        seq->s = s;
+        seq->n_ctx = n_ctx;
+        seq->kv_exact = UINT32_MAX;
+        seq->tok = eng_xalloc(n_ctx * sizeof(int32_t), &oom);
+        seq->logits = eng_xalloc(hp->vocab_size * sizeof(float), &oom);
+        if (s->kv_f16) {
+            seq->kc16 = eng_xalloc(kv * sizeof(uint16_t), &oom);
+            seq->vc16 = eng_xalloc(kv * sizeof(uint16_t), &oom);
+        } else {
+            seq->kc = eng_xalloc(kv * sizeof(float), &oom);
+            seq->vc = eng_xalloc(kv * sizeof(float), &oom);
+        }
+        seq->next = s->seqs;        /* (eng_seq_free unlinks it) */
+        s->seqs = seq;
+    }
+    if (oom || eng_scratch_ctx(s, n_ctx)) {
+        eng_seq_free(seq);
         return eng_fail(err, errlen, ENG_ENOMEM,
                         "%s: out of memory for a %u-token context (%.1f MiB of KV cache)",
-                        model_path, s->n_ctx,
-                        (double)kv * (s->kv_f16 ? 2 : 4) * 2 / (1024.0 * 1024.0));
+                        path, n_ctx, (double)kv * (s->kv_f16 ? 2 : 4) * 2 / (1024.0 * 1024.0));
+    }
+    *out = seq;
     return 0;
+}
+
+void eng_seq_free(eng_seq *seq)
+{
+    if (!seq)
+        return;
+    for (eng_seq **p = &seq->s->seqs; *p; p = &(*p)->next)
+        if (*p == seq) {
+            *p = seq->next;
+            break;
+        }
+    free(seq->kc); free(seq->vc); free(seq->kc16); free(seq->vc16);
+    free(seq->tok); free(seq->logits); free(seq->reuse_logits);
+    free(seq);
 }
 
 /* Phase: RoPE frequencies, shared, or per layer where a layer rotates
@@ -442,10 +487,10 @@ void eng_close(eng_session *s)
         return;
     eng_io_teardown(s);
     eng_moe_ahead_free(s);
+    while (s->seqs)
+        eng_seq_free(s->seqs);
     eng_scratch_free(s);
     eng_batch_free(s);
-    free(s->logits); free(s->kc); free(s->vc); free(s->kc16); free(s->vc16);
-    free(s->ctx_tok); free(s->pf_logits);
     free(s->inv_freq); free(s->rope_ff); free(s->routed);
     for (unsigned l = 0; s->layers && l < s->hp->n_layers; l++) {
         eng_layer *ly = &s->layers[l];
@@ -481,9 +526,9 @@ const char *eng_model_meta(const eng_session *s, const char *key, size_t *len)
     return fmt_kv_get_str(fmt_model_kv(s->model), key, len);
 }
 int eng_kv_f16(const eng_session *s) { return s->kv_f16; }
-uint32_t eng_n_ctx(const eng_session *s) { return s->n_ctx; }
-uint32_t eng_n_past(const eng_session *s) { return s->n_past; }
-float *eng_logits(eng_session *s) { return s->logits; }
+uint32_t eng_n_ctx(const eng_session *s) { return s->seq->n_ctx; }
+uint32_t eng_n_past(const eng_session *s) { return s->seq->n_past; }
+float *eng_logits(eng_session *s) { return s->seq->logits; }
 const fmt_model *eng_model(const eng_session *s) { return s->model; }
 
 int eng_default_threads(int requested)
