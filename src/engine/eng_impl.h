@@ -107,7 +107,7 @@ extern ssize_t (*eng_io_result)(int fd, void *buf, size_t n, off_t off, ssize_t 
  * default, $CFLOW_XIO_QD; the pool's threads when set); n_readers the
  * pool's threads (0: 2); chunk bytes per request (0: $CFLOW_XIO_CHUNK or
  * the default); policy the cache's replacement, "crf", "lru", "lfu" or NULL
- * ($CFLOW_XIO_POLICY, else the default: eng_io.c, "Replacement"). */
+ * ($CFLOW_XIO_POLICY, else the default: eng_io_cache.c). */
 typedef struct eng_xio_cfg {
     const char *reader, *policy;
     unsigned    qd, n_readers;
@@ -132,7 +132,7 @@ int  eng_xio_issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit);
  * for layers past the next): its requests wait, off the queue, while any
  * other read is queued or in flight, so they never slow a read needed
  * sooner; they go out when no other read is left, or at once when another
- * issue hits their slot (eng_io.c, "Priority"). */
+ * issue hits their slot (eng_io_reader.c). */
 int  eng_xio_issue_later(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit);
 /* Start the reads issued so far, together (one submission on io_uring):
  * after a routing's issues; parked ones (eng_xio_issue_later) only when
@@ -162,7 +162,7 @@ int  eng_xio_landed(eng_xio *x, int slot);
 void eng_xio_release(eng_xio *x, int slot);
 /* n more tokens (a decode step: 1; a prefill chunk: its positions) go
  * through the layers: the clock by which the crf policy's weights of past
- * issues decay (eng_io.c, "Replacement"). */
+ * issues decay (eng_io_cache.c). */
 void eng_xio_tick(eng_xio *x, unsigned n);
 
 /* ---- eng_prefetch.c: the PREFETCHT0 thread ---- */

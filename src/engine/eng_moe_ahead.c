@@ -25,7 +25,7 @@
  *     holds, or is receiving, the expert's bytes: a hit.  Then
  *     (eng_moe_ahead_settle) the guesses' holds are released; a wrong
  *     guess stays cached like any other read, replaced as the cache's
- *     policy says (eng_io.c, "Replacement").
+ *     policy says (eng_io_cache.c).
  *
  * Depth.  A read guessed one layer ahead has the next layer's attention
  * and the experts already cached to hide behind: about 1 to 3 ms on
@@ -38,7 +38,7 @@
  * in it (the nearest, the likeliest right, are never left out: see the
  * bounds in eng_moe_ahead_setup), and all of them are read, those for
  * layers past the next only once no sooner read is left (eng_xio_issue_
- * later, eng_io.c "Priority").  The routers
+ * later, eng_io_reader.c).  The routers
  * of the layers guessed for run in one parallel region
  * (eng_moe_logits).  docs/PERFORMANCE.md has the measurements behind
  * ENG_AHEAD_LAYERS, the default depth.

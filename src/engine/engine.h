@@ -218,7 +218,7 @@ typedef struct eng_opts {
     unsigned   io_readers;
     /* The RAM expert cache of sync/staged I/O, in bytes: the staging slots
      * keep what they read, the expert issued least often lately out first
-     * ($CFLOW_XIO_POLICY=crf|lfu|lru, eng_io.c "Replacement"), so an expert
+     * ($CFLOW_XIO_POLICY=crf|lfu|lru, eng_io_cache.c), so an expert
      * routed again is not read again.  0: none (a token's slots only);
      * ENG_CACHE_AUTO: what the kernel says is free (MemAvailable, and the
      * cgroup's memory.max less memory.current where lower) less the
