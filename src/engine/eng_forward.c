@@ -33,8 +33,8 @@ int eng_forward(eng_session *s, eng_seq *seq, int32_t token, int want_logits)
 {
     const fmt_hparams *hp = s->hp;
 
-    if (s->io.xio && !s->chk.probe)
-        eng_xio_tick(s->io.xio, 1);     /* the expert cache's clock (a probe's rerun: not a token) */
+    if (!s->chk.probe)
+        eng_fetch_tick(s, 1);        /* the expert cache's clock (a probe's rerun: not a token) */
     eng_embed(s, token, s->dec.x);
     eng_moe_ahead_guess(s, 0, s->dec.x);   /* the first layers' experts, read ahead */
     eng_run_layers(s, seq);

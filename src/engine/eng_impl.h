@@ -322,6 +322,7 @@ typedef struct eng_io_state {
     char         err[320];
     struct eng_ahead *ahead;   /* look-ahead guesses (eng_moe_ahead.c), NULL off */
     eng_pf      *pf;           /* the PREFETCHT0 thread, NULL when off */
+    const struct eng_fetch_backend *be;   /* how an expert is fetched (eng_fetch.c) */
 } eng_io_state;
 
 /* The batch room (eng_prefill.c, eng_batch_init on first use; MoE layers:
@@ -574,11 +575,58 @@ void eng_moe_wait(eng_session *s, eng_route *r, double *pt);
 /* The same for route r's expert j alone (nothing once the route was
  * waited for): its read, its check, its slot's rebase. */
 void eng_moe_wait_one(eng_session *s, eng_route *r, uint32_t j, double *pt);
+void eng_moe_release(eng_session *s, eng_route *r);
+
+/* ---- eng_fetch.c: a routed expert's bytes, one interface ---- */
+typedef struct eng_fetch_backend eng_fetch_backend;
+/* The backend for the session's expert I/O mode and prefetch setting (in
+ * place, prefetch, direct): after either changes. */
+void eng_fetch_pick(eng_session *s);
+/* eng_fetch's flags: a read wanted after every other (look-ahead past the
+ * next layer), and a guess (no slot is no error). */
+enum { ENG_FETCH_NOW = 0, ENG_FETCH_LATER = 1u << 0, ENG_FETCH_GUESS = 1u << 1 };
+/* Start fetching expert e of stored layer l: the staging slot its bytes
+ * come into, or -1 where they are read in place (mmap; the prefetch
+ * thread gets its hints) or, with direct reads, no slot was free (a
+ * routed fetch then fails the token, a guess does not); *hit: the bytes
+ * were in the RAM cache already (or on their way). */
+int  eng_fetch(eng_session *s, unsigned l, unsigned e, unsigned flags, int *hit);
+/* The fetches started since the last submit go out together. */
+void eng_fetch_submit(eng_session *s);
+/* 1 when slot's bytes are there (or its read failed; -1: always). */
+int  eng_fetch_landed(const eng_session *s, int slot);
+/* A route's waits, summed for eng_fetch_account: the bytes read, the
+ * reader's busy time when the last of them landed, the binds' CPU time. */
+typedef struct eng_fetch_acc {
+    uint64_t bytes;
+    double   busy, work;
+} eng_fetch_acc;
+/* Wait for expert (l, e)'s fetch into slot (hit: it was a cache hit) and
+ * bind the slot to it (its bytes checked, its streams rebased, once);
+ * nothing for -1.  0, or -1 with the token failed (s->io.failed). */
+int  eng_fetch_wait(eng_session *s, unsigned l, unsigned e, int slot, int hit,
+                    eng_fetch_acc *acc);
+/* The waits since t0 at routing layer l: their reads into the statistics
+ * and the profiler, their stall into the profiler's I/O wait and out of
+ * *pt (may be NULL). */
+void eng_fetch_account(eng_session *s, unsigned l, const eng_fetch_acc *acc, double t0,
+                       double *pt);
+void eng_fetch_release(eng_session *s, int slot);   /* -1: nothing */
+/* Expert e's gate/up (which 0) or down (1) stream as fetched into slot
+ * (-1: the mapping's, layer ly's). */
+const eng_mv *eng_fetch_mv(const eng_session *s, const eng_layer *ly, unsigned e, int slot,
+                           int which);
+/* 1 where fetches land in keyed slots a guess can fill (look-ahead). */
+int  eng_fetch_keyed(const eng_session *s);
+/* Fetches one wave may hold at once: the staging slots, or ENG_MAX_TOPK
+ * read in place. */
+unsigned eng_fetch_room(const eng_session *s);
+/* n more tokens go through the layers: the expert cache's clock. */
+void eng_fetch_tick(eng_session *s, unsigned n);
 /* Mark this token's expert I/O failed with code rc (ENG_EIO, ENG_EFORMAT)
  * and a message (the first one stays: it is the cause). */
 void eng_xio_fail(eng_session *s, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void eng_moe_release(eng_session *s, eng_route *r);
 
 /* ---- eng_moe_ahead.c: look-ahead reads of the next layer's experts ---- */
 /* Resolve eng_opts.expert_ahead (-1: $CFLOW_EXPERT_AHEAD, else on) and

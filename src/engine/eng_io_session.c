@@ -303,10 +303,30 @@ int eng_set_expert_io(eng_session *s, int mode, char *err, size_t errlen)
     }
     s->io.mode = mode;
     s->io.by_auto = asked_auto;        /* a mode asked for by name clears it */
+    eng_fetch_pick(s);
     return 0;
 }
 
 int eng_expert_io(const eng_session *s) { return s->io.mode; }
+
+int eng_set_prefetch(eng_session *s, int on)
+{
+    if (on && !s->io.pf) {
+        if (!(s->io.pf = eng_pf_new()))
+            return ENG_ENOMEM;
+    } else if (!on && s->io.pf) {
+        uint64_t lines, dropped;
+        eng_pf_counts(s->io.pf, &lines, &dropped);
+        s->stats.pf_lines += lines;
+        s->stats.pf_dropped += dropped;
+        eng_pf_free(s->io.pf);
+        s->io.pf = NULL;
+    }
+    eng_fetch_pick(s);               /* in place, or with the thread's hints */
+    return 0;
+}
+
+int eng_prefetch(const eng_session *s) { return s->io.pf != NULL; }
 int eng_expert_io_auto(const eng_session *s) { return s->io.by_auto; }
 
 const char *eng_expert_reader(const eng_session *s, unsigned *qd, uint32_t *chunk)

@@ -37,8 +37,8 @@
  * the farthest guess opens it, each nearer one adds the experts not yet
  * in it (the nearest, the likeliest right, are never left out: see the
  * bounds in eng_moe_ahead_setup), and all of them are read, those for
- * layers past the next only once no sooner read is left (eng_xio_issue_
- * later, eng_io_reader.c).  The routers
+ * layers past the next only once no sooner read is left (ENG_FETCH_LATER,
+ * eng_io_reader.c).  The routers
  * of the layers guessed for run in one parallel region
  * (eng_moe_logits).  docs/PERFORMANCE.md has the measurements behind
  * ENG_AHEAD_LAYERS, the default depth.
@@ -280,7 +280,7 @@ static void settle(eng_session *s, struct ahead_set *st, const eng_route *routed
             hit |= routed->expert[t] == st->expert[j];
         a->hits += (uint64_t)hit;
         a->wasted += (uint64_t)(st->read[j] && !hit);
-        eng_xio_release(s->io.xio, st->slot[j]);
+        eng_fetch_release(s, st->slot[j]);
     }
     a->held -= st->k;
     st->k = 0;
@@ -327,12 +327,11 @@ static int guess(eng_session *s, unsigned m, int later)
             continue;                /* guessed from an earlier layer */
         if (st->k >= a->cap || a->held >= a->reserve)
             return -1;               /* (cannot happen: the bounds above) */
-        fmt_model_expert(s->model, m, (unsigned)e, NULL, NULL, &off, &len);
-        int key = (int)(m * hp->n_experts + (unsigned)e);
-        int k = later ? eng_xio_issue_later(s->io.xio, key, off, len, &hit)
-                      : eng_xio_issue(s->io.xio, key, off, len, &hit);
+        int k = eng_fetch(s, m, (unsigned)e, ENG_FETCH_GUESS | (later ? ENG_FETCH_LATER : 0),
+                          &hit);
         if (k < 0)
             return -1;
+        fmt_model_expert(s->model, m, (unsigned)e, NULL, NULL, &off, &len);
         st->expert[st->k] = e;
         st->slot[st->k] = k;
         st->read[st->k] = (uint8_t)!hit;
@@ -355,8 +354,7 @@ void eng_moe_ahead_guess(eng_session *s, unsigned next, const float *h)
 {
     struct eng_ahead *a = s->io.ahead;
     const fmt_hparams *hp = s->hp;
-    if (!a || !a->ready || !s->opts.expert_ahead || !s->io.xio || !s->io.keyed ||
-        s->io.mode == ENG_XIO_MMAP || s->io.failed)
+    if (!a || !a->ready || !s->opts.expert_ahead || !eng_fetch_keyed(s) || s->io.failed)
         return;
     /* the stored blocks the next effective layers run (FixedPoint repeats
      * each block `iterations` times), nearest first: its guess is the
@@ -389,7 +387,7 @@ void eng_moe_ahead_guess(eng_session *s, unsigned next, const float *h)
         if (guess(s, m[j], j > 0))
             break;
     }
-    eng_xio_submit(s->io.xio);          /* the guesses' reads go out together, now */
+    eng_fetch_submit(s);             /* the guesses' reads go out together, now */
 }
 
 void eng_moe_ahead_stats(const eng_session *s, eng_stats *st)

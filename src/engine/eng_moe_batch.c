@@ -20,16 +20,17 @@
  * added in the router's order, as eng_moe_inject adds them, so the
  * weighted sums are bit-identical too.
  *
- * Under sync/staged expert I/O the chunk's distinct experts are read in
- * waves of as many as there are staging slots (top_k x (expert_delay + 1),
- * more with the RAM expert cache: eng_io_session.c), all of a wave's reads
- * issued together.  Staged, the wave's experts already in RAM run first,
- * then the others in the route's order, each once its own read has
- * landed, so the reads overlap
- * the compute (the outputs are summed in the router's order afterwards,
- * so the order they ran in changes no bit); sync waits for the whole wave
- * first.  A failed or short read stops the chunk with the reader's
- * message (eng_xio_fail), and the chunk's positions are not taken.
+ * The chunk's distinct experts are fetched (eng_fetch.c) in waves: under
+ * sync/staged expert I/O of as many as there are staging slots (top_k x
+ * (expert_delay + 1), more with the RAM expert cache: eng_io_session.c),
+ * all of a wave's reads issued together.  Staged, the wave's experts
+ * already in RAM run first, then the others in the route's order, each
+ * once its own read has landed, so the reads overlap the compute (the
+ * outputs are summed in the router's order afterwards, so the order they
+ * ran in changes no bit); sync waits for the whole wave first; read in
+ * place, every expert is there.  A failed or short read stops the chunk
+ * with the reader's message (eng_xio_fail), and the chunk's positions are
+ * not taken.
  *
  * Buffers (the batch room, eng_batch in eng_impl.h; eng_batch_init in
  * eng_prefill.c): xr [B][dim] router inputs and their prepared inputs
@@ -110,10 +111,14 @@ static void route_chunk(eng_session *s, const eng_layer *ly, const float *h,
         s->bat.ord[s->bat.cur[s->bat.sel[i]]++] = (int)i;
 }
 
-/* The chunk's experts in waves of n_stage reads (sync/staged I/O). */
-static int run_staged(eng_session *s, unsigned l, double *pt)
+/* The chunk's experts in waves of as many fetches as the backend holds at
+ * once (eng_fetch_room: the staging slots with sync/staged I/O; read in
+ * place, a wave is ENG_MAX_TOPK experts). */
+static int run_experts(eng_session *s, unsigned l, double *pt)
 {
+    const eng_layer *ly = &s->layers[l];
     const uint32_t E = s->hp->n_experts;
+    const unsigned room = eng_fetch_room(s);
     eng_route r;
     uint32_t e = 0;
     eng_moe_ahead_drop(s);           /* a wave may take every slot */
@@ -121,22 +126,16 @@ static int run_staged(eng_session *s, unsigned l, double *pt)
         memset(&r, 0, sizeof r);
         r.layer = (int32_t)l;
         r.target = (int32_t)l;
-        for (; e < E && r.k < s->io.n_stage; e++) {
+        for (; e < E && r.k < room && r.k < ENG_MAX_TOPK; e++) {
             if (s->bat.cnt[e + 1] == s->bat.cnt[e])
                 continue;            /* no position chose it */
-            uint64_t off = 0, len = 0;
-            fmt_model_expert(s->model, l, e, NULL, NULL, &off, &len);
-            r.expert[r.k] = (int)e;
             int hit = 0;
-            r.slot[r.k] = eng_xio_issue(s->io.xio, s->io.keyed ? (int)(l * E + e) : -1, off,
-                                        len, &hit);
+            r.expert[r.k] = (int)e;
+            r.slot[r.k] = eng_fetch(s, l, e, ENG_FETCH_NOW, &hit);
             r.hit[r.k] = (uint8_t)hit;
-            if (r.slot[r.k] < 0)
-                eng_xio_fail(s, ENG_EIO, "%s: layer %u expert %u: no staging slot for %llu bytes",
-                             fmt_model_path(s->model), l, e, (unsigned long long)len);
             r.k++;
         }
-        eng_xio_submit(s->io.xio);      /* all of the wave's reads together */
+        eng_fetch_submit(s);         /* all of the wave's reads together */
         if (s->io.mode == ENG_XIO_SYNC)
             eng_moe_wait(s, &r, pt);  /* sync: the reads are a dead stop */
         /* the experts already here first, then each as its read lands:
@@ -144,14 +143,15 @@ static int run_staged(eng_session *s, unsigned l, double *pt)
         uint8_t done[ENG_MAX_TOPK] = { 0 };
         for (int pass = 0; pass < 2; pass++)
             for (uint32_t j = 0; j < r.k && !s->io.failed; j++) {
-                const int x = r.expert[j], k = r.slot[j];
-                if (done[j] || (pass == 0 && !eng_xio_landed(s->io.xio, k)))
+                const unsigned x = (unsigned)r.expert[j];
+                if (done[j] || (pass == 0 && !eng_fetch_landed(s, r.slot[j])))
                     continue;
                 eng_moe_wait_one(s, &r, j, pt);
                 if (s->io.failed)
                     break;
-                expert_group(s, &s->io.stage[k].mv[0], &s->io.stage[k].mv[1],
-                             s->bat.ord + s->bat.cnt[x], (unsigned)(s->bat.cnt[x + 1] - s->bat.cnt[x]));
+                expert_group(s, eng_fetch_mv(s, ly, x, r.slot[j], 0),
+                             eng_fetch_mv(s, ly, x, r.slot[j], 1), s->bat.ord + s->bat.cnt[x],
+                             (unsigned)(s->bat.cnt[x + 1] - s->bat.cnt[x]));
                 done[j] = 1;
             }
         r.ready = 1;
@@ -165,18 +165,11 @@ int eng_moe_batch(eng_session *s, unsigned l, const float *h, unsigned m,
 {
     const fmt_hparams *hp = s->hp;
     const eng_layer *ly = &s->layers[l];
-    const uint32_t dim = hp->dim, K = hp->top_k, E = hp->n_experts;
+    const uint32_t dim = hp->dim, K = hp->top_k;
 
     route_chunk(s, ly, h, m);
-    if (s->io.mode != ENG_XIO_MMAP && s->io.xio) {
-        if (run_staged(s, l, pt))
-            return -1;
-    } else {
-        for (uint32_t e = 0; e < E; e++)
-            if (s->bat.cnt[e + 1] > s->bat.cnt[e])
-                expert_group(s, &ly->exp_gu[e], &ly->exp_down[e], s->bat.ord + s->bat.cnt[e],
-                             (unsigned)(s->bat.cnt[e + 1] - s->bat.cnt[e]));
-    }
+    if (run_experts(s, l, pt))
+        return -1;
     /* each position's sum in the router's order, as eng_moe_inject adds */
     for (unsigned j = 0; j < m; j++) {
         float *eo = eout + (size_t)j * dim;

@@ -160,25 +160,7 @@ void eng_pf_counts(const eng_pf *pf, uint64_t *lines, uint64_t *dropped)
     *dropped = atomic_load(&m->dropped);
 }
 
-/* ---- the session's side: the setter and the per-layer hints ------------ */
-
-int eng_set_prefetch(eng_session *s, int on)
-{
-    if (on && !s->io.pf) {
-        if (!(s->io.pf = eng_pf_new()))
-            return ENG_ENOMEM;
-    } else if (!on && s->io.pf) {
-        uint64_t lines, dropped;
-        eng_pf_counts(s->io.pf, &lines, &dropped);
-        s->stats.pf_lines += lines;
-        s->stats.pf_dropped += dropped;
-        eng_pf_free(s->io.pf);
-        s->io.pf = NULL;
-    }
-    return 0;
-}
-
-int eng_prefetch(const eng_session *s) { return s->io.pf != NULL; }
+/* ---- the session's per-layer hints (its setter: eng_io_session.c) ------- */
 
 /* PREFETCHT0 over the next layer's attention and dense FFN streams (the
  * output head after the last), posted as layer l starts. */

@@ -265,8 +265,7 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m, int lo
     double pt = s->prof ? prof_now() : 0.0;
     s->mv_bytes = 0;
 
-    if (s->io.xio)
-        eng_xio_tick(s->io.xio, m);     /* the expert cache's clock: m tokens */
+    eng_fetch_tick(s, m);            /* the expert cache's clock: m tokens */
     for (unsigned j = 0; j < m; j++)
         eng_embed(s, tokens[j], s->bat.x + (size_t)j * dim);
     for (uint32_t l = 0; l < L; l++) {
