@@ -12,7 +12,8 @@
  *              them: nothing to start or wait for; a fetch's slot is -1;
  *   prefetch   (mmap with the PREFETCHT0 thread) the same, the expert's
  *              two streams posted to the prefetch thread as it starts
- *              (the report's ExpertTiles command);
+ *              (the ExpertTiles command of the Pipeline-Native
+ *              Transformers report, 3.9);
  *   direct     (sync and staged) the staged reader (eng_io.c): a read of
  *              the expert's file range into a staging slot of the RAM
  *              expert cache, keyed by (layer, expert) where the cache has

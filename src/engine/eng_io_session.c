@@ -156,10 +156,7 @@ uint64_t eng_mem_free(void)
  *   margin  a tenth of the free memory, at least 512 MiB: the rest of the
  *           system, the session's buffers, the run log.
  *
- * Nothing left: no cache (a token's staging slots only).  Before
- * 2026-12-05 auto was half the free memory: on a 23 GiB machine and a
- * 32.5 GB Qwen3-30B-A3B at Q8_0 that left 11.5 GiB of cache where this
- * rule gives about 18 (computed from the sizes, not measured). */
+ * Nothing left: no cache (a token's staging slots only). */
 static uint64_t cache_budget(const eng_session *s, int64_t opt)
 {
     if (opt != ENG_CACHE_AUTO)

@@ -28,20 +28,19 @@
  *     policy says (eng_io_cache.c).
  *
  * Depth.  A read guessed one layer ahead has the next layer's attention
- * and the experts already cached to hide behind: about 1 to 3 ms on
- * Qwen3-30B-A3B at Q8_0 (a token's compute is 48 such layers, ~120 ms,
- * on two Zen 5 cores), while a 5 MiB expert takes 2.5 ms at 2 GB/s, more
- * with other reads queued.  Guessing from further back starts the read
- * that many layers earlier, at the price of worse guesses: the residual
- * has drifted more by then.  Each layer's set of guesses gathers them:
+ * and the experts already cached to hide behind, on a storage-bound model
+ * often less than one expert's read takes.  Guessing from further back
+ * starts the read that many layers earlier, at the price of worse
+ * guesses: the residual has drifted more by then.  Each layer's set of guesses gathers them:
  * the farthest guess opens it, each nearer one adds the experts not yet
  * in it (the nearest, the likeliest right, are never left out: see the
  * bounds in eng_moe_ahead_setup), and all of them are read, those for
  * layers past the next only once no sooner read is left (ENG_FETCH_LATER,
  * eng_io_reader.c).  The routers
  * of the layers guessed for run in one parallel region
- * (eng_moe_logits).  docs/PERFORMANCE.md has the measurements behind
- * ENG_AHEAD_LAYERS, the default depth.
+ * (eng_moe_logits).  The measurements behind ENG_AHEAD_LAYERS, the
+ * default depth, are in docs/perf-log/2026-12-05.md (16:49 UTC) and
+ * 2026-12-06.md (06:56 and 13:09 UTC).
  *
  * A guess never changes a token: the routed experts are the router's, read
  * from the same file bytes whether a guess or the route started the read.

@@ -1,5 +1,6 @@
 /*
- * eng_prefetch.c — the prefetch thread of report 3.9: PREFETCHT0 hints over
+ * eng_prefetch.c — the prefetch thread of the Pipeline-Native Transformers
+ * report (3.9): PREFETCHT0 hints over
  * the weights the compute threads will read next.
  *
  * The decoding thread posts commands into a bounded ring; one thread takes

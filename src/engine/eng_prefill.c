@@ -111,10 +111,10 @@ int eng_batch_eligible(const eng_session *s)
 
 /* ---- the steps between the matrix products, a position a claim ----------
  * The norms, RoPE, the GLU, the residual adds and the conversions of the
- * mat-mats' inputs are per position.  Run by the caller alone they left
- * the workers waiting, about 7% of a chunk's time (tinyllama-1.1b Q4_0,
- * pp512, 2 threads, AVX-512 Zen 5, cpu-clock samples), so each step is one
- * pool region over the chunk's positions.  A position's arithmetic does not
+ * mat-mats' inputs are per position.  Run by the caller alone they leave
+ * the workers waiting (a measurable part of a chunk's time:
+ * docs/perf-log/2026-12-05.md, 05:08 UTC), so each step is one pool
+ * region over the chunk's positions.  A position's arithmetic does not
  * depend on the thread that runs it. */
 typedef void (*pos_step)(eng_session *s, const eng_layer *ly, unsigned j);
 

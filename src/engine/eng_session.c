@@ -180,10 +180,9 @@ static int open_model(eng_session *s, const char *model_path, const eng_opts *o,
         s->opts.expert_io = eng_io_auto(&s->opts, model_path);
     }
     /* Where the weights live.  Decode reads every weight once a token, and
-     * from anonymous memory with transparent huge pages it ran 4-15%
-     * faster than from the file's 4 KiB page-cache pages (fewer TLB
-     * misses: tinyllama-1.1b and olmoe-1b-7b, 2 vCPUs of a Zen 4 EPYC and
-     * of a Sapphire Rapids Xeon, docs/PERFORMANCE.md), so auto copies the
+     * reads them faster from anonymous memory with transparent huge pages
+     * than from the file's 4 KiB page-cache pages (fewer TLB misses;
+     * docs/perf-log/2026-12-01.md and 2026-12-04.md), so auto copies the
      * file in when it takes at most half the free memory, leaving the
      * page cache's copy and the rest room.  --no-mmap copies the weights;
      * the expert banks stay mapped when sync or staged I/O reads them from
@@ -191,11 +190,11 @@ static int open_model(eng_session *s, const char *model_path, const eng_opts *o,
     if (s->opts.no_mmap < 0)
         s->opts.no_mmap = eng_file_fits(model_path, 1, 2) == 1;
     /* sync and staged read the experts with O_DIRECT and check each
-     * expert's bytes as they arrive (eng_moe.c): the open lays the bank
+     * expert's bytes as they arrive (eng_fetch.c): the open lays the bank
      * out without reading it (FMT_OPEN_LAZY_EXPERTS), so the first token
      * waits for the dense weights only, not for a pass over the whole
-     * file (a 32.5 GB Qwen3-30B-A3B: 26.5 s to the first token, 19 of
-     * them that pass, docs/PERFORMANCE.md) */
+     * file, which took most of a large model's time to its first token
+     * (docs/perf-log/2026-12-04.md, 21:50 UTC; 2026-12-05.md, 12:35 UTC) */
     const int direct = s->opts.expert_io != ENG_XIO_MMAP;
     rc = fmt_model_open_ex(&s->model, model_path,
                            (!s->opts.no_mmap ? 0
@@ -566,7 +565,8 @@ static void prof_attach(eng_session *s)
         eng_pool_run_all(s->pool, prof_attach_run, s->prof);
 }
 
-/* The critical-path model (fmt_critical_path, report eq. 4.23) per stored
+/* The critical-path model (fmt_critical_path; eq. 4.23 of the
+ * Pipeline-Native Transformers report) per stored
  * layer, handed to the profiler: src/prof knows no format types.  A
  * FixedPoint block carries the sum over its applications, as its
  * measured bytes do. */

@@ -237,7 +237,7 @@ typedef struct eng_opts {
      * $CFLOW_EXPERT_AHEAD_LAYERS, else ENG_AHEAD_LAYERS. */
     int        expert_ahead_layers;
     /* 1: read the model into anonymous memory with huge pages advised
-     * (llama.cpp's --no-mmap: decode streams it faster, docs/PERFORMANCE.md,
+     * (llama.cpp's --no-mmap: decode streams it faster, docs/perf-log/,
      * at the cost of the copy), 0: map the file, -1 (default): read it in
      * when the file is at most half the free memory (MemAvailable, or the
      * cgroup's room; $CFLOW_MEM_FREE stands in), else map it. */
@@ -382,8 +382,8 @@ struct prof;
 void eng_set_prof(eng_session *s, struct prof *p);
 
 
-/* ---- Expert I/O and prefetch (report 3.9, 5.8, 5.14; eng_io.c,
- *      eng_prefetch.c) ---- */
+/* ---- Expert I/O and prefetch (the Pipeline-Native Transformers report,
+ *      3.9, 5.8, 5.14; eng_fetch.c, eng_io.c, eng_prefetch.c) ---- */
 /* mmap: expert tiles read in place from the mapping; sync: each routed
  * expert read with O_DIRECT into a staging slot at its routing layer,
  * waited for at once; staged: read issued at the routing layer, waited
