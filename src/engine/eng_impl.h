@@ -1,7 +1,48 @@
 /*
  * eng_impl.h — private to src/engine: declarations shared between the
- * engine's files (never included outside src/engine).  Several files add
- * to it; keep edits additive and grouped by defining file.
+ * engine's files (never included outside src/engine), grouped by the
+ * file that defines them.
+ *
+ * The files, one job each, a file calling only those listed after it:
+ *
+ *   eng_session.c    open a model in named phases, close; the sequences'
+ *                    life (eng_seq_new, eng_seq_free); accessors, threads,
+ *                    profiler attachment, statistics
+ *   eng_kv.c         a sequence between tokens: reset, the reuse prefill,
+ *                    the context shift
+ *   eng_forward.c    the calls that run tokens: decode and prefill of one
+ *                    sequence, under the guard; the NaN rerun; the walk of
+ *                    one token (eng_forward)
+ *   eng_prefill.c    a batch of rows through the layers (a prompt chunk)
+ *   eng_sched.c      the layer schedule of each combine style (a table)
+ *   eng_moe_batch.c  a batch's routed experts, grouped by expert
+ *   eng_moe.c        one position's routed experts: routing, the fetch,
+ *                    the deferred compute
+ *   eng_moe_ahead.c  look-ahead: the next layers' experts guessed, fetched
+ *   eng_moe_route.c  the router: softmax, top-k, weights, counts
+ *   eng_blocks.c     the blocks (embedding, norms, attention, FFN, head),
+ *                    the mat-vec and mat-mat over tile streams, the decode
+ *                    scratch
+ *   eng_check.c      the checks around a token: id, room, file, NaN probe
+ *   eng_io_session.c expert I/O for a session: modes, the cache's budget,
+ *                    set-up and tear-down, the prefetch setter
+ *   eng_fetch.c      one interface to a routed expert's bytes, its backends
+ *                    (in place, prefetch, direct reads)
+ *   eng_io.c         the staged reader: slots; an issue is the cache's,
+ *                    then the reader's
+ *   eng_io_cache.c   the RAM expert cache: key to slot, holds, replacement
+ *   eng_io_reader.c  the reader: queue, priority, completion, pool threads
+ *   eng_io_uring.c   the io_uring reader
+ *   eng_io_bench.c   one pass of `cflow bench diskbw`
+ *   eng_prefetch.c   the PREFETCHT0 thread, and its per-layer hints
+ *   eng_pool.c       the worker pool
+ *   eng_guard.c      SIGBUS from the mapping becomes an error
+ *   eng_util.c       the error line, aligned allocation, environment counts
+ *
+ * and beside the session, below the front ends: the tokenizer (eng_tok.c,
+ * eng_tok_load.c, eng_tok_enc.c, eng_tok_detok.c, eng_tok_pre.c; their
+ * own eng_tok_impl.h), the chat templates (eng_chat.c) and the sampler
+ * (eng_sample.c).  The staged reader's files share eng_io_impl.h.
  */
 #ifndef CFLOW_ENG_IMPL_H
 #define CFLOW_ENG_IMPL_H
@@ -176,22 +217,21 @@ void    eng_pf_range(eng_pf *pf, const void *p, size_t n);
 void    eng_pf_counts(const eng_pf *pf, uint64_t *lines, uint64_t *dropped);
 
 /* ======================================================================= */
-/* The session: what its files share.  One job a file, top to bottom (a   */
-/* file calls only files below it):                                         */
-/*   eng_session.c   open (in named phases), close, accessors, threads,     */
-/*                   profiler attachment, statistics                        */
-/*   eng_kv.c        the KV cache: reset, rewind, reuse, context shift      */
-/*   eng_forward.c   the walk; decode and prefill under the guard, checks   */
-/*   eng_prefill.c   a batched prompt chunk through the layers              */
-/*   eng_sched.c     the layer schedule of each combine style (a table)     */
-/*   eng_moe_batch.c a chunk's routed experts, grouped by expert            */
-/*   eng_moe.c       routed experts: routing, fetch, deferred compute       */
-/*   eng_moe_ahead.c look-ahead: the next layer's experts guessed, read    */
-/*   eng_blocks.c    the blocks: norms, attention, FFN, head, mat-vec/mat   */
-/*   eng_io.c        expert I/O modes, their reader pool and RAM cache      */
-/*   eng_prefetch.c  the PREFETCHT0 thread and its setter                   */
-/*   eng_pool.c      the worker pool;  eng_guard.c  the SIGBUS guard        */
-/*   eng_util.c      the error line, aligned allocation, environment counts */
+/* The session and its rooms.                                               */
+/*                                                                          */
+/* A session is the opened model and what every token shares: the layers' */
+/* tile streams, the pool, the tokenizer, expert I/O.  What one stream of   */
+/* tokens owns — its KV cache, position, token history, logits — is a      */
+/* sequence (eng_seq), of which the session holds its own and any number   */
+/* more, so a server slot costs its KV cache and nothing of the model.     */
+/* The rest of the session is in rooms, each allocated and freed by the    */
+/* file that owns it:                                                       */
+/*   dec   eng_scratch   one position's buffers (eng_blocks.c)              */
+/*   bat   eng_batch     the rows of a batch (eng_prefill.c)                */
+/*   io    eng_io_state  expert fetch and prefetch (eng_io_session.c)       */
+/*   chk   eng_checks    the checks around a token (eng_check.c)            */
+/* Scratch and batch hold nothing between calls, so every sequence shares  */
+/* them: one caller at a time per session (engine.h).                       */
 /* ======================================================================= */
 #include <stdarg.h>
 #include "kernels/kern.h"
@@ -372,40 +412,43 @@ typedef struct eng_checks {
 } eng_checks;
 
 struct eng_session {
+    /* the model (eng_session.c, read-only once open) */
     fmt_model         *model;
     const fmt_hparams *hp;
     eng_tok           *tok;
     const kern_ops    *ops;
     eng_opts           opts;
-    eng_layer         *layers;
+    eng_layer         *layers;       /* [n_layers] */
     const fmt_stream  *embd;
     eng_mv             output;
     const float       *out_norm;
     eng_pool          *pool;
     uint32_t           q_dim, kv_dim, embd_col_tiles;
-    uint32_t           hd_max;     /* widest head over the layers */
-
-    float *inv_freq;                    /* [head_dim/2] the shared RoPE frequencies */
+    uint32_t           hd_max;       /* widest head over the layers */
+    uint32_t           hmax;         /* max(ffn, expert ffn) */
+    unsigned           n_eff;        /* effective layers (FixedPoint) */
+    int                kv_f16;       /* resolved eng_opts.kv_f16: 0 or 1 */
+    int                ggml;         /* llama.cpp arithmetic (GGUF model) */
+    float             *inv_freq;     /* [head_dim/2] the shared RoPE frequencies */
+    float             *rope_ff;      /* [head_dim/2] ggml RoPE divisors, or NULL */
+    uint64_t           bytes_per_token;
+    /* the sequences (eng_session.c makes them) */
+    eng_seq           *seq;          /* the session's own: eng_decode ... */
+    eng_seq           *seqs;         /* every sequence, seq too (a list) */
+    /* the rooms */
+    eng_scratch        dec;          /* one position's buffers (eng_blocks.c) */
+    eng_batch          bat;          /* the rows of a batch (eng_prefill.c) */
+    eng_io_state       io;           /* expert fetch and prefetch (eng_io_session.c) */
+    eng_checks         chk;          /* the checks around a token (eng_check.c) */
+    /* what is counted and watched */
+    eng_stats          stats;
     /* routed [n_layers][n_experts]: how often each expert was chosen
      * (eng_moe_route: decode and prefill), eng_expert_routed's counts */
-    uint64_t *routed;
-    unsigned n_eff;                     /* effective layers (FixedPoint) */
-    eng_trace *trace;                   /* per-layer norms of the last pass */
-    uint32_t hmax;                      /* max(ffn, expert ffn) */
-    int kv_f16;                         /* resolved eng_opts.kv_f16: 0 or 1 */
-    int ggml;                           /* llama.cpp arithmetic (GGUF model) */
-    float *rope_ff;                     /* [head_dim/2] ggml RoPE divisors, or NULL */
-    eng_stats stats;
-    uint64_t bytes_per_token;
-    struct prof *prof;   /* profiling (eng_set_prof): NULL when off */
-    uint64_t mv_bytes;   /* weight bytes matvec_stream read since the last
-                            per-layer mark (prof_layer_bytes) */
-    eng_seq *seq;        /* the session's own sequence: eng_decode ... */
-    eng_seq *seqs;       /* every sequence of the session, seq too (a list) */
-    eng_io_state io;     /* expert fetch and prefetch (eng_io_session.c) */
-    eng_checks chk;      /* the checks around a token (eng_check.c) */
-    eng_scratch dec;     /* one position's buffers (eng_blocks.c) */
-    eng_batch bat;       /* a batch of positions (eng_prefill.c) */
+    uint64_t          *routed;
+    struct prof       *prof;         /* profiling (eng_set_prof): NULL when off */
+    uint64_t           mv_bytes;     /* weight bytes the mat-vecs read since the
+                                        last per-layer mark (prof_layer_bytes) */
+    eng_trace         *trace;        /* per-layer norms of the last pass */
 };
 
 
@@ -690,7 +733,7 @@ void eng_seq_reset(struct eng_seq *seq);
 int  eng_guarded_run(eng_session *s, eng_seq *seq, const int32_t *tokens, unsigned m,
                      int batch, int want_logits, char *err, size_t errlen);
 
-/* ---- eng_io.c: the session's expert I/O ---- */
+/* ---- eng_io_session.c: the session's expert I/O ---- */
 int  eng_io_opts_from_env(eng_opts *o, char *err, size_t errlen);
 int  eng_io_setup(eng_session *s, char *err, size_t errlen);
 void eng_io_teardown(eng_session *s);
@@ -699,7 +742,7 @@ int  eng_xio_error(eng_session *s, char *err, size_t errlen);
 /* The mode ENG_XIO_AUTO stands for with the model at path (mmap or
  * staged; staged sets o->expert_cache to auto unless one was given). */
 int  eng_io_auto(eng_opts *o, const char *path);
-/* Bytes the kernel can give without pushing anything out (eng_io.c:
+/* Bytes the kernel can give without pushing anything out (eng_io_session.c:
  * MemAvailable or the cgroup's room, $CFLOW_MEM_FREE); 0: unknown. */
 uint64_t eng_mem_free(void);
 /* Whether the file at path takes at most num/den of eng_mem_free: 1 yes,
@@ -707,7 +750,7 @@ uint64_t eng_mem_free(void);
  * test behind auto expert I/O (9/10) and the weights' placement (1/2). */
 int eng_file_fits(const char *path, unsigned num, unsigned den);
 
-/* ---- eng_prefetch.c: the session's prefetch ---- */
+/* ---- eng_prefetch.c: the session's per-layer hints ---- */
 void eng_prefetch_next(eng_session *s, unsigned l);
 
 #endif
