@@ -31,8 +31,10 @@
  *   eng_io.c         the staged reader: slots; an issue is the cache's,
  *                    then the reader's
  *   eng_io_cache.c   the RAM expert cache: key to slot, holds, replacement
- *   eng_io_reader.c  the reader: queue, priority, completion, pool threads
+ *   eng_io_reader.c  the reader: the pool's threads or io_uring; submit
  *   eng_io_uring.c   the io_uring reader
+ *   eng_io_queue.c   the reader's request queue: chunks, priority,
+ *                    completion, the O_DIRECT fallback, the faults
  *   eng_io_bench.c   one pass of `cflow bench diskbw`
  *   eng_prefetch.c   the PREFETCHT0 thread, and its per-layer hints
  *   eng_pool.c       the worker pool
@@ -173,7 +175,7 @@ int  eng_xio_issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit);
  * for layers past the next): its requests wait, off the queue, while any
  * other read is queued or in flight, so they never slow a read needed
  * sooner; they go out when no other read is left, or at once when another
- * issue hits their slot (eng_io_reader.c). */
+ * issue hits their slot (eng_io_queue.c). */
 int  eng_xio_issue_later(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit);
 /* Start the reads issued so far, together (one submission on io_uring):
  * after a routing's issues; parked ones (eng_xio_issue_later) only when

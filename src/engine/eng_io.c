@@ -27,7 +27,7 @@
  * An issue (eng_xio_issue) is two steps, each another file's: the cache
  * (eng_io_cache.c) finds the expert's slot — a hit, whose bytes are there
  * or on their way — or gives the miss a slot by its replacement policy,
- * and the reader (eng_io_reader.c) queues that slot's read.  The session
+ * and the reader's queue (eng_io_queue.c) takes that slot's read.  The session
  * issues an expert's read at its routing layer and waits for it
  * (eng_xio_wait) at the layer that injects the expert's output: right
  * away in "sync" mode, expert_delay layers later in "staged" mode, so the

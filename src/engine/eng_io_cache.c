@@ -6,7 +6,7 @@
  * It moves no bytes and knows no files, threads or locks: the staged
  * reader (eng_io.c) asks it under its mutex, as SQLite's pager asks its
  * page cache, and hands the slot it gets to the reader's queue
- * (eng_io_reader.c).  Whether a slot is free of reads is the reader's to
+ * (eng_io_queue.c).  Whether a slot is free of reads is the reader's to
  * say: the victim scan takes it as a callback.
  *
  *   key_slot [n_keys]  the slot holding each key's bytes (-1: none)

@@ -8,10 +8,13 @@
  *                     the reader's queueing; waits and releases
  *   eng_io_cache.c    the cache (xio_cache): key to slot, holds, the
  *                     replacement policy; no bytes, no locks
- *   eng_io_reader.c   the reader: the request queue, priority (parked
- *                     reads), completion, the pool of reader threads, the
- *                     O_DIRECT fallback and the fault hooks
+ *   eng_io_reader.c   the reader that drains the queue: started and
+ *                     stopped with the file, the pool of reader threads
+ *                     or io_uring; submit and drain
  *   eng_io_uring.c    the io_uring reader
+ *   eng_io_queue.c    the request queue both readers share: chunks,
+ *                     priority (parked reads), completion, the O_DIRECT
+ *                     fallback and the fault hooks
  *   eng_io_session.c  the session's side: modes, the cache's budget, setup
  *   eng_io_bench.c    the disk bandwidth pass of `cflow bench diskbw`
  *
@@ -174,17 +177,22 @@ void xio_cache_forget(xio_cache *c, int slot);
  * reader's threads are joined. */
 int  eng_xio_reader_start(eng_xio *x, const eng_xio_cfg *cfg, char *err, size_t errlen);
 void eng_xio_reader_stop(eng_xio *x);
-/* Queue the read of file bytes [off, off+len) into slot k (which the
- * cache just gave a miss), cut into chunks: onto the queue, or parked
- * while sooner reads are left (later).  The reader starts on it at the
- * next submit.  Under mu. */
+/* Release every queued request to the readers and wake them (io_uring:
+ * submit): eng_xio_submit's work.  all: the parked requests go too (a
+ * drain, a stop); else they go only once no sooner read is left.  Under
+ * mu. */
+void eng_xio_submit_locked(eng_xio *x, int all);
+/* eng_io_queue.c, what both readers share.  Queue the read of file bytes
+ * [off, off+len) into slot k (which the cache just gave a miss), cut into
+ * chunks: onto the queue, or parked while sooner reads are left (later).
+ * The reader starts on it at the next submit.  Under mu. */
 void eng_xio_enqueue(eng_xio *x, int k, uint64_t off, uint64_t len, int later);
 /* Slot k, read for a later holder, is wanted now: its parked chunks (if
  * any) join the queue.  Under mu. */
 void eng_xio_sooner(eng_xio *x, int k);
-/* For both readers.  CFLOW_FAULT's expert-read fault
- * into x (parse: at eng_xio_new), and the fault it sets for the next chunk
- * read (FAULT_*), counted from the first. */
+/* CFLOW_FAULT's expert-read fault into x (parse: at eng_xio_new), and
+ * the fault it sets for the next chunk read (FAULT_*), counted from the
+ * first. */
 void eng_xio_parse_fault(eng_xio *x);
 int  eng_xio_fault_next(eng_xio *x);
 /* Before outstanding changes: its time at the old value into depth_s.
@@ -203,11 +211,6 @@ int  eng_xio_take(eng_xio *x, xio_req *r);
 /* Move the parked requests to the queue's end (not yet released to the
  * readers: the caller releases them).  Under mu. */
 void eng_xio_unpark(eng_xio *x);
-/* Release every queued request to the readers and wake them (io_uring:
- * submit): eng_xio_submit's work.  all: the parked requests go too (a
- * drain, a stop); else they go only once no sooner read is left.  Under
- * mu. */
-void eng_xio_submit_locked(eng_xio *x, int all);
 
 /* eng_io_uring.c.  Start the reader on x (x->fd, x->qd set): 0, or an
  * errno with why filled where io_uring is unavailable or refused.  kick

@@ -36,7 +36,7 @@
  * in it (the nearest, the likeliest right, are never left out: see the
  * bounds in eng_moe_ahead_setup), and all of them are read, those for
  * layers past the next only once no sooner read is left (ENG_FETCH_LATER,
- * eng_io_reader.c).  The routers
+ * eng_io_queue.c).  The routers
  * of the layers guessed for run in one parallel region
  * (eng_moe_logits).  The measurements behind ENG_AHEAD_LAYERS, the
  * default depth, are in docs/perf-log/2026-12-05.md (16:49 UTC) and

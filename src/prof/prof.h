@@ -560,7 +560,7 @@ int prof_log_bench(prof_log *l, const prof_bench_row *r, char *err, size_t errle
 /* $CFLOW_FAULT is faults joined by commas, each a name with an optional
  * "@N" (N decimal: where the fault starts counting) where the fault
  * counts: runlog:enospc, runlog:busy (the run log, prof_fault.c),
- * expert-read:eio, expert-read:short (the expert reads, eng_io_reader.c),
+ * expert-read:eio, expert-read:short (the expert reads, eng_io_queue.c),
  * uring-init:eperm (eng_io_uring.c; takes no @N).  This grammar is
  * written here once, for the check and for every reader of a fault. */
 
