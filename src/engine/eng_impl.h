@@ -5,11 +5,11 @@
  *
  * The files, one job each, a file calling only those listed after it:
  *
+ *   eng_kv.c         a sequence between tokens: reset, the reuse prefill,
+ *                    the context shift
  *   eng_session.c    open a model in named phases, close; the sequences'
  *                    life (eng_seq_new, eng_seq_free); accessors, threads,
  *                    profiler attachment, statistics
- *   eng_kv.c         a sequence between tokens: reset, the reuse prefill,
- *                    the context shift
  *   eng_forward.c    the calls that run tokens: decode and prefill of one
  *                    sequence, under the guard; the NaN rerun; the walk of
  *                    one token (eng_forward)
@@ -18,27 +18,27 @@
  *   eng_moe_batch.c  a batch's routed experts, grouped by expert
  *   eng_moe.c        one position's routed experts: routing, the fetch,
  *                    the deferred compute
+ *   eng_io_session.c expert I/O for a session: modes, the cache's budget,
+ *                    set-up and tear-down, the prefetch setter
  *   eng_moe_ahead.c  look-ahead: the next layers' experts guessed, fetched
  *   eng_moe_route.c  the router: softmax, top-k, weights, counts
  *   eng_blocks.c     the blocks (embedding, norms, attention, FFN, head),
  *                    the mat-vec and mat-mat over tile streams, the decode
  *                    scratch
- *   eng_check.c      the checks around a token: id, room, file, NaN probe
- *   eng_io_session.c expert I/O for a session: modes, the cache's budget,
- *                    set-up and tear-down, the prefetch setter
  *   eng_fetch.c      one interface to a routed expert's bytes, its backends
  *                    (in place, prefetch, direct reads)
+ *   eng_io_bench.c   one pass of `cflow bench diskbw`
  *   eng_io.c         the staged reader: slots; an issue is the cache's,
  *                    then the reader's
- *   eng_io_cache.c   the RAM expert cache: key to slot, holds, replacement
  *   eng_io_reader.c  the reader: the pool's threads or io_uring; submit
  *   eng_io_uring.c   the io_uring reader
  *   eng_io_queue.c   the reader's request queue: chunks, priority,
  *                    completion, the O_DIRECT fallback, the faults
- *   eng_io_bench.c   one pass of `cflow bench diskbw`
- *   eng_prefetch.c   the PREFETCHT0 thread, and its per-layer hints
+ *   eng_io_cache.c   the RAM expert cache: key to slot, holds, replacement
+ *   eng_check.c      the checks around a token: id, room, file, NaN probe
  *   eng_pool.c       the worker pool
  *   eng_guard.c      SIGBUS from the mapping becomes an error
+ *   eng_prefetch.c   the PREFETCHT0 thread, and its per-layer hints
  *   eng_util.c       the error line, aligned allocation, environment counts
  *
  * and beside the session, below the front ends: the tokenizer (eng_tok.c,
