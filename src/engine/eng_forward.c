@@ -129,6 +129,90 @@ int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
     return eng_seq_decode(s->seq, token, err, errlen);
 }
 
+/* ---- one decode step of several sequences ----------------------------- */
+
+/* The rows ok[0..m) of a decode step (indices into seqs and tokens) as one
+ * pass through the layers: every row's logits into its sequence, then
+ * each checked for NaN and infinity on its own.  Codes into rcs. */
+static void decode_rows(eng_session *s, eng_seq *const *seqs, const int32_t *tokens,
+                        const unsigned *ok, unsigned m, int *rcs)
+{
+    int32_t tok[ENG_BATCH];
+    char line[sizeof seqs[0]->err];
+    for (unsigned j = 0; j < m; j++) {
+        s->bat.seq[j] = seqs[ok[j]];
+        s->bat.pos[j] = seqs[ok[j]]->n_past;
+        tok[j] = tokens[ok[j]];
+    }
+    s->bat.tiled = 0;                /* decode's attention kernel, as alone */
+    if (s->prof)
+        prof_token_begin(s->prof);
+    int rc = eng_guarded_run(s, NULL, tok, m, 1, ENG_LOGITS_ALL, line, sizeof line);
+    if (!rc && s->io.failed)
+        rc = eng_xio_error(s, line, sizeof line);
+    /* the pass's time, bytes and counters on the record of its first
+     * row, empty records for the others (as a prompt chunk's) */
+    if (s->prof) {
+        prof_token_end(s->prof, PROF_DECODE);
+        for (unsigned j = 1; j < m; j++) {
+            prof_token_begin(s->prof);
+            prof_token_end(s->prof, PROF_DECODE);
+        }
+    }
+    for (unsigned j = 0; j < m; j++) {
+        eng_seq *seq = seqs[ok[j]];
+        if (rc)                      /* a shared read or the file: every row */
+            rcs[ok[j]] = eng_fail(seq->err, sizeof seq->err, rc, "%s", line);
+        else if (!(rcs[ok[j]] = eng_check_finite(s, seq, tok[j], seq->err, sizeof seq->err)))
+            s->stats.n_gen++;
+    }
+}
+
+/* Whether a decode step of several sequences runs as one pass: the
+ * schedule batches (eng_batch_eligible) and the batch room and its logits
+ * are there. */
+static int batch_decodes(eng_session *s)
+{
+    return eng_batch_eligible(s) && !getenv("CFLOW_NO_BATCH") && !eng_batch_init(s) &&
+           !eng_batch_logits(s);
+}
+
+int eng_decode_batch(eng_session *s, eng_seq *const *seqs, const int32_t *tokens,
+                     unsigned n, int *rcs, char *err, size_t errlen)
+{
+    unsigned ok[ENG_BATCH], m = 0;
+    const int batched = n > 1 && batch_decodes(s);
+    double t0 = prof_now();
+    for (unsigned i = 0; i < n; i++) {
+        eng_seq *seq = seqs[i];
+        const size_t el = sizeof seq->err;
+        rcs[i] = seq->s != s ? eng_fail(seq->err, el, ENG_EARG, "a sequence of another session")
+                             : eng_check_token(s, seq, tokens[i], seq->err, el);
+        for (unsigned k = 0; !rcs[i] && k < i; k++)
+            if (seqs[k] == seq)
+                rcs[i] = eng_fail(seq->err, el, ENG_EARG,
+                                  "sequence %u is sequence %u again: one token each a step", i,
+                                  k);
+        if (rcs[i])
+            continue;
+        seq->err[0] = 0;
+        if (!batched)                /* one after another: eng_seq_decode's */
+            rcs[i] = eng_seq_decode(seq, tokens[i], seq->err, el);
+        else if ((ok[m++] = i, m == ENG_BATCH)) {
+            decode_rows(s, seqs, tokens, ok, m, rcs);
+            m = 0;
+        }
+    }
+    if (m)
+        decode_rows(s, seqs, tokens, ok, m, rcs);
+    if (batched)
+        s->stats.decode_s += prof_now() - t0;
+    for (unsigned i = 0; i < n; i++)
+        if (rcs[i])
+            return eng_fail(err, errlen, rcs[i], "%s", seqs[i]->err);
+    return 0;
+}
+
 /* tokens[0..m) through eng_forward (batch 0: one token of seq) or
  * eng_forward_batch (the rows the caller set in the batch room), with a
  * guard over the model's mapping (eng_guard.c): a SIGBUS from a file

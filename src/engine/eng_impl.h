@@ -52,14 +52,6 @@
 #include "engine/engine.h"
 
 /* ---- eng_session.c ---- */
-struct eng_seq;
-/* A sequence of session s with a KV cache of n_ctx positions (0: the
- * session's own's) into *out: 0, ENG_EARG for more positions than the
- * model's max_seq, ENG_ENOMEM; err names the file.  eng_seq_free(NULL)
- * does nothing; eng_close frees every sequence left. */
-int  eng_seq_new(eng_session *s, uint32_t n_ctx, struct eng_seq **out, char *err,
-                 size_t errlen);
-void eng_seq_free(struct eng_seq *seq);
 /* The mapped model behind a session (for inspection and statistics). */
 const fmt_model *eng_model(const eng_session *s);
 /* requested > 0: itself; else the number of online CPUs. */
@@ -238,7 +230,6 @@ void    eng_pf_counts(const eng_pf *pf, uint64_t *lines, uint64_t *dropped);
 #include <stdarg.h>
 #include "kernels/kern.h"
 
-typedef struct eng_seq eng_seq;
 
 
 /* Positions a batched prefill runs through the layers together. */
@@ -302,6 +293,7 @@ struct eng_seq {
     float       *logits;
     float       *reuse_logits;
     uint32_t     reuse_pos;
+    char         err[256];      /* its last failure in eng_decode_batch */
 };
 
 /* The decode scratch (eng_blocks.c: eng_scratch_init, eng_scratch_free):
@@ -398,6 +390,7 @@ typedef struct eng_batch {
     float    *work;
     size_t    work_n;
     uint32_t  work_threads;
+    float    *logits;        /* [B][vocab] every row's (ENG_LOGITS_ALL) */
 } eng_batch;
 
 /* The checks room (eng_check.c): what the checks around a token know. */
@@ -707,8 +700,9 @@ int  eng_moe_batch(eng_session *s, unsigned l, const float *h, unsigned m,
 /* The batch room's m rows (m <= ENG_BATCH; the caller sets each row's seq
  * and pos) through the layers, row j with token tokens[j]; each row's
  * sequence takes its position.  logits: ENG_LOGITS_NONE, _LAST (the last
- * row's, into its sequence: a prompt chunk). */
-enum { ENG_LOGITS_NONE = 0, ENG_LOGITS_LAST = 1 };
+ * row's, into its sequence: a prompt chunk), _ALL (each row's into its
+ * sequence: a decode step of several; eng_batch_logits first). */
+enum { ENG_LOGITS_NONE = 0, ENG_LOGITS_LAST = 1, ENG_LOGITS_ALL = 2 };
 void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m, int logits);
 /* 1 when the model's schedule runs chunks batched (ParallelSqrt2, no
  * trace); eng_batch_init allocates the chunk buffers once (0, or -1 out of
@@ -716,17 +710,9 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m, int lo
 int  eng_batch_eligible(const eng_session *s);
 int  eng_batch_init(eng_session *s);
 void eng_batch_free(eng_session *s);
-
-/* ---- eng_forward.c, eng_kv.c: the session's calls on one sequence (the
- * session's own calls are these on s->seq) ---- */
-int  eng_seq_decode(struct eng_seq *seq, int32_t token, char *err, size_t errlen);
-int  eng_seq_prefill(struct eng_seq *seq, const int32_t *tokens, size_t n, char *err,
-                     size_t errlen);
-int  eng_seq_prefill_reuse(struct eng_seq *seq, const int32_t *tokens, size_t n,
-                           size_t *n_reused, char *err, size_t errlen);
-int  eng_seq_shift(struct eng_seq *seq, uint32_t n_keep, uint32_t n_discard, char *err,
-                   size_t errlen);
-void eng_seq_reset(struct eng_seq *seq);
+/* The rows' logits buffer of ENG_LOGITS_ALL ([ENG_BATCH][vocab], made on
+ * first use): 0, or -1 out of memory. */
+int  eng_batch_logits(eng_session *s);
 
 /* ---- eng_forward.c: tokens under the guard ---- */
 /* tokens[0..m) through eng_forward (batch 0: one token of seq) or

@@ -1,7 +1,11 @@
 /*
- * eng_prefill.c — a chunk of a prompt through the layers together:
- * ENG_BATCH positions at a time where the schedule allows it (eng_prefill,
- * eng_forward.c, goes token by token otherwise).
+ * eng_prefill.c — a batch of rows through the layers together: a chunk of
+ * a prompt (ENG_BATCH positions of one sequence at a time, where the
+ * schedule allows it; eng_prefill goes token by token otherwise), or one
+ * position of each of several sequences (a decode step of eng_decode_batch,
+ * eng_forward.c).  Row j is token tokens[j] at position bat.pos[j] of
+ * sequence bat.seq[j]: the matrix products run over all the rows, the
+ * attention of each row over its own sequence's cache.
  *
  * A prompt goes through the layers ENG_BATCH positions at a time: each
  * fused tile stream is read once per chunk and multiplied into every
@@ -11,11 +15,12 @@
  * positions) run position by position in order.  The batched kernels give
  * each position exactly the sums of its own mat-vec and everything else is
  * the decode path's code, so the logits are bit-identical to feeding the
- * tokens one by one; only the last position of the prompt goes through the
- * LM head.  Standard layers only (combine style ParallelSqrt2: Llama, and
- * with routed experts Mixtral/OLMoE/Qwen3-MoE, whose experts run grouped
- * by expert in eng_moe_batch.c; no trace): every other schedule prefills
- * token by token.
+ * tokens one by one; only the last position of a prompt goes through the
+ * LM head, every row of a decode step (one mat-mat over the head).
+ * Standard layers only (combine style ParallelSqrt2: Llama, and with
+ * routed experts Mixtral/OLMoE/Qwen3-MoE, whose experts run grouped by
+ * expert in eng_moe_batch.c; no trace): every other schedule prefills
+ * token by token and decodes several sequences one after another.
  *
  * Buffers: the session's batch room (eng_batch, eng_impl.h), allocated
  * on first use by eng_batch_init for ENG_BATCH positions and freed by
@@ -23,6 +28,7 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +56,7 @@ void eng_batch_free(eng_session *s)
     free(b->dn); free(b->e); free(b->xr); free(b->w); free(b->exp);
     free(b->sel); free(b->ord); free(b->cnt); free(b->cur); free(b->log);
     free(b->work);
+    free(b->logits);
     memset(b, 0, sizeof *b);
 }
 
@@ -100,6 +107,14 @@ int eng_batch_init(eng_session *s)
     }
     b->ready = 1;
     return 0;
+}
+
+int eng_batch_logits(eng_session *s)
+{
+    int oom = 0;
+    if (!s->bat.logits)
+        s->bat.logits = eng_xalloc((size_t)ENG_BATCH * s->hp->vocab_size * sizeof(float), &oom);
+    return oom ? -1 : 0;
 }
 
 int eng_batch_eligible(const eng_session *s)
@@ -244,6 +259,36 @@ static void ffn_batch(eng_session *s, const eng_layer *ly, unsigned m, int moe)
         matmat_residual(s, &ly->down, FMT_M_DOWN, s->bat.act_ffn, m);
 }
 
+/* The output norm of row j, prepared for the LM head's mat-mat. */
+static void step_head_in(eng_session *s, const eng_layer *ly, unsigned j)
+{
+    (void)ly;
+    norm_in(s, j, s->out_norm, s->output.need);
+}
+
+/* Every row's logits, each into its sequence: the output norm of each
+ * row, one mat-mat over the LM head (a tile's bytes read once for all the
+ * rows), the soft cap, as eng_lm_head gives a row alone. */
+static void head_batch(eng_session *s, unsigned m)
+{
+    const fmt_hparams *hp = s->hp;
+    const size_t nv = hp->vocab_size;
+    float *out[FMT_NMATRIX] = { 0 };
+    size_t ld[FMT_NMATRIX] = { 0 };
+    each_position(s, NULL, m, step_head_in);
+    memset(s->bat.logits, 0, m * nv * sizeof(float));
+    out[FMT_M_OUTPUT] = out[FMT_M_TOK_EMBD] = s->bat.logits;
+    ld[FMT_M_OUTPUT] = ld[FMT_M_TOK_EMBD] = nv;
+    eng_matmat_stream(s, &s->output, s->bat.act_dim, m, out, ld);
+    for (unsigned j = 0; j < m; j++) {
+        float *lg = s->bat.logits + j * nv;
+        if (hp->softcap > 0.0f)
+            for (size_t i = 0; i < nv; i++)
+                lg[i] = tanhf(lg[i] / hp->softcap) * hp->softcap;
+        memcpy(s->bat.seq[j]->logits, lg, nv * sizeof(float));
+    }
+}
+
 /* A layer with experts: each position's residual takes the combine of
  * sched_parallel_sqrt2 (eng_combine_sqrt2). */
 static void combine_batch(eng_session *s, unsigned m)
@@ -308,6 +353,8 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m, int lo
     if (logits == ENG_LOGITS_LAST) {              /* the LM head, the last row only */
         memcpy(s->dec.x, s->bat.x + (size_t)(m - 1) * dim, dim * sizeof(float));
         eng_lm_head(s, s->bat.seq[m - 1]->logits);
+    } else if (logits == ENG_LOGITS_ALL) {
+        head_batch(s, m);
     }
 }
 

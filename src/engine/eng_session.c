@@ -526,6 +526,10 @@ const char *eng_model_meta(const eng_session *s, const char *key, size_t *len)
 }
 int eng_kv_f16(const eng_session *s) { return s->kv_f16; }
 uint32_t eng_n_ctx(const eng_session *s) { return s->seq->n_ctx; }
+float *eng_seq_logits(eng_seq *seq) { return seq->logits; }
+uint32_t eng_seq_n_past(const eng_seq *seq) { return seq->n_past; }
+uint32_t eng_seq_n_ctx(const eng_seq *seq) { return seq->n_ctx; }
+const char *eng_seq_error(const eng_seq *seq) { return seq->err; }
 uint32_t eng_n_past(const eng_session *s) { return s->seq->n_past; }
 float *eng_logits(eng_session *s) { return s->seq->logits; }
 const fmt_model *eng_model(const eng_session *s) { return s->model; }
