@@ -10,13 +10,16 @@
  * eng_prefill.c's.
  *
  * The public calls that run tokens live here, on top of everything else
- * in the module: eng_decode (one token), eng_prefill (a prompt, in chunks
- * where the schedule allows, else token by token) and the checks around
- * them — a token's id and the room left in the context (eng_check_token,
- * eng_check.c), a model file that shrank under the mapping
- * (eng_guarded_run), logits that are not finite (eng_check_finite, which
- * runs the token again to name the first layer that went wrong).
- * Nothing below calls up into this file.
+ * in the module: eng_seq_decode (one token of a sequence), eng_seq_prefill
+ * (a prompt, in chunks where the schedule allows, else token by token),
+ * eng_decode_batch (a token of each of several sequences, as one pass
+ * where the schedule allows, else one after another) and the session's
+ * own eng_decode and eng_prefill, which are those on its own sequence;
+ * with the checks around them — a token's id and the room left in the
+ * context (eng_check_token, eng_check.c), a model file that shrank under
+ * the mapping (eng_guarded_run), logits that are not finite
+ * (eng_check_finite, which runs the token again to name the first layer
+ * that went wrong).  Only eng_kv.c's reuse prefill calls into this file.
  */
 #include "config.h"
 
