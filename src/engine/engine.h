@@ -243,10 +243,11 @@ typedef struct eng_opts {
      * $CFLOW_EXPERT_AHEAD_LAYERS, else ENG_AHEAD_LAYERS. */
     int        expert_ahead_layers;
     /* 1: read the model into anonymous memory with huge pages advised
-     * (llama.cpp's --no-mmap: decode streams it faster, docs/perf-log/,
-     * at the cost of the copy), 0: map the file, -1 (default): read it in
-     * when the file is at most half the free memory (MemAvailable, or the
-     * cgroup's room; $CFLOW_MEM_FREE stands in), else map it. */
+     * (llama.cpp's --no-mmap: decode streams it faster,
+     * docs/perf-log/2026-12-04.md, at the cost of the copy), 0: map the
+     * file, -1 (default): read it in when the file is at most half the
+     * free memory (MemAvailable, or the cgroup's room; $CFLOW_MEM_FREE
+     * stands in), else map it. */
     int        no_mmap;
 } eng_opts;
 
