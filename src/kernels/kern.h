@@ -174,6 +174,34 @@ int kern_tile_check(enum kern_type t, unsigned rows, unsigned cols,
 /* 1 when kern_tile_check passes, else 0. */
 int kern_tile_finite(enum kern_type t, unsigned rows, unsigned cols,
                      const void *payload);
+/* Row r (< rows) of a block type's payload as the GGML blocks it was
+ * packed from, cols / kern_type_block(t) of them, bit for bit (the
+ * inverse of packing a type's own blocks).  0, or -1 for a type that does
+ * not keep GGML blocks (F32, F16, Q8_0, Q4_0), a bad shape, or a tile
+ * that ends inside a block. */
+int kern_tile_blocks(enum kern_type t, unsigned rows, unsigned cols,
+                     const void *payload, unsigned r, void *blocks);
+
+/* ---- rows of a source encoding (kern_src.c, kern_pack.c) ---------------
+ * n values of one row, n a multiple of the encoding's block, as llama.cpp
+ * reads, writes and validates them. */
+/* Widen to floats as ggml's dequantize_row_* (what kern_tile_pack does to
+ * a source it does not copy); 0, or -1 for a bad n or a block type with
+ * no entry in this build. */
+int kern_src_dequant(enum kern_src src, const void *row, size_t n, float *out);
+/* Encode finite floats as llama-quantize does without an importance
+ * matrix (ggml's quantize_row_*_ref; F16 and BF16 rounded to nearest
+ * even): for the GGML Q8_0 and Q4_0 blocks ggml's quantisers, not the
+ * report's of kern_tile_pack.  0, or -1 for a bad n, a non-finite input,
+ * a scale or value that does not fit its storage, or no entry. */
+int kern_src_quant(enum kern_src src, const float *x, size_t n, void *out);
+/* 0 when every block decodes to finite weights only (the type's check:
+ * finite scales, no reserved value, indexes in range); else -1 with *blk
+ * the first bad block (value, for F32/F16/BF16) and *what its field ("d",
+ * "weight", "e8m0 scale", ...; "shape" for a bad n, "type" for a block
+ * type with no entry).  blk and what may be NULL. */
+int kern_src_check(enum kern_src src, const void *row, size_t n, size_t *blk,
+                   const char **what);
 
 /* ---- unaligned loads ------------------------------------------------------
  * Native-order loads from any address, for the kernels' packed tiles and

@@ -353,6 +353,16 @@ static void get_row_f32(enum kern_src st, const uint8_t *row, unsigned cols,
     }
 }
 
+int kern_src_dequant(enum kern_src src, const void *row, size_t n, float *out)
+{
+    unsigned cols = kern_src_block(src, NULL);
+    if (cols == 0 || n % cols || n > UINT32_MAX ||
+        (cols > 1 && src > KERN_SRC_GGML_Q4_0 && !block_ops(src_info[src].type)))
+        return -1;
+    get_row_f32(src, row, (unsigned)n, out);
+    return 0;
+}
+
 /* Row r of a block type's payload from a source row: the blocks as they
  * are when the source is the type's own (whole blocks only), else the
  * row widened to floats, zero-padded to whole blocks and quantised as
@@ -491,6 +501,16 @@ void kern_tile_row(enum kern_type t, unsigned rows, unsigned cols,
     }
     for (unsigned c = 0; c < cols; c++)
         dst[c] = weight_at(t, &g, payload, r, c);
+}
+
+int kern_tile_blocks(enum kern_type t, unsigned rows, unsigned cols,
+                     const void *payload, unsigned r, void *blocks)
+{
+    const kern_type_ops *o = block_ops(t);
+    if (!o || !shape_ok(t, rows, cols) || r >= rows || cols % o->blk_cols)
+        return -1;
+    o->get(payload, kern_geom_of(rows, cols).rp, n_blocks(o, cols), r, blocks);
+    return 0;
 }
 
 void kern_tile_unpack(enum kern_type t, unsigned rows, unsigned cols,
