@@ -174,11 +174,10 @@ int kern_tile_check(enum kern_type t, unsigned rows, unsigned cols,
 /* 1 when kern_tile_check passes, else 0. */
 int kern_tile_finite(enum kern_type t, unsigned rows, unsigned cols,
                      const void *payload);
-/* Row r (< rows) of a block type's payload as the GGML blocks it was
- * packed from, cols / kern_type_block(t) of them, bit for bit (the
- * inverse of packing a type's own blocks).  0, or -1 for a type that does
- * not keep GGML blocks (F32, F16, Q8_0, Q4_0), a bad shape, or a tile
- * that ends inside a block. */
+/* Row r (< rows) of a quantised payload as the GGML blocks it was packed
+ * from, cols / kern_type_block(t) of them, bit for bit (the inverse of
+ * packing a type's own blocks; Q8_0 and Q4_0 included).  0, or -1 for F32
+ * and F16, a bad shape, or a tile that ends inside a block. */
 int kern_tile_blocks(enum kern_type t, unsigned rows, unsigned cols,
                      const void *payload, unsigned r, void *blocks);
 
