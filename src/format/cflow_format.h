@@ -527,6 +527,12 @@ typedef struct fmt_convert_opts {
     void           *ud;
 } fmt_convert_opts;
 
+/* The converter's revision: bumped whenever fmt_convert writes other
+ * bytes for the same input and options, so that caches keyed by it (the
+ * model cache) never serve an older conversion.  2: every GGML type with
+ * a tile type is kept, no longer requantised to q4_0/q8_0 (issue 41). */
+#define FMT_CONVERTER_REV 2
+
 /* Convert any source fmt_src_open accepts into a .cflow at out_path
  * (written to a temporary name, then renamed). */
 int fmt_convert(const char *in_path, const char *out_path,
