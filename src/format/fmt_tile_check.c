@@ -58,9 +58,12 @@ int fmt_tile_check(const char *path, unsigned entry, const fmt_tile *t, const ui
                        "(expected layer %u%s matrix %u row %u col %u %ux%u)",
                        (unsigned long long)foff, entry, ex, t->matrix, t->row0, t->col0,
                        t->rows, t->cols);
+    char where[48] = "";
+    if (t->matrix != FMT_M_TOK_EMBD && t->matrix != FMT_M_OUTPUT)
+        snprintf(where, sizeof where, "layer %u%s ", entry, ex);
     return fmt_bad(err, errlen, FMT_EFORMAT, path,
-                   "bad %s in a %s tile at offset %llu (layer %u%s %s, row %u, tile at "
-                   "row %u col %u)", what, kern_type_name((enum kern_type)t->type),
-                   (unsigned long long)foff, entry, ex, fmt_matrix_name(t->matrix),
+                   "bad %s in the %s tile at offset %llu (%s%s, row %u, tile at row %u "
+                   "col %u)", what, kern_type_name((enum kern_type)t->type),
+                   (unsigned long long)foff, where, fmt_matrix_name(t->matrix),
                    t->row0 + bad_row, t->row0, t->col0);
 }

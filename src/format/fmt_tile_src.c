@@ -96,8 +96,8 @@ int fmt_tsrc_stripe(fmt_tsrc *ts, const uint8_t *src, unsigned rows, uint32_t ro
             fmt_safe_name(nm, t->name, strlen(t->name));
             if (blk == 1)
                 return fmt_bad(err, errlen, FMT_EFORMAT, path, "tensor '%s' (%s): row %u "
-                               "column %zu: %s is not finite", nm, fmt_dtype_name(t->dtype),
-                               row0 + r, b, what);
+                               "column %zu: bad %s (not finite)", nm,
+                               fmt_dtype_name(t->dtype), row0 + r, b, what);
             return fmt_bad(err, errlen, FMT_EFORMAT, path, "tensor '%s' (%s): row %u block "
                            "%zu (columns %zu-%zu): bad %s", nm, fmt_dtype_name(t->dtype),
                            row0 + r, b, b * blk, b * blk + blk - 1, what);
