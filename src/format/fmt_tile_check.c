@@ -62,8 +62,8 @@ int fmt_tile_check(const char *path, unsigned entry, const fmt_tile *t, const ui
     if (t->matrix != FMT_M_TOK_EMBD && t->matrix != FMT_M_OUTPUT)
         snprintf(where, sizeof where, "layer %u%s ", entry, ex);
     return fmt_bad(err, errlen, FMT_EFORMAT, path,
-                   "bad %s in the %s tile at offset %llu (%s%s, row %u, tile at row %u "
-                   "col %u)", what, kern_type_name((enum kern_type)t->type),
-                   (unsigned long long)foff, where, fmt_matrix_name(t->matrix),
+                   "bad %s in tile at offset %llu (%s; %s%s, row %u, tile at row %u "
+                   "col %u)", what, (unsigned long long)foff,
+                   kern_type_name((enum kern_type)t->type), where, fmt_matrix_name(t->matrix),
                    t->row0 + bad_row, t->row0, t->col0);
 }

@@ -336,6 +336,14 @@ static size_t tensor_offset(const char *path, const uint8_t *buf, size_t len,
     return at;
 }
 
+/* tests/data/quant/name into out[4096]. */
+static const char *quant_file(const char *name, char *out)
+{
+    const char *dir = getenv("CFLOW_SRCDIR");
+    snprintf(out, 4096, "%s/tests/data/quant/%s", dir ? dir : ".", name);
+    return out;
+}
+
 static void put_field(uint8_t *p, unsigned width, uint32_t v)
 {
     for (unsigned k = 0; k < width; k++)
@@ -389,11 +397,10 @@ static void cflow_field(const char *cflow, const fmt_tensor *t, const bad_block 
 static void test_bad_blocks(void **state)
 {
     (void)state;
-    const char *dir = getenv("CFLOW_SRCDIR");
     for (size_t i = 0; i < sizeof bad_blocks / sizeof *bad_blocks; i++) {
         const bad_block *bb = &bad_blocks[i];
         char src[4096], path[4096], cflow[4096], what[96], field[48];
-        snprintf(src, sizeof src, "%s/tests/data/quant/%s", dir ? dir : ".", bb->file);
+        quant_file(bb->file, src);
         snprintf(what, sizeof what, "%s %s %s=0x%x", bb->file, bb->tensor, bb->field,
                  bb->value);
         snprintf(field, sizeof field, "bad %s", bb->field);
@@ -424,7 +431,7 @@ static void test_bad_blocks(void **state)
             c[at[k]] = (uint8_t)(bb->value >> (8 * k));
         write_variant("bad-block-damaged.cflow", c, clen, path);
         const char *tile_names[] = { field, strcmp(bb->tensor, "output.weight") ?
-                                     "layer 0 q," : "(output,", NULL };
+                                     "layer 0 q," : "; output,", NULL };
         expect_error_naming(what, path, "inspect", tile_names);
         expect_error_naming(what, path, "run", tile_names);
         free(c);
@@ -439,10 +446,9 @@ static void test_bad_blocks(void **state)
 static void test_cut_blocks(void **state)
 {
     (void)state;
-    const char *dir = getenv("CFLOW_SRCDIR");
     char src[4096], path[4096], cflow[4096];
     size_t len;
-    snprintf(src, sizeof src, "%s/tests/data/quant/t256-q4_k.gguf", dir ? dir : ".");
+    quant_file("t256-q4_k.gguf", src);
     uint8_t *b = tu_slurp(src, &len);
     const char *nm = "blk.0.attn_q.weight";
     uint8_t *at = memmem(b, len, nm, strlen(nm));
@@ -455,7 +461,7 @@ static void test_cut_blocks(void **state)
     expect_error_naming("gguf Q4_K row of 128", path, "convert", gn);
     free(b);
 
-    snprintf(src, sizeof src, "%s/tests/data/quant/t64-q5_0.gguf", dir ? dir : ".");
+    quant_file("t64-q5_0.gguf", src);
     snprintf(cflow, sizeof cflow, "%s", tu_tmp("cut.cflow"));
     tu_proc p;
     assert_int_equal(tu_cflow_run(&p, "convert", src, cflow, (char *)NULL), 0);
@@ -478,10 +484,9 @@ static void test_cut_blocks(void **state)
 static void test_type_refused(void **state)
 {
     (void)state;
-    const char *dir = getenv("CFLOW_SRCDIR");
     char src[4096], path[4096];
     size_t len;
-    snprintf(src, sizeof src, "%s/tests/data/quant/t256-q2_k.gguf", dir ? dir : ".");
+    quant_file("t256-q2_k.gguf", src);
     uint8_t *b = tu_slurp(src, &len);
     const char *nm = "blk.0.ffn_up.weight";
     uint8_t *at = memmem(b, len, nm, strlen(nm));
