@@ -413,6 +413,17 @@ void kern_kq_fill(kern_ops *ops, enum kern_isa isa)
         ops->tile_mm[KERN_IQ4_XS] = mm_iq4_xs;
         ops->act_q8k = kern_kq_act_q8k_ref;
         break;
+#if HAVE_ISA_X86
+    case KERN_ISA_AVX2:
+        kern_kq_fill_avx2(ops);
+        break;
+    case KERN_ISA_AVX512:
+        kern_kq_fill_avx512(ops, 0);
+        break;
+    case KERN_ISA_AVX512_VNNI:
+        kern_kq_fill_avx512(ops, 1);
+        break;
+#endif
     default:
         break;
     }

@@ -1,0 +1,489 @@
+/*
+ * kern_kq_simd.h — the K-quant tile kernels written once for the AVX2 and
+ * the AVX-512 tiers (a template: kern_kq_avx2.c includes it once with
+ * KQ_W 256, kern_kq_avx512.c twice with KQ_W 512, without and with VNNI).
+ *
+ * The includer defines
+ *   KQ_W     256 or 512: the vector width
+ *   KQ_VNNI  1 where vpdpbusd / vpdpwssd may be used (AVX512_VNNI)
+ *   KQ_ATTR  the target attribute of the tier
+ *   KQ_SUF   a suffix for every name defined here (two copies in one file)
+ * and gets static kernels KQ_NAME(mm_q4_k) ... and KQ_NAME(kq_fill), which
+ * puts them into a kern_ops table.
+ *
+ * One vector holds KQ_VR = KQ_W / 32 rows (16: a whole panel; 8: half of
+ * one), one 32-bit lane a row, so each integer sum the reference keeps per
+ * row (kern_kq.c) is one vector, and each float step is one vector
+ * operation with the reference's rounding (fma(a, b, 0) is written as
+ * such, not as a product, so a zero keeps the reference's sign).  Units of
+ * a panel's fields (kern_kq.h) put the KQ_VR rows of half h at byte
+ * h * KQ_VR * w of the 16w-byte unit.  Integer sums are exact in any order,
+ * so vpdpbusd (VNNI), or vpmaddubsw products summed in int16 and widened
+ * by vpmaddwd, give the reference's integers: the comments bound every
+ * int16 sum below 32768.
+ *
+ * Mat-vec and mat-mat are one kernel: a panel's weights are unpacked once
+ * for a group of up to KQ_TG inputs (their own accumulators), so prefill
+ * reads and unpacks each weight once per group; tile_mv is the group of
+ * one.  Each input's arithmetic is the same whatever its group, so the
+ * bits are tile_mv's.
+ */
+#if !defined(KQ_W) || !defined(KQ_ATTR) || !defined(KQ_SUF) || !defined(KQ_VNNI)
+#error "define KQ_W, KQ_VNNI, KQ_ATTR and KQ_SUF before including kern_kq_simd.h"
+#endif
+
+#define KQ_CAT2(a, b) a##_##b
+#define KQ_CAT(a, b) KQ_CAT2(a, b)
+#define KQ_NAME(n) KQ_CAT(n, KQ_SUF)
+
+/* ---- the tier's vocabulary ------------------------------------------------- */
+#ifndef KQ_VOCAB
+#define KQ_VOCAB KQ_W
+#if KQ_W == 512
+#define KQ_VR 16
+#define KQ_TG 8                         /* inputs a group (32 zmm) */
+typedef __m512i kq_vi;
+typedef __m512 kq_vf;
+#define kq_ld(p)          _mm512_loadu_si512((const void *)(p))
+#define kq_zero()         _mm512_setzero_si512()
+#define kq_and(a, b)      _mm512_and_si512(a, b)
+#define kq_or(a, b)       _mm512_or_si512(a, b)
+#define kq_srli16(a, n)   _mm512_srli_epi16(a, n)
+#define kq_slli16(a, n)   _mm512_slli_epi16(a, n)
+#define kq_slli32(a, n)   _mm512_slli_epi32(a, n)
+#define kq_set8(a)        _mm512_set1_epi8((char)(a))
+#define kq_set32(a)       _mm512_set1_epi32(a)
+#define kq_add16(a, b)    _mm512_add_epi16(a, b)
+#define kq_add32(a, b)    _mm512_add_epi32(a, b)
+#define kq_sub32(a, b)    _mm512_sub_epi32(a, b)
+#define kq_mullo(a, b)    _mm512_mullo_epi32(a, b)
+#define kq_maddubs(u, s)  _mm512_maddubs_epi16(u, s)
+#define kq_madd(a, b)     _mm512_madd_epi16(a, b)
+/* the KQ_VR bytes of a w = 1 unit, in an xmm */
+#define kq_ldb(p)         _mm_loadu_si128((const __m128i *)(p))
+#define kq_u8x32(b)       _mm512_cvtepu8_epi32(b)
+#define kq_s8x32(b)       _mm512_cvtepi8_epi32(b)
+#define kq_vf_ldh(p)      _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define kq_vf_cvt(a)      _mm512_cvtepi32_ps(a)
+#define kq_vf_set1(a)     _mm512_set1_ps(a)
+#define kq_vf_zero()      _mm512_setzero_ps()
+#define kq_vf_add(a, b)   _mm512_add_ps(a, b)
+#define kq_vf_sub(a, b)   _mm512_sub_ps(a, b)
+#define kq_vf_mul(a, b)   _mm512_mul_ps(a, b)
+#define kq_vf_fma(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define kq_vf_ld(p)       _mm512_loadu_ps(p)
+#define kq_vf_st(p, v)    _mm512_storeu_ps(p, v)
+#define KQ_MAXU(a, b)     _mm512_max_epu32(a, b)
+#define KQ_MINS(a, b)     _mm512_min_epi32(a, b)
+#define KQ_CASTI(f)       _mm512_castps_si512(f)
+#else
+#define KQ_VR 8
+#define KQ_TG 4                         /* inputs a group (16 ymm) */
+typedef __m256i kq_vi;
+typedef __m256 kq_vf;
+#define kq_ld(p)          _mm256_loadu_si256((const __m256i *)(p))
+#define kq_zero()         _mm256_setzero_si256()
+#define kq_and(a, b)      _mm256_and_si256(a, b)
+#define kq_or(a, b)       _mm256_or_si256(a, b)
+#define kq_srli16(a, n)   _mm256_srli_epi16(a, n)
+#define kq_slli16(a, n)   _mm256_slli_epi16(a, n)
+#define kq_slli32(a, n)   _mm256_slli_epi32(a, n)
+#define kq_set8(a)        _mm256_set1_epi8((char)(a))
+#define kq_set32(a)       _mm256_set1_epi32(a)
+#define kq_add16(a, b)    _mm256_add_epi16(a, b)
+#define kq_add32(a, b)    _mm256_add_epi32(a, b)
+#define kq_sub32(a, b)    _mm256_sub_epi32(a, b)
+#define kq_mullo(a, b)    _mm256_mullo_epi32(a, b)
+#define kq_maddubs(u, s)  _mm256_maddubs_epi16(u, s)
+#define kq_madd(a, b)     _mm256_madd_epi16(a, b)
+#define kq_ldb(p)         _mm_loadl_epi64((const __m128i *)(p))
+#define kq_u8x32(b)       _mm256_cvtepu8_epi32(b)
+#define kq_s8x32(b)       _mm256_cvtepi8_epi32(b)
+#define kq_vf_ldh(p)      _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define kq_vf_cvt(a)      _mm256_cvtepi32_ps(a)
+#define kq_vf_set1(a)     _mm256_set1_ps(a)
+#define kq_vf_zero()      _mm256_setzero_ps()
+#define kq_vf_add(a, b)   _mm256_add_ps(a, b)
+#define kq_vf_sub(a, b)   _mm256_sub_ps(a, b)
+#define kq_vf_mul(a, b)   _mm256_mul_ps(a, b)
+#define kq_vf_fma(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define kq_vf_ld(p)       _mm256_loadu_ps(p)
+#define kq_vf_st(p, v)    _mm256_storeu_ps(p, v)
+#define KQ_MAXU(a, b)     _mm256_max_epu32(a, b)
+#define KQ_MINS(a, b)     _mm256_min_epi32(a, b)
+#define KQ_CASTI(f)       _mm256_castps_si256(f)
+#endif
+
+/* 4 activation bytes in every lane */
+#define kq_bcast4(p)      kq_set32(kern_ld_i32(p))
+
+/* The unit u of the field at block offset off (w bytes a row) for the
+ * rows of half h of panel P */
+#define KQ_U(P, off, w, u, h)                                                  \
+    ((P) + KERN_PANEL * (off) + (size_t)(u) * KERN_PANEL * (w) + (size_t)(h) * KQ_VR * (w))
+#elif KQ_VOCAB != KQ_W
+#error "kern_kq_simd.h: one width a file"
+#endif
+
+#undef kq_dpbusd
+#undef kq_dpwssd
+#if KQ_VNNI
+/* acc + the dot of 4 unsigned bytes u with 4 signed bytes s, per lane */
+#define kq_dpbusd(acc, u, s) _mm512_dpbusd_epi32(acc, u, s)
+/* acc + a0 b0 + a1 b1 of int16 pairs, per lane */
+#define kq_dpwssd(acc, a, b) _mm512_dpwssd_epi32(acc, a, b)
+#else
+#define kq_dpwssd(acc, a, b) kq_add32(acc, kq_madd(a, b))
+#endif
+
+/* y[r0 .. r0 + KQ_VR) += v, rows at or past `rows` left alone */
+KQ_ATTR static inline void KQ_NAME(kq_y_add)(float *y, unsigned rows,
+                                             unsigned r0, kq_vf v)
+{
+    if (r0 + KQ_VR <= rows) {
+        kq_vf_st(y + r0, kq_vf_add(kq_vf_ld(y + r0), v));
+    } else {
+        float t[KQ_VR];
+        kq_vf_st(t, v);
+        for (unsigned i = 0; r0 + i < rows; i++)
+            y[r0 + i] += t[i];
+    }
+}
+
+/* ggml's hsum_float_8 of 8 lane vectors, each row in its own lane */
+KQ_ATTR static inline kq_vf KQ_NAME(kq_fold8)(const kq_vf *l)
+{
+    return kq_vf_add(kq_vf_add(kq_vf_add(l[0], l[4]), kq_vf_add(l[2], l[6])),
+                     kq_vf_add(kq_vf_add(l[1], l[5]), kq_vf_add(l[3], l[7])));
+}
+
+/* Software prefetch of the weights KQ_PF bytes ahead into L2 (kern_simd.h
+ * has the measurements behind the distance and the hint). */
+#ifndef KQ_PF
+#define KQ_PF 16384
+#endif
+
+KQ_ATTR static inline void KQ_NAME(kq_pf)(const uint8_t *p, unsigned bytes)
+{
+    for (unsigned i = 0; i < bytes; i += 64)
+        _mm_prefetch((const char *)p + KQ_PF + i, _MM_HINT_T1);
+}
+
+/* ==== Q4_K ================================================================
+ * Panel: d (0), dmin (32), scales (64: 12 units of 16 bytes), qs (256: 32
+ * units of 64 bytes; unit 8jj + g holds qs bytes 32jj + 4g .. + 3 of each
+ * row: low nibbles columns 64jj + 4g .. + 3 of sub-block 2jj, high
+ * nibbles columns 64jj + 32 + 4g .. of sub-block 2jj + 1).
+ * I = sum_j sc_j D_j, D_j the sub-block's dot (<= 32 * 15 * 127 = 60960);
+ * M = sum_j m_j (bsum_2j + bsum_2j+1), as int16 pairs through vpmaddwd
+ * (m < 64, |bsum pair| <= 4064). */
+
+/* the 8 scales (sc, and sc in both int16 halves: sc16) and the 4 min
+ * pairs (m_2k | m_2k+1 << 16) of half h of a panel */
+typedef struct {
+    kq_vi sc[8], sc16[8], mp[4];
+} KQ_NAME(q4k_sc);
+
+KQ_ATTR static inline void KQ_NAME(q4k_scales)(const uint8_t *P, unsigned h,
+                                               KQ_NAME(q4k_sc) *s)
+{
+    __m128i S[12], sc8[8], m8[8];
+    const __m128i m63 = _mm_set1_epi8(63), m15 = _mm_set1_epi8(15);
+    const __m128i m48 = _mm_set1_epi8(0x30);
+    _Pragma("GCC unroll 12")
+    for (int k = 0; k < 12; k++)
+        S[k] = kq_ldb(KQ_U(P, 4, 1, k, h));
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++) {
+        sc8[j] = _mm_and_si128(S[j], m63);
+        m8[j] = _mm_and_si128(S[j + 4], m63);
+        /* bits 6-7 of a byte to bits 4-5: 16-bit shift, then the mask
+         * drops what came over from the neighbour byte */
+        sc8[j + 4] = _mm_or_si128(_mm_and_si128(S[j + 8], m15),
+                                  _mm_and_si128(_mm_srli_epi16(S[j], 2), m48));
+        m8[j + 4] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(S[j + 8], 4), m15),
+                                 _mm_and_si128(_mm_srli_epi16(S[j + 4], 2), m48));
+    }
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < 8; j++) {
+        s->sc[j] = kq_u8x32(sc8[j]);
+        s->sc16[j] = kq_or(s->sc[j], kq_slli32(s->sc[j], 16));
+    }
+    _Pragma("GCC unroll 4")
+    for (int k = 0; k < 4; k++)
+        s->mp[k] = kq_or(kq_u8x32(m8[2 * k]), kq_slli32(kq_u8x32(m8[2 * k + 1]), 16));
+}
+
+/* NT inputs (x[0 .. NT)) against half h of panel P; y[t] += the rows'
+ * sums, rows r0 .. of `rows` */
+KQ_ATTR static inline __attribute__((always_inline)) void
+KQ_NAME(q4k_group)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
+                   const kern_act *x, size_t ldy, unsigned NT, unsigned xb,
+                   float *y, unsigned rows, unsigned r0)
+{
+    const kq_vi m4 = kq_set8(0x0F);
+    kq_vi I[KQ_TG];
+    const int8_t *xq[KQ_TG];
+    _Pragma("GCC unroll 8")
+    for (unsigned t = 0; t < NT; t++) {
+        I[t] = kq_zero();
+        xq[t] = x[t].q8k + (size_t)xb * KERN_QK_K;
+    }
+    for (unsigned jj = 0; jj < 4; jj++) {
+        kq_vi Dl[KQ_TG], Dh[KQ_TG];
+        _Pragma("GCC unroll 8")
+        for (unsigned t = 0; t < NT; t++)
+            Dl[t] = Dh[t] = kq_zero();
+        _Pragma("GCC unroll 8")
+        for (unsigned g = 0; g < 8; g++) {
+            const kq_vi v = kq_ld(KQ_U(P, 16, 4, 8 * jj + g, h));
+            const kq_vi lo = kq_and(v, m4), hi = kq_and(kq_srli16(v, 4), m4);
+            _Pragma("GCC unroll 8")
+            for (unsigned t = 0; t < NT; t++) {
+#if KQ_VNNI
+                Dl[t] = kq_dpbusd(Dl[t], lo, kq_bcast4(xq[t] + 64 * jj + 4 * g));
+                Dh[t] = kq_dpbusd(Dh[t], hi, kq_bcast4(xq[t] + 64 * jj + 32 + 4 * g));
+#else
+                /* int16 pairs: 8 x 2 x 15 x 127 = 30480 at most */
+                Dl[t] = kq_add16(Dl[t], kq_maddubs(lo, kq_bcast4(xq[t] + 64 * jj + 4 * g)));
+                Dh[t] = kq_add16(Dh[t], kq_maddubs(hi, kq_bcast4(xq[t] + 64 * jj + 32 + 4 * g)));
+#endif
+            }
+        }
+        _Pragma("GCC unroll 8")
+        for (unsigned t = 0; t < NT; t++) {
+#if KQ_VNNI
+            I[t] = kq_add32(I[t], kq_add32(kq_mullo(Dl[t], s->sc[2 * jj]),
+                                           kq_mullo(Dh[t], s->sc[2 * jj + 1])));
+#else
+            I[t] = kq_add32(I[t], kq_add32(kq_madd(Dl[t], s->sc16[2 * jj]),
+                                           kq_madd(Dh[t], s->sc16[2 * jj + 1])));
+#endif
+        }
+    }
+    const kq_vf d = kq_vf_ldh(KQ_U(P, 0, 2, 0, h)), dmin = kq_vf_ldh(KQ_U(P, 2, 2, 0, h));
+    const kq_vf zero = kq_vf_zero();
+    _Pragma("GCC unroll 8")
+    for (unsigned t = 0; t < NT; t++) {
+        const int16_t *bs = x[t].q8k_bsums + (size_t)xb * 16;
+        kq_vi M = kq_zero();
+        _Pragma("GCC unroll 4")
+        for (unsigned k = 0; k < 4; k++) {
+            const int b0 = bs[4 * k] + bs[4 * k + 1], b1 = bs[4 * k + 2] + bs[4 * k + 3];
+            M = kq_add32(M, kq_madd(s->mp[k], kq_set32((int)((uint32_t)(uint16_t)b0 |
+                                                             (uint32_t)b1 << 16))));
+        }
+        const kq_vf dx = kq_vf_set1(x[t].q8k_d[xb]);
+        const kq_vf r = kq_vf_sub(kq_vf_fma(kq_vf_cvt(I[t]), kq_vf_mul(d, dx), zero),
+                                  kq_vf_fma(kq_vf_cvt(M), kq_vf_mul(dmin, dx), zero));
+        KQ_NAME(kq_y_add)(y + t * ldy, rows, r0, r);
+    }
+}
+
+/* ==== Q6_K ================================================================
+ * Panel: ql (0: 32 units of 64 bytes), qh (2048: 16 units), scales (3072:
+ * 16 units of 16 bytes), d (3328).  Half n of the super-block, group g:
+ * A = ql unit 16n + g, B = ql unit 16n + 8 + g, H = qh unit 8n + g give
+ * the 6-bit quants (0..63) of columns 128n + 32k + 4g .. + 3, k = 0..3,
+ * all in ggml's lane g, of sub-block 8n + 2k + g / 4.  Lane g sums
+ * sc * (q . x) of its 8 groups: vpmaddubsw pairs (<= 2 x 63 x 127 =
+ * 16002) times the scale in both int16 halves by vpmaddwd (vpdpwssd). */
+
+typedef struct {
+    kq_vi sc16[16], sp[8];   /* sc | sc << 16; sc_2l | sc_2l+1 << 16 */
+} KQ_NAME(q6k_sc);
+
+KQ_ATTR static inline void KQ_NAME(q6k_scales)(const uint8_t *P, unsigned h,
+                                               KQ_NAME(q6k_sc) *s)
+{
+    kq_vi sc[16];
+    _Pragma("GCC unroll 16")
+    for (int j = 0; j < 16; j++) {
+        sc[j] = kq_s8x32(kq_ldb(KQ_U(P, 192, 1, j, h)));
+        s->sc16[j] = kq_or(kq_and(sc[j], kq_set32(0xFFFF)), kq_slli32(sc[j], 16));
+    }
+    _Pragma("GCC unroll 8")
+    for (int l = 0; l < 8; l++)
+        s->sp[l] = kq_or(kq_and(sc[2 * l], kq_set32(0xFFFF)), kq_slli32(sc[2 * l + 1], 16));
+}
+
+/* Lane g of NT inputs: lane[t] = fma(d_x d_w, sumi_g - corr_g, 0) */
+KQ_ATTR static inline __attribute__((always_inline)) void
+KQ_NAME(q6k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q6k_sc) *s,
+                  unsigned g, const kern_act *x, unsigned NT, unsigned xb,
+                  const int8_t *const *xq, const kq_vf *dd, kq_vf *lane)
+{
+    const kq_vi m4 = kq_set8(0x0F), m3 = kq_set8(0x03), mC = kq_set8(0x0C);
+    const kq_vi m30 = kq_set8(0x30);
+    kq_vi acc[KQ_TG];
+    _Pragma("GCC unroll 8")
+    for (unsigned t = 0; t < NT; t++)
+        acc[t] = kq_zero();
+    _Pragma("GCC unroll 2")
+    for (unsigned n = 0; n < 2; n++) {
+        const kq_vi A = kq_ld(KQ_U(P, 0, 4, 16 * n + g, h));
+        const kq_vi B = kq_ld(KQ_U(P, 0, 4, 16 * n + 8 + g, h));
+        const kq_vi H = kq_ld(KQ_U(P, 128, 4, 8 * n + g, h));
+        kq_vi q[4];
+        q[0] = kq_or(kq_and(A, m4), kq_slli16(kq_and(H, m3), 4));
+        q[1] = kq_or(kq_and(B, m4), kq_slli16(kq_and(H, mC), 2));
+        q[2] = kq_or(kq_and(kq_srli16(A, 4), m4), kq_and(H, m30));
+        q[3] = kq_or(kq_and(kq_srli16(B, 4), m4), kq_and(kq_srli16(H, 2), m30));
+        _Pragma("GCC unroll 4")
+        for (unsigned k = 0; k < 4; k++) {
+            const kq_vi sc = s->sc16[8 * n + 2 * k + g / 4];
+            _Pragma("GCC unroll 8")
+            for (unsigned t = 0; t < NT; t++)
+                acc[t] = kq_dpwssd(acc[t], kq_maddubs(q[k], kq_bcast4(
+                                               xq[t] + 128 * n + 32 * k + 4 * g)), sc);
+        }
+    }
+    const kq_vf zero = kq_vf_zero();
+    _Pragma("GCC unroll 8")
+    for (unsigned t = 0; t < NT; t++) {
+        /* minus 32 (sc_2g bsum_2g + sc_2g+1 bsum_2g+1) */
+        const int16_t *bs = x[t].q8k_bsums + (size_t)xb * 16;
+        const uint32_t bp = (uint32_t)(uint16_t)bs[2 * g] | (uint32_t)(uint16_t)bs[2 * g + 1] << 16;
+        const kq_vi corr = kq_slli32(kq_madd(s->sp[g], kq_set32((int)bp)), 5);
+        lane[t] = kq_vf_fma(dd[t], kq_vf_cvt(kq_sub32(acc[t], corr)), zero);
+    }
+}
+
+KQ_ATTR static inline __attribute__((always_inline)) void
+KQ_NAME(q6k_group)(const uint8_t *P, unsigned h, const KQ_NAME(q6k_sc) *s,
+                   const kern_act *x, size_t ldy, unsigned NT, unsigned xb,
+                   float *y, unsigned rows, unsigned r0)
+{
+    const kq_vf d = kq_vf_ldh(KQ_U(P, 208, 2, 0, h));
+    kq_vf lane[8][KQ_TG], dd[KQ_TG];
+    const int8_t *xq[KQ_TG];
+    _Pragma("GCC unroll 8")
+    for (unsigned t = 0; t < NT; t++) {
+        xq[t] = x[t].q8k + (size_t)xb * KERN_QK_K;
+        dd[t] = kq_vf_mul(kq_vf_set1(x[t].q8k_d[xb]), d);      /* d_x d_w */
+    }
+    /* one input: the lanes unrolled, in registers; a group: rolled, or its
+     * unpacked quants and accumulators spill */
+    if (NT == 1) {
+        _Pragma("GCC unroll 8")
+        for (unsigned g = 0; g < 8; g++)
+            KQ_NAME(q6k_lane)(P, h, s, g, x, 1, xb, xq, dd, lane[g]);
+    } else {
+        for (unsigned g = 0; g < 8; g++)
+            KQ_NAME(q6k_lane)(P, h, s, g, x, NT, xb, xq, dd, lane[g]);
+    }
+    _Pragma("GCC unroll 8")
+    for (unsigned t = 0; t < NT; t++) {
+        const kq_vf l[8] = { lane[0][t], lane[1][t], lane[2][t], lane[3][t],
+                             lane[4][t], lane[5][t], lane[6][t], lane[7][t] };
+        KQ_NAME(kq_y_add)(y + t * ldy, rows, r0, KQ_NAME(kq_fold8)(l));
+    }
+}
+
+/* ==== the tile kernels ======================================================
+ * For each panel and half: the scales once, then the inputs KQ_TG at a
+ * time, the last few one at a time (the groups are the same arithmetic). */
+#undef KQ_MM
+#define KQ_MM(TYPE, BYTES)                                                     \
+KQ_ATTR static void KQ_NAME(mm_##TYPE)(const void *payload, unsigned rows,     \
+                                       unsigned cols, const kern_act *x,       \
+                                       unsigned m, unsigned col0, float *y,    \
+                                       size_t ldy)                             \
+{                                                                              \
+    const uint8_t *pl = payload;                                               \
+    const unsigned np = (rows + KERN_PANEL - 1) / KERN_PANEL, xb = col0 / KERN_QK_K; \
+    (void)cols;                                                                \
+    for (unsigned p = 0; p < np; p++) {                                        \
+        const uint8_t *P = pl + (size_t)p * KERN_PANEL * (BYTES);              \
+        KQ_NAME(kq_pf)(P, KERN_PANEL * (BYTES));                               \
+        for (unsigned h = 0; h < KERN_PANEL / KQ_VR; h++) {                    \
+            const unsigned r0 = KERN_PANEL * p + KQ_VR * h;                    \
+            if (r0 >= rows)                                                    \
+                break;                                                         \
+            KQ_NAME(TYPE##_sc) s;                                              \
+            KQ_NAME(TYPE##_scales)(P, h, &s);                                  \
+            unsigned t = 0;                                                    \
+            for (; t + KQ_TG <= m; t += KQ_TG)                                 \
+                KQ_NAME(TYPE##_group)(P, h, &s, x + t, ldy, KQ_TG, xb,         \
+                                      y + t * ldy, rows, r0);                  \
+            for (; t < m; t++)                                                 \
+                KQ_NAME(TYPE##_group)(P, h, &s, x + t, ldy, 1, xb,             \
+                                      y + t * ldy, rows, r0);                  \
+        }                                                                      \
+    }                                                                          \
+}                                                                              \
+KQ_ATTR static void KQ_NAME(mv_##TYPE)(const void *payload, unsigned rows,     \
+                                       unsigned cols, const kern_act *x,       \
+                                       unsigned col0, float *y)                \
+{                                                                              \
+    KQ_NAME(mm_##TYPE)(payload, rows, cols, x, 1, col0, y, 0);                 \
+}
+
+KQ_MM(q4k, KQ_Q4_BYTES)
+KQ_MM(q6k, KQ_Q6_BYTES)
+
+/* ==== Q8_K activations ======================================================
+ * quantize_row_q8_K_ref per block of 256, KQ_VR lanes at a time: amax as
+ * the largest |x| bit pattern (the order of the values, for non-NaN
+ * floats), max the first x of that magnitude, then q = nearest_int(iscale
+ * x) by ggml's own trick in lanes (a product, then + 1.5 * 2^23, the low
+ * 23 bits less 2^22), capped at 127 and narrowed with truncation as C's
+ * int8_t conversion does.  A block holding an inf or a NaN goes through
+ * the scalar code. */
+KQ_ATTR static void KQ_NAME(act_q8k)(const float *x, unsigned nb, int8_t *q,
+                                     float *d, int16_t *bsums)
+{
+    const kq_vi absm = kq_set32(0x7FFFFFFF);
+    for (unsigned b = 0; b < nb; b++, x += KERN_QK_K, q += KERN_QK_K, bsums += 16) {
+        kq_vi mx = kq_zero();
+        for (unsigned i = 0; i < KERN_QK_K; i += KQ_VR)
+            mx = KQ_MAXU(mx, kq_and(kq_ld(x + i), absm));
+        uint32_t ab[KQ_VR], amax_bits = 0;
+        memcpy(ab, &mx, sizeof ab);
+        for (unsigned l = 0; l < KQ_VR; l++)
+            amax_bits = ab[l] > amax_bits ? ab[l] : amax_bits;
+        if (amax_bits >= 0x7F800000u) {
+            kern_kq_act_q8k_ref(x, 1, q, d + b, bsums);
+            continue;
+        }
+        if (!amax_bits) {
+            d[b] = 0;
+            memset(q, 0, KERN_QK_K);
+            memset(bsums, 0, 16 * sizeof *bsums);
+            continue;
+        }
+        unsigned first = 0;
+        while ((kern_f32_bits(x[first]) & 0x7FFFFFFFu) != amax_bits)
+            first++;
+        const float iscale = -127.f / x[first];
+        const kq_vf is = kq_vf_set1(iscale), magic = kq_vf_set1(12582912.f);
+        const kq_vi lo23 = kq_set32(0x007FFFFF), off = kq_set32(0x00400000);
+        const kq_vi cap = kq_set32(127);
+        for (unsigned i = 0; i < KERN_QK_K; i += 16) {
+            int32_t v[16];
+            for (unsigned k = 0; k < 16; k += KQ_VR) {
+                const kq_vf f = kq_vf_add(kq_vf_mul(is, kq_vf_ld(x + i + k)), magic);
+                kq_vi n = kq_sub32(kq_and(KQ_CASTI(f), lo23), off);
+                n = KQ_MINS(n, cap);
+                memcpy(v + k, &n, sizeof n);
+            }
+            int s = 0;
+            for (unsigned k = 0; k < 16; k++) {
+                q[i + k] = (int8_t)v[k];
+                s += (int8_t)v[k];
+            }
+            bsums[i / 16] = (int16_t)s;
+        }
+        d[b] = 1 / iscale;
+    }
+}
+
+/* ==== the table ================================================================ */
+KQ_ATTR static void KQ_NAME(kq_fill)(kern_ops *ops)
+{
+    ops->tile_mv[KERN_Q4_K] = KQ_NAME(mv_q4k);
+    ops->tile_mm[KERN_Q4_K] = KQ_NAME(mm_q4k);
+    ops->tile_mv[KERN_Q6_K] = KQ_NAME(mv_q6k);
+    ops->tile_mm[KERN_Q6_K] = KQ_NAME(mm_q6k);
+    ops->act_q8k = KQ_NAME(act_q8k);
+}
