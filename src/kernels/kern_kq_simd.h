@@ -130,6 +130,12 @@ typedef __m256 kq_vf;
 #if KQ_VNNI
 /* acc + the dot of 4 unsigned bytes u with 4 signed bytes s, per lane */
 #define kq_dpbusd(acc, u, s) _mm512_dpbusd_epi32(acc, u, s)
+/* the same with s the 4 bytes at p in every lane: vpdpbusd's embedded
+ * broadcast, one fused load-and-op where GCC 12 emits a vpbroadcastd and
+ * a vpdpbusd (the mat-mat kernels issue one per 64 products) */
+#define kq_dpbusd_b4(acc, u, p)                                                \
+    __asm__("vpdpbusd %[x]%{1to16%}, %[w], %[a]"                               \
+            : [a] "+v"(acc) : [w] "v"(u), [x] "m"(*(const int32_t *)(const void *)(p)))
 /* acc + a0 b0 + a1 b1 of int16 pairs, per lane */
 #define kq_dpwssd(acc, a, b) _mm512_dpwssd_epi32(acc, a, b)
 #else
@@ -168,6 +174,34 @@ KQ_ATTR static inline void KQ_NAME(kq_pf)(const uint8_t *p, unsigned bytes)
     for (unsigned i = 0; i < bytes; i += 64)
         _mm_prefetch((const char *)p + KQ_PF + i, _MM_HINT_T1);
 }
+
+/* ==== an input's numbers, taken once a tile ================================== */
+#ifndef KQ_IN_DEFINED
+#define KQ_IN_DEFINED
+typedef struct kq_in {
+    const int8_t *q;    /* the 256 quants of the tile's activation block */
+    float d;            /* their scale */
+    int32_t b16[8];     /* bsum_2l | bsum_2l+1 << 16, int16 pairs */
+    int32_t b32[4];     /* sums of 32 as pairs: bsum_4k + bsum_4k+1, and
+                         * bsum_4k+2 + bsum_4k+3 (|.| <= 4064) */
+} kq_in;
+
+static inline uint32_t kq_pair(int lo, int hi)
+{
+    return (uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16;
+}
+
+static inline void kq_in_set(kq_in *in, const kern_act *x, unsigned xb)
+{
+    const int16_t *bs = x->q8k_bsums + (size_t)xb * 16;
+    in->q = x->q8k + (size_t)xb * KERN_QK_K;
+    in->d = x->q8k_d[xb];
+    for (unsigned l = 0; l < 8; l++)
+        in->b16[l] = (int32_t)kq_pair(bs[2 * l], bs[2 * l + 1]);
+    for (unsigned k = 0; k < 4; k++)
+        in->b32[k] = (int32_t)kq_pair(bs[4 * k] + bs[4 * k + 1], bs[4 * k + 2] + bs[4 * k + 3]);
+}
+#endif
 
 /* ==== Q4_K ================================================================
  * Panel: d (0), dmin (32), scales (64: 12 units of 16 bytes), qs (256: 32
@@ -214,21 +248,18 @@ KQ_ATTR static inline void KQ_NAME(q4k_scales)(const uint8_t *P, unsigned h,
         s->mp[k] = kq_or(kq_u8x32(m8[2 * k]), kq_slli32(kq_u8x32(m8[2 * k + 1]), 16));
 }
 
-/* NT inputs (x[0 .. NT)) against half h of panel P; y[t] += the rows'
- * sums, rows r0 .. of `rows` */
+/* NT inputs against half h of panel P: y + t * ldy gets input t's sums of
+ * rows r0 .. (below `rows`) */
 KQ_ATTR static inline __attribute__((always_inline)) void
 KQ_NAME(q4k_group)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
-                   const kern_act *x, size_t ldy, unsigned NT, unsigned xb,
-                   float *y, unsigned rows, unsigned r0)
+                   const kq_in *in, unsigned NT, float *y, size_t ldy,
+                   unsigned rows, unsigned r0)
 {
     const kq_vi m4 = kq_set8(0x0F);
     kq_vi I[KQ_TG];
-    const int8_t *xq[KQ_TG];
     _Pragma("GCC unroll 8")
-    for (unsigned t = 0; t < NT; t++) {
+    for (unsigned t = 0; t < NT; t++)
         I[t] = kq_zero();
-        xq[t] = x[t].q8k + (size_t)xb * KERN_QK_K;
-    }
     for (unsigned jj = 0; jj < 4; jj++) {
         kq_vi Dl[KQ_TG], Dh[KQ_TG];
         _Pragma("GCC unroll 8")
@@ -240,13 +271,14 @@ KQ_NAME(q4k_group)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
             const kq_vi lo = kq_and(v, m4), hi = kq_and(kq_srli16(v, 4), m4);
             _Pragma("GCC unroll 8")
             for (unsigned t = 0; t < NT; t++) {
+                const int8_t *xq = in[t].q + 64 * jj + 4 * g;
 #if KQ_VNNI
-                Dl[t] = kq_dpbusd(Dl[t], lo, kq_bcast4(xq[t] + 64 * jj + 4 * g));
-                Dh[t] = kq_dpbusd(Dh[t], hi, kq_bcast4(xq[t] + 64 * jj + 32 + 4 * g));
+                kq_dpbusd_b4(Dl[t], lo, xq);
+                kq_dpbusd_b4(Dh[t], hi, xq + 32);
 #else
                 /* int16 pairs: 8 x 2 x 15 x 127 = 30480 at most */
-                Dl[t] = kq_add16(Dl[t], kq_maddubs(lo, kq_bcast4(xq[t] + 64 * jj + 4 * g)));
-                Dh[t] = kq_add16(Dh[t], kq_maddubs(hi, kq_bcast4(xq[t] + 64 * jj + 32 + 4 * g)));
+                Dl[t] = kq_add16(Dl[t], kq_maddubs(lo, kq_bcast4(xq)));
+                Dh[t] = kq_add16(Dh[t], kq_maddubs(hi, kq_bcast4(xq + 32)));
 #endif
             }
         }
@@ -265,15 +297,11 @@ KQ_NAME(q4k_group)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
     const kq_vf zero = kq_vf_zero();
     _Pragma("GCC unroll 8")
     for (unsigned t = 0; t < NT; t++) {
-        const int16_t *bs = x[t].q8k_bsums + (size_t)xb * 16;
         kq_vi M = kq_zero();
         _Pragma("GCC unroll 4")
-        for (unsigned k = 0; k < 4; k++) {
-            const int b0 = bs[4 * k] + bs[4 * k + 1], b1 = bs[4 * k + 2] + bs[4 * k + 3];
-            M = kq_add32(M, kq_madd(s->mp[k], kq_set32((int)((uint32_t)(uint16_t)b0 |
-                                                             (uint32_t)b1 << 16))));
-        }
-        const kq_vf dx = kq_vf_set1(x[t].q8k_d[xb]);
+        for (unsigned k = 0; k < 4; k++)
+            M = kq_dpwssd(M, s->mp[k], kq_set32(in[t].b32[k]));
+        const kq_vf dx = kq_vf_set1(in[t].d);
         const kq_vf r = kq_vf_sub(kq_vf_fma(kq_vf_cvt(I[t]), kq_vf_mul(d, dx), zero),
                                   kq_vf_fma(kq_vf_cvt(M), kq_vf_mul(dmin, dx), zero));
         KQ_NAME(kq_y_add)(y + t * ldy, rows, r0, r);
@@ -287,38 +315,42 @@ KQ_NAME(q4k_group)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
  * the 6-bit quants (0..63) of columns 128n + 32k + 4g .. + 3, k = 0..3,
  * all in ggml's lane g, of sub-block 8n + 2k + g / 4.  Lane g sums
  * sc * (q . x) of its 8 groups: vpmaddubsw pairs (<= 2 x 63 x 127 =
- * 16002) times the scale in both int16 halves by vpmaddwd (vpdpwssd). */
+ * 16002) times the scale in both int16 halves by vpmaddwd (vpdpwssd),
+ * starting from -32 (sc_2g bsum_2g + sc_2g+1 bsum_2g+1), made as minus
+ * the vpmaddwd of 32 sc (|32 sc| <= 4096) with the bsum pair. */
 
 typedef struct {
-    kq_vi sc16[16], sp[8];   /* sc | sc << 16; sc_2l | sc_2l+1 << 16 */
+    kq_vi sc16[16], sp[8];   /* sc | sc << 16; 32 sc_2l | 32 sc_2l+1 << 16 */
 } KQ_NAME(q6k_sc);
 
 KQ_ATTR static inline void KQ_NAME(q6k_scales)(const uint8_t *P, unsigned h,
                                                KQ_NAME(q6k_sc) *s)
 {
     kq_vi sc[16];
+    const kq_vi lo16 = kq_set32(0xFFFF);
     _Pragma("GCC unroll 16")
     for (int j = 0; j < 16; j++) {
         sc[j] = kq_s8x32(kq_ldb(KQ_U(P, 192, 1, j, h)));
-        s->sc16[j] = kq_or(kq_and(sc[j], kq_set32(0xFFFF)), kq_slli32(sc[j], 16));
+        s->sc16[j] = kq_or(kq_and(sc[j], lo16), kq_slli32(sc[j], 16));
     }
     _Pragma("GCC unroll 8")
     for (int l = 0; l < 8; l++)
-        s->sp[l] = kq_or(kq_and(sc[2 * l], kq_set32(0xFFFF)), kq_slli32(sc[2 * l + 1], 16));
+        s->sp[l] = kq_or(kq_and(kq_slli32(sc[2 * l], 5), lo16),
+                         kq_slli32(sc[2 * l + 1], 21));
 }
 
-/* Lane g of NT inputs: lane[t] = fma(d_x d_w, sumi_g - corr_g, 0) */
+/* Lane g of NT inputs: lane[t] = fma(d_x d_w, sumi_g, 0) */
 KQ_ATTR static inline __attribute__((always_inline)) void
 KQ_NAME(q6k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q6k_sc) *s,
-                  unsigned g, const kern_act *x, unsigned NT, unsigned xb,
-                  const int8_t *const *xq, const kq_vf *dd, kq_vf *lane)
+                  unsigned g, const kq_in *in, unsigned NT, const kq_vf *dd,
+                  kq_vf *lane)
 {
     const kq_vi m4 = kq_set8(0x0F), m3 = kq_set8(0x03), mC = kq_set8(0x0C);
-    const kq_vi m30 = kq_set8(0x30);
+    const kq_vi m30 = kq_set8(0x30), zi = kq_zero();
     kq_vi acc[KQ_TG];
     _Pragma("GCC unroll 8")
     for (unsigned t = 0; t < NT; t++)
-        acc[t] = kq_zero();
+        acc[t] = kq_sub32(zi, kq_madd(s->sp[g], kq_set32(in[t].b16[g])));
     _Pragma("GCC unroll 2")
     for (unsigned n = 0; n < 2; n++) {
         const kq_vi A = kq_ld(KQ_U(P, 0, 4, 16 * n + g, h));
@@ -335,42 +367,34 @@ KQ_NAME(q6k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q6k_sc) *s,
             _Pragma("GCC unroll 8")
             for (unsigned t = 0; t < NT; t++)
                 acc[t] = kq_dpwssd(acc[t], kq_maddubs(q[k], kq_bcast4(
-                                               xq[t] + 128 * n + 32 * k + 4 * g)), sc);
+                                               in[t].q + 128 * n + 32 * k + 4 * g)), sc);
         }
     }
     const kq_vf zero = kq_vf_zero();
     _Pragma("GCC unroll 8")
-    for (unsigned t = 0; t < NT; t++) {
-        /* minus 32 (sc_2g bsum_2g + sc_2g+1 bsum_2g+1) */
-        const int16_t *bs = x[t].q8k_bsums + (size_t)xb * 16;
-        const uint32_t bp = (uint32_t)(uint16_t)bs[2 * g] | (uint32_t)(uint16_t)bs[2 * g + 1] << 16;
-        const kq_vi corr = kq_slli32(kq_madd(s->sp[g], kq_set32((int)bp)), 5);
-        lane[t] = kq_vf_fma(dd[t], kq_vf_cvt(kq_sub32(acc[t], corr)), zero);
-    }
+    for (unsigned t = 0; t < NT; t++)
+        lane[t] = kq_vf_fma(dd[t], kq_vf_cvt(acc[t]), zero);
 }
 
 KQ_ATTR static inline __attribute__((always_inline)) void
 KQ_NAME(q6k_group)(const uint8_t *P, unsigned h, const KQ_NAME(q6k_sc) *s,
-                   const kern_act *x, size_t ldy, unsigned NT, unsigned xb,
-                   float *y, unsigned rows, unsigned r0)
+                   const kq_in *in, unsigned NT, float *y, size_t ldy,
+                   unsigned rows, unsigned r0)
 {
     const kq_vf d = kq_vf_ldh(KQ_U(P, 208, 2, 0, h));
     kq_vf lane[8][KQ_TG], dd[KQ_TG];
-    const int8_t *xq[KQ_TG];
     _Pragma("GCC unroll 8")
-    for (unsigned t = 0; t < NT; t++) {
-        xq[t] = x[t].q8k + (size_t)xb * KERN_QK_K;
-        dd[t] = kq_vf_mul(kq_vf_set1(x[t].q8k_d[xb]), d);      /* d_x d_w */
-    }
+    for (unsigned t = 0; t < NT; t++)
+        dd[t] = kq_vf_mul(kq_vf_set1(in[t].d), d);      /* d_x d_w */
     /* one input: the lanes unrolled, in registers; a group: rolled, or its
      * unpacked quants and accumulators spill */
     if (NT == 1) {
         _Pragma("GCC unroll 8")
         for (unsigned g = 0; g < 8; g++)
-            KQ_NAME(q6k_lane)(P, h, s, g, x, 1, xb, xq, dd, lane[g]);
+            KQ_NAME(q6k_lane)(P, h, s, g, in, 1, dd, lane[g]);
     } else {
         for (unsigned g = 0; g < 8; g++)
-            KQ_NAME(q6k_lane)(P, h, s, g, x, NT, xb, xq, dd, lane[g]);
+            KQ_NAME(q6k_lane)(P, h, s, g, in, NT, dd, lane[g]);
     }
     _Pragma("GCC unroll 8")
     for (unsigned t = 0; t < NT; t++) {
@@ -381,8 +405,12 @@ KQ_NAME(q6k_group)(const uint8_t *P, unsigned h, const KQ_NAME(q6k_sc) *s,
 }
 
 /* ==== the tile kernels ======================================================
- * For each panel and half: the scales once, then the inputs KQ_TG at a
- * time, the last few one at a time (the groups are the same arithmetic). */
+ * Inputs KQ_CHUNK at a time (their numbers taken once), then for each
+ * panel and half the scales once and the inputs KQ_TG at a time, the last
+ * few one at a time (a group is the same arithmetic as one input). */
+#ifndef KQ_CHUNK
+#define KQ_CHUNK 32
+#endif
 #undef KQ_MM
 #define KQ_MM(TYPE, BYTES)                                                     \
 KQ_ATTR static void KQ_NAME(mm_##TYPE)(const void *payload, unsigned rows,     \
@@ -393,22 +421,29 @@ KQ_ATTR static void KQ_NAME(mm_##TYPE)(const void *payload, unsigned rows,     \
     const uint8_t *pl = payload;                                               \
     const unsigned np = (rows + KERN_PANEL - 1) / KERN_PANEL, xb = col0 / KERN_QK_K; \
     (void)cols;                                                                \
-    for (unsigned p = 0; p < np; p++) {                                        \
-        const uint8_t *P = pl + (size_t)p * KERN_PANEL * (BYTES);              \
-        KQ_NAME(kq_pf)(P, KERN_PANEL * (BYTES));                               \
-        for (unsigned h = 0; h < KERN_PANEL / KQ_VR; h++) {                    \
-            const unsigned r0 = KERN_PANEL * p + KQ_VR * h;                    \
-            if (r0 >= rows)                                                    \
-                break;                                                         \
-            KQ_NAME(TYPE##_sc) s;                                              \
-            KQ_NAME(TYPE##_scales)(P, h, &s);                                  \
-            unsigned t = 0;                                                    \
-            for (; t + KQ_TG <= m; t += KQ_TG)                                 \
-                KQ_NAME(TYPE##_group)(P, h, &s, x + t, ldy, KQ_TG, xb,         \
-                                      y + t * ldy, rows, r0);                  \
-            for (; t < m; t++)                                                 \
-                KQ_NAME(TYPE##_group)(P, h, &s, x + t, ldy, 1, xb,             \
-                                      y + t * ldy, rows, r0);                  \
+    for (unsigned c0 = 0; c0 < m; c0 += KQ_CHUNK) {                            \
+        const unsigned nc = m - c0 < KQ_CHUNK ? m - c0 : KQ_CHUNK;             \
+        kq_in in[KQ_CHUNK];                                                    \
+        for (unsigned t = 0; t < nc; t++)                                      \
+            kq_in_set(&in[t], x + c0 + t, xb);                                 \
+        float *yc = y + c0 * ldy;                                              \
+        for (unsigned p = 0; p < np; p++) {                                    \
+            const uint8_t *P = pl + (size_t)p * KERN_PANEL * (BYTES);          \
+            KQ_NAME(kq_pf)(P, KERN_PANEL * (BYTES));                           \
+            for (unsigned h = 0; h < KERN_PANEL / KQ_VR; h++) {                \
+                const unsigned r0 = KERN_PANEL * p + KQ_VR * h;                \
+                if (r0 >= rows)                                                \
+                    break;                                                     \
+                KQ_NAME(TYPE##_sc) s;                                          \
+                KQ_NAME(TYPE##_scales)(P, h, &s);                              \
+                unsigned t = 0;                                                \
+                for (; t + KQ_TG <= nc; t += KQ_TG)                            \
+                    KQ_NAME(TYPE##_group)(P, h, &s, in + t, KQ_TG,             \
+                                          yc + t * ldy, ldy, rows, r0);        \
+                for (; t < nc; t++)                                            \
+                    KQ_NAME(TYPE##_group)(P, h, &s, in + t, 1,                 \
+                                          yc + t * ldy, ldy, rows, r0);        \
+            }                                                                  \
         }                                                                      \
     }                                                                          \
 }                                                                              \
