@@ -73,6 +73,16 @@ typedef __m512 kq_vf;
 #define kq_vf_fma(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define kq_vf_ld(p)       _mm512_loadu_ps(p)
 #define kq_vf_st(p, v)    _mm512_storeu_ps(p, v)
+#define kq_andnot(a, b)   _mm512_andnot_si512(a, b)
+#define kq_srli32(a, n)   _mm512_srli_epi32(a, n)
+#define kq_sub16(a, b)    _mm512_sub_epi16(a, b)
+#define kq_abs8(a)        _mm512_abs_epi8(a)
+/* x negated where w's sign bit is set (no vpsignb in AVX-512; where w is 0
+ * the product with |w| is 0 either way) */
+#define kq_sign8(x, w)    _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x)
+#define kq_shuffle8(t, i) _mm512_shuffle_epi8(t, i)
+#define kq_bcast16(p)     _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p)))
+#define kq_u16x32(p)      _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p)))
 #define KQ_MAXU(a, b)     _mm512_max_epu32(a, b)
 #define KQ_MINS(a, b)     _mm512_min_epi32(a, b)
 #define KQ_CASTI(f)       _mm512_castps_si512(f)
@@ -109,6 +119,14 @@ typedef __m256 kq_vf;
 #define kq_vf_fma(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define kq_vf_ld(p)       _mm256_loadu_ps(p)
 #define kq_vf_st(p, v)    _mm256_storeu_ps(p, v)
+#define kq_andnot(a, b)   _mm256_andnot_si256(a, b)
+#define kq_srli32(a, n)   _mm256_srli_epi32(a, n)
+#define kq_sub16(a, b)    _mm256_sub_epi16(a, b)
+#define kq_abs8(a)        _mm256_abs_epi8(a)
+#define kq_sign8(x, w)    _mm256_sign_epi8(x, w)
+#define kq_shuffle8(t, i) _mm256_shuffle_epi8(t, i)
+#define kq_bcast16(p)     _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p)))
+#define kq_u16x32(p)      _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p)))
 #define KQ_MAXU(a, b)     _mm256_max_epu32(a, b)
 #define KQ_MINS(a, b)     _mm256_min_epi32(a, b)
 #define KQ_CASTI(f)       _mm256_castps_si256(f)
@@ -339,15 +357,13 @@ KQ_ATTR static inline void KQ_NAME(q6k_scales)(const uint8_t *P, unsigned h,
                          kq_slli32(sc[2 * l + 1], 21));
 }
 
-/* Lane g of NT inputs: lane[t] = fma(d_x d_w, sumi_g, 0) */
+/* Lane g of NT inputs: acc[t] = ggml's sumi_g */
 KQ_ATTR static inline __attribute__((always_inline)) void
 KQ_NAME(q6k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q6k_sc) *s,
-                  unsigned g, const kq_in *in, unsigned NT, const kq_vf *dd,
-                  kq_vf *lane)
+                  unsigned g, const kq_in *in, unsigned NT, kq_vi *acc)
 {
     const kq_vi m4 = kq_set8(0x0F), m3 = kq_set8(0x03), mC = kq_set8(0x0C);
     const kq_vi m30 = kq_set8(0x30), zi = kq_zero();
-    kq_vi acc[KQ_TG];
     _Pragma("GCC unroll 8")
     for (unsigned t = 0; t < NT; t++)
         acc[t] = kq_sub32(zi, kq_madd(s->sp[g], kq_set32(in[t].b16[g])));
@@ -370,37 +386,331 @@ KQ_NAME(q6k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q6k_sc) *s,
                                                in[t].q + 128 * n + 32 * k + 4 * g)), sc);
         }
     }
-    const kq_vf zero = kq_vf_zero();
+}
+
+KQ_ATTR static inline kq_vf KQ_NAME(q6k_d)(const uint8_t *P, unsigned h)
+{
+    return kq_vf_ldh(KQ_U(P, 208, 2, 0, h));
+}
+
+/* Q6_K adds nothing after the fold */
+KQ_ATTR static inline kq_vf KQ_NAME(q6k_extra)(const uint8_t *P, unsigned h,
+                                               const KQ_NAME(q6k_sc) *s,
+                                               const kq_in *in)
+{
+    (void)P, (void)h, (void)s, (void)in;
+    return kq_vf_zero();
+}
+
+/* ==== Q5_K ================================================================
+ * Panel: d (0), dmin (32), scales (64, Q4_K's), qh (256: 8 units of 64
+ * bytes), qs (768: 32 units).  Unit 8jj + g of qs and unit g of qh give
+ * the 5-bit quants (0..31) of columns 64jj + 4g .. + 3 (sub-block 2jj,
+ * high bit: qh bit 2jj) and 64jj + 32 + 4g .. (2jj + 1, bit 2jj + 1), both
+ * in lane g: 8 scaled groups a lane as Q6_K's (pairs <= 2 x 31 x 127).
+ * After the fold: + fma(-d_x dmin_w, M, 0), M as Q4_K's. */
+#define q5k_sc q4k_sc
+#define q5k_scales q4k_scales
+
+KQ_ATTR static inline __attribute__((always_inline)) void
+KQ_NAME(q5k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q5k_sc) *s,
+                  unsigned g, const kq_in *in, unsigned NT, kq_vi *acc)
+{
+    const kq_vi m4 = kq_set8(0x0F), m16 = kq_set8(0x10);
+    kq_vi H = kq_ld(KQ_U(P, 16, 4, g, h));
     _Pragma("GCC unroll 8")
     for (unsigned t = 0; t < NT; t++)
-        lane[t] = kq_vf_fma(dd[t], kq_vf_cvt(acc[t]), zero);
+        acc[t] = kq_zero();
+    _Pragma("GCC unroll 4")
+    for (unsigned jj = 0; jj < 4; jj++) {
+        /* H holds qh >> 2jj (16-bit shifts: what crosses from the next
+         * byte lands above the bits read) */
+        const kq_vi v = kq_ld(KQ_U(P, 48, 4, 8 * jj + g, h));
+        const kq_vi lo = kq_or(kq_and(v, m4), kq_and(kq_slli16(H, 4), m16));
+        const kq_vi hi = kq_or(kq_and(kq_srli16(v, 4), m4), kq_and(kq_slli16(H, 3), m16));
+        H = kq_srli16(H, 2);
+        _Pragma("GCC unroll 8")
+        for (unsigned t = 0; t < NT; t++) {
+            const int8_t *xq = in[t].q + 64 * jj + 4 * g;
+            acc[t] = kq_dpwssd(acc[t], kq_maddubs(lo, kq_bcast4(xq)), s->sc16[2 * jj]);
+            acc[t] = kq_dpwssd(acc[t], kq_maddubs(hi, kq_bcast4(xq + 32)), s->sc16[2 * jj + 1]);
+        }
+    }
+}
+
+KQ_ATTR static inline kq_vf KQ_NAME(q5k_d)(const uint8_t *P, unsigned h)
+{
+    return kq_vf_ldh(KQ_U(P, 0, 2, 0, h));
+}
+
+KQ_ATTR static inline kq_vf KQ_NAME(q5k_extra)(const uint8_t *P, unsigned h,
+                                               const KQ_NAME(q5k_sc) *s,
+                                               const kq_in *in)
+{
+    kq_vi M = kq_zero();
+    _Pragma("GCC unroll 4")
+    for (unsigned k = 0; k < 4; k++)
+        M = kq_dpwssd(M, s->mp[k], kq_set32(in->b32[k]));
+    const kq_vf dmin = kq_vf_mul(kq_vf_set1(-in->d), kq_vf_ldh(KQ_U(P, 2, 2, 0, h)));
+    return kq_vf_fma(dmin, kq_vf_cvt(M), kq_vf_zero());
+}
+
+/* ==== Q3_K ================================================================
+ * Panel: hmask (0: 8 units of 64 bytes), qs (512: 16 units), scales (1536:
+ * 12 units of 16 bytes), d (1728).  Column 128n + 32k + t: 2 bits at 2k
+ * of qs byte 32n + t (unit 8n + g for t = 4g ..), high bit 4n + k of
+ * hmask byte t (unit g); the weight is the 2 bits, less 4 where the high
+ * bit is clear (ggml's two vpmaddubsw and a difference, each pair <= 2 x
+ * 4 x 127), times the sub-block's scale (6 bits less 32), sub-block
+ * 8n + 2k + g / 4. */
+typedef struct {
+    kq_vi sc16[16];
+} KQ_NAME(q3k_sc);
+
+KQ_ATTR static inline void KQ_NAME(q3k_scales)(const uint8_t *P, unsigned h,
+                                               KQ_NAME(q3k_sc) *s)
+{
+    __m128i S[12];
+    const __m128i m15 = _mm_set1_epi8(15), m3 = _mm_set1_epi8(3);
+    _Pragma("GCC unroll 12")
+    for (int k = 0; k < 12; k++)
+        S[k] = kq_ldb(KQ_U(P, 96, 1, k, h));
+    _Pragma("GCC unroll 16")
+    for (int j = 0; j < 16; j++) {
+        const __m128i lo = j < 8 ? _mm_and_si128(S[j], m15)
+                                 : _mm_and_si128(_mm_srli_epi16(S[j - 8], 4), m15);
+        const __m128i hi = _mm_and_si128(_mm_srli_epi16(S[8 + j % 4], 2 * (j / 4)), m3);
+        const kq_vi sc = kq_sub32(kq_u8x32(_mm_or_si128(lo, _mm_slli_epi16(hi, 4))),
+                                  kq_set32(32));
+        s->sc16[j] = kq_or(kq_and(sc, kq_set32(0xFFFF)), kq_slli32(sc, 16));
+    }
 }
 
 KQ_ATTR static inline __attribute__((always_inline)) void
-KQ_NAME(q6k_group)(const uint8_t *P, unsigned h, const KQ_NAME(q6k_sc) *s,
+KQ_NAME(q3k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q3k_sc) *s,
+                  unsigned g, const kq_in *in, unsigned NT, kq_vi *acc)
+{
+    const kq_vi m3 = kq_set8(3), m4 = kq_set8(4);
+    const kq_vi hm = kq_ld(KQ_U(P, 0, 4, g, h));
+    _Pragma("GCC unroll 8")
+    for (unsigned t = 0; t < NT; t++)
+        acc[t] = kq_zero();
+    _Pragma("GCC unroll 2")
+    for (unsigned n = 0; n < 2; n++) {
+        const kq_vi v = kq_ld(KQ_U(P, 32, 4, 8 * n + g, h));
+        _Pragma("GCC unroll 4")
+        for (unsigned k = 0; k < 4; k++) {
+            const unsigned b = 4 * n + k;
+            const kq_vi q = kq_and(kq_srli16(v, 2 * k), m3);
+            /* 4 where the high bit is clear: (~hm >> b & 1) << 2 */
+            const kq_vi neg = kq_andnot(b >= 2 ? kq_srli16(hm, b - 2) : kq_slli16(hm, 2 - b), m4);
+            const kq_vi sc = s->sc16[8 * n + 2 * k + g / 4];
+            _Pragma("GCC unroll 8")
+            for (unsigned t = 0; t < NT; t++) {
+                const kq_vi xb = kq_bcast4(in[t].q + 128 * n + 32 * k + 4 * g);
+                acc[t] = kq_dpwssd(acc[t], kq_sub16(kq_maddubs(q, xb), kq_maddubs(neg, xb)), sc);
+            }
+        }
+    }
+}
+
+KQ_ATTR static inline kq_vf KQ_NAME(q3k_d)(const uint8_t *P, unsigned h)
+{
+    return kq_vf_ldh(KQ_U(P, 108, 2, 0, h));
+}
+
+KQ_ATTR static inline kq_vf KQ_NAME(q3k_extra)(const uint8_t *P, unsigned h,
+                                               const KQ_NAME(q3k_sc) *s,
+                                               const kq_in *in)
+{
+    (void)P, (void)h, (void)s, (void)in;
+    return kq_vf_zero();
+}
+
+/* ==== IQ4_XS ================================================================
+ * Panel: d (0), scales_h (32: one unit of 16 x 2 bytes), scales_l (64: 4
+ * units of 16), qs (128: 32 units of 64).  Unit 4ib + g4 of qs holds
+ * columns 32ib + 4g4 .. (low nibbles, lane g4) and 32ib + 16 + 4g4 ..
+ * (high, lane 4 + g4) of sub-block ib, as indexes of ggml's 16 levels
+ * (vpshufb).  Signed levels times signed activations: vpmaddubsw of
+ * |w| and x with w's sign (pairs <= 2 x 127 x 127 = 32258), as ggml's
+ * mul_add_epi8; then the scale (6 bits less 32). */
+typedef struct {
+    kq_vi sc16[8];
+} KQ_NAME(iq4xs_sc);
+
+KQ_ATTR static inline void KQ_NAME(iq4xs_scales)(const uint8_t *P, unsigned h,
+                                                 KQ_NAME(iq4xs_sc) *s)
+{
+    const kq_vi sh = kq_u16x32(KQ_U(P, 2, 2, 0, h));
+    _Pragma("GCC unroll 8")
+    for (int ib = 0; ib < 8; ib++) {
+        const kq_vi l = kq_u8x32(kq_ldb(KQ_U(P, 4, 1, ib / 2, h)));
+        const kq_vi lo = kq_and(kq_srli32(l, 4 * (ib % 2)), kq_set32(0xF));
+        const kq_vi hi = kq_and(kq_srli32(sh, 2 * ib), kq_set32(3));
+        const kq_vi sc = kq_sub32(kq_or(lo, kq_slli32(hi, 4)), kq_set32(32));
+        s->sc16[ib] = kq_or(kq_and(sc, kq_set32(0xFFFF)), kq_slli32(sc, 16));
+    }
+}
+
+KQ_ATTR static inline __attribute__((always_inline)) void
+KQ_NAME(iq4xs_lane)(const uint8_t *P, unsigned h, const KQ_NAME(iq4xs_sc) *s,
+                    unsigned g, const kq_in *in, unsigned NT, kq_vi *acc)
+{
+    const kq_vi m4 = kq_set8(0x0F), tab = kq_bcast16(kern_kq_iq4_values);
+    _Pragma("GCC unroll 8")
+    for (unsigned t = 0; t < NT; t++)
+        acc[t] = kq_zero();
+    _Pragma("GCC unroll 8")
+    for (unsigned ib = 0; ib < 8; ib++) {
+        const kq_vi v = kq_ld(KQ_U(P, 8, 4, 4 * ib + g % 4, h));
+        const kq_vi w = kq_shuffle8(tab, g < 4 ? kq_and(v, m4) : kq_and(kq_srli16(v, 4), m4));
+        const kq_vi aw = kq_abs8(w);
+        _Pragma("GCC unroll 8")
+        for (unsigned t = 0; t < NT; t++) {
+            const kq_vi xb = kq_bcast4(in[t].q + 32 * ib + 16 * (g / 4) + 4 * (g % 4));
+            acc[t] = kq_dpwssd(acc[t], kq_maddubs(aw, kq_sign8(xb, w)), s->sc16[ib]);
+        }
+    }
+}
+
+KQ_ATTR static inline kq_vf KQ_NAME(iq4xs_d)(const uint8_t *P, unsigned h)
+{
+    return kq_vf_ldh(KQ_U(P, 0, 2, 0, h));
+}
+
+KQ_ATTR static inline kq_vf KQ_NAME(iq4xs_extra)(const uint8_t *P, unsigned h,
+                                                 const KQ_NAME(iq4xs_sc) *s,
+                                                 const kq_in *in)
+{
+    (void)P, (void)h, (void)s, (void)in;
+    return kq_vf_zero();
+}
+
+/* ==== the lane types' groups ===============================================
+ * NT inputs against half h of panel P: each lane's sum (TYPE_lane), then
+ * fma(d_x d_w, (float)sumi_l, 0) per lane, the fold, TYPE_extra after it,
+ * into y + t * ldy (rows r0 .. below `rows`).  One input runs its lanes
+ * unrolled, in registers; a group runs them rolled, or its unpacked
+ * quants and accumulators spill. */
+#undef KQ_LANES_GROUP
+#define KQ_LANES_GROUP(TYPE)                                                   \
+KQ_ATTR static inline __attribute__((always_inline)) void                      \
+KQ_NAME(TYPE##_group)(const uint8_t *P, unsigned h, const KQ_NAME(TYPE##_sc) *s, \
+                      const kq_in *in, unsigned NT, float *y, size_t ldy,      \
+                      unsigned rows, unsigned r0)                              \
+{                                                                              \
+    const kq_vf d = KQ_NAME(TYPE##_d)(P, h), zero = kq_vf_zero();              \
+    kq_vf lane[8][KQ_TG], dd[KQ_TG];                                           \
+    _Pragma("GCC unroll 8")                                                    \
+    for (unsigned t = 0; t < NT; t++)                                          \
+        dd[t] = kq_vf_mul(kq_vf_set1(in[t].d), d);       /* d_x d_w */         \
+    if (NT == 1) {                                                             \
+        _Pragma("GCC unroll 8")                                                \
+        for (unsigned g = 0; g < 8; g++) {                                     \
+            kq_vi acc[1];                                                      \
+            KQ_NAME(TYPE##_lane)(P, h, s, g, in, 1, acc);                      \
+            lane[g][0] = kq_vf_fma(dd[0], kq_vf_cvt(acc[0]), zero);            \
+        }                                                                      \
+    } else {                                                                   \
+        for (unsigned g = 0; g < 8; g++) {                                     \
+            kq_vi acc[KQ_TG];                                                  \
+            KQ_NAME(TYPE##_lane)(P, h, s, g, in, NT, acc);                     \
+            _Pragma("GCC unroll 8")                                            \
+            for (unsigned t = 0; t < NT; t++)                                  \
+                lane[g][t] = kq_vf_fma(dd[t], kq_vf_cvt(acc[t]), zero);        \
+        }                                                                      \
+    }                                                                          \
+    _Pragma("GCC unroll 8")                                                    \
+    for (unsigned t = 0; t < NT; t++) {                                        \
+        const kq_vf l[8] = { lane[0][t], lane[1][t], lane[2][t], lane[3][t],   \
+                             lane[4][t], lane[5][t], lane[6][t], lane[7][t] }; \
+        KQ_NAME(kq_y_add)(y + t * ldy, rows, r0,                               \
+                          kq_vf_add(KQ_NAME(kq_fold8)(l),                      \
+                                    KQ_NAME(TYPE##_extra)(P, h, s, in + t)));  \
+    }                                                                          \
+}
+
+KQ_LANES_GROUP(q6k)
+KQ_LANES_GROUP(q5k)
+KQ_LANES_GROUP(q3k)
+KQ_LANES_GROUP(iq4xs)
+
+/* ==== Q2_K =================================================================
+ * Panel: scales (0: 16 units of 16 bytes: scale low nibble, min high),
+ * qs (256: 16 units of 64), d (1280), dmin (1312).  Column 128n + 32k + t:
+ * 2 bits at 2k of qs byte 32n + t (unit 8n + g for t = 4g ..), sub-block
+ * 8n + 2k + g / 4 of 16 columns, whose dot (<= 16 x 3 x 127 = 6096) is
+ * summed in int16 and scaled by vpmaddwd (vpdpwssd) into I; M = sum_j m_j
+ * bsum_j by min pairs; then Q4_K's float steps. */
+typedef struct {
+    kq_vi sc16[16], mp[8];
+} KQ_NAME(q2k_sc);
+
+KQ_ATTR static inline void KQ_NAME(q2k_scales)(const uint8_t *P, unsigned h,
+                                               KQ_NAME(q2k_sc) *s)
+{
+    kq_vi sc[16], m[16];
+    _Pragma("GCC unroll 16")
+    for (int j = 0; j < 16; j++) {
+        const kq_vi b = kq_u8x32(kq_ldb(KQ_U(P, 0, 1, j, h)));
+        sc[j] = kq_and(b, kq_set32(0xF));
+        m[j] = kq_srli32(b, 4);
+        s->sc16[j] = kq_or(sc[j], kq_slli32(sc[j], 16));
+    }
+    _Pragma("GCC unroll 8")
+    for (int l = 0; l < 8; l++)
+        s->mp[l] = kq_or(m[2 * l], kq_slli32(m[2 * l + 1], 16));
+}
+
+KQ_ATTR static inline __attribute__((always_inline)) void
+KQ_NAME(q2k_group)(const uint8_t *P, unsigned h, const KQ_NAME(q2k_sc) *s,
                    const kq_in *in, unsigned NT, float *y, size_t ldy,
                    unsigned rows, unsigned r0)
 {
-    const kq_vf d = kq_vf_ldh(KQ_U(P, 208, 2, 0, h));
-    kq_vf lane[8][KQ_TG], dd[KQ_TG];
+    const kq_vi m3 = kq_set8(3);
+    kq_vi I[KQ_TG];
     _Pragma("GCC unroll 8")
     for (unsigned t = 0; t < NT; t++)
-        dd[t] = kq_vf_mul(kq_vf_set1(in[t].d), d);      /* d_x d_w */
-    /* one input: the lanes unrolled, in registers; a group: rolled, or its
-     * unpacked quants and accumulators spill */
-    if (NT == 1) {
-        _Pragma("GCC unroll 8")
-        for (unsigned g = 0; g < 8; g++)
-            KQ_NAME(q6k_lane)(P, h, s, g, in, 1, dd, lane[g]);
-    } else {
-        for (unsigned g = 0; g < 8; g++)
-            KQ_NAME(q6k_lane)(P, h, s, g, in, NT, dd, lane[g]);
+        I[t] = kq_zero();
+    for (unsigned n = 0; n < 2; n++) {
+        _Pragma("GCC unroll 4")
+        for (unsigned k = 0; k < 4; k++) {
+            kq_vi S0[KQ_TG], S1[KQ_TG];
+            _Pragma("GCC unroll 8")
+            for (unsigned t = 0; t < NT; t++)
+                S0[t] = S1[t] = kq_zero();
+            _Pragma("GCC unroll 8")
+            for (unsigned g = 0; g < 8; g++) {
+                const kq_vi q = kq_and(kq_srli16(kq_ld(KQ_U(P, 16, 4, 8 * n + g, h)), 2 * k), m3);
+                _Pragma("GCC unroll 8")
+                for (unsigned t = 0; t < NT; t++) {
+                    const kq_vi p = kq_maddubs(q, kq_bcast4(in[t].q + 128 * n + 32 * k + 4 * g));
+                    if (g < 4)
+                        S0[t] = kq_add16(S0[t], p);
+                    else
+                        S1[t] = kq_add16(S1[t], p);
+                }
+            }
+            _Pragma("GCC unroll 8")
+            for (unsigned t = 0; t < NT; t++) {
+                I[t] = kq_dpwssd(I[t], S0[t], s->sc16[8 * n + 2 * k]);
+                I[t] = kq_dpwssd(I[t], S1[t], s->sc16[8 * n + 2 * k + 1]);
+            }
+        }
     }
+    const kq_vf d = kq_vf_ldh(KQ_U(P, 80, 2, 0, h)), dmin = kq_vf_ldh(KQ_U(P, 82, 2, 0, h));
+    const kq_vf zero = kq_vf_zero();
     _Pragma("GCC unroll 8")
     for (unsigned t = 0; t < NT; t++) {
-        const kq_vf l[8] = { lane[0][t], lane[1][t], lane[2][t], lane[3][t],
-                             lane[4][t], lane[5][t], lane[6][t], lane[7][t] };
-        KQ_NAME(kq_y_add)(y + t * ldy, rows, r0, KQ_NAME(kq_fold8)(l));
+        kq_vi M = kq_zero();
+        _Pragma("GCC unroll 8")
+        for (unsigned l = 0; l < 8; l++)
+            M = kq_dpwssd(M, s->mp[l], kq_set32(in[t].b16[l]));
+        const kq_vf dx = kq_vf_set1(in[t].d);
+        const kq_vf r = kq_vf_sub(kq_vf_fma(kq_vf_cvt(I[t]), kq_vf_mul(d, dx), zero),
+                                  kq_vf_fma(kq_vf_cvt(M), kq_vf_mul(dmin, dx), zero));
+        KQ_NAME(kq_y_add)(y + t * ldy, rows, r0, r);
     }
 }
 
@@ -454,8 +764,12 @@ KQ_ATTR static void KQ_NAME(mv_##TYPE)(const void *payload, unsigned rows,     \
     KQ_NAME(mm_##TYPE)(payload, rows, cols, x, 1, col0, y, 0);                 \
 }
 
+KQ_MM(q2k, KQ_Q2_BYTES)
+KQ_MM(q3k, KQ_Q3_BYTES)
 KQ_MM(q4k, KQ_Q4_BYTES)
+KQ_MM(q5k, KQ_Q5_BYTES)
 KQ_MM(q6k, KQ_Q6_BYTES)
+KQ_MM(iq4xs, KQ_IQ4_BYTES)
 
 /* ==== Q8_K activations ======================================================
  * quantize_row_q8_K_ref per block of 256, KQ_VR lanes at a time: amax as
@@ -516,9 +830,17 @@ KQ_ATTR static void KQ_NAME(act_q8k)(const float *x, unsigned nb, int8_t *q,
 /* ==== the table ================================================================ */
 KQ_ATTR static void KQ_NAME(kq_fill)(kern_ops *ops)
 {
+    ops->tile_mv[KERN_Q2_K] = KQ_NAME(mv_q2k);
+    ops->tile_mm[KERN_Q2_K] = KQ_NAME(mm_q2k);
+    ops->tile_mv[KERN_Q3_K] = KQ_NAME(mv_q3k);
+    ops->tile_mm[KERN_Q3_K] = KQ_NAME(mm_q3k);
     ops->tile_mv[KERN_Q4_K] = KQ_NAME(mv_q4k);
     ops->tile_mm[KERN_Q4_K] = KQ_NAME(mm_q4k);
+    ops->tile_mv[KERN_Q5_K] = KQ_NAME(mv_q5k);
+    ops->tile_mm[KERN_Q5_K] = KQ_NAME(mm_q5k);
     ops->tile_mv[KERN_Q6_K] = KQ_NAME(mv_q6k);
     ops->tile_mm[KERN_Q6_K] = KQ_NAME(mm_q6k);
+    ops->tile_mv[KERN_IQ4_XS] = KQ_NAME(mv_iq4xs);
+    ops->tile_mm[KERN_IQ4_XS] = KQ_NAME(mm_iq4xs);
     ops->act_q8k = KQ_NAME(act_q8k);
 }
