@@ -8,7 +8,7 @@
  *   KQ_VNNI  1 where vpdpbusd / vpdpwssd may be used (AVX512_VNNI)
  *   KQ_ATTR  the target attribute of the tier
  *   KQ_SUF   a suffix for every name defined here (two copies in one file)
- * and gets static kernels KQ_NAME(mm_q4_k) ... and KQ_NAME(kq_fill), which
+ * and gets static kernels KQ_NAME(mm_q4k) ... and KQ_NAME(kq_fill), which
  * puts them into a kern_ops table.
  *
  * One vector holds KQ_VR = KQ_W / 32 rows (16: a whole panel; 8: half of
@@ -226,9 +226,10 @@ static inline void kq_in_set(kq_in *in, const kern_act *x, unsigned xb)
  * units of 64 bytes; unit 8jj + g holds qs bytes 32jj + 4g .. + 3 of each
  * row: low nibbles columns 64jj + 4g .. + 3 of sub-block 2jj, high
  * nibbles columns 64jj + 32 + 4g .. of sub-block 2jj + 1).
- * I = sum_j sc_j D_j, D_j the sub-block's dot (<= 32 * 15 * 127 = 60960);
- * M = sum_j m_j (bsum_2j + bsum_2j+1), as int16 pairs through vpmaddwd
- * (m < 64, |bsum pair| <= 4064). */
+ * Repacked (q4krp, tile_mv_rp): I = sum_j sc_j D_j, D_j the sub-block's
+ * dot (<= 32 * 15 * 127 = 60960); M = sum_j m_j (bsum_2j + bsum_2j+1), as
+ * int16 pairs through vpmaddwd (m < 64, |bsum pair| <= 4064).  The
+ * vec_dot flavour (q4k, tile_mv) is a lane type, below Q6_K. */
 
 /* the 8 scales (sc, and sc in both int16 halves: sc16) and the 4 min
  * pairs (m_2k | m_2k+1 << 16) of half h of a panel */
@@ -269,9 +270,9 @@ KQ_ATTR static inline void KQ_NAME(q4k_scales)(const uint8_t *P, unsigned h,
 /* NT inputs against half h of panel P: y + t * ldy gets input t's sums of
  * rows r0 .. (below `rows`) */
 KQ_ATTR static inline __attribute__((always_inline)) void
-KQ_NAME(q4k_group)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
-                   const kq_in *in, unsigned NT, float *y, size_t ldy,
-                   unsigned rows, unsigned r0)
+KQ_NAME(q4krp_group)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
+                     const kq_in *in, unsigned NT, float *y, size_t ldy,
+                     unsigned rows, unsigned r0)
 {
     const kq_vi m4 = kq_set8(0x0F);
     kq_vi I[KQ_TG];
@@ -393,13 +394,48 @@ KQ_ATTR static inline kq_vf KQ_NAME(q6k_d)(const uint8_t *P, unsigned h)
     return kq_vf_ldh(KQ_U(P, 208, 2, 0, h));
 }
 
-/* Q6_K adds nothing after the fold */
-KQ_ATTR static inline kq_vf KQ_NAME(q6k_extra)(const uint8_t *P, unsigned h,
-                                               const KQ_NAME(q6k_sc) *s,
+
+/* Q4_K as ggml_vec_dot_q4_K_q8_K sums it (matrices llama.cpp does not
+ * repack): a lane type, each lane's 8 groups scaled (pairs <= 2 x 15 x
+ * 127), and after the fold its 4 min lanes fma(-d_x dmin_w, m_2k S_2k +
+ * m_2k+1 S_2k+1, 0) folded ((m0 + m2) + (m1 + m3)). */
+KQ_ATTR static inline __attribute__((always_inline)) void
+KQ_NAME(q4k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
+                  unsigned g, const kq_in *in, unsigned NT, kq_vi *acc)
+{
+    const kq_vi m4 = kq_set8(0x0F);
+    _Pragma("GCC unroll 8")
+    for (unsigned t = 0; t < NT; t++)
+        acc[t] = kq_zero();
+    _Pragma("GCC unroll 4")
+    for (unsigned jj = 0; jj < 4; jj++) {
+        const kq_vi v = kq_ld(KQ_U(P, 16, 4, 8 * jj + g, h));
+        const kq_vi lo = kq_and(v, m4), hi = kq_and(kq_srli16(v, 4), m4);
+        _Pragma("GCC unroll 8")
+        for (unsigned t = 0; t < NT; t++) {
+            const int8_t *xq = in[t].q + 64 * jj + 4 * g;
+            acc[t] = kq_dpwssd(acc[t], kq_maddubs(lo, kq_bcast4(xq)), s->sc16[2 * jj]);
+            acc[t] = kq_dpwssd(acc[t], kq_maddubs(hi, kq_bcast4(xq + 32)), s->sc16[2 * jj + 1]);
+        }
+    }
+}
+
+KQ_ATTR static inline kq_vf KQ_NAME(q4k_d)(const uint8_t *P, unsigned h)
+{
+    return kq_vf_ldh(KQ_U(P, 0, 2, 0, h));
+}
+
+KQ_ATTR static inline kq_vf KQ_NAME(q4k_extra)(const uint8_t *P, unsigned h,
+                                               const KQ_NAME(q4k_sc) *s,
                                                const kq_in *in)
 {
-    (void)P, (void)h, (void)s, (void)in;
-    return kq_vf_zero();
+    const kq_vf dmin = kq_vf_mul(kq_vf_set1(-in->d), kq_vf_ldh(KQ_U(P, 2, 2, 0, h)));
+    kq_vf m[4];
+    _Pragma("GCC unroll 4")
+    for (unsigned k = 0; k < 4; k++)
+        m[k] = kq_vf_fma(dmin, kq_vf_cvt(kq_madd(s->mp[k], kq_set32(in->b32[k]))),
+                         kq_vf_zero());
+    return kq_vf_add(kq_vf_add(m[0], m[2]), kq_vf_add(m[1], m[3]));
 }
 
 /* ==== Q5_K ================================================================
@@ -411,6 +447,10 @@ KQ_ATTR static inline kq_vf KQ_NAME(q6k_extra)(const uint8_t *P, unsigned h,
  * After the fold: + fma(-d_x dmin_w, M, 0), M as Q4_K's. */
 #define q5k_sc q4k_sc
 #define q5k_scales q4k_scales
+#define q4krp_sc q4k_sc
+#define q4krp_scales q4k_scales
+#define q2krp_sc q2k_sc
+#define q2krp_scales q2k_scales
 
 KQ_ATTR static inline __attribute__((always_inline)) void
 KQ_NAME(q5k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q5k_sc) *s,
@@ -519,13 +559,6 @@ KQ_ATTR static inline kq_vf KQ_NAME(q3k_d)(const uint8_t *P, unsigned h)
     return kq_vf_ldh(KQ_U(P, 108, 2, 0, h));
 }
 
-KQ_ATTR static inline kq_vf KQ_NAME(q3k_extra)(const uint8_t *P, unsigned h,
-                                               const KQ_NAME(q3k_sc) *s,
-                                               const kq_in *in)
-{
-    (void)P, (void)h, (void)s, (void)in;
-    return kq_vf_zero();
-}
 
 /* ==== IQ4_XS ================================================================
  * Panel: d (0), scales_h (32: one unit of 16 x 2 bytes), scales_l (64: 4
@@ -579,17 +612,41 @@ KQ_ATTR static inline kq_vf KQ_NAME(iq4xs_d)(const uint8_t *P, unsigned h)
     return kq_vf_ldh(KQ_U(P, 0, 2, 0, h));
 }
 
-KQ_ATTR static inline kq_vf KQ_NAME(iq4xs_extra)(const uint8_t *P, unsigned h,
-                                                 const KQ_NAME(iq4xs_sc) *s,
-                                                 const kq_in *in)
-{
-    (void)P, (void)h, (void)s, (void)in;
-    return kq_vf_zero();
+
+/* The hooks of the lane types that add nothing: no start value for a
+ * lane, nothing after the fold */
+#undef KQ_NO_HOOKS
+#define KQ_NO_HOOKS(TYPE)                                                      \
+KQ_ATTR static inline kq_vf KQ_NAME(TYPE##_init)(const uint8_t *P, unsigned h, \
+                                                 const KQ_NAME(TYPE##_sc) *s,  \
+                                                 const kq_in *in, unsigned g)  \
+{                                                                              \
+    (void)P, (void)h, (void)s, (void)in, (void)g;                              \
+    return kq_vf_zero();                                                       \
 }
+#undef KQ_NO_EXTRA
+#define KQ_NO_EXTRA(TYPE)                                                      \
+KQ_ATTR static inline kq_vf KQ_NAME(TYPE##_extra)(const uint8_t *P, unsigned h, \
+                                                  const KQ_NAME(TYPE##_sc) *s, \
+                                                  const kq_in *in)             \
+{                                                                              \
+    (void)P, (void)h, (void)s, (void)in;                                       \
+    return kq_vf_zero();                                                       \
+}
+
+KQ_NO_HOOKS(q4k)
+KQ_NO_HOOKS(q6k)
+KQ_NO_EXTRA(q6k)
+KQ_NO_HOOKS(q5k)
+KQ_NO_HOOKS(q3k)
+KQ_NO_EXTRA(q3k)
+KQ_NO_HOOKS(iq4xs)
+KQ_NO_EXTRA(iq4xs)
 
 /* ==== the lane types' groups ===============================================
  * NT inputs against half h of panel P: each lane's sum (TYPE_lane), then
- * fma(d_x d_w, (float)sumi_l, 0) per lane, the fold, TYPE_extra after it,
+ * fma(d_x d_w, (float)sumi_l, TYPE_init) per lane, the fold, TYPE_extra
+ * after it,
  * into y + t * ldy (rows r0 .. below `rows`).  One input on AVX-512 runs
  * its lanes unrolled, in registers; a group, or any input with AVX2's 16
  * registers, runs them rolled, or its unpacked quants and accumulators
@@ -601,7 +658,7 @@ KQ_NAME(TYPE##_group)(const uint8_t *P, unsigned h, const KQ_NAME(TYPE##_sc) *s,
                       const kq_in *in, unsigned NT, float *y, size_t ldy,      \
                       unsigned rows, unsigned r0)                              \
 {                                                                              \
-    const kq_vf d = KQ_NAME(TYPE##_d)(P, h), zero = kq_vf_zero();              \
+    const kq_vf d = KQ_NAME(TYPE##_d)(P, h);                                   \
     kq_vf lane[8][KQ_TG], dd[KQ_TG];                                           \
     _Pragma("GCC unroll 8")                                                    \
     for (unsigned t = 0; t < NT; t++)                                          \
@@ -611,7 +668,8 @@ KQ_NAME(TYPE##_group)(const uint8_t *P, unsigned h, const KQ_NAME(TYPE##_sc) *s,
         for (unsigned g = 0; g < 8; g++) {                                     \
             kq_vi acc[1];                                                      \
             KQ_NAME(TYPE##_lane)(P, h, s, g, in, 1, acc);                      \
-            lane[g][0] = kq_vf_fma(dd[0], kq_vf_cvt(acc[0]), zero);            \
+            lane[g][0] = kq_vf_fma(dd[0], kq_vf_cvt(acc[0]),                   \
+                                   KQ_NAME(TYPE##_init)(P, h, s, in, g));      \
         }                                                                      \
     } else {                                                                   \
         for (unsigned g = 0; g < 8; g++) {                                     \
@@ -619,7 +677,8 @@ KQ_NAME(TYPE##_group)(const uint8_t *P, unsigned h, const KQ_NAME(TYPE##_sc) *s,
             KQ_NAME(TYPE##_lane)(P, h, s, g, in, NT, acc);                     \
             _Pragma("GCC unroll 8")                                            \
             for (unsigned t = 0; t < NT; t++)                                  \
-                lane[g][t] = kq_vf_fma(dd[t], kq_vf_cvt(acc[t]), zero);        \
+                lane[g][t] = kq_vf_fma(dd[t], kq_vf_cvt(acc[t]),               \
+                                       KQ_NAME(TYPE##_init)(P, h, s, in + t, g)); \
         }                                                                      \
     }                                                                          \
     _Pragma("GCC unroll 8")                                                    \
@@ -632,6 +691,7 @@ KQ_NAME(TYPE##_group)(const uint8_t *P, unsigned h, const KQ_NAME(TYPE##_sc) *s,
     }                                                                          \
 }
 
+KQ_LANES_GROUP(q4k)
 KQ_LANES_GROUP(q6k)
 KQ_LANES_GROUP(q5k)
 KQ_LANES_GROUP(q3k)
@@ -641,9 +701,10 @@ KQ_LANES_GROUP(iq4xs)
  * Panel: scales (0: 16 units of 16 bytes: scale low nibble, min high),
  * qs (256: 16 units of 64), d (1280), dmin (1312).  Column 128n + 32k + t:
  * 2 bits at 2k of qs byte 32n + t (unit 8n + g for t = 4g ..), sub-block
- * 8n + 2k + g / 4 of 16 columns, whose dot (<= 16 x 3 x 127 = 6096) is
- * summed in int16 and scaled by vpmaddwd (vpdpwssd) into I; M = sum_j m_j
- * bsum_j by min pairs; then Q4_K's float steps. */
+ * 8n + 2k + g / 4 of 16 columns.  Repacked (q2krp, tile_mv_rp): each
+ * sub-block's dot (<= 16 x 3 x 127 = 6096) summed in int16 and scaled by
+ * vpmaddwd (vpdpwssd) into I; M = sum_j m_j bsum_j by min pairs; then
+ * Q4_K's float steps.  The vec_dot flavour (q2k, tile_mv) follows. */
 typedef struct {
     kq_vi sc16[16], mp[8];
 } KQ_NAME(q2k_sc);
@@ -665,9 +726,9 @@ KQ_ATTR static inline void KQ_NAME(q2k_scales)(const uint8_t *P, unsigned h,
 }
 
 KQ_ATTR static inline __attribute__((always_inline)) void
-KQ_NAME(q2k_group)(const uint8_t *P, unsigned h, const KQ_NAME(q2k_sc) *s,
-                   const kq_in *in, unsigned NT, float *y, size_t ldy,
-                   unsigned rows, unsigned r0)
+KQ_NAME(q2krp_group)(const uint8_t *P, unsigned h, const KQ_NAME(q2k_sc) *s,
+                     const kq_in *in, unsigned NT, float *y, size_t ldy,
+                     unsigned rows, unsigned r0)
 {
     const kq_vi m3 = kq_set8(3);
     kq_vi I[KQ_TG];
@@ -714,6 +775,50 @@ KQ_NAME(q2k_group)(const uint8_t *P, unsigned h, const KQ_NAME(q2k_sc) *s,
         KQ_NAME(kq_y_add)(y + t * ldy, rows, r0, r);
     }
 }
+
+/* Q2_K as ggml_vec_dot_q2_K_q8_K sums it (on a CPU without AVX-512, or a
+ * matrix llama.cpp does not repack): a lane type whose lane l starts at
+ * fma(-d_x dmin_w, m_2l bsum_2l + m_2l+1 bsum_2l+1, 0) (pairs <= 2 x 3 x
+ * 127). */
+KQ_ATTR static inline __attribute__((always_inline)) void
+KQ_NAME(q2k_lane)(const uint8_t *P, unsigned h, const KQ_NAME(q2k_sc) *s,
+                  unsigned g, const kq_in *in, unsigned NT, kq_vi *acc)
+{
+    const kq_vi m3 = kq_set8(3);
+    _Pragma("GCC unroll 8")
+    for (unsigned t = 0; t < NT; t++)
+        acc[t] = kq_zero();
+    _Pragma("GCC unroll 2")
+    for (unsigned n = 0; n < 2; n++) {
+        const kq_vi v = kq_ld(KQ_U(P, 16, 4, 8 * n + g, h));
+        _Pragma("GCC unroll 4")
+        for (unsigned k = 0; k < 4; k++) {
+            const kq_vi q = kq_and(kq_srli16(v, 2 * k), m3);
+            const kq_vi sc = s->sc16[8 * n + 2 * k + g / 4];
+            _Pragma("GCC unroll 8")
+            for (unsigned t = 0; t < NT; t++)
+                acc[t] = kq_dpwssd(acc[t], kq_maddubs(q, kq_bcast4(
+                                               in[t].q + 128 * n + 32 * k + 4 * g)), sc);
+        }
+    }
+}
+
+KQ_ATTR static inline kq_vf KQ_NAME(q2k_d)(const uint8_t *P, unsigned h)
+{
+    return kq_vf_ldh(KQ_U(P, 80, 2, 0, h));
+}
+
+KQ_ATTR static inline kq_vf KQ_NAME(q2k_init)(const uint8_t *P, unsigned h,
+                                              const KQ_NAME(q2k_sc) *s,
+                                              const kq_in *in, unsigned g)
+{
+    const kq_vf dmin = kq_vf_mul(kq_vf_set1(-in->d), kq_vf_ldh(KQ_U(P, 82, 2, 0, h)));
+    return kq_vf_fma(dmin, kq_vf_cvt(kq_madd(s->mp[g], kq_set32(in->b16[g]))),
+                     kq_vf_zero());
+}
+
+KQ_NO_EXTRA(q2k)
+KQ_LANES_GROUP(q2k)
 
 /* ==== the tile kernels ======================================================
  * Inputs KQ_CHUNK at a time (their numbers taken once), then for each
@@ -766,8 +871,10 @@ KQ_ATTR static void KQ_NAME(mv_##TYPE)(const void *payload, unsigned rows,     \
 }
 
 KQ_MM(q2k, KQ_Q2_BYTES)
+KQ_MM(q2krp, KQ_Q2_BYTES)
 KQ_MM(q3k, KQ_Q3_BYTES)
 KQ_MM(q4k, KQ_Q4_BYTES)
+KQ_MM(q4krp, KQ_Q4_BYTES)
 KQ_MM(q5k, KQ_Q5_BYTES)
 KQ_MM(q6k, KQ_Q6_BYTES)
 KQ_MM(iq4xs, KQ_IQ4_BYTES)
@@ -843,5 +950,9 @@ KQ_ATTR static void KQ_NAME(kq_fill)(kern_ops *ops)
     ops->tile_mm[KERN_Q6_K] = KQ_NAME(mm_q6k);
     ops->tile_mv[KERN_IQ4_XS] = KQ_NAME(mv_iq4xs);
     ops->tile_mm[KERN_IQ4_XS] = KQ_NAME(mm_iq4xs);
+    ops->tile_mv_rp[KERN_Q2_K] = KQ_NAME(mv_q2krp);
+    ops->tile_mm_rp[KERN_Q2_K] = KQ_NAME(mm_q2krp);
+    ops->tile_mv_rp[KERN_Q4_K] = KQ_NAME(mv_q4krp);
+    ops->tile_mm_rp[KERN_Q4_K] = KQ_NAME(mm_q4krp);
     ops->act_q8k = KQ_NAME(act_q8k);
 }
