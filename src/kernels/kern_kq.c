@@ -51,28 +51,32 @@
  * only the float steps are the contract; which kernel llama.cpp runs is
  * what ggml_repack_get_optimal_repack_type picks on an AVX-512 CPU:
  *
- *   Q4_K, Q2_K  repacked (ggml_gemv_q4_K_8x8_q8_K, ggml_gemv_q2_K_8x8_q8_K,
- *               arch/x86/repack.cpp; Q4_K on AVX2 already, Q2_K on
- *               AVX-512): per row one integer sum I = sum_j sc_j (q_j . x_j)
- *               over the sub-blocks (32 columns for Q4_K, 16 for Q2_K) and
- *               the min sum M = sum_j m_j bsum_j, then
- *                   fma(I, d_w d_x, 0) - fma(M, dmin_w d_x, 0).
- *               llama.cpp repacks the matrices whose row count is a
- *               multiple of 8 (all of a real model's); one with another
- *               row count runs ggml_vec_dot_q4_K_q8_K there, whose sums
- *               these match to the last bits only.
- *   Q3_K, Q5_K, Q6_K, IQ4_XS  ggml_vec_dot_*_q8_K (arch/x86/quants.c, the
+ *   tile_mv, all six types: ggml_vec_dot_*_q8_K (arch/x86/quants.c, the
  *               AVX2 code that AVX-512 builds run): 8 int32 lanes, lane l
  *               taking the columns c with (c % 32) / 4 == l, each product
  *               times its sub-block scale; then per lane
- *                   fma(d, (float)sumi_l, 0)
- *               and the 8 folded as hsum_float_8:
- *               ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)).
+ *                   fma(d, (float)sumi_l, init_l)
+ *               (init_l 0 but for Q2_K) and the 8 folded as hsum_float_8:
+ *               ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)), d = d_x d_w.
  *               Q6_K's lanes count its quants unsigned (0..63) and lane l
- *               subtracts 32 (sc_2l bsum_2l + sc_2l+1 bsum_2l+1); d = d_x
- *               d_w (IQ4_XS: d_w d_x, the same product).  Q5_K adds its
- *               mins after the fold: + fma(-d_x dmin_w, M, 0), M = sum_j
- *               m_j (bsum_2j + bsum_2j+1).
+ *               subtracts 32 (sc_2l bsum_2l + sc_2l+1 bsum_2l+1).  Q5_K
+ *               adds its mins after the fold: + fma(-d_x dmin_w, M, 0),
+ *               M = sum_j m_j (bsum_2j + bsum_2j+1); Q4_K adds 4 min lanes
+ *               fma(-d_x dmin_w, m_2k S_2k + m_2k+1 S_2k+1, 0) (S_j that
+ *               pair of bsums) folded ((m0 + m2) + (m1 + m3)); Q2_K's lane
+ *               l starts at init_l = fma(-d_x dmin_w, m_2l bsum_2l +
+ *               m_2l+1 bsum_2l+1, 0).
+ *   tile_mv_rp, Q4_K and Q2_K: llama.cpp repacks the matrices of these
+ *               whose row count is a multiple of 8 (all of a real model's;
+ *               Q4_K on any AVX2 CPU, Q2_K on AVX-512) and runs
+ *               ggml_gemv_q4_K_8x8_q8_K / ggml_gemv_q2_K_8x8_q8_K
+ *               (arch/x86/repack.cpp): per row one integer sum I =
+ *               sum_j sc_j (q_j . x_j) over the sub-blocks (32 columns for
+ *               Q4_K, 16 for Q2_K) and the min sum M = sum_j m_j bsum_j,
+ *               then
+ *                   fma(I, d_w d_x, 0) - fma(M, dmin_w d_x, 0).
+ *               A caller runs these for such matrices, as the engine
+ *               runs tile_mv_q4_0_rp for Q4_0 (eng_session.c, mv_init).
  *
  * A matrix wider than one tile adds its tiles' sums to y[r] in float,
  * where llama.cpp carries its float accumulators across super-blocks: such
@@ -246,8 +250,8 @@ void kern_kq_act_q8k_ref(const float *x, unsigned nb, int8_t *q, float *d,
  * b the GGML block, q its 256 activation quants, dx their scale, bs their
  * 16 bsums.  Each returns the tile row's sum (see the essay). */
 
-static float dot_q4_k(const uint8_t *b, const int8_t *q, float dx,
-                      const int16_t *bs)
+static float dot_q4_k_rp(const uint8_t *b, const int8_t *q, float dx,
+                         const int16_t *bs)
 {
     int32_t I = 0, M = 0;
     for (unsigned j = 0; j < 8; j++) {
@@ -264,8 +268,8 @@ static float dot_q4_k(const uint8_t *b, const int8_t *q, float dx,
     return fmaf((float)I, d * dx, 0.0f) - fmaf((float)M, dmin * dx, 0.0f);
 }
 
-static float dot_q2_k(const uint8_t *b, const int8_t *q, float dx,
-                      const int16_t *bs)
+static float dot_q2_k_rp(const uint8_t *b, const int8_t *q, float dx,
+                         const int16_t *bs)
 {
     int32_t I = 0, M = 0;
     for (unsigned j = 0; j < 16; j++) {
@@ -283,9 +287,10 @@ static float dot_q2_k(const uint8_t *b, const int8_t *q, float dx,
 
 /* The lane types: w[c] the integer weight of column c (its quant times its
  * sub-block scale), lane l summing the columns with (c % 32) / 4 == l, then
- * corr[l] subtracted; the lanes scaled by d and folded. */
+ * corr[l] subtracted; each lane fma(d, (float)sum, init_l) (init NULL: 0)
+ * and the lanes folded. */
 static float lanes_fold(const int32_t *w, const int8_t *q, const int32_t *corr,
-                        float d)
+                        float d, const float *init)
 {
     float lane[8];
     for (unsigned l = 0; l < 8; l++) {
@@ -293,9 +298,53 @@ static float lanes_fold(const int32_t *w, const int8_t *q, const int32_t *corr,
         for (unsigned c = 4 * l; c < KERN_QK_K; c += 32)
             for (unsigned k = 0; k < 4; k++)
                 s += w[c + k] * q[c + k];
-        lane[l] = fmaf(d, (float)(s - corr[l]), 0.0f);
+        lane[l] = fmaf(d, (float)(s - corr[l]), init ? init[l] : 0.0f);
     }
     return kq_fold8(lane);
+}
+
+static const int32_t no_corr[8];
+
+/* ggml_vec_dot_q4_K_q8_K: the lanes with d = d_x d_w, then its 4 min lanes
+ * fma(-d_x dmin_w, m_2k S_2k + m_2k+1 S_2k+1, 0) (S_j the activation sum
+ * of sub-block j) folded as ((m0 + m2) + (m1 + m3)) and added */
+static float dot_q4_k(const uint8_t *b, const int8_t *q, float dx,
+                      const int16_t *bs)
+{
+    int32_t w[KERN_QK_K], P[4] = { 0 };
+    float ml[4];
+    for (unsigned j = 0; j < 8; j++) {
+        uint8_t sc, m;
+        kq_scale_min_k4(j, b + 4, &sc, &m);
+        P[j / 2] += m * (bs[2 * j] + bs[2 * j + 1]);
+        for (unsigned t = 0; t < 32; t++) {
+            const uint8_t byte = b[16 + 32 * (j / 2) + t];
+            w[32 * j + t] = sc * (j % 2 ? byte >> 4 : byte & 0xF);
+        }
+    }
+    const float dmin = -dx * kern_h2f(kern_ld_u16(b + 2));
+    for (unsigned k = 0; k < 4; k++)
+        ml[k] = fmaf(dmin, (float)P[k], 0.0f);
+    return lanes_fold(w, q, no_corr, dx * kern_h2f(kern_ld_u16(b)), NULL) +
+           ((ml[0] + ml[2]) + (ml[1] + ml[3]));
+}
+
+/* ggml_vec_dot_q2_K_q8_K: lane l starts at fma(-d_x dmin_w, m_2l bsum_2l +
+ * m_2l+1 bsum_2l+1, 0), then fma(d_x d_w, sumi_l, that) */
+static float dot_q2_k(const uint8_t *b, const int8_t *q, float dx,
+                      const int16_t *bs)
+{
+    int32_t w[KERN_QK_K];
+    float init[8];
+    for (unsigned c = 0; c < KERN_QK_K; c++) {
+        const unsigned n = c / 128, k = (c % 128) / 32, t = c % 32;
+        w[c] = (b[c / 16] & 0xF) * ((b[16 + 32 * n + t] >> 2 * k) & 3);
+    }
+    const float dmin = -dx * kern_h2f(kern_ld_u16(b + 82));
+    for (unsigned l = 0; l < 8; l++)
+        init[l] = fmaf(dmin, (float)((b[2 * l] >> 4) * bs[2 * l] +
+                                     (b[2 * l + 1] >> 4) * bs[2 * l + 1]), 0.0f);
+    return lanes_fold(w, q, no_corr, dx * kern_h2f(kern_ld_u16(b + 80)), init);
 }
 
 static float dot_q6_k(const uint8_t *b, const int8_t *q, float dx,
@@ -312,13 +361,12 @@ static float dot_q6_k(const uint8_t *b, const int8_t *q, float dx,
     }
     for (unsigned l = 0; l < 8; l++)
         corr[l] = 32 * (sc[2 * l] * bs[2 * l] + sc[2 * l + 1] * bs[2 * l + 1]);
-    return lanes_fold(w, q, corr, dx * kern_h2f(kern_ld_u16(b + 208)));
+    return lanes_fold(w, q, corr, dx * kern_h2f(kern_ld_u16(b + 208)), NULL);
 }
 
 static float dot_q5_k(const uint8_t *b, const int8_t *q, float dx,
                       const int16_t *bs)
 {
-    static const int32_t zero[8];
     int32_t w[KERN_QK_K], M = 0;
     for (unsigned j = 0; j < 8; j++) {
         uint8_t sc, m;
@@ -332,13 +380,12 @@ static float dot_q5_k(const uint8_t *b, const int8_t *q, float dx,
     }
     const float d = dx * kern_h2f(kern_ld_u16(b));
     const float dmin = -dx * kern_h2f(kern_ld_u16(b + 2));
-    return lanes_fold(w, q, zero, d) + fmaf(dmin, (float)M, 0.0f);
+    return lanes_fold(w, q, no_corr, d, NULL) + fmaf(dmin, (float)M, 0.0f);
 }
 
 static float dot_q3_k(const uint8_t *b, const int8_t *q, float dx,
                       const int16_t *bs)
 {
-    static const int32_t zero[8];
     int32_t w[KERN_QK_K];
     (void)bs;
     for (unsigned c = 0; c < KERN_QK_K; c++) {
@@ -347,13 +394,12 @@ static float dot_q3_k(const uint8_t *b, const int8_t *q, float dx,
                        ((b[t] >> (4 * n + k)) & 1 ? 0 : 4);
         w[c] = kq_scale_q3(c / 16, b + 96) * q3;
     }
-    return lanes_fold(w, q, zero, dx * kern_h2f(kern_ld_u16(b + 108)));
+    return lanes_fold(w, q, no_corr, dx * kern_h2f(kern_ld_u16(b + 108)), NULL);
 }
 
 static float dot_iq4_xs(const uint8_t *b, const int8_t *q, float dx,
                         const int16_t *bs)
 {
-    static const int32_t zero[8];
     int32_t w[KERN_QK_K];
     const uint16_t sh = kern_ld_u16(b + 2);
     (void)bs;
@@ -362,7 +408,7 @@ static float dot_iq4_xs(const uint8_t *b, const int8_t *q, float dx,
         const uint8_t byte = b[8 + 16 * ib + t % 16];
         w[c] = kq_scale_iq4(ib, b + 4, sh) * kern_kq_iq4_values[t < 16 ? byte & 0xF : byte >> 4];
     }
-    return lanes_fold(w, q, zero, kern_h2f(kern_ld_u16(b)) * dx);
+    return lanes_fold(w, q, no_corr, kern_h2f(kern_ld_u16(b)) * dx, NULL);
 }
 
 /* y[r] += the dot of row r's block with the activation block of col0. */
@@ -382,15 +428,19 @@ static float dot_iq4_xs(const uint8_t *b, const int8_t *q, float dx,
     }
 
 KQ_MV_REF(mv_q2_k, KERN_Q2_K, dot_q2_k)
+KQ_MV_REF(mv_q2_k_rp, KERN_Q2_K, dot_q2_k_rp)
 KQ_MV_REF(mv_q3_k, KERN_Q3_K, dot_q3_k)
 KQ_MV_REF(mv_q4_k, KERN_Q4_K, dot_q4_k)
+KQ_MV_REF(mv_q4_k_rp, KERN_Q4_K, dot_q4_k_rp)
 KQ_MV_REF(mv_q5_k, KERN_Q5_K, dot_q5_k)
 KQ_MV_REF(mv_q6_k, KERN_Q6_K, dot_q6_k)
 KQ_MV_REF(mv_iq4_xs, KERN_IQ4_XS, dot_iq4_xs)
 
 KERN_MM_FROM_MV(mm_q2_k, mv_q2_k)
+KERN_MM_FROM_MV(mm_q2_k_rp, mv_q2_k_rp)
 KERN_MM_FROM_MV(mm_q3_k, mv_q3_k)
 KERN_MM_FROM_MV(mm_q4_k, mv_q4_k)
+KERN_MM_FROM_MV(mm_q4_k_rp, mv_q4_k_rp)
 KERN_MM_FROM_MV(mm_q5_k, mv_q5_k)
 KERN_MM_FROM_MV(mm_q6_k, mv_q6_k)
 KERN_MM_FROM_MV(mm_iq4_xs, mv_iq4_xs)
@@ -411,8 +461,23 @@ void kern_kq_fill(kern_ops *ops, enum kern_isa isa)
         ops->tile_mm[KERN_Q5_K] = mm_q5_k;
         ops->tile_mm[KERN_Q6_K] = mm_q6_k;
         ops->tile_mm[KERN_IQ4_XS] = mm_iq4_xs;
+        ops->tile_mv_rp[KERN_Q2_K] = mv_q2_k_rp;
+        ops->tile_mv_rp[KERN_Q4_K] = mv_q4_k_rp;
+        ops->tile_mm_rp[KERN_Q2_K] = mm_q2_k_rp;
+        ops->tile_mm_rp[KERN_Q4_K] = mm_q4_k_rp;
         ops->act_q8k = kern_kq_act_q8k_ref;
         break;
+#if HAVE_ISA_X86
+    case KERN_ISA_AVX2:
+        kern_kq_fill_avx2(ops);
+        break;
+    case KERN_ISA_AVX512:
+        kern_kq_fill_avx512(ops, 0);
+        break;
+    case KERN_ISA_AVX512_VNNI:
+        kern_kq_fill_avx512(ops, 1);
+        break;
+#endif
     default:
         break;
     }

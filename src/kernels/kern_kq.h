@@ -142,4 +142,11 @@ int  kern_kq_check_blocks(const uint8_t *b, unsigned nblk, unsigned bytes,
 void kern_kq_act_q8k_ref(const float *x, unsigned nb, int8_t *q, float *d,
                          int16_t *bsums);
 
+#if HAVE_ISA_X86
+/* kern_kq_avx2.c, kern_kq_avx512.c: a tier's kernels into its table
+ * (over the scalar reference's entries) */
+void kern_kq_fill_avx2(kern_ops *ops);
+void kern_kq_fill_avx512(kern_ops *ops, int vnni);
+#endif
+
 #endif /* CFLOW_KERN_KQ_H */

@@ -139,13 +139,15 @@ static void test_kq_payload(void **state)
 /* ---- ggml's own outputs ------------------------------------------------------ */
 
 /* made by tests/data/kq/ggml_golden.c (README.md there) */
-static const struct { const char *name; uint64_t deq, qnt, mv; } gold[] = {
-    { "q2_k", 0x207215cecd0a23bbull, 0xb6e7adc84a15e915ull, 0x86f434355c175337ull },
-    { "q3_k", 0x24704d31542ac800ull, 0xa82ae4cfaaa9a939ull, 0x33953700be0cd677ull },
-    { "q4_k", 0xee0bcadfdc5133deull, 0x8428a288f6250652ull, 0x334e76a24b6ee948ull },
-    { "q5_k", 0xb06b7d6bd2270e98ull, 0xd7b69b43be8b1c9bull, 0xe8cb6010bd4a929aull },
-    { "q6_k", 0xb759f412a65467ceull, 0x8fc80a348c509de4ull, 0x7a03b03116371c7eull },
-    { "iq4_xs", 0x3604785e61a97fb1ull, 0x5611f25046202b20ull, 0x4a58bb3868d23186ull },
+/* deq, qnt: dequantize_row_*, quantize_chunk; mv: mul_mat from the CPU
+ * buffer (vec_dot); rp: from the CPU_REPACK buffer (0: not repacked) */
+static const struct { const char *name; uint64_t deq, qnt, mv, rp; } gold[] = {
+    { "q2_k", 0x207215cecd0a23bbull, 0xb6e7adc84a15e915ull, 0x52989fb3397acd2aull, 0x86f434355c175337ull },
+    { "q3_k", 0x24704d31542ac800ull, 0xa82ae4cfaaa9a939ull, 0x33953700be0cd677ull, 0 },
+    { "q4_k", 0xee0bcadfdc5133deull, 0x8428a288f6250652ull, 0x848fbdafd142cbafull, 0x334e76a24b6ee948ull },
+    { "q5_k", 0xb06b7d6bd2270e98ull, 0xd7b69b43be8b1c9bull, 0xe8cb6010bd4a929aull, 0 },
+    { "q6_k", 0xb759f412a65467ceull, 0x8fc80a348c509de4ull, 0x7a03b03116371c7eull, 0 },
+    { "iq4_xs", 0x3604785e61a97fb1ull, 0x5611f25046202b20ull, 0x4a58bb3868d23186ull, 0 },
 };
 #define GOLD_Q8K 0x059f722d76025fe8ull
 
@@ -209,16 +211,26 @@ static void test_kq_golden(void **state)
             const kern_ops *ops = kern_ops_for((enum kern_isa)isa);
             if (!ops)
                 continue;
-            char what[64];
-            memset(y, 0, sizeof y);
-            for (unsigned v = 0; v < NV; v++)
-                ops->tile_mv[ktype(T)](pl, MR, 256, &act[v], 0, y + MR * v);
-            snprintf(what, sizeof what, "%s tile_mv", ops->name);
-            want_hash(what, T->name, kq_gold_fnv(KQ_GOLD_FNV0, y, sizeof y), gold[ti].mv);
-            memset(y, 0, sizeof y);
-            ops->tile_mm[ktype(T)](pl, MR, 256, act, NV, 0, y, MR);
-            snprintf(what, sizeof what, "%s tile_mm", ops->name);
-            want_hash(what, T->name, kq_gold_fnv(KQ_GOLD_FNV0, y, sizeof y), gold[ti].mv);
+            for (int rp = 0; rp < 2; rp++) {
+                kern_tile_mv_fn mv = rp ? ops->tile_mv_rp[ktype(T)] : ops->tile_mv[ktype(T)];
+                kern_tile_mm_fn mm = rp ? ops->tile_mm_rp[ktype(T)] : ops->tile_mm[ktype(T)];
+                const uint64_t want = rp ? gold[ti].rp : gold[ti].mv;
+                /* a repacked flavour exactly where llama.cpp repacks */
+                assert_int_equal(mv != NULL, !rp || want);
+                assert_int_equal(mm != NULL, !rp || want);
+                if (!mv)
+                    continue;
+                char what[64];
+                memset(y, 0, sizeof y);
+                for (unsigned v = 0; v < NV; v++)
+                    mv(pl, MR, 256, &act[v], 0, y + MR * v);
+                snprintf(what, sizeof what, "%s tile_mv%s", ops->name, rp ? "_rp" : "");
+                want_hash(what, T->name, kq_gold_fnv(KQ_GOLD_FNV0, y, sizeof y), want);
+                memset(y, 0, sizeof y);
+                mm(pl, MR, 256, act, NV, 0, y, MR);
+                snprintf(what, sizeof what, "%s tile_mm%s", ops->name, rp ? "_rp" : "");
+                want_hash(what, T->name, kq_gold_fnv(KQ_GOLD_FNV0, y, sizeof y), want);
+            }
         }
     }
 
@@ -290,7 +302,11 @@ static void test_kq_ref_double(void **state)
             unpack_rows(ktype(T), R, pl, w);
             const unsigned col0 = 256 * (trial % 3);
             memset(y, 0, sizeof y);
-            ref->tile_mv[ktype(T)](pl, R, 256, &a, col0, y);
+            /* the repacked flavour where there is one, on odd trials */
+            if (trial % 2 && ref->tile_mv_rp[ktype(T)])
+                ref->tile_mv_rp[ktype(T)](pl, R, 256, &a, col0, y);
+            else
+                ref->tile_mv[ktype(T)](pl, R, 256, &a, col0, y);
             const float dx = a.q8k_d[col0 / 256];
             for (unsigned r = 0; r < R; r++) {
                 double s = 0, mag = 0;
@@ -319,22 +335,68 @@ static void test_kq_ref_double(void **state)
 
 /* ---- every tier against the reference ------------------------------------------- */
 
+enum { TG_MMAX = 33, TG_LDY = 128 + 3 };
+
+/* Every SIMD table's flavour (rp: the repacked one) of type t on an R x C
+ * payload pl at col0, against the reference's, bit for bit: tile_mv of
+ * each of the TG_MMAX inputs and tile_mm of the first m (every m 1..33 for
+ * some row counts, every 8th for the rest), over random y with guard
+ * rows; returns the runs checked. */
+static unsigned tiers_check(const char *name, enum kern_type t, int rp,
+                            const uint8_t *pl, unsigned R, unsigned C,
+                            unsigned col0, const kern_act *acts, float *y0,
+                            float *yr, float *y)
+{
+    const kern_ops *ref = kern_ops_ref();
+    unsigned checked = 0;
+    for (size_t i = 0; i < TG_MMAX * TG_LDY; i++)
+        y0[i] = i % TG_LDY < R ? kq_gold_unit() : 777.0f;
+    memcpy(yr, y0, TG_MMAX * TG_LDY * sizeof(float));
+    for (unsigned j = 0; j < TG_MMAX; j++)
+        (rp ? ref->tile_mv_rp[t] : ref->tile_mv[t])(pl, R, C, &acts[j], col0,
+                                                     yr + j * TG_LDY);
+    for (int isa = KERN_ISA_SCALAR + 1; isa < KERN_NISA; isa++) {
+        const kern_ops *ops = kern_ops_for((enum kern_isa)isa);
+        if (!ops)
+            continue;
+        kern_tile_mv_fn mv = rp ? ops->tile_mv_rp[t] : ops->tile_mv[t];
+        kern_tile_mm_fn mm = rp ? ops->tile_mm_rp[t] : ops->tile_mm[t];
+        for (unsigned m = 0; m <= TG_MMAX; m += m == 0 || R % 16 == 7 || R == 128 ? 1 : 8) {
+            const unsigned n = m ? m : TG_MMAX;
+            memcpy(y, y0, n * TG_LDY * sizeof(float));
+            if (m)
+                mm(pl, R, C, acts, m, col0, y, TG_LDY);
+            else
+                for (unsigned j = 0; j < n; j++)
+                    mv(pl, R, C, &acts[j], col0, y + j * TG_LDY);
+            for (size_t i = 0; i < n * TG_LDY; i++)
+                if (fbits(y[i]) != fbits(yr[i]))
+                    fail_msg("%s %s%s %s %ux%u col0 %u m %u: input %zu row %zu: "
+                             "%.9g, want %.9g", ops->name, m ? "mm" : "mv",
+                             rp ? "_rp" : "", name, R, C, col0, n, i / TG_LDY,
+                             i % TG_LDY, y[i], yr[i]);
+            checked++;
+        }
+    }
+    return checked;
+}
+
 static void test_kq_tiers(void **state)
 {
     (void)state;
-    enum { MMAX = 33, N = 768, LDY = 128 + 3 };
-    kern_act *acts = calloc(MMAX, sizeof *acts);
+    enum { N = 768 };
+    kern_act *acts = calloc(TG_MMAX, sizeof *acts);
     uint8_t *blocks = malloc(128 * 256), *pl = malloc(128 * 256);
     float *x = malloc(N * sizeof(float)), *w = malloc(128 * 256 * sizeof(float));
-    float *y0 = malloc(MMAX * LDY * sizeof(float)), *yr = malloc(MMAX * LDY * sizeof(float));
-    float *y = malloc(MMAX * LDY * sizeof(float));
-    for (unsigned j = 0; j < MMAX; j++) {
+    float *y0 = malloc(TG_MMAX * TG_LDY * sizeof(float));
+    float *yr = malloc(TG_MMAX * TG_LDY * sizeof(float));
+    float *y = malloc(TG_MMAX * TG_LDY * sizeof(float));
+    for (unsigned j = 0; j < TG_MMAX; j++) {
         assert_int_equal(kern_act_init(&acts[j], N), 0);
         kq_gold_seed(700 + j);
         kq_gold_vec(x, N, j % 7 == 3 ? (int)(j % 3) : -1);
         kern_act_set(&acts[j], x, N, KERN_NEED_Q8_K);
     }
-    const kern_ops *ref = kern_ops_ref();
     unsigned checked = 0;
     for (unsigned ti = 0; ti < NT; ti++) {
         const kq_gold_type *T = &kq_gold_types[ti];
@@ -353,39 +415,14 @@ static void test_kq_tiers(void **state)
                         w[r * C + c] = kq_gold_pow2(-6, 0) * kq_gold_unit();
                 assert_int_equal(kern_tile_pack(t, R, C, KERN_SRC_F32, w, C * sizeof(float), pl), 0);
             }
-            const unsigned col0 = 256 * (R % 3);
-            /* the reference for every input, over random y */
-            for (size_t i = 0; i < MMAX * LDY; i++)
-                y0[i] = i % LDY < R ? kq_gold_unit() : 777.0f;
-            memcpy(yr, y0, MMAX * LDY * sizeof(float));
-            for (unsigned j = 0; j < MMAX; j++)
-                ref->tile_mv[t](pl, R, C, &acts[j], col0, yr + j * LDY);
-            for (int isa = KERN_ISA_SCALAR + 1; isa < KERN_NISA; isa++) {
-                const kern_ops *ops = kern_ops_for((enum kern_isa)isa);
-                if (!ops)
-                    continue;
-                /* tile_mv of each input; tile_mm of the first m, every
-                 * batch size 1..33 for some row counts, a few for the rest */
-                for (unsigned m = 0; m <= MMAX; m += m == 0 || R % 16 == 7 || R == 128 ? 1 : 8) {
-                    const unsigned n = m ? m : MMAX;
-                    memcpy(y, y0, n * LDY * sizeof(float));
-                    if (m)
-                        ops->tile_mm[t](pl, R, C, acts, m, col0, y, LDY);
-                    else
-                        for (unsigned j = 0; j < n; j++)
-                            ops->tile_mv[t](pl, R, C, &acts[j], col0, y + j * LDY);
-                    for (size_t i = 0; i < n * LDY; i++)
-                        if (fbits(y[i]) != fbits(yr[i]))
-                            fail_msg("%s %s %s %ux%u col0 %u m %u: input %zu row %zu: "
-                                     "%.9g, want %.9g", ops->name, m ? "mm" : "mv",
-                                     T->name, R, C, col0, n, i / LDY, i % LDY, y[i], yr[i]);
-                    checked++;
-                }
-            }
+            for (int rp = 0; rp < 2; rp++)
+                if (!rp || kern_ops_ref()->tile_mv_rp[t])
+                    checked += tiers_check(T->name, t, rp, pl, R, C, 256 * (R % 3), acts,
+                                           y0, yr, y);
         }
     }
     print_message("%u kernel runs checked against the reference\n", checked);
-    for (unsigned j = 0; j < MMAX; j++)
+    for (unsigned j = 0; j < TG_MMAX; j++)
         kern_act_free(&acts[j]);
     free(acts);
     free(blocks);

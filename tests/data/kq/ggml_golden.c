@@ -9,9 +9,10 @@
  *   qnt  ggml_quantize_chunk without an imatrix (what llama-quantize runs:
  *        quantize_row_*_ref) of rows of 8 shapes;
  *   mv   ggml_mul_mat of a 24 x 256 matrix of random blocks with 3 f32
- *        vectors on the CPU backend, one thread, the weights in the
- *        CPU_REPACK buffer where llama.cpp puts them (Q4_K and Q2_K: it
- *        repacks them on this CPU), else the plain CPU buffer;
+ *        vectors on the CPU backend, one thread, the weights in the plain
+ *        CPU buffer (ggml_vec_dot_*_q8_K);
+ *   rp   the same with the weights in the CPU_REPACK buffer, for the types
+ *        llama.cpp repacks on this CPU (Q4_K and Q2_K: its repacked gemv);
  * and once the Q8_K quantiser the CPU backend runs (from_float of
  * GGML_TYPE_Q8_K: quantize_row_q8_K, on x86 quantize_row_q8_K_ref).
  */
@@ -95,12 +96,16 @@ int main(void)
         kq_gold_seed(16 * ti + 3);
         kq_gold_blocks(T, blocks, KQ_GOLD_MV_ROWS);
         kq_gold_vec(f, 256 * KQ_GOLD_MV_VECS, -1);
-        mul_mat(be, (enum ggml_type)T->ggml, T->ggml == GGML_TYPE_Q4_K || T->ggml == GGML_TYPE_Q2_K,
-                blocks, KQ_GOLD_MV_ROWS, f, KQ_GOLD_MV_VECS, y);
-        uint64_t hm = kq_gold_fnv(KQ_GOLD_FNV0, y, sizeof y);
+        mul_mat(be, (enum ggml_type)T->ggml, 0, blocks, KQ_GOLD_MV_ROWS, f, KQ_GOLD_MV_VECS, y);
+        uint64_t hm = kq_gold_fnv(KQ_GOLD_FNV0, y, sizeof y), hr = 0;
+        if (T->ggml == GGML_TYPE_Q4_K || T->ggml == GGML_TYPE_Q2_K) {
+            mul_mat(be, (enum ggml_type)T->ggml, 1, blocks, KQ_GOLD_MV_ROWS, f, KQ_GOLD_MV_VECS, y);
+            hr = kq_gold_fnv(KQ_GOLD_FNV0, y, sizeof y);
+        }
 
-        printf("    { \"%s\", 0x%016llxull, 0x%016llxull, 0x%016llxull },\n", T->name,
-               (unsigned long long)hd, (unsigned long long)hq, (unsigned long long)hm);
+        printf("    { \"%s\", 0x%016llxull, 0x%016llxull, 0x%016llxull, 0x%016llxull },\n",
+               T->name, (unsigned long long)hd, (unsigned long long)hq,
+               (unsigned long long)hm, (unsigned long long)hr);
     }
 
     /* Q8_K: blocks of 8 shapes, one all zero */
