@@ -30,9 +30,10 @@
  * left llama.cpp's text after 18 words.  So a session follows its peer's
  * roundings, chosen from the model's "cflow.source":
  *   - "gguf" (s->ggml): RMSNorm, RoPE and SwiGLU as ggml computes them
- *     (kern_*_ggml), and Q4_0 matrices whose row count is a multiple of 8
- *     summed as llama.cpp's repacked kernel (tile_mv_q4_0_rp), since
- *     llama.cpp repacks exactly those;
+ *     (kern_*_ggml), and matrices whose row count is a multiple of 8, of
+ *     a type llama.cpp repacks on x86 (Q4_0, IQ4_NL, MXFP4, the K-quants
+ *     it has repacked kernels for: the kernels' tile_mv_rp), summed as its
+ *     repacked kernels sum them, since llama.cpp repacks exactly those;
  *   - anything else: run.c's order (kern_rmsnorm, kern_rope, kern_swiglu).
  * The tile kernels and the Q8_0 activation quantiser follow llama.cpp for
  * every model (kernels/kern_ref.c); run.c models are F32, where the
@@ -75,19 +76,20 @@ typedef struct mv_task {
     eng_pool              *pool;
 } mv_task;
 
-/* Whether a tile takes the repacked Q4_0 kernel: a Q4_0 tile of a matrix
- * mv_init marked (the one rule for the mat-vec and the mat-mat). */
-static int tile_rp(const eng_mv *mv, const fmt_tile *ti)
+/* Whether a tile takes its type's repacked kernel: a tile of a matrix
+ * mv_init marked, of a type llama.cpp repacks (the one rule for the
+ * mat-vec and the mat-mat). */
+static int tile_rp(const kern_ops *ops, const eng_mv *mv, const fmt_tile *ti)
 {
-    return ti->type == KERN_Q4_0 && (mv->rp >> ti->matrix & 1);
+    return (mv->rp >> ti->matrix & 1) && ops->tile_mv_rp[ti->type];
 }
 
-/* The kernel for a tile: its type's, or the repacked Q4_0 flavour. */
+/* The kernel for a tile: its type's, or the type's repacked flavour. */
 static kern_tile_mv_fn tile_fn(const kern_ops *ops, const eng_mv *mv,
                                const fmt_tile *ti)
 {
-    if (tile_rp(mv, ti))
-        return ops->tile_mv_q4_0_rp;
+    if (tile_rp(ops, mv, ti))
+        return ops->tile_mv_rp[ti->type];
     return ops->tile_mv[ti->type];
 }
 
@@ -715,8 +717,8 @@ typedef struct mm_task {
 static kern_tile_mm_fn tile_mm_fn(const kern_ops *ops, const eng_mv *mv,
                                   const fmt_tile *ti)
 {
-    if (tile_rp(mv, ti))
-        return ops->tile_mm_q4_0_rp;
+    if (tile_rp(ops, mv, ti))
+        return ops->tile_mm_rp[ti->type];
     return ops->tile_mm[ti->type];
 }
 

@@ -245,8 +245,9 @@ typedef struct eng_mv {
     uint32_t         *unit;      /* [n_units + 1] first tile of each unit */
     uint32_t          n_units;
     unsigned          need;      /* KERN_NEED mask of its tile types */
-    uint32_t          rp;        /* bit m: matrix m's Q4_0 tiles use
-                                    tile_mv_q4_0_rp (llama.cpp repacks it) */
+    uint32_t          rp;        /* bit m: matrix m's tiles use their type's
+                                    tile_mv_rp where it has one (llama.cpp
+                                    repacks the matrix) */
 } eng_mv;
 
 typedef struct eng_layer {

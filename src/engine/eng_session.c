@@ -64,13 +64,14 @@ static int from_gguf(const fmt_model *m)
     return src && len == 4 && !memcmp(src, "gguf", 4);
 }
 
-/* ggml: pick the Q4_0 matrices llama.cpp would repack for its x86 CPU
- * backend (ggml_repack_get_optimal_repack_type: Q4_0 with a row count that
- * is a multiple of 8, on AVX2 CPUs). */
+/* ggml: mark the matrices llama.cpp would repack for its x86 CPU backend
+ * (ggml_repack_get_optimal_repack_type: a row count that is a multiple of
+ * 8, of a type it repacks; the kernels' tile_mv_rp says which types those
+ * are, tile by tile). */
 static int mv_init(eng_mv *mv, const fmt_stream *st, int ggml)
 {
     uint32_t rows[FMT_NMATRIX] = { 0 };
-    unsigned q4 = 0;
+    unsigned present = 0;
 
     mv->st = st;
     mv->need = 0;
@@ -87,13 +88,12 @@ static int mv_init(eng_mv *mv, const fmt_stream *st, int ggml)
         if (t->matrix < FMT_NMATRIX) {
             if (t->row0 + t->rows > rows[t->matrix])
                 rows[t->matrix] = t->row0 + t->rows;
-            if (t->type == KERN_Q4_0)
-                q4 |= 1u << t->matrix;
+            present |= 1u << t->matrix;
         }
     }
     mv->unit[mv->n_units] = st->n_tiles;
     for (unsigned m = 0; ggml && m < FMT_NMATRIX; m++)
-        if ((q4 >> m & 1) && rows[m] % 8 == 0)
+        if ((present >> m & 1) && rows[m] % 8 == 0)
             mv->rp |= 1u << m;
     return 0;
 }

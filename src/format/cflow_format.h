@@ -138,19 +138,32 @@ size_t fmt_kv_write(const fmt_kv *kv, uint8_t *out);
 /* ======================================================================= */
 /* GGUF                                                                     */
 /* ======================================================================= */
-/* GGML tensor types we can read (values are GGML's). */
+/* GGML tensor types (values are GGML's).  The GGUF reader accepts all of
+ * them; cflow reads (and keeps, as a tile type of its own) F32, F16, BF16,
+ * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K..Q6_K and IQ4_XS; a
+ * tensor of another type is refused by name when a role needs it. */
 enum fmt_dtype {
     FMT_DT_F32 = 0, FMT_DT_F16 = 1, FMT_DT_Q4_0 = 2, FMT_DT_Q4_1 = 3,
-    FMT_DT_Q5_0 = 6, FMT_DT_Q5_1 = 7, FMT_DT_Q8_0 = 8, FMT_DT_Q2_K = 10,
-    FMT_DT_Q3_K = 11, FMT_DT_Q4_K = 12, FMT_DT_Q5_K = 13, FMT_DT_Q6_K = 14,
-    FMT_DT_BF16 = 30
+    FMT_DT_Q5_0 = 6, FMT_DT_Q5_1 = 7, FMT_DT_Q8_0 = 8, FMT_DT_Q8_1 = 9,
+    FMT_DT_Q2_K = 10, FMT_DT_Q3_K = 11, FMT_DT_Q4_K = 12, FMT_DT_Q5_K = 13,
+    FMT_DT_Q6_K = 14, FMT_DT_Q8_K = 15, FMT_DT_IQ2_XXS = 16, FMT_DT_IQ2_XS = 17,
+    FMT_DT_IQ3_XXS = 18, FMT_DT_IQ1_S = 19, FMT_DT_IQ4_NL = 20, FMT_DT_IQ3_S = 21,
+    FMT_DT_IQ2_S = 22, FMT_DT_IQ4_XS = 23, FMT_DT_I8 = 24, FMT_DT_I16 = 25,
+    FMT_DT_I32 = 26, FMT_DT_I64 = 27, FMT_DT_F64 = 28, FMT_DT_IQ1_M = 29,
+    FMT_DT_BF16 = 30, FMT_DT_TQ1_0 = 34, FMT_DT_TQ2_0 = 35, FMT_DT_MXFP4 = 39,
+    FMT_DT_NVFP4 = 40, FMT_DT_Q1_0 = 41, FMT_DT_Q2_0 = 42
 };
+/* "Q4_K" ...; "unknown" for a number that is not a GGML type. */
 const char *fmt_dtype_name(int dtype);
-/* Bytes for n elements (n a multiple of the block size); 0 if unsupported. */
+/* Bytes for n elements (n a multiple of the block size); 0 if unknown. */
 uint64_t fmt_dtype_size(int dtype, uint64_t n);
-/* Dequantise n elements (a multiple of the type's block) to f32.
+/* Dequantise n elements (a multiple of the type's block) to f32, as
+ * ggml's dequantize_row_* (the kernels' dequantisers, kern_src_dequant).
  * Returns 0, or -1 for a type we cannot read. */
 int fmt_dequant(int dtype, const void *src, float *dst, uint64_t n);
+/* The tile type (enum kern_type) that keeps dtype's blocks bit for bit,
+ * or -1 when there is none in this build. */
+int fmt_dtype_tile(int dtype);
 
 typedef struct fmt_tensor {
     const char *name;     /* NUL-terminated copy owned by the container */
@@ -322,6 +335,9 @@ enum fmt_matrix {
     FMT_M_OUTPUT = 12, FMT_NMATRIX
 };
 
+/* "q", "k", ..., "exp_down", "token_embd", "output"; "?" out of range. */
+const char *fmt_matrix_name(int m);
+
 /* A decoded tile: header fields plus a pointer to its payload. */
 typedef struct fmt_tile {
     const void *payload;
@@ -443,6 +459,33 @@ int fmt_critical_path_geom(const fmt_hparams *hp, const fmt_layer_geom *lg,
                            unsigned cap, fmt_cp_total *tot);
 const char *fmt_cp_stream_name(int s);
 
+/* ---- quantisation names (fmt_mix.c) ----------------------------------- */
+/* What `-q NAME` asks `convert` and `synth` for.  f32, f16, q8_0 and q4_0
+ * are cflow's uniform tile types: every weight matrix in that type,
+ * quantised by kern_tile_pack (the report's quantisers).  The others are
+ * llama-quantize's file types: each matrix gets the GGML type of
+ * llama.cpp's mix for that name (src/llama-quant.cpp) and llama-quantize's
+ * blocks.  FMT_FT_NONE is 0, so a zeroed option struct asks for no mix. */
+enum fmt_ftype {
+    FMT_FT_NONE = 0,
+    FMT_FT_Q4_K_M, FMT_FT_Q4_K_S, FMT_FT_Q5_K_M, FMT_FT_Q5_K_S, FMT_FT_Q6_K,
+    FMT_FT_Q3_K_S, FMT_FT_Q3_K_M, FMT_FT_Q3_K_L, FMT_FT_Q2_K,
+    FMT_FT_IQ4_XS, FMT_FT_IQ4_NL, FMT_FT_MXFP4,
+    FMT_FT_Q4_1, FMT_FT_Q5_0, FMT_FT_Q5_1, FMT_FT_BF16,
+    FMT_NFTYPE
+};
+typedef struct fmt_quant {
+    int tile;    /* a uniform tile type (enum kern_type), or -1 */
+    int ftype;   /* enum fmt_ftype, or FMT_FT_NONE */
+} fmt_quant;
+/* name (case-insensitive; llama-quantize's aliases q4_k, q5_k, q3_k and
+ * mxfp4_moe too) into q; 0, or -1 for a name of neither kind. */
+int fmt_quant_parse(const char *name, fmt_quant *q);
+/* Every name, for help texts and errors. */
+const char *fmt_quant_names(void);
+/* "q4_k_m" ...; "none" for FMT_FT_NONE or an unknown value. */
+const char *fmt_ftype_name(int ftype);
+
 /* ---- synthetic models ------------------------------------------------- */
 /* Open a random-weight source for a named preset (report-arch1 ...);
  * seed picks the weights.  Names: fmt_synth_preset_name(i) until NULL.
@@ -463,25 +506,35 @@ int fmt_synth_geometry(const char *preset, fmt_hparams *hp,
                        fmt_layer_geom **lg, char *err, size_t errlen);
 /* Write a llama-architecture preset (tiny-mixtral and the benchmark
  * presets tinyllama-1.1b, llama2-7b, olmoe-1b-7b, qwen3-30b-a3b) as a GGUF
- * that llama.cpp loads: quant (KERN_Q4_0 or KERN_Q8_0) matrices, f32 norms
- * and router, the tokenizer keys of vocab_gguf (NULL: a synthetic
- * SentencePiece vocabulary) padded to the preset's vocabulary; zipf as
- * fmt_synth_open's.  Streams to path, which appears only when complete;
- * memory stays small. */
+ * that llama.cpp loads: the matrices of q (q->tile KERN_Q4_0 or KERN_Q8_0:
+ * drawn blocks; KERN_F32, KERN_F16: drawn floats; q->ftype: drawn floats
+ * in the types of llama.cpp's mix, quantised as llama-quantize does),
+ * f32 norms and router, the tokenizer keys of vocab_gguf (NULL: a
+ * synthetic SentencePiece vocabulary) padded to the preset's vocabulary;
+ * zipf as fmt_synth_open's.  Streams to path, which appears only when
+ * complete; memory stays small. */
 int fmt_synth_write_gguf(const char *preset, const char *path,
-                         const char *vocab_gguf, uint64_t seed, int quant,
+                         const char *vocab_gguf, uint64_t seed, const fmt_quant *q,
                          float zipf, fmt_progress_fn progress, void *ud,
                          char *err, size_t errlen);
 
 /* ---- conversion ----------------------------------------------------- */
 typedef struct fmt_convert_opts {
     int             force_type;     /* enum kern_type, or -1: keep source types */
+    int             ftype;          /* enum fmt_ftype: llama.cpp's mix (with
+                                       force_type -1), or FMT_FT_NONE */
     const char     *tokenizer_path; /* llama2.c tokenizer, HF tokenizer, ... */
     int             vflow;          /* write the stage-major .vflow layout */
     fmt_log_fn      log;
     fmt_progress_fn progress;
     void           *ud;
 } fmt_convert_opts;
+
+/* The converter's revision: bumped whenever fmt_convert writes other
+ * bytes for the same input and options, so that caches keyed by it (the
+ * model cache) never serve an older conversion.  2: every GGML type with
+ * a tile type is kept, no longer requantised to q4_0/q8_0 (issue 41). */
+#define FMT_CONVERTER_REV 2
 
 /* Convert any source fmt_src_open accepts into a .cflow at out_path
  * (written to a temporary name, then renamed). */

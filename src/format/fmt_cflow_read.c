@@ -528,6 +528,17 @@ static int read_slot(fmt_model *m, unsigned en, int s, uint64_t ltab,
         if (type >= KERN_NTYPES)
             return bad(err, errlen, FMT_EFORMAT, p,
                        "layer %u %s: unknown tile type %u", en, nm, type);
+        if (!fmt_tile_built(type))
+            return bad(err, errlen, FMT_EUNSUP, p,
+                       "layer %u %s: tile type %s is not built into this cflow", en, nm,
+                       kern_type_name((enum kern_type)type));
+        /* the GGML block types keep whole blocks: a row is a number of them
+         * (q8_0 and q4_0 tiles pad a cut block, as they always have) */
+        if (type > KERN_Q4_0 && cols % kern_type_block((enum kern_type)type))
+            return bad(err, errlen, FMT_EFORMAT, p,
+                       "layer %u %s: %u columns are not a multiple of %s's %u-column "
+                       "block", en, nm, cols, kern_type_name((enum kern_type)type),
+                       kern_type_block((enum kern_type)type));
         if (kern_ld_u32(sl + FMT_SL_NTILES) != fmt_plan_tiles(rows, cols))
             return bad(err, errlen, FMT_EFORMAT, p,
                        "layer %u %s: %u tiles, expected %u", en, nm,

@@ -14,13 +14,15 @@
  * tiles are out (fmt_conv_release), and the output goes through a 1 MiB
  * stdio buffer with write(2).  Peak RSS is the program and the source's
  * tables (vocabulary, tensor index) plus a few stripes: per fused matrix
- * 128 rows of source bytes, and of f32 where a type has no direct packer,
- * so it does not grow with the model.
+ * 128 rows of source bytes, and of the target type where `-q` names a
+ * llama.cpp mix, so it does not grow with the model.
  *
- * Tile types: without force_type each matrix keeps its source type where a
- * tile type exists (F32, F16, Q8_0, Q4_0); others are requantised to the
- * nearest one we keep (BF16 -> F32, which is lossless; Q4_1/Q4_K -> Q4_0;
- * Q5_x/Q6_K -> Q8_0) with a warning.  Norms, biases and routers stay f32.
+ * Tile types (fmt_tile_src.c): without -q each matrix keeps its source
+ * type bit for bit, every GGML type cflow has a tile type for; a matrix of
+ * another type is refused by name.  -q f32|f16|q8_0|q4_0 makes every
+ * matrix that type; -q q4_k_m and the other llama-quantize names give each
+ * matrix the type of llama.cpp's mix (fmt_mix.c).  Norms, biases and
+ * routers stay f32.
  *
  * "The report" (with its section numbers) is the Pipeline-Native
  * Transformers report.
@@ -52,10 +54,8 @@ typedef struct writer {
     char                   *err;
     size_t                  errlen;
     uint8_t                *payload;    /* one tile's payload scratch */
-    float                  *stripe[FMT_MAX_FUSED]; /* dequantised stripes */
-    size_t                  stripe_cap[FMT_MAX_FUSED];
-    long                    stripe_id[FMT_MAX_FUSED];
-    int                     warned[32]; /* per source dtype */
+    fmt_tsrc                ts[FMT_MAX_FUSED]; /* each fused matrix's rows */
+    fmt_mix_in              mix;        /* the model as llama.cpp's mix sees it */
     int                     expert;     /* expert id of the tiles, -1 dense */
     uint64_t                done, total; /* source bytes tiled so far, of all */
     uint64_t                next_tick;  /* done that moves the bar next */
@@ -143,37 +143,37 @@ static int pad_to(writer *w, uint64_t align)
 
 /* ---- type choice ------------------------------------------------------ */
 
-static int keep_type(writer *w, int dtype)
+/* The role of each matrix id (the mix's categories). */
+static const int matrix_role[FMT_NMATRIX] = {
+    [FMT_M_Q] = FMT_R_Q, [FMT_M_K] = FMT_R_K, [FMT_M_V] = FMT_R_V, [FMT_M_O] = FMT_R_O,
+    [FMT_M_GATE] = FMT_R_GATE, [FMT_M_UP] = FMT_R_UP, [FMT_M_DOWN] = FMT_R_DOWN,
+    [FMT_M_ROUTER] = FMT_R_ROUTER, [FMT_M_EXP_GATE] = FMT_R_EXP_GATE,
+    [FMT_M_EXP_UP] = FMT_R_EXP_UP, [FMT_M_EXP_DOWN] = FMT_R_EXP_DOWN,
+    [FMT_M_TOK_EMBD] = FMT_R_TOK_EMBD, [FMT_M_OUTPUT] = FMT_R_OUTPUT,
+};
+
+/* Whether layer l has a V projection of its own (not K = V sharing). */
+static int has_v(const fmt_src *src, unsigned l)
 {
-    switch (dtype) {
-    case FMT_DT_F32: return KERN_F32;
-    case FMT_DT_F16: return KERN_F16;
-    case FMT_DT_Q8_0: return KERN_Q8_0;
-    case FMT_DT_Q4_0: return KERN_Q4_0;
-    default: break;
-    }
-    int t;
-    switch (dtype) {
-    case FMT_DT_BF16: t = KERN_F32; break;
-    case FMT_DT_Q4_1:
-    case FMT_DT_Q4_K:
-    case FMT_DT_Q2_K:
-    case FMT_DT_Q3_K: t = KERN_Q4_0; break;
-    default: t = KERN_Q8_0; break;
-    }
-    if (dtype >= 0 && dtype < 32 && !w->warned[dtype]) {
-        w->warned[dtype] = 1;
-        logf_(w, 1, "%s tensors have no tile type: %s to %s", fmt_dtype_name(dtype),
-              t == KERN_F32 ? "widening" : "requantising", kern_type_name(t));
-    }
-    return t;
+    fmt_layer_geom g;
+    fmt_src_layer_geom(src, l, &g);
+    return !(g.flags & FMT_LG_KV_SHARED) && fmt_src_tensor(src, FMT_R_V, l);
 }
 
-static int tile_type_for(writer *w, const fmt_tensor *t)
+/* Matrix t (matrix id mid, of layer) as llama.cpp's mix sees it. */
+static void mix_tensor(writer *w, const fmt_tensor *t, int mid, unsigned layer)
 {
-    if (w->opts && w->opts->force_type >= 0)
-        return w->opts->force_type;
-    return keep_type(w, t->dtype);
+    fmt_mix_in *m = &w->mix;
+    m->ftype = w->opts ? w->opts->ftype : FMT_FT_NONE;
+    m->role = matrix_role[mid];
+    m->layer = layer;
+    m->ne0 = t->ne[0];
+    /* an expert's view is 2-D; its bank has n_experts */
+    m->ne2 = mid >= FMT_M_EXP_GATE && mid <= FMT_M_EXP_DOWN ? fmt_src_hparams(w->src)->n_experts
+                                                           : t->ne[2];
+    m->i_attn_v = 0;
+    for (unsigned j = 0; mid == FMT_M_V && j < layer; j++)
+        m->i_attn_v += (unsigned)has_v(w->src, j);
 }
 
 /* ---- sections --------------------------------------------------------- */
@@ -240,73 +240,33 @@ typedef struct stream_ctx {
     int               rc;
 } stream_ctx;
 
-static enum kern_src src_enc(int dtype)
-{
-    switch (dtype) {
-    case FMT_DT_F32: return KERN_SRC_F32;
-    case FMT_DT_F16: return KERN_SRC_F16;
-    case FMT_DT_BF16: return KERN_SRC_BF16;
-    case FMT_DT_Q8_0: return KERN_SRC_GGML_Q8_0;
-    case FMT_DT_Q4_0: return KERN_SRC_GGML_Q4_0;
-    default: return (enum kern_src)-1;
-    }
-}
-
 static int emit_tile(void *ud, unsigned mi, uint32_t row0, uint32_t col0,
                      unsigned rows, unsigned cols)
 {
     stream_ctx *c = ud;
     writer *w = c->w;
     const fmt_tensor *t = c->src[mi];
+    fmt_tsrc *ts = &w->ts[mi];
     uint8_t hdr[FMT_TILE_HEADER_SIZE];
-    uint64_t ncols = t->ne[0];
-    const uint8_t *src;
-    size_t stride;
-    enum kern_src enc = src_enc(t->dtype);
 
     if (col0 == 0) { /* a new stripe: the last one's pages go back */
-        size_t rb = (size_t)fmt_dtype_size(t->dtype, ncols);
+        size_t rb = (size_t)fmt_dtype_size(t->dtype, t->ne[0]);
         consumed(w, c->cur[mi], c->cur_n[mi]);
         c->cur[mi] = (const uint8_t *)t->data + (uint64_t)row0 * rb;
         c->cur_n[mi] = (uint64_t)rows * rb;
-        if ((c->rc = load(w, t, c->cur[mi], c->cur_n[mi])))
+        if ((c->rc = load(w, t, c->cur[mi], c->cur_n[mi])) ||
+            (c->rc = fmt_tsrc_stripe(ts, c->cur[mi], rows, row0, w->in_path, w->err,
+                                     w->errlen)))
             return 1;
-    }
-    if ((int)enc >= 0) {
-        stride = (size_t)fmt_dtype_size(t->dtype, ncols);
-        src = (const uint8_t *)t->data + (uint64_t)row0 * stride +
-              fmt_dtype_size(t->dtype, col0);
-    } else {
-        /* No direct packer: dequantise this 128-row stripe once. */
-        long sid = (long)(row0 / KERN_TILE_ROWS);
-        size_t need = (size_t)rows * ncols;
-        size_t rb = (size_t)fmt_dtype_size(t->dtype, ncols);
-        if (c->w->stripe_id[mi] != sid) {
-            if (w->stripe_cap[mi] < need) {
-                float *p = realloc(w->stripe[mi], need * sizeof *p);
-                if (!p)
-                    return (c->rc = fail(w, FMT_ENOMEM, "out of memory")), 1;
-                w->stripe[mi] = p;
-                w->stripe_cap[mi] = need;
-            }
-            for (unsigned r = 0; r < rows; r++)
-                if (fmt_dequant(t->dtype,
-                                (const uint8_t *)t->data + (uint64_t)(row0 + r) * rb,
-                                w->stripe[mi] + (size_t)r * ncols, ncols))
-                    return (c->rc = fail_src(w, FMT_EUNSUP, "tensor %s: unsupported type %s",
-                                             t->name, fmt_dtype_name(t->dtype))), 1;
-            w->stripe_id[mi] = sid;
-        }
-        enc = KERN_SRC_F32;
-        stride = ncols * sizeof(float);
-        src = (const uint8_t *)(w->stripe[mi] + col0);
     }
 
     enum kern_type ty = (enum kern_type)c->mat[mi].type;
-    if (kern_tile_pack(ty, rows, cols, enc, src, stride, w->payload))
+    if (kern_tile_pack(ty, rows, cols, (enum kern_src)ts->enc, fmt_tsrc_at(ts, 0, col0),
+                       ts->rb, w->payload))
         return (c->rc = fail_src(w, FMT_EFORMAT,
                                  "tensor %s: cannot pack tile at row %u col %u "
-                                 "(non-finite values?)", t->name, row0, col0)), 1;
+                                 "(a value or scale out of %s's range)", t->name, row0,
+                                 col0, kern_type_name(ty))), 1;
     if (!kern_tile_finite(ty, rows, cols, w->payload))
         return (c->rc = fail_src(w, FMT_EFORMAT,
                              "tensor %s: non-finite value in tile at row %u col %u",
@@ -345,8 +305,17 @@ static int write_stream(writer *w, const fmt_group *g, const fmt_tensor **src,
         c.mat[i].rows = (uint32_t)t->ne[1];
         c.mat[i].cols = (uint32_t)t->ne[0];
         c.mat[i].matrix = g->matrix[i];
-        c.mat[i].type = (uint8_t)tile_type_for(w, t);
-        w->stripe_id[i] = -1;
+        mix_tensor(w, t, g->matrix[i], layer);
+        if ((rc = fmt_tsrc_choose(&w->ts[i], t, w->opts, &w->mix, w->in_path ? w->in_path
+                                  : w->path, w->err, w->errlen)))
+            return rc;
+        c.mat[i].type = (uint8_t)w->ts[i].tile;
+        if (w->expert <= 0)   /* a bank's matrices once, as llama-quantize lists them */
+            logf_(w, 0, "%s%s: %s -> %s tiles%s", t->name, w->expert == 0 ? " (experts)" : "",
+                  fmt_dtype_name(t->dtype), kern_type_name((enum kern_type)w->ts[i].tile),
+                  w->ts[i].requant ? " (requantised as llama-quantize does)"
+                  : w->ts[i].dt == t->dtype && w->ts[i].tile == fmt_dtype_tile(t->dtype)
+                  ? " (blocks copied)" : "");
     }
     if ((rc = pad_to(w, FMT_ALIGN)))
         return rc;
@@ -916,6 +885,15 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
     w.errlen = errlen;
     if (opts && opts->force_type >= KERN_NTYPES)
         return fail(&w, FMT_EARG, "unknown tile type %d", opts->force_type);
+    if (opts && (opts->ftype < 0 || opts->ftype >= FMT_NFTYPE))
+        return fail(&w, FMT_EARG, "unknown quantisation mix %d", opts->ftype);
+    {
+        unsigned nv = 0;
+        for (unsigned l = 0; l < L; l++)
+            nv += (unsigned)has_v(src, l);
+        fmt_mix_model(&w.mix, hp, (hp->flags & FMT_FLAG_TIED) ||
+                                  !fmt_src_tensor(src, FMT_R_OUTPUT, 0), nv);
+    }
     if ((rc = check_geometry(&w, hp)))
         return rc;
     o.vflow = opts && opts->vflow;
@@ -944,7 +922,7 @@ out:
     fmt_out_abort(&o.out);
     fmt_conv_end(&w.in);
     for (int i = 0; i < FMT_MAX_FUSED; i++)
-        free(w.stripe[i]);
+        fmt_tsrc_free(&w.ts[i]);
     free(w.payload);
     free(o.gdesc);
     free(o.gfirst);

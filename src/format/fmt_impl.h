@@ -80,12 +80,21 @@ unsigned fmt_shape_rank(const uint64_t ne[4], unsigned ndim);
 const char *fmt_shape_str(char *buf, size_t n, const uint64_t ne[4], unsigned ndim);
 
 /* ---- fmt_dequant.c ----------------------------------------------------- */
-float fmt_f16_to_f32(uint16_t h);
-float fmt_bf16_to_f32(uint16_t h);
 /* GGML block geometry: weights per block and bytes per block; 0 when the
  * type is unknown. */
 unsigned fmt_dtype_block(int dtype);
 unsigned fmt_dtype_block_bytes(int dtype);
+/* The kernels' encoding of dtype's rows (enum kern_src), or -1 when cflow
+ * cannot read that type. */
+int fmt_dtype_src(int dtype);
+/* The GGML type whose blocks tile type `type` keeps (F32 for F32 ...), or
+ * -1 for an unknown tile type. */
+int fmt_dtype_from_tile(int type);
+/* 1 when tile type `type` has payloads in this build (its kernels' entry
+ * is complete), else 0. */
+int fmt_tile_built(int type);
+/* The names of the tile types built, "f32, f16, q8_0, ...", into buf[n]. */
+const char *fmt_tile_types_built(char *buf, size_t n);
 
 /* ---- fmt_src.c (the toolkit), fmt_src_gguf.c, fmt_llama2c.c, fmt_hf.c:
  * source models; fmt_src_open.c picks the reader ------------------------ */
@@ -159,6 +168,58 @@ int fmt_llama2c_open(fmt_src *s, const char *path, const char *tokenizer,
 /* fmt_hf.c: a Hugging Face model directory. */
 int fmt_hf_open(fmt_src *s, const char *dir, const char *tokenizer,
                 char *err, size_t errlen);
+
+/* ---- fmt_mix.c: llama.cpp's tensor-type mixes --------------------------- */
+/* One weight matrix as llama_tensor_get_type sees it (fmt_mix.c's essay). */
+typedef struct fmt_mix_in {
+    int      ftype;                  /* enum fmt_ftype (not NONE) */
+    /* the model (fmt_mix_model) */
+    unsigned n_layers, n_experts, gqa, n_attn_v;
+    int      tied, type_70b;
+    /* the tensor */
+    int      role;                   /* enum fmt_role */
+    unsigned layer, i_attn_v;        /* its layer; attn_v: its index among
+                                        the model's V tensors */
+    uint64_t ne0, ne2;               /* columns; experts (1: not a bank) */
+} fmt_mix_in;
+/* The model's fields of m: hp's geometry, the head tied to the embedding
+ * (no output tensor), the model's count of V tensors. */
+void fmt_mix_model(fmt_mix_in *m, const fmt_hparams *hp, int tied, unsigned n_attn_v);
+/* The GGML type (enum fmt_dtype) llama.cpp's mix gives the matrix, or -1
+ * for a role it does not quantise or a row no type fits (no fallback). */
+int fmt_mix_type(const fmt_mix_in *m);
+/* llama.cpp's number of the file type (general.file_type), and its
+ * default GGML type; -1 for FMT_FT_NONE. */
+int fmt_ftype_llama(int ftype);
+int fmt_ftype_dtype(int ftype);
+
+/* ---- fmt_tile_src.c: what the writer packs a matrix's tiles from ------- */
+typedef struct fmt_tsrc {
+    const fmt_tensor *t;        /* the source matrix (a 2-D view) */
+    int               tile;     /* enum kern_type of its tiles */
+    int               dt;       /* GGML type of the rows tiles are cut from */
+    int               enc;      /* their enum kern_src */
+    int               requant;  /* 1: rows are t's requantised to dt */
+    size_t            rb;       /* bytes of one such row */
+    const uint8_t    *rows;     /* the current stripe's rows */
+    uint8_t          *buf;      /* [cap] requantised stripe */
+    size_t            cap;
+    float            *f;        /* [fcap] one row widened */
+    size_t            fcap;
+} fmt_tsrc;
+/* Choose t's tile type and source rows from the options (mi: the matrix
+ * as llama.cpp's mix sees it, used with o->ftype).  0, or FMT_EUNSUP with
+ * one line naming path, the tensor and its type. */
+int  fmt_tsrc_choose(fmt_tsrc *ts, const fmt_tensor *t, const fmt_convert_opts *o,
+                     const fmt_mix_in *mi, const char *path, char *err, size_t errlen);
+/* The stripe of rows source rows at src (t's encoding; first row row0):
+ * every block checked (FMT_EFORMAT naming tensor, row, block and field),
+ * requantised when ts->requant. */
+int  fmt_tsrc_stripe(fmt_tsrc *ts, const uint8_t *src, unsigned rows, uint32_t row0,
+                     const char *path, char *err, size_t errlen);
+/* Row r of the stripe at column col0 (a multiple of dt's block). */
+const uint8_t *fmt_tsrc_at(const fmt_tsrc *ts, unsigned r, uint32_t col0);
+void fmt_tsrc_free(fmt_tsrc *ts);
 
 /* ---- fmt_synth_preset.c: the presets of fmt_synth.c and fmt_synth_gguf.c */
 typedef struct fmt_synth_geom {

@@ -261,6 +261,7 @@ static int check_tensor(const fmt_src *s, const fmt_tensor *t, int role,
                 s->path, nm);
         return FMT_EUNSUP;
     }
+
     /* unused dimensions are 1 on both sides: trailing unit dimensions
      * match (fmt_shape_rank), any other difference does not */
     int ok = 1;

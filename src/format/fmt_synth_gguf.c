@@ -225,17 +225,22 @@ static void wr_q8_0(wr *w, uint64_t *rng, uint64_t nblocks, float sd, const zpat
     }
 }
 
+/* A weight of sd sd, near normal: Irwin-Hall of 4 uniforms. */
+static float draw(uint64_t *rng, float sd)
+{
+    float acc = 0;
+    for (int k = 0; k < 4; k++)
+        acc += (float)(sm64(rng) >> 40) * (1.0f / 16777216.0f);
+    return (acc - 2.0f) * sd * 1.7320508f;
+}
+
 static void wr_f32(wr *w, uint64_t *rng, uint64_t n, float fill, float sd,
                    const zpatch *zp)
 {
     for (uint64_t i = 0; i < n; i++) {
         float v = fill;
-        if (sd > 0) { /* Irwin-Hall of 4 uniforms */
-            float acc = 0;
-            for (int k = 0; k < 4; k++)
-                acc += (float)(sm64(rng) >> 40) * (1.0f / 16777216.0f);
-            v = (acc - 2.0f) * sd * 1.7320508f;
-        }
+        if (sd > 0)
+            v = draw(rng, sd);
         if (zp->rule == FMT_SR_ROUTER && i % zp->ne0 == zp->z)
             v = fmt_synth_zipf_bias(zp->seed, zp->layer, (unsigned)(i / zp->ne0),
                                     zp->n_exp, zp->zipf);
@@ -243,10 +248,40 @@ static void wr_f32(wr *w, uint64_t *rng, uint64_t n, float fill, float sd,
     }
 }
 
+/* rows rows of ne0 weights of sd sd, drawn as floats, --routing zipf's
+ * patch applied to the floats (so only approximately after quantising,
+ * where the drawn blocks of wr_q4_0 / wr_q8_0 hold it exactly), then
+ * encoded as dtype the way llama-quantize encodes (kern_src_quant).  f and
+ * out hold a row of floats and of dtype's bytes.  0, or -1 when a row does
+ * not quantise. */
+static int wr_rows(wr *w, uint64_t *rng, uint64_t rows, uint64_t ne0, float sd,
+                   const zpatch *zp, int dtype, float *f, uint8_t *out)
+{
+    const size_t rb = (size_t)fmt_dtype_size(dtype, ne0);
+    for (uint64_t r = 0; r < rows; r++) {
+        for (uint64_t i = 0; i < ne0; i++)
+            f[i] = draw(rng, sd);
+        if (zp->rule == FMT_SR_ROW0 && r % zp->ne1 == zp->z) {
+            memset(f, 0, (size_t)ne0 * sizeof *f);
+        } else if (zp->rule == FMT_SR_CONST) {  /* c alone in its block of 32 */
+            memset(f + zp->z / 32 * 32, 0, 32 * sizeof *f);
+            f[zp->z] = FMT_SYNTH_ZC(zp->z + 1);
+        } else if (zp->rule == FMT_SR_COL0) {
+            f[zp->z] = 0.0f;
+        }
+        if (kern_src_quant((enum kern_src)fmt_dtype_src(dtype), f, (size_t)ne0, out))
+            return -1;
+        wr_bytes(w, out, rb);
+    }
+    return 0;
+}
+
 /* ---- the tensor list ---------------------------------------------------- */
 typedef struct tdesc {
     char     name[48];
-    int      dtype;         /* FMT_DT_F32, FMT_DT_Q4_0 or FMT_DT_Q8_0 */
+    int      dtype;         /* enum fmt_dtype: F32 for norms and routers */
+    int      role;          /* enum fmt_role */
+    unsigned layer;
     unsigned ndim;
     uint64_t ne[3];
     float    fill, sd;      /* f32: constant fill, or N(0, sd) when sd > 0 */
@@ -259,40 +294,43 @@ static size_t tensor_list(const fmt_synth_geom *g, uint32_t vocab, int mt, tdesc
     uint64_t d = g->dim, q = (uint64_t)g->n_heads * g->head_dim,
              kv = (uint64_t)g->n_kv * g->head_dim;
     const float sd = 0.02f;
-#define ADD(nm_, dt_, nd_, a_, b_, c_, fill_, sd_) do { \
+    unsigned layer = 0;
+#define ADD(nm_, role_, dt_, nd_, a_, b_, c_, fill_, sd_) do { \
         if (t) { \
             snprintf(t[n].name, sizeof t[n].name, "%s", nm_); \
             t[n].dtype = dt_; t[n].ndim = nd_; \
+            t[n].role = role_; t[n].layer = layer; \
             t[n].ne[0] = a_; t[n].ne[1] = b_; t[n].ne[2] = c_; \
             t[n].fill = fill_; t[n].sd = sd_; \
         } \
         n++; \
     } while (0)
     char nm[48];
-    ADD("token_embd.weight", mt, 2, d, vocab, 1, 0, zipf > 0 ? FMT_SYNTH_ZIPF_EMBD_SD : sd);
-    ADD("output_norm.weight", FMT_DT_F32, 1, d, 1, 1, 1.0f, 0);
+    ADD("token_embd.weight", FMT_R_TOK_EMBD, mt, 2, d, vocab, 1, 0,
+        zipf > 0 ? FMT_SYNTH_ZIPF_EMBD_SD : sd);
+    ADD("output_norm.weight", FMT_R_OUT_NORM, FMT_DT_F32, 1, d, 1, 1, 1.0f, 0);
     if (!g->tied)
-        ADD("output.weight", mt, 2, d, vocab, 1, 0, sd);
-    for (unsigned l = 0; l < g->n_layers; l++) {
-#define L(suffix, dt_, nd_, a_, b_, c_, fill_, sd_) do { \
-        snprintf(nm, sizeof nm, "blk.%u." suffix ".weight", l); \
-        ADD(nm, dt_, nd_, a_, b_, c_, fill_, sd_); \
+        ADD("output.weight", FMT_R_OUTPUT, mt, 2, d, vocab, 1, 0, sd);
+    for (layer = 0; layer < g->n_layers; layer++) {
+#define L(suffix, role_, dt_, nd_, a_, b_, c_, fill_, sd_) do { \
+        snprintf(nm, sizeof nm, "blk.%u." suffix ".weight", layer); \
+        ADD(nm, role_, dt_, nd_, a_, b_, c_, fill_, sd_); \
     } while (0)
-        L("attn_norm", FMT_DT_F32, 1, d, 1, 1, 1.0f, 0);
-        L("attn_q", mt, 2, d, q, 1, 0, sd);
-        L("attn_k", mt, 2, d, kv, 1, 0, sd);
-        L("attn_v", mt, 2, d, kv, 1, 0, sd);
-        L("attn_output", mt, 2, q, d, 1, 0, sd);
-        L("ffn_norm", FMT_DT_F32, 1, d, 1, 1, 1.0f, 0);
+        L("attn_norm", FMT_R_ATTN_NORM, FMT_DT_F32, 1, d, 1, 1, 1.0f, 0);
+        L("attn_q", FMT_R_Q, mt, 2, d, q, 1, 0, sd);
+        L("attn_k", FMT_R_K, mt, 2, d, kv, 1, 0, sd);
+        L("attn_v", FMT_R_V, mt, 2, d, kv, 1, 0, sd);
+        L("attn_output", FMT_R_O, mt, 2, q, d, 1, 0, sd);
+        L("ffn_norm", FMT_R_FFN_NORM, FMT_DT_F32, 1, d, 1, 1, 1.0f, 0);
         if (g->n_exp == 0) {
-            L("ffn_gate", mt, 2, d, g->ffn, 1, 0, sd);
-            L("ffn_up", mt, 2, d, g->ffn, 1, 0, sd);
-            L("ffn_down", mt, 2, g->ffn, d, 1, 0, sd);
+            L("ffn_gate", FMT_R_GATE, mt, 2, d, g->ffn, 1, 0, sd);
+            L("ffn_up", FMT_R_UP, mt, 2, d, g->ffn, 1, 0, sd);
+            L("ffn_down", FMT_R_DOWN, mt, 2, g->ffn, d, 1, 0, sd);
         } else {
-            L("ffn_gate_inp", FMT_DT_F32, 2, d, g->n_exp, 1, 0, 0.2f);
-            L("ffn_gate_exps", mt, 3, d, g->ffn, g->n_exp, 0, sd);
-            L("ffn_up_exps", mt, 3, d, g->ffn, g->n_exp, 0, sd);
-            L("ffn_down_exps", mt, 3, g->ffn, d, g->n_exp, 0, sd);
+            L("ffn_gate_inp", FMT_R_ROUTER, FMT_DT_F32, 2, d, g->n_exp, 1, 0, 0.2f);
+            L("ffn_gate_exps", FMT_R_EXP_GATE, mt, 3, d, g->ffn, g->n_exp, 0, sd);
+            L("ffn_up_exps", FMT_R_EXP_UP, mt, 3, d, g->ffn, g->n_exp, 0, sd);
+            L("ffn_down_exps", FMT_R_EXP_DOWN, mt, 3, g->ffn, d, g->n_exp, 0, sd);
         }
 #undef L
     }
@@ -302,8 +340,38 @@ static size_t tensor_list(const fmt_synth_geom *g, uint32_t vocab, int mt, tdesc
 
 static uint64_t tensor_bytes(const tdesc *t)
 {
-    uint64_t n = t->ne[0] * t->ne[1] * t->ne[2];
-    return t->dtype == FMT_DT_F32 ? n * 4 : n / 32 * (t->dtype == FMT_DT_Q8_0 ? 34 : 18);
+    return fmt_dtype_size(t->dtype, t->ne[0] * t->ne[1] * t->ne[2]);
+}
+
+/* Each matrix's type under llama.cpp's mix (the list was made with the
+ * mix's default type); 0, or -1 with the tensor's index in *bad when no
+ * type fits a matrix. */
+static int mix_types(const fmt_synth_geom *g, int ftype, tdesc *t, size_t nt, size_t *bad)
+{
+    fmt_mix_in m;
+    fmt_hparams hp;
+    memset(&m, 0, sizeof m);
+    memset(&hp, 0, sizeof hp);
+    snprintf(hp.arch, sizeof hp.arch, "llama");
+    hp.n_layers = g->n_layers;
+    hp.n_experts = g->n_exp;
+    hp.n_heads = g->n_heads;
+    hp.n_kv_heads = g->n_kv;
+    fmt_mix_model(&m, &hp, g->tied, g->n_layers);
+    m.ftype = ftype;
+    for (size_t i = 0; i < nt; i++) {
+        if (t[i].dtype == FMT_DT_F32)
+            continue;
+        m.role = t[i].role;
+        m.layer = m.i_attn_v = t[i].layer;
+        m.ne0 = t[i].ne[0];
+        m.ne2 = t[i].ne[2];
+        if ((t[i].dtype = fmt_mix_type(&m)) < 0) {
+            *bad = i;
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* The tokenizer keys: copied from a vocabulary GGUF, or the synthetic
@@ -352,8 +420,35 @@ static int build_vocab(fmt_kv *kv, const char *vocab_gguf, uint32_t *vocab,
     return fmt_src_fit_vocab(&tmp, *vocab, 1, 0, err, errlen);
 }
 
+/* The GGML type of the matrices before any mix (-1 when q names none a
+ * GGUF of ours holds), and llama.cpp's general.file_type. */
+static int base_type(const fmt_quant *q, int *file_type)
+{
+    static const struct { int tile, dt, ft; } uni[] = {
+        { KERN_Q4_0, FMT_DT_Q4_0, 2 }, { KERN_Q8_0, FMT_DT_Q8_0, 7 },
+        { KERN_F32, FMT_DT_F32, 0 }, { KERN_F16, FMT_DT_F16, 1 },
+    };
+    if (q->ftype != FMT_FT_NONE) {
+        *file_type = fmt_ftype_llama(q->ftype);
+        return fmt_ftype_dtype(q->ftype);
+    }
+    for (size_t i = 0; i < sizeof uni / sizeof *uni; i++)
+        if (q->tile == uni[i].tile) {
+            *file_type = uni[i].ft;
+            return uni[i].dt;
+        }
+    return -1;
+}
+
+/* Roles whose tensors stay f32 whatever -q says. */
+static int is_vector(int role)
+{
+    return role == FMT_R_ATTN_NORM || role == FMT_R_FFN_NORM || role == FMT_R_OUT_NORM ||
+           role == FMT_R_ROUTER;
+}
+
 int fmt_synth_write_gguf(const char *preset, const char *path,
-                         const char *vocab_gguf, uint64_t seed, int quant,
+                         const char *vocab_gguf, uint64_t seed, const fmt_quant *q,
                          float zipf, fmt_progress_fn progress, void *ud,
                          char *err, size_t errlen)
 {
@@ -367,9 +462,15 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
                 "tinyllama-1.1b, llama2-7b, olmoe-1b-7b, qwen3-30b-a3b", preset);
         return FMT_EARG;
     }
-    if (quant != KERN_Q4_0 && quant != KERN_Q8_0) {
-        fmt_err(err, errlen, "%s: a GGUF holds q4_0 or q8_0 matrices, not %s", path,
-                kern_type_name(quant));
+    int file_type = 0, mt = base_type(q, &file_type);
+    /* q4_0 and q8_0 are drawn as blocks (fast, and their files keep the
+     * bytes they always had); everything else is drawn as floats and
+     * quantised as llama-quantize quantises */
+    const int drawn = q->ftype == FMT_FT_NONE && (mt == FMT_DT_Q4_0 || mt == FMT_DT_Q8_0);
+    if (mt < 0) {
+        fmt_err(err, errlen, "%s: a synthetic GGUF holds f32, f16, q8_0, q4_0 or a "
+                "llama.cpp mix, not %s", path, q->tile >= 0
+                ? kern_type_name((enum kern_type)q->tile) : "nothing");
         return FMT_EARG;
     }
     if (zipf > 0 && (g.n_exp == 0 || g.n_exp > FMT_SYNTH_MAX_EXP)) {
@@ -377,8 +478,9 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
                 "not %u", preset, FMT_SYNTH_MAX_EXP, g.n_exp);
         return FMT_EARG;
     }
-    int mt = quant == KERN_Q8_0 ? FMT_DT_Q8_0 : FMT_DT_Q4_0;
     uint32_t vocab = g.vocab;
+    float *fr = NULL;
+    uint8_t *qr = NULL;
     fmt_kv *kv = fmt_kv_new();
     tdesc *t = NULL;
     wr w = { 0 };
@@ -393,8 +495,8 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
     const char *nm = g.name;
     if (fmt_kv_set_str(kv, "general.architecture", "llama", 5) ||
         fmt_kv_set_str(kv, "general.name", nm, strlen(nm)) ||
-        /* llama.cpp's MOSTLY_Q8_0 and MOSTLY_Q4_0 */
-        fmt_kv_set_u32(kv, "general.file_type", mt == FMT_DT_Q8_0 ? 7 : 2) ||
+        /* llama.cpp's LLAMA_FTYPE_* of the file */
+        fmt_kv_set_u32(kv, "general.file_type", (uint32_t)file_type) ||
         fmt_kv_set_u32(kv, "general.alignment", 32) ||
         fmt_kv_set_u32(kv, "llama.vocab_size", vocab) ||
         fmt_kv_set_u32(kv, "llama.context_length", g.ctx) ||
@@ -414,17 +516,30 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
          fmt_kv_set_u32(kv, "llama.expert_count", g.n_exp) ||
          fmt_kv_set_u32(kv, "llama.expert_used_count", g.top_k)))
         goto out;
-    if (g.dim % 32 || g.ffn % 32 || ((uint64_t)g.n_heads * g.head_dim) % 32) {
-        fmt_err(err, errlen, "%s: %s needs rows that are multiples of 32", nm,
-                kern_type_name(quant));
+    if (mt != FMT_DT_F32 && mt != FMT_DT_F16 &&
+        (g.dim % 32 || g.ffn % 32 || ((uint64_t)g.n_heads * g.head_dim) % 32)) {
+        fmt_err(err, errlen, "%s: quantised matrices need rows that are multiples of 32",
+                nm);
         rc = FMT_EARG;
         goto out;
     }
 
-    size_t nt = tensor_list(&g, vocab, mt, NULL, zipf);
+    size_t nt = tensor_list(&g, vocab, mt, NULL, zipf), bad = 0;
     if (!(t = calloc(nt, sizeof *t)) || !(w.buf = malloc(WR_CAP)))
         goto out;
     tensor_list(&g, vocab, mt, t, zipf);
+    if (q->ftype != FMT_FT_NONE && mix_types(&g, q->ftype, t, nt, &bad)) {
+        fmt_err(err, errlen, "%s: tensor %s: no type of llama.cpp's %s mix fits its "
+                "%llu columns", nm, t[bad].name, fmt_ftype_name(q->ftype),
+                (unsigned long long)t[bad].ne[0]);
+        rc = FMT_EARG;
+        goto out;
+    }
+    uint64_t ne0_max = 0;
+    for (size_t i = 0; i < nt; i++)
+        ne0_max = t[i].ne[0] > ne0_max ? t[i].ne[0] : ne0_max;
+    if (!drawn && (!(fr = malloc(ne0_max * sizeof *fr)) || !(qr = malloc(ne0_max * 4))))
+        goto out;
     uint64_t total = 0;
     for (size_t i = 0; i < nt; i++)
         total += (tensor_bytes(&t[i]) + 31) / 32 * 32;
@@ -462,12 +577,19 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
                       seed ? seed : 0x5eedull, zipf };
         if (zipf > 0)
             zp.rule = fmt_synth_rule(t[i].name, &zp.layer);
-        if (t[i].dtype == FMT_DT_F32)
+        if (is_vector(t[i].role))
             wr_f32(&w, &rng, n, t[i].fill, t[i].sd, &zp);
-        else if (t[i].dtype == FMT_DT_Q8_0)
+        else if (drawn && t[i].dtype == FMT_DT_Q8_0)
             wr_q8_0(&w, &rng, n / 32, t[i].sd, &zp);
-        else
+        else if (drawn)
             wr_q4_0(&w, &rng, n / 32, t[i].sd, &zp);
+        else if (wr_rows(&w, &rng, n / t[i].ne[0], t[i].ne[0], t[i].sd, &zp, t[i].dtype,
+                         fr, qr)) {
+            fmt_err(err, errlen, "%s: tensor %s does not quantise to %s", path, t[i].name,
+                    fmt_dtype_name(t[i].dtype));
+            rc = FMT_EFORMAT;
+            goto out;
+        }
         wr_pad(&w, 32);
         done += (tensor_bytes(&t[i]) + 31) / 32 * 32;
         if (progress)
@@ -485,6 +607,8 @@ out:
         fmt_err(err, errlen, "%s: out of memory", path);
     fmt_out_abort(&out);
     free(w.buf);
+    free(fr);
+    free(qr);
     free(t);
     fmt_kv_free(kv);
     return rc;
@@ -507,7 +631,8 @@ int fmt_synth_bench_open(fmt_src **out, const char *preset, uint64_t seed,
         return FMT_EIO;
     }
     close(fd);
-    int rc = fmt_synth_write_gguf(preset, path, NULL, seed, KERN_Q4_0, zipf, NULL, NULL,
+    const fmt_quant q4 = { KERN_Q4_0, FMT_FT_NONE };
+    int rc = fmt_synth_write_gguf(preset, path, NULL, seed, &q4, zipf, NULL, NULL,
                                   err, errlen);
     if (rc == 0)
         rc = fmt_src_open(out, path, NULL, err, errlen);

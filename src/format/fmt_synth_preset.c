@@ -56,6 +56,20 @@ static const preset presets[] = {
       FMT_COMBINE_DELAYED_SUM, 0, 0, 0 },
     { "tiny-mixtral", "llama", 3, 64, 4, 2, 0, 4, 2, 96, 512, 0, 0,
       FMT_COMBINE_PARALLEL_SQRT2, 0, 0, 0 },
+    /* the GGML types' fixtures (tests/data/quant): a dense llama whose rows
+     * are multiples of 256 for the K-quants and IQ4_XS (4 heads of 64, one
+     * KV head), one of rows that are multiples of 32 only for the 32-column
+     * types; and for llama.cpp's mixes, eight layers with a 288-wide FFN
+     * (ffn_down's rows take the fallbacks) and a Mixtral of 8 experts
+     * (llama.cpp's n_expert == 8 rules) */
+    { "tiny-llama256", "llama", 1, 256, 4, 1, 256, 0, 0, 0, 512, 0, 0,
+      FMT_COMBINE_PARALLEL_SQRT2, 0, 0, 0 },
+    { "tiny-llama64", "llama", 2, 64, 4, 2, 96, 0, 0, 0, 512, 0, 0,
+      FMT_COMBINE_PARALLEL_SQRT2, 0, 0, 0 },
+    { "tiny-llama-mix", "llama", 8, 256, 8, 2, 288, 0, 0, 0, 512, 0, 0,
+      FMT_COMBINE_PARALLEL_SQRT2, 0, 0, 0 },
+    { "tiny-mixtral256", "llama", 2, 256, 4, 2, 0, 8, 2, 256, 512, 0, 0,
+      FMT_COMBINE_PARALLEL_SQRT2, 0, 0, 0 },
     /* Gemma 4 26B-A4B as the report sizes it (chapters 2.5, 3.4, 6.2): 30
      * layers, d 2816, 25 sliding-window layers with B_attn = 4 d^2 (11
      * heads of 256, 11 KV heads) and 5 full-attention layers (every sixth:

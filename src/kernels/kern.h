@@ -177,6 +177,33 @@ int kern_tile_check(enum kern_type t, unsigned rows, unsigned cols,
 /* 1 when kern_tile_check passes, else 0. */
 int kern_tile_finite(enum kern_type t, unsigned rows, unsigned cols,
                      const void *payload);
+/* Row r (< rows) of a quantised payload as the GGML blocks it was packed
+ * from, cols / kern_type_block(t) of them, bit for bit (the inverse of
+ * packing a type's own blocks; Q8_0 and Q4_0 included).  0, or -1 for F32
+ * and F16, a bad shape, or a tile that ends inside a block. */
+int kern_tile_blocks(enum kern_type t, unsigned rows, unsigned cols,
+                     const void *payload, unsigned r, void *blocks);
+
+/* ---- rows of a source encoding (kern_src.c, kern_pack.c) ---------------
+ * n values of one row, n a multiple of the encoding's block, as llama.cpp
+ * reads, writes and validates them. */
+/* Widen to floats as ggml's dequantize_row_* (what kern_tile_pack does to
+ * a source it does not copy); 0, or -1 for a bad n or a block type with
+ * no entry in this build. */
+int kern_src_dequant(enum kern_src src, const void *row, size_t n, float *out);
+/* Encode finite floats as llama-quantize does without an importance
+ * matrix (ggml's quantize_row_*_ref; F16 and BF16 rounded to nearest
+ * even): for the GGML Q8_0 and Q4_0 blocks ggml's quantisers, not the
+ * report's of kern_tile_pack.  0, or -1 for a bad n, a non-finite input,
+ * a scale or value that does not fit its storage, or no entry. */
+int kern_src_quant(enum kern_src src, const float *x, size_t n, void *out);
+/* 0 when every block decodes to finite weights only (the type's check:
+ * finite scales, no reserved value, indexes in range); else -1 with *blk
+ * the first bad block (value, for F32/F16/BF16) and *what its field ("d",
+ * "weight", "e8m0 scale", ...; "shape" for a bad n, "type" for a block
+ * type with no entry).  blk and what may be NULL. */
+int kern_src_check(enum kern_src src, const void *row, size_t n, size_t *blk,
+                   const char **what);
 
 /* ---- unaligned loads ------------------------------------------------------
  * Native-order loads from any address, for the kernels' packed tiles and
@@ -337,6 +364,13 @@ typedef struct kern_ops {
     void (*act_q8k)(const float *x, unsigned nb, int8_t *q, float *d,
                     int16_t *bsums);
     void (*act_bf16)(const float *x, unsigned n, uint16_t *h);
+    /* The types llama.cpp repacks on x86 (ggml-cpu repack.cpp,
+     * ggml_repack_get_optimal_repack_type: Q4_0, IQ4_NL, MXFP4 and Q4_K
+     * matrices whose row count is a multiple of 8 on any AVX2 CPU, Q2_K on
+     * AVX-512), summed as its repacked gemv sums them; NULL for a type it
+     * does not repack.  tile_mv_rp[KERN_Q4_0] is tile_mv_q4_0_rp. */
+    kern_tile_mv_fn tile_mv_rp[KERN_NTYPES];
+    kern_tile_mm_fn tile_mm_rp[KERN_NTYPES];
 } kern_ops;
 
 /* Pick the best ISA this CPU runs, once.  CFLOW_ISA=scalar|avx2|avx512|

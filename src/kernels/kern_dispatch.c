@@ -113,6 +113,8 @@ static void build_tables(void)
             base = &kern_ops_avx512_vnni;
 #endif
         tables[i] = *base;
+        tables[i].tile_mv_rp[KERN_Q4_0] = base->tile_mv_q4_0_rp;
+        tables[i].tile_mm_rp[KERN_Q4_0] = base->tile_mm_q4_0_rp;
         /* the scalar entries first, then the tier's own over them */
         kern_lq_fill(&tables[i], KERN_ISA_SCALAR);
         kern_kq_fill(&tables[i], KERN_ISA_SCALAR);

@@ -34,13 +34,6 @@ static void help(const ui_settings *d)
     ui_opts_help(stdout, inspect_opts, d);
 }
 
-static const char *matrix_name(int m)
-{
-    static const char *n[FMT_NMATRIX] = { "q", "k", "v", "o", "gate", "up", "down",
-                                          "router", "exp_gate", "exp_up", "exp_down",
-                                          "token_embd", "output" };
-    return m >= 0 && m < FMT_NMATRIX ? n[m] : "?";
-}
 
 static const char *combine_name(unsigned c) { return fmt_combine_name((int)c); }
 
@@ -227,7 +220,7 @@ static json_object *matrices_json(const fmt_model *m, uint64_t *tiles, uint64_t 
                 json_object_object_add(o, "layer", json_object_new_int((int)l));
             else
                 json_object_object_add(o, "layer", NULL);
-            json_object_object_add(o, "matrix", json_object_new_string(matrix_name(mm[i][0])));
+            json_object_object_add(o, "matrix", json_object_new_string(fmt_matrix_name(mm[i][0])));
             json_object_object_add(o, "type", json_object_new_string(kern_type_name((enum kern_type)mi->type)));
             json_object_object_add(o, "rows", json_object_new_int64(mi->rows));
             json_object_object_add(o, "cols", json_object_new_int64(mi->cols));
@@ -291,6 +284,8 @@ static json_object *moe_json(const fmt_model *m)
         json_object_object_add(o, "down_cols", json_object_new_int64(di->cols));
         json_object_object_add(o, "type", json_object_new_string(
                                               kern_type_name((enum kern_type)gi->type)));
+        json_object_object_add(o, "down_type", json_object_new_string(
+                                                   kern_type_name((enum kern_type)di->type)));
         for (unsigned e = 0; e < hp->n_experts; e++) {
             uint64_t off = 0, len = 0;
             if (fmt_model_expert(m, l, e, NULL, NULL, &off, &len))
@@ -363,13 +358,13 @@ static void print_text(const fmt_model *m, json_object *root)
            hp->flags & FMT_FLAG_ROPE_LLAMA3 ? ", llama3 scaling" : "", (double)hp->norm_eps);
     printf("flags:         %s\n", json_object_to_json_string(json_object_object_get(geo, "flags")));
     printf("dominant type: %s\n\n", kern_type_name((enum kern_type)hp->quant_type));
-    printf("%-6s %-11s %-5s %8s %8s %7s %12s\n", "layer", "matrix", "type", "rows", "cols",
+    printf("%-6s %-11s %-6s %8s %8s %7s %12s\n", "layer", "matrix", "type", "rows", "cols",
            "tiles", "bytes");
     size_t n = json_object_array_length(mats);
     for (size_t i = 0; i < n; i++) {
         json_object *o = json_object_array_get_idx(mats, i);
         json_object *ly = json_object_object_get(o, "layer");
-        printf("%-6s %-11s %-5s %8lld %8lld %7lld %12lld\n",
+        printf("%-6s %-11s %-6s %8lld %8lld %7lld %12lld\n",
                ly ? json_object_get_string(ly) : "-",
                json_object_get_string(json_object_object_get(o, "matrix")),
                json_object_get_string(json_object_object_get(o, "type")),
@@ -402,11 +397,12 @@ static void print_text(const fmt_model *m, json_object *root)
         json_object *o = json_object_array_get_idx(moe, i);
 #define GL(k) (long long)json_object_get_int64(json_object_object_get(o, k))
         printf("%slayer %lld: router %lldx%lld f32; %lld experts (top-%lld), gate/up "
-               "%lldx%lld + down %lldx%lld %s; bank %lld bytes at %lld\n",
+               "%lldx%lld %s + down %lldx%lld %s; bank %lld bytes at %lld\n",
                i == 0 ? "\nexperts:\n" : "", GL("layer"), GL("router_rows"),
                GL("router_cols"), GL("n_experts"), GL("top_k"), GL("gate_up_rows"),
-               GL("gate_up_cols"), GL("down_rows"), GL("down_cols"),
-               json_object_get_string(json_object_object_get(o, "type")),
+               GL("gate_up_cols"), json_object_get_string(json_object_object_get(o, "type")),
+               GL("down_rows"), GL("down_cols"),
+               json_object_get_string(json_object_object_get(o, "down_type")),
                GL("bank_bytes"), GL("bank_offset"));
 #undef GL
         json_object *ex = json_object_object_get(o, "experts");

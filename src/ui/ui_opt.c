@@ -120,6 +120,10 @@ const ui_opt ui_opts[UI_O_N] = {
       OFF(stories), NULL, "only the first N stories" },
     { UI_O_NO_EOS, "no-eos", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(no_eos), NULL,
       "do not predict an end-of-sequence token per story" },
+    { UI_O_CHUNKS, "chunks", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(chunks), NULL,
+      "score as llama-perplexity does: the whole file one text (BOS first), cut into "
+      "chunks of the context whose first token is BOS, the second half of each chunk "
+      "predicted" },
     { UI_O_JSON, "json", 'j', UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(json), NULL,
       "machine-readable output" },
     { UI_O_CRITICAL_PATH, "critical-path", 'c', UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0,

@@ -1,20 +1,27 @@
 /*
- * test_llamacpp.c — issue 3, must show 4: a Mixtral-style GGUF, converted,
- * gives llama.cpp's greedy tokens.
+ * test_llamacpp.c — converted GGUFs give llama.cpp's greedy tokens: a
+ * Mixtral-style Q4_0 GGUF (issue 3, must show 4), and a GGUF of every GGML
+ * type cflow keeps, made by llama.cpp's own llama-quantize (issue 41, must
+ * show 1).
  *
- * llama.cpp is never built here.  It ran once on the very GGUF this test
- * regenerates (`cflow synth --gguf tiny-mixtral`, deterministic), and its
- * prompt and generated token ids are recorded in
- * tests/data/llamacpp/<case>.txt; tests/data/llamacpp/README.md gives the
- * exact commands.  The test
+ * llama.cpp is never built here.  It ran once on each GGUF, and its prompt
+ * and generated token ids are recorded in tests/data/llamacpp/<case>.txt;
+ * tests/data/llamacpp/README.md and tests/data/quant/README.md give the
+ * exact commands.  A case names its GGUF either as a preset this test
+ * regenerates (`cflow synth --gguf`, deterministic; FNV-1a 64 of the whole
+ * file recorded beside the ids) or as a file committed under tests/data.
+ * The test
  *   1. regenerates the GGUF and checks it is byte for byte the file
- *      llama.cpp ran (FNV-1a 64 of the whole file, recorded beside the ids);
- *   2. converts it with `cflow convert` (Q4_0 blocks copied bit-exactly);
+ *      llama.cpp ran (preset cases);
+ *   2. converts it with `cflow convert` and reads every matrix back from its
+ *      tiles as GGML blocks: each keeps its GGUF type, and its blocks are
+ *      the GGUF's tensor bytes, bit for bit (no requantisation);
  *   3. tokenises the prompt and decodes greedily through the engine (first
  *      maximum wins ties, as llama.cpp's greedy sampler), comparing every
  *      prompt and generated id with llama.cpp's;
- *   4. runs `cflow run --temp 0` as a user would and checks its stdout is
- *      the text of llama.cpp's ids.
+ *   4. runs `cflow run --temp 0` as a user would (on a committed GGUF
+ *      itself, through the model cache, as `run -m x.gguf` converts) and
+ *      checks its stdout is the text of llama.cpp's ids.
  */
 #include "config.h"
 
@@ -29,10 +36,11 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "format/cflow_format.h"
 #include "testutil.h"
 
 typedef struct rec {
-    char     preset[64], vocab[256], prompt[256], seed[32];
+    char     preset[64], vocab[256], prompt[256], seed[32], gguf[256];
     uint64_t fnv;
     int32_t  prompt_ids[64], gen_ids[256];
     size_t   n_prompt, n_gen;
@@ -71,6 +79,8 @@ static void load_rec(const char *name, rec *r)
         const char *v = colon + 1 + (colon[1] == ' ');
         if (!strcmp(ln, "preset"))
             snprintf(r->preset, sizeof r->preset, "%s", v);
+        else if (!strcmp(ln, "gguf"))
+            snprintf(r->gguf, sizeof r->gguf, "%s", v);
         else if (!strcmp(ln, "vocab"))
             snprintf(r->vocab, sizeof r->vocab, "%s", v);
         else if (!strcmp(ln, "seed"))
@@ -85,7 +95,8 @@ static void load_rec(const char *name, rec *r)
             r->n_gen = parse_ids(v, r->gen_ids, 256);
     }
     free(txt);
-    assert_true(r->preset[0] && r->vocab[0] && r->prompt[0] && r->fnv);
+    assert_true(r->gguf[0] ? !r->preset[0] : r->preset[0] && r->vocab[0] && r->fnv);
+    assert_true(r->prompt[0]);
     assert_true(r->n_prompt > 0);
     assert_true(r->n_gen >= 16);   /* the issue asks for at least 16 */
 }
@@ -95,13 +106,96 @@ static uint64_t fnv64_file(const char *path)
     size_t n;
     char *b = tu_read_file(path, &n);
     assert_non_null(b);
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)b[i];
-        h *= 0x100000001b3ull;
-    }
+    uint64_t h = tu_fnv64(0xcbf29ce484222325ull, b, n);
     free(b);
     return h;
+}
+
+/* tu_matrix_rows' callback: row r of the tiles against the GGUF's. */
+typedef struct cmp_ctx {
+    const uint8_t *want;     /* the tensor's bytes (this expert's) */
+    size_t         row_bytes, bad;
+    uint64_t       fnv;
+} cmp_ctx;
+
+static void cmp_row(void *ctx, uint32_t r, const uint8_t *row, size_t n)
+{
+    cmp_ctx *c = ctx;
+    if (n != c->row_bytes || memcmp(row, c->want + (size_t)r * n, n))
+        c->bad++;
+    c->fnv = tu_fnv64(c->fnv, row, n);
+}
+
+/* The GGUF tensor name of a matrix id ("%u" the layer). */
+static const char *const gguf_names[FMT_NMATRIX] = {
+    [FMT_M_Q] = "blk.%u.attn_q.weight", [FMT_M_K] = "blk.%u.attn_k.weight",
+    [FMT_M_V] = "blk.%u.attn_v.weight", [FMT_M_O] = "blk.%u.attn_output.weight",
+    [FMT_M_GATE] = "blk.%u.ffn_gate.weight", [FMT_M_UP] = "blk.%u.ffn_up.weight",
+    [FMT_M_DOWN] = "blk.%u.ffn_down.weight", [FMT_M_EXP_GATE] = "blk.%u.ffn_gate_exps.weight",
+    [FMT_M_EXP_UP] = "blk.%u.ffn_up_exps.weight", [FMT_M_EXP_DOWN] = "blk.%u.ffn_down_exps.weight",
+    [FMT_M_TOK_EMBD] = "token_embd.weight", [FMT_M_OUTPUT] = "output.weight",
+};
+
+/* Every matrix of stream st (of layer l, expert e or -1) against the GGUF:
+ * its tile type keeps the tensor's type, its blocks are the tensor's
+ * bytes.  Returns the matrices checked. */
+static unsigned blocks_match(const fmt_gguf *g, const fmt_model *m, const fmt_stream *st,
+                             unsigned l, int e, const char *name)
+{
+    unsigned seen = 0, done = 0;
+    for (uint32_t i = 0; st && i < st->n_tiles; i++) {
+        unsigned mx = st->tiles[i].matrix;
+        if (seen >> mx & 1)
+            continue;
+        seen |= 1u << mx;
+        char tn[96];
+        snprintf(tn, sizeof tn, gguf_names[mx], l);
+        const fmt_tensor *t = fmt_gguf_find(g, tn);
+        assert_non_null(t);
+        assert_int_equal(st->tiles[i].type, fmt_dtype_tile(t->dtype));
+        uint32_t rows = (uint32_t)t->ne[1], cols = (uint32_t)t->ne[0];
+        cmp_ctx c = { (const uint8_t *)t->data, (size_t)fmt_dtype_size(t->dtype, cols), 0,
+                      0xcbf29ce484222325ull };
+        if (e >= 0)
+            c.want += (size_t)e * rows * c.row_bytes;
+        assert_int_equal(tu_matrix_rows(st, (int)mx, rows, cols, cmp_row, &c), 0);
+        if (c.bad)
+            fprintf(stderr, "%s: %s%s: %zu of %u rows differ from the GGUF's blocks\n",
+                    name, tn, e >= 0 ? " (an expert)" : "", c.bad, rows);
+        assert_int_equal(c.bad, 0);
+        done++;
+    }
+    (void)m;
+    return done;
+}
+
+/* Step 2: every matrix of the .cflow made from gguf is the GGUF's. */
+static void check_blocks(const char *name, const char *gguf, const char *model)
+{
+    char err[512];
+    fmt_gguf *g = NULL;
+    fmt_model *m = NULL;
+    assert_int_equal(fmt_gguf_open(&g, gguf, err, sizeof err), 0);
+    assert_int_equal(fmt_model_open(&m, model, err, sizeof err), 0);
+    const fmt_hparams *hp = fmt_model_hparams(m);
+    unsigned n = 0;
+    static const int lslots[] = { FMT_S_Q, FMT_S_O, FMT_S_GATE, FMT_S_DOWN };
+    for (unsigned l = 0; l < hp->n_layers; l++) {
+        for (unsigned s = 0; s < 4; s++)
+            n += blocks_match(g, m, fmt_model_stream(m, l, lslots[s]), l, -1, name);
+        for (unsigned e = 0; e < hp->n_experts; e++) {
+            const fmt_stream *gu = NULL, *dn = NULL;
+            assert_int_equal(fmt_model_expert(m, l, e, &gu, &dn, NULL, NULL), 0);
+            n += blocks_match(g, m, gu, l, (int)e, name) + blocks_match(g, m, dn, l, (int)e,
+                                                                           name);
+        }
+    }
+    n += blocks_match(g, m, fmt_model_stream(m, hp->n_layers, FMT_S_TOK_EMBD), 0, -1, name);
+    n += blocks_match(g, m, fmt_model_stream(m, hp->n_layers, FMT_S_OUTPUT), 0, -1, name);
+    fprintf(stderr, "%s: %u matrices of %s copied bit for bit\n", name, n, gguf);
+    assert_true(n >= 2 + 7 * (hp->n_experts ? 0 : hp->n_layers));
+    fmt_model_close(m);
+    fmt_gguf_close(g);
 }
 
 static void check_case(const char *name)
@@ -110,32 +204,38 @@ static void check_case(const char *name)
     tu_proc p;
     char err[512];
     load_rec(name, &r);
-    const char *vocab = tu_shared(r.vocab);
-    tu_require(vocab);
     char gguf[4096], model[4096];
-    snprintf(gguf, sizeof gguf, "%s", tu_tmp("llamacpp.gguf"));
     snprintf(model, sizeof model, "%s", tu_tmp("llamacpp.cflow"));
 
-    /* 1: the same file llama.cpp ran */
-    assert_int_equal(tu_cflow_run(&p, "synth", "--gguf", "--vocab", vocab, "--seed",
-                                  r.seed, r.preset, gguf, (char *)NULL), 0);
-    if (p.status)
-        fprintf(stderr, "%s", p.err);
-    assert_int_equal(p.status, 0);
-    tu_proc_free(&p);
-    uint64_t h = fnv64_file(gguf);
-    if (h != r.fnv)
-        fprintf(stderr, "%s: regenerated GGUF differs from the one llama.cpp ran "
-                "(fnv64 %016llx, recorded %016llx)\n", name, (unsigned long long)h,
-                (unsigned long long)r.fnv);
-    assert_true(h == r.fnv);
+    if (r.gguf[0]) {
+        const char *src = getenv("CFLOW_SRCDIR");
+        snprintf(gguf, sizeof gguf, "%s/tests/data/%s", src ? src : ".", r.gguf);
+    } else {
+        /* 1: the same file llama.cpp ran */
+        const char *vocab = tu_shared(r.vocab);
+        tu_require(vocab);
+        snprintf(gguf, sizeof gguf, "%s", tu_tmp("llamacpp.gguf"));
+        assert_int_equal(tu_cflow_run(&p, "synth", "--gguf", "--vocab", vocab, "--seed",
+                                      r.seed, r.preset, gguf, (char *)NULL), 0);
+        if (p.status)
+            fprintf(stderr, "%s", p.err);
+        assert_int_equal(p.status, 0);
+        tu_proc_free(&p);
+        uint64_t h = fnv64_file(gguf);
+        if (h != r.fnv)
+            fprintf(stderr, "%s: regenerated GGUF differs from the one llama.cpp ran "
+                    "(fnv64 %016llx, recorded %016llx)\n", name, (unsigned long long)h,
+                    (unsigned long long)r.fnv);
+        assert_true(h == r.fnv);
+    }
 
-    /* 2: convert */
+    /* 2: convert, every block copied */
     assert_int_equal(tu_cflow_run(&p, "convert", gguf, model, (char *)NULL), 0);
     if (p.status)
         fprintf(stderr, "%s", p.err);
     assert_int_equal(p.status, 0);
     tu_proc_free(&p);
+    check_blocks(name, gguf, model);
 
     /* 3: token for token through the engine */
     eng_opts o;
@@ -172,12 +272,17 @@ static void check_case(const char *name)
     eng_close(s);
     assert_int_equal(agree, r.n_gen);
 
-    /* 4: `cflow run` prints the text of those ids */
-    char nbuf[16];
+    /* 4: `cflow run` prints the text of those ids (a committed GGUF run as
+     * it is: converted into a private model cache) */
+    char nbuf[16], cache_env[4200];
     snprintf(nbuf, sizeof nbuf, "%zu", r.n_gen);
-    assert_int_equal(tu_cflow_run(&p, "run", "-m", model, "-p", r.prompt, "-n", nbuf,
-                                  "--temp", "0", "--no-log", "--ignore-eos",
-                                  (char *)NULL), 0);
+    snprintf(cache_env, sizeof cache_env, "XDG_CACHE_HOME=%s", tu_tmp("cache"));
+    char *const envv[] = { cache_env, NULL };
+    assert_int_equal(tu_cflow_env(&p, envv, "run", "-m", r.gguf[0] ? gguf : model, "-p",
+                                  r.prompt, "-n", nbuf, "--temp", "0", "--no-log",
+                                  "--ignore-eos", (char *)NULL), 0);
+    if (p.status)
+        fprintf(stderr, "%s", p.err);
     assert_int_equal(p.status, 0);
     /* expected text: the pieces of llama.cpp's ids, detokenised */
     eng_tok *t2 = NULL;
@@ -210,10 +315,34 @@ static void test_tiny_mixtral(void **state)
     check_case("tiny-mixtral");
 }
 
+/* One llama-quantize fixture a test: each GGML type on its own. */
+#define QUANT_CASE(t) \
+    static void test_quant_##t(void **state) { (void)state; check_case("quant-" #t); }
+QUANT_CASE(q2_k)
+QUANT_CASE(q3_k)
+QUANT_CASE(q4_k)
+QUANT_CASE(q5_k)
+QUANT_CASE(q6_k)
+QUANT_CASE(iq4_xs)
+QUANT_CASE(q4_k_m)
+QUANT_CASE(q4_1)
+QUANT_CASE(q5_0)
+QUANT_CASE(q5_1)
+QUANT_CASE(iq4_nl)
+QUANT_CASE(mxfp4)
+QUANT_CASE(bf16)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_mixtral),
+        cmocka_unit_test(test_quant_q2_k), cmocka_unit_test(test_quant_q3_k),
+        cmocka_unit_test(test_quant_q4_k), cmocka_unit_test(test_quant_q5_k),
+        cmocka_unit_test(test_quant_q6_k), cmocka_unit_test(test_quant_iq4_xs),
+        cmocka_unit_test(test_quant_q4_k_m), cmocka_unit_test(test_quant_q4_1),
+        cmocka_unit_test(test_quant_q5_0), cmocka_unit_test(test_quant_q5_1),
+        cmocka_unit_test(test_quant_iq4_nl), cmocka_unit_test(test_quant_mxfp4),
+        cmocka_unit_test(test_quant_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
