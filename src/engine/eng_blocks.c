@@ -258,9 +258,9 @@ static void rope(const eng_session *s, const eng_layer *ly, float *x,
     const fmt_hparams *hp = s->hp;
     const fmt_layer_geom *g = ly->g;
     int neox = (hp->flags & FMT_FLAG_ROPE_NEOX) != 0;
-    if (s->ggml)
-        kern_rope_ggml(x, n_heads, g->head_dim, g->rope_dims, pos,
-                       g->rope_theta, s->rope_ff, neox);
+    if (s->ggml)       /* the layer's scaling and divisors: eng_family.c */
+        kern_rope_ggml_ext(x, n_heads, g->head_dim, g->rope_dims, pos, g->rope_theta,
+                           &ly->rope, neox);
     else
         kern_rope(x, n_heads, g->head_dim, g->rope_dims, pos, ly->inv_freq, neox);
 }
@@ -284,19 +284,23 @@ void eng_attn_qkv_post(eng_session *s, const eng_layer *ly, uint32_t pos,
     }
     if (shared)                     /* V is K's projection (K = V sharing) */
         memcpy(v, k, kvd * sizeof(float));
-    /* Qwen3: per-head RMSNorm of q and k (one weight vector for all heads),
-     * before RoPE */
-    if (ly->q_norm)
-        for (uint32_t hh = 0; hh < g->n_heads; hh++)
-            eng_rmsnorm(s, q + hh * hd, q + hh * hd, ly->q_norm, hd);
-    if (ly->k_norm)
-        for (uint32_t hh = 0; hh < g->n_kv_heads; hh++)
-            eng_rmsnorm(s, k + hh * hd, k + hh * hd, ly->k_norm, hd);
+    /* Qwen3, Gemma 3: per-head RMSNorm of q and k (one weight vector for
+     * all heads), before RoPE; OLMoE: one RMSNorm over all of q, one over
+     * all of k (q_norm_n, k_norm_n are the lengths normalised at a time) */
+    for (uint32_t i = 0; ly->q_norm && i < qd; i += ly->q_norm_n)
+        eng_rmsnorm(s, q + i, q + i, ly->q_norm, ly->q_norm_n);
+    for (uint32_t i = 0; ly->k_norm && i < kvd; i += ly->k_norm_n)
+        eng_rmsnorm(s, k + i, k + i, ly->k_norm, ly->k_norm_n);
     if (hp->flags & FMT_FLAG_V_NORM)
         for (uint32_t hh = 0; hh < g->n_kv_heads; hh++)
             eng_rmsnorm(s, v + hh * hd, v + hh * hd, NULL, hd);
     rope(s, ly, q, g->n_heads, pos);
     rope(s, ly, k, g->n_kv_heads, pos);
+    /* Gemma, Phi-3: q scaled before the attention, which then scales by 1
+     * (llama.cpp's ggml_scale of Qcur) */
+    if (hp->q_scale > 0.0f)
+        for (uint32_t i = 0; i < qd; i++)
+            q[i] *= hp->q_scale;
 }
 
 typedef struct attn_task {
@@ -307,7 +311,16 @@ typedef struct attn_task {
     uint32_t     n_pos, n_heads, n_kv_heads, hd;
     float       *sc;         /* scores: n_heads rows of dec.ctx floats */
     uint16_t    *h16;        /* n_heads * 2 * hd_max halves */
+    float        scale, softcap;   /* of the scores (eng_attn_scale) */
+    const float *sinks;      /* [n_heads] the layer's sinks, or NULL */
 } attn_task;
+
+/* The scale of the layer's q.k scores: the header's (Phi-3 and Gemma scale
+ * q instead and take 1 here), else 1/sqrt(head_dim). */
+static float attn_scale(const eng_session *s, const eng_layer *ly)
+{
+    return s->hp->attn_scale > 0.0f ? s->hp->attn_scale : 1.0f / sqrtf((float)ly->g->head_dim);
+}
 
 /* Heads [h0, h1) of an attention task, each with its own scratch. */
 static void attn_heads(const attn_task *t, unsigned h0, unsigned h1)
@@ -317,14 +330,14 @@ static void attn_heads(const attn_task *t, unsigned h0, unsigned h1)
     if (s->kv_f16) {
         s->ops->attn_f16(t->att, t->q, t->k, t->v, t->n_pos, h0, h1,
                          t->n_heads, t->n_kv_heads, t->hd, s->kv_dim,
-                         1.0f / sqrtf((float)t->hd), 0.0f,
+                         t->scale, t->softcap, t->sinks,
                          t->sc + (size_t)h0 * s->dec.ctx,
                          t->h16 + (size_t)h0 * 2 * s->hd_max);
         return;
     }
     s->ops->attn_f32(t->att, t->q, t->k, t->v, t->n_pos, h0, h1, t->n_heads,
-                     t->n_kv_heads, t->hd, s->kv_dim, 1.0f / sqrtf((float)t->hd),
-                     0.0f, t->sc + (size_t)h0 * s->dec.ctx);
+                     t->n_kv_heads, t->hd, s->kv_dim, t->scale, t->softcap, t->sinks,
+                     t->sc + (size_t)h0 * s->dec.ctx);
 }
 
 /* Heads per claim: whole kv-head groups (the query heads that share one
@@ -394,7 +407,8 @@ static attn_task attn_store(eng_session *s, eng_seq *seq, const eng_layer *ly,
     if (W && pos + 1 > W)
         first = pos + 1 - W;
     attn_task t = { s, q, att, NULL, NULL, pos + 1 - first, g->n_heads,
-                    g->n_kv_heads, g->head_dim, NULL, NULL };  /* scratch: the caller's */
+                    g->n_kv_heads, g->head_dim, NULL, NULL,   /* scratch: the caller's */
+                    attn_scale(s, ly), s->hp->attn_softcap, ly->sinks };
     if (s->kv_f16) {
         uint16_t *kc = seq->kc16 + lo, *vc = seq->vc16 + lo;
         uint16_t *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
@@ -432,14 +446,17 @@ static void attn_attend(eng_session *s, attn_task *t)
     } else if (scratch) {
         attn_heads(t, 0, t->n_heads);
     } else {
-        if (s->kv_f16)
-            kern_attn_decode_f16(t->att, t->q, t->k, t->v, t->n_pos, t->n_heads,
-                                 t->n_kv_heads, hd, s->kv_dim,
-                                 1.0f / sqrtf((float)hd), 0.0f, s->dec.att16);
-        else
-            kern_attn_decode(t->att, t->q, t->k, t->v, t->n_pos, t->n_heads,
-                             t->n_kv_heads, hd, s->kv_dim, 1.0f / sqrtf((float)hd),
-                             0.0f, s->dec.scores);
+        /* (the scalar tables' kernels, their scratch the session's own) */
+        for (uint32_t h = 0; h < t->n_heads; h++) {
+            if (s->kv_f16)
+                kern_ops_ref()->attn_f16(t->att, t->q, t->k, t->v, t->n_pos, h, h + 1,
+                                         t->n_heads, t->n_kv_heads, hd, s->kv_dim, t->scale,
+                                         t->softcap, t->sinks, NULL, s->dec.att16);
+            else
+                kern_ops_ref()->attn_f32(t->att, t->q, t->k, t->v, t->n_pos, h, h + 1,
+                                         t->n_heads, t->n_kv_heads, hd, s->kv_dim, t->scale,
+                                         t->softcap, t->sinks, s->dec.scores);
+        }
     }
 }
 
@@ -485,6 +502,7 @@ typedef struct attn_tiled_task {
     float          *att;
     const uint16_t *k, *v;   /* this layer's cache at position 0 */
     uint32_t        pos0, m, pb, nblk, G, hd, n_kv;
+    float           scale;
 } attn_tiled_task;
 
 /* Claim u: KV head u / nblk, the positions of block u % nblk. */
@@ -497,7 +515,7 @@ static void attn_tiled_claim(const attn_tiled_task *t, size_t u, float *work)
     const size_t off = (size_t)j0 * ld + (size_t)kh * t->G * t->hd;
     s->ops->attn_prefill_f16(t->att + off, t->q + off, ld, np, t->G, t->pos0 + j0,
                              t->k + (size_t)kh * t->hd, t->v + (size_t)kh * t->hd,
-                             s->kv_dim, t->hd, 1.0f / sqrtf((float)t->hd), work);
+                             s->kv_dim, t->hd, t->scale, work);
 }
 
 static void attn_tiled_run(void *ctx, int tid, int n_threads)
@@ -519,12 +537,16 @@ static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl, unsigne
     const fmt_layer_geom *g = ly->g;
     const uint32_t W = g->sliding_window, pos0 = s->bat.pos[0];
     const eng_seq *seq = s->bat.seq[0];
+    /* (its kernel has neither sinks nor a soft-cap: those layers take the
+     * per-position kernels) */
     if (!s->bat.tiled || !s->kv_f16 || !s->ops->attn_prefill_f16 || !g->n_kv_heads ||
-        g->n_heads % g->n_kv_heads || (W && pos0 + m > W))
+        g->n_heads % g->n_kv_heads || (W && pos0 + m > W) || ly->sinks ||
+        s->hp->attn_softcap > 0.0f)
         return -1;
     const int nt = eng_pool_size(s->pool);
     attn_tiled_task t = { s, q, att, NULL, NULL, pos0, m, m, 1,
-                          g->n_heads / g->n_kv_heads, g->head_dim, g->n_kv_heads };
+                          g->n_heads / g->n_kv_heads, g->head_dim, g->n_kv_heads,
+                          attn_scale(s, ly) };
     /* blocks of positions until there are two claims a thread, a block
      * keeping at least 8 positions */
     while (t.n_kv * t.nblk < 2u * (uint32_t)nt && t.pb >= 16) {
@@ -623,20 +645,24 @@ void eng_attn_block(eng_session *s, eng_seq *seq, const eng_layer *ly, unsigned 
     memset(mout, 0, dim * sizeof(float));
     out[FMT_M_O] = mout;
     matvec_stream(s, &ly->o, &s->dec.act_q, out);
+    eng_attn_out_post(s, ly, mout);
 }
 
-/* One SwiGLU/GeGLU FFN over the prepared input act, from a fused gate/up
- * stream and a down stream, into dout[dim] (overwritten). */
-/* g[0..n) = act(g) * u: GeGLU where the header says so, else SwiGLU in
- * llama.cpp's arithmetic for GGUF-sourced models or run.c's otherwise. */
+/* What follows the output projection before the residual add: its bias
+ * (gpt-oss), Gemma's norm of the attention's output. */
+void eng_attn_out_post(const eng_session *s, const eng_layer *ly, float *mout)
+{
+    if (ly->o_bias)
+        eng_add_to(mout, ly->o_bias, s->hp->dim);
+    if (ly->attn_post_norm)
+        eng_rmsnorm(s, mout, mout, ly->attn_post_norm, s->hp->dim);
+}
+
+/* g[0..n) = act(g, u): the model's gated activation (eng_family.c: SwiGLU
+ * or GeGLU in llama.cpp's arithmetic or run.c's, gpt-oss's clamped SwiGLU). */
 void eng_glu_act(eng_session *s, float *g, const float *u, uint32_t n)
 {
-    if (s->hp->flags & FMT_FLAG_GELU)
-        kern_geglu(g, g, u, n);
-    else if (s->ggml)
-        s->ops->swiglu_ggml(g, g, u, n);
-    else
-        kern_swiglu(g, g, u, n);
+    s->act(s, g, u, n);           /* the model's (eng_family.c) */
 }
 
 void eng_glu_ffn(eng_session *s, const eng_mv *gu, const eng_mv *down,
@@ -656,13 +682,14 @@ void eng_glu_ffn(eng_session *s, const eng_mv *gu, const eng_mv *down,
     matvec_stream(s, down, &s->dec.act_ffn, out);
 }
 
-/* d = FFN(N_f(h)) into dout; zero when there is no dense FFN or no h (a
- * delayed residual from before layer 0). */
+/* d = FFN(N_f(h)) into dout (through Gemma's post-norm where the layer has
+ * one); zero when the layer has no dense FFN or there is no h (a delayed
+ * residual from before layer 0). */
 void eng_ffn_block(eng_session *s, const eng_layer *ly, const float *h,
                       float *dout)
 {
     const fmt_hparams *hp = s->hp;
-    if (!hp->ffn_dim || !h) {
+    if (!ly->dense || !h) {
         memset(dout, 0, hp->dim * sizeof(float));
         return;
     }
@@ -670,6 +697,8 @@ void eng_ffn_block(eng_session *s, const eng_layer *ly, const float *h,
     kern_act_set(&s->dec.act_dim, s->dec.xb, hp->dim, ly->gate_up.need);
     eng_glu_ffn(s, &ly->gate_up, &ly->down, hp->ffn_dim, FMT_M_GATE, FMT_M_UP,
             FMT_M_DOWN, &s->dec.act_dim, dout);
+    if (ly->ffn_post_norm)       /* Gemma */
+        eng_rmsnorm(s, dout, dout, ly->ffn_post_norm, hp->dim);
 }
 
 /* The L2 norm of x[0..n), in double. */

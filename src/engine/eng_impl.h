@@ -268,7 +268,28 @@ typedef struct eng_layer {
     const float  *moe_norm, *router;
     eng_mv       *exp_gu, *exp_down;     /* [E] */
     uint64_t      bank_bytes;
+    /* the model families' parts (eng_family.c; NULL or 0 where the model
+     * has none): whether the layer has a dense FFN; the Q/K norms' lengths
+     * (head_dim: per head, or all of q_dim / kv_dim: OLMoE); [dim] norms of
+     * the attention's and the FFN's output (Gemma); [n_heads] sinks and a
+     * [dim] output bias (gpt-oss); the router's [n_experts] bias and the
+     * experts' [2 n_experts][expert_ffn] gate then up biases and
+     * [n_experts][dim] down biases (gpt-oss); the shared experts' streams
+     * (DeepSeek); the RoPE beyond the base (ggml's arithmetic) */
+    int           dense;
+    uint32_t      q_norm_n, k_norm_n;
+    const float  *attn_post_norm, *ffn_post_norm;
+    const float  *sinks, *o_bias;
+    const float  *router_bias, *exp_gu_bias, *exp_down_bias;
+    eng_mv        sh_gu, sh_down;
+    kern_rope_ext rope;
 } eng_layer;
+
+/* The variants of eng_family.c: the FFN's activation, g[0..n) = act(g, u),
+ * and the gating of router logits p [n_experts] (overwritten) into
+ * expert[top_k] and w[top_k]. */
+typedef void (*eng_act_fn)(const eng_session *s, float *g, const float *u, uint32_t n);
+typedef void (*eng_gate_fn)(const eng_session *s, float *p, int *expert, float *w);
 
 /* A sequence (eng_session.c makes and frees it: eng_seq_new, eng_seq_free;
  * eng_kv.c keeps it between tokens): what one stream of tokens owns, its
@@ -445,6 +466,8 @@ struct eng_session {
     uint64_t           mv_bytes;     /* weight bytes the mat-vecs read since the
                                         last per-layer mark (prof_layer_bytes) */
     eng_trace         *trace;        /* per-layer norms of the last pass */
+    eng_act_fn         act;          /* the FFN's activation (eng_family.c) */
+    eng_gate_fn        gate;         /* router logits to weights (eng_family.c) */
 };
 
 
@@ -485,6 +508,20 @@ typedef struct eng_stage {
                                       * a token) */
 } eng_stage;
 
+/* ---- eng_family.c: what differs per model family ---- */
+/* The session's variants from its header (act, gate). */
+void   eng_family_session(eng_session *s);
+/* Layer l's parts of the families and its RoPE (after its geometry, its
+ * widths and the session's sequence): 0, or -1 out of memory. */
+int    eng_family_layer(eng_session *s, unsigned l);
+/* The angle pair i of layer ly turns per position (no magnitude). */
+double eng_rope_step(const eng_session *s, const eng_layer *ly, unsigned i);
+
+/* ---- eng_session.c ---- */
+/* A tile stream prepared for mat-vec (ggml: llama.cpp repacks the matrices
+ * of a GGUF model): 0, or -1 out of memory. */
+int eng_mv_init(eng_mv *mv, const fmt_stream *st, int ggml);
+
 /* ---- eng_util.c ---- */
 /* printf into err[errlen]; returns code. */
 int   eng_fail(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -521,6 +558,9 @@ void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
                                  const float *k, const float *v, float *att);
 void eng_attn_block(eng_session *s, eng_seq *seq, const eng_layer *ly, unsigned kvl,
                     const float *h, float *mout);
+/* The output projection's result mout [dim] into the branch's: its bias,
+ * the post-norm (the families' parts, where the layer has them). */
+void eng_attn_out_post(const eng_session *s, const eng_layer *ly, float *mout);
 void eng_glu_act(eng_session *s, float *g, const float *u, uint32_t n);
 /* n tile streams in one parallel region (eng_blocks.c): out[j][matrix]
  * += stream j's tiles over x[j]; n <= ENG_MV_MAX. */
@@ -572,9 +612,10 @@ void eng_run_layers(eng_session *s, eng_seq *seq);
  * bytes streamed since the last mark). */
 void eng_mark(eng_session *s, unsigned l, int part, double *pt);
 void eng_add_to(float *x, const float *y, uint32_t n);
-/* ParallelSqrt2's combine of a layer with experts: x [dim] += (d + e) /
- * sqrt(2), or += e where the model has no dense FFN (d unread then). */
-void eng_combine_sqrt2(const eng_session *s, float *x, const float *d, const float *e);
+/* ParallelSqrt2's combine of a layer ly with experts: x [dim] += (d + e) /
+ * sqrt(2), or += e where the layer has no dense FFN (d unread then). */
+void eng_combine_sqrt2(const eng_session *s, const eng_layer *ly, float *x, const float *d,
+                       const float *e);
 
 /* ---- eng_moe.c: routed experts ---- */
 void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
@@ -605,9 +646,10 @@ void eng_moe_route_many(eng_session *s, const eng_layer *ly, unsigned m, const f
  * depend on the thread count). */
 void eng_moe_logits(eng_session *s, unsigned n, const eng_layer *const *ly,
                     const float *const *x, float *const *out);
-/* Logits p [n_experts] into probabilities (in place), then the top-k as
- * eng_moe_route: expert[top_k] in order, ties to the lower index, w[top_k]. */
-void eng_moe_pick(eng_session *s, float *p, int *expert, float *w);
+/* Layer ly's router logits p [n_experts] (overwritten) through its bias
+ * and the model's gating (eng_family.c): expert[top_k] in order, ties to
+ * the lower index, w[top_k]. */
+void eng_moe_pick(eng_session *s, const eng_layer *ly, float *p, int *expert, float *w);
 /* Wait for route r's reads and rebase its experts into their slots (the
  * profiler's I/O figures; the wait is taken out of *pt); release them. */
 void eng_moe_wait(eng_session *s, eng_route *r, double *pt);
@@ -666,6 +708,10 @@ void eng_fetch_tick(eng_session *s, unsigned n);
  * and a message (the first one stays: it is the cause). */
 void eng_xio_fail(eng_session *s, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Expert e of layer ly's biases (gpt-oss; nothing without): gate g and up u
+ * [expert_ffn] before the activation, the down projection's o [dim]. */
+void eng_expert_bias_gu(const eng_session *s, const eng_layer *ly, int e, float *g, float *u);
+void eng_expert_bias_down(const eng_session *s, const eng_layer *ly, int e, float *o);
 
 /* ---- eng_moe_ahead.c: look-ahead reads of the next layer's experts ---- */
 /* Resolve eng_opts.expert_ahead (-1: $CFLOW_EXPERT_AHEAD, else on) and

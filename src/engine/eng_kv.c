@@ -115,9 +115,10 @@ int eng_prefill_reuse(eng_session *s, const int32_t *tokens, size_t n,
 /* Context shift (engine.h): the cached keys carry RoPE rotations by their
  * positions; moving a row from position p to p - n_discard turns each pair
  * by -n_discard * freq_i, the rotation RoPE composes with (a rotation by
- * a then b is one by a + b).  The frequencies are those rope() used: run.c's
- * inv_freq, or ggml's base^(-2i/d) by repeated multiplication over its
- * Llama-3 divisors.  Values carry no position and only move. */
+ * a then b is one by a + b).  The frequencies are those rope() used
+ * (eng_rope_step: run.c's inv_freq, or ggml's base^(-2i/d) by repeated
+ * multiplication over the layer's divisors and scaling).  Values carry no
+ * position and only move. */
 /* Each layer turns its own rotated dimensions (per-layer geometry: head
  * size, rope_dims, base). */
 static void rerope_row(const eng_session *s, const fmt_layer_geom *g, float *k,
@@ -163,14 +164,10 @@ int eng_seq_shift(eng_seq *seq, uint32_t n_keep, uint32_t n_discard, char *err,
          * (layers differ only with per-layer geometry) */
         const eng_layer *ly = &s->layers[l / reps];
         const fmt_layer_geom *g = ly->g;
-        float ts = powf(g->rope_theta, -2.0f / (float)g->rope_dims), theta = 1.0f;
         for (unsigned i = 0; i < g->rope_dims / 2; i++) {
-            double f = s->ggml ? (double)(s->rope_ff ? theta / s->rope_ff[i] : theta)
-                               : (double)ly->inv_freq[i];
-            double ang = -(double)n_discard * f;
+            double ang = -(double)n_discard * eng_rope_step(s, ly, i);
             c[i] = (float)cos(ang);
             sn[i] = (float)sin(ang);
-            theta *= ts;
         }
         size_t dst = (size_t)l * seq->n_ctx * row + (size_t)n_keep * row;
         size_t src = dst + (size_t)n_discard * row;

@@ -142,6 +142,7 @@ static void experts_run(eng_session *s, const eng_route *r, const eng_layer *ly,
     eng_matvec_streams(s, n, gu, in, op);
     for (uint32_t j = 0; j < n; j++) {
         float *h = s->dec.xg_h + (size_t)j * hid;
+        eng_expert_bias_gu(s, ly, r->expert[js[j]], h, s->dec.xg_h2 + (size_t)j * hid);
         eng_glu_act(s, h, s->dec.xg_h2 + (size_t)j * hid, hid);
         kern_act_set(&s->dec.xg_act[j], h, hid, dn[j]->need);
         in[j] = &s->dec.xg_act[j];
@@ -151,6 +152,27 @@ static void experts_run(eng_session *s, const eng_route *r, const eng_layer *ly,
         s->stats.expert_bytes += gu[j]->st->length + dn[j]->st->length;
     }
     eng_matvec_streams(s, n, dn, in, op);
+    for (uint32_t j = 0; j < n; j++)
+        eng_expert_bias_down(s, ly, r->expert[js[j]],
+                             s->dec.xg_o + (size_t)(by_j ? js[j] : j) * dim);
+}
+
+/* gpt-oss: expert e's gate and up biases (added before the activation, as
+ * llama.cpp's ggml_add_id), its down bias (after the down projection,
+ * before the weighting); nothing where the layer has none. */
+void eng_expert_bias_gu(const eng_session *s, const eng_layer *ly, int e, float *g, float *u)
+{
+    const uint32_t hid = s->hp->expert_ffn_dim, E = s->hp->n_experts;
+    if (!ly->exp_gu_bias)
+        return;
+    eng_add_to(g, ly->exp_gu_bias + (size_t)e * hid, hid);
+    eng_add_to(u, ly->exp_gu_bias + ((size_t)E + (size_t)e) * hid, hid);
+}
+
+void eng_expert_bias_down(const eng_session *s, const eng_layer *ly, int e, float *o)
+{
+    if (ly->exp_down_bias)
+        eng_add_to(o, ly->exp_down_bias + (size_t)e * s->hp->dim, s->hp->dim);
 }
 
 /* eout += w_j * (expert j's output, row by_j ? j : j - j0 of xg_o) for

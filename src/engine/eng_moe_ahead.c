@@ -382,7 +382,7 @@ void eng_moe_ahead_guess(eng_session *s, unsigned next, const float *h)
         return;
     eng_moe_logits(s, n, ly, x, out);   /* every router in one region */
     for (unsigned j = 0; j < n; j++) {
-        eng_moe_pick(s, out[j], a->expert, a->w);
+        eng_moe_pick(s, ly[j], out[j], a->expert, a->w);
         if (guess(s, m[j], j > 0))
             break;
     }

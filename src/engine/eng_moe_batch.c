@@ -50,8 +50,8 @@
 
 /* One expert's FFN over its group of g positions (choice indices idx[g]
  * into sel), from the streams gu/dn (mapped or staged), into exp. */
-static void expert_group(eng_session *s, const eng_mv *gu, const eng_mv *dn,
-                         const int *idx, unsigned g)
+static void expert_group(eng_session *s, const eng_layer *ly, int e, const eng_mv *gu,
+                         const eng_mv *dn, const int *idx, unsigned g)
 {
     const fmt_hparams *hp = s->hp;
     const uint32_t dim = hp->dim, K = hp->top_k, hid = hp->expert_ffn_dim;
@@ -70,6 +70,7 @@ static void expert_group(eng_session *s, const eng_mv *gu, const eng_mv *dn,
     eng_matmat_stream(s, gu, x, g, out, ld);
     for (unsigned i = 0; i < g; i++) {
         float *gr = s->bat.h + i * hm;
+        eng_expert_bias_gu(s, ly, e, gr, s->bat.h2 + i * hm);
         eng_glu_act(s, gr, s->bat.h2 + i * hm, hid);
         kern_act_set(&s->bat.act_ffn[i], gr, hid, dn->need);
     }
@@ -78,9 +79,11 @@ static void expert_group(eng_session *s, const eng_mv *gu, const eng_mv *dn,
     out[FMT_M_EXP_DOWN] = s->bat.o;
     ld[FMT_M_EXP_DOWN] = dim;
     eng_matmat_stream(s, dn, s->bat.act_ffn, g, out, ld);
-    for (unsigned i = 0; i < g; i++)
+    for (unsigned i = 0; i < g; i++) {
+        eng_expert_bias_down(s, ly, e, s->bat.o + (size_t)i * dim);
         memcpy(s->bat.exp + (size_t)idx[i] * dim, s->bat.o + (size_t)i * dim,
                dim * sizeof(float));
+    }
     s->stats.expert_bytes += gu->st->length + dn->st->length;
 }
 
@@ -149,7 +152,7 @@ static int run_experts(eng_session *s, unsigned l, double *pt)
                 eng_moe_wait_one(s, &r, j, pt);
                 if (s->io.failed)
                     break;
-                expert_group(s, eng_fetch_mv(s, ly, x, r.slot[j], 0),
+                expert_group(s, ly, (int)x, eng_fetch_mv(s, ly, x, r.slot[j], 0),
                              eng_fetch_mv(s, ly, x, r.slot[j], 1), s->bat.ord + s->bat.cnt[x],
                              (unsigned)(s->bat.cnt[x + 1] - s->bat.cnt[x]));
                 done[j] = 1;

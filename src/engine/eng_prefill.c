@@ -202,6 +202,19 @@ static void step_residual(eng_session *s, const eng_layer *ly, unsigned j)
     eng_add_to(s->bat.x + (size_t)j * dim, s->bat.o + (size_t)j * dim, dim);
 }
 
+/* the attention's output o[j] through its bias and post-norm */
+static void step_attn_post(eng_session *s, const eng_layer *ly, unsigned j)
+{
+    eng_attn_out_post(s, ly, s->bat.o + (size_t)j * s->hp->dim);
+}
+
+/* the dense FFN's output dn[j] through Gemma's post-norm */
+static void step_ffn_post(eng_session *s, const eng_layer *ly, unsigned j)
+{
+    float *d = s->bat.o + (size_t)j * s->hp->dim;
+    eng_rmsnorm(s, d, d, ly->ffn_post_norm, s->hp->dim);
+}
+
 /* the FFN's input, N_f(x[j]); the gate/up outputs h/h2[j] zeroed */
 static void step_ffn_in(eng_session *s, const eng_layer *ly, unsigned j)
 {
@@ -233,12 +246,15 @@ static void matmat_into(eng_session *s, const eng_mv *mv, uint8_t matrix,
     eng_matmat_stream(s, mv, x, m, out, ld);
 }
 
-/* x[j] += mv x[j] for the m positions. */
-static void matmat_residual(eng_session *s, const eng_mv *mv, uint8_t matrix,
-                            const kern_act *x, unsigned m)
+/* x[j] += mv x[j] for the m positions (through step, if not NULL, first:
+ * what the layer does to a branch's output before the residual add). */
+static void matmat_residual(eng_session *s, const eng_layer *ly, const eng_mv *mv,
+                            uint8_t matrix, const kern_act *x, unsigned m, pos_step step)
 {
     matmat_into(s, mv, matrix, x, m, s->bat.o);
-    each_position(s, NULL, m, step_residual);
+    if (step)
+        each_position(s, ly, m, step);
+    each_position(s, ly, m, step_residual);
 }
 
 /* The dense FFN of the m positions: x[j] += FFN(N_f(x[j])), or, in a
@@ -256,7 +272,8 @@ static void ffn_batch(eng_session *s, const eng_layer *ly, unsigned m, int moe)
     if (moe)
         matmat_into(s, &ly->down, FMT_M_DOWN, s->bat.act_ffn, m, s->bat.dn);
     else
-        matmat_residual(s, &ly->down, FMT_M_DOWN, s->bat.act_ffn, m);
+        matmat_residual(s, ly, &ly->down, FMT_M_DOWN, s->bat.act_ffn, m,
+                        ly->ffn_post_norm ? step_ffn_post : NULL);
 }
 
 /* The output norm of row j, prepared for the LM head's mat-mat. */
@@ -291,11 +308,11 @@ static void head_batch(eng_session *s, unsigned m)
 
 /* A layer with experts: each position's residual takes the combine of
  * sched_parallel_sqrt2 (eng_combine_sqrt2). */
-static void combine_batch(eng_session *s, unsigned m)
+static void combine_batch(eng_session *s, const eng_layer *ly, unsigned m)
 {
     const size_t dim = s->hp->dim;
     for (unsigned j = 0; j < m; j++)
-        eng_combine_sqrt2(s, s->bat.x + j * dim, s->bat.dn + j * dim, s->bat.e + j * dim);
+        eng_combine_sqrt2(s, ly, s->bat.x + j * dim, s->bat.dn + j * dim, s->bat.e + j * dim);
 }
 
 /* The m (<= ENG_BATCH) rows of the batch room through every layer: row j
@@ -304,7 +321,7 @@ static void combine_batch(eng_session *s, unsigned m)
 void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m, int logits)
 {
     const fmt_hparams *hp = s->hp;
-    const uint32_t dim = hp->dim, L = hp->n_layers, hid = hp->ffn_dim;
+    const uint32_t dim = hp->dim, L = hp->n_layers;
     float *out[FMT_NMATRIX] = { 0 };
     size_t ld[FMT_NMATRIX] = { 0 };
     double pt = s->prof ? prof_now() : 0.0;
@@ -329,11 +346,12 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m, int lo
         each_position(s, ly, m, step_qkv_post);
         eng_attn_store_attend_batch(s, ly, l, m, s->bat.q, s->bat.k, s->bat.v, s->bat.att);
         each_position(s, ly, m, step_attn_out);
-        matmat_residual(s, &ly->o, FMT_M_O, s->bat.act_q, m);
+        matmat_residual(s, ly, &ly->o, FMT_M_O, s->bat.act_q, m,
+                        ly->o_bias || ly->attn_post_norm ? step_attn_post : NULL);
         eng_mark(s, l, PROF_ST_ATTN, &pt);
         /* FFN: the dense one, the experts, their combine */
         const int moe = ly->exp_gu != NULL;
-        if (hid)
+        if (ly->dense)
             ffn_batch(s, ly, m, moe);
         eng_mark(s, l, PROF_ST_FFN, &pt);
         if (!moe)
@@ -341,7 +359,7 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m, int lo
         if (eng_moe_batch(s, l, s->bat.x, m, s->bat.e, &pt))
             return;                  /* a failed read: the positions are not taken */
         eng_mark(s, l, PROF_ST_EXPERTS, &pt);
-        combine_batch(s, m);
+        combine_batch(s, ly, m);
     }
     for (unsigned j = 0; j < m; j++) {          /* each row takes its position */
         eng_seq *seq = s->bat.seq[j];

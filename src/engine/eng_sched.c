@@ -82,13 +82,15 @@ void eng_add_to(float *x, const float *y, uint32_t n)
 }
 
 /* ParallelSqrt2's combine in a layer with experts: x += (d + e) / sqrt(2)
- * beside a dense FFN, x += e alone without one (Mixtral).  The decode
+ * beside a dense FFN, x += e alone in a layer without one (Mixtral, the
+ * families' MoE layers).  The decode
  * schedule below and the batched prefill (eng_prefill.c) both add through
  * here, so a position's residual gets the same bits either way. */
-void eng_combine_sqrt2(const eng_session *s, float *x, const float *d, const float *e)
+void eng_combine_sqrt2(const eng_session *s, const eng_layer *ly, float *x, const float *d,
+                       const float *e)
 {
     const uint32_t dim = s->hp->dim;
-    if (!s->hp->ffn_dim) {
+    if (!ly->dense) {
         eng_add_to(x, e, dim);
         return;
     }
@@ -122,7 +124,7 @@ static void sched_parallel_sqrt2(eng_session *s, eng_seq *seq, double *pt)
         }
         eng_moe_inject(s, (int32_t)l, e, pt);
         eng_mark(s, l, PROF_ST_EXPERTS, pt);
-        eng_combine_sqrt2(s, x, d, e);
+        eng_combine_sqrt2(s, ly, x, d, e);
         layer_done(s, l, x, NULL);
     }
 }

@@ -56,19 +56,23 @@ uint64_t eng_weights_copied(const eng_session *s)
     return fmt_model_copied_bytes(s->model);
 }
 
-/* Whether llama.cpp is the model's peer: it was converted from GGUF. */
+/* Whether llama.cpp is the model's peer: it was converted from GGUF, or it is
+ * of a family llama.cpp defines (cflow.peer, fmt_family.c). */
 static int from_gguf(const fmt_model *m)
 {
-    size_t len = 0;
+    size_t len = 0, plen = 0;
     const char *src = fmt_kv_get_str(fmt_model_kv(m), "cflow.source", &len);
-    return src && len == 4 && !memcmp(src, "gguf", 4);
+    /* the families llama.cpp defines: their peer whatever the source */
+    const char *peer = fmt_kv_get_str(fmt_model_kv(m), "cflow.peer", &plen);
+    return (src && len == 4 && !memcmp(src, "gguf", 4)) ||
+           (peer && plen == 9 && !memcmp(peer, "llama.cpp", 9));
 }
 
 /* ggml: mark the matrices llama.cpp would repack for its x86 CPU backend
  * (ggml_repack_get_optimal_repack_type: a row count that is a multiple of
  * 8, of a type it repacks; the kernels' tile_mv_rp says which types those
  * are, tile by tile). */
-static int mv_init(eng_mv *mv, const fmt_stream *st, int ggml)
+int eng_mv_init(eng_mv *mv, const fmt_stream *st, int ggml)
 {
     uint32_t rows[FMT_NMATRIX] = { 0 };
     unsigned present = 0;
@@ -250,7 +254,7 @@ static int bind_experts(eng_session *s, unsigned l, const char *model_path,
     const fmt_hparams *hp = s->hp;
     eng_layer *ly = &s->layers[l];
     int oom = 0;
-    if (!hp->n_experts || (ly->g->flags & FMT_LG_NO_EXPERTS))
+    if (!fmt_layer_moe(hp, ly->g, l))
         return 0;
     ly->moe_norm = fmt_model_vec(s->model, l, FMT_S_MOE_NORM, NULL);
     ly->router = fmt_model_vec(s->model, l, FMT_S_ROUTER, NULL);
@@ -262,8 +266,8 @@ static int bind_experts(eng_session *s, unsigned l, const char *model_path,
             !ly->router || !ly->moe_norm)
             return eng_fail(err, errlen, ENG_EFORMAT, "%s: layer %u has no expert %u",
                             model_path, l, e);
-        if (mv_init(&ly->exp_gu[e], gu, s->ggml) ||
-            mv_init(&ly->exp_down[e], dn, s->ggml))
+        if (eng_mv_init(&ly->exp_gu[e], gu, s->ggml) ||
+            eng_mv_init(&ly->exp_down[e], dn, s->ggml))
             oom = 1;
         else
             ly->bank_bytes += gu->length + dn->length;
@@ -287,11 +291,12 @@ static int bind_layers(eng_session *s, const char *model_path, char *err,
         return eng_fail(err, errlen, ENG_ENOMEM, "%s: out of memory", model_path);
     for (unsigned l = 0; l < hp->n_layers; l++) {
         eng_layer *ly = &s->layers[l];
-        if (mv_init(&ly->qkv, fmt_model_stream(s->model, l, FMT_S_Q), s->ggml) ||
-            mv_init(&ly->o, fmt_model_stream(s->model, l, FMT_S_O), s->ggml) ||
-            (hp->ffn_dim &&
-             (mv_init(&ly->gate_up, fmt_model_stream(s->model, l, FMT_S_GATE), s->ggml) ||
-              mv_init(&ly->down, fmt_model_stream(s->model, l, FMT_S_DOWN), s->ggml))))
+        const int dense = fmt_layer_dense(hp, l);
+        if (eng_mv_init(&ly->qkv, fmt_model_stream(s->model, l, FMT_S_Q), s->ggml) ||
+            eng_mv_init(&ly->o, fmt_model_stream(s->model, l, FMT_S_O), s->ggml) ||
+            (dense &&
+             (eng_mv_init(&ly->gate_up, fmt_model_stream(s->model, l, FMT_S_GATE), s->ggml) ||
+              eng_mv_init(&ly->down, fmt_model_stream(s->model, l, FMT_S_DOWN), s->ggml))))
             return eng_fail(err, errlen, ENG_ENOMEM, "%s: out of memory", model_path);
         ly->attn_norm = fmt_model_vec(s->model, l, FMT_S_ATTN_NORM, NULL);
         ly->ffn_norm = fmt_model_vec(s->model, l, FMT_S_FFN_NORM, NULL);
@@ -304,9 +309,13 @@ static int bind_layers(eng_session *s, const char *model_path, char *err,
         s->bytes_per_token += ly->qkv.st->length + ly->o.st->length;
         /* DelayedSum skips the FFN of the first dense_delay layers (its
          * input would come from before layer 0): nothing of it streams */
-        if (hp->ffn_dim && !(hp->combine_style == FMT_COMBINE_DELAYED_SUM &&
-                             l < hp->dense_delay))
+        if (dense && !(hp->combine_style == FMT_COMBINE_DELAYED_SUM &&
+                       l < hp->dense_delay))
             s->bytes_per_token += ly->gate_up.st->length + ly->down.st->length;
+        const fmt_stream *sg = fmt_model_stream(s->model, l, FMT_S_SH_GATE),
+                         *sd = fmt_model_stream(s->model, l, FMT_S_SH_DOWN);
+        if (sg && sd)
+            s->bytes_per_token += sg->length + sd->length;   /* the shared experts */
         if ((rc = bind_experts(s, l, model_path, err, errlen)))
             return rc;
     }
@@ -320,7 +329,7 @@ static int bind_head(eng_session *s, const char *model_path, char *err,
     const fmt_hparams *hp = s->hp;
     unsigned L = hp->n_layers;
     s->embd = fmt_model_stream(s->model, L, FMT_S_TOK_EMBD);
-    if (mv_init(&s->output, (hp->flags & FMT_FLAG_TIED)
+    if (eng_mv_init(&s->output, (hp->flags & FMT_FLAG_TIED)
                                 ? s->embd
                                 : fmt_model_stream(s->model, L, FMT_S_OUTPUT),
                 s->ggml))
@@ -447,6 +456,11 @@ static int bind_rope(eng_session *s, const char *model_path, char *err,
     }
     if (s->rope_ff)
         rope_divisors(hp, s->rope_ff, hp->head_dim);
+    /* the families' parts and each layer's RoPE beyond its base */
+    eng_family_session(s);
+    for (unsigned l = 0; l < hp->n_layers; l++)
+        if (eng_family_layer(s, l))
+            return eng_fail(err, errlen, ENG_ENOMEM, "%s: out of memory", model_path);
     return 0;
 }
 
@@ -507,6 +521,8 @@ void eng_close(eng_session *s)
         free(s->layers[l].o.unit);
         free(s->layers[l].gate_up.unit);
         free(s->layers[l].down.unit);
+        free(s->layers[l].sh_gu.unit);
+        free(s->layers[l].sh_down.unit);
     }
     free(s->output.unit);
     free(s->layers);

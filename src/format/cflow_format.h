@@ -176,6 +176,9 @@ typedef struct fmt_tensor {
      * Qwen3-MoE): parts[e] is expert e's data; NULL when the experts are
      * contiguous from data on, as in GGUF. */
     const void *const *parts;
+    /* Added to every value when the tensor is read as a vector: Gemma's
+     * norms, which Hugging Face stores as w - 1 (0 elsewhere). */
+    float       shift;
 } fmt_tensor;
 
 typedef struct fmt_gguf fmt_gguf;
@@ -206,6 +209,26 @@ enum fmt_role {
     FMT_R_MOE_NORM,     /* per layer [dim]: the router/expert input norm */
     FMT_R_Q_NORM,       /* per layer [head_dim]: per-head RMSNorm of Q (Qwen3) */
     FMT_R_K_NORM,       /* per layer [head_dim]: per-head RMSNorm of K */
+    /* The model families (fmt_family.c).  Q/K norms above may instead be
+     * the whole width, [q_dim] and [kv_dim] (OLMoE): the slot's length says
+     * which. */
+    FMT_R_QKV,          /* per layer [q_dim + 2 kv_dim][dim], fused (Phi-3):
+                           split into Q, K, V views at binding */
+    FMT_R_GATE_UP,      /* per layer [2 ffn][dim], fused (Phi-3): gate rows
+                           first, split into GATE, UP views at binding */
+    FMT_R_ATTN_POST_NORM, /* per layer [dim]: RMSNorm of the attention output
+                           before the residual add (Gemma 2/3) */
+    FMT_R_FFN_POST_NORM,  /* per layer [dim]: the same after the FFN */
+    FMT_R_SINKS,        /* per layer [n_heads]: attention sinks (gpt-oss) */
+    FMT_R_O_BIAS,       /* per layer [dim]: output projection bias */
+    FMT_R_ROUTER_BIAS,  /* per layer [n_experts]: router logit bias */
+    FMT_R_EXP_GATE_BIAS, FMT_R_EXP_UP_BIAS, /* [n_experts][expert_ffn] */
+    FMT_R_EXP_DOWN_BIAS,                    /* [n_experts][dim] */
+    FMT_R_SH_GATE, FMT_R_SH_UP,  /* [shared_ffn][dim]: shared experts */
+    FMT_R_SH_DOWN,               /* [dim][shared_ffn] */
+    FMT_R_ROPE_SHORT,   /* global [rope_dims / 2]: LongRoPE divisors (Phi-3),
+                           within the original context */
+    FMT_R_ROPE_LONG,    /* global, the same beyond it */
     FMT_NROLES
 };
 const char *fmt_role_name(int role);
@@ -225,7 +248,38 @@ enum {
     FMT_FLAG_MOE_NO_RENORM = 1u << 8,/* routing weights are the softmax over all
                                         experts, not renormalised over the top k
                                         (Qwen3-MoE with norm_topk_prob false) */
-    FMT_FLAG_LAYER_GEOM  = 1u << 9   /* per-layer geometry records (fmt_layer_geom) */
+    FMT_FLAG_LAYER_GEOM  = 1u << 9,  /* per-layer geometry records (fmt_layer_geom) */
+    FMT_FLAG_XSLOTS      = 1u << 10  /* slot 19 of every table entry points at
+                                        FMT_NXSLOT more slots (the families') */
+};
+
+/* The FFN's gated activation (fmt_hparams.ffn_act).  FMT_FLAG_GELU stands
+ * for FMT_ACT_GEGLU in files written before the field. */
+enum fmt_act {
+    FMT_ACT_SWIGLU = 0,   /* silu(gate) * up */
+    FMT_ACT_GEGLU = 1,    /* gelu_tanh(gate) * up */
+    FMT_ACT_SWIGLU_OAI,   /* gpt-oss: gate, up clamped at swiglu_limit,
+                             gate * sigmoid(alpha gate) * (up + 1) */
+    FMT_NACT
+};
+
+/* How router logits become the experts' weights (fmt_hparams.gating). */
+enum fmt_gating {
+    FMT_GATE_SOFTMAX = 0,   /* softmax over all experts, top-k, weights
+                               renormalised over the k unless MOE_NO_RENORM */
+    FMT_GATE_TOPK_SOFTMAX,  /* top-k of the logits, softmax over those k
+                               (gpt-oss) */
+    FMT_NGATE
+};
+
+/* RoPE scaling beyond Llama 3's (fmt_hparams.rope_scaling). */
+enum fmt_rope_scaling {
+    FMT_ROPE_NONE = 0,
+    FMT_ROPE_LINEAR,        /* positions / rope_factor */
+    FMT_ROPE_YARN,          /* YaRN: rope_factor, rope_orig_ctx, beta_fast/slow */
+    FMT_ROPE_LONGROPE,      /* Phi-3's LongRoPE: the rope_short/rope_long
+                               divisors, rope_attn_factor */
+    FMT_NROPE
 };
 
 /* Per-layer geometry (FMT_FLAG_LAYER_GEOM): layers that differ from the
@@ -245,6 +299,8 @@ typedef struct fmt_layer_geom {
     float    rope_theta;
     uint32_t sliding_window;   /* 0: full attention */
     uint32_t flags;            /* FMT_LG_* */
+    float    rope_scale;       /* RoPE frequency scale (1 / a linear factor):
+                                  Gemma 3's global layers; 0 means 1 */
 } fmt_layer_geom;
 
 typedef struct fmt_hparams {
@@ -265,7 +321,34 @@ typedef struct fmt_hparams {
     uint32_t iterations;      /* FixedPoint: applications of each block */
     float    softcap;
     uint8_t  quant_type;      /* dominant tile type (enum kern_type) */
+    /* What the model families add (fmt_family.c sets them from the
+     * architecture and its keys; a .cflow keeps each that is not zero in its
+     * metadata as cflow.* keys: fmt_hparams.c's fmt_hp_meta).  Zero is the
+     * Llama behaviour everywhere. */
+    uint8_t  ffn_act;         /* enum fmt_act (FMT_FLAG_GELU: GeGLU too) */
+    uint8_t  gating;          /* enum fmt_gating */
+    uint8_t  rope_scaling;    /* enum fmt_rope_scaling */
+    float    attn_scale;      /* the attention's q.k scale; 0: 1/sqrt(head_dim) */
+    float    q_scale;         /* 0, or q *= q_scale before attention (Gemma's
+                                 query_pre_attn_scalar^-1/2, Phi-3's 1/sqrt(hd)) */
+    float    attn_softcap;    /* attention logit soft-capping (Gemma 2), 0 none */
+    float    expert_scale;    /* routed weights times this (0: 1) */
+    float    swiglu_alpha, swiglu_limit;   /* FMT_ACT_SWIGLU_OAI */
+    uint32_t shared_ffn_dim;  /* the shared experts' FFN (0: none) */
+    uint32_t dense_lead;      /* leading layers with a dense FFN instead of
+                                 experts (DeepSeek's first_k_dense_replace) */
+    uint32_t rope_dims;       /* dims of each head that rotate (0: head_dim);
+                                 a layer record's rope_dims wins */
+    float    rope_attn_factor;/* YaRN / LongRoPE magnitude factor (0: 1) */
+    float    yarn_beta_fast, yarn_beta_slow;   /* YaRN's ramp (0: 32 and 1) */
+    float    yarn_log_mul;    /* YaRN's mscale_all_dim (DeepSeek), 0 none */
 } fmt_hparams;
+
+/* Whether layer l has a dense FFN (every layer when ffn_dim > 0, but for
+ * the dense_lead layers of a DeepSeek model, which have only that), and
+ * whether it has routed experts (g: its geometry, or NULL). */
+int fmt_layer_dense(const fmt_hparams *hp, unsigned l);
+int fmt_layer_moe(const fmt_hparams *hp, const fmt_layer_geom *g, unsigned l);
 
 /* How dense FFN and expert outputs combine (scripts/train/ARCHITECTURES.md
  * gives the exact forward pass of each).  0-2 are the report's values. */
@@ -309,6 +392,8 @@ int fmt_vocab_load(fmt_kv *kv, const char *path, char *err, size_t errlen);
 #define FMT_HEADER_SIZE 88
 #define FMT_TILE_HEADER_SIZE 16
 #define FMT_NSLOT      20        /* slot descriptors per layer-table entry */
+#define FMT_NXSLOT     16        /* more of them (FMT_FLAG_XSLOTS): slot 19 */
+#define FMT_NSLOT_ALL  (FMT_NSLOT + FMT_NXSLOT)   /* slot numbers a reader takes */
 #define FMT_SLOT_SIZE  32
 #define FMT_ALIGN      64
 #define FMT_NO_EXPERT  0xFF
@@ -322,9 +407,21 @@ enum fmt_slot {
     FMT_S_MOE_NORM = 15,
     FMT_S_Q_NORM = 16, FMT_S_K_NORM = 17,   /* FMT_FLAG_QK_NORM: [head_dim] f32 */
     FMT_S_LAYER_GEOM = 18,                  /* FMT_FLAG_LAYER_GEOM: 32-byte record */
-    /* 19 reserved (zero) */
+    FMT_S_XSLOTS = 19,    /* FMT_FLAG_XSLOTS: the table of slots 20-35, else zero */
+    /* the families' slots (FMT_FLAG_XSLOTS; their numbers are the file's,
+     * slot 20 + i being entry i of slot 19's table) */
+    FMT_S_ATTN_POST_NORM = 20, FMT_S_FFN_POST_NORM = 21,   /* [dim] f32 */
+    FMT_S_SINKS = 22,          /* [n_heads] f32 */
+    FMT_S_O_BIAS = 23,         /* [dim] f32 */
+    FMT_S_ROUTER_BIAS = 24,    /* [n_experts] f32 */
+    FMT_S_EXP_GU_BIAS = 25,    /* f32 [n_experts][2 expert_ffn]: gate, then up */
+    FMT_S_EXP_DOWN_BIAS = 26,  /* f32 [n_experts][dim] */
+    FMT_S_SH_GATE = 27, FMT_S_SH_UP = 28,   /* the shared experts' fused stream */
+    FMT_S_SH_DOWN = 29,
+    /* 30-35 reserved (zero) */
     /* globals entry: */
-    FMT_S_TOK_EMBD = 0, FMT_S_OUT_NORM = 1, FMT_S_OUTPUT = 2
+    FMT_S_TOK_EMBD = 0, FMT_S_OUT_NORM = 1, FMT_S_OUTPUT = 2,
+    FMT_S_ROPE_SHORT = 20, FMT_S_ROPE_LONG = 21   /* [rope_dims / 2] f32 */
 };
 
 /* matrix_id in tile headers */
@@ -332,7 +429,8 @@ enum fmt_matrix {
     FMT_M_Q = 0, FMT_M_K = 1, FMT_M_V = 2, FMT_M_O = 3, FMT_M_GATE = 4,
     FMT_M_UP = 5, FMT_M_DOWN = 6, FMT_M_ROUTER = 7, FMT_M_EXP_GATE = 8,
     FMT_M_EXP_UP = 9, FMT_M_EXP_DOWN = 10, FMT_M_TOK_EMBD = 11,
-    FMT_M_OUTPUT = 12, FMT_NMATRIX
+    FMT_M_OUTPUT = 12, FMT_M_SH_GATE = 13, FMT_M_SH_UP = 14, FMT_M_SH_DOWN = 15,
+    FMT_NMATRIX
 };
 
 /* "q", "k", ..., "exp_down", "token_embd", "output"; "?" out of range. */

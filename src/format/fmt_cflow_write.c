@@ -150,6 +150,8 @@ static const int matrix_role[FMT_NMATRIX] = {
     [FMT_M_ROUTER] = FMT_R_ROUTER, [FMT_M_EXP_GATE] = FMT_R_EXP_GATE,
     [FMT_M_EXP_UP] = FMT_R_EXP_UP, [FMT_M_EXP_DOWN] = FMT_R_EXP_DOWN,
     [FMT_M_TOK_EMBD] = FMT_R_TOK_EMBD, [FMT_M_OUTPUT] = FMT_R_OUTPUT,
+    [FMT_M_SH_GATE] = FMT_R_SH_GATE, [FMT_M_SH_UP] = FMT_R_SH_UP,
+    [FMT_M_SH_DOWN] = FMT_R_SH_DOWN,
 };
 
 /* Whether layer l has a V projection of its own (not K = V sharing). */
@@ -213,6 +215,8 @@ static int write_vec(writer *w, const fmt_tensor *const *parts, unsigned n,
             return fail_src(w, FMT_EUNSUP, "tensor %s: unsupported type %s",
                             parts[i]->name, fmt_dtype_name(parts[i]->dtype));
         }
+        for (uint64_t k = 0; k < cnt; k++)
+            v[k] += parts[i]->shift;   /* Gemma's HF norms: w - 1 stored */
         for (uint64_t k = 0; k < cnt; k++)
             if (!isfinite(v[k])) {
                 free(v);
@@ -380,6 +384,7 @@ static int write_layer_geom(writer *w, const fmt_src *src, unsigned l, slot *sl)
     fmt_wrf32(rec + FMT_LG_THETA, g.rope_theta);
     fmt_wr32(rec + FMT_LG_SWA, g.sliding_window);
     fmt_wr32(rec + FMT_LG_FLAGS, g.flags);
+    fmt_wrf32(rec + FMT_LG_RSCALE, g.rope_scale == 1.0f ? 0.0f : g.rope_scale);
     if ((rc = pad_to(w, FMT_ALIGN)))
         return rc;
     sl[FMT_S_LAYER_GEOM].offset = w->pos;
@@ -390,8 +395,16 @@ static int write_layer_geom(writer *w, const fmt_src *src, unsigned l, slot *sl)
     return put(w, rec, sizeof rec);
 }
 
+/* A vector of the families (slots 20-35) where the source has one. */
+static int opt_vec(writer *w, const fmt_src *src, int role, unsigned l, slot *sl)
+{
+    const fmt_tensor *t = fmt_src_tensor(src, role, l);
+    return t ? write_vec(w, &t, 1, sl) : 0;
+}
+
 /* Attention: [layer geometry], norm, fused QKV (QK when V shares K's
- * projection), optional QKV bias, optional Q/K norms, O. */
+ * projection), optional QKV bias, optional Q/K norms, [sinks], O, [O bias,
+ * post-norm]. */
 static int write_attn(writer *w, const fmt_src *src, unsigned l, slot *sl)
 {
     const fmt_hparams *hp = fmt_src_hparams(src);
@@ -430,24 +443,30 @@ static int write_attn(writer *w, const fmt_src *src, unsigned l, slot *sl)
             (rc = write_vec(w, &kn, 1, &sl[FMT_S_K_NORM])))
             return rc;
     }
-    return write_stream(w, &fmt_layer_groups[1], &o, l, 1, sl);
+    if ((rc = opt_vec(w, src, FMT_R_SINKS, l, &sl[FMT_S_SINKS])) ||
+        (rc = write_stream(w, &fmt_layer_groups[1], &o, l, 1, sl)) ||
+        (rc = opt_vec(w, src, FMT_R_O_BIAS, l, &sl[FMT_S_O_BIAS])))
+        return rc;
+    return opt_vec(w, src, FMT_R_ATTN_POST_NORM, l, &sl[FMT_S_ATTN_POST_NORM]);
 }
 
-/* Dense FFN: norm, fused gate/up, down (nothing when the model has none). */
+/* Dense FFN: norm, fused gate/up, down (nothing when the layer has none),
+ * [post-norm: Gemma's, of whichever FFN the layer has]. */
 static int write_dense(writer *w, const fmt_src *src, unsigned l, slot *sl)
 {
     int rc = 0;
-    if (fmt_src_hparams(src)->ffn_dim == 0)
-        return 0;
+    if (!fmt_layer_dense(fmt_src_hparams(src), l))
+        return opt_vec(w, src, FMT_R_FFN_POST_NORM, l, &sl[FMT_S_FFN_POST_NORM]);
     const fmt_tensor *fn = need(w, src, FMT_R_FFN_NORM, l, &rc);
     const fmt_tensor *gu[2] = { need(w, src, FMT_R_GATE, l, &rc),
                                 need(w, src, FMT_R_UP, l, &rc) };
     const fmt_tensor *down = need(w, src, FMT_R_DOWN, l, &rc);
     if (rc || (rc = write_vec(w, &fn, 1, &sl[FMT_S_FFN_NORM])))
         return rc;
-    if ((rc = write_stream(w, &fmt_layer_groups[2], gu, l, 2, sl)))
+    if ((rc = write_stream(w, &fmt_layer_groups[2], gu, l, 2, sl)) ||
+        (rc = write_stream(w, &fmt_layer_groups[3], &down, l, 3, sl)))
         return rc;
-    return write_stream(w, &fmt_layer_groups[3], &down, l, 3, sl);
+    return opt_vec(w, src, FMT_R_FFN_POST_NORM, l, &sl[FMT_S_FFN_POST_NORM]);
 }
 
 /* Expert e of a 3-D [E][rows][cols] tensor as a 2-D view. */
@@ -463,8 +482,48 @@ static fmt_tensor expert_view(const fmt_tensor *t, unsigned e)
     return v;
 }
 
-/* MoE: its input norm, the f32 router, the expert offset table and the
- * expert bank (per expert: fused gate/up stream, then down stream). */
+/* What the families add to a MoE layer: the router's bias, the experts'
+ * biases (gpt-oss: f32 [2 E][expert_ffn], every expert's gate bias, then
+ * every expert's up bias; [E][dim] down biases) and the shared experts'
+ * streams (DeepSeek). */
+static int write_moe_extras(writer *w, const fmt_src *src, unsigned l, slot *sl)
+{
+    const fmt_hparams *hp = fmt_src_hparams(src);
+    const fmt_tensor *gb = fmt_src_tensor(src, FMT_R_EXP_GATE_BIAS, l);
+    const fmt_tensor *ub = fmt_src_tensor(src, FMT_R_EXP_UP_BIAS, l);
+    const fmt_tensor *db = fmt_src_tensor(src, FMT_R_EXP_DOWN_BIAS, l);
+    int rc;
+    if ((rc = opt_vec(w, src, FMT_R_ROUTER_BIAS, l, &sl[FMT_S_ROUTER_BIAS])))
+        return rc;
+    if (gb && ub) {
+        const fmt_tensor *b[2] = { gb, ub };
+        if ((rc = write_vec(w, b, 2, &sl[FMT_S_EXP_GU_BIAS])))
+            return rc;
+        sl[FMT_S_EXP_GU_BIAS].kind = FMT_K_F32MAT;
+        sl[FMT_S_EXP_GU_BIAS].rows = 2 * hp->n_experts;
+        sl[FMT_S_EXP_GU_BIAS].cols = hp->expert_ffn_dim;
+    }
+    if (db) {
+        if ((rc = write_vec(w, &db, 1, &sl[FMT_S_EXP_DOWN_BIAS])))
+            return rc;
+        sl[FMT_S_EXP_DOWN_BIAS].kind = FMT_K_F32MAT;
+        sl[FMT_S_EXP_DOWN_BIAS].rows = hp->n_experts;
+        sl[FMT_S_EXP_DOWN_BIAS].cols = hp->dim;
+    }
+    if (!hp->shared_ffn_dim)
+        return 0;
+    rc = 0;
+    const fmt_tensor *sgu[2] = { need(w, src, FMT_R_SH_GATE, l, &rc),
+                                 need(w, src, FMT_R_SH_UP, l, &rc) };
+    const fmt_tensor *sdn = need(w, src, FMT_R_SH_DOWN, l, &rc);
+    if (rc || (rc = write_stream(w, &fmt_layer_groups[4], sgu, l, 6, sl)))
+        return rc;
+    return write_stream(w, &fmt_layer_groups[5], &sdn, l, 7, sl);
+}
+
+/* MoE: its input norm, the f32 router, [the families' extras,] the expert
+ * offset table and the expert bank (per expert: fused gate/up stream, then
+ * down stream). */
 static int write_moe(writer *w, const fmt_src *src, unsigned l, slot *sl)
 {
     const fmt_hparams *hp = fmt_src_hparams(src);
@@ -472,7 +531,7 @@ static int write_moe(writer *w, const fmt_src *src, unsigned l, slot *sl)
     int rc = 0;
     fmt_layer_geom lg;
     fmt_src_layer_geom(src, l, &lg);
-    if (E == 0 || (lg.flags & FMT_LG_NO_EXPERTS))
+    if (!fmt_layer_moe(hp, &lg, l))
         return 0;
     const fmt_tensor *mn = fmt_src_tensor(src, FMT_R_MOE_NORM, l);
     if (!mn) /* Mixtral-style models route off the FFN norm */
@@ -489,6 +548,8 @@ static int write_moe(writer *w, const fmt_src *src, unsigned l, slot *sl)
     sl[FMT_S_ROUTER].kind = FMT_K_F32MAT;
     sl[FMT_S_ROUTER].rows = E;
     sl[FMT_S_ROUTER].cols = hp->dim;
+    if ((rc = write_moe_extras(w, src, l, sl)))
+        return rc;
 
     /* the table is written as zeros now and filled in once the bank is */
     uint8_t *table = calloc(E, 16);
@@ -509,7 +570,7 @@ static int write_moe(writer *w, const fmt_src *src, unsigned l, slot *sl)
     sl[FMT_S_EXPERT_TABLE].cols = 2;
     sl[FMT_S_EXPERT_TABLE].kind = FMT_K_EXPTABLE;
 
-    slot tmp[FMT_NSLOT];
+    slot tmp[FMT_NSLOT_ALL];
     uint64_t bank = 0;
     for (unsigned e = 0; e < E && !rc; e++) {
         fmt_tensor g = expert_view(eg, e), u = expert_view(eu, e), d = expert_view(ed, e);
@@ -599,14 +660,14 @@ static int write_layers_vflow(writer *w, const fmt_src *src, slot *table,
             return rc;
         g[0] = w->pos;
         for (unsigned l = first[gi]; l < first[gi + 1]; l++)
-            if ((rc = write_attn(w, src, l, &table[(size_t)l * FMT_NSLOT])))
+            if ((rc = write_attn(w, src, l, &table[(size_t)l * FMT_NSLOT_ALL])))
                 return rc;
         g[1] = w->pos - g[0];
         if ((rc = pad_to(w, FMT_ALIGN)))
             return rc;
         g[2] = w->pos;
         for (unsigned l = first[gi]; l < first[gi + 1]; l++)
-            if ((rc = write_dense(w, src, l, &table[(size_t)l * FMT_NSLOT])))
+            if ((rc = write_dense(w, src, l, &table[(size_t)l * FMT_NSLOT_ALL])))
                 return rc;
         g[3] = w->pos - g[2];
     }
@@ -614,7 +675,7 @@ static int write_layers_vflow(writer *w, const fmt_src *src, slot *table,
         return rc;
     bank[0] = w->pos;
     for (unsigned l = 0; l < L; l++) {
-        if ((rc = write_moe(w, src, l, &table[(size_t)l * FMT_NSLOT])))
+        if ((rc = write_moe(w, src, l, &table[(size_t)l * FMT_NSLOT_ALL])))
             return rc;
     }
     bank[1] = w->pos - bank[0];
@@ -627,14 +688,14 @@ static int write_layers(writer *w, const fmt_src *src, slot *table)
     unsigned L = hp->n_layers, dd = hp->dense_delay;
     int rc;
     for (unsigned j = 0; j < dd && j < L; j++)
-        if ((rc = write_dense(w, src, j, &table[(size_t)j * FMT_NSLOT])))
+        if ((rc = write_dense(w, src, j, &table[(size_t)j * FMT_NSLOT_ALL])))
             return rc;
     for (unsigned l = 0; l < L; l++) {
-        slot *sl = &table[(size_t)l * FMT_NSLOT];
+        slot *sl = &table[(size_t)l * FMT_NSLOT_ALL];
         if ((rc = write_attn(w, src, l, sl)))
             return rc;
         if (l + dd < L &&
-            (rc = write_dense(w, src, l + dd, &table[(size_t)(l + dd) * FMT_NSLOT])))
+            (rc = write_dense(w, src, l + dd, &table[(size_t)(l + dd) * FMT_NSLOT_ALL])))
             return rc;
         if ((rc = write_moe(w, src, l, sl)))
             return rc;
@@ -670,6 +731,10 @@ static int build_meta(writer *w, const fmt_src *src, fmt_kv *meta)
          fmt_kv_set_u32(meta, "cflow.merge_interval", hp->merge_interval)) ||
         (hp->iterations && fmt_kv_set_u32(meta, "cflow.iterations", hp->iterations)))
         return fail(w, FMT_ENOMEM, "out of memory");
+    if (fmt_hp_meta_store(hp, meta) ||
+        (src->fam && src->fam->peer_ggml &&
+         fmt_kv_set_str(meta, "cflow.peer", "llama.cpp", 9)))
+        return fail(w, FMT_ENOMEM, "out of memory");
     if (hp->flags & FMT_FLAG_ROPE_LLAMA3) {
         if (fmt_kv_set_f32(meta, "cflow.rope.scaling.factor", hp->rope_factor) ||
             fmt_kv_set_f32(meta, "cflow.rope.scaling.low_freq_factor", hp->rope_low_freq) ||
@@ -685,7 +750,7 @@ static int dominant_type(const slot *table, unsigned n_entries)
 {
     uint64_t bytes[KERN_NTYPES] = { 0 };
     int best = KERN_F32;
-    for (unsigned i = 0; i < n_entries * FMT_NSLOT; i++)
+    for (unsigned i = 0; i < n_entries * FMT_NSLOT_ALL; i++)
         if (table[i].kind == FMT_K_TILED && table[i].type < KERN_NTYPES)
             bytes[table[i].type] += (uint64_t)table[i].rows * table[i].cols;
     for (int t = 0; t < KERN_NTYPES; t++)
@@ -697,8 +762,11 @@ static int dominant_type(const slot *table, unsigned n_entries)
 /* What fmt_cflow_write carries between its phases. */
 typedef struct out_file {
     fmt_out     out;                   /* the file, named when complete */
-    slot       *table;                 /* [(L + 1) * FMT_NSLOT] */
-    uint8_t    *tbuf;                  /* the same, stored */
+    slot       *table;                 /* [(L + 1) * FMT_NSLOT_ALL] */
+    uint8_t    *tbuf;                  /* the same, stored: the layer table,
+                                          then the xslot tables */
+    size_t      tbytes;                /* bytes of tbuf */
+    int         xslots;                /* FMT_FLAG_XSLOTS: the families' slots */
     uint8_t     hdr[FMT_HEADER_SIZE], vhdr[FMT_VHEADER_SIZE];
     uint64_t    ghdr_off, ltab, gtab, meta_off, bank[2];
     uint8_t    *gdesc;                 /* .vflow group table */
@@ -718,11 +786,10 @@ static int check_geometry(writer *w, const fmt_hparams *hp)
     return 0;
 }
 
-/* Placeholders for the header(s), the layer table and the group table,
- * then every layer's sections. */
+/* Placeholders for the header(s), the layer table (and the xslot tables
+ * after it) and the group table, then every layer's sections. */
 static int write_body(writer *w, const fmt_src *src, out_file *o)
 {
-    unsigned L = fmt_src_hparams(src)->n_layers;
     int rc;
     if (o->vflow) {
         if ((rc = put(w, o->vhdr, sizeof o->vhdr)))
@@ -732,7 +799,7 @@ static int write_body(writer *w, const fmt_src *src, out_file *o)
     if ((rc = put(w, o->hdr, sizeof o->hdr)) || (rc = pad_to(w, FMT_ALIGN)))
         return rc;
     o->ltab = w->pos;
-    if ((rc = put(w, o->tbuf, (size_t)(L + 1) * FMT_NSLOT * FMT_SLOT_SIZE)))
+    if ((rc = put(w, o->tbuf, o->tbytes)))
         return rc;
     if (!o->vflow)
         return write_layers(w, src, o->table);
@@ -750,12 +817,13 @@ static int write_body(writer *w, const fmt_src *src, out_file *o)
                               o->bank);
 }
 
-/* The globals: output norm, embedding, output head (absent when tied). */
+/* The globals: output norm, embedding, output head (absent when tied),
+ * [LongRoPE's divisors]. */
 static int write_globals(writer *w, const fmt_src *src, out_file *o)
 {
     const fmt_hparams *hp = fmt_src_hparams(src);
     unsigned L = hp->n_layers;
-    slot *gs = &o->table[(size_t)L * FMT_NSLOT];
+    slot *gs = &o->table[(size_t)L * FMT_NSLOT_ALL];
     int rc = 0;
     const fmt_tensor *onorm = need(w, src, FMT_R_OUT_NORM, 0, &rc);
     const fmt_tensor *emb = need(w, src, FMT_R_TOK_EMBD, 0, &rc);
@@ -774,6 +842,9 @@ static int write_globals(writer *w, const fmt_src *src, out_file *o)
     } else {
         o->flags |= FMT_FLAG_TIED;
     }
+    if ((rc = opt_vec(w, src, FMT_R_ROPE_SHORT, 0, &gs[FMT_S_ROPE_SHORT])) ||
+        (rc = opt_vec(w, src, FMT_R_ROPE_LONG, 0, &gs[FMT_S_ROPE_LONG])))
+        return rc;
     if (emb->ne[1] != hp->vocab_size || emb->ne[0] != hp->dim)
         return fail_src(w, FMT_EFORMAT, "token embedding is %llux%llu, expected %ux%u",
                     (unsigned long long)emb->ne[1], (unsigned long long)emb->ne[0],
@@ -847,10 +918,23 @@ static int write_vflow_tables(writer *w, out_file *o)
  * to disk and renamed into place. */
 static int finish(writer *w, const fmt_hparams *hp, out_file *o)
 {
-    size_t nslot = (size_t)(hp->n_layers + 1) * FMT_NSLOT;
+    const size_t ne = (size_t)hp->n_layers + 1, nslot = o->tbytes / FMT_SLOT_SIZE;
+    const uint64_t xtab = o->ltab + ne * FMT_NSLOT * FMT_SLOT_SIZE;
     int rc;
-    for (size_t i = 0; i < nslot; i++)
-        slot_store(o->tbuf + i * FMT_SLOT_SIZE, &o->table[i]);
+    for (size_t en = 0; en < ne; en++) {
+        slot *sl = &o->table[en * FMT_NSLOT_ALL];
+        if (o->xslots) {               /* slot 19: this entry's xslot table */
+            sl[FMT_S_XSLOTS] = (slot){ .offset = xtab + en * FMT_NXSLOT * FMT_SLOT_SIZE,
+                                       .length = FMT_NXSLOT * FMT_SLOT_SIZE,
+                                       .rows = FMT_NXSLOT, .cols = FMT_SLOT_SIZE,
+                                       .kind = FMT_K_XSLOTS };
+            for (int x = 0; x < FMT_NXSLOT; x++)
+                slot_store(o->tbuf + ((ne * FMT_NSLOT) + en * FMT_NXSLOT + (size_t)x) *
+                                         FMT_SLOT_SIZE, &sl[FMT_NSLOT + x]);
+        }
+        for (int k = 0; k < FMT_NSLOT; k++)
+            slot_store(o->tbuf + (en * FMT_NSLOT + (size_t)k) * FMT_SLOT_SIZE, &sl[k]);
+    }
     fmt_header_store(o->hdr, hp, o->ltab, o->meta_off, o->flags,
                  (uint8_t)dominant_type(o->table, hp->n_layers + 1));
     if (o->vflow && (rc = write_vflow_tables(w, o)))
@@ -862,6 +946,21 @@ static int finish(writer *w, const fmt_hparams *hp, out_file *o)
         return fail(w, FMT_EIO, "write failed: %s", strerror(errno));
     w->f = NULL;
     return fmt_out_commit(&o->out, w->err, w->errlen);
+}
+
+/* Whether the source has any tensor of slots 20-35 (then every entry gets
+ * its xslot table). */
+static int has_xslots(const fmt_src *src)
+{
+    static const int roles[] = { FMT_R_ATTN_POST_NORM, FMT_R_FFN_POST_NORM, FMT_R_SINKS,
+                                 FMT_R_O_BIAS, FMT_R_ROUTER_BIAS, FMT_R_EXP_GATE_BIAS,
+                                 FMT_R_EXP_DOWN_BIAS, FMT_R_SH_GATE, FMT_R_ROPE_SHORT };
+    const fmt_hparams *hp = fmt_src_hparams(src);
+    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++)
+        for (unsigned l = 0; l < hp->n_layers; l++)
+            if (fmt_src_tensor(src, roles[i], l))
+                return 1;
+    return 0;
 }
 
 int fmt_cflow_write(const fmt_src *src, const char *out_path,
@@ -897,8 +996,15 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
     if ((rc = check_geometry(&w, hp)))
         return rc;
     o.vflow = opts && opts->vflow;
-    o.table = calloc((size_t)(L + 1) * FMT_NSLOT, sizeof *o.table);
-    o.tbuf = calloc((size_t)(L + 1) * FMT_NSLOT, FMT_SLOT_SIZE);
+    /* the families' tensors take slots 20-35 (fmt_layout.h) */
+    fmt_hparams hw = *hp;
+    o.xslots = has_xslots(src);
+    if (o.xslots)
+        hw.flags |= FMT_FLAG_XSLOTS;
+    hp = &hw;
+    o.tbytes = (size_t)(L + 1) * (FMT_NSLOT + (o.xslots ? FMT_NXSLOT : 0)) * FMT_SLOT_SIZE;
+    o.table = calloc((size_t)(L + 1) * FMT_NSLOT_ALL, sizeof *o.table);
+    o.tbuf = calloc(o.tbytes, 1);
     w.payload = malloc(kern_tile_payload_size(KERN_F32, KERN_TILE_ROWS,
                                               KERN_TILE_COLS));
     if (!o.table || !o.tbuf || !w.payload || fmt_conv_begin(&w.in, src)) {

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "format/cflow_format.h"
+#include "format/fmt_impl.h"
 
 static double stream_bytes(const fmt_model *m, unsigned l, int slot)
 {
@@ -62,8 +63,8 @@ static int cp_compute(const fmt_model *m, const fmt_hparams *hp,
     tot->expert_delay = hp->expert_delay;
     for (unsigned b = 0, i = 0; b < hp->n_layers; b++) {
         double a, dn, ex;
-        fmt_layer_geom g0 = { hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->head_dim,
-                              hp->rope_theta, hp->sliding_window, 0 };
+        fmt_layer_geom g0;
+        fmt_layer_geom_default(hp, &g0);
         const fmt_layer_geom *g = lg ? &lg[b] : m ? fmt_model_layer_geom(m, b) : &g0;
         double qd = (double)g->n_heads * g->head_dim;
         double kvd = (double)g->n_kv_heads * g->head_dim;

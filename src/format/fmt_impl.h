@@ -70,6 +70,16 @@ int fmt_layer_geom_fit(const fmt_layer_geom *g, unsigned layer, char *why, size_
  * hp and the file's table offsets, feature flags and dominant tile type;
  * and back: every field of h into hp (zeroed first), unchecked (the
  * reader's read_header checks them). */
+/* The families' fields (fmt_hparams' last block) into a .cflow's metadata,
+ * each that is not zero (0, or -1 out of memory), and back (0, or -1 with
+ * why: a key of the wrong type, or fmt_family_check's refusal). */
+int fmt_hp_meta_store(const fmt_hparams *hp, fmt_kv *kv);
+int fmt_hp_meta_load(const fmt_kv *kv, fmt_hparams *hp, char *why, size_t whylen);
+/* Every family field a value cflow implements: 0, or -1 with why naming
+ * the field and its value. */
+int fmt_family_check(const fmt_hparams *hp, char *why, size_t whylen);
+/* The header's attention geometry as a layer's (g zeroed first). */
+void fmt_layer_geom_default(const fmt_hparams *hp, fmt_layer_geom *g);
 void fmt_header_store(uint8_t *h, const fmt_hparams *hp, uint64_t ltab, uint64_t meta,
                       uint8_t flags, uint8_t qtype);
 void fmt_header_load(const uint8_t *h, fmt_hparams *hp);
@@ -118,13 +128,23 @@ struct fmt_src {
     const void       **parts;     /* HF Qwen3-MoE: per-expert data pointers
                                    * of the assembled 3-D tensors, owned */
     fmt_layer_geom    *lgeom;     /* [n_layers] when FMT_FLAG_LAYER_GEOM
-                                   * (synthetic Gemma-4 geometry), else NULL */
+                                   * (synthetic Gemma-4 geometry, a family's
+                                   * sliding pattern), else NULL */
+    const struct fmt_family *fam; /* the family (fmt_family.c), or NULL */
+    void             **owned;     /* [n_owned] memory views point into that
+                                   * the source made (config.json's factors,
+                                   * a transposed expert bank), freed with it */
+    size_t             n_owned;
     /* A source whose tensor bytes are made on demand (synth: drawn from
      * the seeded stream) makes bytes [p, p + n) readable before the writer
      * reads them: 0, or -1 when the range is not one it made.  NULL: the
      * bytes are there (a file's mapping). */
     int              (*fill)(const fmt_src *s, const void *p, uint64_t n);
 };
+
+/* Memory of n bytes (zeroed) that lives as long as the source: NULL (err
+ * set) when out of memory. */
+void *fmt_src_own(fmt_src *s, size_t n, char *err, size_t errlen);
 
 /* Geometry of source layer l: its own when s->lgeom, else the header's. */
 void fmt_src_layer_geom(const fmt_src *s, unsigned l, fmt_layer_geom *g);
@@ -144,7 +164,7 @@ const fmt_tensor *fmt_src_find(const fmt_src *s, const char *name);
  * FMT_FLAG_TIED / FMT_FLAG_QKV_BIAS from what is present (tie_forced: the
  * source says the head is tied, ignore any output tensor), and check every
  * required tensor's presence, type and shape. */
-int fmt_src_bind(fmt_src *s, fmt_role_names names, int tie_forced,
+int fmt_src_bind(fmt_src *s, const char *const *names, int tie_forced,
                  char *err, size_t errlen);
 /* Sanity of s->hp before binding (zero or absurd values are refused). */
 int fmt_src_check_hparams(const fmt_src *s, char *err, size_t errlen);
@@ -159,6 +179,82 @@ void fmt_rope_llama3_factors(const fmt_hparams *hp, float *out);
 
 /* fmt_src_gguf.c: read s->path (a GGUF file) into s. */
 int fmt_src_gguf_open(fmt_src *s, char *err, size_t errlen);
+/* The GGUF key "<arch>.<suffix>" into *out: required (req) or optional
+ * (absent leaves *out); of the wrong type or out of range, an error
+ * naming the file and the key.  0 or a FMT_E* code. */
+int fmt_gguf_key_u32(const fmt_src *s, const char *suffix, uint32_t *out, int req,
+                     char *err, size_t errlen);
+int fmt_gguf_key_f32(const fmt_src *s, const char *suffix, float *out, char *err,
+                     size_t errlen);
+
+/* ---- fmt_family.c: what differs per architecture (its essay) ----------- */
+struct fmt_hf_cfg;
+typedef struct fmt_family {
+    const char *arch;             /* GGUF general.architecture (the .cflow's) */
+    const char *hf_arch, *hf_type;/* config.json architectures[0], model_type */
+    uint32_t    flags;            /* FMT_FLAG_* every model of the family has */
+    uint8_t     act, gating;      /* enum fmt_act, enum fmt_gating */
+    uint8_t     hf_tied;          /* transformers' tie_word_embeddings default */
+    uint8_t     full_rope;        /* every dimension rotates (llama.cpp refuses
+                                     a partial rope.dimension_count) */
+    uint8_t     peer_ggml;        /* llama.cpp is the peer of every source of it
+                                     (its arithmetic: the .cflow's cflow.peer) */
+    /* the family's own GGUF keys into s->hp, after the common ones */
+    int       (*gguf)(fmt_src *s, char *err, size_t errlen);
+    const fmt_role_names *gguf_names;   /* names that differ, or NULL */
+    /* the same from config.json (fmt_hf_family.c), and the HF names that
+     * differ from fmt_hf.c's */
+    int       (*hf)(fmt_src *s, const struct fmt_hf_cfg *c);
+    const fmt_role_names *hf_names;
+    /* after the tensors are loaded, before binding: the views the names
+     * point at that the checkpoint does not hold as they are */
+    int       (*hf_tensors)(fmt_src *s, const struct fmt_hf_cfg *c);
+} fmt_family;
+const fmt_family *fmt_family_by_arch(const char *arch, size_t len);
+/* By config.json's architectures[0] (hf_arch), else its model_type. */
+const fmt_family *fmt_family_by_hf(const char *hf_arch, const char *model_type);
+/* "llama, qwen2, ..." (hf: the HF names) into buf[n]; returns buf. */
+const char *fmt_family_list(char *buf, size_t n, int hf);
+/* out[FMT_NROLES]: own's name of a role where it has one (an empty string
+ * removes the role), else base's. */
+void fmt_family_names(const fmt_role_names *base, const fmt_role_names *own,
+                      const char **out);
+/* The GGUF's RoPE scaling other than Llama 3's into s->hp. */
+int fmt_family_gguf_rope(fmt_src *s, char *err, size_t errlen);
+/* s is of family f: s->fam, its flags, activation and gating. */
+int fmt_family_apply(fmt_src *s, const fmt_family *f);
+
+/* fmt_hf.c: config.json's values (c->o, a json_object; errors name
+ * c->path into c->err).  Numbers: 1 present, 0 absent, -1 of the wrong
+ * type or range; a string, or NULL; a boolean, or dflt; an object member
+ * as *sub (1, 0, -1); an array of exactly n numbers into out (1, 0, -1). */
+typedef struct fmt_hf_cfg {
+    void       *o;
+    const char *path;
+    char       *err;
+    size_t      errlen;
+} fmt_hf_cfg;
+int fmt_hf_u32(const fmt_hf_cfg *c, const char *key, uint32_t *out);
+int fmt_hf_f32(const fmt_hf_cfg *c, const char *key, float *out);
+const char *fmt_hf_str(const fmt_hf_cfg *c, const char *key);
+int fmt_hf_bool(const fmt_hf_cfg *c, const char *key, int dflt);
+int fmt_hf_obj(const fmt_hf_cfg *c, const char *key, fmt_hf_cfg *sub);
+int fmt_hf_f32s(const fmt_hf_cfg *c, const char *key, float *out, size_t n);
+/* An array's length (0 absent, -1 not an array), and its element i when
+ * out: the string, or NULL (not a string, or past the end). */
+int fmt_hf_str_at(const fmt_hf_cfg *c, const char *key, size_t i, const char **out);
+
+/* fmt_hf_family.c: the families' config.json keys (fmt_family.hf), after
+ * fmt_hf.c's geometry; 0 or a FMT_E* code with err set. */
+int fmt_hf_olmoe(fmt_src *s, const fmt_hf_cfg *c);
+int fmt_hf_phi3(fmt_src *s, const fmt_hf_cfg *c);
+int fmt_hf_gemma(fmt_src *s, const fmt_hf_cfg *c);
+int fmt_hf_gptoss(fmt_src *s, const fmt_hf_cfg *c);
+int fmt_hf_phi3_tensors(fmt_src *s, const fmt_hf_cfg *c);
+int fmt_hf_gemma_tensors(fmt_src *s, const fmt_hf_cfg *c);
+int fmt_hf_gptoss_tensors(fmt_src *s, const fmt_hf_cfg *c);
+extern const fmt_role_names fmt_hf_olmoe_names, fmt_hf_phi3_names, fmt_hf_gemma_names,
+                            fmt_hf_gptoss_names;
 /* fmt_llama2c.c: 1 when the file's first bytes and size look like a legacy
  * llama2.c checkpoint (nothing else is read), else 0. */
 int fmt_llama2c_detect(const char *path, const uint8_t *head, size_t nhead,
@@ -229,7 +325,29 @@ typedef struct fmt_synth_geom {
     unsigned    n_exp, top_k, vocab, ctx;
     float       theta, eps;
     int         tied;           /* output head = token embedding */
+    /* a model family's (fmt_family.c): its architecture (NULL: llama) and
+     * what its tensors and keys hold beyond a Llama's */
+    const char *arch;
+    unsigned    feat;           /* FMT_SG_* */
+    unsigned    rope_dims;      /* partial RoPE (0: head_dim) */
+    unsigned    swa;            /* sliding window (0: none) */
+    float       rope_factor;    /* linear (Gemma 3) or YaRN (gpt-oss) scaling */
+    unsigned    rope_orig;      /* YaRN's and LongRoPE's original context */
+    float       softcap, attn_softcap;   /* Gemma 2's */
+    float       qk_sd;          /* sd of the Q and K weights (0: 0.02): the
+                                   tests' small models take larger ones, so
+                                   that attention is sharp and the positions
+                                   (RoPE, windows, sinks) matter to the tokens */
 } fmt_synth_geom;
+enum {
+    FMT_SG_QK_HEAD  = 1u << 0,  /* per-head Q/K norms (Qwen3, Gemma 3) */
+    FMT_SG_QK_FULL  = 1u << 1,  /* whole-width Q/K norms (OLMoE) */
+    FMT_SG_FUSED    = 1u << 2,  /* fused QKV and gate/up (Phi-3) */
+    FMT_SG_POST     = 1u << 3,  /* post-attention and post-FFN norms (Gemma) */
+    FMT_SG_BIAS     = 1u << 4,  /* Q/K/V/O, router and expert biases (gpt-oss) */
+    FMT_SG_SINKS    = 1u << 5,  /* attention sinks (gpt-oss) */
+    FMT_SG_LONGROPE = 1u << 6,  /* LongRoPE divisors (Phi-3) */
+};
 /* The benchmark presets (real geometry, Q4_0 through a GGUF). */
 const fmt_synth_geom *fmt_synth_bench_find(const char *name);
 const char *fmt_synth_bench_name(unsigned i);

@@ -240,7 +240,7 @@ static void wr_f32(wr *w, uint64_t *rng, uint64_t n, float fill, float sd,
     for (uint64_t i = 0; i < n; i++) {
         float v = fill;
         if (sd > 0)
-            v = draw(rng, sd);
+            v = fill + draw(rng, sd);   /* about fill (0 but for the families' norms) */
         if (zp->rule == FMT_SR_ROUTER && i % zp->ne0 == zp->z)
             v = fmt_synth_zipf_bias(zp->seed, zp->layer, (unsigned)(i / zp->ne0),
                                     zp->n_exp, zp->zipf);
@@ -287,52 +287,90 @@ typedef struct tdesc {
     float    fill, sd;      /* f32: constant fill, or N(0, sd) when sd > 0 */
 } tdesc;
 
+/* Every tensor of preset g in file order, named as its family names them
+ * (fmt_family.c): matrices of type mt, vectors f32.  t NULL: count only. */
 static size_t tensor_list(const fmt_synth_geom *g, uint32_t vocab, int mt, tdesc *t,
                           float zipf)
 {
     size_t n = 0;
-    uint64_t d = g->dim, q = (uint64_t)g->n_heads * g->head_dim,
-             kv = (uint64_t)g->n_kv * g->head_dim;
-    const float sd = 0.02f;
+    const uint64_t d = g->dim, q = (uint64_t)g->n_heads * g->head_dim,
+                   kv = (uint64_t)g->n_kv * g->head_dim, E = g->n_exp, ff = g->ffn;
+    const float sd = 0.02f, F = FMT_DT_F32, qk_sd = g->qk_sd > 0.0f ? g->qk_sd : sd;
+    const unsigned fe = g->feat;
+    const char *arch = g->arch ? g->arch : "llama";
+    const fmt_family *fam = fmt_family_by_arch(arch, strlen(arch));
+    const char *names[FMT_NROLES];
+    fmt_family_names(&fmt_gguf_role_names, fam ? fam->gguf_names : NULL, names);
     unsigned layer = 0;
-#define ADD(nm_, role_, dt_, nd_, a_, b_, c_, fill_, sd_) do { \
+    /* a tensor of role r: its dims (a, b, c; rank nd), type, fill or sd */
+#define ADD(r_, dt_, nd_, a_, b_, c_, fill_, sd_) do { \
         if (t) { \
-            snprintf(t[n].name, sizeof t[n].name, "%s", nm_); \
-            t[n].dtype = dt_; t[n].ndim = nd_; \
-            t[n].role = role_; t[n].layer = layer; \
+            snprintf(t[n].name, sizeof t[n].name, names[r_], layer); \
+            t[n].dtype = (int)(dt_); t[n].ndim = nd_; \
+            t[n].role = r_; t[n].layer = layer; \
             t[n].ne[0] = a_; t[n].ne[1] = b_; t[n].ne[2] = c_; \
             t[n].fill = fill_; t[n].sd = sd_; \
         } \
         n++; \
     } while (0)
-    char nm[48];
-    ADD("token_embd.weight", FMT_R_TOK_EMBD, mt, 2, d, vocab, 1, 0,
-        zipf > 0 ? FMT_SYNTH_ZIPF_EMBD_SD : sd);
-    ADD("output_norm.weight", FMT_R_OUT_NORM, FMT_DT_F32, 1, d, 1, 1, 1.0f, 0);
+    ADD(FMT_R_TOK_EMBD, mt, 2, d, vocab, 1, 0, zipf > 0 ? FMT_SYNTH_ZIPF_EMBD_SD : sd);
+    ADD(FMT_R_OUT_NORM, F, 1, d, 1, 1, 1.0f, 0);
     if (!g->tied)
-        ADD("output.weight", FMT_R_OUTPUT, mt, 2, d, vocab, 1, 0, sd);
+        ADD(FMT_R_OUTPUT, mt, 2, d, vocab, 1, 0, sd);
+    if (fe & FMT_SG_LONGROPE) {     /* LongRoPE divisors, near 1 */
+        unsigned nr = (g->rope_dims ? g->rope_dims : g->head_dim) / 2;
+        ADD(FMT_R_ROPE_SHORT, F, 1, nr, 1, 1, 1.0f, 0.1f);
+        ADD(FMT_R_ROPE_LONG, F, 1, nr, 1, 1, 4.0f, 0.5f);
+    }
     for (layer = 0; layer < g->n_layers; layer++) {
-#define L(suffix, role_, dt_, nd_, a_, b_, c_, fill_, sd_) do { \
-        snprintf(nm, sizeof nm, "blk.%u." suffix ".weight", layer); \
-        ADD(nm, role_, dt_, nd_, a_, b_, c_, fill_, sd_); \
-    } while (0)
-        L("attn_norm", FMT_R_ATTN_NORM, FMT_DT_F32, 1, d, 1, 1, 1.0f, 0);
-        L("attn_q", FMT_R_Q, mt, 2, d, q, 1, 0, sd);
-        L("attn_k", FMT_R_K, mt, 2, d, kv, 1, 0, sd);
-        L("attn_v", FMT_R_V, mt, 2, d, kv, 1, 0, sd);
-        L("attn_output", FMT_R_O, mt, 2, q, d, 1, 0, sd);
-        L("ffn_norm", FMT_R_FFN_NORM, FMT_DT_F32, 1, d, 1, 1, 1.0f, 0);
-        if (g->n_exp == 0) {
-            L("ffn_gate", FMT_R_GATE, mt, 2, d, g->ffn, 1, 0, sd);
-            L("ffn_up", FMT_R_UP, mt, 2, d, g->ffn, 1, 0, sd);
-            L("ffn_down", FMT_R_DOWN, mt, 2, g->ffn, d, 1, 0, sd);
+        ADD(FMT_R_ATTN_NORM, F, 1, d, 1, 1, 1.0f, 0);
+        if (fe & FMT_SG_FUSED) {
+            ADD(FMT_R_QKV, mt, 2, d, q + 2 * kv, 1, 0, qk_sd);
         } else {
-            L("ffn_gate_inp", FMT_R_ROUTER, FMT_DT_F32, 2, d, g->n_exp, 1, 0, 0.2f);
-            L("ffn_gate_exps", FMT_R_EXP_GATE, mt, 3, d, g->ffn, g->n_exp, 0, sd);
-            L("ffn_up_exps", FMT_R_EXP_UP, mt, 3, d, g->ffn, g->n_exp, 0, sd);
-            L("ffn_down_exps", FMT_R_EXP_DOWN, mt, 3, g->ffn, d, g->n_exp, 0, sd);
+            ADD(FMT_R_Q, mt, 2, d, q, 1, 0, qk_sd);
+            ADD(FMT_R_K, mt, 2, d, kv, 1, 0, qk_sd);
+            ADD(FMT_R_V, mt, 2, d, kv, 1, 0, sd);
         }
-#undef L
+        if (fe & FMT_SG_BIAS) {
+            ADD(FMT_R_Q_BIAS, F, 1, q, 1, 1, 0, sd);
+            ADD(FMT_R_K_BIAS, F, 1, kv, 1, 1, 0, sd);
+            ADD(FMT_R_V_BIAS, F, 1, kv, 1, 1, 0, sd);
+        }
+        if (fe & (FMT_SG_QK_HEAD | FMT_SG_QK_FULL)) {   /* weights near 1 */
+            int full = (fe & FMT_SG_QK_FULL) != 0;
+            ADD(FMT_R_Q_NORM, F, 1, full ? q : g->head_dim, 1, 1, 1.0f, 0.1f);
+            ADD(FMT_R_K_NORM, F, 1, full ? kv : g->head_dim, 1, 1, 1.0f, 0.1f);
+        }
+        if (fe & FMT_SG_SINKS)
+            ADD(FMT_R_SINKS, F, 1, g->n_heads, 1, 1, 0, 1.0f);
+        ADD(FMT_R_O, mt, 2, q, d, 1, 0, sd);
+        if (fe & FMT_SG_BIAS)
+            ADD(FMT_R_O_BIAS, F, 1, d, 1, 1, 0, sd);
+        if (fe & FMT_SG_POST)
+            ADD(FMT_R_ATTN_POST_NORM, F, 1, d, 1, 1, 1.0f, 0.1f);
+        ADD(FMT_R_FFN_NORM, F, 1, d, 1, 1, 1.0f, 0);
+        if (E == 0 && (fe & FMT_SG_FUSED)) {
+            ADD(FMT_R_GATE_UP, mt, 2, d, 2 * ff, 1, 0, sd);
+            ADD(FMT_R_DOWN, mt, 2, ff, d, 1, 0, sd);
+        } else if (E == 0) {
+            ADD(FMT_R_GATE, mt, 2, d, ff, 1, 0, sd);
+            ADD(FMT_R_UP, mt, 2, d, ff, 1, 0, sd);
+            ADD(FMT_R_DOWN, mt, 2, ff, d, 1, 0, sd);
+        } else {
+            ADD(FMT_R_ROUTER, F, 2, d, E, 1, 0, 0.2f);
+            if (fe & FMT_SG_BIAS)
+                ADD(FMT_R_ROUTER_BIAS, F, 1, E, 1, 1, 0, 0.2f);
+            ADD(FMT_R_EXP_GATE, mt, 3, d, ff, E, 0, sd);
+            ADD(FMT_R_EXP_UP, mt, 3, d, ff, E, 0, sd);
+            ADD(FMT_R_EXP_DOWN, mt, 3, ff, d, E, 0, sd);
+            if (fe & FMT_SG_BIAS) {
+                ADD(FMT_R_EXP_GATE_BIAS, F, 2, ff, E, 1, 0, sd);
+                ADD(FMT_R_EXP_UP_BIAS, F, 2, ff, E, 1, 0, sd);
+                ADD(FMT_R_EXP_DOWN_BIAS, F, 2, d, E, 1, 0, sd);
+            }
+        }
+        if (fe & FMT_SG_POST)
+            ADD(FMT_R_FFN_POST_NORM, F, 1, d, 1, 1, 1.0f, 0.1f);
     }
 #undef ADD
     return n;
@@ -440,11 +478,83 @@ static int base_type(const fmt_quant *q, int *file_type)
     return -1;
 }
 
-/* Roles whose tensors stay f32 whatever -q says. */
+/* Roles whose tensors stay f32 whatever -q says: norms, biases, sinks,
+ * routers, RoPE divisors. */
 static int is_vector(int role)
 {
-    return role == FMT_R_ATTN_NORM || role == FMT_R_FFN_NORM || role == FMT_R_OUT_NORM ||
-           role == FMT_R_ROUTER;
+    switch (role) {
+    case FMT_R_ATTN_NORM: case FMT_R_FFN_NORM: case FMT_R_OUT_NORM: case FMT_R_ROUTER:
+    case FMT_R_Q_BIAS: case FMT_R_K_BIAS: case FMT_R_V_BIAS: case FMT_R_Q_NORM:
+    case FMT_R_K_NORM: case FMT_R_ATTN_POST_NORM: case FMT_R_FFN_POST_NORM: case FMT_R_SINKS:
+    case FMT_R_O_BIAS: case FMT_R_ROUTER_BIAS: case FMT_R_EXP_GATE_BIAS:
+    case FMT_R_EXP_UP_BIAS: case FMT_R_EXP_DOWN_BIAS: case FMT_R_ROPE_SHORT:
+    case FMT_R_ROPE_LONG:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The keys of g's architecture ("<arch>.block_count" ...) and its
+ * family's (fmt_family.c's GGUF readers take them back).  0, or
+ * FMT_ENOMEM. */
+static int arch_keys(const fmt_synth_geom *g, fmt_kv *kv, uint32_t vocab, uint32_t file_type,
+                     float zipf)
+{
+    const char *a = g->arch ? g->arch : "llama";
+    char k[96];
+    int bad = 0;
+#define KU(suf, v) (snprintf(k, sizeof k, "%s." suf, a), bad |= fmt_kv_set_u32(kv, k, v))
+#define KF(suf, v) (snprintf(k, sizeof k, "%s." suf, a), bad |= fmt_kv_set_f32(kv, k, v))
+    bad |= fmt_kv_set_str(kv, "general.architecture", a, strlen(a));
+    bad |= fmt_kv_set_str(kv, "general.name", g->name, strlen(g->name));
+    /* llama.cpp's LLAMA_FTYPE_* of the file */
+    bad |= fmt_kv_set_u32(kv, "general.file_type", file_type);
+    bad |= fmt_kv_set_u32(kv, "general.alignment", 32);
+    KU("vocab_size", vocab);
+    KU("context_length", g->ctx);
+    KU("embedding_length", g->dim);
+    KU("block_count", g->n_layers);
+    KU("feed_forward_length", g->ffn);
+    KU("attention.head_count", g->n_heads);
+    KU("attention.head_count_kv", g->n_kv);
+    KU("attention.key_length", g->head_dim);
+    KU("attention.value_length", g->head_dim);
+    KU("rope.dimension_count", g->rope_dims ? g->rope_dims : g->head_dim);
+    KF("rope.freq_base", g->theta);
+    KF("attention.layer_norm_rms_epsilon", g->eps);
+    if (g->n_exp) {
+        bad |= fmt_synth_routing_kv(kv, zipf);
+        KU("expert_count", g->n_exp);
+        KU("expert_used_count", g->top_k);
+        /* (llama's experts take feed_forward_length; the Llama presets'
+         * files keep the bytes they always had) */
+        if (g->arch)
+            KU("expert_feed_forward_length", g->ffn);
+    }
+    if (g->swa)
+        KU("attention.sliding_window", g->swa);
+    if (g->softcap > 0.0f)
+        KF("final_logit_softcapping", g->softcap);
+    if (g->attn_softcap > 0.0f)
+        KF("attn_logit_softcapping", g->attn_softcap);
+    if (g->rope_factor > 0.0f) {
+        /* linear, or YaRN where an original context is given */
+        const char *ty = g->rope_orig ? "yarn" : "linear";
+        snprintf(k, sizeof k, "%s.rope.scaling.type", a);
+        bad |= fmt_kv_set_str(kv, k, ty, strlen(ty));
+        KF("rope.scaling.factor", g->rope_factor);
+    }
+    if (g->rope_orig)
+        KU("rope.scaling.original_context_length", g->rope_orig);
+    if (g->feat & FMT_SG_LONGROPE) {    /* the converter's attention factor */
+        float sc = (float)g->ctx / (float)g->rope_orig;
+        KF("rope.scaling.attn_factor",
+           sc > 1.0f ? sqrtf(1.0f + logf(sc) / logf((float)g->rope_orig)) : 1.0f);
+    }
+#undef KU
+#undef KF
+    return bad ? FMT_ENOMEM : 0;
 }
 
 int fmt_synth_write_gguf(const char *preset, const char *path,
@@ -491,31 +601,11 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
     if ((rc = build_vocab(kv, vocab_gguf, &vocab, err, errlen)))
         goto out;
     rc = FMT_ENOMEM;
-    /* the llama architecture's hyper-parameters, as llama.cpp reads them */
+    /* the architecture's hyper-parameters, as llama.cpp reads them */
     const char *nm = g.name;
-    if (fmt_kv_set_str(kv, "general.architecture", "llama", 5) ||
-        fmt_kv_set_str(kv, "general.name", nm, strlen(nm)) ||
-        /* llama.cpp's LLAMA_FTYPE_* of the file */
-        fmt_kv_set_u32(kv, "general.file_type", (uint32_t)file_type) ||
-        fmt_kv_set_u32(kv, "general.alignment", 32) ||
-        fmt_kv_set_u32(kv, "llama.vocab_size", vocab) ||
-        fmt_kv_set_u32(kv, "llama.context_length", g.ctx) ||
-        fmt_kv_set_u32(kv, "llama.embedding_length", g.dim) ||
-        fmt_kv_set_u32(kv, "llama.block_count", g.n_layers) ||
-        fmt_kv_set_u32(kv, "llama.feed_forward_length", g.ffn) ||
-        fmt_kv_set_u32(kv, "llama.attention.head_count", g.n_heads) ||
-        fmt_kv_set_u32(kv, "llama.attention.head_count_kv", g.n_kv) ||
-        fmt_kv_set_u32(kv, "llama.attention.key_length", g.head_dim) ||
-        fmt_kv_set_u32(kv, "llama.attention.value_length", g.head_dim) ||
-        fmt_kv_set_u32(kv, "llama.rope.dimension_count", g.head_dim) ||
-        fmt_kv_set_f32(kv, "llama.rope.freq_base", g.theta) ||
-        fmt_kv_set_f32(kv, "llama.attention.layer_norm_rms_epsilon", g.eps))
+    if ((rc = arch_keys(&g, kv, vocab, (uint32_t)file_type, zipf)) < 0)
         goto out;
-    if (g.n_exp &&
-        (fmt_synth_routing_kv(kv, zipf) ||
-         fmt_kv_set_u32(kv, "llama.expert_count", g.n_exp) ||
-         fmt_kv_set_u32(kv, "llama.expert_used_count", g.top_k)))
-        goto out;
+    rc = FMT_ENOMEM;
     if (mt != FMT_DT_F32 && mt != FMT_DT_F16 &&
         (g.dim % 32 || g.ffn % 32 || ((uint64_t)g.n_heads * g.head_dim) % 32)) {
         fmt_err(err, errlen, "%s: quantised matrices need rows that are multiples of 32",

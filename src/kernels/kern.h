@@ -277,7 +277,14 @@ typedef void (*kern_tile_mm_fn)(const void *payload, unsigned rows,
                                 unsigned cols, const kern_act *x, unsigned m,
                                 unsigned col0, float *y, size_t ldy);
 
-/* Single-query attention over a binary16 cache for heads [h0, h1) (see
+/* Attention sinks (gpt-oss): sinks NULL, or [n_heads] logits, one a
+ * query head, each joining its head's softmax as one more position whose
+ * value is zero: it takes weight from the positions and adds nothing.  As
+ * llama.cpp applies it, after the positions: over an f16 cache the last
+ * step of the online softmax (kern_vec.c), over an f32 cache one more term
+ * of the softmax's maximum and sum.
+ *
+ * Single-query attention over a binary16 cache for heads [h0, h1) (see
  * kern_attn_decode_f16 for the arithmetic and the arguments); scores holds
  * at least (h1 - h0) * n_pos floats (a variant may work on several heads at
  * once, each with its own n_pos), scratch at least 2*head_dim halves. */
@@ -286,8 +293,8 @@ typedef void (*kern_attn_f16_fn)(float *out, const float *q,
                                  unsigned n_pos, unsigned h0, unsigned h1,
                                  unsigned n_heads, unsigned n_kv_heads,
                                  unsigned head_dim, size_t kv_stride,
-                                 float scale, float softcap, float *scores,
-                                 uint16_t *scratch);
+                                 float scale, float softcap, const float *sinks,
+                                 float *scores, uint16_t *scratch);
 
 /* Single-query attention over an f32 cache for heads [h0, h1), with
  * kern_attn_decode's arithmetic (run.c's: each score summed in order of
@@ -299,7 +306,7 @@ typedef void (*kern_attn_f32_fn)(float *out, const float *q, const float *k,
                                  unsigned h1, unsigned n_heads,
                                  unsigned n_kv_heads, unsigned head_dim,
                                  size_t kv_stride, float scale, float softcap,
-                                 float *scores);
+                                 const float *sinks, float *scores);
 
 /* Causal attention of a prompt chunk over a binary16 cache, with the
  * arithmetic of llama.cpp's tiled CPU flash attention (ops.cpp's
@@ -455,5 +462,32 @@ void kern_rope_ggml(float *x, unsigned n_heads, unsigned head_dim,
                     const float *freq_factors, int neox);
 void kern_swiglu_ggml(float *out, const float *gate, const float *up,
                       unsigned n);
+
+/* The model families' activations and RoPE, in ggml's arithmetic (kern_vec.c):
+ *   kern_geglu_ggml: ggml_vec_geglu_f32 of its default build (GELU through
+ *     its f16 table): gate <= -10 gives 0, >= 10 gate * up, else the tanh
+ *     GELU of gate rounded to f16, itself rounded to f16, times up;
+ *   kern_swiglu_oai: gpt-oss's ggml_swiglu_oai, x = min(gate, limit),
+ *     y = clamp(up, -limit, limit), out = x / (1 + expf(alpha * -x)) * (y + 1);
+ *   kern_rope_ggml_ext: ggml's rope with rope_yarn: pair i turns by theta_i
+ *     = pos * ts^i / freq_factors[i] (as kern_rope_ggml), interpolated by
+ *     freq_scale and, where ext_factor != 0, mixed back by YaRN's ramp over
+ *     corr[0..1] with the magnitude mscale * (1 + 0.1 ln(1/freq_scale));
+ *     cos and sin times attn_factor.  kern_rope_yarn_corr gives corr as
+ *     ggml_rope_yarn_corr_dims. */
+void kern_geglu_ggml(float *out, const float *gate, const float *up, unsigned n);
+void kern_swiglu_oai(float *out, const float *gate, const float *up, unsigned n,
+                     float alpha, float limit);
+typedef struct kern_rope_ext {
+    float        freq_scale;    /* 1: none */
+    float        ext_factor;    /* YaRN's mix, 0: none */
+    float        attn_factor;   /* the magnitude of cos and sin, 1: none */
+    float        corr[2];       /* YaRN's correction dimensions */
+    const float *freq_factors;  /* [rot_dim / 2] divisors of theta, or NULL */
+} kern_rope_ext;
+void kern_rope_ggml_ext(float *x, unsigned n_heads, unsigned head_dim, unsigned rot_dim,
+                        unsigned pos, float base, const kern_rope_ext *e, int neox);
+void kern_rope_yarn_corr(unsigned rot_dim, unsigned n_ctx_orig, float base, float beta_fast,
+                         float beta_slow, float corr[2]);
 
 #endif /* CFLOW_KERN_H */
