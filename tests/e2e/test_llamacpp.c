@@ -40,10 +40,12 @@
 #include "testutil.h"
 
 typedef struct rec {
-    char     preset[64], vocab[256], prompt[256], seed[32], gguf[256];
+    char     preset[64], vocab[256], prompt[256], seed[32], gguf[256], hf[256];
     uint64_t fnv;
     int32_t  prompt_ids[64], gen_ids[256];
     size_t   n_prompt, n_gen;
+    uint32_t n_ctx;          /* the context llama.cpp ran at (0: any) */
+    int      moe_modes;      /* run every expert I/O mode */
 } rec;
 
 static size_t parse_ids(const char *s, int32_t *out, size_t cap)
@@ -81,6 +83,12 @@ static void load_rec(const char *name, rec *r)
             snprintf(r->preset, sizeof r->preset, "%s", v);
         else if (!strcmp(ln, "gguf"))
             snprintf(r->gguf, sizeof r->gguf, "%s", v);
+        else if (!strcmp(ln, "hf"))
+            snprintf(r->hf, sizeof r->hf, "%s", v);
+        else if (!strcmp(ln, "n_ctx"))
+            r->n_ctx = (uint32_t)strtoul(v, NULL, 10);
+        else if (!strcmp(ln, "modes"))
+            r->moe_modes = !strcmp(v, "moe");
         else if (!strcmp(ln, "vocab"))
             snprintf(r->vocab, sizeof r->vocab, "%s", v);
         else if (!strcmp(ln, "seed"))
@@ -134,7 +142,58 @@ static const char *const gguf_names[FMT_NMATRIX] = {
     [FMT_M_DOWN] = "blk.%u.ffn_down.weight", [FMT_M_EXP_GATE] = "blk.%u.ffn_gate_exps.weight",
     [FMT_M_EXP_UP] = "blk.%u.ffn_up_exps.weight", [FMT_M_EXP_DOWN] = "blk.%u.ffn_down_exps.weight",
     [FMT_M_TOK_EMBD] = "token_embd.weight", [FMT_M_OUTPUT] = "output.weight",
+    [FMT_M_SH_GATE] = "blk.%u.ffn_gate_shexp.weight", [FMT_M_SH_UP] = "blk.%u.ffn_up_shexp.weight",
+    [FMT_M_SH_DOWN] = "blk.%u.ffn_down_shexp.weight",
 };
+
+/* The slot of a matrix id, and the table entry its slot is in (the
+ * globals' for the vocabulary's). */
+static int m_slot(unsigned mx)
+{
+    static const int slot[FMT_NMATRIX] = {
+        [FMT_M_Q] = FMT_S_Q, [FMT_M_K] = FMT_S_K, [FMT_M_V] = FMT_S_V, [FMT_M_O] = FMT_S_O,
+        [FMT_M_GATE] = FMT_S_GATE, [FMT_M_UP] = FMT_S_UP, [FMT_M_DOWN] = FMT_S_DOWN,
+        [FMT_M_EXP_GATE] = FMT_S_EXP_GATE, [FMT_M_EXP_UP] = FMT_S_EXP_UP,
+        [FMT_M_EXP_DOWN] = FMT_S_EXP_DOWN, [FMT_M_TOK_EMBD] = FMT_S_TOK_EMBD,
+        [FMT_M_OUTPUT] = FMT_S_OUTPUT, [FMT_M_SH_GATE] = FMT_S_SH_GATE,
+        [FMT_M_SH_UP] = FMT_S_SH_UP, [FMT_M_SH_DOWN] = FMT_S_SH_DOWN,
+    };
+    return slot[mx];
+}
+
+static unsigned m_entry(const fmt_model *m, unsigned mx, unsigned l)
+{
+    return mx == FMT_M_TOK_EMBD || mx == FMT_M_OUTPUT ? fmt_model_hparams(m)->n_layers : l;
+}
+
+/* The GGUF tensor matrix mx of layer l comes from, its name into tn, and
+ * its first row there (*r0): its own tensor, or a fused one's rows (Phi-3's
+ * attn_qkv: Q, K, V; its ffn_up of 2 ffn rows: gate, then up). */
+static const fmt_tensor *fused_part(const fmt_gguf *g, const fmt_model *m, unsigned mx,
+                                    unsigned l, char *tn, size_t tl, uint64_t *r0)
+{
+    const fmt_hparams *hp = fmt_model_hparams(m);
+    const fmt_layer_geom *lg = fmt_model_layer_geom(m, l);
+    const uint64_t q = (uint64_t)lg->n_heads * lg->head_dim,
+                   kv = (uint64_t)lg->n_kv_heads * lg->head_dim;
+    char fn[96];
+    *r0 = 0;
+    snprintf(tn, tl, gguf_names[mx], l);
+    if (mx == FMT_M_Q || mx == FMT_M_K || mx == FMT_M_V) {
+        snprintf(fn, sizeof fn, "blk.%u.attn_qkv.weight", l);
+        if (!fmt_gguf_find(g, tn) && fmt_gguf_find(g, fn)) {
+            *r0 = mx == FMT_M_Q ? 0 : mx == FMT_M_K ? q : q + kv;
+            snprintf(tn, tl, "%s", fn);
+        }
+    } else if (mx == FMT_M_GATE || mx == FMT_M_UP) {
+        snprintf(fn, sizeof fn, "blk.%u.ffn_gate.weight", l);
+        if (!fmt_gguf_find(g, fn)) {
+            *r0 = mx == FMT_M_GATE ? 0 : hp->ffn_dim;
+            snprintf(tn, tl, "blk.%u.ffn_up.weight", l);
+        }
+    }
+    return fmt_gguf_find(g, tn);
+}
 
 /* Every matrix of stream st (of layer l, expert e or -1) against the GGUF:
  * its tile type keeps the tensor's type, its blocks are the tensor's
@@ -149,13 +208,16 @@ static unsigned blocks_match(const fmt_gguf *g, const fmt_model *m, const fmt_st
             continue;
         seen |= 1u << mx;
         char tn[96];
-        snprintf(tn, sizeof tn, gguf_names[mx], l);
-        const fmt_tensor *t = fmt_gguf_find(g, tn);
+        uint64_t r0 = 0;
+        const fmt_tensor *t = fused_part(g, m, mx, l, tn, sizeof tn, &r0);
         assert_non_null(t);
         assert_int_equal(st->tiles[i].type, fmt_dtype_tile(t->dtype));
-        uint32_t rows = (uint32_t)t->ne[1], cols = (uint32_t)t->ne[0];
+        const fmt_matinfo *mi = fmt_model_matinfo(m, m_entry(m, mx, l), m_slot(mx));
+        assert_non_null(mi);
+        uint32_t rows = mi->rows, cols = (uint32_t)t->ne[0];
         cmp_ctx c = { (const uint8_t *)t->data, (size_t)fmt_dtype_size(t->dtype, cols), 0,
                       0xcbf29ce484222325ull };
+        c.want += (size_t)r0 * c.row_bytes;
         if (e >= 0)
             c.want += (size_t)e * rows * c.row_bytes;
         assert_int_equal(tu_matrix_rows(st, (int)mx, rows, cols, cmp_row, &c), 0);
@@ -165,7 +227,6 @@ static unsigned blocks_match(const fmt_gguf *g, const fmt_model *m, const fmt_st
         assert_int_equal(c.bad, 0);
         done++;
     }
-    (void)m;
     return done;
 }
 
@@ -179,9 +240,10 @@ static void check_blocks(const char *name, const char *gguf, const char *model)
     assert_int_equal(fmt_model_open(&m, model, err, sizeof err), 0);
     const fmt_hparams *hp = fmt_model_hparams(m);
     unsigned n = 0;
-    static const int lslots[] = { FMT_S_Q, FMT_S_O, FMT_S_GATE, FMT_S_DOWN };
+    static const int lslots[] = { FMT_S_Q, FMT_S_O, FMT_S_GATE, FMT_S_DOWN, FMT_S_SH_GATE,
+                                  FMT_S_SH_DOWN };
     for (unsigned l = 0; l < hp->n_layers; l++) {
-        for (unsigned s = 0; s < 4; s++)
+        for (unsigned s = 0; s < 6; s++)
             n += blocks_match(g, m, fmt_model_stream(m, l, lslots[s]), l, -1, name);
         for (unsigned e = 0; e < hp->n_experts; e++) {
             const fmt_stream *gu = NULL, *dn = NULL;
@@ -193,9 +255,77 @@ static void check_blocks(const char *name, const char *gguf, const char *model)
     n += blocks_match(g, m, fmt_model_stream(m, hp->n_layers, FMT_S_TOK_EMBD), 0, -1, name);
     n += blocks_match(g, m, fmt_model_stream(m, hp->n_layers, FMT_S_OUTPUT), 0, -1, name);
     fprintf(stderr, "%s: %u matrices of %s copied bit for bit\n", name, n, gguf);
-    assert_true(n >= 2 + 7 * (hp->n_experts ? 0 : hp->n_layers));
+    assert_true(n >= 1 + 7 * (hp->n_experts ? 0 : hp->n_layers));
     fmt_model_close(m);
     fmt_gguf_close(g);
+}
+
+/* An expert I/O setting (the MoE families run under each). */
+typedef struct xio_mode {
+    const char *what;
+    int         io, prefetch, ahead;
+    int64_t     cache;
+} xio_mode;
+static const xio_mode xio_modes[] = {
+    { "mmap+prefetch", ENG_XIO_MMAP, 1, 0, 0 },
+    { "sync", ENG_XIO_SYNC, 0, 0, 0 },
+    { "staged", ENG_XIO_STAGED, 0, 0, 0 },
+    { "sync+cache", ENG_XIO_SYNC, 0, 0, 1 << 20 },
+    { "staged+cache", ENG_XIO_STAGED, 0, 0, 1 << 20 },
+    { "staged+cache+ahead", ENG_XIO_STAGED, 0, 1, 1 << 20 },
+};
+
+/* Step 3: model, opened with mode's expert I/O (NULL: the defaults, mmap),
+ * gives r's prompt ids for its prompt (a batched prefill) and llama.cpp's
+ * greedy ids after it, first maximum winning ties as llama.cpp's greedy
+ * sampler. */
+static void greedy_matches(const char *name, const char *model, const rec *r,
+                           const xio_mode *mode)
+{
+    eng_opts o;
+    eng_session *s = NULL;
+    char err[512];
+    eng_opts_default(&o);
+    o.n_threads = 2;
+    o.n_ctx = r->n_ctx;
+    if (mode) {
+        o.expert_io = mode->io;
+        o.prefetch = mode->prefetch;
+        o.expert_cache = mode->cache;
+        o.expert_ahead = mode->ahead;
+    }
+    if (eng_open(&s, model, &o, err, sizeof err))
+        fprintf(stderr, "%s\n", err);
+    assert_non_null(s);
+    if (mode)
+        assert_int_equal(eng_expert_io(s), mode->io);
+    const eng_tok *tok = eng_tokenizer(s);
+    int32_t ids[64];
+    size_t n = 0;
+    assert_int_equal(eng_tok_encode(tok, r->prompt, strlen(r->prompt), 1, 1, ids, 64, &n), 0);
+    assert_int_equal(n, r->n_prompt);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(ids[i], r->prompt_ids[i]);
+    assert_int_equal(eng_prefill(s, ids, n, err, sizeof err), 0);
+    uint32_t nv = eng_hparams(s)->vocab_size;
+    size_t agree = 0;
+    for (size_t k = 0; k < r->n_gen; k++) {
+        const float *lg = eng_logits(s);
+        int32_t best = 0;
+        for (uint32_t v = 1; v < nv; v++)
+            if (lg[v] > lg[best])
+                best = (int32_t)v;
+        if (best != r->gen_ids[k]) {
+            fprintf(stderr, "%s%s%s: token %zu: cflow %d, llama.cpp %d (after %zu equal)\n",
+                    name, mode ? " " : "", mode ? mode->what : "", k, best, r->gen_ids[k],
+                    agree);
+            break;
+        }
+        agree++;
+        assert_int_equal(eng_decode(s, best, err, sizeof err), 0);
+    }
+    eng_close(s);
+    assert_int_equal(agree, r->n_gen);
 }
 
 static void check_case(const char *name)
@@ -237,40 +367,23 @@ static void check_case(const char *name)
     tu_proc_free(&p);
     check_blocks(name, gguf, model);
 
-    /* 3: token for token through the engine */
-    eng_opts o;
-    eng_session *s = NULL;
-    eng_opts_default(&o);
-    o.n_threads = 2;
-    if (eng_open(&s, model, &o, err, sizeof err))
-        fprintf(stderr, "%s\n", err);
-    assert_non_null(s);
-    const eng_tok *tok = eng_tokenizer(s);
-    int32_t ids[64];
-    size_t n = 0;
-    assert_int_equal(eng_tok_encode(tok, r.prompt, strlen(r.prompt), 1, 1, ids, 64, &n), 0);
-    assert_int_equal(n, r.n_prompt);
-    for (size_t i = 0; i < n; i++)
-        assert_int_equal(ids[i], r.prompt_ids[i]);
-    assert_int_equal(eng_prefill(s, ids, n, err, sizeof err), 0);
-    uint32_t nv = eng_hparams(s)->vocab_size;
-    size_t agree = 0;
-    for (size_t k = 0; k < r.n_gen; k++) {
-        const float *lg = eng_logits(s);
-        int32_t best = 0;
-        for (uint32_t v = 1; v < nv; v++)
-            if (lg[v] > lg[best])
-                best = (int32_t)v;
-        if (best != r.gen_ids[k]) {
-            fprintf(stderr, "%s: token %zu: cflow %d, llama.cpp %d (after %zu equal)\n",
-                    name, k, best, r.gen_ids[k], agree);
-            break;
-        }
-        agree++;
-        assert_int_equal(eng_decode(s, best, err, sizeof err), 0);
+    /* 3: token for token through the engine; a MoE family in every expert
+     * I/O mode; the same folder as Hugging Face gives it too */
+    greedy_matches(name, model, &r, NULL);
+    for (size_t i = 0; r.moe_modes && i < sizeof xio_modes / sizeof *xio_modes; i++)
+        greedy_matches(name, model, &r, &xio_modes[i]);
+    if (r.hf[0]) {
+        const char *src = getenv("CFLOW_SRCDIR");
+        char hf[4096], hm[4096];
+        snprintf(hf, sizeof hf, "%s/tests/data/%s", src ? src : ".", r.hf);
+        snprintf(hm, sizeof hm, "%s", tu_tmp("hf.cflow"));
+        assert_int_equal(tu_cflow_run(&p, "convert", hf, hm, (char *)NULL), 0);
+        if (p.status)
+            fprintf(stderr, "%s", p.err);
+        assert_int_equal(p.status, 0);
+        tu_proc_free(&p);
+        greedy_matches(r.hf, hm, &r, NULL);
     }
-    eng_close(s);
-    assert_int_equal(agree, r.n_gen);
 
     /* 4: `cflow run` prints the text of those ids (a committed GGUF run as
      * it is: converted into a private model cache) */
@@ -278,8 +391,10 @@ static void check_case(const char *name)
     snprintf(nbuf, sizeof nbuf, "%zu", r.n_gen);
     snprintf(cache_env, sizeof cache_env, "XDG_CACHE_HOME=%s", tu_tmp("cache"));
     char *const envv[] = { cache_env, NULL };
+    char cbuf[16];
+    snprintf(cbuf, sizeof cbuf, "%u", r.n_ctx);
     assert_int_equal(tu_cflow_env(&p, envv, "run", "-m", r.gguf[0] ? gguf : model, "-p",
-                                  r.prompt, "-n", nbuf, "--temp", "0", "--no-log",
+                                  r.prompt, "-n", nbuf, "-c", cbuf, "--temp", "0", "--no-log",
                                   "--ignore-eos", (char *)NULL), 0);
     if (p.status)
         fprintf(stderr, "%s", p.err);
@@ -315,6 +430,19 @@ static void test_tiny_mixtral(void **state)
     check_case("tiny-mixtral");
 }
 
+/* The model families (issue 42), each as `cflow synth --gguf` writes it in
+ * its own architecture: Phi-3's LongRoPE within its original context and
+ * past it (short and long divisors), the MoE families in every expert I/O
+ * mode. */
+#define FAMILY_CASE(fn, rec) \
+    static void test_##fn(void **state) { (void)state; check_case(rec); }
+FAMILY_CASE(tiny_olmoe, "tiny-olmoe")
+FAMILY_CASE(tiny_phi, "tiny-phi")
+FAMILY_CASE(tiny_phi_long, "tiny-phi-long")
+FAMILY_CASE(tiny_gemma2, "tiny-gemma2")
+FAMILY_CASE(tiny_gemma3, "tiny-gemma3")
+FAMILY_CASE(tiny_gptoss, "tiny-gptoss")
+
 /* One llama-quantize fixture a test: each GGML type on its own. */
 #define QUANT_CASE(t) \
     static void test_quant_##t(void **state) { (void)state; check_case("quant-" #t); }
@@ -336,6 +464,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_mixtral),
+        cmocka_unit_test(test_tiny_olmoe), cmocka_unit_test(test_tiny_phi),
+        cmocka_unit_test(test_tiny_phi_long), cmocka_unit_test(test_tiny_gemma2),
+        cmocka_unit_test(test_tiny_gemma3), cmocka_unit_test(test_tiny_gptoss),
         cmocka_unit_test(test_quant_q2_k), cmocka_unit_test(test_quant_q3_k),
         cmocka_unit_test(test_quant_q4_k), cmocka_unit_test(test_quant_q5_k),
         cmocka_unit_test(test_quant_q6_k), cmocka_unit_test(test_quant_iq4_xs),
