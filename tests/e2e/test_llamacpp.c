@@ -103,7 +103,8 @@ static void load_rec(const char *name, rec *r)
             r->n_gen = parse_ids(v, r->gen_ids, 256);
     }
     free(txt);
-    assert_true(r->gguf[0] ? !r->preset[0] : r->preset[0] && r->vocab[0] && r->fnv);
+    assert_true(r->gguf[0] ? !r->preset[0]
+                           : r->hf[0] || (r->preset[0] && r->vocab[0] && r->fnv));
     assert_true(r->prompt[0]);
     assert_true(r->n_prompt > 0);
     assert_true(r->n_gen >= 16);   /* the issue asks for at least 16 */
@@ -337,8 +338,19 @@ static void check_case(const char *name)
     char gguf[4096], model[4096];
     snprintf(model, sizeof model, "%s", tu_tmp("llamacpp.cflow"));
 
-    if (r.gguf[0]) {
-        const char *src = getenv("CFLOW_SRCDIR");
+    const char *src = getenv("CFLOW_SRCDIR");
+    char hf[4096];
+    snprintf(hf, sizeof hf, "%s/tests/data/%s", src ? src : ".", r.hf);
+    if (!r.gguf[0] && !r.preset[0]) {
+        /* a Hugging Face folder alone: the ids of the GGUF llama.cpp's
+         * converter rules make of it (tests/data/families) */
+        assert_int_equal(tu_cflow_run(&p, "convert", hf, model, (char *)NULL), 0);
+        if (p.status)
+            fprintf(stderr, "%s", p.err);
+        assert_int_equal(p.status, 0);
+        tu_proc_free(&p);
+        snprintf(gguf, sizeof gguf, "%s", model);
+    } else if (r.gguf[0]) {
         snprintf(gguf, sizeof gguf, "%s/tests/data/%s", src ? src : ".", r.gguf);
     } else {
         /* 1: the same file llama.cpp ran */
@@ -360,22 +372,22 @@ static void check_case(const char *name)
     }
 
     /* 2: convert, every block copied */
-    assert_int_equal(tu_cflow_run(&p, "convert", gguf, model, (char *)NULL), 0);
-    if (p.status)
-        fprintf(stderr, "%s", p.err);
-    assert_int_equal(p.status, 0);
-    tu_proc_free(&p);
-    check_blocks(name, gguf, model);
+    if (r.gguf[0] || r.preset[0]) {
+        assert_int_equal(tu_cflow_run(&p, "convert", gguf, model, (char *)NULL), 0);
+        if (p.status)
+            fprintf(stderr, "%s", p.err);
+        assert_int_equal(p.status, 0);
+        tu_proc_free(&p);
+        check_blocks(name, gguf, model);
+    }
 
     /* 3: token for token through the engine; a MoE family in every expert
      * I/O mode; the same folder as Hugging Face gives it too */
     greedy_matches(name, model, &r, NULL);
     for (size_t i = 0; r.moe_modes && i < sizeof xio_modes / sizeof *xio_modes; i++)
         greedy_matches(name, model, &r, &xio_modes[i]);
-    if (r.hf[0]) {
-        const char *src = getenv("CFLOW_SRCDIR");
-        char hf[4096], hm[4096];
-        snprintf(hf, sizeof hf, "%s/tests/data/%s", src ? src : ".", r.hf);
+    if (r.hf[0] && (r.gguf[0] || r.preset[0])) {
+        char hm[4096];
         snprintf(hm, sizeof hm, "%s", tu_tmp("hf.cflow"));
         assert_int_equal(tu_cflow_run(&p, "convert", hf, hm, (char *)NULL), 0);
         if (p.status)
@@ -393,7 +405,8 @@ static void check_case(const char *name)
     char *const envv[] = { cache_env, NULL };
     char cbuf[16];
     snprintf(cbuf, sizeof cbuf, "%u", r.n_ctx);
-    assert_int_equal(tu_cflow_env(&p, envv, "run", "-m", r.gguf[0] ? gguf : model, "-p",
+    assert_int_equal(tu_cflow_env(&p, envv, "run", "-m",
+                                  r.gguf[0] ? gguf : r.preset[0] ? model : hf, "-p",
                                   r.prompt, "-n", nbuf, "-c", cbuf, "--temp", "0", "--no-log",
                                   "--ignore-eos", (char *)NULL), 0);
     if (p.status)
@@ -443,6 +456,21 @@ FAMILY_CASE(tiny_gemma2, "tiny-gemma2")
 FAMILY_CASE(tiny_gemma3, "tiny-gemma3")
 FAMILY_CASE(tiny_gptoss, "tiny-gptoss")
 
+/* A family's fixture from llama.cpp's tools (tests/data/families: gguf-py
+ * wrote its f32 GGUF beside a Hugging Face folder of the same weights,
+ * llama-quantize quantised it): the quantised GGUF, and the folder, which
+ * must give llama.cpp's ids of the f32 GGUF. */
+FAMILY_CASE(fam_olmoe_q4_0, "fam-olmoe-q4_0")
+FAMILY_CASE(fam_olmoe_hf, "fam-olmoe-hf")
+FAMILY_CASE(fam_phi3_q8_0, "fam-phi3-q8_0")
+FAMILY_CASE(fam_phi3_hf, "fam-phi3-hf")
+FAMILY_CASE(fam_gemma2_q8_0, "fam-gemma2-q8_0")
+FAMILY_CASE(fam_gemma2_hf, "fam-gemma2-hf")
+FAMILY_CASE(fam_gemma3_q4_k_m, "fam-gemma3-q4_k_m")
+FAMILY_CASE(fam_gemma3_hf, "fam-gemma3-hf")
+FAMILY_CASE(fam_gptoss_mxfp4, "fam-gptoss-mxfp4_moe")
+FAMILY_CASE(fam_gptoss_hf, "fam-gptoss-hf")
+
 /* One llama-quantize fixture a test: each GGML type on its own. */
 #define QUANT_CASE(t) \
     static void test_quant_##t(void **state) { (void)state; check_case("quant-" #t); }
@@ -467,6 +495,11 @@ int main(void)
         cmocka_unit_test(test_tiny_olmoe), cmocka_unit_test(test_tiny_phi),
         cmocka_unit_test(test_tiny_phi_long), cmocka_unit_test(test_tiny_gemma2),
         cmocka_unit_test(test_tiny_gemma3), cmocka_unit_test(test_tiny_gptoss),
+        cmocka_unit_test(test_fam_olmoe_q4_0), cmocka_unit_test(test_fam_olmoe_hf),
+        cmocka_unit_test(test_fam_phi3_q8_0), cmocka_unit_test(test_fam_phi3_hf),
+        cmocka_unit_test(test_fam_gemma2_q8_0), cmocka_unit_test(test_fam_gemma2_hf),
+        cmocka_unit_test(test_fam_gemma3_q4_k_m), cmocka_unit_test(test_fam_gemma3_hf),
+        cmocka_unit_test(test_fam_gptoss_mxfp4), cmocka_unit_test(test_fam_gptoss_hf),
         cmocka_unit_test(test_quant_q2_k), cmocka_unit_test(test_quant_q3_k),
         cmocka_unit_test(test_quant_q4_k), cmocka_unit_test(test_quant_q5_k),
         cmocka_unit_test(test_quant_q6_k), cmocka_unit_test(test_quant_iq4_xs),
