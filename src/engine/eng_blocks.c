@@ -219,7 +219,7 @@ void eng_scratch_free(eng_session *s)
     free(d->xg_act); free(d->xg_h); free(d->xg_h2); free(d->xg_o);
     free(d->x); free(d->xb); free(d->q); free(d->att); free(d->hb); free(d->hb2);
     free(d->k_tmp); free(d->v_tmp); free(d->scores); free(d->att16);
-    free(d->par_sc); free(d->par_h16);
+    free(d->par_sc); free(d->par_h16); free(d->ring_k); free(d->ring_v);
     free(d->m); free(d->d); free(d->e); free(d->a);
     free(d->hist); free(d->pend); free(d->probs);
     memset(d, 0, sizeof *d);
@@ -393,41 +393,76 @@ static int attn_scratch(eng_session *s, uint32_t n_heads, uint32_t copies)
     return 0;
 }
 
+/* A wrapped ring's rows in the order of their positions, oldest first:
+ * rows [r0, cap) then [0, r0) copied into the decode scratch (ring_k,
+ * ring_v), so the attention sums over the window in the order llama.cpp's
+ * cache holds it (its SWA cells run in position order until they wrap; an
+ * f16 accumulator's roundings depend on the order).  The copy is the
+ * window's K and V once a token, the price of keeping only the window;
+ * when memory is short the ring's own order is used. */
+static void ring_in_order(eng_session *s, attn_task *t, uint32_t cap, uint32_t r0)
+{
+    eng_scratch *d = &s->dec;
+    const size_t es = s->kv_f16 ? sizeof(uint16_t) : sizeof(float);
+    const size_t row = (size_t)s->kv_dim * es, n = (size_t)cap * row;
+    if (d->ring_cap < cap) {
+        void *k = realloc(d->ring_k, n), *v = k ? realloc(d->ring_v, n) : NULL;
+        if (k)
+            d->ring_k = k;
+        if (!k || !v)
+            return;
+        d->ring_v = v;
+        d->ring_cap = cap;
+    }
+    const uint8_t *k = t->k, *v = t->v;
+    memcpy(d->ring_k, k + r0 * row, (cap - r0) * row);
+    memcpy((uint8_t *)d->ring_k + (cap - r0) * row, k, r0 * row);
+    memcpy(d->ring_v, v + r0 * row, (cap - r0) * row);
+    memcpy((uint8_t *)d->ring_v + (cap - r0) * row, v, r0 * row);
+    t->k = d->ring_k;
+    t->v = d->ring_v;
+}
+
 /* Store this position's k, v into sequence seq's cache of effective layer
- * kvl; the attention task of the position (its q, att, visible cache). */
+ * kvl; the attention task of the position (its q, att, visible cache).  A
+ * layer sliding over W positions sees the last W; where its cache is a
+ * ring of W rows (eng_kv_row) those are all its rows once it has wrapped,
+ * taken in the order of their positions (ring_in_order). */
 static attn_task attn_store(eng_session *s, eng_seq *seq, const eng_layer *ly,
                             unsigned kvl, uint32_t pos, const float *q, const float *k,
                             const float *v, float *att)
 {
     const fmt_layer_geom *g = ly->g;
-    uint32_t kvd = ly->kv_dim;
-    const size_t lo = (size_t)kvl * seq->n_ctx * s->kv_dim;  /* layer offset */
-    /* sliding-window layers see only the last sliding_window positions */
-    uint32_t first = 0, W = g->sliding_window;
-    if (W && pos + 1 > W)
-        first = pos + 1 - W;
-    attn_task t = { s, q, att, NULL, NULL, pos + 1 - first, g->n_heads,
+    uint32_t kvd = ly->kv_dim, cap = seq->kv_cap[kvl];
+    const size_t lo = seq->kv_off[kvl] * (size_t)s->kv_dim;  /* the layer's first row */
+    const size_t at = eng_kv_row(seq, kvl, pos);              /* this position's */
+    uint32_t first = 0, W = g->sliding_window, n_pos = pos + 1;
+    if (cap < seq->n_ctx)
+        n_pos = pos + 1 < cap ? pos + 1 : cap;   /* the ring's rows */
+    else if (W && pos + 1 > W)
+        first = pos + 1 - W, n_pos = W;
+    attn_task t = { s, q, att, NULL, NULL, n_pos, g->n_heads,
                     g->n_kv_heads, g->head_dim, NULL, NULL,   /* scratch: the caller's */
                     attn_scale(s, ly), s->hp->attn_softcap, ly->sinks };
     if (s->kv_f16) {
-        uint16_t *kc = seq->kc16 + lo, *vc = seq->vc16 + lo;
-        uint16_t *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
+        uint16_t *kp = seq->kc16 + at, *vp = seq->vc16 + at;
         for (uint32_t i = 0; i < kvd; i++) {
             kp[i] = kern_fp32_to_fp16(k[i]);
             vp[i] = kern_fp32_to_fp16(v[i]);
         }
-        t.k = kc + (size_t)first * s->kv_dim;
-        t.v = vc + (size_t)first * s->kv_dim;
+        t.k = seq->kc16 + lo + (size_t)first * s->kv_dim;
+        t.v = seq->vc16 + lo + (size_t)first * s->kv_dim;
     } else {
-        float *kc = seq->kc + lo, *vc = seq->vc + lo;
-        float *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
+        float *kp = seq->kc + at, *vp = seq->vc + at;
         if (kp != k)
             memcpy(kp, k, kvd * sizeof(float));
         if (vp != v)
             memcpy(vp, v, kvd * sizeof(float));
-        t.k = kc + (size_t)first * s->kv_dim;
-        t.v = vc + (size_t)first * s->kv_dim;
+        t.k = seq->kc + lo + (size_t)first * s->kv_dim;
+        t.v = seq->vc + lo + (size_t)first * s->kv_dim;
     }
+    if (cap < seq->n_ctx && pos + 1 > cap && (pos + 1) % cap)
+        ring_in_order(s, &t, cap, (pos + 1) % cap);
     return t;
 }
 
@@ -565,7 +600,7 @@ static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl, unsigne
         s->bat.work_n = per;
         s->bat.work_threads = (uint32_t)nt;
     }
-    const size_t lo = (size_t)kvl * seq->n_ctx * s->kv_dim;  /* layer offset */
+    const size_t lo = seq->kv_off[kvl] * (size_t)s->kv_dim;  /* the layer's first row */
     t.k = seq->kc16 + lo;
     t.v = seq->vc16 + lo;
     if (nt >= 2)
@@ -591,6 +626,22 @@ void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
     attn_batch b;
     uint64_t work = 0;
     b.m = m;
+    /* a ring that wraps within the batch: a later row's store would
+     * overwrite a row an earlier one sees, so each row stores and attends
+     * in turn */
+    int wraps = 0;
+    for (unsigned j = 0; j < m; j++) {
+        const eng_seq *sq = s->bat.seq[j];
+        wraps |= sq->kv_cap[kvl] < sq->n_ctx && s->bat.pos[j] + m > sq->kv_cap[kvl];
+    }
+    for (unsigned j = 0; wraps && j < m; j++) {
+        attn_task t = attn_store(s, s->bat.seq[j], ly, kvl, s->bat.pos[j], q + (size_t)j * qd,
+                                 k + (size_t)j * kvd, v + (size_t)j * kvd,
+                                 att + (size_t)j * qd);
+        attn_attend(s, &t);
+    }
+    if (wraps)
+        return;
     for (unsigned j = 0; j < m; j++) {
         b.t[j] = attn_store(s, s->bat.seq[j], ly, kvl, s->bat.pos[j], q + (size_t)j * qd,
                             k + (size_t)j * kvd, v + (size_t)j * kvd,
@@ -619,15 +670,14 @@ void eng_attn_block(eng_session *s, eng_seq *seq, const eng_layer *ly, unsigned 
     const fmt_hparams *hp = s->hp;
     uint32_t dim = hp->dim, pos = seq->n_past;
     uint32_t qd = ly->q_dim, kvd = ly->kv_dim;   /* this layer's widths */
-    const size_t lo = (size_t)kvl * seq->n_ctx * s->kv_dim;  /* layer offset */
     float *out[FMT_NMATRIX] = { 0 };
     float *k, *v;                   /* this position's k and v */
     if (s->kv_f16) {
         k = s->dec.k_tmp;               /* rounded into kc16/vc16 below */
         v = s->dec.v_tmp;
     } else {
-        k = seq->kc + lo + (size_t)pos * s->kv_dim;
-        v = seq->vc + lo + (size_t)pos * s->kv_dim;
+        k = seq->kc + eng_kv_row(seq, kvl, pos);
+        v = seq->vc + eng_kv_row(seq, kvl, pos);
     }
     eng_rmsnorm(s, s->dec.xb, h, ly->attn_norm, dim);
     kern_act_set(&s->dec.act_dim, s->dec.xb, dim, ly->qkv.need);

@@ -52,6 +52,11 @@
 #include "engine/engine.h"
 
 /* ---- eng_session.c ---- */
+struct eng_seq;
+/* The first element of position pos's row of effective layer kvl in seq's
+ * cache (a sliding layer's ring wraps). */
+#define eng_kv_row(seq, kvl, pos) \
+    (((seq)->kv_off[kvl] + (pos) % (seq)->kv_cap[kvl]) * (size_t)(seq)->s->kv_dim)
 /* The mapped model behind a session (for inspection and statistics). */
 const fmt_model *eng_model(const eng_session *s);
 /* requested > 0: itself; else the number of online CPUs. */
@@ -295,9 +300,10 @@ typedef void (*eng_gate_fn)(const eng_session *s, float *p, int *expert, float *
  * eng_kv.c keeps it between tokens): what one stream of tokens owns, its
  * KV cache, position and token history; the rest of a pass is the
  * session's, shared.
- *   kc, vc [n_eff][n_ctx][kv_dim]  the KV cache, position-major per
- *                      effective layer: floats, or halves (kc16, vc16) with
- *                      the session's kv_f16
+ *   kc, vc [rows][kv_dim]  the KV cache, position-major per effective
+ *                      layer (kv_off, kv_cap: a sliding layer keeps only
+ *                      its window, as a ring): floats, or halves (kc16,
+ *                      vc16) with the session's kv_f16
  *   tok [n_ctx]        the token at each cached position; positions [0,
  *                      kv_exact) hold the rows a prefill of their tokens
  *                      computes (UINT32_MAX: all; a shift leaves n_keep)
@@ -310,6 +316,13 @@ struct eng_seq {
     uint32_t     n_ctx, n_past;
     float       *kc, *vc;
     uint16_t    *kc16, *vc16;
+    /* per effective layer: its cache's first row (kv_off, in rows of
+     * kv_dim) and its rows (kv_cap): n_ctx, or a sliding layer's window
+     * when that is shorter, kept as a ring (position p in row p % kv_cap:
+     * eng_kv_row); ring: some layer is one */
+    uint64_t    *kv_off;
+    uint32_t    *kv_cap;
+    int          ring;
     int32_t     *tok;
     uint32_t     kv_exact;
     float       *logits;
@@ -344,6 +357,8 @@ struct eng_seq {
  *                      per head, scores [ctx] floats and 2*hd_max halves,
  *                      for par_heads heads (a batch's threads each have
  *                      n_heads of them)
+ *   ring_k, ring_v [ring_cap][kv_dim]  a sliding layer's wrapped ring copied
+ *                      into the order of its positions (eng_blocks.c)
  * ctx is the longest context a score row must hold. */
 typedef struct eng_scratch {
     float    *x, *xb, *q, *att, *k_tmp, *v_tmp, *hb, *hb2;
@@ -358,6 +373,8 @@ typedef struct eng_scratch {
     float    *par_sc;
     uint16_t *par_h16;
     uint32_t  par_heads;
+    void     *ring_k, *ring_v;   /* a wrapped ring's rows in order (ring_cap rows) */
+    uint32_t  ring_cap;
 } eng_scratch;
 
 /* The expert I/O room (eng_io_session.c sets it up and tears it down):

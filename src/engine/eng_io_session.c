@@ -164,8 +164,7 @@ static uint64_t cache_budget(const eng_session *s, int64_t opt)
     uint64_t free = eng_mem_free(), file = fmt_model_file_size(s->model);
     uint64_t bank = s->stats.expert_bank_bytes;
     uint64_t dense = file > bank ? file - bank : 0;
-    uint64_t kv = (uint64_t)s->n_eff * s->seq->n_ctx * s->kv_dim * 2u *
-                  (s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
+    uint64_t kv = eng_kv_bytes(s, -1);
     uint64_t margin = free / 10 > ((uint64_t)512 << 20) ? free / 10 : (uint64_t)512 << 20;
     uint64_t need = dense + kv + margin;
     return free > need ? free - need : 0;

@@ -11,11 +11,13 @@
  * The session opens with one (s->seq: eng_decode, eng_prefill ... run on
  * it); more are made with eng_seq_new, each with its own context length.
  *
- * The cache is position-major per effective layer (kc, vc or kc16, vc16
- * [n_eff][n_ctx][kv_dim]); n_past positions are filled, and tok [n_ctx]
- * remembers which token each holds.  A reset only sets n_past to 0.  A
- * shift drops positions in the middle and slides the rest down, turning
- * the cached keys to their new positions.
+ * The cache is position-major per effective layer (kc, vc or kc16, vc16:
+ * n_ctx rows a layer, or a sliding layer's window kept as a ring, kv_off
+ * and kv_cap); n_past positions are filled, and tok [n_ctx] remembers which
+ * token each holds.  A reset only sets n_past to 0.  A shift drops
+ * positions in the middle and slides the rest down, turning the cached
+ * keys to their new positions (with rings: computes them again,
+ * shift_refill).
  *
  * Reuse.  A conversation is rendered in full every turn, and the new
  * token list mostly starts with what the cache already holds: the earlier
@@ -91,6 +93,12 @@ int eng_seq_prefill_reuse(eng_seq *seq, const int32_t *tokens, size_t n,
     }
     if (n && k == n)
         k--;                  /* the last token runs again: its logits */
+    /* A sliding layer's ring holds the last window only: cut back by more
+     * than one position, rows the positions before the cut need were
+     * overwritten by those after it, so nothing is kept (cut back by one,
+     * the overwritten row is the one the window just left) */
+    if (seq->ring && k + 1 < seq->n_past)
+        k = 0;
     kv_cut(seq, k);
     if (n_reused)
         *n_reused = k;
@@ -138,6 +146,27 @@ static void rerope_row(const eng_session *s, const fmt_layer_geom *g, float *k,
     }
 }
 
+/* The shift of a model with sliding layers kept as rings: their rows
+ * hold the last window only, in ring order, and a window that reaches into
+ * the kept prefix after the shift needs rows the ring let go.  So the
+ * positions left are computed again from their tokens (the history the
+ * sequence keeps): a prefill of n_past - n_discard tokens, exact where the
+ * full layers' slid rows would not be (they saw the dropped tokens). */
+static int shift_refill(eng_seq *seq, uint32_t n_keep, uint32_t n_discard, char *err,
+                        size_t errlen)
+{
+    const uint32_t n = seq->n_past - n_discard;
+    int32_t *t = malloc((n ? n : 1) * sizeof *t);
+    if (!t)
+        return eng_fail(err, errlen, ENG_ENOMEM, "context shift: out of memory");
+    memcpy(t, seq->tok, n_keep * sizeof *t);
+    memcpy(t + n_keep, seq->tok + n_keep + n_discard, (n - n_keep) * sizeof *t);
+    kv_cut(seq, 0);
+    int rc = eng_seq_prefill(seq, t, n, err, errlen);
+    free(t);
+    return rc;
+}
+
 int eng_seq_shift(eng_seq *seq, uint32_t n_keep, uint32_t n_discard, char *err,
                   size_t errlen)
 {
@@ -149,6 +178,8 @@ int eng_seq_shift(eng_seq *seq, uint32_t n_keep, uint32_t n_discard, char *err,
                     n_discard, n_keep, seq->n_past);
     if (n_discard == 0)
         return 0;
+    if (seq->ring)
+        return shift_refill(seq, n_keep, n_discard, err, errlen);
     unsigned half = s->hd_max / 2;
     float *c = calloc(half ? half : 1, sizeof *c), *sn = calloc(half ? half : 1, sizeof *sn);
     if (!c || !sn) {
@@ -169,7 +200,7 @@ int eng_seq_shift(eng_seq *seq, uint32_t n_keep, uint32_t n_discard, char *err,
             c[i] = (float)cos(ang);
             sn[i] = (float)sin(ang);
         }
-        size_t dst = (size_t)l * seq->n_ctx * row + (size_t)n_keep * row;
+        size_t dst = (size_t)seq->kv_off[l] * row + (size_t)n_keep * row;
         size_t src = dst + (size_t)n_discard * row;
         if (s->kv_f16) {
             memmove(seq->kc16 + dst, seq->kc16 + src, n * sizeof(uint16_t));

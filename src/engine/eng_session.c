@@ -389,10 +389,22 @@ int eng_seq_new(eng_session *s, uint32_t n_ctx, eng_seq **out, char *err, size_t
         return eng_fail(err, errlen, ENG_EARG,
                         "%s: a context of %u positions: the model has %u", path, n_ctx,
                         hp->max_seq);
-    const size_t kv = (size_t)s->n_eff * n_ctx * s->kv_dim;
     eng_seq *seq = calloc(1, sizeof *seq);
     int oom = !seq;
+    size_t kv = 0;
     if (seq) {
+        /* each layer's rows: the context, or a sliding window's (a ring) */
+        const unsigned reps = s->n_eff / hp->n_layers;
+        seq->kv_off = eng_xalloc(s->n_eff * sizeof *seq->kv_off, &oom);
+        seq->kv_cap = eng_xalloc(s->n_eff * sizeof *seq->kv_cap, &oom);
+        for (unsigned l = 0; !oom && l < s->n_eff; l++) {
+            const uint32_t W = s->layers[l / reps].g->sliding_window;
+            seq->kv_cap[l] = W && W < n_ctx ? W : n_ctx;
+            seq->ring |= seq->kv_cap[l] < n_ctx;
+            seq->kv_off[l] = kv;
+            kv += seq->kv_cap[l];
+        }
+        kv *= s->kv_dim;
         seq->s = s;
         seq->n_ctx = n_ctx;
         seq->kv_exact = UINT32_MAX;
@@ -428,6 +440,7 @@ void eng_seq_free(eng_seq *seq)
             break;
         }
     free(seq->kc); free(seq->vc); free(seq->kc16); free(seq->vc16);
+    free(seq->kv_off); free(seq->kv_cap);
     free(seq->tok); free(seq->logits); free(seq->reuse_logits);
     free(seq);
 }
@@ -548,6 +561,16 @@ uint32_t eng_seq_n_ctx(const eng_seq *seq) { return seq->n_ctx; }
 const char *eng_seq_error(const eng_seq *seq) { return seq->err; }
 uint32_t eng_n_past(const eng_session *s) { return s->seq->n_past; }
 float *eng_logits(eng_session *s) { return s->seq->logits; }
+
+uint64_t eng_kv_bytes(const eng_session *s, int layer)
+{
+    const eng_seq *seq = s->seq;
+    uint64_t rows = 0;
+    for (unsigned l = 0; l < s->n_eff; l++)
+        if (layer < 0 || (unsigned)layer == l)
+            rows += seq->kv_cap[l];
+    return rows * s->kv_dim * 2u * (s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
+}
 const fmt_model *eng_model(const eng_session *s) { return s->model; }
 
 int eng_default_threads(int requested)

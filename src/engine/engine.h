@@ -257,6 +257,11 @@ void eng_opts_default(eng_opts *o);
  * maps the whole file); eng_opts.no_mmap's outcome.  s must not be NULL. */
 uint64_t eng_weights_copied(const eng_session *s);
 
+/* Bytes the session's own KV cache holds (its K and V) for effective layer
+ * `layer`, or for every layer when layer < 0: a layer sliding over a window
+ * shorter than the context keeps that window only (a ring). */
+uint64_t eng_kv_bytes(const eng_session *s, int layer);
+
 /* Open model_path with options o (NULL: eng_opts_default).  0 and *out,
  * or an ENG_E* code with *out NULL and one line in err: ENG_EIO,
  * ENG_EFORMAT, ENG_EUNSUP from the file (the format module's code of the

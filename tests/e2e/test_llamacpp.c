@@ -455,6 +455,10 @@ FAMILY_CASE(tiny_phi_long, "tiny-phi-long")
 FAMILY_CASE(tiny_gemma2, "tiny-gemma2")
 FAMILY_CASE(tiny_gemma3, "tiny-gemma3")
 FAMILY_CASE(tiny_gptoss, "tiny-gptoss")
+/* a prompt of 29 tokens over windows of 8: the batched prefill wraps the
+ * sliding layers' rings inside a chunk */
+FAMILY_CASE(tiny_gemma2_long, "tiny-gemma2-long")
+FAMILY_CASE(tiny_gptoss_long, "tiny-gptoss-long")
 
 /* A family's fixture from llama.cpp's tools (tests/data/families: gguf-py
  * wrote its f32 GGUF beside a Hugging Face folder of the same weights,
@@ -495,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_tiny_olmoe), cmocka_unit_test(test_tiny_phi),
         cmocka_unit_test(test_tiny_phi_long), cmocka_unit_test(test_tiny_gemma2),
         cmocka_unit_test(test_tiny_gemma3), cmocka_unit_test(test_tiny_gptoss),
+        cmocka_unit_test(test_tiny_gemma2_long), cmocka_unit_test(test_tiny_gptoss_long),
         cmocka_unit_test(test_fam_olmoe_q4_0), cmocka_unit_test(test_fam_olmoe_hf),
         cmocka_unit_test(test_fam_phi3_q8_0), cmocka_unit_test(test_fam_phi3_hf),
         cmocka_unit_test(test_fam_gemma2_q8_0), cmocka_unit_test(test_fam_gemma2_hf),
