@@ -427,7 +427,8 @@ static void ring_in_order(eng_session *s, attn_task *t, uint32_t cap, uint32_t r
  * kvl; the attention task of the position (its q, att, visible cache).  A
  * layer sliding over W positions sees the last W; where its cache is a
  * ring of W rows (eng_kv_row) those are all its rows once it has wrapped,
- * taken in the order of their positions (ring_in_order). */
+ * taken in the order of their positions (ring_in_order).  v NULL: MLA,
+ * whose values are its keys' rows (eng_mla.c; no V cache). */
 static attn_task attn_store(eng_session *s, eng_seq *seq, const eng_layer *ly,
                             unsigned kvl, uint32_t pos, const float *q, const float *k,
                             const float *v, float *att)
@@ -445,21 +446,21 @@ static attn_task attn_store(eng_session *s, eng_seq *seq, const eng_layer *ly,
                     g->n_kv_heads, g->head_dim, NULL, NULL,   /* scratch: the caller's */
                     attn_scale(s, ly), s->hp->attn_softcap, ly->sinks };
     if (s->kv_f16) {
-        uint16_t *kp = seq->kc16 + at, *vp = seq->vc16 + at;
-        for (uint32_t i = 0; i < kvd; i++) {
+        uint16_t *kp = seq->kc16 + at;
+        for (uint32_t i = 0; i < kvd; i++)
             kp[i] = kern_fp32_to_fp16(k[i]);
-            vp[i] = kern_fp32_to_fp16(v[i]);
-        }
+        for (uint32_t i = 0; v && i < kvd; i++)
+            seq->vc16[at + i] = kern_fp32_to_fp16(v[i]);
         t.k = seq->kc16 + lo + (size_t)first * s->kv_dim;
-        t.v = seq->vc16 + lo + (size_t)first * s->kv_dim;
+        t.v = v ? seq->vc16 + lo + (size_t)first * s->kv_dim : t.k;
     } else {
-        float *kp = seq->kc + at, *vp = seq->vc + at;
+        float *kp = seq->kc + at;
         if (kp != k)
             memcpy(kp, k, kvd * sizeof(float));
-        if (vp != v)
-            memcpy(vp, v, kvd * sizeof(float));
+        if (v && seq->vc + at != v)
+            memcpy(seq->vc + at, v, kvd * sizeof(float));
         t.k = seq->kc + lo + (size_t)first * s->kv_dim;
-        t.v = seq->vc + lo + (size_t)first * s->kv_dim;
+        t.v = v ? seq->vc + lo + (size_t)first * s->kv_dim : t.k;
     }
     if (cap < seq->n_ctx && pos + 1 > cap && (pos + 1) % cap)
         ring_in_order(s, &t, cap, (pos + 1) % cap);
@@ -576,7 +577,7 @@ static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl, unsigne
      * per-position kernels) */
     if (!s->bat.tiled || !s->kv_f16 || !s->ops->attn_prefill_f16 || !g->n_kv_heads ||
         g->n_heads % g->n_kv_heads || (W && pos0 + m > W) || ly->sinks ||
-        s->hp->attn_softcap > 0.0f)
+        s->hp->attn_softcap > 0.0f || s->hp->mla_rank)
         return -1;
     const int nt = eng_pool_size(s->pool);
     attn_tiled_task t = { s, q, att, NULL, NULL, pos0, m, m, 1,
@@ -611,10 +612,19 @@ static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl, unsigne
     return 0;
 }
 
+/* Store one position's k, v (v NULL: MLA) and attend: att from q. */
+void eng_attn_store_attend(eng_session *s, eng_seq *seq, const eng_layer *ly, unsigned kvl,
+                           uint32_t pos, const float *q, const float *k, const float *v,
+                           float *att)
+{
+    attn_task t = attn_store(s, seq, ly, kvl, pos, q, k, v, att);
+    attn_attend(s, &t);
+}
+
 /* The m (<= ENG_BATCH) rows of the batch room, row j position pos[j] of
  * sequence seq[j] (a prompt chunk: consecutive positions of one): store
- * each's k, v (k, v [m][kv_dim]), then attend them all, att [m][q_dim] from
- * q [m][q_dim].  A row sees its sequence's positions up to its own, all
+ * each's k, v (k, v [m][kv_dim]; v NULL: MLA), then attend them all, att
+ * [m][q_dim] from q [m][q_dim].  A row sees its sequence's positions up to its own, all
  * stored by then, so the attention of the batch is one parallel region of
  * (row, heads) claims instead of a region a row, and each row's heads get
  * the arithmetic, and the bits, of eng_attn_block's. */
@@ -636,7 +646,7 @@ void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
     }
     for (unsigned j = 0; wraps && j < m; j++) {
         attn_task t = attn_store(s, s->bat.seq[j], ly, kvl, s->bat.pos[j], q + (size_t)j * qd,
-                                 k + (size_t)j * kvd, v + (size_t)j * kvd,
+                                 k + (size_t)j * kvd, v ? v + (size_t)j * kvd : NULL,
                                  att + (size_t)j * qd);
         attn_attend(s, &t);
     }
@@ -644,7 +654,7 @@ void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
         return;
     for (unsigned j = 0; j < m; j++) {
         b.t[j] = attn_store(s, s->bat.seq[j], ly, kvl, s->bat.pos[j], q + (size_t)j * qd,
-                            k + (size_t)j * kvd, v + (size_t)j * kvd,
+                            k + (size_t)j * kvd, v ? v + (size_t)j * kvd : NULL,
                             att + (size_t)j * qd);
         work += (uint64_t)b.t[j].n_pos * b.t[j].n_heads * b.t[j].hd;
     }
@@ -672,6 +682,10 @@ void eng_attn_block(eng_session *s, eng_seq *seq, const eng_layer *ly, unsigned 
     uint32_t qd = ly->q_dim, kvd = ly->kv_dim;   /* this layer's widths */
     float *out[FMT_NMATRIX] = { 0 };
     float *k, *v;                   /* this position's k and v */
+    if (hp->mla_rank) {
+        eng_mla_attn_block(s, seq, ly, kvl, h, mout);
+        return;
+    }
     if (s->kv_f16) {
         k = s->dec.k_tmp;               /* rounded into kc16/vc16 below */
         v = s->dec.v_tmp;
@@ -733,12 +747,21 @@ void eng_glu_ffn(eng_session *s, const eng_mv *gu, const eng_mv *down,
 }
 
 /* d = FFN(N_f(h)) into dout (through Gemma's post-norm where the layer has
- * one); zero when the layer has no dense FFN or there is no h (a delayed
- * residual from before layer 0). */
+ * one); in a layer of routed experts with shared ones beside them
+ * (DeepSeek), the shared experts' FFN of the experts' input N_moe(h); zero
+ * when the layer has neither or there is no h (a delayed residual from
+ * before layer 0). */
 void eng_ffn_block(eng_session *s, const eng_layer *ly, const float *h,
                       float *dout)
 {
     const fmt_hparams *hp = s->hp;
+    if (!ly->dense && ly->sh_gu.st && h) {
+        eng_rmsnorm(s, s->dec.xb, h, ly->moe_norm, hp->dim);
+        kern_act_set(&s->dec.act_dim, s->dec.xb, hp->dim, ly->sh_gu.need);
+        eng_glu_ffn(s, &ly->sh_gu, &ly->sh_down, hp->shared_ffn_dim, FMT_M_SH_GATE,
+                    FMT_M_SH_UP, FMT_M_SH_DOWN, &s->dec.act_dim, dout);
+        return;
+    }
     if (!ly->dense || !h) {
         memset(dout, 0, hp->dim * sizeof(float));
         return;

@@ -10,12 +10,15 @@
  *                     the clamped SwiGLU of gpt-oss
  *   gates[gating]     router logits into the top k and their weights:
  *                     softmax then top-k (renormalised unless the header
- *                     says not), or top-k of the logits then their softmax
- *                     (gpt-oss)
+ *                     says not; among the best groups of experts where the
+ *                     model groups them, DeepSeek), or top-k of the logits
+ *                     then their softmax (gpt-oss); the routed scale
+ *                     (expert_scale) after either, eng_moe_pick
  *   eng_family_layer  a layer's parts that only some families have
- *                     (post-norms, sinks, biases, shared experts) and its
- *                     RoPE beyond the base: linear and YaRN scaling, Phi-3's
- *                     LongRoPE divisors, Llama 3's
+ *                     (post-norms, sinks, biases, shared experts, MLA's
+ *                     latent attention: eng_mla.c) and its RoPE beyond the
+ *                     base: linear and YaRN scaling, Phi-3's LongRoPE
+ *                     divisors, Llama 3's
  *
  * Where a part is absent its pointer is NULL and the forward pass does
  * nothing for it: a part present is a part used.
@@ -87,7 +90,37 @@ static uint32_t topk_insert(const float *p, int *expert, uint32_t k, uint32_t K,
     return k;
 }
 
-/* softmax over all experts, the top k by probability, their weights
+/* Group-limited top-k (DeepSeek; llama.cpp's build_moe_ffn): each group of
+ * E / G experts scores the sum of its two best probabilities, the best
+ * expert_groups_used groups (a tie: the lower group) are kept in used[]. */
+static void best_groups(const fmt_hparams *hp, const float *p, uint8_t *used)
+{
+    const uint32_t G = hp->expert_groups, per = hp->n_experts / G;
+    float score[FMT_MAX_EXPERT_GROUPS];
+    for (uint32_t g = 0; g < G; g++) {
+        float a = -INFINITY, b = -INFINITY;
+        for (uint32_t e = g * per; e < (g + 1) * per; e++) {
+            if (p[e] > a) {
+                b = a;
+                a = p[e];
+            } else if (p[e] > b) {
+                b = p[e];
+            }
+        }
+        score[g] = a + b;
+        used[g] = 0;
+    }
+    for (uint32_t n = 0; n < hp->expert_groups_used; n++) {
+        uint32_t best = G;
+        for (uint32_t g = 0; g < G; g++)
+            if (!used[g] && (best == G || score[g] > score[best]))
+                best = g;
+        used[best] = 1;
+    }
+}
+
+/* softmax over all experts, the top k by probability (among the best
+ * groups' experts where the model groups them), their weights
  * renormalised unless the header says not (Mixtral, Qwen3-MoE, OLMoE) */
 static void gate_softmax(const eng_session *s, float *p, int *expert, float *w)
 {
@@ -101,8 +134,13 @@ static void gate_softmax(const eng_session *s, float *p, int *expert, float *w)
         sum += (p[e] = expf(p[e] - mx));
     for (uint32_t e = 0; e < E; e++)
         p[e] /= sum;
+    uint8_t used[FMT_MAX_EXPERT_GROUPS];
+    const uint32_t per = hp->expert_groups > 1 ? E / hp->expert_groups : E;
+    if (hp->expert_groups > 1)
+        best_groups(hp, p, used);
     for (uint32_t e = 0; e < E; e++)
-        k = topk_insert(p, expert, k, K, e);
+        if (hp->expert_groups <= 1 || used[e / per])
+            k = topk_insert(p, expert, k, K, e);
     for (uint32_t j = 0; j < K; j++)
         wsum += p[expert[j]];
     for (uint32_t j = 0; j < K; j++)
@@ -140,24 +178,6 @@ void eng_family_session(eng_session *s)
 
 /* ---- a layer's parts and RoPE --------------------------------------------- */
 
-/* llama.cpp's attention factor of YaRN (the essay). */
-static float yarn_attn_factor(const fmt_hparams *hp, float freq_scale)
-{
-    const float factor = 1.0f / freq_scale;
-    float mscale = 1.0f, mscale_all = hp->yarn_log_mul;
-    float af;
-#define GET_MSCALE(sc, m) ((sc) <= 1.0f ? 1.0f : 0.1f * (m) * logf(sc) + 1.0f)
-    if (mscale_all != 0.0f) {
-        if (mscale_all != 1.0f)
-            mscale = mscale_all;     /* DeepSeek-V2's, llama.cpp's special case */
-        af = GET_MSCALE(factor, mscale) / GET_MSCALE(factor, mscale_all);
-    } else {
-        af = GET_MSCALE(factor, 1.0f);
-    }
-#undef GET_MSCALE
-    return af * (1.0f / (1.0f + 0.1f * logf(factor)));
-}
-
 int eng_family_layer(eng_session *s, unsigned l)
 {
     const fmt_hparams *hp = s->hp;
@@ -183,9 +203,7 @@ int eng_family_layer(eng_session *s, unsigned l)
     const unsigned L = hp->n_layers;
     r->freq_scale = g->rope_scale > 0.0f ? g->rope_scale : 1.0f;
     r->ext_factor = hp->rope_scaling == FMT_ROPE_YARN ? 1.0f : 0.0f;
-    r->attn_factor = hp->rope_attn_factor > 0.0f ? hp->rope_attn_factor : 1.0f;
-    if (r->ext_factor != 0.0f)
-        r->attn_factor *= yarn_attn_factor(hp, r->freq_scale);
+    r->attn_factor = fmt_rope_attn_factor(hp, r->freq_scale);
     kern_rope_yarn_corr(g->rope_dims, hp->rope_orig_ctx ? hp->rope_orig_ctx : hp->max_seq,
                         g->rope_theta, hp->yarn_beta_fast > 0.0f ? hp->yarn_beta_fast : 32.0f,
                         hp->yarn_beta_slow > 0.0f ? hp->yarn_beta_slow : 1.0f, r->corr);
@@ -195,6 +213,8 @@ int eng_family_layer(eng_session *s, unsigned l)
         r->freq_factors = lf && s->seq->n_ctx > hp->rope_orig_ctx
                               ? lf : fmt_model_vec(m, L, FMT_S_ROPE_SHORT, NULL);
     }
+    if (hp->mla_rank && eng_mla_bind(s, ly, l))
+        return -1;
     /* the shared experts (DeepSeek) */
     const fmt_stream *sg = fmt_model_stream(m, l, FMT_S_SH_GATE);
     const fmt_stream *sd = fmt_model_stream(m, l, FMT_S_SH_DOWN);

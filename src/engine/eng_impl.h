@@ -288,6 +288,13 @@ typedef struct eng_layer {
     const float  *router_bias, *exp_gu_bias, *exp_down_bias;
     eng_mv        sh_gu, sh_down;
     kern_rope_ext rope;
+    /* MLA (eng_mla.c): the latent's norm [mla_rank]; k_b, v_b over copies
+     * of their tiles with each head's columns moved (mla_st, mla_tiles);
+     * the low-rank query's norm [mla_q_rank] and q_b (NULL, 0 without) */
+    const float  *kv_a_norm, *q_a_norm;
+    eng_mv        k_b, v_b, q_b;
+    fmt_stream    mla_st[2];
+    fmt_tile     *mla_tiles[2];
 } eng_layer;
 
 /* The variants of eng_family.c: the FFN's activation, g[0..n) = act(g, u),
@@ -569,10 +576,14 @@ void eng_attn_qkv_post(eng_session *s, const eng_layer *ly, uint32_t pos,
                        float *q, float *k, float *v);
 /* The batch room's m rows (row j: position pos[j] of sequence seq[j]):
  * each's k, v [m][kv_dim] stored, then each attends its sequence's cache,
- * att [m][q_dim] from q [m][q_dim]. */
+ * att [m][q_dim] from q [m][q_dim].  v NULL: MLA's (the keys' rows). */
 void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
                                  unsigned kvl, unsigned m, const float *q,
                                  const float *k, const float *v, float *att);
+/* The same for one position pos of seq. */
+void eng_attn_store_attend(eng_session *s, eng_seq *seq, const eng_layer *ly, unsigned kvl,
+                           uint32_t pos, const float *q, const float *k, const float *v,
+                           float *att);
 void eng_attn_block(eng_session *s, eng_seq *seq, const eng_layer *ly, unsigned kvl,
                     const float *h, float *mout);
 /* The output projection's result mout [dim] into the branch's: its bias,
@@ -630,9 +641,30 @@ void eng_run_layers(eng_session *s, eng_seq *seq);
 void eng_mark(eng_session *s, unsigned l, int part, double *pt);
 void eng_add_to(float *x, const float *y, uint32_t n);
 /* ParallelSqrt2's combine of a layer ly with experts: x [dim] += (d + e) /
- * sqrt(2), or += e where the layer has no dense FFN (d unread then). */
+ * sqrt(2), or += e where the layer has no dense FFN (d unread then), or
+ * += e + d with the shared experts' d (DeepSeek). */
 void eng_combine_sqrt2(const eng_session *s, const eng_layer *ly, float *x, const float *d,
                        const float *e);
+
+/* ---- eng_mla.c: DeepSeek-V2's latent attention ---- */
+int  eng_mla_bind(eng_session *s, eng_layer *ly, unsigned l);
+void eng_mla_free(eng_layer *ly);
+/* Position pos's projections q [n_heads (nope + rope)], k [rank + rope]
+ * into the attention's q [n_heads head_dim] (but the absorbed part) and
+ * the cached k; the heads' q_nope into nope [n_heads nope]. */
+void eng_mla_qk(const eng_session *s, const eng_layer *ly, uint32_t pos, float *q, float *k,
+                float *nope);
+/* The low-rank query q_a [mla_q_rank] (the QKV stream's first matrix)
+ * normed in place and prepared in act for q_b. */
+void eng_mla_qa(const eng_session *s, const eng_layer *ly, float *qa, kern_act *act);
+/* k_b's absorbed queries a [n_heads rank] into q's heads. */
+void eng_mla_absorbed(const eng_session *s, const eng_layer *ly, float *q, const float *a);
+/* The heads' attended latents from att [n_heads head_dim] into lat
+ * [n_heads rank] (lat may be att). */
+void eng_mla_latent(const eng_session *s, const eng_layer *ly, const float *att, float *lat);
+/* eng_attn_block of an MLA layer. */
+void eng_mla_attn_block(eng_session *s, eng_seq *seq, const eng_layer *ly, unsigned kvl,
+                        const float *h, float *mout);
 
 /* ---- eng_moe.c: routed experts ---- */
 void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,

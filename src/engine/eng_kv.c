@@ -178,7 +178,8 @@ int eng_seq_shift(eng_seq *seq, uint32_t n_keep, uint32_t n_discard, char *err,
                     n_discard, n_keep, seq->n_past);
     if (n_discard == 0)
         return 0;
-    if (seq->ring)
+    /* (MLA's rows: the rotated key sits past the latent; computed again) */
+    if (seq->ring || hp->mla_rank)
         return shift_refill(seq, n_keep, n_discard, err, errlen);
     unsigned half = s->hd_max / 2;
     float *c = calloc(half ? half : 1, sizeof *c), *sn = calloc(half ? half : 1, sizeof *sn);

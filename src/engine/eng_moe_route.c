@@ -99,6 +99,9 @@ void eng_moe_pick(eng_session *s, const eng_layer *ly, float *p, int *expert, fl
     if (ly->router_bias)        /* gpt-oss: the logits' bias */
         eng_add_to(p, ly->router_bias, s->hp->n_experts);
     s->gate(s, p, expert, w);
+    if (s->hp->expert_scale > 0.0f)   /* DeepSeek's routed scale */
+        for (uint32_t j = 0; j < s->hp->top_k; j++)
+            w[j] *= s->hp->expert_scale;
 }
 
 void eng_moe_topk(eng_session *s, const eng_layer *ly, const float *xr,

@@ -19,8 +19,11 @@
  * LM head, every row of a decode step (one mat-mat over the head).
  * Standard layers only (combine style ParallelSqrt2: Llama, and with
  * routed experts Mixtral/OLMoE/Qwen3-MoE, whose experts run grouped by
- * expert in eng_moe_batch.c; no trace): every other schedule prefills
- * token by token and decodes several sequences one after another.
+ * expert in eng_moe_batch.c, and DeepSeek's shared experts as a mat-mat
+ * beside them; no trace): every other schedule prefills token by token
+ * and decodes several sequences one after another.  DeepSeek-V2's latent
+ * attention (eng_mla.c) runs its k_b, v_b and q_b as mat-mats too
+ * (mla_batch), its per-position steps between.
  *
  * Buffers: the session's batch room (eng_batch, eng_impl.h), allocated
  * on first use by eng_batch_init for ENG_BATCH positions and freed by
@@ -306,6 +309,109 @@ static void head_batch(eng_session *s, unsigned m)
     }
 }
 
+/* The shared experts of a layer with routed ones (DeepSeek): dn[j] =
+ * FFN_sh(N_moe(x[j])), the combine's d. */
+static void step_sh_in(eng_session *s, const eng_layer *ly, unsigned j)
+{
+    norm_in(s, j, ly->moe_norm, ly->sh_gu.need);
+    memset(s->bat.h + (size_t)j * s->hmax, 0, s->hmax * sizeof(float));
+    memset(s->bat.h2 + (size_t)j * s->hmax, 0, s->hmax * sizeof(float));
+}
+
+static void step_sh_glu(eng_session *s, const eng_layer *ly, unsigned j)
+{
+    float *g = s->bat.h + (size_t)j * s->hmax, *u = s->bat.h2 + (size_t)j * s->hmax;
+    eng_glu_act(s, g, u, s->hp->shared_ffn_dim);
+    kern_act_set(&s->bat.act_ffn[j], g, s->hp->shared_ffn_dim, ly->sh_down.need);
+}
+
+static void shared_batch(eng_session *s, const eng_layer *ly, unsigned m)
+{
+    float *out[FMT_NMATRIX] = { 0 };
+    size_t ld[FMT_NMATRIX] = { 0 };
+    each_position(s, ly, m, step_sh_in);
+    out[FMT_M_SH_GATE] = s->bat.h;
+    out[FMT_M_SH_UP] = s->bat.h2;
+    ld[FMT_M_SH_GATE] = ld[FMT_M_SH_UP] = s->hmax;
+    eng_matmat_stream(s, &ly->sh_gu, s->bat.act_dim, m, out, ld);
+    each_position(s, ly, m, step_sh_glu);
+    matmat_into(s, &ly->sh_down, FMT_M_SH_DOWN, s->bat.act_ffn, m, s->bat.dn);
+}
+
+/* ---- MLA's attention over a chunk (eng_mla.c's steps, a position each) -- */
+
+/* position j's q and k into the attention's; its heads' q_nope prepared
+ * for k_b, whose output goes to att[j] */
+static void step_mla_qk(eng_session *s, const eng_layer *ly, unsigned j)
+{
+    const fmt_hparams *hp = s->hp;
+    const uint32_t H = ly->g->n_heads;
+    float *att = s->bat.att + (size_t)j * ly->q_dim;
+    eng_mla_qk(s, ly, s->bat.pos[j], s->bat.q + (size_t)j * ly->q_dim,
+               s->bat.k + (size_t)j * ly->kv_dim, att);
+    kern_act_set(&s->bat.act_q[j], att, H * hp->mla_nope, ly->k_b.need);
+    memset(att, 0, (size_t)H * hp->mla_rank * sizeof(float));
+}
+
+static void step_mla_absorbed(eng_session *s, const eng_layer *ly, unsigned j)
+{
+    eng_mla_absorbed(s, ly, s->bat.q + (size_t)j * ly->q_dim,
+                     s->bat.att + (size_t)j * ly->q_dim);
+}
+
+/* the heads' attended latents prepared for v_b, whose output goes to att[j] */
+static void step_mla_latent(eng_session *s, const eng_layer *ly, unsigned j)
+{
+    const fmt_hparams *hp = s->hp;
+    const uint32_t H = ly->g->n_heads;
+    float *att = s->bat.att + (size_t)j * ly->q_dim, *lat = s->bat.q + (size_t)j * ly->q_dim;
+    eng_mla_latent(s, ly, att, lat);
+    kern_act_set(&s->bat.act_q[j], lat, H * hp->mla_rank, ly->v_b.need);
+    memset(att, 0, (size_t)H * hp->mla_v * sizeof(float));
+}
+
+static void step_mla_out(eng_session *s, const eng_layer *ly, unsigned j)
+{
+    kern_act_set(&s->bat.act_q[j], s->bat.att + (size_t)j * ly->q_dim,
+                 ly->g->n_heads * s->hp->mla_v, ly->o.need);
+}
+
+/* the low-rank query q_a (q[j]'s first rows) prepared for q_b, whose
+ * output is q[j] */
+static void step_mla_qa(eng_session *s, const eng_layer *ly, unsigned j)
+{
+    float *q = s->bat.q + (size_t)j * ly->q_dim;
+    eng_mla_qa(s, ly, q, &s->bat.act_q[j]);
+    memset(q, 0, fmt_layer_q_rows(s->hp, ly->g) * sizeof(float));
+}
+
+/* MLA from the QKV projections (q[j], k[j]) to the output projection's
+ * input (act_q[j]) for the m positions of layer l */
+static void mla_batch(eng_session *s, const eng_layer *ly, unsigned l, unsigned m)
+{
+    float *out[FMT_NMATRIX] = { 0 };
+    size_t ld[FMT_NMATRIX] = { 0 };
+    if (s->hp->mla_q_rank) {
+        each_position(s, ly, m, step_mla_qa);
+        out[FMT_M_Q_B] = s->bat.q;
+        ld[FMT_M_Q_B] = ly->q_dim;
+        eng_matmat_stream(s, &ly->q_b, s->bat.act_q, m, out, ld);
+        out[FMT_M_Q_B] = NULL;
+    }
+    each_position(s, ly, m, step_mla_qk);
+    out[FMT_M_K_B] = s->bat.att;
+    ld[FMT_M_K_B] = ly->q_dim;
+    eng_matmat_stream(s, &ly->k_b, s->bat.act_q, m, out, ld);
+    each_position(s, ly, m, step_mla_absorbed);
+    eng_attn_store_attend_batch(s, ly, l, m, s->bat.q, s->bat.k, NULL, s->bat.att);
+    each_position(s, ly, m, step_mla_latent);
+    out[FMT_M_K_B] = NULL;
+    out[FMT_M_V_B] = s->bat.att;
+    ld[FMT_M_V_B] = ly->q_dim;
+    eng_matmat_stream(s, &ly->v_b, s->bat.act_q, m, out, ld);
+    each_position(s, ly, m, step_mla_out);
+}
+
 /* A layer with experts: each position's residual takes the combine of
  * sched_parallel_sqrt2 (eng_combine_sqrt2). */
 static void combine_batch(eng_session *s, const eng_layer *ly, unsigned m)
@@ -343,9 +449,13 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m, int lo
         ld[FMT_M_Q] = qd;
         ld[FMT_M_K] = ld[FMT_M_V] = kvd;
         eng_matmat_stream(s, &ly->qkv, s->bat.act_dim, m, out, ld);
-        each_position(s, ly, m, step_qkv_post);
-        eng_attn_store_attend_batch(s, ly, l, m, s->bat.q, s->bat.k, s->bat.v, s->bat.att);
-        each_position(s, ly, m, step_attn_out);
+        if (hp->mla_rank) {
+            mla_batch(s, ly, l, m);
+        } else {
+            each_position(s, ly, m, step_qkv_post);
+            eng_attn_store_attend_batch(s, ly, l, m, s->bat.q, s->bat.k, s->bat.v, s->bat.att);
+            each_position(s, ly, m, step_attn_out);
+        }
         matmat_residual(s, ly, &ly->o, FMT_M_O, s->bat.act_q, m,
                         ly->o_bias || ly->attn_post_norm ? step_attn_post : NULL);
         eng_mark(s, l, PROF_ST_ATTN, &pt);
@@ -353,6 +463,8 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m, int lo
         const int moe = ly->exp_gu != NULL;
         if (ly->dense)
             ffn_batch(s, ly, m, moe);
+        else if (moe && ly->sh_gu.st)
+            shared_batch(s, ly, m);
         eng_mark(s, l, PROF_ST_FFN, &pt);
         if (!moe)
             continue;

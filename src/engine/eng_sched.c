@@ -83,13 +83,19 @@ void eng_add_to(float *x, const float *y, uint32_t n)
 
 /* ParallelSqrt2's combine in a layer with experts: x += (d + e) / sqrt(2)
  * beside a dense FFN, x += e alone in a layer without one (Mixtral, the
- * families' MoE layers).  The decode
+ * families' MoE layers), x += e + d with shared experts' d (DeepSeek,
+ * llama.cpp's (moe + shexp) + x).  The decode
  * schedule below and the batched prefill (eng_prefill.c) both add through
  * here, so a position's residual gets the same bits either way. */
 void eng_combine_sqrt2(const eng_session *s, const eng_layer *ly, float *x, const float *d,
                        const float *e)
 {
     const uint32_t dim = s->hp->dim;
+    if (!ly->dense && ly->sh_gu.st) {   /* DeepSeek: (experts + shared) + x */
+        for (uint32_t i = 0; i < dim; i++)
+            x[i] += e[i] + d[i];
+        return;
+    }
     if (!ly->dense) {
         eng_add_to(x, e, dim);
         return;

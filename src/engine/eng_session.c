@@ -360,6 +360,8 @@ static int alloc_buffers(eng_session *s, const char *model_path, char *err,
     const fmt_hparams *hp = s->hp;
     int oom = 0;
     s->hmax = hp->ffn_dim > hp->expert_ffn_dim ? hp->ffn_dim : hp->expert_ffn_dim;
+    if (hp->shared_ffn_dim > s->hmax)
+        s->hmax = hp->shared_ffn_dim;    /* the shared experts' FFN (DeepSeek) */
     s->kv_f16 = s->opts.kv_f16 < 0 ? s->ggml : s->opts.kv_f16 != 0;
     s->routed = eng_xalloc((size_t)hp->n_layers * hp->n_experts * sizeof(uint64_t), &oom);
     s->inv_freq = eng_xalloc(hp->head_dim / 2 * sizeof(float), &oom);
@@ -410,12 +412,15 @@ int eng_seq_new(eng_session *s, uint32_t n_ctx, eng_seq **out, char *err, size_t
         seq->kv_exact = UINT32_MAX;
         seq->tok = eng_xalloc(n_ctx * sizeof(int32_t), &oom);
         seq->logits = eng_xalloc(hp->vocab_size * sizeof(float), &oom);
+        /* MLA's values are its keys' rows (eng_mla.c): no V cache */
         if (s->kv_f16) {
             seq->kc16 = eng_xalloc(kv * sizeof(uint16_t), &oom);
-            seq->vc16 = eng_xalloc(kv * sizeof(uint16_t), &oom);
+            if (!hp->mla_rank)
+                seq->vc16 = eng_xalloc(kv * sizeof(uint16_t), &oom);
         } else {
             seq->kc = eng_xalloc(kv * sizeof(float), &oom);
-            seq->vc = eng_xalloc(kv * sizeof(float), &oom);
+            if (!hp->mla_rank)
+                seq->vc = eng_xalloc(kv * sizeof(float), &oom);
         }
         seq->next = s->seqs;        /* (eng_seq_free unlinks it) */
         s->seqs = seq;
@@ -424,7 +429,8 @@ int eng_seq_new(eng_session *s, uint32_t n_ctx, eng_seq **out, char *err, size_t
         eng_seq_free(seq);
         return eng_fail(err, errlen, ENG_ENOMEM,
                         "%s: out of memory for a %u-token context (%.1f MiB of KV cache)",
-                        path, n_ctx, (double)kv * (s->kv_f16 ? 2 : 4) * 2 / (1024.0 * 1024.0));
+                        path, n_ctx, (double)kv * (s->kv_f16 ? 2 : 4) * (hp->mla_rank ? 1 : 2) /
+                                         (1024.0 * 1024.0));
     }
     *out = seq;
     return 0;
@@ -536,6 +542,7 @@ void eng_close(eng_session *s)
         free(s->layers[l].down.unit);
         free(s->layers[l].sh_gu.unit);
         free(s->layers[l].sh_down.unit);
+        eng_mla_free(ly);
     }
     free(s->output.unit);
     free(s->layers);
@@ -569,7 +576,8 @@ uint64_t eng_kv_bytes(const eng_session *s, int layer)
     for (unsigned l = 0; l < s->n_eff; l++)
         if (layer < 0 || (unsigned)layer == l)
             rows += seq->kv_cap[l];
-    return rows * s->kv_dim * 2u * (s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
+    return rows * s->kv_dim * (s->hp->mla_rank ? 1u : 2u) *
+           (s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
 }
 const fmt_model *eng_model(const eng_session *s) { return s->model; }
 
@@ -620,7 +628,7 @@ static void prof_model(eng_session *s)
     fmt_cp_total tot;
     if (!cl)
         return;
-    if (fmt_critical_path(s->model, 0.0, cl, n, &tot) == 0) {
+    if (fmt_critical_path(s->model, 0.0, 0, cl, n, &tot) == 0) {
         for (unsigned b = 0; b < L; b++) {
             prof_layer_model m = { 0 };
             int any = 0;

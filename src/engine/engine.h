@@ -259,7 +259,9 @@ uint64_t eng_weights_copied(const eng_session *s);
 
 /* Bytes the session's own KV cache holds (its K and V) for effective layer
  * `layer`, or for every layer when layer < 0: a layer sliding over a window
- * shorter than the context keeps that window only (a ring). */
+ * shorter than the context keeps that window only (a ring); a latent-
+ * attention layer (DeepSeek-V2) one row of its latent and rotated key a
+ * position, no V. */
 uint64_t eng_kv_bytes(const eng_session *s, int layer);
 
 /* Open model_path with options o (NULL: eng_opts_default).  0 and *out,

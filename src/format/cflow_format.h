@@ -229,6 +229,16 @@ enum fmt_role {
     FMT_R_ROPE_SHORT,   /* global [rope_dims / 2]: LongRoPE divisors (Phi-3),
                            within the original context */
     FMT_R_ROPE_LONG,    /* global, the same beyond it */
+    FMT_R_KV_A_NORM,    /* per layer [mla_rank]: RMSNorm of the latent (MLA) */
+    FMT_R_K_B,          /* per layer [n_heads][mla_rank][mla_nope]: each head's
+                           q_nope into the latent (3-D in GGUF, read as
+                           n_heads * mla_rank rows) */
+    FMT_R_V_B,          /* per layer [n_heads][mla_v][mla_rank]: the attended
+                           latent into each head's value */
+    FMT_R_Q_A,          /* per layer [mla_q_rank][dim]: MLA's low-rank query
+                           (then its norm and Q_B), in place of Q */
+    FMT_R_Q_A_NORM,     /* per layer [mla_q_rank] */
+    FMT_R_Q_B,          /* per layer [n_heads (mla_nope + rope)][mla_q_rank] */
     FMT_NROLES
 };
 const char *fmt_role_name(int role);
@@ -342,13 +352,39 @@ typedef struct fmt_hparams {
     float    rope_attn_factor;/* YaRN / LongRoPE magnitude factor (0: 1) */
     float    yarn_beta_fast, yarn_beta_slow;   /* YaRN's ramp (0: 32 and 1) */
     float    yarn_log_mul;    /* YaRN's mscale_all_dim (DeepSeek), 0 none */
+    /* DeepSeek-V2's multi-head latent attention (mla_rank > 0): the cache
+     * holds per position the latent c_kv [mla_rank] and the rotated key
+     * [rope_dims], head_dim = mla_rank + rope_dims wide with one KV head;
+     * q projects to n_heads * (mla_nope + rope_dims), k_b turns each head's
+     * first mla_nope into the latent's space, v_b the latent into mla_v;
+     * with mla_q_rank > 0, q comes through a low-rank pair (q_a, its norm,
+     * q_b) as in DeepSeek-V2 (V2-Lite projects q directly) */
+    uint32_t mla_rank, mla_nope, mla_v, mla_q_rank;
+    /* group-limited top-k (DeepSeek): experts in expert_groups groups, the
+     * top k taken from the best expert_groups_used of them (0: none) */
+    uint32_t expert_groups, expert_groups_used;
 } fmt_hparams;
+#define FMT_MAX_EXPERT_GROUPS 64
 
 /* Whether layer l has a dense FFN (every layer when ffn_dim > 0, but for
  * the dense_lead layers of a DeepSeek model, which have only that), and
  * whether it has routed experts (g: its geometry, or NULL). */
 int fmt_layer_dense(const fmt_hparams *hp, unsigned l);
 int fmt_layer_moe(const fmt_hparams *hp, const fmt_layer_geom *g, unsigned l);
+/* A layer's attention widths: the rows of its Q projection and the columns
+ * of its O projection (n_heads * head_dim, but for MLA: n_heads *
+ * (mla_nope + rope_dims) and n_heads * mla_v), and whether it has a V
+ * projection (not when V shares K's, nor with MLA, whose values are the
+ * cached latent). */
+uint32_t fmt_layer_q_rows(const fmt_hparams *hp, const fmt_layer_geom *g);
+/* The attention factor llama.cpp's context gives RoPE at frequency scale
+ * freq_scale (its cparams.yarn_attn_factor): with YaRN, 0.1 ln(1 / scale) +
+ * 1 over its mscale_all_dim's (DeepSeek-V2: the two equal), divided by the
+ * 1 + 0.1 ln(1 / scale) ggml's rope multiplies in again; times the model's
+ * rope_attn_factor. */
+float fmt_rope_attn_factor(const fmt_hparams *hp, float freq_scale);
+uint32_t fmt_layer_o_cols(const fmt_hparams *hp, const fmt_layer_geom *g);
+int fmt_layer_has_v(const fmt_hparams *hp, const fmt_layer_geom *g);
 
 /* How dense FFN and expert outputs combine (scripts/train/ARCHITECTURES.md
  * gives the exact forward pass of each).  0-2 are the report's values. */
@@ -418,7 +454,12 @@ enum fmt_slot {
     FMT_S_EXP_DOWN_BIAS = 26,  /* f32 [n_experts][dim] */
     FMT_S_SH_GATE = 27, FMT_S_SH_UP = 28,   /* the shared experts' fused stream */
     FMT_S_SH_DOWN = 29,
-    /* 30-35 reserved (zero) */
+    FMT_S_KV_A_NORM = 30,      /* [mla_rank] f32 */
+    FMT_S_K_B = 31,            /* MLA's per-head matrices, each its own stream: */
+    FMT_S_V_B = 32,            /* [n_heads mla_rank][mla_nope], [n_heads mla_v][mla_rank] */
+    FMT_S_Q_A_NORM = 33,       /* [mla_q_rank] f32 (slot q holds q_a then) */
+    FMT_S_Q_B = 34,            /* [n_heads (mla_nope + rope_dims)][mla_q_rank] */
+    /* 35 reserved (zero) */
     /* globals entry: */
     FMT_S_TOK_EMBD = 0, FMT_S_OUT_NORM = 1, FMT_S_OUTPUT = 2,
     FMT_S_ROPE_SHORT = 20, FMT_S_ROPE_LONG = 21   /* [rope_dims / 2] f32 */
@@ -430,6 +471,9 @@ enum fmt_matrix {
     FMT_M_UP = 5, FMT_M_DOWN = 6, FMT_M_ROUTER = 7, FMT_M_EXP_GATE = 8,
     FMT_M_EXP_UP = 9, FMT_M_EXP_DOWN = 10, FMT_M_TOK_EMBD = 11,
     FMT_M_OUTPUT = 12, FMT_M_SH_GATE = 13, FMT_M_SH_UP = 14, FMT_M_SH_DOWN = 15,
+    FMT_M_K_B = 16, FMT_M_V_B = 17,   /* block-diagonal: head h's rows read its
+                                         own columns (MLA) */
+    FMT_M_Q_B = 18,
     FMT_NMATRIX
 };
 
@@ -537,7 +581,9 @@ int fmt_model_expert(const fmt_model *m, unsigned layer, unsigned e,
 enum { FMT_CP_ATTN = 0, FMT_CP_DENSE = 1, FMT_CP_EXPERT = 2 };
 typedef struct fmt_cp_layer {
     unsigned layer, block;          /* effective layer, stored block */
-    double   attn, dense, expert;   /* stream bytes (expert: top-k) */
+    double   attn, dense, expert;   /* stream bytes (expert: top-k); attn
+                                       includes kv */
+    double   kv;                    /* the KV cache a token reads at n_ctx */
     double   naive, critical;       /* this layer's share */
     int      binding, naive_binding;/* FMT_CP_* */
 } fmt_cp_layer;
@@ -547,13 +593,16 @@ typedef struct fmt_cp_total {
     double   naive, critical, serial;
 } fmt_cp_total;
 /* Fill layers[0..min(cap, n_eff)) and tot.  bytes_per_param > 0 sizes the
- * streams from parameter counts instead of the file's tiles. */
-int fmt_critical_path(const fmt_model *m, double bytes_per_param,
+ * streams from parameter counts instead of the file's tiles.  n_ctx > 0
+ * adds to each layer's attention the f16 KV cache a token reads at that
+ * context: a sliding layer its window, an MLA layer the latent and the
+ * rotated key (one row of head_dim), any other K and V. */
+int fmt_critical_path(const fmt_model *m, double bytes_per_param, uint32_t n_ctx,
                       fmt_cp_layer *layers, unsigned cap, fmt_cp_total *tot);
 /* The same from a geometry alone (bytes_per_param > 0 required): hp and
  * lg [n_layers] per-layer records, or NULL for the header's everywhere. */
 int fmt_critical_path_geom(const fmt_hparams *hp, const fmt_layer_geom *lg,
-                           double bytes_per_param, fmt_cp_layer *layers,
+                           double bytes_per_param, uint32_t n_ctx, fmt_cp_layer *layers,
                            unsigned cap, fmt_cp_total *tot);
 const char *fmt_cp_stream_name(int s);
 
@@ -602,9 +651,11 @@ const char *fmt_synth_preset_name(unsigned i);
  * [n_layers] (malloc'd, NULL when every layer has the header's). */
 int fmt_synth_geometry(const char *preset, fmt_hparams *hp,
                        fmt_layer_geom **lg, char *err, size_t errlen);
-/* Write a llama-architecture preset (tiny-mixtral and the benchmark
- * presets tinyllama-1.1b, llama2-7b, olmoe-1b-7b, qwen3-30b-a3b) as a GGUF
- * that llama.cpp loads: the matrices of q (q->tile KERN_Q4_0 or KERN_Q8_0:
+/* Write a preset llama.cpp can run (tiny-mixtral and the benchmark
+ * presets: tinyllama-1.1b, llama2-7b, olmoe-mixtral-1b-7b, qwen3-30b-a3b
+ * as llama; the model families' in their own architectures: olmoe-1b-7b,
+ * gpt-oss-20b/120b, gemma3-4b, gemma2-2b, phi4-mini, deepseek-v2-lite and
+ * the tiny-* ones) as a GGUF that llama.cpp loads: the matrices of q (q->tile KERN_Q4_0 or KERN_Q8_0:
  * drawn blocks; KERN_F32, KERN_F16: drawn floats; q->ftype: drawn floats
  * in the types of llama.cpp's mix, quantised as llama-quantize does),
  * f32 norms and router, the tokenizer keys of vocab_gguf (NULL: a

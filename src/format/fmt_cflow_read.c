@@ -69,8 +69,8 @@ static const char *slot_name(unsigned entry, unsigned n_layers, int s)
         "router", "expert_table", "exp_gate", "exp_up", "exp_down",
         "qkv_bias", "moe_norm", "q_norm", "k_norm", "layer_geom", "xslots",
         "attn_post_norm", "ffn_post_norm", "attn_sinks", "o_bias", "router_bias",
-        "exp_gu_bias", "exp_down_bias", "sh_gate", "sh_up", "sh_down", "slot30",
-        "slot31", "slot32", "slot33", "slot34", "slot35"
+        "exp_gu_bias", "exp_down_bias", "sh_gate", "sh_up", "sh_down", "kv_a_norm",
+        "k_b", "v_b", "q_a_norm", "slot34", "slot35"
     };
     static const char *global_names[FMT_NSLOT_ALL] = {
         "token_embd", "output_norm", "output", [FMT_S_XSLOTS] = "xslots",
@@ -256,8 +256,10 @@ static void expect(const fmt_hparams *hp, const fmt_layer_geom *g,
                    unsigned entry, int s, int *kind, uint32_t *rows,
                    uint32_t *cols)
 {
-    uint32_t q = g->n_heads * g->head_dim, kv = g->n_kv_heads * g->head_dim;
-    int shared = (g->flags & FMT_LG_KV_SHARED) != 0;
+    uint32_t q = hp->mla_q_rank ? hp->mla_q_rank : fmt_layer_q_rows(hp, g);
+    uint32_t kv = g->n_kv_heads * g->head_dim;
+    uint32_t oc = fmt_layer_o_cols(hp, g);
+    int shared = !fmt_layer_has_v(hp, g);
     *kind = FMT_K_EMPTY;
     *rows = *cols = 0;
     if (entry == hp->n_layers) {
@@ -309,7 +311,7 @@ static void expect(const fmt_hparams *hp, const fmt_layer_geom *g,
     case FMT_S_Q: *kind = FMT_K_TILED; *rows = q; *cols = hp->dim; break;
     case FMT_S_K:
     case FMT_S_V: *kind = FMT_K_TILED; *rows = kv; *cols = hp->dim; break;
-    case FMT_S_O: *kind = FMT_K_TILED; *rows = hp->dim; *cols = q; break;
+    case FMT_S_O: *kind = FMT_K_TILED; *rows = hp->dim; *cols = oc; break;
     case FMT_S_GATE:
     case FMT_S_UP: *kind = FMT_K_TILED; *rows = hp->ffn_dim; *cols = hp->dim; break;
     case FMT_S_DOWN: *kind = FMT_K_TILED; *rows = hp->dim; *cols = hp->ffn_dim; break;
@@ -346,6 +348,31 @@ static void expect(const fmt_hparams *hp, const fmt_layer_geom *g,
     case FMT_S_SH_DOWN:
         if (hp->shared_ffn_dim) {
             *kind = FMT_K_TILED; *rows = hp->dim; *cols = hp->shared_ffn_dim;
+        }
+        break;
+    case FMT_S_KV_A_NORM:
+        if (hp->mla_rank) {
+            *kind = FMT_K_VEC; *rows = hp->mla_rank; *cols = 1;
+        }
+        break;
+    case FMT_S_K_B:
+        if (hp->mla_rank) {
+            *kind = FMT_K_TILED; *rows = g->n_heads * hp->mla_rank; *cols = hp->mla_nope;
+        }
+        break;
+    case FMT_S_V_B:
+        if (hp->mla_rank) {
+            *kind = FMT_K_TILED; *rows = g->n_heads * hp->mla_v; *cols = hp->mla_rank;
+        }
+        break;
+    case FMT_S_Q_A_NORM:
+        if (hp->mla_q_rank) {
+            *kind = FMT_K_VEC; *rows = hp->mla_q_rank; *cols = 1;
+        }
+        break;
+    case FMT_S_Q_B:
+        if (hp->mla_q_rank) {
+            *kind = FMT_K_TILED; *rows = fmt_layer_q_rows(hp, g); *cols = hp->mla_q_rank;
         }
         break;
     case FMT_S_LAYER_GEOM:
@@ -649,9 +676,9 @@ static int walk_entry(fmt_model *m, unsigned en, fmt_tile **next, char *err,
             continue;
         memset(&c, 0, sizeof c);
         c.expert = FMT_NO_EXPERT;
-        /* V shares K's projection: the QKV stream holds Q and K only */
-        unsigned gn = s0 == FMT_S_Q && !global &&
-                              (e->geom.flags & FMT_LG_KV_SHARED) ? 2 : g->n;
+        /* no V projection (V shares K's, or MLA's latent): the QKV
+         * stream holds Q and K only */
+        unsigned gn = s0 == FMT_S_Q && !global && !fmt_layer_has_v(hp, &e->geom) ? 2 : g->n;
         for (unsigned i = 0; i < gn; i++) {
             int s = g->slots[i];
             if (e->kind[s] != FMT_K_TILED || e->off[s] != e->off[s0] ||

@@ -151,7 +151,8 @@ static const int matrix_role[FMT_NMATRIX] = {
     [FMT_M_EXP_UP] = FMT_R_EXP_UP, [FMT_M_EXP_DOWN] = FMT_R_EXP_DOWN,
     [FMT_M_TOK_EMBD] = FMT_R_TOK_EMBD, [FMT_M_OUTPUT] = FMT_R_OUTPUT,
     [FMT_M_SH_GATE] = FMT_R_SH_GATE, [FMT_M_SH_UP] = FMT_R_SH_UP,
-    [FMT_M_SH_DOWN] = FMT_R_SH_DOWN,
+    [FMT_M_SH_DOWN] = FMT_R_SH_DOWN, [FMT_M_K_B] = FMT_R_K_B, [FMT_M_V_B] = FMT_R_V_B,
+    [FMT_M_Q_B] = FMT_R_Q_B,
 };
 
 /* Whether layer l has a V projection of its own (not K = V sharing). */
@@ -159,7 +160,7 @@ static int has_v(const fmt_src *src, unsigned l)
 {
     fmt_layer_geom g;
     fmt_src_layer_geom(src, l, &g);
-    return !(g.flags & FMT_LG_KV_SHARED) && fmt_src_tensor(src, FMT_R_V, l);
+    return fmt_layer_has_v(fmt_src_hparams(src), &g) && fmt_src_tensor(src, FMT_R_V, l);
 }
 
 /* Matrix t (matrix id mid, of layer) as llama.cpp's mix sees it. */
@@ -402,20 +403,41 @@ static int opt_vec(writer *w, const fmt_src *src, int role, unsigned l, slot *sl
     return t ? write_vec(w, &t, 1, sl) : 0;
 }
 
+/* MLA's parts: [the low-rank query's norm and q_b,] the latent's norm,
+ * k_b and v_b (each head's rows in turn). */
+static int write_mla(writer *w, const fmt_src *src, unsigned l, slot *sl)
+{
+    int rc = 0;
+    if (fmt_src_hparams(src)->mla_q_rank) {
+        const fmt_tensor *qn = need(w, src, FMT_R_Q_A_NORM, l, &rc);
+        const fmt_tensor *qb = need(w, src, FMT_R_Q_B, l, &rc);
+        if (rc || (rc = write_vec(w, &qn, 1, &sl[FMT_S_Q_A_NORM])) ||
+            (rc = write_stream(w, &fmt_layer_groups[8], &qb, l, 10, sl)))
+            return rc;
+    }
+    const fmt_tensor *n = need(w, src, FMT_R_KV_A_NORM, l, &rc);
+    const fmt_tensor *kb = need(w, src, FMT_R_K_B, l, &rc);
+    const fmt_tensor *vb = need(w, src, FMT_R_V_B, l, &rc);
+    if (rc || (rc = write_vec(w, &n, 1, &sl[FMT_S_KV_A_NORM])) ||
+        (rc = write_stream(w, &fmt_layer_groups[6], &kb, l, 8, sl)))
+        return rc;
+    return write_stream(w, &fmt_layer_groups[7], &vb, l, 9, sl);
+}
+
 /* Attention: [layer geometry], norm, fused QKV (QK when V shares K's
- * projection), optional QKV bias, optional Q/K norms, [sinks], O, [O bias,
- * post-norm]. */
+ * projection or MLA has none), optional QKV bias, optional Q/K norms,
+ * [MLA's parts], [sinks], O, [O bias, post-norm]. */
 static int write_attn(writer *w, const fmt_src *src, unsigned l, slot *sl)
 {
     const fmt_hparams *hp = fmt_src_hparams(src);
     fmt_layer_geom lg;
     int rc = 0;
     fmt_src_layer_geom(src, l, &lg);
-    int shared = (lg.flags & FMT_LG_KV_SHARED) != 0;
+    int shared = !fmt_layer_has_v(hp, &lg);
     static const fmt_group qk_group = { FMT_S_Q, 2, { FMT_S_Q, FMT_S_K },
                                         { FMT_M_Q, FMT_M_K } };
     const fmt_tensor *an = need(w, src, FMT_R_ATTN_NORM, l, &rc);
-    const fmt_tensor *qkv[3] = { need(w, src, FMT_R_Q, l, &rc),
+    const fmt_tensor *qkv[3] = { need(w, src, hp->mla_q_rank ? FMT_R_Q_A : FMT_R_Q, l, &rc),
                                  need(w, src, FMT_R_K, l, &rc),
                                  shared ? NULL : need(w, src, FMT_R_V, l, &rc) };
     const fmt_tensor *o = need(w, src, FMT_R_O, l, &rc);
@@ -443,6 +465,8 @@ static int write_attn(writer *w, const fmt_src *src, unsigned l, slot *sl)
             (rc = write_vec(w, &kn, 1, &sl[FMT_S_K_NORM])))
             return rc;
     }
+    if (hp->mla_rank && (rc = write_mla(w, src, l, sl)))
+        return rc;
     if ((rc = opt_vec(w, src, FMT_R_SINKS, l, &sl[FMT_S_SINKS])) ||
         (rc = write_stream(w, &fmt_layer_groups[1], &o, l, 1, sl)) ||
         (rc = opt_vec(w, src, FMT_R_O_BIAS, l, &sl[FMT_S_O_BIAS])))

@@ -43,6 +43,16 @@
  *             alternate sliding (window from the file) and full layers,
  *             YaRN, the clamped SwiGLU (alpha 1.702, limit 7), top-k of the
  *             logits then their softmax
+ *   deepseek2 multi-head latent attention as llama.cpp runs it (absorbed:
+ *             one KV head of the normed latent and the rotated key, k_b and
+ *             v_b per head; the GGUF's split attn_k_b/attn_v_b, not the old
+ *             attn_kv_b), Q direct (V2-Lite) or through the low-rank pair
+ *             attn_q_a, its norm and attn_q_b (V2, where the file has them),
+ *             first_k_dense_replace dense layers, shared experts beside the
+ *             routed ones, softmax routing not renormalised unless
+ *             expert_weights_norm, the routed scale, group-limited top-k,
+ *             YaRN with mscale_all_dim: the q.k scale mscale^2 / sqrt(q/k
+ *             head), adjacent-pair RoPE of the rotated part alone
  */
 #include "config.h"
 
@@ -269,6 +279,97 @@ static int gptoss_gguf(fmt_src *s, char *err, size_t errlen)
     return swa_layers(s, window, 2, theta_swa, 0, err, errlen);
 }
 
+/* DeepSeek-V2: the latent attention's sizes, the experts' extras, YaRN's
+ * log multiplier (the converter writes 0.1 mscale_all_dim; llama.cpp
+ * divides by 0.1 again) and the q.k scale llama.cpp's graph takes. */
+static int deepseek2_gguf(fmt_src *s, char *err, size_t errlen)
+{
+    fmt_hparams *h = &s->hp;
+    uint32_t q_lora = 0, kl_mla = 0, vl_mla = 0, n_shared = 0, gating = 0;
+    float scale = 0.0f;
+    int rc;
+    char k[128];
+    if ((rc = fmt_gguf_key_u32(s, "attention.q_lora_rank", &q_lora, 0, err, errlen)) < 0 ||
+        (rc = fmt_gguf_key_u32(s, "attention.kv_lora_rank", &h->mla_rank, 1, err, errlen)) < 0 ||
+        (rc = fmt_gguf_key_u32(s, "attention.key_length_mla", &kl_mla, 0, err, errlen)) < 0 ||
+        (rc = fmt_gguf_key_u32(s, "attention.value_length_mla", &vl_mla, 0, err, errlen)) < 0 ||
+        (rc = fmt_gguf_key_u32(s, "leading_dense_block_count", &h->dense_lead, 0, err,
+                               errlen)) < 0 ||
+        (rc = fmt_gguf_key_u32(s, "expert_shared_count", &n_shared, 0, err, errlen)) < 0 ||
+        (rc = fmt_gguf_key_u32(s, "expert_gating_func", &gating, 0, err, errlen)) < 0 ||
+        (rc = fmt_gguf_key_f32(s, "expert_weights_scale", &scale, err, errlen)) < 0 ||
+        (rc = fmt_gguf_key_u32(s, "expert_group_count", &h->expert_groups, 0, err, errlen)) < 0 ||
+        (rc = fmt_gguf_key_u32(s, "expert_group_used_count", &h->expert_groups_used, 0, err,
+                               errlen)) < 0 ||
+        (rc = fmt_family_gguf_rope(s, err, errlen)) < 0)
+        return rc;
+    /* the low-rank query where the tensors are there (llama.cpp takes it
+     * by the layer count: V2-Lite's 27 layers project q directly) */
+    if (fmt_src_find(s, "blk.0.attn_q_a.weight")) {
+        if (!q_lora) {
+            fmt_err(err, errlen, "%s: tensor blk.0.attn_q_a.weight without metadata "
+                    "%s.attention.q_lora_rank", s->path, h->arch);
+            return FMT_EFORMAT;
+        }
+        h->mla_q_rank = q_lora;
+    }
+    if (!kl_mla || !vl_mla || fmt_src_find(s, "blk.0.attn_kv_b.weight")) {
+        fmt_err(err, errlen, "%s: metadata %s.attention.key_length_mla %u, value_length_mla %u: "
+                "a GGUF with the unsplit attn_kv_b (convert the model again with a llama.cpp "
+                "of 2025 or later: cflow runs the absorbed attention)", s->path, h->arch,
+                kl_mla, vl_mla);
+        return FMT_EUNSUP;
+    }
+    if (gating > 1) {
+        fmt_err(err, errlen, "%s: metadata %s.expert_gating_func %u: cflow implements the "
+                "softmax (1) only", s->path, h->arch, gating);
+        return FMT_EUNSUP;
+    }
+    if (h->rope_scaling != FMT_ROPE_NONE && h->rope_scaling != FMT_ROPE_YARN) {
+        fmt_err(err, errlen, "%s: DeepSeek-V2 with RoPE scaling %u: cflow implements YaRN only",
+                s->path, h->rope_scaling);
+        return FMT_EUNSUP;
+    }
+    if (!h->rope_dims || kl_mla <= h->rope_dims) {
+        fmt_err(err, errlen, "%s: metadata %s.attention.key_length_mla %u: not more than the "
+                "%u rotated dimensions", s->path, h->arch, kl_mla, h->rope_dims);
+        return FMT_EFORMAT;
+    }
+    h->mla_nope = kl_mla - h->rope_dims;
+    h->mla_v = vl_mla;
+    h->shared_ffn_dim = n_shared * h->expert_ffn_dim;
+    if (scale != 0.0f && scale != 1.0f)
+        h->expert_scale = scale;       /* (llama.cpp skips a scale of 1) */
+    if (h->expert_groups <= 1)
+        h->expert_groups = h->expert_groups_used = 0;
+    /* not renormalised unless the file says so (llama.cpp's default) */
+    int norm = 0;
+    snprintf(k, sizeof k, "%s.expert_weights_norm", h->arch);
+    if (fmt_kv_has(s->kv, k) && fmt_kv_get_bool(s->kv, k, &norm) < 0) {
+        fmt_err(err, errlen, "%s: metadata %s is not a boolean", s->path, k);
+        return FMT_EFORMAT;
+    }
+    if (norm)
+        h->flags &= ~(uint32_t)FMT_FLAG_MOE_NO_RENORM;
+    if (h->yarn_log_mul != 0.0f)
+        h->yarn_log_mul /= 0.1f;
+    fmt_deepseek2_scale(h);
+    return FMT_OK;
+}
+
+/* llama.cpp's q.k scale of DeepSeek-V2 (its graph's kq_scale): mscale^2 /
+ * sqrt(mla_nope + rope_dims), mscale = the context's attention factor
+ * times 1 + 0.1 ln(factor), times 1 + 0.1 log_mul ln(factor); float, in
+ * llama.cpp's order. */
+void fmt_deepseek2_scale(fmt_hparams *h)
+{
+    const float freq_scale = h->rope_scaling == FMT_ROPE_YARN ? 1.0f / h->rope_factor : 1.0f;
+    const float af = fmt_rope_attn_factor(h, freq_scale);
+    const float org = af * (1.0f + 0.1f * logf(1.0f / freq_scale));
+    const float mscale = org * (1.0f + 0.1f * h->yarn_log_mul * logf(1.0f / freq_scale));
+    h->attn_scale = 1.0f * mscale * mscale / sqrtf((float)(h->mla_nope + h->rope_dims));
+}
+
 /* ---- tensor names that differ from the common ones ----------------------- */
 
 static const fmt_role_names phi3_names = {
@@ -293,6 +394,21 @@ static const fmt_role_names gptoss_names = {
     [FMT_R_EXP_GATE_BIAS] = "blk.%u.ffn_gate_exps.bias",
     [FMT_R_EXP_UP_BIAS] = "blk.%u.ffn_up_exps.bias",
     [FMT_R_EXP_DOWN_BIAS] = "blk.%u.ffn_down_exps.bias",
+};
+
+/* DeepSeek-V2: the latent attention's projections take the K slot (the
+ * latent and the rotated key) and slots of their own */
+static const fmt_role_names deepseek2_names = {
+    [FMT_R_K] = "blk.%u.attn_kv_a_mqa.weight",
+    [FMT_R_Q_A] = "blk.%u.attn_q_a.weight",
+    [FMT_R_Q_A_NORM] = "blk.%u.attn_q_a_norm.weight",
+    [FMT_R_Q_B] = "blk.%u.attn_q_b.weight",
+    [FMT_R_KV_A_NORM] = "blk.%u.attn_kv_a_norm.weight",
+    [FMT_R_K_B] = "blk.%u.attn_k_b.weight",
+    [FMT_R_V_B] = "blk.%u.attn_v_b.weight",
+    [FMT_R_SH_GATE] = "blk.%u.ffn_gate_shexp.weight",
+    [FMT_R_SH_UP] = "blk.%u.ffn_up_shexp.weight",
+    [FMT_R_SH_DOWN] = "blk.%u.ffn_down_shexp.weight",
 };
 
 /* ---- the table ------------------------------------------------------------ */
@@ -324,6 +440,10 @@ static const fmt_family families[] = {
       .gating = FMT_GATE_TOPK_SOFTMAX, .gguf = gptoss_gguf, .gguf_names = &gptoss_names,
       .hf = fmt_hf_gptoss, .hf_names = &fmt_hf_gptoss_names,
       .hf_tensors = fmt_hf_gptoss_tensors },
+    { .arch = "deepseek2", .peer_ggml = 1, .hf_arch = "DeepseekV2ForCausalLM",
+      .hf_type = "deepseek_v2", .flags = FMT_FLAG_MOE_NO_RENORM, .gguf = deepseek2_gguf,
+      .gguf_names = &deepseek2_names, .hf = fmt_hf_deepseek2, .hf_names = &fmt_hf_deepseek2_names,
+      .hf_tensors = fmt_hf_deepseek2_tensors },
 };
 #define N_FAMILIES (sizeof families / sizeof *families)
 

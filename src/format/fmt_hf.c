@@ -110,8 +110,10 @@ static int qwen3moe_stack(fmt_src *s, char *err, size_t errlen)
 {
     static const char *const mats[3] = { "gate_proj", "up_proj", "down_proj" };
     const fmt_hparams *h = &s->hp;
-    unsigned E = h->n_experts;
-    size_t n = (size_t)h->n_layers * 3 * E;
+    unsigned E = h->n_experts, n_moe = 0;
+    for (unsigned l = 0; l < h->n_layers; l++)
+        n_moe += (unsigned)fmt_layer_moe(h, NULL, l);
+    size_t n = (size_t)n_moe * 3 * E;
     char name[256], nm[64];
     /* each part is a tensor of the file: bound the table by them */
     if (n > s->n_tensors) {
@@ -123,9 +125,10 @@ static int qwen3moe_stack(fmt_src *s, char *err, size_t errlen)
         fmt_err(err, errlen, "%s: out of memory", s->path);
         return FMT_ENOMEM;
     }
-    for (unsigned l = 0; l < h->n_layers; l++)
-        for (unsigned m = 0; m < 3; m++) {
-            const void **parts = s->parts + ((size_t)l * 3 + m) * E;
+    /* (DeepSeek's leading dense layers have none) */
+    for (unsigned l = 0, i = 0; l < h->n_layers; l++)
+        for (unsigned m = 0; m < 3 && fmt_layer_moe(h, NULL, l); m++, i++) {
+            const void **parts = s->parts + (size_t)i * E;
             const fmt_tensor *t0 = NULL;
             for (unsigned e = 0; e < E; e++) {
                 snprintf(name, sizeof name, "model.layers.%u.mlp.experts.%u.%s.weight", l,
@@ -963,8 +966,9 @@ int fmt_hf_open(fmt_src *s, const char *dir, const char *tokenizer,
     }
     /* experts one tensor each (Qwen3-MoE, OLMoE) as one bank a layer; the
      * family's own tensors; then its names over the common ones */
-    if (s->hp.n_experts && fmt_src_find(s, "model.layers.0.mlp.experts.0.gate_proj.weight") &&
-        (rc = qwen3moe_stack(s, err, errlen)) < 0)
+    char e0[96];
+    snprintf(e0, sizeof e0, "model.layers.%u.mlp.experts.0.gate_proj.weight", s->hp.dense_lead);
+    if (s->hp.n_experts && fmt_src_find(s, e0) && (rc = qwen3moe_stack(s, err, errlen)) < 0)
         goto out;
     if (s->fam && s->fam->hf_tensors && (rc = s->fam->hf_tensors(s, &c)) < 0)
         goto out;

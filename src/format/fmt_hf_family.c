@@ -35,6 +35,20 @@
  *                      down_proj [E, ffn, dim], which gptoss_banks turns
  *                      into [E][rows][cols] banks in memory the source owns
  *                      (a checkpoint in MXFP4 blocks is refused by name)
+ *   DeepseekV2ForCausalLM  kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
+ *                      v_head_dim, q_lora_rank (null: V2-Lite's direct query;
+ *                      else q_a_proj, q_a_layernorm, q_b_proj),
+ *                      n_routed_experts, num_experts_per_tok,
+ *                      moe_intermediate_size, n_shared_experts,
+ *                      first_k_dense_replace, norm_topk_prob,
+ *                      routed_scaling_factor, n_group and topk_group,
+ *                      scoring_func softmax, rope_scaling {yarn, factor,
+ *                      beta_fast, beta_slow, mscale_all_dim,
+ *                      original_max_position_embeddings}; its RoPE turns
+ *                      adjacent pairs (the checkpoint's layout, which
+ *                      llama.cpp keeps); kv_b_proj [heads (nope + v), rank]
+ *                      becomes k_b (each head's nope rows, transposed) and
+ *                      v_b (its v rows), as llama.cpp's converter splits it
  */
 #include "config.h"
 
@@ -50,6 +64,17 @@
 static int bad_key(const fmt_hf_cfg *c, int code, const char *key, const char *why)
 {
     fmt_err(c->err, c->errlen, "%s: %s %s", c->path, key, why);
+    return code;
+}
+
+/* The same naming the value a key has (text: a string's, or a number's
+ * digits). */
+static int bad_val(const fmt_hf_cfg *c, int code, const char *key, const char *val,
+                   const char *why)
+{
+    char nm[64];
+    fmt_err(c->err, c->errlen, "%s: %s %s: %s", c->path, key,
+            fmt_safe_name(nm, val, strlen(val)), why);
     return code;
 }
 
@@ -158,9 +183,14 @@ int fmt_hf_olmoe(fmt_src *s, const fmt_hf_cfg *c)
     float clip = 0.0f;
     if ((rc = hf_experts(s, c, "num_experts")) < 0 || (rc = hf_rope(s, c, 0)) < 0)
         return rc;
-    if (fmt_hf_f32(c, "clip_qkv", &clip) < 0 || clip != 0.0f)
-        return bad_key(c, FMT_EUNSUP, "clip_qkv", "is set: cflow implements OLMoE without "
-                       "the clamp of Q, K and V (null)");
+    if (fmt_hf_f32(c, "clip_qkv", &clip) < 0)
+        return FMT_EFORMAT;
+    if (clip != 0.0f) {
+        char v[32];
+        snprintf(v, sizeof v, "%g", (double)clip);
+        return bad_val(c, FMT_EUNSUP, "clip_qkv", v, "cflow implements OLMoE without the "
+                       "clamp of Q, K and V (null)");
+    }
     if (fmt_hf_bool(c, "norm_topk_prob", 0))
         s->hp.flags &= ~(uint32_t)FMT_FLAG_MOE_NO_RENORM;
     /* llama.cpp's converter writes 1e-5 whatever the file says */
@@ -207,7 +237,8 @@ int fmt_hf_gemma(fmt_src *s, const fmt_hf_cfg *c)
     if (!act)
         act = fmt_hf_str(c, "hidden_act");
     if (act && strcmp(act, "gelu_pytorch_tanh") && strcmp(act, "gelu"))
-        return bad_key(c, FMT_EUNSUP, "hidden_activation", "is not gelu_pytorch_tanh");
+        return bad_val(c, FMT_EUNSUP, "hidden_activation", act, "cflow implements "
+                       "gelu_pytorch_tanh");
     if (fmt_hf_f32(c, "query_pre_attn_scalar", &qpas) < 0 ||
         fmt_hf_f32(c, "final_logit_softcapping", &h->softcap) < 0 ||
         fmt_hf_f32(c, "attn_logit_softcapping", &h->attn_softcap) < 0 ||
@@ -217,8 +248,12 @@ int fmt_hf_gemma(fmt_src *s, const fmt_hf_cfg *c)
         return FMT_EFORMAT;
     if (!(qpas > 0.0f))
         return bad_key(c, FMT_EFORMAT, "query_pre_attn_scalar", "is not positive");
-    if (v3 && h->attn_softcap != 0.0f)
-        return bad_key(c, FMT_EUNSUP, "attn_logit_softcapping", "is set: Gemma 3 has none");
+    if (v3 && h->attn_softcap != 0.0f) {
+        char v[32];
+        snprintf(v, sizeof v, "%g", (double)h->attn_softcap);
+        return bad_val(c, FMT_EUNSUP, "attn_logit_softcapping", v, "Gemma 3 has none "
+                       "(null)");
+    }
     h->q_scale = 1.0f / sqrtf(qpas);
     h->attn_scale = 1.0f;
     if ((rc = hf_rope(s, c, 1 << FMT_ROPE_LINEAR)) < 0)
@@ -247,6 +282,63 @@ int fmt_hf_gptoss(fmt_src *s, const fmt_hf_cfg *c)
     if (!window)
         return bad_key(c, FMT_EFORMAT, "sliding_window", "is missing");
     return hf_windows(s, c, window, 2, h->rope_theta, 0);
+}
+
+int fmt_hf_deepseek2(fmt_src *s, const fmt_hf_cfg *c)
+{
+    fmt_hparams *h = &s->hp;
+    uint32_t rope = 0, n_shared = 0;
+    float scale = 0.0f;
+    fmt_hf_cfg rs;
+    int rc;
+    if (fmt_hf_u32(c, "kv_lora_rank", &h->mla_rank) < 0 ||
+        fmt_hf_u32(c, "qk_nope_head_dim", &h->mla_nope) < 0 ||
+        fmt_hf_u32(c, "qk_rope_head_dim", &rope) < 0 ||
+        fmt_hf_u32(c, "v_head_dim", &h->mla_v) < 0 ||
+        fmt_hf_u32(c, "q_lora_rank", &h->mla_q_rank) < 0 ||
+        fmt_hf_u32(c, "n_routed_experts", &h->n_experts) < 0 ||
+        fmt_hf_u32(c, "num_experts_per_tok", &h->top_k) < 0 ||
+        fmt_hf_u32(c, "moe_intermediate_size", &h->expert_ffn_dim) < 0 ||
+        fmt_hf_u32(c, "n_shared_experts", &n_shared) < 0 ||
+        fmt_hf_u32(c, "first_k_dense_replace", &h->dense_lead) < 0 ||
+        fmt_hf_f32(c, "routed_scaling_factor", &scale) < 0 ||
+        fmt_hf_u32(c, "n_group", &h->expert_groups) < 0 ||
+        fmt_hf_u32(c, "topk_group", &h->expert_groups_used) < 0)
+        return FMT_EFORMAT;
+    if (!h->mla_rank || !h->mla_nope || !rope || !h->mla_v)
+        return bad_key(c, FMT_EFORMAT, "kv_lora_rank", "and qk_nope_head_dim, qk_rope_head_dim, "
+                       "v_head_dim must be set");
+    const char *sf = fmt_hf_str(c, "scoring_func");
+    if (sf && strcmp(sf, "softmax"))
+        return bad_val(c, FMT_EUNSUP, "scoring_func", sf, "cflow implements DeepSeek-V2's "
+                       "softmax routing");
+    /* one KV head of the latent and the rotated key, turned in adjacent
+     * pairs */
+    h->n_kv_heads = 1;
+    h->head_dim = h->mla_rank + rope;
+    h->rope_dims = rope;
+    h->flags &= ~(uint32_t)FMT_FLAG_ROPE_NEOX;
+    h->shared_ffn_dim = n_shared * h->expert_ffn_dim;
+    if (scale != 0.0f && scale != 1.0f)
+        h->expert_scale = scale;
+    if (h->expert_groups <= 1)
+        h->expert_groups = h->expert_groups_used = 0;
+    if (!h->dense_lead)
+        h->ffn_dim = 0;                /* experts in every layer */
+    if (fmt_hf_bool(c, "norm_topk_prob", 0))
+        h->flags &= ~(uint32_t)FMT_FLAG_MOE_NO_RENORM;
+    if ((rc = hf_rope(s, c, 1 << FMT_ROPE_YARN)) < 0)
+        return rc;
+    if (h->rope_scaling == FMT_ROPE_YARN && fmt_hf_obj(c, "rope_scaling", &rs) > 0) {
+        float all = 0.0f;
+        if (fmt_hf_f32(&rs, "mscale_all_dim", &all) < 0)
+            return FMT_EFORMAT;
+        /* the converter's 0.1 * mscale_all_dim as a float, llama.cpp's / 0.1 */
+        if (all != 0.0f)
+            h->yarn_log_mul = (float)(0.1 * (double)all) / 0.1f;
+    }
+    fmt_deepseek2_scale(h);
+    return FMT_OK;
 }
 
 /* ---- tensors the checkpoints do not hold as cflow reads them ------------- */
@@ -382,6 +474,55 @@ int fmt_hf_gptoss_tensors(fmt_src *s, const fmt_hf_cfg *c)
     return FMT_OK;
 }
 
+/* DeepSeek-V2's kv_b_proj of each layer as k_b [heads][rank][nope] (each
+ * head's first nope rows, transposed) and v_b [heads][v][rank] (its next v
+ * rows). */
+int fmt_hf_deepseek2_tensors(fmt_src *s, const fmt_hf_cfg *c)
+{
+    const fmt_hparams *h = &s->hp;
+    const uint64_t H = h->n_heads, R = h->mla_rank, N = h->mla_nope, V = h->mla_v;
+    char nm[128];
+    int rc;
+    for (unsigned l = 0; l < h->n_layers; l++) {
+        snprintf(nm, sizeof nm, "model.layers.%u.self_attn.kv_b_proj.weight", l);
+        const fmt_tensor *t = fmt_src_find(s, nm);
+        if (!t) {
+            fmt_err(c->err, c->errlen, "%s: tensor '%s' is missing", s->path, nm);
+            return FMT_EFORMAT;
+        }
+        const fmt_tensor kv = *t;   /* (adds may move s->tensors) */
+        unsigned es = fmt_dtype_block_bytes(kv.dtype);
+        if (fmt_dtype_block(kv.dtype) != 1 || kv.ndim != 2 || kv.ne[0] != R ||
+            kv.ne[1] != H * (N + V)) {
+            fmt_err(c->err, c->errlen, "%s: tensor '%s' is not a float [%llu, %llu] matrix",
+                    s->path, nm, (unsigned long long)(H * (N + V)), (unsigned long long)R);
+            return FMT_EFORMAT;
+        }
+        uint8_t *kb = fmt_src_own(s, H * R * N * es, c->err, c->errlen);
+        uint8_t *vb = kb ? fmt_src_own(s, H * V * R * es, c->err, c->errlen) : NULL;
+        if (!vb)
+            return FMT_ENOMEM;
+        const uint8_t *src = kv.data;
+        for (uint64_t hh = 0; hh < H; hh++) {
+            const uint8_t *blk = src + hh * (N + V) * R * es;
+            for (uint64_t r = 0; r < R; r++)
+                for (uint64_t j = 0; j < N; j++)
+                    memcpy(kb + ((hh * R + r) * N + j) * es, blk + (j * R + r) * es, es);
+            memcpy(vb + hh * V * R * es, blk + N * R * es, V * R * es);
+        }
+        uint64_t nk[4] = { N, R, H, 1 }, nv[4] = { R, V, H, 1 };
+        snprintf(nm, sizeof nm, "model.layers.%u.self_attn.k_b_proj.weight", l);
+        if ((rc = fmt_src_add_tensor(s, nm, kv.dtype, 3, nk, kb, H * R * N * es, c->err,
+                                     c->errlen)) < 0)
+            return rc;
+        snprintf(nm, sizeof nm, "model.layers.%u.self_attn.v_b_proj.weight", l);
+        if ((rc = fmt_src_add_tensor(s, nm, kv.dtype, 3, nv, vb, H * V * R * es, c->err,
+                                     c->errlen)) < 0)
+            return rc;
+    }
+    return FMT_OK;
+}
+
 /* The names of each family's tensors that differ from fmt_hf.c's. */
 #define HF_STACK "model.layers.%u.mlp.experts."
 const fmt_role_names fmt_hf_olmoe_names = {
@@ -415,4 +556,21 @@ const fmt_role_names fmt_hf_gptoss_names = {
     [FMT_R_EXP_GATE_BIAS] = HF_STACK "gate_proj.bias",
     [FMT_R_EXP_UP_BIAS] = HF_STACK "up_proj.bias",
     [FMT_R_EXP_DOWN_BIAS] = HF_STACK "down_proj_bias",
+};
+
+const fmt_role_names fmt_hf_deepseek2_names = {
+    [FMT_R_K] = "model.layers.%u.self_attn.kv_a_proj_with_mqa.weight",
+    [FMT_R_Q_A] = "model.layers.%u.self_attn.q_a_proj.weight",
+    [FMT_R_Q_A_NORM] = "model.layers.%u.self_attn.q_a_layernorm.weight",
+    [FMT_R_Q_B] = "model.layers.%u.self_attn.q_b_proj.weight",
+    [FMT_R_KV_A_NORM] = "model.layers.%u.self_attn.kv_a_layernorm.weight",
+    [FMT_R_K_B] = "model.layers.%u.self_attn.k_b_proj.weight",
+    [FMT_R_V_B] = "model.layers.%u.self_attn.v_b_proj.weight",
+    [FMT_R_ROUTER] = "model.layers.%u.mlp.gate.weight",
+    [FMT_R_EXP_GATE] = HF_STACK "gate_proj.weight",
+    [FMT_R_EXP_UP] = HF_STACK "up_proj.weight",
+    [FMT_R_EXP_DOWN] = HF_STACK "down_proj.weight",
+    [FMT_R_SH_GATE] = "model.layers.%u.mlp.shared_experts.gate_proj.weight",
+    [FMT_R_SH_UP] = "model.layers.%u.mlp.shared_experts.up_proj.weight",
+    [FMT_R_SH_DOWN] = "model.layers.%u.mlp.shared_experts.down_proj.weight",
 };

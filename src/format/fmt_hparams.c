@@ -223,6 +223,12 @@ static const struct hp_meta {
     { "cflow.rope.yarn.beta_fast", HPM_F32, offsetof(fmt_hparams, yarn_beta_fast) },
     { "cflow.rope.yarn.beta_slow", HPM_F32, offsetof(fmt_hparams, yarn_beta_slow) },
     { "cflow.rope.yarn.log_mul", HPM_F32, offsetof(fmt_hparams, yarn_log_mul) },
+    { "cflow.mla.kv_lora_rank", HPM_U32, offsetof(fmt_hparams, mla_rank) },
+    { "cflow.mla.qk_nope_dim", HPM_U32, offsetof(fmt_hparams, mla_nope) },
+    { "cflow.mla.v_dim", HPM_U32, offsetof(fmt_hparams, mla_v) },
+    { "cflow.mla.q_lora_rank", HPM_U32, offsetof(fmt_hparams, mla_q_rank) },
+    { "cflow.expert_group_count", HPM_U32, offsetof(fmt_hparams, expert_groups) },
+    { "cflow.expert_group_used_count", HPM_U32, offsetof(fmt_hparams, expert_groups_used) },
 };
 
 int fmt_hp_meta_store(const fmt_hparams *hp, fmt_kv *kv)
@@ -340,6 +346,31 @@ int fmt_family_check(const fmt_hparams *hp, char *why, size_t whylen)
     else if (hp->shared_ffn_dim && (hp->n_experts == 0 || hp->shared_ffn_dim > 65536))
         snprintf(why, whylen, "shared experts of %u without routed experts, or over 65536",
                  hp->shared_ffn_dim);
+    else if (hp->mla_rank && (!hp->mla_nope || !hp->mla_v || hp->n_kv_heads != 1 ||
+                              !hp->rope_dims || hp->head_dim != hp->mla_rank + hp->rope_dims ||
+                              hp->mla_rank % 128 || hp->mla_nope % 32 || hp->mla_v % 128 ||
+                              (uint64_t)hp->n_heads * hp->mla_rank > 65535 ||
+                              (uint64_t)hp->n_heads * hp->mla_v > 65535))
+        snprintf(why, whylen, "latent attention of rank %u (q/k %u + %u, v %u, %u KV heads, "
+                 "head %u): cflow needs one KV head of rank + rotated dims, a rank and v of 128s "
+                 "(a tile's rows, one head's), q/k of 32s and heads * rank within 65535", hp->mla_rank, hp->mla_nope, hp->rope_dims,
+                 hp->mla_v, hp->n_kv_heads, hp->head_dim);
+    else if (!hp->mla_rank && (hp->mla_nope || hp->mla_v || hp->mla_q_rank))
+        snprintf(why, whylen, "latent attention dimensions %u, %u, %u without its rank",
+                 hp->mla_nope, hp->mla_v, hp->mla_q_rank);
+    else if (hp->mla_q_rank % 32 || hp->mla_q_rank > 65536)
+        snprintf(why, whylen, "a low-rank query of %u: not a multiple of 32 up to 65536",
+                 hp->mla_q_rank);
+    else if (hp->expert_groups > 1 &&
+             (hp->expert_groups > FMT_MAX_EXPERT_GROUPS ||
+              hp->n_experts % hp->expert_groups || !hp->expert_groups_used ||
+              hp->expert_groups_used > hp->expert_groups ||
+              hp->n_experts / hp->expert_groups < 2 ||
+              hp->top_k > hp->expert_groups_used * (hp->n_experts / hp->expert_groups)))
+        snprintf(why, whylen, "%u expert groups (%u used) for %u experts, top %u: groups (at "
+                 "most 64) must divide the experts, hold two or more each and the used ones "
+                 "the top k",
+                 hp->expert_groups, hp->expert_groups_used, hp->n_experts, hp->top_k);
     else if (hp->dense_lead && (hp->n_experts == 0 || hp->ffn_dim == 0 ||
                                 hp->dense_lead >= hp->n_layers))
         snprintf(why, whylen, "%u leading dense layers need experts, a dense FFN size and "
@@ -375,4 +406,39 @@ int fmt_layer_dense(const fmt_hparams *hp, unsigned l)
 int fmt_layer_moe(const fmt_hparams *hp, const fmt_layer_geom *g, unsigned l)
 {
     return hp->n_experts && l >= hp->dense_lead && !(g && (g->flags & FMT_LG_NO_EXPERTS));
+}
+
+uint32_t fmt_layer_q_rows(const fmt_hparams *hp, const fmt_layer_geom *g)
+{
+    return g->n_heads * (hp->mla_rank ? hp->mla_nope + g->rope_dims : g->head_dim);
+}
+
+uint32_t fmt_layer_o_cols(const fmt_hparams *hp, const fmt_layer_geom *g)
+{
+    return g->n_heads * (hp->mla_rank ? hp->mla_v : g->head_dim);
+}
+
+int fmt_layer_has_v(const fmt_hparams *hp, const fmt_layer_geom *g)
+{
+    return !(g->flags & FMT_LG_KV_SHARED) && !hp->mla_rank;
+}
+
+float fmt_rope_attn_factor(const fmt_hparams *hp, float freq_scale)
+{
+    float af = 1.0f;
+    if (hp->rope_scaling == FMT_ROPE_YARN) {
+        const float factor = 1.0f / freq_scale;
+        float mscale = 1.0f, mscale_all = hp->yarn_log_mul;
+#define GET_MSCALE(sc, m) ((sc) <= 1.0f ? 1.0f : 0.1f * (m) * logf(sc) + 1.0f)
+        if (mscale_all != 0.0f) {
+            if (mscale_all != 1.0f)
+                mscale = mscale_all;     /* DeepSeek-V2's, llama.cpp's special case */
+            af = GET_MSCALE(factor, mscale) / GET_MSCALE(factor, mscale_all);
+        } else {
+            af = GET_MSCALE(factor, 1.0f);
+        }
+#undef GET_MSCALE
+        af *= 1.0f / (1.0f + 0.1f * logf(factor));
+    }
+    return af * (hp->rope_attn_factor > 0.0f ? hp->rope_attn_factor : 1.0f);
 }

@@ -250,11 +250,16 @@ int fmt_hf_olmoe(fmt_src *s, const fmt_hf_cfg *c);
 int fmt_hf_phi3(fmt_src *s, const fmt_hf_cfg *c);
 int fmt_hf_gemma(fmt_src *s, const fmt_hf_cfg *c);
 int fmt_hf_gptoss(fmt_src *s, const fmt_hf_cfg *c);
+int fmt_hf_deepseek2(fmt_src *s, const fmt_hf_cfg *c);
 int fmt_hf_phi3_tensors(fmt_src *s, const fmt_hf_cfg *c);
 int fmt_hf_gemma_tensors(fmt_src *s, const fmt_hf_cfg *c);
 int fmt_hf_gptoss_tensors(fmt_src *s, const fmt_hf_cfg *c);
+int fmt_hf_deepseek2_tensors(fmt_src *s, const fmt_hf_cfg *c);
 extern const fmt_role_names fmt_hf_olmoe_names, fmt_hf_phi3_names, fmt_hf_gemma_names,
-                            fmt_hf_gptoss_names;
+                            fmt_hf_gptoss_names, fmt_hf_deepseek2_names;
+/* DeepSeek-V2's q.k scale (attn_scale) from its RoPE fields and latent
+ * sizes, as llama.cpp's graph computes it (fmt_family.c). */
+void fmt_deepseek2_scale(fmt_hparams *h);
 /* fmt_llama2c.c: 1 when the file's first bytes and size look like a legacy
  * llama2.c checkpoint (nothing else is read), else 0. */
 int fmt_llama2c_detect(const char *path, const uint8_t *head, size_t nhead,
@@ -338,6 +343,16 @@ typedef struct fmt_synth_geom {
                                    tests' small models take larger ones, so
                                    that attention is sharp and the positions
                                    (RoPE, windows, sinks) matter to the tokens */
+    /* DeepSeek-V2 (mla_rank > 0): latent attention of rank mla_rank, q/k
+     * heads of mla_nope + rope_dims, values of mla_v (head_dim: rank +
+     * rope_dims, n_kv 1), a low-rank query of mla_q_rank (0: direct, as
+     * V2-Lite's; llama.cpp takes it unless the model has 26 or 27
+     * layers); n_shared shared experts of ffn each; the first
+     * dense_lead layers a dense FFN of dense_ffn; experts in groups (0:
+     * none); YaRN's mscale_all_dim */
+    unsigned    mla_rank, mla_nope, mla_v, mla_q_rank, n_shared, dense_lead, dense_ffn;
+    unsigned    groups, groups_used;
+    float       mscale_all;
 } fmt_synth_geom;
 enum {
     FMT_SG_QK_HEAD  = 1u << 0,  /* per-head Q/K norms (Qwen3, Gemma 3) */

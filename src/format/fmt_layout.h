@@ -48,7 +48,10 @@
  * 22 attn_sinks [n_heads], 23 o_bias, 24 router_bias [n_experts], 25 the
  * experts' gate and up biases (f32 [n_experts][2 expert_ffn]), 26 their
  * down biases ([n_experts][dim]), 27-29 the shared experts' gate/up (one
- * stream) and down streams, 30-35 reserved.  Globals: 0 token_embd,
+ * stream) and down streams, 30 kv_a_norm [mla_rank] and 31-32 k_b, v_b
+ * (MLA: [n_heads mla_rank][mla_nope] and [n_heads mla_v][mla_rank], one
+ * stream each; with MLA the QKV stream holds Q and K, the latent and the
+ * rotated key, and slot 3 is empty), 33-35 reserved.  Globals: 0 token_embd,
  * 1 output_norm, 2 output, 19 the table, 20 rope_short, 21 rope_long
  * ([rope_dims / 2] each).  The xslot tables follow the layer table in the
  * file, entry after entry.

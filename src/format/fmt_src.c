@@ -60,6 +60,8 @@ static const char *const role_names[FMT_NROLES] = {
     [FMT_R_SH_GATE] = "ffn_gate_shexp", [FMT_R_SH_UP] = "ffn_up_shexp",
     [FMT_R_SH_DOWN] = "ffn_down_shexp",
     [FMT_R_ROPE_SHORT] = "rope_factors_short", [FMT_R_ROPE_LONG] = "rope_factors_long",
+    [FMT_R_KV_A_NORM] = "attn_kv_a_norm", [FMT_R_K_B] = "attn_k_b", [FMT_R_V_B] = "attn_v_b",
+    [FMT_R_Q_A] = "attn_q_a", [FMT_R_Q_A_NORM] = "attn_q_a_norm", [FMT_R_Q_B] = "attn_q_b",
 };
 
 const char *fmt_role_name(int role)
@@ -209,11 +211,16 @@ int fmt_src_check_hparams(const fmt_src *s, char *err, size_t errlen)
               !(h->rope_high_freq > h->rope_low_freq) ||
               !isfinite(h->rope_high_freq) || h->rope_orig_ctx == 0))
         bad = "Llama-3 RoPE scaling";
-    char why[160];
+    char why[320];
     if (!bad && (fmt_pipeline_check(h, why, sizeof why) ||
                  fmt_hparams_fit(h, why, sizeof why))) {
         fmt_err(err, errlen, "%s: %s", s->path, why);
         return FMT_EFORMAT;
+    }
+    /* the families' fields: each a value cflow implements */
+    if (!bad && fmt_family_check(h, why, sizeof why)) {
+        fmt_err(err, errlen, "%s: %s", s->path, why);
+        return FMT_EUNSUP;
     }
     if (bad) {
         fmt_err(err, errlen, "%s: implausible %s (layers %u, dim %u, heads "
@@ -238,7 +245,7 @@ void fmt_src_layer_geom(const fmt_src *s, unsigned l, fmt_layer_geom *g)
 static unsigned role_shape(const fmt_hparams *h, const fmt_layer_geom *g,
                            int role, uint64_t ne[4])
 {
-    uint64_t qd = (uint64_t)g->n_heads * g->head_dim;
+    uint64_t qd = fmt_layer_q_rows(h, g), od = fmt_layer_o_cols(h, g);
     uint64_t kvd = (uint64_t)g->n_kv_heads * g->head_dim;
     ne[0] = ne[1] = ne[2] = ne[3] = 1;
     switch (role) {
@@ -249,7 +256,7 @@ static unsigned role_shape(const fmt_hparams *h, const fmt_layer_geom *g,
         ne[0] = h->dim; return 1;
     case FMT_R_Q: ne[0] = h->dim; ne[1] = qd; return 2;
     case FMT_R_K: case FMT_R_V: ne[0] = h->dim; ne[1] = kvd; return 2;
-    case FMT_R_O: ne[0] = qd; ne[1] = h->dim; return 2;
+    case FMT_R_O: ne[0] = od; ne[1] = h->dim; return 2;
     case FMT_R_Q_BIAS: ne[0] = qd; return 1;
     case FMT_R_K_BIAS: case FMT_R_V_BIAS: ne[0] = kvd; return 1;
     case FMT_R_GATE: case FMT_R_UP:
@@ -277,6 +284,12 @@ static unsigned role_shape(const fmt_hparams *h, const fmt_layer_geom *g,
     case FMT_R_SH_DOWN: ne[0] = h->shared_ffn_dim; ne[1] = h->dim; return 2;
     case FMT_R_ROPE_SHORT: case FMT_R_ROPE_LONG:
         ne[0] = (h->rope_dims ? h->rope_dims : h->head_dim) / 2; return 1;
+    case FMT_R_KV_A_NORM: ne[0] = h->mla_rank; return 1;
+    case FMT_R_K_B: ne[0] = h->mla_nope; ne[1] = h->mla_rank; ne[2] = g->n_heads; return 3;
+    case FMT_R_V_B: ne[0] = h->mla_rank; ne[1] = h->mla_v; ne[2] = g->n_heads; return 3;
+    case FMT_R_Q_A: ne[0] = h->dim; ne[1] = h->mla_q_rank; return 2;
+    case FMT_R_Q_A_NORM: ne[0] = h->mla_q_rank; return 1;
+    case FMT_R_Q_B: ne[0] = h->mla_q_rank; ne[1] = qd; return 2;
     default: return 0;
     }
 }
@@ -374,6 +387,28 @@ static int split_fused(fmt_src *s, unsigned l, char *err, size_t errlen)
     return FMT_OK;
 }
 
+/* MLA's per-head matrices [n_heads][rows][cols] (checked 3-D) as one 2-D
+ * matrix of n_heads * rows rows, head h's rows first to last: the .cflow
+ * stream's layout (the engine gives head h's tiles its own input). */
+static int fold_heads(fmt_src *s, unsigned l, int role, char *err, size_t errlen)
+{
+    const fmt_tensor **slot = &s->roles[(size_t)l * FMT_NROLES + (size_t)role];
+    const fmt_tensor *t = *slot;
+    if (t->parts) {
+        fmt_err(err, errlen, "%s: tensor '%s' is stored in parts", s->path, t->name);
+        return FMT_EUNSUP;
+    }
+    fmt_tensor *v = fmt_src_own(s, sizeof *v, err, errlen);
+    if (!v)
+        return FMT_ENOMEM;
+    *v = *t;
+    v->ne[1] = t->ne[1] * t->ne[2];
+    v->ne[2] = 1;
+    v->ndim = 2;
+    *slot = v;
+    return FMT_OK;
+}
+
 /* Roles a layer's tensors fill, as the geometry and what is there say:
  * need[r] of layer l is 1 for a required role, 2 for an optional one (its
  * shape checked when it is there), 0 for one the model does not use. */
@@ -383,7 +418,10 @@ static void layer_needs(const fmt_src *s, unsigned l, const fmt_layer_geom *lg, 
     memset(need, 0, FMT_NROLES * sizeof *need);
     need[FMT_R_TOK_EMBD] = need[FMT_R_OUT_NORM] = 1;
     need[FMT_R_ATTN_NORM] = need[FMT_R_Q] = need[FMT_R_K] = need[FMT_R_O] = 1;
-    need[FMT_R_V] = !(lg->flags & FMT_LG_KV_SHARED);
+    need[FMT_R_V] = fmt_layer_has_v(h, lg);
+    need[FMT_R_KV_A_NORM] = need[FMT_R_K_B] = need[FMT_R_V_B] = h->mla_rank != 0;
+    need[FMT_R_Q_A] = need[FMT_R_Q_A_NORM] = need[FMT_R_Q_B] = h->mla_q_rank != 0;
+    need[FMT_R_Q] = !h->mla_q_rank;
     /* a dense FFN when it has a size; experts when there are any (our
      * pipeline-native models have both, Mixtral-style models only experts,
      * DeepSeek's first layers only the dense one) */
@@ -503,6 +541,8 @@ int fmt_src_bind(fmt_src *s, const char *const *names, int tie_forced,
             if (!need[r])
                 continue;              /* (2: optional, checked when there) */
             if ((rc = check_tensor(s, t, r, l, err, errlen)) < 0)
+                return rc;
+            if ((r == FMT_R_K_B || r == FMT_R_V_B) && (rc = fold_heads(s, l, r, err, errlen)) < 0)
                 return rc;
         }
     }

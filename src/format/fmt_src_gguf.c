@@ -175,6 +175,8 @@ int fmt_src_gguf_open(fmt_src *s, char *err, size_t errlen)
         return rc;
     h->head_dim = h->n_heads ? h->dim / h->n_heads : 0;
     uint32_t kl = 0, vl = 0, rd = 0;
+    char mla_key[128];
+    snprintf(mla_key, sizeof mla_key, "%s.attention.kv_lora_rank", a);
     if ((rc = fmt_gguf_key_u32(s, "attention.key_length", &kl, 0, err, errlen)) < 0 ||
         (rc = fmt_gguf_key_u32(s, "attention.value_length", &vl, 0, err, errlen)) < 0 ||
         (rc = fmt_gguf_key_u32(s, "rope.dimension_count", &rd, 0, err, errlen)) < 0)
@@ -236,8 +238,9 @@ int fmt_src_gguf_open(fmt_src *s, char *err, size_t errlen)
     }
     if ((rc = fmt_src_check_hparams(s, err, errlen)) < 0)
         return rc;
-    /* conventions we do not implement, once the geometry is known sane */
-    if (vl && vl != h->head_dim) {
+    /* conventions we do not implement, once the geometry is known sane
+     * (MLA's values are its latent: value_length checked below) */
+    if (vl && vl != h->head_dim && !fmt_kv_has(s->kv, mla_key)) {
         fmt_err(err, errlen, "%s: metadata %s.attention.value_length %u: a value length that "
                 "differs from the key length %u is not implemented", s->path, a, vl,
                 h->head_dim);
@@ -261,6 +264,11 @@ int fmt_src_gguf_open(fmt_src *s, char *err, size_t errlen)
         (rc = fmt_src_check_hparams(s, err, errlen)) < 0 ||
         (rc = fmt_src_fit_vocab(s, h->vocab_size, 0, 0, err, errlen)) < 0)
         return rc;
+    if (vl && vl != h->head_dim && vl != h->mla_rank) {
+        fmt_err(err, errlen, "%s: metadata %s.attention.value_length %u: not the latent's rank "
+                "%u", s->path, a, vl, h->mla_rank);
+        return FMT_EFORMAT;
+    }
     const char *names[FMT_NROLES];
     fmt_family_names(&fmt_gguf_role_names, fam->gguf_names, names);
     return fmt_src_bind(s, names, 0, err, errlen);

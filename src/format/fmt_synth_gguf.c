@@ -37,9 +37,17 @@
  *               ffn_{gate,up}_exps Q4_0 [dim, ff, E], ffn_down_exps [ff, dim, E]
  *               (llama.cpp's llama architecture sizes experts by
  *               feed_forward_length, so that key holds the expert FFN size).
- * OLMoE and Qwen3-MoE are written in that llama/Mixtral form at their real
- * sizes: their per-head q/k norms (a few KB) are left out, every byte that
- * matters for bandwidth is there.
+ * olmoe-mixtral-1b-7b and Qwen3-MoE are written in that llama/Mixtral form
+ * at their real sizes: their per-head q/k norms (a few KB) are left out,
+ * every byte that matters for bandwidth is there.  The model families'
+ * presets (olmoe-1b-7b, gpt-oss-*, gemma*, phi4-mini, deepseek-v2-lite and
+ * their tiny-* versions) are written in their own architecture, with the
+ * names and keys of fmt_family.c's table (tensor_list, arch_keys): OLMoE's
+ * whole-width Q/K norms, Phi-3's fused attn_qkv and ffn_up, Gemma's post
+ * norms, gpt-oss's biases and sinks, DeepSeek-V2's latent attention
+ * (attn_kv_a_mqa, its norm, the 3-D attn_k_b and attn_v_b, attn_q_a/_b
+ * where the query is low-rank), its leading dense layers and shared
+ * experts; norms drawn about 1 (sd 0.1).
  *
  * Weights: Q4_0 blocks (f16 d, 16 bytes of nibbles, 18 bytes per 32) hold
  * nibbles uniform in 0..15 (value (q - 8) * d) with d near 0.02 / 4.6;
@@ -293,8 +301,9 @@ static size_t tensor_list(const fmt_synth_geom *g, uint32_t vocab, int mt, tdesc
                           float zipf)
 {
     size_t n = 0;
-    const uint64_t d = g->dim, q = (uint64_t)g->n_heads * g->head_dim,
+    const uint64_t d = g->dim, H = g->n_heads, q = H * g->head_dim,
                    kv = (uint64_t)g->n_kv * g->head_dim, E = g->n_exp, ff = g->ffn;
+    const uint64_t R = g->mla_rank, rd = g->rope_dims;
     const float sd = 0.02f, F = FMT_DT_F32, qk_sd = g->qk_sd > 0.0f ? g->qk_sd : sd;
     const unsigned fe = g->feat;
     const char *arch = g->arch ? g->arch : "llama";
@@ -324,6 +333,35 @@ static size_t tensor_list(const fmt_synth_geom *g, uint32_t vocab, int mt, tdesc
     }
     for (layer = 0; layer < g->n_layers; layer++) {
         ADD(FMT_R_ATTN_NORM, F, 1, d, 1, 1, 1.0f, 0);
+        if (R && g->mla_q_rank) {       /* DeepSeek-V2's latent attention */
+            ADD(FMT_R_Q_A, mt, 2, d, g->mla_q_rank, 1, 0, qk_sd);
+            ADD(FMT_R_Q_A_NORM, F, 1, g->mla_q_rank, 1, 1, 1.0f, 0.1f);
+            ADD(FMT_R_Q_B, mt, 2, g->mla_q_rank, H * (g->mla_nope + rd), 1, 0, qk_sd);
+        } else if (R) {
+            ADD(FMT_R_Q, mt, 2, d, H * (g->mla_nope + rd), 1, 0, qk_sd);
+        }
+        if (R) {
+            ADD(FMT_R_K, mt, 2, d, R + rd, 1, 0, qk_sd);
+            ADD(FMT_R_KV_A_NORM, F, 1, R, 1, 1, 1.0f, 0.1f);
+            ADD(FMT_R_K_B, mt, 3, g->mla_nope, R, H, 0, qk_sd);
+            ADD(FMT_R_V_B, mt, 3, R, g->mla_v, H, 0, sd);
+            ADD(FMT_R_O, mt, 2, H * g->mla_v, d, 1, 0, sd);
+            ADD(FMT_R_FFN_NORM, F, 1, d, 1, 1, 1.0f, 0);
+            if (layer < g->dense_lead) {
+                ADD(FMT_R_GATE, mt, 2, d, g->dense_ffn, 1, 0, sd);
+                ADD(FMT_R_UP, mt, 2, d, g->dense_ffn, 1, 0, sd);
+                ADD(FMT_R_DOWN, mt, 2, g->dense_ffn, d, 1, 0, sd);
+                continue;
+            }
+            ADD(FMT_R_ROUTER, F, 2, d, E, 1, 0, 0.2f);
+            ADD(FMT_R_EXP_GATE, mt, 3, d, ff, E, 0, sd);
+            ADD(FMT_R_EXP_UP, mt, 3, d, ff, E, 0, sd);
+            ADD(FMT_R_EXP_DOWN, mt, 3, ff, d, E, 0, sd);
+            ADD(FMT_R_SH_GATE, mt, 2, d, ff * g->n_shared, 1, 0, sd);
+            ADD(FMT_R_SH_UP, mt, 2, d, ff * g->n_shared, 1, 0, sd);
+            ADD(FMT_R_SH_DOWN, mt, 2, ff * g->n_shared, d, 1, 0, sd);
+            continue;
+        }
         if (fe & FMT_SG_FUSED) {
             ADD(FMT_R_QKV, mt, 2, d, q + 2 * kv, 1, 0, qk_sd);
         } else {
@@ -488,7 +526,7 @@ static int is_vector(int role)
     case FMT_R_K_NORM: case FMT_R_ATTN_POST_NORM: case FMT_R_FFN_POST_NORM: case FMT_R_SINKS:
     case FMT_R_O_BIAS: case FMT_R_ROUTER_BIAS: case FMT_R_EXP_GATE_BIAS:
     case FMT_R_EXP_UP_BIAS: case FMT_R_EXP_DOWN_BIAS: case FMT_R_ROPE_SHORT:
-    case FMT_R_ROPE_LONG:
+    case FMT_R_ROPE_LONG: case FMT_R_KV_A_NORM: case FMT_R_Q_A_NORM:
         return 1;
     default:
         return 0;
@@ -515,11 +553,28 @@ static int arch_keys(const fmt_synth_geom *g, fmt_kv *kv, uint32_t vocab, uint32
     KU("context_length", g->ctx);
     KU("embedding_length", g->dim);
     KU("block_count", g->n_layers);
-    KU("feed_forward_length", g->ffn);
+    KU("feed_forward_length", g->mla_rank ? g->dense_ffn : g->ffn);
     KU("attention.head_count", g->n_heads);
     KU("attention.head_count_kv", g->n_kv);
     KU("attention.key_length", g->head_dim);
-    KU("attention.value_length", g->head_dim);
+    KU("attention.value_length", g->mla_rank ? g->mla_rank : g->head_dim);
+    if (g->mla_rank) {              /* DeepSeek-V2, as its converter writes it */
+        KU("attention.kv_lora_rank", g->mla_rank);
+        if (g->mla_q_rank)
+            KU("attention.q_lora_rank", g->mla_q_rank);
+        KU("attention.key_length_mla", g->mla_nope + g->rope_dims);
+        KU("attention.value_length_mla", g->mla_v);
+        KU("leading_dense_block_count", g->dense_lead);
+        KU("expert_shared_count", g->n_shared);
+        KF("expert_weights_scale", 1.0f);
+        KU("expert_gating_func", 1);
+        if (g->groups) {
+            KU("expert_group_count", g->groups);
+            KU("expert_group_used_count", g->groups_used);
+        }
+        if (g->mscale_all > 0.0f)
+            KF("rope.scaling.yarn_log_multiplier", (float)(0.1 * (double)g->mscale_all));
+    }
     KU("rope.dimension_count", g->rope_dims ? g->rope_dims : g->head_dim);
     KF("rope.freq_base", g->theta);
     KF("attention.layer_norm_rms_epsilon", g->eps);
@@ -567,9 +622,13 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
     if (bg)
         g = *bg;
     else if (fmt_synth_llama_geom(preset, &g)) {
+        char list[1024];
+        size_t o = 0;
+        list[0] = '\0';
+        for (unsigned i = 0; fmt_synth_bench_name(i) && o < sizeof list; i++)
+            o += (size_t)snprintf(list + o, sizeof list - o, ", %s", fmt_synth_bench_name(i));
         fmt_err(err, errlen, "preset '%s' cannot be written as GGUF (llama.cpp "
-                "has no such architecture); GGUF presets: tiny-mixtral, "
-                "tinyllama-1.1b, llama2-7b, olmoe-1b-7b, qwen3-30b-a3b", preset);
+                "has no such architecture); GGUF presets: tiny-mixtral%s", preset, list);
         return FMT_EARG;
     }
     int file_type = 0, mt = base_type(q, &file_type);

@@ -260,6 +260,23 @@ static const fmt_synth_geom bench[] = {
     { GEO("tiny-gptoss",      2,   64,  4,  2,  16,    64,   8, 2, 512, 2048, 150000.0f, 1e-5f,
           0), .arch = "gpt-oss", .feat = FMT_SG_BIAS | FMT_SG_SINKS, .swa = 8,
       .rope_factor = 32.0f, .rope_orig = 64, .qk_sd = 0.3f },
+    /* DeepSeek-V2-Lite at its size (deepseek-ai/DeepSeek-V2-Lite-Chat);
+     * a small DeepSeek-V2 whose query is low-rank and whose experts route
+     * in groups (llama.cpp reads the direct query of 26- and 27-layer
+     * models alone), and a small V2-Lite of 27 layers */
+    { GEO("deepseek-v2-lite", 27, 2048, 16,  1, 576,  1408,  64, 6, 102400, 163840, 1e4f,
+          1e-6f, 0), .arch = "deepseek2", .rope_dims = 64, .rope_factor = 40.0f,
+      .rope_orig = 4096, .mla_rank = 512, .mla_nope = 128, .mla_v = 128, .n_shared = 2,
+      .dense_lead = 1, .dense_ffn = 10944, .mscale_all = 0.707f },
+    { GEO("tiny-deepseek2",   3,   64,  4,  1, 144,    64,   8, 2, 512, 2048, 1e4f, 1e-6f, 0),
+      .arch = "deepseek2", .rope_dims = 16, .rope_factor = 4.0f, .rope_orig = 64,
+      .mla_rank = 128, .mla_nope = 32, .mla_v = 128, .mla_q_rank = 64, .n_shared = 1,
+      .dense_lead = 1, .dense_ffn = 96, .groups = 4, .groups_used = 2, .mscale_all = 0.707f,
+      .qk_sd = 0.3f },
+    { GEO("tiny-deepseek2-lite", 27, 64, 2,  1, 144,    32,   4, 2, 512, 2048, 1e4f, 1e-6f, 0),
+      .arch = "deepseek2", .rope_dims = 16, .rope_factor = 4.0f, .rope_orig = 64,
+      .mla_rank = 128, .mla_nope = 32, .mla_v = 128, .n_shared = 1, .dense_lead = 1,
+      .dense_ffn = 64, .mscale_all = 0.707f, .qk_sd = 0.3f },
 };
 #undef GEO
 

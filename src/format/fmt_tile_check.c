@@ -33,7 +33,7 @@ const char *fmt_matrix_name(int m)
     static const char *const n[FMT_NMATRIX] = { "q", "k", "v", "o", "gate", "up", "down",
                                                 "router", "exp_gate", "exp_up", "exp_down",
                                                 "token_embd", "output", "sh_gate",
-                                                "sh_up", "sh_down" };
+                                                "sh_up", "sh_down", "k_b", "v_b", "q_b" };
     return m >= 0 && m < FMT_NMATRIX ? n[m] : "?";
 }
 

@@ -23,11 +23,12 @@
 #include "ui/ui.h"
 
 static const int inspect_opts[] = { UI_O_JSON, UI_O_CRITICAL_PATH, UI_O_BYTES_PER_PARAM,
-                                    UI_O_HELP, UI_O_END };
+                                    UI_O_KV_CTX, UI_O_HELP, UI_O_END };
 
 static void help(const ui_settings *d)
 {
-    printf("usage: cflow inspect [--json] [--critical-path [--bytes-per-param B]] MODEL\n\n"
+    printf("usage: cflow inspect [--json] [--critical-path [--bytes-per-param B] "
+           "[--kv-ctx N]] MODEL\n\n"
            "Show a .cflow or .vflow file's header, geometry, per-matrix tiles,\n"
            "routers and expert banks.  With --critical-path and --bytes-per-param,\n"
            "MODEL may also name a `cflow synth` preset (its geometry alone).\n\n");
@@ -65,7 +66,7 @@ static json_object *flags_json(uint32_t f)
 {
     static const char *names[] = { "embed_scale", "v_norm", "tied_embeddings", "rope_neox",
                                    "gelu", "qkv_bias", "rope_llama3", "qk_norm",
-                                   "moe_no_renorm", "layer_geom" };
+                                   "moe_no_renorm", "layer_geom", "xslots" };
     json_object *a = json_object_new_array();
     for (unsigned b = 0; b < sizeof names / sizeof *names; b++)
         if (f & (1u << b))
@@ -78,7 +79,7 @@ static json_object *flags_json(uint32_t f)
 /* m: a file; or m NULL and hp/lg a preset's geometry named `what`. */
 static int critical_path(const fmt_model *m, const fmt_hparams *hp,
                          const fmt_layer_geom *lg, const char *what, double bpp,
-                         int json)
+                         uint32_t n_ctx, int json)
 {
     unsigned cap = hp->n_layers * (hp->iterations ? hp->iterations : 1);
     fmt_cp_layer *ly = calloc(cap, sizeof *ly);
@@ -86,9 +87,9 @@ static int critical_path(const fmt_model *m, const fmt_hparams *hp,
     if (!ly)
         return ui_error("out of memory");
     if (m)
-        fmt_critical_path(m, bpp, ly, cap, &tot);
+        fmt_critical_path(m, bpp, n_ctx, ly, cap, &tot);
     else
-        fmt_critical_path_geom(hp, lg, bpp, ly, cap, &tot);
+        fmt_critical_path_geom(hp, lg, bpp, n_ctx, ly, cap, &tot);
     if (json) {
         json_object *root = json_object_new_object(), *arr = json_object_new_array();
         json_object_object_add(root, "file", json_object_new_string(what));
@@ -99,11 +100,13 @@ static int critical_path(const fmt_model *m, const fmt_hparams *hp,
         json_object_object_add(root, "dense_delay", json_object_new_int((int)hp->dense_delay));
         json_object_object_add(root, "expert_delay", json_object_new_int((int)hp->expert_delay));
         json_object_object_add(root, "bytes_per_param", json_object_new_double(bpp));
+        json_object_object_add(root, "kv_ctx", json_object_new_int64(n_ctx));
         for (unsigned i = 0; i < tot.n_layers && i < cap; i++) {
             json_object *o = json_object_new_object();
             json_object_object_add(o, "layer", json_object_new_int((int)ly[i].layer));
             json_object_object_add(o, "block", json_object_new_int((int)ly[i].block));
             json_object_object_add(o, "attn_bytes", json_object_new_double(ly[i].attn));
+            json_object_object_add(o, "kv_bytes", json_object_new_double(ly[i].kv));
             json_object_object_add(o, "dense_bytes", json_object_new_double(ly[i].dense));
             json_object_object_add(o, "expert_bytes", json_object_new_double(ly[i].expert));
             json_object_object_add(o, "naive_bytes", json_object_new_double(ly[i].naive));
@@ -129,8 +132,11 @@ static int critical_path(const fmt_model *m, const fmt_hparams *hp,
         printf("critical path of %s%s (%s, %s, dense_delay %u, expert_delay %u)\n",
                what, m ? "" : " (preset geometry)", hp->arch[0] ? hp->arch : "?",
                combine_text(hp), hp->dense_delay, hp->expert_delay);
-        printf("stream sizes: %s; MiB per token\n\n",
-               bpp > 0 ? "parameters x bytes-per-param" : "tile bytes in the file");
+        printf("stream sizes: %s; MiB per token", bpp > 0 ? "parameters x bytes-per-param"
+                                                           : "tile bytes in the file");
+        if (n_ctx)
+            printf("; attention with its f16 KV cache at context %u", n_ctx);
+        printf("\n\n");
         printf("%5s %5s %9s %9s %9s %9s %9s %6s  %s\n", "layer", "block", "attn", "dense",
                "experts", "naive", "critical", "ratio", "binding");
         for (unsigned i = 0; i < tot.n_layers && i < cap; i++)
@@ -418,14 +424,14 @@ static void print_text(const fmt_model *m, json_object *root)
 
 /* --critical-path of a name that is no file: a synth preset's geometry.
  * -1 when it names no preset either (then it is opened as a file). */
-static int preset_critical_path(const char *name, double bpp, int json)
+static int preset_critical_path(const char *name, double bpp, uint32_t n_ctx, int json)
 {
     fmt_hparams php;
     fmt_layer_geom *lg = NULL;
     char err[512];
     if (fmt_synth_geometry(name, &php, &lg, err, sizeof err))
         return -1;
-    int rc = bpp > 0 ? critical_path(NULL, &php, lg, name, bpp, json)
+    int rc = bpp > 0 ? critical_path(NULL, &php, lg, name, bpp, n_ctx, json)
                      : ui_usage_error("inspect", "%s is a preset, not a file: its critical "
                                       "path needs --bytes-per-param", name);
     free(lg);
@@ -446,7 +452,7 @@ int ui_cmd_inspect(int argc, char **argv)
         return rc;
     const char *path = argv[first];
     if (o.critical_path && stat(path, &st) != 0 &&
-        (rc = preset_critical_path(path, o.bytes_per_param, o.json)) >= 0)
+        (rc = preset_critical_path(path, o.bytes_per_param, (uint32_t)o.kv_ctx, o.json)) >= 0)
         return rc;
     char mbuf[PATH_MAX];   /* a GGUF, HF folder or llama2.c file: its cached conversion */
     if (!(path = ui_model_path(path, mbuf, sizeof mbuf)))
@@ -455,7 +461,7 @@ int ui_cmd_inspect(int argc, char **argv)
         return ui_error("%s", err);
     if (o.critical_path) {
         rc = critical_path(m, fmt_model_hparams(m), NULL, fmt_model_path(m),
-                           o.bytes_per_param, o.json);
+                           o.bytes_per_param, (uint32_t)o.kv_ctx, o.json);
         fmt_model_close(m);
         return rc;
     }

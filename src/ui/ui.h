@@ -73,7 +73,7 @@ enum ui_opt_id {
     UI_O_EXPERT_AHEAD, UI_O_EXPERT_AHEAD_LAYERS, UI_O_NO_MMAP, UI_O_MMAP,
     /* cflow ppl, cflow inspect */
     UI_O_STORIES, UI_O_NO_EOS, UI_O_CHUNKS, UI_O_JSON, UI_O_CRITICAL_PATH,
-    UI_O_BYTES_PER_PARAM,
+    UI_O_BYTES_PER_PARAM, UI_O_KV_CTX,
     /* cflow bench: lists of values, one test per combination */
     UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH,
     UI_O_B_REPS, UI_O_B_OUTPUT, UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_AHEAD_LAYERS,
@@ -143,6 +143,7 @@ typedef struct ui_settings {
     long        stories;         /* 0: all */
     int         no_eos, chunks, json, critical_path;
     double      bytes_per_param; /* 0: the file's tile bytes */
+    long        kv_ctx;          /* --critical-path: the KV cache read at it, 0 none */
     /* cflow bench */
     const char *models[UI_LIST_MAX];
     unsigned    n_models;

@@ -145,6 +145,8 @@ static const char *const gguf_names[FMT_NMATRIX] = {
     [FMT_M_TOK_EMBD] = "token_embd.weight", [FMT_M_OUTPUT] = "output.weight",
     [FMT_M_SH_GATE] = "blk.%u.ffn_gate_shexp.weight", [FMT_M_SH_UP] = "blk.%u.ffn_up_shexp.weight",
     [FMT_M_SH_DOWN] = "blk.%u.ffn_down_shexp.weight",
+    [FMT_M_K_B] = "blk.%u.attn_k_b.weight", [FMT_M_V_B] = "blk.%u.attn_v_b.weight",
+    [FMT_M_Q_B] = "blk.%u.attn_q_b.weight",
 };
 
 /* The slot of a matrix id, and the table entry its slot is in (the
@@ -158,6 +160,7 @@ static int m_slot(unsigned mx)
         [FMT_M_EXP_DOWN] = FMT_S_EXP_DOWN, [FMT_M_TOK_EMBD] = FMT_S_TOK_EMBD,
         [FMT_M_OUTPUT] = FMT_S_OUTPUT, [FMT_M_SH_GATE] = FMT_S_SH_GATE,
         [FMT_M_SH_UP] = FMT_S_SH_UP, [FMT_M_SH_DOWN] = FMT_S_SH_DOWN,
+        [FMT_M_K_B] = FMT_S_K_B, [FMT_M_V_B] = FMT_S_V_B, [FMT_M_Q_B] = FMT_S_Q_B,
     };
     return slot[mx];
 }
@@ -169,7 +172,8 @@ static unsigned m_entry(const fmt_model *m, unsigned mx, unsigned l)
 
 /* The GGUF tensor matrix mx of layer l comes from, its name into tn, and
  * its first row there (*r0): its own tensor, or a fused one's rows (Phi-3's
- * attn_qkv: Q, K, V; its ffn_up of 2 ffn rows: gate, then up). */
+ * attn_qkv: Q, K, V; its ffn_up of 2 ffn rows: gate, then up); DeepSeek-V2's
+ * QKV stream holds attn_q or attn_q_a, and attn_kv_a_mqa. */
 static const fmt_tensor *fused_part(const fmt_gguf *g, const fmt_model *m, unsigned mx,
                                     unsigned l, char *tn, size_t tl, uint64_t *r0)
 {
@@ -180,7 +184,10 @@ static const fmt_tensor *fused_part(const fmt_gguf *g, const fmt_model *m, unsig
     char fn[96];
     *r0 = 0;
     snprintf(tn, tl, gguf_names[mx], l);
-    if (mx == FMT_M_Q || mx == FMT_M_K || mx == FMT_M_V) {
+    if ((mx == FMT_M_Q || mx == FMT_M_K) && hp->mla_rank) {
+        snprintf(tn, tl, mx == FMT_M_K ? "blk.%u.attn_kv_a_mqa.weight"
+                         : hp->mla_q_rank ? "blk.%u.attn_q_a.weight" : "blk.%u.attn_q.weight", l);
+    } else if (mx == FMT_M_Q || mx == FMT_M_K || mx == FMT_M_V) {
         snprintf(fn, sizeof fn, "blk.%u.attn_qkv.weight", l);
         if (!fmt_gguf_find(g, tn) && fmt_gguf_find(g, fn)) {
             *r0 = mx == FMT_M_Q ? 0 : mx == FMT_M_K ? q : q + kv;
@@ -242,11 +249,13 @@ static void check_blocks(const char *name, const char *gguf, const char *model)
     const fmt_hparams *hp = fmt_model_hparams(m);
     unsigned n = 0;
     static const int lslots[] = { FMT_S_Q, FMT_S_O, FMT_S_GATE, FMT_S_DOWN, FMT_S_SH_GATE,
-                                  FMT_S_SH_DOWN };
+                                  FMT_S_SH_DOWN, FMT_S_K_B, FMT_S_V_B, FMT_S_Q_B };
     for (unsigned l = 0; l < hp->n_layers; l++) {
-        for (unsigned s = 0; s < 6; s++)
+        for (unsigned s = 0; s < sizeof lslots / sizeof *lslots; s++)
             n += blocks_match(g, m, fmt_model_stream(m, l, lslots[s]), l, -1, name);
-        for (unsigned e = 0; e < hp->n_experts; e++) {
+        /* (DeepSeek's leading layers have none) */
+        for (unsigned e = 0; fmt_layer_moe(hp, fmt_model_layer_geom(m, l), l) &&
+                             e < hp->n_experts; e++) {
             const fmt_stream *gu = NULL, *dn = NULL;
             assert_int_equal(fmt_model_expert(m, l, e, &gu, &dn, NULL, NULL), 0);
             n += blocks_match(g, m, gu, l, (int)e, name) + blocks_match(g, m, dn, l, (int)e,
@@ -459,6 +468,10 @@ FAMILY_CASE(tiny_gptoss, "tiny-gptoss")
  * sliding layers' rings inside a chunk */
 FAMILY_CASE(tiny_gemma2_long, "tiny-gemma2-long")
 FAMILY_CASE(tiny_gptoss_long, "tiny-gptoss-long")
+/* DeepSeek-V2 with a low-rank query and grouped experts; V2-Lite's direct
+ * query (llama.cpp reads it in 27-layer models only) */
+FAMILY_CASE(tiny_deepseek2, "tiny-deepseek2")
+FAMILY_CASE(tiny_deepseek2_lite, "tiny-deepseek2-lite")
 
 /* A family's fixture from llama.cpp's tools (tests/data/families: gguf-py
  * wrote its f32 GGUF beside a Hugging Face folder of the same weights,
@@ -474,6 +487,8 @@ FAMILY_CASE(fam_gemma3_q4_k_m, "fam-gemma3-q4_k_m")
 FAMILY_CASE(fam_gemma3_hf, "fam-gemma3-hf")
 FAMILY_CASE(fam_gptoss_mxfp4, "fam-gptoss-mxfp4_moe")
 FAMILY_CASE(fam_gptoss_hf, "fam-gptoss-hf")
+FAMILY_CASE(fam_deepseek2_q4_k_m, "fam-deepseek2-q4_k_m")
+FAMILY_CASE(fam_deepseek2_hf, "fam-deepseek2-hf")
 
 /* One llama-quantize fixture a test: each GGML type on its own. */
 #define QUANT_CASE(t) \
@@ -500,11 +515,13 @@ int main(void)
         cmocka_unit_test(test_tiny_phi_long), cmocka_unit_test(test_tiny_gemma2),
         cmocka_unit_test(test_tiny_gemma3), cmocka_unit_test(test_tiny_gptoss),
         cmocka_unit_test(test_tiny_gemma2_long), cmocka_unit_test(test_tiny_gptoss_long),
+        cmocka_unit_test(test_tiny_deepseek2), cmocka_unit_test(test_tiny_deepseek2_lite),
         cmocka_unit_test(test_fam_olmoe_q4_0), cmocka_unit_test(test_fam_olmoe_hf),
         cmocka_unit_test(test_fam_phi3_q8_0), cmocka_unit_test(test_fam_phi3_hf),
         cmocka_unit_test(test_fam_gemma2_q8_0), cmocka_unit_test(test_fam_gemma2_hf),
         cmocka_unit_test(test_fam_gemma3_q4_k_m), cmocka_unit_test(test_fam_gemma3_hf),
         cmocka_unit_test(test_fam_gptoss_mxfp4), cmocka_unit_test(test_fam_gptoss_hf),
+        cmocka_unit_test(test_fam_deepseek2_q4_k_m), cmocka_unit_test(test_fam_deepseek2_hf),
         cmocka_unit_test(test_quant_q2_k), cmocka_unit_test(test_quant_q3_k),
         cmocka_unit_test(test_quant_q4_k), cmocka_unit_test(test_quant_q5_k),
         cmocka_unit_test(test_quant_q6_k), cmocka_unit_test(test_quant_iq4_xs),

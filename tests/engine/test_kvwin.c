@@ -1,6 +1,7 @@
 /*
  * test_kvwin.c — issue 42, must show 3: a sliding-window model's KV cache
- * holds no more than its window per sliding layer, measured.
+ * holds no more than its window per sliding layer, measured; a latent-
+ * attention model's holds the latent.
  *
  * tiny-gemma3 (`cflow synth --gguf`: five layers sliding over 8 positions,
  * one full layer, in each group of six) is opened at two contexts:
@@ -18,6 +19,14 @@
  *     one keeps the rest, and a context shift (computed again from the
  *     kept tokens) gives the logits a fresh prefill of those tokens
  *     gives.
+ * tiny-deepseek2 (DeepSeek-V2's multi-head latent attention: 4 heads whose
+ * keys and values come from a latent of 128 and a rotated key of 16) is
+ * opened the same way: each layer caches one row of 144 halves a position
+ * (the latent and the rotated key, no V), where decompressed keys and
+ * values would take 2 * 4 * (48 + 128) = 1408; measured as above, what
+ * grows with the context is that row a layer.  Its context shift (computed
+ * again: the rotated part sits past the latent) gives a fresh prefill's
+ * logits.
  */
 #include "config.h"
 
@@ -36,13 +45,22 @@
 #include "format/cflow_format.h"
 #include "testutil.h"
 
-static char model[4096];
+static char model[4096], mla_model[4096];
 
 static int setup(void **state)
 {
     tu_proc p;
     (void)state;
     char gguf[4096];
+    snprintf(gguf, sizeof gguf, "%s", tu_tmp("ds.gguf"));
+    snprintf(mla_model, sizeof mla_model, "%s", tu_tmp("ds.cflow"));
+    if (tu_cflow_run(&p, "synth", "--gguf", "--seed", "3", "tiny-deepseek2", gguf,
+                     (char *)NULL) || p.status)
+        return -1;
+    tu_proc_free(&p);
+    if (tu_cflow_run(&p, "convert", gguf, mla_model, (char *)NULL) || p.status)
+        return -1;
+    tu_proc_free(&p);
     snprintf(gguf, sizeof gguf, "%s", tu_tmp("g3.gguf"));
     snprintf(model, sizeof model, "%s", tu_tmp("g3.cflow"));
     if (tu_cflow_run(&p, "synth", "--gguf", "--seed", "3", "tiny-gemma3", gguf, (char *)NULL) ||
@@ -61,8 +79,8 @@ static size_t in_use(void)
     return mi.uordblks + mi.hblkhd;
 }
 
-/* A session of model at n_ctx; *grown the bytes malloc handed out for it. */
-static eng_session *open_at(uint32_t n_ctx, size_t *grown)
+/* A session of file at n_ctx; *grown the bytes malloc handed out for it. */
+static eng_session *open_file(const char *file, uint32_t n_ctx, size_t *grown)
 {
     eng_opts o;
     eng_session *s = NULL;
@@ -72,12 +90,17 @@ static eng_session *open_at(uint32_t n_ctx, size_t *grown)
     o.n_ctx = n_ctx;
     o.no_mmap = 0;
     size_t before = in_use();
-    if (eng_open(&s, model, &o, err, sizeof err))
+    if (eng_open(&s, file, &o, err, sizeof err))
         fprintf(stderr, "%s\n", err);
     assert_non_null(s);
     if (grown)
         *grown = in_use() - before;
     return s;
+}
+
+static eng_session *open_at(uint32_t n_ctx, size_t *grown)
+{
+    return open_file(model, n_ctx, grown);
 }
 
 static void test_window_bytes(void **state)
@@ -190,11 +213,55 @@ static void test_window_wrapped(void **state)
     eng_close(f);
 }
 
+/* MLA: one row of the latent and the rotated key a position and layer */
+static void test_mla_latent(void **state)
+{
+    (void)state;
+    size_t g256, g2048;
+    char err[512];
+    eng_session *a = open_file(mla_model, 256, &g256);
+    eng_session *b = open_file(mla_model, 2048, &g2048);
+    const fmt_hparams *hp = eng_hparams(a);
+    assert_int_equal(hp->mla_rank, 128);
+    assert_int_equal(hp->head_dim, 128 + 16);
+    assert_int_equal(hp->n_kv_heads, 1);
+    const size_t row = (size_t)hp->head_dim * 2 /* f16, no V */;
+    const size_t full = 2 * (size_t)hp->n_heads * (hp->mla_nope + hp->rope_dims + hp->mla_v) * 2;
+    for (unsigned l = 0; l < hp->n_layers; l++) {
+        assert_int_equal(eng_kv_bytes(a, (int)l), 256 * row);
+        assert_int_equal(eng_kv_bytes(b, (int)l), 2048 * row);
+    }
+    const size_t want = (2048 - 256) * (hp->n_layers * row + 8);
+    const size_t decomp = (2048 - 256) * (hp->n_layers * full + 8);
+    const long long diff = (long long)g2048 - (long long)g256;
+    print_message("MLA opened at 256: %zu bytes, at 2048: %zu; grew %lld, the latent rows "
+                  "%zu, keys and values decompressed %zu\n", g256, g2048, diff, want, decomp);
+    assert_true(diff >= (long long)want - 16384 && diff <= (long long)want + 16384);
+    assert_true((size_t)diff < decomp / 4);
+    eng_close(b);
+
+    /* a shift gives a fresh prefill's logits */
+    int32_t toks[40];
+    for (unsigned i = 0; i < 40; i++)
+        toks[i] = (int32_t)(3 + (i * 41) % 250);
+    eng_session *f = open_file(mla_model, 256, NULL);
+    assert_int_equal(eng_prefill(a, toks, 40, err, sizeof err), 0);
+    assert_int_equal(eng_shift(a, 4, 10, err, sizeof err), 0);
+    int32_t kept[30];
+    memcpy(kept, toks, 4 * sizeof *kept);
+    memcpy(kept + 4, toks + 14, 26 * sizeof *kept);
+    assert_int_equal(eng_prefill(f, kept, 30, err, sizeof err), 0);
+    assert_memory_equal(eng_logits(a), eng_logits(f), hp->vocab_size * sizeof(float));
+    eng_close(f);
+    eng_close(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_bytes),
         cmocka_unit_test(test_window_wrapped),
+        cmocka_unit_test(test_mla_latent),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

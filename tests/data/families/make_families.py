@@ -5,19 +5,22 @@ it, written with llama.cpp's gguf-py.
 
     GGUF_PY=/path/to/llama.cpp/gguf-py python3 tests/data/families/make_families.py
 
-writes, next to this script, for F in olmoe phi3 gemma2 gemma3 gptoss:
+writes, next to this script, for F in olmoe phi3 gemma2 gemma3 gptoss
+deepseek2:
   F-tiny-hf/     config.json, model.safetensors (f32), tokenizer.json: the
                  family's checkpoint in transformers' layout (OLMoE's experts
                  one tensor each, Phi-3's fused qkv_proj and gate_up_proj and
                  LongRoPE factors in config.json, Gemma's norms stored as
                  w - 1, gpt-oss's experts Linear-style with gate and up
-                 interleaved)
+                 interleaved, DeepSeek-V2's fused kv_b_proj)
   F-tiny-f32.gguf the same weights through convert_hf_to_gguf.py's rules for
                  the family (names; Gemma's norms + 1; OLMoE's experts
-                 stacked; gpt-oss's gate/up split and transposed, its sinks),
+                 stacked; gpt-oss's gate/up split and transposed, its sinks;
+                 DeepSeek-V2's kv_b_proj split into attn_k_b and attn_v_b),
                  its keys as the converter writes them, f32 tensors, written
                  by gguf-py's GGUFWriter
-Every model has 4 heads of 16 (OLMoE 4 KV heads, the others 2), d 64, and
+Every model has 4 heads of 16 (OLMoE 4 KV heads, the others 2; DeepSeek-V2
+2 heads and one KV head of its latent of 128 and rotated key of 16), d 64, and
 the fuzz seeds' small SentencePiece vocabulary with byte tokens
 (tests/fuzz/gen_seeds.py spm_vocab, its tokenizer.json twin), so a prompt
 tokenises the same from either file.  Q and K weights have sd 0.3 (attention
@@ -64,7 +67,9 @@ class Rand:
 def write_hf(name, cfg, T):
     d = os.path.join(HERE, name + "-tiny-hf")
     os.makedirs(d, exist_ok=True)
-    cfg = dict(cfg, vocab_size=V, hidden_size=D, num_attention_heads=H, head_dim=HD,
+    cfg = dict(cfg, vocab_size=V, hidden_size=D,
+               num_attention_heads=cfg.get("num_attention_heads", H),
+               head_dim=cfg["head_dim"] if "head_dim" in cfg else HD,
                torch_dtype="float32", bos_token_id=1, eos_token_id=2)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
@@ -284,9 +289,94 @@ def gptoss():
         ("add_sliding_window", SW), ("add_expert_feed_forward_length", F)], g)
 
 
+def deepseek2():
+    """DeepSeek-V2 as llama.cpp reads a 3-layer one: the low-rank query
+    (its 26- and 27-layer V2-Lite alone projects q directly), the latent
+    attention (kv_b_proj split into k_b, transposed, and v_b), a leading
+    dense layer, shared experts, grouped top-k, a routed scale, YaRN with
+    mscale_all_dim"""
+    # (two heads, the least a latent of 128 rows a head makes)
+    r, L, E, K, F, QL, R, NOPE, ROPE, VD = Rand(106), 3, 4, 2, 32, 64, 128, 32, 16, 128
+    DF, G, GU, SCALE, MS, H = 96, 2, 1, 1.5, 0.707, 2
+    hf, g = {}, {}
+    hf["model.embed_tokens.weight"] = g["token_embd.weight"] = r.m(V, D, sd=0.5)
+    hf["model.norm.weight"] = g["output_norm.weight"] = r.norm(D)
+    hf["lm_head.weight"] = g["output.weight"] = r.m(V, D, sd=0.15)
+    for l in range(L):
+        p, b = "model.layers.%d." % l, "blk.%d." % l
+        hf[p + "input_layernorm.weight"] = g[b + "attn_norm.weight"] = r.norm(D)
+        hf[p + "self_attn.q_a_proj.weight"] = g[b + "attn_q_a.weight"] = r.m(QL, D, sd=0.3)
+        hf[p + "self_attn.q_a_layernorm.weight"] = g[b + "attn_q_a_norm.weight"] = r.norm(QL)
+        hf[p + "self_attn.q_b_proj.weight"] = g[b + "attn_q_b.weight"] = \
+            r.m(H * (NOPE + ROPE), QL, sd=0.3)
+        hf[p + "self_attn.kv_a_proj_with_mqa.weight"] = g[b + "attn_kv_a_mqa.weight"] = \
+            r.m(R + ROPE, D, sd=0.3)
+        hf[p + "self_attn.kv_a_layernorm.weight"] = g[b + "attn_kv_a_norm.weight"] = r.norm(R)
+        kvb = r.m(H * (NOPE + VD), R, sd=0.15)
+        hf[p + "self_attn.kv_b_proj.weight"] = kvb
+        # the converter's split: k_b transposed per head, v_b as it is
+        hv = kvb.reshape(H, NOPE + VD, R)
+        g[b + "attn_k_b.weight"] = np.ascontiguousarray(hv[:, :NOPE, :].transpose(0, 2, 1))
+        g[b + "attn_v_b.weight"] = np.ascontiguousarray(hv[:, NOPE:, :])
+        hf[p + "self_attn.o_proj.weight"] = g[b + "attn_output.weight"] = r.m(D, H * VD)
+        hf[p + "post_attention_layernorm.weight"] = g[b + "ffn_norm.weight"] = r.norm(D)
+        if l == 0:
+            hf[p + "mlp.gate_proj.weight"] = g[b + "ffn_gate.weight"] = r.m(DF, D)
+            hf[p + "mlp.up_proj.weight"] = g[b + "ffn_up.weight"] = r.m(DF, D)
+            hf[p + "mlp.down_proj.weight"] = g[b + "ffn_down.weight"] = r.m(D, DF)
+            continue
+        hf[p + "mlp.gate.weight"] = g[b + "ffn_gate_inp.weight"] = r.m(E, D, sd=0.5)
+        ex = {k: r.m(E, *shape) for k, shape in
+              (("gate", (F, D)), ("up", (F, D)), ("down", (D, F)))}
+        for e in range(E):
+            for k in ex:
+                hf[p + "mlp.experts.%d.%s_proj.weight" % (e, k)] = ex[k][e]
+        for k in ex:
+            g[b + "ffn_%s_exps.weight" % k] = ex[k]
+        for k, shape in (("gate", (F, D)), ("up", (F, D)), ("down", (D, F))):
+            hf[p + "mlp.shared_experts.%s_proj.weight" % k] = \
+                g[b + "ffn_%s_shexp.weight" % k] = r.m(*shape)
+    write_hf("deepseek2", dict(architectures=["DeepseekV2ForCausalLM"], model_type="deepseek_v2",
+                               num_attention_heads=H, head_dim=None,
+                               intermediate_size=DF, moe_intermediate_size=F,
+                               num_hidden_layers=L, num_key_value_heads=H, n_routed_experts=E,
+                               num_experts_per_tok=K, n_shared_experts=1,
+                               first_k_dense_replace=1, moe_layer_freq=1,
+                               routed_scaling_factor=SCALE, n_group=G, topk_group=GU,
+                               topk_method="group_limited_greedy", norm_topk_prob=False,
+                               scoring_func="softmax", q_lora_rank=QL, kv_lora_rank=R,
+                               qk_nope_head_dim=NOPE, qk_rope_head_dim=ROPE, v_head_dim=VD,
+                               max_position_embeddings=256, rms_norm_eps=1e-6,
+                               rope_theta=10000.0,
+                               rope_scaling=dict(type="yarn", factor=4.0, beta_fast=32,
+                                                 beta_slow=1, mscale=MS, mscale_all_dim=MS,
+                                                 original_max_position_embeddings=64),
+                               tie_word_embeddings=False, hidden_act="silu"), hf)
+    write_gguf("deepseek2", "deepseek2", [
+        ("add_block_count", L), ("add_context_length", 256), ("add_embedding_length", D),
+        ("add_feed_forward_length", DF), ("add_head_count", H), ("add_head_count_kv", 1),
+        ("add_rope_freq_base", 10000.0), ("add_layer_norm_rms_eps", 1e-6),
+        ("add_expert_count", E), ("add_expert_used_count", K), ("add_expert_group_count", G),
+        ("add_expert_group_used_count", GU),
+        ("add_expert_gating_func", gguf.ExpertGatingFuncType.SOFTMAX),
+        ("add_rope_scaling_type", gguf.RopeScalingType.YARN), ("add_rope_scaling_factor", 4.0),
+        ("add_rope_scaling_orig_ctx_len", 64), ("add_rope_scaling_yarn_beta_fast", 32.0),
+        ("add_rope_scaling_yarn_beta_slow", 1.0), ("add_leading_dense_block_count", 1),
+        ("add_vocab_size", V), ("add_q_lora_rank", QL), ("add_kv_lora_rank", R),
+        ("add_key_length", R + ROPE), ("add_value_length", R),
+        ("add_key_length_mla", NOPE + ROPE), ("add_value_length_mla", VD),
+        ("add_expert_feed_forward_length", F), ("add_expert_shared_count", 1),
+        ("add_expert_weights_scale", SCALE), ("add_rope_dimension_count", ROPE),
+        ("add_rope_scaling_yarn_log_mul", 0.1 * MS)], g)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["deepseek2"]:       # (the family added last, alone)
+        deepseek2()
+        sys.exit(0)
     olmoe()
     phi3()
     gemma(False)
     gemma(True)
     gptoss()
+    deepseek2()
