@@ -164,6 +164,7 @@ enum eng_chat {
     ENG_CHAT_NONE = 0,  /* plain completion (base models) */
     ENG_CHAT_CHATML, ENG_CHAT_LLAMA2, ENG_CHAT_LLAMA3, ENG_CHAT_ZEPHYR,
     ENG_CHAT_MISTRAL, ENG_CHAT_GEMMA, ENG_CHAT_PHI3, ENG_CHAT_TINYLLAMA,
+    ENG_CHAT_DEEPSEEK2, ENG_CHAT_HARMONY,   /* DeepSeek-V2; gpt-oss (channels) */
     ENG_NCHAT
 };
 typedef struct eng_msg {
@@ -184,6 +185,22 @@ enum eng_chat eng_chat_of_file(const char *model_path);
  * message naming the file) when the model has no chat template. */
 int eng_chat_prompt(const char *model_path, const char *system,
                     const char *user, char **out, char *err, size_t errlen);
+/* gpt-oss's reply in its harmony channels (ENG_CHAT_HARMONY), token by
+ * token after the opener: eng_harmony_token says where a token's text
+ * goes: ENG_HCH_NONE for the reply's structure (<|channel|>, the channel's
+ * name, <|message|>, <|end|> between messages, <|start|> and the role),
+ * the channel of a message's text (analysis: the reasoning, to fold or
+ * show on request; final: the answer; other: commentary and tool calls),
+ * ENG_HCH_END for the token that ends the reply (<|return|>, <|call|>).
+ * <|end|> ends a message, not the reply. */
+enum { ENG_HCH_NONE = 0, ENG_HCH_ANALYSIS, ENG_HCH_FINAL, ENG_HCH_OTHER, ENG_HCH_END };
+typedef struct eng_harmony {
+    int      header, naming, channel;
+    char     name[16];
+    unsigned name_n;
+} eng_harmony;
+void eng_harmony_init(eng_harmony *h);
+int  eng_harmony_token(eng_harmony *h, const eng_tok *t, int32_t id);
 /* Render msgs; with add_assistant, open the assistant turn.  *out is
  * malloc'd (caller frees).  For ENG_CHAT_NONE messages are concatenated
  * (completion mode).  Returns 0 or ENG_ENOMEM. */

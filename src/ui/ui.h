@@ -73,7 +73,7 @@ enum ui_opt_id {
     UI_O_EXPERT_AHEAD, UI_O_EXPERT_AHEAD_LAYERS, UI_O_NO_MMAP, UI_O_MMAP,
     /* cflow ppl, cflow inspect */
     UI_O_STORIES, UI_O_NO_EOS, UI_O_CHUNKS, UI_O_JSON, UI_O_CRITICAL_PATH,
-    UI_O_BYTES_PER_PARAM, UI_O_KV_CTX,
+    UI_O_BYTES_PER_PARAM, UI_O_KV_CTX, UI_O_REASONING,
     /* cflow bench: lists of values, one test per combination */
     UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH,
     UI_O_B_REPS, UI_O_B_OUTPUT, UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_AHEAD_LAYERS,
@@ -133,6 +133,8 @@ typedef struct ui_settings {
     int         ignore_eos, no_log, no_profile, no_mmap;
     int         mmap;            /* --mmap: map the model, never read it in */
     int         chat;            /* cflow run --chat */
+    int         reasoning;       /* --chat: show a reply's reasoning (harmony's
+                                    analysis channel) on stderr */
     int         kv_f16;          /* -1 auto, 0 f32, 1 f16 */
     int         prefetch;        /* -1 the environment's, 0 off, 1 on */
     int         expert_io;       /* -1 the environment's, else enum eng_expert_io */

@@ -135,6 +135,9 @@ const ui_opt ui_opts[UI_O_N] = {
     { UI_O_KV_CTX, "kv-ctx", 0, UI_T_INT, "N", 0, CTX_MAX, "none", NULL, 0, OFF(kv_ctx), NULL,
       "count in each layer's attention the f16 KV cache a token reads at context N "
       "(a sliding layer: its window; MLA: the latent)" },
+    { UI_O_REASONING, "reasoning", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(reasoning),
+      NULL, "with --chat, a model that reasons in its own channel (gpt-oss's analysis) "
+      "shows that reasoning on stderr; by default it is folded (counted, not shown)" },
     { UI_O_B_MODELS, "model", 'm', UI_T_STRS, "FILE", 0, 0, NULL, NULL, 0, 0,
       "$CFLOW_MODEL, then the shipped one",
       "model (.cflow/.vflow, or GGUF, HF, llama2.c: converted once); repeat for several" },
