@@ -560,7 +560,7 @@ KERN_MM_FROM_MV(mm_q4_0_vnni, mv_q4_0_vnni)
  * widened in registers and rounded through f16 after every step
  * (vcvtps2ph round-to-nearest-even, as kern_f2h).  expf and the scalar
  * FMA of the softmax sum are the reference's. */
-#define ATTN_MAXV 16   /* head_dim up to 256 */
+#define ATTN_MAXV 36   /* head_dim up to 576 (DeepSeek-V2's latent + rotated key) */
 
 /* Heads side by side.  A head's value accumulator is a chain through
  * every position (an FMA, then the round through f16: ~18 cycles of

@@ -359,6 +359,9 @@ static void test_attn_f16(void **state)
         /* AVX2's four heads on one KV head at head_dim 64: softcapped, a
          * tail of 3 past the last 8 positions, 4 blocks of the value pass */
         { 64, 8, 1, 203, 30.0f },
+        /* DeepSeek-V2's latent attention: one KV head of 576 (V2-Lite) and
+         * of 144 (the tests' tiny-deepseek2) for all the query heads */
+        { 576, 16, 1, 40, 0 }, { 144, 4, 1, 23, 0 },
     };
     for (size_t c = 0; c < sizeof ac / sizeof ac[0]; c++) {
         const unsigned hd = ac[c].hd, nh = ac[c].nh, nkv = ac[c].nkv, np = ac[c].npos;
@@ -379,7 +382,7 @@ static void test_attn_f16(void **state)
         const unsigned kv_mul = nh / nkv;
         for (unsigned h = 0; h < nh; h++) {
             const unsigned kh = h / kv_mul;
-            double mx = -INFINITY, sum = 0, o[256] = { 0 };
+            double mx = -INFINITY, sum = 0, o[576] = { 0 };
             double *sc = malloc(np * sizeof(double));
             for (unsigned t = 0; t < np; t++) {
                 double d = 0;
