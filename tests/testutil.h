@@ -70,6 +70,12 @@ typedef struct tu_moe {
 } tu_moe;
 void tu_synth_moe(const char *preset, const char *out, tu_moe *g);
 
+/* A copy of the .cflow model good at bad with every weight of layer's
+ * vector `which` (FMT_S_*: a norm) set to v, a finite value the reader
+ * takes (3e38 in an attention norm overflows the pass into NaN).  0, or
+ * -1 with the reason on stderr. */
+int tu_model_set_vec(const char *good, const char *bad, unsigned layer, int which, float v);
+
 /* Whether io_uring, the default expert reader, runs here (the build has
  * liburing and the kernel allows it); when not, one line on stderr, who
  * first, says so: the caller then tests the pool reader alone. */
@@ -90,6 +96,18 @@ int32_t tu_argmax(const float *x, uint32_t n);
  * names what, the index and both values (a as "got", b as "want"). */
 void  tu_same_logits(const char *what, const float *a, const float *b, uint32_t n,
                      double tol);
+
+/* In testutil_tiles.c: FNV-1a 64 of n bytes, continuing from h (start
+ * from 0xcbf29ce484222325). */
+uint64_t tu_fnv64(uint64_t h, const void *p, size_t n);
+/* Matrix `matrix` (rows x cols, one tile type) of stream st, read back as
+ * the GGML blocks its tiles keep (kern_tile_blocks), row by row in GGML's
+ * order: fn(ctx, r, row, bytes) for r = 0 .. rows-1.  0, or -1 when a tile
+ * gives no blocks (F32, F16) or the tiles do not cover the rows. */
+struct fmt_stream;
+typedef void (*tu_row_fn)(void *ctx, uint32_t r, const uint8_t *row, size_t n);
+int tu_matrix_rows(const struct fmt_stream *st, int matrix, uint32_t rows, uint32_t cols,
+                   tu_row_fn fn, void *ctx);
 
 /* The first column of the first row sql gives in database db (opened
  * read-write, waiting for locks up to 5 s): an integer, TU_DB_NONE when

@@ -16,16 +16,10 @@
  * mat-vec input is prepared once (kern_act_set) for every tile type that
  * reads it.
  *
- * Buffers (floats unless noted):
- *   x      [dim]           residual stream
- *   xb     [dim]           normalised residual / attention-out projection
- *   q      [n_heads*hd]    queries; att [n_heads*hd] attention output
- *   kc, vc [L][n_ctx][n_kv*hd]  the KV cache, position-major per layer:
- *                          floats, or halves (kc16, vc16) with kv_f16
- *   k_tmp, v_tmp [n_kv*hd] this position's k and v before rounding to f16
- *   att16  [2*hd]          halves: scratch of the f16 attention
- *   hb,hb2 [ffn]           gate and up activations
- *   logits [vocab]
+ * Buffers: the session's decode scratch (eng_scratch, eng_impl.h, which
+ * eng_scratch_init below allocates: one position's activations) and the
+ * sequence's KV cache (position-major per effective layer, floats or, with
+ * kv_f16, halves).
  *
  * Arithmetic.  Each model is held to the output of its peer program: a
  * llama2.c checkpoint to run.c, a GGUF model to llama.cpp (its x86 CPU
@@ -36,9 +30,10 @@
  * left llama.cpp's text after 18 words.  So a session follows its peer's
  * roundings, chosen from the model's "cflow.source":
  *   - "gguf" (s->ggml): RMSNorm, RoPE and SwiGLU as ggml computes them
- *     (kern_*_ggml), and Q4_0 matrices whose row count is a multiple of 8
- *     summed as llama.cpp's repacked kernel (tile_mv_q4_0_rp), since
- *     llama.cpp repacks exactly those;
+ *     (kern_*_ggml), and matrices whose row count is a multiple of 8, of
+ *     a type llama.cpp repacks on x86 (Q4_0, IQ4_NL, MXFP4, the K-quants
+ *     it has repacked kernels for: the kernels' tile_mv_rp), summed as its
+ *     repacked kernels sum them, since llama.cpp repacks exactly those;
  *   - anything else: run.c's order (kern_rmsnorm, kern_rope, kern_swiglu).
  * The tile kernels and the Q8_0 activation quantiser follow llama.cpp for
  * every model (kernels/kern_ref.c); run.c models are F32, where the
@@ -81,19 +76,20 @@ typedef struct mv_task {
     eng_pool              *pool;
 } mv_task;
 
-/* Whether a tile takes the repacked Q4_0 kernel: a Q4_0 tile of a matrix
- * mv_init marked (the one rule for the mat-vec and the mat-mat). */
-static int tile_rp(const eng_mv *mv, const fmt_tile *ti)
+/* Whether a tile takes its type's repacked kernel: a tile of a matrix
+ * mv_init marked, of a type llama.cpp repacks (the one rule for the
+ * mat-vec and the mat-mat). */
+static int tile_rp(const kern_ops *ops, const eng_mv *mv, const fmt_tile *ti)
 {
-    return ti->type == KERN_Q4_0 && (mv->rp >> ti->matrix & 1);
+    return (mv->rp >> ti->matrix & 1) && ops->tile_mv_rp[ti->type];
 }
 
-/* The kernel for a tile: its type's, or the repacked Q4_0 flavour. */
+/* The kernel for a tile: its type's, or the type's repacked flavour. */
 static kern_tile_mv_fn tile_fn(const kern_ops *ops, const eng_mv *mv,
                                const fmt_tile *ti)
 {
-    if (tile_rp(mv, ti))
-        return ops->tile_mv_q4_0_rp;
+    if (tile_rp(ops, mv, ti))
+        return ops->tile_mv_rp[ti->type];
     return ops->tile_mv[ti->type];
 }
 
@@ -156,6 +152,79 @@ static void matvec_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
     eng_matvec_streams(s, 1, &mv, &x, &out);
 }
 
+/* ---- the decode scratch (eng_scratch): one position's buffers ---------- */
+
+int eng_scratch_init(eng_session *s)
+{
+    const fmt_hparams *hp = s->hp;
+    eng_scratch *d = &s->dec;
+    const size_t dim = hp->dim, hid = hp->expert_ffn_dim;
+    int oom = 0;
+    d->x = eng_xalloc(dim * sizeof(float), &oom);
+    d->xb = eng_xalloc(dim * sizeof(float), &oom);
+    d->q = eng_xalloc(s->q_dim * sizeof(float), &oom);
+    d->att = eng_xalloc(s->q_dim * sizeof(float), &oom);
+    d->hb = eng_xalloc(s->hmax * sizeof(float), &oom);
+    d->hb2 = eng_xalloc(s->hmax * sizeof(float), &oom);
+    d->k_tmp = eng_xalloc(s->kv_dim * sizeof(float), &oom);
+    d->v_tmp = eng_xalloc(s->kv_dim * sizeof(float), &oom);
+    if (s->kv_f16)
+        d->att16 = eng_xalloc(2 * (size_t)s->hd_max * sizeof(uint16_t), &oom);
+    d->m = eng_xalloc(dim * sizeof(float), &oom);
+    d->d = eng_xalloc(dim * sizeof(float), &oom);
+    d->e = eng_xalloc(dim * sizeof(float), &oom);
+    d->a = eng_xalloc(dim * sizeof(float), &oom);
+    d->hist = eng_xalloc((hp->dense_delay + 1u) * dim * sizeof(float), &oom);
+    d->pend = eng_xalloc(dim * sizeof(float), &oom);
+    d->probs = eng_xalloc((hp->n_experts + 1u) * sizeof(float), &oom);
+    if (hp->n_experts) {
+        d->n_xg = hp->top_k < ENG_MV_MAX ? hp->top_k : ENG_MV_MAX;
+        d->xg_h = eng_xalloc(d->n_xg * hid * sizeof(float), &oom);
+        d->xg_h2 = eng_xalloc(d->n_xg * hid * sizeof(float), &oom);
+        d->xg_o = eng_xalloc(d->n_xg * dim * sizeof(float), &oom);
+        d->xg_act = eng_xalloc(d->n_xg * sizeof(kern_act), &oom);
+        for (unsigned j = 0; !oom && j < d->n_xg; j++)
+            oom = kern_act_init(&d->xg_act[j], hp->expert_ffn_dim) != 0;
+    }
+    if (oom || kern_act_init(&d->act_dim, hp->dim) || kern_act_init(&d->act_q, s->q_dim) ||
+        kern_act_init(&d->act_ffn, s->hmax))
+        return -1;
+    return 0;
+}
+
+int eng_scratch_ctx(eng_session *s, uint32_t n_ctx)
+{
+    eng_scratch *d = &s->dec;
+    if (n_ctx <= d->ctx)
+        return 0;
+    float *sc = realloc(d->scores, (size_t)n_ctx * sizeof(float));
+    if (!sc)
+        return -1;
+    d->scores = sc;
+    free(d->par_sc);            /* attn_scratch grows it again, rows of n_ctx */
+    d->par_sc = NULL;
+    d->par_heads = 0;
+    d->ctx = n_ctx;
+    return 0;
+}
+
+void eng_scratch_free(eng_session *s)
+{
+    eng_scratch *d = &s->dec;
+    kern_act_free(&d->act_dim);
+    kern_act_free(&d->act_q);
+    kern_act_free(&d->act_ffn);
+    for (unsigned j = 0; d->xg_act && j < d->n_xg; j++)
+        kern_act_free(&d->xg_act[j]);
+    free(d->xg_act); free(d->xg_h); free(d->xg_h2); free(d->xg_o);
+    free(d->x); free(d->xb); free(d->q); free(d->att); free(d->hb); free(d->hb2);
+    free(d->k_tmp); free(d->v_tmp); free(d->scores); free(d->att16);
+    free(d->par_sc); free(d->par_h16); free(d->ring_k); free(d->ring_v);
+    free(d->m); free(d->d); free(d->e); free(d->a);
+    free(d->hist); free(d->pend); free(d->probs);
+    memset(d, 0, sizeof *d);
+}
+
 /* Row `token` of the tiled embedding matrix into x[dim]. */
 void eng_embed(eng_session *s, int32_t token, float *x)
 {
@@ -189,9 +258,9 @@ static void rope(const eng_session *s, const eng_layer *ly, float *x,
     const fmt_hparams *hp = s->hp;
     const fmt_layer_geom *g = ly->g;
     int neox = (hp->flags & FMT_FLAG_ROPE_NEOX) != 0;
-    if (s->ggml)
-        kern_rope_ggml(x, n_heads, g->head_dim, g->rope_dims, pos,
-                       g->rope_theta, s->rope_ff, neox);
+    if (s->ggml)       /* the layer's scaling and divisors: eng_family.c */
+        kern_rope_ggml_ext(x, n_heads, g->head_dim, g->rope_dims, pos, g->rope_theta,
+                           &ly->rope, neox);
     else
         kern_rope(x, n_heads, g->head_dim, g->rope_dims, pos, ly->inv_freq, neox);
 }
@@ -215,19 +284,23 @@ void eng_attn_qkv_post(eng_session *s, const eng_layer *ly, uint32_t pos,
     }
     if (shared)                     /* V is K's projection (K = V sharing) */
         memcpy(v, k, kvd * sizeof(float));
-    /* Qwen3: per-head RMSNorm of q and k (one weight vector for all heads),
-     * before RoPE */
-    if (ly->q_norm)
-        for (uint32_t hh = 0; hh < g->n_heads; hh++)
-            eng_rmsnorm(s, q + hh * hd, q + hh * hd, ly->q_norm, hd);
-    if (ly->k_norm)
-        for (uint32_t hh = 0; hh < g->n_kv_heads; hh++)
-            eng_rmsnorm(s, k + hh * hd, k + hh * hd, ly->k_norm, hd);
+    /* Qwen3, Gemma 3: per-head RMSNorm of q and k (one weight vector for
+     * all heads), before RoPE; OLMoE: one RMSNorm over all of q, one over
+     * all of k (q_norm_n, k_norm_n are the lengths normalised at a time) */
+    for (uint32_t i = 0; ly->q_norm && i < qd; i += ly->q_norm_n)
+        eng_rmsnorm(s, q + i, q + i, ly->q_norm, ly->q_norm_n);
+    for (uint32_t i = 0; ly->k_norm && i < kvd; i += ly->k_norm_n)
+        eng_rmsnorm(s, k + i, k + i, ly->k_norm, ly->k_norm_n);
     if (hp->flags & FMT_FLAG_V_NORM)
         for (uint32_t hh = 0; hh < g->n_kv_heads; hh++)
             eng_rmsnorm(s, v + hh * hd, v + hh * hd, NULL, hd);
     rope(s, ly, q, g->n_heads, pos);
     rope(s, ly, k, g->n_kv_heads, pos);
+    /* Gemma, Phi-3: q scaled before the attention, which then scales by 1
+     * (llama.cpp's ggml_scale of Qcur) */
+    if (hp->q_scale > 0.0f)
+        for (uint32_t i = 0; i < qd; i++)
+            q[i] *= hp->q_scale;
 }
 
 typedef struct attn_task {
@@ -236,26 +309,35 @@ typedef struct attn_task {
     float       *att;
     const void  *k, *v;      /* first visible position of this layer's cache */
     uint32_t     n_pos, n_heads, n_kv_heads, hd;
-    float       *sc;         /* scores: n_heads rows of n_ctx floats */
+    float       *sc;         /* scores: n_heads rows of dec.ctx floats */
     uint16_t    *h16;        /* n_heads * 2 * hd_max halves */
+    float        scale, softcap;   /* of the scores (eng_attn_scale) */
+    const float *sinks;      /* [n_heads] the layer's sinks, or NULL */
 } attn_task;
+
+/* The scale of the layer's q.k scores: the header's (Phi-3 and Gemma scale
+ * q instead and take 1 here), else 1/sqrt(head_dim). */
+static float attn_scale(const eng_session *s, const eng_layer *ly)
+{
+    return s->hp->attn_scale > 0.0f ? s->hp->attn_scale : 1.0f / sqrtf((float)ly->g->head_dim);
+}
 
 /* Heads [h0, h1) of an attention task, each with its own scratch. */
 static void attn_heads(const attn_task *t, unsigned h0, unsigned h1)
 {
     eng_session *s = t->s;
-    /* the heads' score rows are contiguous: (h1 - h0) * n_ctx floats */
+    /* the heads' score rows are contiguous: (h1 - h0) * dec.ctx floats */
     if (s->kv_f16) {
         s->ops->attn_f16(t->att, t->q, t->k, t->v, t->n_pos, h0, h1,
                          t->n_heads, t->n_kv_heads, t->hd, s->kv_dim,
-                         1.0f / sqrtf((float)t->hd), 0.0f,
-                         t->sc + (size_t)h0 * s->n_ctx,
+                         t->scale, t->softcap, t->sinks,
+                         t->sc + (size_t)h0 * s->dec.ctx,
                          t->h16 + (size_t)h0 * 2 * s->hd_max);
         return;
     }
     s->ops->attn_f32(t->att, t->q, t->k, t->v, t->n_pos, h0, h1, t->n_heads,
-                     t->n_kv_heads, t->hd, s->kv_dim, 1.0f / sqrtf((float)t->hd),
-                     0.0f, t->sc + (size_t)h0 * s->n_ctx);
+                     t->n_kv_heads, t->hd, s->kv_dim, t->scale, t->softcap, t->sinks,
+                     t->sc + (size_t)h0 * s->dec.ctx);
 }
 
 /* Heads per claim: whole kv-head groups (the query heads that share one
@@ -297,54 +379,91 @@ static void attn_run(void *ctx, int tid, int n_threads)
 static int attn_scratch(eng_session *s, uint32_t n_heads, uint32_t copies)
 {
     uint64_t want = (uint64_t)n_heads * copies;
-    if (s->par_heads >= want)
+    if (s->dec.par_heads >= want)
         return 0;
-    float *sc = realloc(s->par_sc, want * s->n_ctx * sizeof(float));
+    float *sc = realloc(s->dec.par_sc, want * s->dec.ctx * sizeof(float));
     if (sc)
-        s->par_sc = sc;
-    uint16_t *h16 = realloc(s->par_h16, want * 2 * s->hd_max * sizeof(uint16_t));
+        s->dec.par_sc = sc;
+    uint16_t *h16 = realloc(s->dec.par_h16, want * 2 * s->hd_max * sizeof(uint16_t));
     if (h16)
-        s->par_h16 = h16;
+        s->dec.par_h16 = h16;
     if (!sc || !h16)
         return -1;
-    s->par_heads = (uint32_t)want;
+    s->dec.par_heads = (uint32_t)want;
     return 0;
 }
 
-/* Store this position's k, v into the cache of effective layer kvl; the
- * attention task of the position (its q, att, visible cache). */
-static attn_task attn_store(eng_session *s, const eng_layer *ly, unsigned kvl,
-                            uint32_t pos, const float *q, const float *k,
+/* A wrapped ring's rows in the order of their positions, oldest first:
+ * rows [r0, cap) then [0, r0) copied into the decode scratch (ring_k,
+ * ring_v), so the attention sums over the window in the order llama.cpp's
+ * cache holds it (its SWA cells run in position order until they wrap; an
+ * f16 accumulator's roundings depend on the order).  The copy is the
+ * window's K and V once a token, the price of keeping only the window;
+ * when memory is short the ring's own order is used. */
+static void ring_in_order(eng_session *s, attn_task *t, uint32_t cap, uint32_t r0)
+{
+    eng_scratch *d = &s->dec;
+    const size_t es = s->kv_f16 ? sizeof(uint16_t) : sizeof(float);
+    const size_t row = (size_t)s->kv_dim * es, n = (size_t)cap * row;
+    if (d->ring_cap < cap) {
+        void *k = realloc(d->ring_k, n), *v = k ? realloc(d->ring_v, n) : NULL;
+        if (k)
+            d->ring_k = k;
+        if (!k || !v)
+            return;
+        d->ring_v = v;
+        d->ring_cap = cap;
+    }
+    const uint8_t *k = t->k, *v = t->v;
+    memcpy(d->ring_k, k + r0 * row, (cap - r0) * row);
+    memcpy((uint8_t *)d->ring_k + (cap - r0) * row, k, r0 * row);
+    memcpy(d->ring_v, v + r0 * row, (cap - r0) * row);
+    memcpy((uint8_t *)d->ring_v + (cap - r0) * row, v, r0 * row);
+    t->k = d->ring_k;
+    t->v = d->ring_v;
+}
+
+/* Store this position's k, v into sequence seq's cache of effective layer
+ * kvl; the attention task of the position (its q, att, visible cache).  A
+ * layer sliding over W positions sees the last W; where its cache is a
+ * ring of W rows (eng_kv_row) those are all its rows once it has wrapped,
+ * taken in the order of their positions (ring_in_order).  v NULL: MLA,
+ * whose values are its keys' rows (eng_mla.c; no V cache). */
+static attn_task attn_store(eng_session *s, eng_seq *seq, const eng_layer *ly,
+                            unsigned kvl, uint32_t pos, const float *q, const float *k,
                             const float *v, float *att)
 {
     const fmt_layer_geom *g = ly->g;
-    uint32_t kvd = ly->kv_dim;
-    const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
-    /* sliding-window layers see only the last sliding_window positions */
-    uint32_t first = 0, W = g->sliding_window;
-    if (W && pos + 1 > W)
-        first = pos + 1 - W;
-    attn_task t = { s, q, att, NULL, NULL, pos + 1 - first, g->n_heads,
-                    g->n_kv_heads, g->head_dim, NULL, NULL };  /* scratch: the caller's */
+    uint32_t kvd = ly->kv_dim, cap = seq->kv_cap[kvl];
+    const size_t lo = seq->kv_off[kvl] * (size_t)s->kv_dim;  /* the layer's first row */
+    const size_t at = eng_kv_row(seq, kvl, pos);              /* this position's */
+    uint32_t first = 0, W = g->sliding_window, n_pos = pos + 1;
+    if (cap < seq->n_ctx)
+        n_pos = pos + 1 < cap ? pos + 1 : cap;   /* the ring's rows */
+    else if (W && pos + 1 > W)
+        first = pos + 1 - W, n_pos = W;
+    attn_task t = { s, q, att, NULL, NULL, n_pos, g->n_heads,
+                    g->n_kv_heads, g->head_dim, NULL, NULL,   /* scratch: the caller's */
+                    attn_scale(s, ly), s->hp->attn_softcap, ly->sinks };
     if (s->kv_f16) {
-        uint16_t *kc = s->kc16 + lo, *vc = s->vc16 + lo;
-        uint16_t *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
-        for (uint32_t i = 0; i < kvd; i++) {
+        uint16_t *kp = seq->kc16 + at;
+        for (uint32_t i = 0; i < kvd; i++)
             kp[i] = kern_fp32_to_fp16(k[i]);
-            vp[i] = kern_fp32_to_fp16(v[i]);
-        }
-        t.k = kc + (size_t)first * s->kv_dim;
-        t.v = vc + (size_t)first * s->kv_dim;
+        for (uint32_t i = 0; v && i < kvd; i++)
+            seq->vc16[at + i] = kern_fp32_to_fp16(v[i]);
+        t.k = seq->kc16 + lo + (size_t)first * s->kv_dim;
+        t.v = v ? seq->vc16 + lo + (size_t)first * s->kv_dim : t.k;
     } else {
-        float *kc = s->kc + lo, *vc = s->vc + lo;
-        float *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
+        float *kp = seq->kc + at;
         if (kp != k)
             memcpy(kp, k, kvd * sizeof(float));
-        if (vp != v)
-            memcpy(vp, v, kvd * sizeof(float));
-        t.k = kc + (size_t)first * s->kv_dim;
-        t.v = vc + (size_t)first * s->kv_dim;
+        if (v && seq->vc + at != v)
+            memcpy(seq->vc + at, v, kvd * sizeof(float));
+        t.k = seq->kc + lo + (size_t)first * s->kv_dim;
+        t.v = v ? seq->vc + lo + (size_t)first * s->kv_dim : t.k;
     }
+    if (cap < seq->n_ctx && pos + 1 > cap && (pos + 1) % cap)
+        ring_in_order(s, &t, cap, (pos + 1) % cap);
     return t;
 }
 
@@ -353,8 +472,8 @@ static void attn_attend(eng_session *s, attn_task *t)
 {
     const uint32_t hd = t->hd;
     int scratch = attn_scratch(s, t->n_heads, 1) == 0;
-    t->sc = s->par_sc;
-    t->h16 = s->par_h16;
+    t->sc = s->dec.par_sc;
+    t->h16 = s->dec.par_h16;
     /* The work is about n_pos * n_heads * hd multiply-adds: small caches
      * stay on the caller; without scratch, the scalar kernels as before. */
     if (scratch && eng_pool_size(s->pool) >= 2 &&
@@ -363,28 +482,21 @@ static void attn_attend(eng_session *s, attn_task *t)
     } else if (scratch) {
         attn_heads(t, 0, t->n_heads);
     } else {
-        if (s->kv_f16)
-            kern_attn_decode_f16(t->att, t->q, t->k, t->v, t->n_pos, t->n_heads,
-                                 t->n_kv_heads, hd, s->kv_dim,
-                                 1.0f / sqrtf((float)hd), 0.0f, s->att16);
-        else
-            kern_attn_decode(t->att, t->q, t->k, t->v, t->n_pos, t->n_heads,
-                             t->n_kv_heads, hd, s->kv_dim, 1.0f / sqrtf((float)hd),
-                             0.0f, s->scores);
+        /* (the scalar tables' kernels, their scratch the session's own) */
+        for (uint32_t h = 0; h < t->n_heads; h++) {
+            if (s->kv_f16)
+                kern_ops_ref()->attn_f16(t->att, t->q, t->k, t->v, t->n_pos, h, h + 1,
+                                         t->n_heads, t->n_kv_heads, hd, s->kv_dim, t->scale,
+                                         t->softcap, t->sinks, NULL, s->dec.att16);
+            else
+                kern_ops_ref()->attn_f32(t->att, t->q, t->k, t->v, t->n_pos, h, h + 1,
+                                         t->n_heads, t->n_kv_heads, hd, s->kv_dim, t->scale,
+                                         t->softcap, t->sinks, s->dec.scores);
+        }
     }
 }
 
-/* Store this position's k, v into the cache of effective layer kvl and
- * attend over the visible positions: att[n_heads*hd] from q. */
-void eng_attn_store_attend(eng_session *s, const eng_layer *ly, unsigned kvl,
-                              uint32_t pos, const float *q, const float *k,
-                              const float *v, float *att)
-{
-    attn_task t = attn_store(s, ly, kvl, pos, q, k, v, att);
-    attn_attend(s, &t);
-}
-
-/* The positions of a prompt chunk, each's heads in claims of attn_chunk:
+/* The rows of a batch, each's heads in claims of attn_chunk:
  * unit u is position u / per, claim u % per; a thread's scores go to its
  * own copy of the scratch (tid). */
 typedef struct attn_batch {
@@ -403,8 +515,8 @@ static void attn_batch_run(void *ctx, int tid, int n_threads)
             break;
         attn_task t = b->t[u / b->per];
         const uint32_t nh = t.n_heads;
-        t.sc = s->par_sc + (size_t)tid * nh * s->n_ctx;
-        t.h16 = s->par_h16 + (size_t)tid * nh * 2 * s->hd_max;
+        t.sc = s->dec.par_sc + (size_t)tid * nh * s->dec.ctx;
+        t.h16 = s->dec.par_h16 + (size_t)tid * nh * 2 * s->hd_max;
         unsigned h0 = (unsigned)(u % b->per) * b->chunk;
         attn_heads(&t, h0, h0 + b->chunk < nh ? h0 + b->chunk : nh);
     }
@@ -426,6 +538,7 @@ typedef struct attn_tiled_task {
     float          *att;
     const uint16_t *k, *v;   /* this layer's cache at position 0 */
     uint32_t        pos0, m, pb, nblk, G, hd, n_kv;
+    float           scale;
 } attn_tiled_task;
 
 /* Claim u: KV head u / nblk, the positions of block u % nblk. */
@@ -438,32 +551,38 @@ static void attn_tiled_claim(const attn_tiled_task *t, size_t u, float *work)
     const size_t off = (size_t)j0 * ld + (size_t)kh * t->G * t->hd;
     s->ops->attn_prefill_f16(t->att + off, t->q + off, ld, np, t->G, t->pos0 + j0,
                              t->k + (size_t)kh * t->hd, t->v + (size_t)kh * t->hd,
-                             s->kv_dim, t->hd, 1.0f / sqrtf((float)t->hd), work);
+                             s->kv_dim, t->hd, t->scale, work);
 }
 
 static void attn_tiled_run(void *ctx, int tid, int n_threads)
 {
     const attn_tiled_task *t = ctx;
-    float *work = t->s->pf_work + (size_t)tid * t->s->pf_work_n;
+    float *work = t->s->bat.work + (size_t)tid * t->s->bat.work_n;
     (void)n_threads;
     for (size_t u; (u = eng_pool_next(t->s->pool, 1)) < (size_t)t->n_kv * t->nblk;)
         attn_tiled_claim(t, u, work);
 }
 
-/* The chunk's attention by attn_prefill_f16 (its k, v already stored): 0,
+/* A prompt chunk's attention by attn_prefill_f16 (its k, v already
+ * stored; the batch's rows are positions pos0.. of one sequence, seq): 0,
  * or -1 when it does not apply or memory is short (the caller then takes
  * the per-position kernels). */
-static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl,
-                      uint32_t pos0, unsigned m, const float *q, float *att)
+static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl, unsigned m,
+                      const float *q, float *att)
 {
     const fmt_layer_geom *g = ly->g;
-    const uint32_t W = g->sliding_window;
-    if (!s->pf_tiled || !s->kv_f16 || !s->ops->attn_prefill_f16 || !g->n_kv_heads ||
-        g->n_heads % g->n_kv_heads || (W && pos0 + m > W))
+    const uint32_t W = g->sliding_window, pos0 = s->bat.pos[0];
+    const eng_seq *seq = s->bat.seq[0];
+    /* (its kernel has neither sinks nor a soft-cap: those layers take the
+     * per-position kernels) */
+    if (!s->bat.tiled || !s->kv_f16 || !s->ops->attn_prefill_f16 || !g->n_kv_heads ||
+        g->n_heads % g->n_kv_heads || (W && pos0 + m > W) || ly->sinks ||
+        s->hp->attn_softcap > 0.0f || s->hp->mla_rank)
         return -1;
     const int nt = eng_pool_size(s->pool);
     attn_tiled_task t = { s, q, att, NULL, NULL, pos0, m, m, 1,
-                          g->n_heads / g->n_kv_heads, g->head_dim, g->n_kv_heads };
+                          g->n_heads / g->n_kv_heads, g->head_dim, g->n_kv_heads,
+                          attn_scale(s, ly) };
     /* blocks of positions until there are two claims a thread, a block
      * keeping at least 8 positions */
     while (t.n_kv * t.nblk < 2u * (uint32_t)nt && t.pb >= 16) {
@@ -473,49 +592,73 @@ static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl,
     /* per thread: a claim's work, for as many threads as the pool has now
      * (eng_set_threads may have grown it since the last chunk) */
     const size_t want = KERN_ATTN_PF_WORK(t.pb * t.G, t.hd);
-    if (s->pf_work_n < want || s->pf_work_threads < (uint32_t)nt) {
-        const size_t per = want > s->pf_work_n ? want : s->pf_work_n;
-        float *w = realloc(s->pf_work, per * (size_t)nt * sizeof(float));
+    if (s->bat.work_n < want || s->bat.work_threads < (uint32_t)nt) {
+        const size_t per = want > s->bat.work_n ? want : s->bat.work_n;
+        float *w = realloc(s->bat.work, per * (size_t)nt * sizeof(float));
         if (!w)
             return -1;
-        s->pf_work = w;
-        s->pf_work_n = per;
-        s->pf_work_threads = (uint32_t)nt;
+        s->bat.work = w;
+        s->bat.work_n = per;
+        s->bat.work_threads = (uint32_t)nt;
     }
-    const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
-    t.k = s->kc16 + lo;
-    t.v = s->vc16 + lo;
+    const size_t lo = seq->kv_off[kvl] * (size_t)s->kv_dim;  /* the layer's first row */
+    t.k = seq->kc16 + lo;
+    t.v = seq->vc16 + lo;
     if (nt >= 2)
         eng_pool_run(s->pool, attn_tiled_run, &t);
     else
         for (size_t u = 0; u < (size_t)t.n_kv * t.nblk; u++)
-            attn_tiled_claim(&t, u, s->pf_work);
+            attn_tiled_claim(&t, u, s->bat.work);
     return 0;
 }
 
-/* m (<= ENG_BATCH) consecutive positions pos0.. of a prompt chunk: store
- * each's k, v (k, v [m][kv_dim]), then attend them all, att [m][q_dim] from
- * q [m][q_dim].  Position j sees positions <= pos0 + j only, all stored
- * by then, so the attention of the chunk is one parallel region of
- * (position, heads) claims instead of a region a position, and each
- * position's heads get the arithmetic, and the bits, of
- * eng_attn_store_attend. */
+/* Store one position's k, v (v NULL: MLA) and attend: att from q. */
+void eng_attn_store_attend(eng_session *s, eng_seq *seq, const eng_layer *ly, unsigned kvl,
+                           uint32_t pos, const float *q, const float *k, const float *v,
+                           float *att)
+{
+    attn_task t = attn_store(s, seq, ly, kvl, pos, q, k, v, att);
+    attn_attend(s, &t);
+}
+
+/* The m (<= ENG_BATCH) rows of the batch room, row j position pos[j] of
+ * sequence seq[j] (a prompt chunk: consecutive positions of one): store
+ * each's k, v (k, v [m][kv_dim]; v NULL: MLA), then attend them all, att
+ * [m][q_dim] from q [m][q_dim].  A row sees its sequence's positions up to its own, all
+ * stored by then, so the attention of the batch is one parallel region of
+ * (row, heads) claims instead of a region a row, and each row's heads get
+ * the arithmetic, and the bits, of eng_attn_block's. */
 void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
-                                 unsigned kvl, uint32_t pos0, unsigned m,
-                                 const float *q, const float *k,
-                                 const float *v, float *att)
+                                 unsigned kvl, unsigned m, const float *q,
+                                 const float *k, const float *v, float *att)
 {
     const uint32_t qd = ly->q_dim, kvd = ly->kv_dim;
     attn_batch b;
     uint64_t work = 0;
     b.m = m;
+    /* a ring that wraps within the batch: a later row's store would
+     * overwrite a row an earlier one sees, so each row stores and attends
+     * in turn */
+    int wraps = 0;
     for (unsigned j = 0; j < m; j++) {
-        b.t[j] = attn_store(s, ly, kvl, pos0 + j, q + (size_t)j * qd,
-                            k + (size_t)j * kvd, v + (size_t)j * kvd,
+        const eng_seq *sq = s->bat.seq[j];
+        wraps |= sq->kv_cap[kvl] < sq->n_ctx && s->bat.pos[j] + m > sq->kv_cap[kvl];
+    }
+    for (unsigned j = 0; wraps && j < m; j++) {
+        attn_task t = attn_store(s, s->bat.seq[j], ly, kvl, s->bat.pos[j], q + (size_t)j * qd,
+                                 k + (size_t)j * kvd, v ? v + (size_t)j * kvd : NULL,
+                                 att + (size_t)j * qd);
+        attn_attend(s, &t);
+    }
+    if (wraps)
+        return;
+    for (unsigned j = 0; j < m; j++) {
+        b.t[j] = attn_store(s, s->bat.seq[j], ly, kvl, s->bat.pos[j], q + (size_t)j * qd,
+                            k + (size_t)j * kvd, v ? v + (size_t)j * kvd : NULL,
                             att + (size_t)j * qd);
         work += (uint64_t)b.t[j].n_pos * b.t[j].n_heads * b.t[j].hd;
     }
-    if (attn_tiled(s, ly, kvl, pos0, m, q, att) == 0)
+    if (attn_tiled(s, ly, kvl, m, q, att) == 0)
         return;
     const int nt = eng_pool_size(s->pool);
     if (m < 2 || nt < 2 || work < ATTN_PAR_MIN ||
@@ -529,53 +672,61 @@ void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
     eng_pool_run(s->pool, attn_batch_run, &b);
 }
 
-/* m = Attn(N_a(h)) into mout[dim]; kvl picks the KV cache (the effective
- * layer).  h and mout may not alias. */
-void eng_attn_block(eng_session *s, const eng_layer *ly, unsigned kvl,
-                       const float *h, float *mout)
+/* m = Attn(N_a(h)) into mout[dim] at sequence seq's next position; kvl
+ * picks the KV cache (the effective layer).  h and mout may not alias. */
+void eng_attn_block(eng_session *s, eng_seq *seq, const eng_layer *ly, unsigned kvl,
+                    const float *h, float *mout)
 {
     const fmt_hparams *hp = s->hp;
-    uint32_t dim = hp->dim, pos = s->n_past;
+    uint32_t dim = hp->dim, pos = seq->n_past;
     uint32_t qd = ly->q_dim, kvd = ly->kv_dim;   /* this layer's widths */
-    const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
     float *out[FMT_NMATRIX] = { 0 };
     float *k, *v;                   /* this position's k and v */
-    if (s->kv_f16) {
-        k = s->k_tmp;               /* rounded into kc16/vc16 below */
-        v = s->v_tmp;
-    } else {
-        k = s->kc + lo + (size_t)pos * s->kv_dim;
-        v = s->vc + lo + (size_t)pos * s->kv_dim;
+    if (hp->mla_rank) {
+        eng_mla_attn_block(s, seq, ly, kvl, h, mout);
+        return;
     }
-    eng_rmsnorm(s, s->xb, h, ly->attn_norm, dim);
-    kern_act_set(&s->act_dim, s->xb, dim, ly->qkv.need);
-    memset(s->q, 0, qd * sizeof(float));
+    if (s->kv_f16) {
+        k = s->dec.k_tmp;               /* rounded into kc16/vc16 below */
+        v = s->dec.v_tmp;
+    } else {
+        k = seq->kc + eng_kv_row(seq, kvl, pos);
+        v = seq->vc + eng_kv_row(seq, kvl, pos);
+    }
+    eng_rmsnorm(s, s->dec.xb, h, ly->attn_norm, dim);
+    kern_act_set(&s->dec.act_dim, s->dec.xb, dim, ly->qkv.need);
+    memset(s->dec.q, 0, qd * sizeof(float));
     memset(k, 0, kvd * sizeof(float));
     memset(v, 0, kvd * sizeof(float));
-    out[FMT_M_Q] = s->q;
+    out[FMT_M_Q] = s->dec.q;
     out[FMT_M_K] = k;
     out[FMT_M_V] = v;
-    matvec_stream(s, &ly->qkv, &s->act_dim, out);
-    eng_attn_qkv_post(s, ly, pos, s->q, k, v);
-    eng_attn_store_attend(s, ly, kvl, pos, s->q, k, v, s->att);
-    kern_act_set(&s->act_q, s->att, qd, ly->o.need);
+    matvec_stream(s, &ly->qkv, &s->dec.act_dim, out);
+    eng_attn_qkv_post(s, ly, pos, s->dec.q, k, v);
+    attn_task t = attn_store(s, seq, ly, kvl, pos, s->dec.q, k, v, s->dec.att);
+    attn_attend(s, &t);
+    kern_act_set(&s->dec.act_q, s->dec.att, qd, ly->o.need);
     memset(mout, 0, dim * sizeof(float));
     out[FMT_M_O] = mout;
-    matvec_stream(s, &ly->o, &s->act_q, out);
+    matvec_stream(s, &ly->o, &s->dec.act_q, out);
+    eng_attn_out_post(s, ly, mout);
 }
 
-/* One SwiGLU/GeGLU FFN over the prepared input act, from a fused gate/up
- * stream and a down stream, into dout[dim] (overwritten). */
-/* g[0..n) = act(g) * u: GeGLU where the header says so, else SwiGLU in
- * llama.cpp's arithmetic for GGUF-sourced models or run.c's otherwise. */
+/* What follows the output projection before the residual add: its bias
+ * (gpt-oss), Gemma's norm of the attention's output. */
+void eng_attn_out_post(const eng_session *s, const eng_layer *ly, float *mout)
+{
+    if (ly->o_bias)
+        eng_add_to(mout, ly->o_bias, s->hp->dim);
+    if (ly->attn_post_norm)
+        eng_rmsnorm(s, mout, mout, ly->attn_post_norm, s->hp->dim);
+}
+
+/* g[0..n) = act(g, u): the model's gated activation (eng_family.c: SwiGLU
+ * or GeGLU in llama.cpp's arithmetic or run.c's, gpt-oss's clamped SwiGLU). */
 void eng_glu_act(eng_session *s, float *g, const float *u, uint32_t n)
 {
-    if (s->hp->flags & FMT_FLAG_GELU)
-        kern_geglu(g, g, u, n);
-    else if (s->ggml)
-        s->ops->swiglu_ggml(g, g, u, n);
-    else
-        kern_swiglu(g, g, u, n);
+    s->act(s, g, u, n);           /* the model's (eng_family.c) */
 }
 
 void eng_glu_ffn(eng_session *s, const eng_mv *gu, const eng_mv *down,
@@ -583,32 +734,44 @@ void eng_glu_ffn(eng_session *s, const eng_mv *gu, const eng_mv *down,
                     const kern_act *act, float *dout)
 {
     float *out[FMT_NMATRIX] = { 0 };
-    memset(s->hb, 0, hidden * sizeof(float));
-    memset(s->hb2, 0, hidden * sizeof(float));
-    out[mg] = s->hb;
-    out[mu] = s->hb2;
+    memset(s->dec.hb, 0, hidden * sizeof(float));
+    memset(s->dec.hb2, 0, hidden * sizeof(float));
+    out[mg] = s->dec.hb;
+    out[mu] = s->dec.hb2;
     matvec_stream(s, gu, act, out);
-    eng_glu_act(s, s->hb, s->hb2, hidden);
-    kern_act_set(&s->act_ffn, s->hb, hidden, down->need);
+    eng_glu_act(s, s->dec.hb, s->dec.hb2, hidden);
+    kern_act_set(&s->dec.act_ffn, s->dec.hb, hidden, down->need);
     memset(dout, 0, s->hp->dim * sizeof(float));
     out[md] = dout;
-    matvec_stream(s, down, &s->act_ffn, out);
+    matvec_stream(s, down, &s->dec.act_ffn, out);
 }
 
-/* d = FFN(N_f(h)) into dout; zero when there is no dense FFN or no h (a
- * delayed residual from before layer 0). */
+/* d = FFN(N_f(h)) into dout (through Gemma's post-norm where the layer has
+ * one); in a layer of routed experts with shared ones beside them
+ * (DeepSeek), the shared experts' FFN of the experts' input N_moe(h); zero
+ * when the layer has neither or there is no h (a delayed residual from
+ * before layer 0). */
 void eng_ffn_block(eng_session *s, const eng_layer *ly, const float *h,
                       float *dout)
 {
     const fmt_hparams *hp = s->hp;
-    if (!hp->ffn_dim || !h) {
+    if (!ly->dense && ly->sh_gu.st && h) {
+        eng_rmsnorm(s, s->dec.xb, h, ly->moe_norm, hp->dim);
+        kern_act_set(&s->dec.act_dim, s->dec.xb, hp->dim, ly->sh_gu.need);
+        eng_glu_ffn(s, &ly->sh_gu, &ly->sh_down, hp->shared_ffn_dim, FMT_M_SH_GATE,
+                    FMT_M_SH_UP, FMT_M_SH_DOWN, &s->dec.act_dim, dout);
+        return;
+    }
+    if (!ly->dense || !h) {
         memset(dout, 0, hp->dim * sizeof(float));
         return;
     }
-    eng_rmsnorm(s, s->xb, h, ly->ffn_norm, hp->dim);
-    kern_act_set(&s->act_dim, s->xb, hp->dim, ly->gate_up.need);
+    eng_rmsnorm(s, s->dec.xb, h, ly->ffn_norm, hp->dim);
+    kern_act_set(&s->dec.act_dim, s->dec.xb, hp->dim, ly->gate_up.need);
     eng_glu_ffn(s, &ly->gate_up, &ly->down, hp->ffn_dim, FMT_M_GATE, FMT_M_UP,
-            FMT_M_DOWN, &s->act_dim, dout);
+            FMT_M_DOWN, &s->dec.act_dim, dout);
+    if (ly->ffn_post_norm)       /* Gemma */
+        eng_rmsnorm(s, dout, dout, ly->ffn_post_norm, hp->dim);
 }
 
 /* The L2 norm of x[0..n), in double. */
@@ -620,35 +783,27 @@ double eng_l2(const float *x, uint32_t n)
     return sqrt(acc);
 }
 
-/* The LM head: s->x (the final residual) through the output norm and the
- * output matrix into s->logits [vocab], soft-capped where the header says. */
-void eng_lm_head(eng_session *s)
+/* The LM head: dec.x (the final residual) through the output norm and the
+ * output matrix into logits [vocab], soft-capped where the header says. */
+void eng_lm_head(eng_session *s, float *logits)
 {
     const fmt_hparams *hp = s->hp;
     uint32_t dim = hp->dim;
     float *out[FMT_NMATRIX] = { 0 };
 
     if (s->trace)
-        s->trace->final_in_l2 = eng_l2(s->x, dim);
-    eng_rmsnorm(s, s->x, s->x, s->out_norm, dim);
+        s->trace->final_in_l2 = eng_l2(s->dec.x, dim);
+    eng_rmsnorm(s, s->dec.x, s->dec.x, s->out_norm, dim);
     if (s->trace)
-        s->trace->final_norm_l2 = eng_l2(s->x, dim);
-    kern_act_set(&s->act_dim, s->x, dim, s->output.need);
-    memset(s->logits, 0, hp->vocab_size * sizeof(float));
-    out[FMT_M_OUTPUT] = s->logits;
-    out[FMT_M_TOK_EMBD] = s->logits;
-    matvec_stream(s, &s->output, &s->act_dim, out);
+        s->trace->final_norm_l2 = eng_l2(s->dec.x, dim);
+    kern_act_set(&s->dec.act_dim, s->dec.x, dim, s->output.need);
+    memset(logits, 0, hp->vocab_size * sizeof(float));
+    out[FMT_M_OUTPUT] = logits;
+    out[FMT_M_TOK_EMBD] = logits;
+    matvec_stream(s, &s->output, &s->dec.act_dim, out);
     if (hp->softcap > 0.0f)
         for (uint32_t i = 0; i < hp->vocab_size; i++)
-            s->logits[i] = tanhf(s->logits[i] / hp->softcap) * hp->softcap;
-}
-
-int eng_finite(const float *x, uint32_t n)
-{
-    for (uint32_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return 0;
-    return 1;
+            logits[i] = tanhf(logits[i] / hp->softcap) * hp->softcap;
 }
 
 typedef struct mm_task {
@@ -664,8 +819,8 @@ typedef struct mm_task {
 static kern_tile_mm_fn tile_mm_fn(const kern_ops *ops, const eng_mv *mv,
                                   const fmt_tile *ti)
 {
-    if (tile_rp(mv, ti))
-        return ops->tile_mm_q4_0_rp;
+    if (tile_rp(ops, mv, ti))
+        return ops->tile_mm_rp[ti->type];
     return ops->tile_mm[ti->type];
 }
 

@@ -51,6 +51,15 @@
  *            blank line are prepended to the next user turn.  Opener
  *            <start_of_turn>model\n
  *   phi3     <|{role}|>\n{content}<|end|>\n ...  opener <|assistant|>\n
+ *            (Phi-3, Phi-3.5 and Phi-4-mini: llama.cpp renders them all so)
+ *   deepseek2 DeepSeek-V2: {system}\n\n, User: {user}\n\n, Assistant:
+ *            {assistant}<｜end▁of▁sentence｜> ...  opener "Assistant:"
+ *   harmony  gpt-oss, as llama.cpp's "gpt-oss" renders it:
+ *            <|start|>{role}<|message|>{content}<|end|> (an assistant turn
+ *            ends <|return|>) ...  opener <|start|>assistant; the model
+ *            writes its channels itself (<|channel|>analysis<|message|>
+ *            ...<|end|><|start|>assistant<|channel|>final<|message|>
+ *            ...<|return|>), which eng_harmony_feed takes apart
  */
 #include "config.h"
 
@@ -74,6 +83,8 @@ static const char *const chat_names[ENG_NCHAT] = {
     [ENG_CHAT_GEMMA] = "gemma",
     [ENG_CHAT_PHI3] = "phi3",
     [ENG_CHAT_TINYLLAMA] = "tinyllama",
+    [ENG_CHAT_DEEPSEEK2] = "deepseek2",
+    [ENG_CHAT_HARMONY] = "harmony",
 };
 
 /* Other spellings accepted by eng_chat_from_name (llama.cpp's names for the
@@ -89,6 +100,8 @@ static const struct {
     { "llama-3", ENG_CHAT_LLAMA3 },
     { "mistral-v7", ENG_CHAT_MISTRAL },
     { "phi-3", ENG_CHAT_PHI3 },
+    { "gpt-oss", ENG_CHAT_HARMONY },
+    { "deepseek-v2", ENG_CHAT_DEEPSEEK2 },
 };
 
 const char *eng_chat_name(enum eng_chat c)
@@ -150,6 +163,8 @@ static int has(struct text t, const char *needle)
  *   "<|user|>" + "</s>"        TinyLlama
  *   "<start_of_turn>"          Gemma
  *   "<|start_header_id|>" + "<|end_header_id|>"  Llama-3
+ *   "'Assistant: ' + message['content'] + eos_token"  DeepSeek-V2
+ *   "<|start|>" + "<|channel|>"  gpt-oss's harmony
  *   anything else              NONE (the caller may pick a default)
  * A text that is exactly one of our names (or aliases) selects that family.
  */
@@ -189,6 +204,10 @@ enum eng_chat eng_chat_detect(const char *jinja, size_t len)
         return ENG_CHAT_GEMMA;
     if (has(t, "<|start_header_id|>") && has(t, "<|end_header_id|>"))
         return ENG_CHAT_LLAMA3;
+    if (has(t, "'Assistant: ' + message['content'] + eos_token"))
+        return ENG_CHAT_DEEPSEEK2;
+    if (has(t, "<|start|>") && has(t, "<|channel|>"))
+        return ENG_CHAT_HARMONY;
     return ENG_CHAT_NONE;
 }
 
@@ -444,6 +463,42 @@ static void render_gemma(struct sbuf *b, const eng_msg *msgs, size_t n,
         sb_puts(b, "<start_of_turn>model\n");
 }
 
+/* llama.cpp LLM_CHAT_TEMPLATE_DEEPSEEK_2 (other roles are left out) */
+static void render_deepseek2(struct sbuf *b, const eng_msg *msgs, size_t n, int add_ass)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *c = content_of(&msgs[i]);
+        if (is_role(&msgs[i], "system")) {
+            sb_puts(b, c);
+            sb_puts(b, "\n\n");
+        } else if (is_role(&msgs[i], "user")) {
+            sb_puts(b, "User: ");
+            sb_puts(b, c);
+            sb_puts(b, "\n\n");
+        } else if (is_role(&msgs[i], "assistant")) {
+            sb_puts(b, "Assistant: ");
+            sb_puts(b, c);
+            sb_puts(b, "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>");
+        }
+    }
+    if (add_ass)
+        sb_puts(b, "Assistant:");
+}
+
+/* llama.cpp LLM_CHAT_TEMPLATE_OPENAI_MOE (gpt-oss's harmony) */
+static void render_harmony(struct sbuf *b, const eng_msg *msgs, size_t n, int add_ass)
+{
+    for (size_t i = 0; i < n; i++) {
+        sb_puts(b, "<|start|>");
+        sb_puts(b, role_of(&msgs[i]));
+        sb_puts(b, "<|message|>");
+        sb_puts(b, content_of(&msgs[i]));
+        sb_puts(b, is_role(&msgs[i], "assistant") ? "<|return|>" : "<|end|>");
+    }
+    if (add_ass)
+        sb_puts(b, "<|start|>assistant");
+}
+
 int eng_chat_render(enum eng_chat c, const eng_msg *msgs, size_t n,
                     int add_assistant, char **out)
 {
@@ -482,6 +537,12 @@ int eng_chat_render(enum eng_chat c, const eng_msg *msgs, size_t n,
         break;
     case ENG_CHAT_PHI3:
         render_pipe_roles(&b, msgs, n, add_assistant, "<|end|>");
+        break;
+    case ENG_CHAT_DEEPSEEK2:
+        render_deepseek2(&b, msgs, n, add_assistant);
+        break;
+    case ENG_CHAT_HARMONY:
+        render_harmony(&b, msgs, n, add_assistant);
         break;
     case ENG_NCHAT:
         break;
@@ -527,4 +588,54 @@ int eng_chat_prompt(const char *model_path, const char *system,
         return ENG_ENOMEM;
     }
     return 0;
+}
+
+/* ------------------------------------------------- harmony's channels */
+
+void eng_harmony_init(eng_harmony *h)
+{
+    memset(h, 0, sizeof *h);
+    h->header = 1;          /* after the opener "<|start|>assistant" */
+}
+
+static int piece_is(const char *p, size_t n, const char *s)
+{
+    return n == strlen(s) && memcmp(p, s, n) == 0;
+}
+
+int eng_harmony_token(eng_harmony *h, const eng_tok *t, int32_t id)
+{
+    size_t n = 0;
+    const char *p = eng_tok_piece(t, id, &n);
+    if (!p)
+        return ENG_HCH_NONE;
+    if (piece_is(p, n, "<|return|>") || piece_is(p, n, "<|call|>"))
+        return ENG_HCH_END;
+    if (piece_is(p, n, "<|end|>") || piece_is(p, n, "<|start|>")) {
+        h->header = 1;
+        h->naming = 0;
+        h->channel = ENG_HCH_NONE;
+        return ENG_HCH_NONE;
+    }
+    if (piece_is(p, n, "<|channel|>")) {
+        h->header = h->naming = 1;
+        h->name_n = 0;
+        return ENG_HCH_NONE;
+    }
+    if (piece_is(p, n, "<|constrain|>")) {
+        h->naming = 0;
+        return ENG_HCH_NONE;
+    }
+    if (piece_is(p, n, "<|message|>")) {
+        h->header = h->naming = 0;
+        h->channel = h->name_n >= 8 && !memcmp(h->name, "analysis", 8) ? ENG_HCH_ANALYSIS
+                     : h->name_n >= 5 && !memcmp(h->name, "final", 5)  ? ENG_HCH_FINAL
+                                                                        : ENG_HCH_OTHER;
+        return ENG_HCH_NONE;
+    }
+    if (!h->header)
+        return h->channel ? h->channel : ENG_HCH_FINAL;   /* (no header: the answer) */
+    for (size_t i = 0; h->naming && i < n && h->name_n < sizeof h->name; i++)
+        h->name[h->name_n++] = p[i];
+    return ENG_HCH_NONE;
 }

@@ -1,10 +1,12 @@
 /*
- * eng_moe_route.c — the router: its softmax over the experts, the top-k
- * by probability (in order, ties to the lower index) and their weights,
- * renormalised over the k unless the model says not (Qwen3-MoE).  Routing
+ * eng_moe_route.c — the router: its logits, through the layer's bias and
+ * the model's gating (eng_family.c: a softmax over the experts, the top-k
+ * by probability in order, ties to the lower index, and their weights
+ * renormalised over the k unless the model says not; or gpt-oss's top-k
+ * of the logits and their softmax).  Routing
  * (eng_moe.c, eng_moe_batch.c) counts its choices per layer for the
  * expert pane; look-ahead's guesses (eng_moe_ahead.c) use the same top-k
- * on another layer's input and count nothing.  Scratch: s->probs
+ * on another layer's input and count nothing.  Scratch: s->dec.probs
  * [n_experts].  The router is an f32 [n_experts][dim] matrix, 1 MiB for
  * Qwen3-MoE, read once for each routing and each guess: its rows are
  * split among the pool's threads (eng_moe_logits), every dot product
@@ -92,44 +94,22 @@ void eng_moe_logits(eng_session *s, unsigned n, const eng_layer *const *ly,
     logits_run(s, n, 1, ly, x, out);
 }
 
-void eng_moe_pick(eng_session *s, float *p, int *expert, float *w)
+void eng_moe_pick(eng_session *s, const eng_layer *ly, float *p, int *expert, float *w)
 {
-    const fmt_hparams *hp = s->hp;
-    uint32_t E = hp->n_experts, K = hp->top_k, k = 0;
-    float mx = -INFINITY, sum = 0.0f, wsum = 0.0f;
-    for (uint32_t e = 0; e < E; e++)
-        if (p[e] > mx)
-            mx = p[e];
-    for (uint32_t e = 0; e < E; e++)
-        sum += (p[e] = expf(p[e] - mx));
-    for (uint32_t e = 0; e < E; e++)
-        p[e] /= sum;
-    /* one pass keeping the k best in order: an expert goes after every
-     * one at least as likely, so ties keep the lower index first */
-    for (uint32_t e = 0; e < E; e++) {
-        if (k == K && !(p[e] > p[expert[K - 1]]))
-            continue;
-        uint32_t at = k < K ? k++ : K - 1;
-        while (at > 0 && p[e] > p[expert[at - 1]]) {
-            expert[at] = expert[at - 1];
-            at--;
-        }
-        expert[at] = (int)e;
-    }
-    for (uint32_t j = 0; j < K; j++)
-        wsum += p[expert[j]];
-    for (uint32_t j = 0; j < K; j++)
-        w[j] = (hp->flags & FMT_FLAG_MOE_NO_RENORM)
-                   ? p[expert[j]]      /* Qwen3-MoE, norm_topk_prob off */
-                   : p[expert[j]] / wsum;
+    if (ly->router_bias)        /* gpt-oss: the logits' bias */
+        eng_add_to(p, ly->router_bias, s->hp->n_experts);
+    s->gate(s, p, expert, w);
+    if (s->hp->expert_scale > 0.0f)   /* DeepSeek's routed scale */
+        for (uint32_t j = 0; j < s->hp->top_k; j++)
+            w[j] *= s->hp->expert_scale;
 }
 
 void eng_moe_topk(eng_session *s, const eng_layer *ly, const float *xr,
                   int *expert, float *w)
 {
-    float *out = s->probs;
+    float *out = s->dec.probs;
     eng_moe_logits(s, 1, &ly, &xr, &out);
-    eng_moe_pick(s, s->probs, expert, w);
+    eng_moe_pick(s, ly, s->dec.probs, expert, w);
 }
 
 /* The expert pane's per-layer counts of the choices expert[top_k]. */
@@ -161,7 +141,7 @@ void eng_moe_route_many(eng_session *s, const eng_layer *ly, unsigned m, const f
     }
     logits_run(s, 1, m, &ly, x, out);
     for (unsigned i = 0; i < m; i++) {
-        eng_moe_pick(s, out[i], expert + (size_t)i * K, w + (size_t)i * K);
+        eng_moe_pick(s, ly, out[i], expert + (size_t)i * K, w + (size_t)i * K);
         count_choices(s, ly, expert + (size_t)i * K);
     }
 }

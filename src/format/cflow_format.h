@@ -138,19 +138,32 @@ size_t fmt_kv_write(const fmt_kv *kv, uint8_t *out);
 /* ======================================================================= */
 /* GGUF                                                                     */
 /* ======================================================================= */
-/* GGML tensor types we can read (values are GGML's). */
+/* GGML tensor types (values are GGML's).  The GGUF reader accepts all of
+ * them; cflow reads (and keeps, as a tile type of its own) F32, F16, BF16,
+ * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K..Q6_K and IQ4_XS; a
+ * tensor of another type is refused by name when a role needs it. */
 enum fmt_dtype {
     FMT_DT_F32 = 0, FMT_DT_F16 = 1, FMT_DT_Q4_0 = 2, FMT_DT_Q4_1 = 3,
-    FMT_DT_Q5_0 = 6, FMT_DT_Q5_1 = 7, FMT_DT_Q8_0 = 8, FMT_DT_Q2_K = 10,
-    FMT_DT_Q3_K = 11, FMT_DT_Q4_K = 12, FMT_DT_Q5_K = 13, FMT_DT_Q6_K = 14,
-    FMT_DT_BF16 = 30
+    FMT_DT_Q5_0 = 6, FMT_DT_Q5_1 = 7, FMT_DT_Q8_0 = 8, FMT_DT_Q8_1 = 9,
+    FMT_DT_Q2_K = 10, FMT_DT_Q3_K = 11, FMT_DT_Q4_K = 12, FMT_DT_Q5_K = 13,
+    FMT_DT_Q6_K = 14, FMT_DT_Q8_K = 15, FMT_DT_IQ2_XXS = 16, FMT_DT_IQ2_XS = 17,
+    FMT_DT_IQ3_XXS = 18, FMT_DT_IQ1_S = 19, FMT_DT_IQ4_NL = 20, FMT_DT_IQ3_S = 21,
+    FMT_DT_IQ2_S = 22, FMT_DT_IQ4_XS = 23, FMT_DT_I8 = 24, FMT_DT_I16 = 25,
+    FMT_DT_I32 = 26, FMT_DT_I64 = 27, FMT_DT_F64 = 28, FMT_DT_IQ1_M = 29,
+    FMT_DT_BF16 = 30, FMT_DT_TQ1_0 = 34, FMT_DT_TQ2_0 = 35, FMT_DT_MXFP4 = 39,
+    FMT_DT_NVFP4 = 40, FMT_DT_Q1_0 = 41, FMT_DT_Q2_0 = 42
 };
+/* "Q4_K" ...; "unknown" for a number that is not a GGML type. */
 const char *fmt_dtype_name(int dtype);
-/* Bytes for n elements (n a multiple of the block size); 0 if unsupported. */
+/* Bytes for n elements (n a multiple of the block size); 0 if unknown. */
 uint64_t fmt_dtype_size(int dtype, uint64_t n);
-/* Dequantise n elements (a multiple of the type's block) to f32.
+/* Dequantise n elements (a multiple of the type's block) to f32, as
+ * ggml's dequantize_row_* (the kernels' dequantisers, kern_src_dequant).
  * Returns 0, or -1 for a type we cannot read. */
 int fmt_dequant(int dtype, const void *src, float *dst, uint64_t n);
+/* The tile type (enum kern_type) that keeps dtype's blocks bit for bit,
+ * or -1 when there is none in this build. */
+int fmt_dtype_tile(int dtype);
 
 typedef struct fmt_tensor {
     const char *name;     /* NUL-terminated copy owned by the container */
@@ -163,6 +176,9 @@ typedef struct fmt_tensor {
      * Qwen3-MoE): parts[e] is expert e's data; NULL when the experts are
      * contiguous from data on, as in GGUF. */
     const void *const *parts;
+    /* Added to every value when the tensor is read as a vector: Gemma's
+     * norms, which Hugging Face stores as w - 1 (0 elsewhere). */
+    float       shift;
 } fmt_tensor;
 
 typedef struct fmt_gguf fmt_gguf;
@@ -193,6 +209,36 @@ enum fmt_role {
     FMT_R_MOE_NORM,     /* per layer [dim]: the router/expert input norm */
     FMT_R_Q_NORM,       /* per layer [head_dim]: per-head RMSNorm of Q (Qwen3) */
     FMT_R_K_NORM,       /* per layer [head_dim]: per-head RMSNorm of K */
+    /* The model families (fmt_family.c).  Q/K norms above may instead be
+     * the whole width, [q_dim] and [kv_dim] (OLMoE): the slot's length says
+     * which. */
+    FMT_R_QKV,          /* per layer [q_dim + 2 kv_dim][dim], fused (Phi-3):
+                           split into Q, K, V views at binding */
+    FMT_R_GATE_UP,      /* per layer [2 ffn][dim], fused (Phi-3): gate rows
+                           first, split into GATE, UP views at binding */
+    FMT_R_ATTN_POST_NORM, /* per layer [dim]: RMSNorm of the attention output
+                           before the residual add (Gemma 2/3) */
+    FMT_R_FFN_POST_NORM,  /* per layer [dim]: the same after the FFN */
+    FMT_R_SINKS,        /* per layer [n_heads]: attention sinks (gpt-oss) */
+    FMT_R_O_BIAS,       /* per layer [dim]: output projection bias */
+    FMT_R_ROUTER_BIAS,  /* per layer [n_experts]: router logit bias */
+    FMT_R_EXP_GATE_BIAS, FMT_R_EXP_UP_BIAS, /* [n_experts][expert_ffn] */
+    FMT_R_EXP_DOWN_BIAS,                    /* [n_experts][dim] */
+    FMT_R_SH_GATE, FMT_R_SH_UP,  /* [shared_ffn][dim]: shared experts */
+    FMT_R_SH_DOWN,               /* [dim][shared_ffn] */
+    FMT_R_ROPE_SHORT,   /* global [rope_dims / 2]: LongRoPE divisors (Phi-3),
+                           within the original context */
+    FMT_R_ROPE_LONG,    /* global, the same beyond it */
+    FMT_R_KV_A_NORM,    /* per layer [mla_rank]: RMSNorm of the latent (MLA) */
+    FMT_R_K_B,          /* per layer [n_heads][mla_rank][mla_nope]: each head's
+                           q_nope into the latent (3-D in GGUF, read as
+                           n_heads * mla_rank rows) */
+    FMT_R_V_B,          /* per layer [n_heads][mla_v][mla_rank]: the attended
+                           latent into each head's value */
+    FMT_R_Q_A,          /* per layer [mla_q_rank][dim]: MLA's low-rank query
+                           (then its norm and Q_B), in place of Q */
+    FMT_R_Q_A_NORM,     /* per layer [mla_q_rank] */
+    FMT_R_Q_B,          /* per layer [n_heads (mla_nope + rope)][mla_q_rank] */
     FMT_NROLES
 };
 const char *fmt_role_name(int role);
@@ -212,7 +258,38 @@ enum {
     FMT_FLAG_MOE_NO_RENORM = 1u << 8,/* routing weights are the softmax over all
                                         experts, not renormalised over the top k
                                         (Qwen3-MoE with norm_topk_prob false) */
-    FMT_FLAG_LAYER_GEOM  = 1u << 9   /* per-layer geometry records (fmt_layer_geom) */
+    FMT_FLAG_LAYER_GEOM  = 1u << 9,  /* per-layer geometry records (fmt_layer_geom) */
+    FMT_FLAG_XSLOTS      = 1u << 10  /* slot 19 of every table entry points at
+                                        FMT_NXSLOT more slots (the families') */
+};
+
+/* The FFN's gated activation (fmt_hparams.ffn_act).  FMT_FLAG_GELU stands
+ * for FMT_ACT_GEGLU in files written before the field. */
+enum fmt_act {
+    FMT_ACT_SWIGLU = 0,   /* silu(gate) * up */
+    FMT_ACT_GEGLU = 1,    /* gelu_tanh(gate) * up */
+    FMT_ACT_SWIGLU_OAI,   /* gpt-oss: gate, up clamped at swiglu_limit,
+                             gate * sigmoid(alpha gate) * (up + 1) */
+    FMT_NACT
+};
+
+/* How router logits become the experts' weights (fmt_hparams.gating). */
+enum fmt_gating {
+    FMT_GATE_SOFTMAX = 0,   /* softmax over all experts, top-k, weights
+                               renormalised over the k unless MOE_NO_RENORM */
+    FMT_GATE_TOPK_SOFTMAX,  /* top-k of the logits, softmax over those k
+                               (gpt-oss) */
+    FMT_NGATE
+};
+
+/* RoPE scaling beyond Llama 3's (fmt_hparams.rope_scaling). */
+enum fmt_rope_scaling {
+    FMT_ROPE_NONE = 0,
+    FMT_ROPE_LINEAR,        /* positions / rope_factor */
+    FMT_ROPE_YARN,          /* YaRN: rope_factor, rope_orig_ctx, beta_fast/slow */
+    FMT_ROPE_LONGROPE,      /* Phi-3's LongRoPE: the rope_short/rope_long
+                               divisors, rope_attn_factor */
+    FMT_NROPE
 };
 
 /* Per-layer geometry (FMT_FLAG_LAYER_GEOM): layers that differ from the
@@ -232,6 +309,8 @@ typedef struct fmt_layer_geom {
     float    rope_theta;
     uint32_t sliding_window;   /* 0: full attention */
     uint32_t flags;            /* FMT_LG_* */
+    float    rope_scale;       /* RoPE frequency scale (1 / a linear factor):
+                                  Gemma 3's global layers; 0 means 1 */
 } fmt_layer_geom;
 
 typedef struct fmt_hparams {
@@ -252,7 +331,60 @@ typedef struct fmt_hparams {
     uint32_t iterations;      /* FixedPoint: applications of each block */
     float    softcap;
     uint8_t  quant_type;      /* dominant tile type (enum kern_type) */
+    /* What the model families add (fmt_family.c sets them from the
+     * architecture and its keys; a .cflow keeps each that is not zero in its
+     * metadata as cflow.* keys: fmt_hparams.c's fmt_hp_meta).  Zero is the
+     * Llama behaviour everywhere. */
+    uint8_t  ffn_act;         /* enum fmt_act (FMT_FLAG_GELU: GeGLU too) */
+    uint8_t  gating;          /* enum fmt_gating */
+    uint8_t  rope_scaling;    /* enum fmt_rope_scaling */
+    float    attn_scale;      /* the attention's q.k scale; 0: 1/sqrt(head_dim) */
+    float    q_scale;         /* 0, or q *= q_scale before attention (Gemma's
+                                 query_pre_attn_scalar^-1/2, Phi-3's 1/sqrt(hd)) */
+    float    attn_softcap;    /* attention logit soft-capping (Gemma 2), 0 none */
+    float    expert_scale;    /* routed weights times this (0: 1) */
+    float    swiglu_alpha, swiglu_limit;   /* FMT_ACT_SWIGLU_OAI */
+    uint32_t shared_ffn_dim;  /* the shared experts' FFN (0: none) */
+    uint32_t dense_lead;      /* leading layers with a dense FFN instead of
+                                 experts (DeepSeek's first_k_dense_replace) */
+    uint32_t rope_dims;       /* dims of each head that rotate (0: head_dim);
+                                 a layer record's rope_dims wins */
+    float    rope_attn_factor;/* YaRN / LongRoPE magnitude factor (0: 1) */
+    float    yarn_beta_fast, yarn_beta_slow;   /* YaRN's ramp (0: 32 and 1) */
+    float    yarn_log_mul;    /* YaRN's mscale_all_dim (DeepSeek), 0 none */
+    /* DeepSeek-V2's multi-head latent attention (mla_rank > 0): the cache
+     * holds per position the latent c_kv [mla_rank] and the rotated key
+     * [rope_dims], head_dim = mla_rank + rope_dims wide with one KV head;
+     * q projects to n_heads * (mla_nope + rope_dims), k_b turns each head's
+     * first mla_nope into the latent's space, v_b the latent into mla_v;
+     * with mla_q_rank > 0, q comes through a low-rank pair (q_a, its norm,
+     * q_b) as in DeepSeek-V2 (V2-Lite projects q directly) */
+    uint32_t mla_rank, mla_nope, mla_v, mla_q_rank;
+    /* group-limited top-k (DeepSeek): experts in expert_groups groups, the
+     * top k taken from the best expert_groups_used of them (0: none) */
+    uint32_t expert_groups, expert_groups_used;
 } fmt_hparams;
+#define FMT_MAX_EXPERT_GROUPS 64
+
+/* Whether layer l has a dense FFN (every layer when ffn_dim > 0, but for
+ * the dense_lead layers of a DeepSeek model, which have only that), and
+ * whether it has routed experts (g: its geometry, or NULL). */
+int fmt_layer_dense(const fmt_hparams *hp, unsigned l);
+int fmt_layer_moe(const fmt_hparams *hp, const fmt_layer_geom *g, unsigned l);
+/* A layer's attention widths: the rows of its Q projection and the columns
+ * of its O projection (n_heads * head_dim, but for MLA: n_heads *
+ * (mla_nope + rope_dims) and n_heads * mla_v), and whether it has a V
+ * projection (not when V shares K's, nor with MLA, whose values are the
+ * cached latent). */
+uint32_t fmt_layer_q_rows(const fmt_hparams *hp, const fmt_layer_geom *g);
+/* The attention factor llama.cpp's context gives RoPE at frequency scale
+ * freq_scale (its cparams.yarn_attn_factor): with YaRN, 0.1 ln(1 / scale) +
+ * 1 over its mscale_all_dim's (DeepSeek-V2: the two equal), divided by the
+ * 1 + 0.1 ln(1 / scale) ggml's rope multiplies in again; times the model's
+ * rope_attn_factor. */
+float fmt_rope_attn_factor(const fmt_hparams *hp, float freq_scale);
+uint32_t fmt_layer_o_cols(const fmt_hparams *hp, const fmt_layer_geom *g);
+int fmt_layer_has_v(const fmt_hparams *hp, const fmt_layer_geom *g);
 
 /* How dense FFN and expert outputs combine (scripts/train/ARCHITECTURES.md
  * gives the exact forward pass of each).  0-2 are the report's values. */
@@ -296,6 +428,8 @@ int fmt_vocab_load(fmt_kv *kv, const char *path, char *err, size_t errlen);
 #define FMT_HEADER_SIZE 88
 #define FMT_TILE_HEADER_SIZE 16
 #define FMT_NSLOT      20        /* slot descriptors per layer-table entry */
+#define FMT_NXSLOT     16        /* more of them (FMT_FLAG_XSLOTS): slot 19 */
+#define FMT_NSLOT_ALL  (FMT_NSLOT + FMT_NXSLOT)   /* slot numbers a reader takes */
 #define FMT_SLOT_SIZE  32
 #define FMT_ALIGN      64
 #define FMT_NO_EXPERT  0xFF
@@ -309,9 +443,26 @@ enum fmt_slot {
     FMT_S_MOE_NORM = 15,
     FMT_S_Q_NORM = 16, FMT_S_K_NORM = 17,   /* FMT_FLAG_QK_NORM: [head_dim] f32 */
     FMT_S_LAYER_GEOM = 18,                  /* FMT_FLAG_LAYER_GEOM: 32-byte record */
-    /* 19 reserved (zero) */
+    FMT_S_XSLOTS = 19,    /* FMT_FLAG_XSLOTS: the table of slots 20-35, else zero */
+    /* the families' slots (FMT_FLAG_XSLOTS; their numbers are the file's,
+     * slot 20 + i being entry i of slot 19's table) */
+    FMT_S_ATTN_POST_NORM = 20, FMT_S_FFN_POST_NORM = 21,   /* [dim] f32 */
+    FMT_S_SINKS = 22,          /* [n_heads] f32 */
+    FMT_S_O_BIAS = 23,         /* [dim] f32 */
+    FMT_S_ROUTER_BIAS = 24,    /* [n_experts] f32 */
+    FMT_S_EXP_GU_BIAS = 25,    /* f32 [n_experts][2 expert_ffn]: gate, then up */
+    FMT_S_EXP_DOWN_BIAS = 26,  /* f32 [n_experts][dim] */
+    FMT_S_SH_GATE = 27, FMT_S_SH_UP = 28,   /* the shared experts' fused stream */
+    FMT_S_SH_DOWN = 29,
+    FMT_S_KV_A_NORM = 30,      /* [mla_rank] f32 */
+    FMT_S_K_B = 31,            /* MLA's per-head matrices, each its own stream: */
+    FMT_S_V_B = 32,            /* [n_heads mla_rank][mla_nope], [n_heads mla_v][mla_rank] */
+    FMT_S_Q_A_NORM = 33,       /* [mla_q_rank] f32 (slot q holds q_a then) */
+    FMT_S_Q_B = 34,            /* [n_heads (mla_nope + rope_dims)][mla_q_rank] */
+    /* 35 reserved (zero) */
     /* globals entry: */
-    FMT_S_TOK_EMBD = 0, FMT_S_OUT_NORM = 1, FMT_S_OUTPUT = 2
+    FMT_S_TOK_EMBD = 0, FMT_S_OUT_NORM = 1, FMT_S_OUTPUT = 2,
+    FMT_S_ROPE_SHORT = 20, FMT_S_ROPE_LONG = 21   /* [rope_dims / 2] f32 */
 };
 
 /* matrix_id in tile headers */
@@ -319,8 +470,15 @@ enum fmt_matrix {
     FMT_M_Q = 0, FMT_M_K = 1, FMT_M_V = 2, FMT_M_O = 3, FMT_M_GATE = 4,
     FMT_M_UP = 5, FMT_M_DOWN = 6, FMT_M_ROUTER = 7, FMT_M_EXP_GATE = 8,
     FMT_M_EXP_UP = 9, FMT_M_EXP_DOWN = 10, FMT_M_TOK_EMBD = 11,
-    FMT_M_OUTPUT = 12, FMT_NMATRIX
+    FMT_M_OUTPUT = 12, FMT_M_SH_GATE = 13, FMT_M_SH_UP = 14, FMT_M_SH_DOWN = 15,
+    FMT_M_K_B = 16, FMT_M_V_B = 17,   /* block-diagonal: head h's rows read its
+                                         own columns (MLA) */
+    FMT_M_Q_B = 18,
+    FMT_NMATRIX
 };
+
+/* "q", "k", ..., "exp_down", "token_embd", "output"; "?" out of range. */
+const char *fmt_matrix_name(int m);
 
 /* A decoded tile: header fields plus a pointer to its payload. */
 typedef struct fmt_tile {
@@ -423,7 +581,9 @@ int fmt_model_expert(const fmt_model *m, unsigned layer, unsigned e,
 enum { FMT_CP_ATTN = 0, FMT_CP_DENSE = 1, FMT_CP_EXPERT = 2 };
 typedef struct fmt_cp_layer {
     unsigned layer, block;          /* effective layer, stored block */
-    double   attn, dense, expert;   /* stream bytes (expert: top-k) */
+    double   attn, dense, expert;   /* stream bytes (expert: top-k); attn
+                                       includes kv */
+    double   kv;                    /* the KV cache a token reads at n_ctx */
     double   naive, critical;       /* this layer's share */
     int      binding, naive_binding;/* FMT_CP_* */
 } fmt_cp_layer;
@@ -433,15 +593,45 @@ typedef struct fmt_cp_total {
     double   naive, critical, serial;
 } fmt_cp_total;
 /* Fill layers[0..min(cap, n_eff)) and tot.  bytes_per_param > 0 sizes the
- * streams from parameter counts instead of the file's tiles. */
-int fmt_critical_path(const fmt_model *m, double bytes_per_param,
+ * streams from parameter counts instead of the file's tiles.  n_ctx > 0
+ * adds to each layer's attention the f16 KV cache a token reads at that
+ * context: a sliding layer its window, an MLA layer the latent and the
+ * rotated key (one row of head_dim), any other K and V. */
+int fmt_critical_path(const fmt_model *m, double bytes_per_param, uint32_t n_ctx,
                       fmt_cp_layer *layers, unsigned cap, fmt_cp_total *tot);
 /* The same from a geometry alone (bytes_per_param > 0 required): hp and
  * lg [n_layers] per-layer records, or NULL for the header's everywhere. */
 int fmt_critical_path_geom(const fmt_hparams *hp, const fmt_layer_geom *lg,
-                           double bytes_per_param, fmt_cp_layer *layers,
+                           double bytes_per_param, uint32_t n_ctx, fmt_cp_layer *layers,
                            unsigned cap, fmt_cp_total *tot);
 const char *fmt_cp_stream_name(int s);
+
+/* ---- quantisation names (fmt_mix.c) ----------------------------------- */
+/* What `-q NAME` asks `convert` and `synth` for.  f32, f16, q8_0 and q4_0
+ * are cflow's uniform tile types: every weight matrix in that type,
+ * quantised by kern_tile_pack (the report's quantisers).  The others are
+ * llama-quantize's file types: each matrix gets the GGML type of
+ * llama.cpp's mix for that name (src/llama-quant.cpp) and llama-quantize's
+ * blocks.  FMT_FT_NONE is 0, so a zeroed option struct asks for no mix. */
+enum fmt_ftype {
+    FMT_FT_NONE = 0,
+    FMT_FT_Q4_K_M, FMT_FT_Q4_K_S, FMT_FT_Q5_K_M, FMT_FT_Q5_K_S, FMT_FT_Q6_K,
+    FMT_FT_Q3_K_S, FMT_FT_Q3_K_M, FMT_FT_Q3_K_L, FMT_FT_Q2_K,
+    FMT_FT_IQ4_XS, FMT_FT_IQ4_NL, FMT_FT_MXFP4,
+    FMT_FT_Q4_1, FMT_FT_Q5_0, FMT_FT_Q5_1, FMT_FT_BF16,
+    FMT_NFTYPE
+};
+typedef struct fmt_quant {
+    int tile;    /* a uniform tile type (enum kern_type), or -1 */
+    int ftype;   /* enum fmt_ftype, or FMT_FT_NONE */
+} fmt_quant;
+/* name (case-insensitive; llama-quantize's aliases q4_k, q5_k, q3_k and
+ * mxfp4_moe too) into q; 0, or -1 for a name of neither kind. */
+int fmt_quant_parse(const char *name, fmt_quant *q);
+/* Every name, for help texts and errors. */
+const char *fmt_quant_names(void);
+/* "q4_k_m" ...; "none" for FMT_FT_NONE or an unknown value. */
+const char *fmt_ftype_name(int ftype);
 
 /* ---- synthetic models ------------------------------------------------- */
 /* Open a random-weight source for a named preset (report-arch1 ...);
@@ -461,27 +651,39 @@ const char *fmt_synth_preset_name(unsigned i);
  * [n_layers] (malloc'd, NULL when every layer has the header's). */
 int fmt_synth_geometry(const char *preset, fmt_hparams *hp,
                        fmt_layer_geom **lg, char *err, size_t errlen);
-/* Write a llama-architecture preset (tiny-mixtral and the benchmark
- * presets tinyllama-1.1b, llama2-7b, olmoe-1b-7b, qwen3-30b-a3b) as a GGUF
- * that llama.cpp loads: quant (KERN_Q4_0 or KERN_Q8_0) matrices, f32 norms
- * and router, the tokenizer keys of vocab_gguf (NULL: a synthetic
- * SentencePiece vocabulary) padded to the preset's vocabulary; zipf as
- * fmt_synth_open's.  Streams to path, which appears only when complete;
- * memory stays small. */
+/* Write a preset llama.cpp can run (tiny-mixtral and the benchmark
+ * presets: tinyllama-1.1b, llama2-7b, olmoe-mixtral-1b-7b, qwen3-30b-a3b
+ * as llama; the model families' in their own architectures: olmoe-1b-7b,
+ * gpt-oss-20b/120b, gemma3-4b, gemma2-2b, phi4-mini, deepseek-v2-lite and
+ * the tiny-* ones) as a GGUF that llama.cpp loads: the matrices of q (q->tile KERN_Q4_0 or KERN_Q8_0:
+ * drawn blocks; KERN_F32, KERN_F16: drawn floats; q->ftype: drawn floats
+ * in the types of llama.cpp's mix, quantised as llama-quantize does),
+ * f32 norms and router, the tokenizer keys of vocab_gguf (NULL: a
+ * synthetic SentencePiece vocabulary) padded to the preset's vocabulary;
+ * zipf as fmt_synth_open's.  Streams to path, which appears only when
+ * complete; memory stays small. */
 int fmt_synth_write_gguf(const char *preset, const char *path,
-                         const char *vocab_gguf, uint64_t seed, int quant,
+                         const char *vocab_gguf, uint64_t seed, const fmt_quant *q,
                          float zipf, fmt_progress_fn progress, void *ud,
                          char *err, size_t errlen);
 
 /* ---- conversion ----------------------------------------------------- */
 typedef struct fmt_convert_opts {
     int             force_type;     /* enum kern_type, or -1: keep source types */
+    int             ftype;          /* enum fmt_ftype: llama.cpp's mix (with
+                                       force_type -1), or FMT_FT_NONE */
     const char     *tokenizer_path; /* llama2.c tokenizer, HF tokenizer, ... */
     int             vflow;          /* write the stage-major .vflow layout */
     fmt_log_fn      log;
     fmt_progress_fn progress;
     void           *ud;
 } fmt_convert_opts;
+
+/* The converter's revision: bumped whenever fmt_convert writes other
+ * bytes for the same input and options, so that caches keyed by it (the
+ * model cache) never serve an older conversion.  2: every GGML type with
+ * a tile type is kept, no longer requantised to q4_0/q8_0 (issue 41). */
+#define FMT_CONVERTER_REV 2
 
 /* Convert any source fmt_src_open accepts into a .cflow at out_path
  * (written to a temporary name, then renamed). */

@@ -34,11 +34,11 @@
 #include "format/fmt_plan.h"
 
 typedef struct fmt_entry {
-    fmt_matinfo mat[FMT_NSLOT];
-    uint8_t     kind[FMT_NSLOT];
-    uint64_t    off[FMT_NSLOT], len[FMT_NSLOT];
-    uint32_t    rows[FMT_NSLOT];
-    fmt_stream  stream[FMT_NSLOT];   /* valid at a group's first slot */
+    fmt_matinfo mat[FMT_NSLOT_ALL];
+    uint8_t     kind[FMT_NSLOT_ALL];
+    uint64_t    off[FMT_NSLOT_ALL], len[FMT_NSLOT_ALL];
+    uint32_t    rows[FMT_NSLOT_ALL];
+    fmt_stream  stream[FMT_NSLOT_ALL]; /* valid at a group's first slot */
     fmt_stream *experts;             /* [n_experts][2]: gate/up, down */
     uint64_t   *exp_off, *exp_len;   /* [n_experts] from the offset table */
     fmt_layer_geom geom;             /* the record, or the header's geometry */
@@ -64,14 +64,19 @@ struct fmt_model {
 
 static const char *slot_name(unsigned entry, unsigned n_layers, int s)
 {
-    static const char *layer_names[FMT_NSLOT] = {
+    static const char *layer_names[FMT_NSLOT_ALL] = {
         "attn_norm", "q", "k", "v", "o", "ffn_norm", "gate", "up", "down",
         "router", "expert_table", "exp_gate", "exp_up", "exp_down",
-        "qkv_bias", "moe_norm", "q_norm", "k_norm", "layer_geom", "slot19"
+        "qkv_bias", "moe_norm", "q_norm", "k_norm", "layer_geom", "xslots",
+        "attn_post_norm", "ffn_post_norm", "attn_sinks", "o_bias", "router_bias",
+        "exp_gu_bias", "exp_down_bias", "sh_gate", "sh_up", "sh_down", "kv_a_norm",
+        "k_b", "v_b", "q_a_norm", "slot34", "slot35"
     };
-    static const char *global_names[3] = { "token_embd", "output_norm",
-                                           "output" };
-    if (entry == n_layers && s < 3)
+    static const char *global_names[FMT_NSLOT_ALL] = {
+        "token_embd", "output_norm", "output", [FMT_S_XSLOTS] = "xslots",
+        [FMT_S_ROPE_SHORT] = "rope_short", [FMT_S_ROPE_LONG] = "rope_long"
+    };
+    if (entry == n_layers && global_names[s])
         return global_names[s];
     return layer_names[s];
 }
@@ -251,8 +256,10 @@ static void expect(const fmt_hparams *hp, const fmt_layer_geom *g,
                    unsigned entry, int s, int *kind, uint32_t *rows,
                    uint32_t *cols)
 {
-    uint32_t q = g->n_heads * g->head_dim, kv = g->n_kv_heads * g->head_dim;
-    int shared = (g->flags & FMT_LG_KV_SHARED) != 0;
+    uint32_t q = hp->mla_q_rank ? hp->mla_q_rank : fmt_layer_q_rows(hp, g);
+    uint32_t kv = g->n_kv_heads * g->head_dim;
+    uint32_t oc = fmt_layer_o_cols(hp, g);
+    int shared = !fmt_layer_has_v(hp, g);
     *kind = FMT_K_EMPTY;
     *rows = *cols = 0;
     if (entry == hp->n_layers) {
@@ -264,17 +271,34 @@ static void expect(const fmt_hparams *hp, const fmt_layer_geom *g,
                 *kind = FMT_K_TILED; *rows = hp->vocab_size; *cols = hp->dim;
             }
             break;
+        case FMT_S_XSLOTS:
+            if (hp->flags & FMT_FLAG_XSLOTS) {
+                *kind = FMT_K_XSLOTS; *rows = FMT_NXSLOT; *cols = FMT_SLOT_SIZE;
+            }
+            break;
+        case FMT_S_ROPE_SHORT:
+        case FMT_S_ROPE_LONG:
+            /* LongRoPE: short always, long where the model has it */
+            if (hp->rope_scaling == FMT_ROPE_LONGROPE) {
+                *kind = s == FMT_S_ROPE_SHORT ? FMT_K_VEC : -FMT_K_VEC;
+                *rows = (hp->rope_dims ? hp->rope_dims : hp->head_dim) / 2; *cols = 1;
+            }
+            break;
         }
         return;
     }
     uint32_t E = hp->n_experts, ef = hp->expert_ffn_dim;
-    if (hp->ffn_dim == 0 && s >= FMT_S_FFN_NORM && s <= FMT_S_DOWN)
+    const int dense = fmt_layer_dense(hp, entry), moe = fmt_layer_moe(hp, g, entry);
+    if (!dense && s >= FMT_S_FFN_NORM && s <= FMT_S_DOWN)
         return;
-    if ((E == 0 || (g->flags & FMT_LG_NO_EXPERTS)) &&
-        ((s >= FMT_S_ROUTER && s <= FMT_S_EXP_DOWN) || s == FMT_S_MOE_NORM))
+    if (!moe && ((s >= FMT_S_ROUTER && s <= FMT_S_EXP_DOWN) || s == FMT_S_MOE_NORM ||
+                 (s >= FMT_S_ROUTER_BIAS && s <= FMT_S_SH_DOWN)))
         return;
     if (shared && s == FMT_S_V)
         return;
+    /* a negative kind: the families' optional slots, empty or of that
+     * kind and shape */
+    const int opt = -FMT_K_VEC, optm = -FMT_K_F32MAT;
     switch (s) {
     case FMT_S_ATTN_NORM:
     case FMT_S_FFN_NORM:
@@ -287,7 +311,7 @@ static void expect(const fmt_hparams *hp, const fmt_layer_geom *g,
     case FMT_S_Q: *kind = FMT_K_TILED; *rows = q; *cols = hp->dim; break;
     case FMT_S_K:
     case FMT_S_V: *kind = FMT_K_TILED; *rows = kv; *cols = hp->dim; break;
-    case FMT_S_O: *kind = FMT_K_TILED; *rows = hp->dim; *cols = q; break;
+    case FMT_S_O: *kind = FMT_K_TILED; *rows = hp->dim; *cols = oc; break;
     case FMT_S_GATE:
     case FMT_S_UP: *kind = FMT_K_TILED; *rows = hp->ffn_dim; *cols = hp->dim; break;
     case FMT_S_DOWN: *kind = FMT_K_TILED; *rows = hp->dim; *cols = hp->ffn_dim; break;
@@ -298,8 +322,57 @@ static void expect(const fmt_hparams *hp, const fmt_layer_geom *g,
         break;
     case FMT_S_Q_NORM:
     case FMT_S_K_NORM:
+        /* per head, or the whole width (OLMoE): read_slot takes either */
         if (hp->flags & FMT_FLAG_QK_NORM) {
             *kind = FMT_K_VEC; *rows = g->head_dim; *cols = 1;
+        }
+        break;
+    case FMT_S_XSLOTS:
+        if (hp->flags & FMT_FLAG_XSLOTS) {
+            *kind = FMT_K_XSLOTS; *rows = FMT_NXSLOT; *cols = FMT_SLOT_SIZE;
+        }
+        break;
+    case FMT_S_ATTN_POST_NORM:
+    case FMT_S_FFN_POST_NORM:
+    case FMT_S_O_BIAS: *kind = opt; *rows = hp->dim; *cols = 1; break;
+    case FMT_S_SINKS: *kind = opt; *rows = g->n_heads; *cols = 1; break;
+    case FMT_S_ROUTER_BIAS: *kind = opt; *rows = E; *cols = 1; break;
+    case FMT_S_EXP_GU_BIAS: *kind = optm; *rows = 2 * E; *cols = ef; break;
+    case FMT_S_EXP_DOWN_BIAS: *kind = optm; *rows = E; *cols = hp->dim; break;
+    case FMT_S_SH_GATE:
+    case FMT_S_SH_UP:
+        if (hp->shared_ffn_dim) {
+            *kind = FMT_K_TILED; *rows = hp->shared_ffn_dim; *cols = hp->dim;
+        }
+        break;
+    case FMT_S_SH_DOWN:
+        if (hp->shared_ffn_dim) {
+            *kind = FMT_K_TILED; *rows = hp->dim; *cols = hp->shared_ffn_dim;
+        }
+        break;
+    case FMT_S_KV_A_NORM:
+        if (hp->mla_rank) {
+            *kind = FMT_K_VEC; *rows = hp->mla_rank; *cols = 1;
+        }
+        break;
+    case FMT_S_K_B:
+        if (hp->mla_rank) {
+            *kind = FMT_K_TILED; *rows = g->n_heads * hp->mla_rank; *cols = hp->mla_nope;
+        }
+        break;
+    case FMT_S_V_B:
+        if (hp->mla_rank) {
+            *kind = FMT_K_TILED; *rows = g->n_heads * hp->mla_v; *cols = hp->mla_rank;
+        }
+        break;
+    case FMT_S_Q_A_NORM:
+        if (hp->mla_q_rank) {
+            *kind = FMT_K_VEC; *rows = hp->mla_q_rank; *cols = 1;
+        }
+        break;
+    case FMT_S_Q_B:
+        if (hp->mla_q_rank) {
+            *kind = FMT_K_TILED; *rows = fmt_layer_q_rows(hp, g); *cols = hp->mla_q_rank;
         }
         break;
     case FMT_S_LAYER_GEOM:
@@ -401,13 +474,7 @@ static int read_layer_geom(fmt_model *m, unsigned en, uint64_t data_start,
     const fmt_hparams *hp = &m->hp;
     fmt_layer_geom *g = &m->e[en].geom;
     const char *p = m->path;
-    g->n_heads = hp->n_heads;
-    g->n_kv_heads = hp->n_kv_heads;
-    g->head_dim = hp->head_dim;
-    g->rope_dims = hp->head_dim;
-    g->rope_theta = hp->rope_theta;
-    g->sliding_window = hp->sliding_window;
-    g->flags = 0;
+    fmt_layer_geom_default(hp, g);
     if (!(hp->flags & FMT_FLAG_LAYER_GEOM) || en == hp->n_layers)
         return 0;
     const uint8_t *sl = m->map + kern_ld_u64(m->hdr + FMT_H_LTABLE) +
@@ -429,6 +496,9 @@ static int read_layer_geom(fmt_model *m, unsigned en, uint64_t data_start,
     g->rope_theta = kern_ld_f32(r + FMT_LG_THETA);
     g->sliding_window = kern_ld_u32(r + FMT_LG_SWA);
     g->flags = kern_ld_u32(r + FMT_LG_FLAGS);
+    g->rope_scale = kern_ld_f32(r + FMT_LG_RSCALE);
+    if (g->rope_scale == 0.0f)
+        g->rope_scale = 1.0f;
     int zero = 1;
     for (unsigned i = FMT_LG_RESERVED; i < FMT_LGEOM_SIZE; i++)
         zero &= r[i] == 0;
@@ -443,6 +513,8 @@ static int read_layer_geom(fmt_model *m, unsigned en, uint64_t data_start,
         why = "rope_dims odd or wider than the head";
     else if (!isfinite(g->rope_theta) || !(g->rope_theta > 0))
         why = "bad rope theta";
+    else if (!isfinite(g->rope_scale) || !(g->rope_scale > 0) || g->rope_scale > 1e6f)
+        why = "bad rope scale";
     else if (g->sliding_window > hp->max_seq)
         why = "sliding window longer than the context";
     else if (g->flags & ~FMT_LG_FLAGS_KNOWN)
@@ -469,10 +541,19 @@ static int read_slot(fmt_model *m, unsigned en, int s, uint64_t ltab,
     const fmt_hparams *hp = &m->hp;
     const char *p = m->path;
     fmt_entry *e = &m->e[en];
-    const uint8_t *sl = m->map + ltab +
-                        ((uint64_t)en * FMT_NSLOT + (unsigned)s) * FMT_SLOT_SIZE;
+    /* slots 20-35 are entries of slot 19's table (read before them) */
+    const uint8_t *sl = s < FMT_NSLOT
+                            ? m->map + ltab + ((uint64_t)en * FMT_NSLOT + (unsigned)s) *
+                                                  FMT_SLOT_SIZE
+                        : e->kind[FMT_S_XSLOTS] == FMT_K_XSLOTS
+                            ? m->map + e->off[FMT_S_XSLOTS] +
+                                  (uint64_t)(s - FMT_NSLOT) * FMT_SLOT_SIZE
+                            : NULL;
+    static const uint8_t empty[FMT_SLOT_SIZE];
     int want_kind;
     uint32_t want_rows, want_cols;
+    if (!sl)
+        sl = empty;                    /* no xslots: slots 20-35 are empty */
     uint8_t kind = sl[FMT_SL_KIND], type = sl[FMT_SL_TYPE];
     uint32_t nel = 0;
     uint64_t off = kern_ld_u64(sl + FMT_SL_OFFSET);
@@ -482,6 +563,8 @@ static int read_slot(fmt_model *m, unsigned en, int s, uint64_t ltab,
     const char *nm = slot_name(en, hp->n_layers, s);
 
     expect(hp, &e->geom, en, s, &want_kind, &want_rows, &want_cols);
+    if (want_kind < 0)                 /* optional: empty, or of -want_kind */
+        want_kind = kind == FMT_K_EMPTY ? FMT_K_EMPTY : -want_kind;
     if (kind != want_kind)
         return bad(err, errlen, FMT_EFORMAT, p,
                    "%s %u slot %s has kind %u, expected %d",
@@ -489,12 +572,21 @@ static int read_slot(fmt_model *m, unsigned en, int s, uint64_t ltab,
                    kind, want_kind);
     if (kind == FMT_K_EMPTY)
         return 0;
+    /* Q/K norms of the whole width (OLMoE) beside the per-head ones */
+    if ((s == FMT_S_Q_NORM || s == FMT_S_K_NORM) && en < hp->n_layers && cols == 1 &&
+        rows == (s == FMT_S_Q_NORM ? e->geom.n_heads : e->geom.n_kv_heads) * e->geom.head_dim)
+        want_rows = rows;
     if (rows != want_rows || cols != want_cols)
         return bad(err, errlen, FMT_EFORMAT, p,
                    "%s %u %s is %ux%u, expected %ux%u",
                    en == hp->n_layers ? "globals" : "layer", en, nm,
                    rows, cols, want_rows, want_cols);
-    if (off < ltab + tbytes || off > m->size || len > m->size - off)
+    /* data lies past the layer table and the xslot tables */
+    const uint64_t data0 = ltab + tbytes + (hp->flags & FMT_FLAG_XSLOTS
+                                                ? (uint64_t)m->n_entries * FMT_NXSLOT *
+                                                      FMT_SLOT_SIZE : 0);
+    if (off < (kind == FMT_K_XSLOTS ? ltab + tbytes : data0) || off > m->size ||
+        len > m->size - off)
         return bad(err, errlen, FMT_EFORMAT, p,
                    "layer %u %s (offset %llu, %llu bytes) lies outside "
                    "the %llu-byte file", en, nm,
@@ -506,7 +598,14 @@ static int read_slot(fmt_model *m, unsigned en, int s, uint64_t ltab,
     if (type >= KERN_NTYPES)
         return bad(err, errlen, FMT_EFORMAT, p,
                    "layer %u %s: unknown type %u", en, nm, type);
-    if (kind == FMT_K_LGEOM) {
+    if (kind == FMT_K_XSLOTS) {
+        /* the xslot tables follow the layer table, entry after entry */
+        if (off != ltab + tbytes + (uint64_t)en * FMT_NXSLOT * FMT_SLOT_SIZE ||
+            len != FMT_NXSLOT * FMT_SLOT_SIZE)
+            return bad(err, errlen, FMT_EFORMAT, p, "%s %u slot xslots points at %llu, "
+                       "not at its table after the layer table",
+                       en == hp->n_layers ? "globals" : "layer", en, (unsigned long long)off);
+    } else if (kind == FMT_K_LGEOM) {
         /* read_layer_geom checked it */
     } else if (kind == FMT_K_EXPTABLE) {
         if (len != (uint64_t)rows * 16)
@@ -528,6 +627,17 @@ static int read_slot(fmt_model *m, unsigned en, int s, uint64_t ltab,
         if (type >= KERN_NTYPES)
             return bad(err, errlen, FMT_EFORMAT, p,
                        "layer %u %s: unknown tile type %u", en, nm, type);
+        if (!fmt_tile_built(type))
+            return bad(err, errlen, FMT_EUNSUP, p,
+                       "layer %u %s: tile type %s is not built into this cflow", en, nm,
+                       kern_type_name((enum kern_type)type));
+        /* the GGML block types keep whole blocks: a row is a number of them
+         * (q8_0 and q4_0 tiles pad a cut block, as they always have) */
+        if (type > KERN_Q4_0 && cols % kern_type_block((enum kern_type)type))
+            return bad(err, errlen, FMT_EFORMAT, p,
+                       "layer %u %s: %u columns are not a multiple of %s's %u-column "
+                       "block", en, nm, cols, kern_type_name((enum kern_type)type),
+                       kern_type_block((enum kern_type)type));
         if (kern_ld_u32(sl + FMT_SL_NTILES) != fmt_plan_tiles(rows, cols))
             return bad(err, errlen, FMT_EFORMAT, p,
                        "layer %u %s: %u tiles, expected %u", en, nm,
@@ -566,9 +676,9 @@ static int walk_entry(fmt_model *m, unsigned en, fmt_tile **next, char *err,
             continue;
         memset(&c, 0, sizeof c);
         c.expert = FMT_NO_EXPERT;
-        /* V shares K's projection: the QKV stream holds Q and K only */
-        unsigned gn = s0 == FMT_S_Q && !global &&
-                              (e->geom.flags & FMT_LG_KV_SHARED) ? 2 : g->n;
+        /* no V projection (V shares K's, or MLA's latent): the QKV
+         * stream holds Q and K only */
+        unsigned gn = s0 == FMT_S_Q && !global && !fmt_layer_has_v(hp, &e->geom) ? 2 : g->n;
         for (unsigned i = 0; i < gn; i++) {
             int s = g->slots[i];
             if (e->kind[s] != FMT_K_TILED || e->off[s] != e->off[s0] ||
@@ -616,21 +726,23 @@ static int read_table(fmt_model *m, char *err, size_t errlen)
     const char *p = m->path;
     uint64_t ltab = kern_ld_u64(m->hdr + FMT_H_LTABLE);
     uint64_t tbytes = (uint64_t)m->n_entries * FMT_NSLOT * FMT_SLOT_SIZE;
+    uint64_t xbytes = m->hp.flags & FMT_FLAG_XSLOTS
+                          ? (uint64_t)m->n_entries * FMT_NXSLOT * FMT_SLOT_SIZE : 0;
     uint64_t total_tiles = 0;
     int rc;
 
-    if (ltab < FMT_HEADER_SIZE || ltab > m->size || m->size - ltab < tbytes)
+    if (ltab < FMT_HEADER_SIZE || ltab > m->size || m->size - ltab < tbytes + xbytes)
         return bad(err, errlen, FMT_EFORMAT, p,
                    "layer table (offset %llu, %llu bytes) lies past the end of "
                    "the %llu-byte file", (unsigned long long)ltab,
-                   (unsigned long long)tbytes, (unsigned long long)m->size);
+                   (unsigned long long)(tbytes + xbytes), (unsigned long long)m->size);
     m->e = calloc(m->n_entries, sizeof *m->e);
     if (!m->e)
         return bad(err, errlen, FMT_ENOMEM, p, "out of memory");
     for (unsigned en = 0; en < m->n_entries; en++) {
         if ((rc = read_layer_geom(m, en, ltab + tbytes, err, errlen)))
             return rc;
-        for (int s = 0; s < FMT_NSLOT; s++)
+        for (int s = 0; s < FMT_NSLOT_ALL; s++)
             if ((rc = read_slot(m, en, s, ltab, tbytes, &total_tiles, err,
                                 errlen)))
                 return rc;
@@ -688,6 +800,9 @@ static int read_meta(fmt_model *m, char *err, size_t errlen)
         (m->hp.iterations < 1 || m->hp.iterations > 64))
         return bad(err, errlen, FMT_EFORMAT, m->path,
                    "FixedPoint needs cflow.iterations in 1..64");
+    char why[200];
+    if (fmt_hp_meta_load(m->kv, &m->hp, why, sizeof why))
+        return bad(err, errlen, FMT_EFORMAT, m->path, "%s", why);
     if (m->hp.flags & FMT_FLAG_ROPE_LLAMA3) {
         if (fmt_kv_get_f32(m->kv, "cflow.rope.scaling.factor", &m->hp.rope_factor) ||
             fmt_kv_get_f32(m->kv, "cflow.rope.scaling.low_freq_factor",
@@ -833,7 +948,8 @@ int fmt_model_open_ex(fmt_model **out, const char *path, unsigned flags,
         goto fail;
     }
     m->n_entries = m->hp.n_layers + 1;
-    if ((rc = read_table(m, err, errlen)) || (rc = read_meta(m, err, errlen)))
+    /* the metadata first: the families' fields shape the slots */
+    if ((rc = read_meta(m, err, errlen)) || (rc = read_table(m, err, errlen)))
         goto fail;
     *out = m;
     return 0;
@@ -880,7 +996,7 @@ const void *fmt_model_map(const fmt_model *m, uint64_t *size)
 
 const fmt_stream *fmt_model_stream(const fmt_model *m, unsigned layer, int slot)
 {
-    if (layer >= m->n_entries || slot < 0 || slot >= FMT_NSLOT)
+    if (layer >= m->n_entries || slot < 0 || slot >= FMT_NSLOT_ALL)
         return NULL;
     const fmt_stream *s = &m->e[layer].stream[slot];
     return s->tiles ? s : NULL;
@@ -889,7 +1005,7 @@ const fmt_stream *fmt_model_stream(const fmt_model *m, unsigned layer, int slot)
 const fmt_matinfo *fmt_model_matinfo(const fmt_model *m, unsigned layer,
                                      int slot)
 {
-    if (layer >= m->n_entries || slot < 0 || slot >= FMT_NSLOT ||
+    if (layer >= m->n_entries || slot < 0 || slot >= FMT_NSLOT_ALL ||
         !m->e[layer].mat[slot].present)
         return NULL;
     return &m->e[layer].mat[slot];
@@ -898,7 +1014,7 @@ const fmt_matinfo *fmt_model_matinfo(const fmt_model *m, unsigned layer,
 const float *fmt_model_vec(const fmt_model *m, unsigned layer, int slot,
                            uint64_t *n)
 {
-    if (layer >= m->n_entries || slot < 0 || slot >= FMT_NSLOT ||
+    if (layer >= m->n_entries || slot < 0 || slot >= FMT_NSLOT_ALL ||
         (m->e[layer].kind[slot] != FMT_K_VEC && m->e[layer].kind[slot] != FMT_K_F32MAT))
         return NULL;
     if (n)

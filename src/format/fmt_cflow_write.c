@@ -14,13 +14,15 @@
  * tiles are out (fmt_conv_release), and the output goes through a 1 MiB
  * stdio buffer with write(2).  Peak RSS is the program and the source's
  * tables (vocabulary, tensor index) plus a few stripes: per fused matrix
- * 128 rows of source bytes, and of f32 where a type has no direct packer,
- * so it does not grow with the model.
+ * 128 rows of source bytes, and of the target type where `-q` names a
+ * llama.cpp mix, so it does not grow with the model.
  *
- * Tile types: without force_type each matrix keeps its source type where a
- * tile type exists (F32, F16, Q8_0, Q4_0); others are requantised to the
- * nearest one we keep (BF16 -> F32, which is lossless; Q4_1/Q4_K -> Q4_0;
- * Q5_x/Q6_K -> Q8_0) with a warning.  Norms, biases and routers stay f32.
+ * Tile types (fmt_tile_src.c): without -q each matrix keeps its source
+ * type bit for bit, every GGML type cflow has a tile type for; a matrix of
+ * another type is refused by name.  -q f32|f16|q8_0|q4_0 makes every
+ * matrix that type; -q q4_k_m and the other llama-quantize names give each
+ * matrix the type of llama.cpp's mix (fmt_mix.c).  Norms, biases and
+ * routers stay f32.
  *
  * "The report" (with its section numbers) is the Pipeline-Native
  * Transformers report.
@@ -52,10 +54,8 @@ typedef struct writer {
     char                   *err;
     size_t                  errlen;
     uint8_t                *payload;    /* one tile's payload scratch */
-    float                  *stripe[FMT_MAX_FUSED]; /* dequantised stripes */
-    size_t                  stripe_cap[FMT_MAX_FUSED];
-    long                    stripe_id[FMT_MAX_FUSED];
-    int                     warned[32]; /* per source dtype */
+    fmt_tsrc                ts[FMT_MAX_FUSED]; /* each fused matrix's rows */
+    fmt_mix_in              mix;        /* the model as llama.cpp's mix sees it */
     int                     expert;     /* expert id of the tiles, -1 dense */
     uint64_t                done, total; /* source bytes tiled so far, of all */
     uint64_t                next_tick;  /* done that moves the bar next */
@@ -143,37 +143,40 @@ static int pad_to(writer *w, uint64_t align)
 
 /* ---- type choice ------------------------------------------------------ */
 
-static int keep_type(writer *w, int dtype)
+/* The role of each matrix id (the mix's categories). */
+static const int matrix_role[FMT_NMATRIX] = {
+    [FMT_M_Q] = FMT_R_Q, [FMT_M_K] = FMT_R_K, [FMT_M_V] = FMT_R_V, [FMT_M_O] = FMT_R_O,
+    [FMT_M_GATE] = FMT_R_GATE, [FMT_M_UP] = FMT_R_UP, [FMT_M_DOWN] = FMT_R_DOWN,
+    [FMT_M_ROUTER] = FMT_R_ROUTER, [FMT_M_EXP_GATE] = FMT_R_EXP_GATE,
+    [FMT_M_EXP_UP] = FMT_R_EXP_UP, [FMT_M_EXP_DOWN] = FMT_R_EXP_DOWN,
+    [FMT_M_TOK_EMBD] = FMT_R_TOK_EMBD, [FMT_M_OUTPUT] = FMT_R_OUTPUT,
+    [FMT_M_SH_GATE] = FMT_R_SH_GATE, [FMT_M_SH_UP] = FMT_R_SH_UP,
+    [FMT_M_SH_DOWN] = FMT_R_SH_DOWN, [FMT_M_K_B] = FMT_R_K_B, [FMT_M_V_B] = FMT_R_V_B,
+    [FMT_M_Q_B] = FMT_R_Q_B,
+};
+
+/* Whether layer l has a V projection of its own (not K = V sharing). */
+static int has_v(const fmt_src *src, unsigned l)
 {
-    switch (dtype) {
-    case FMT_DT_F32: return KERN_F32;
-    case FMT_DT_F16: return KERN_F16;
-    case FMT_DT_Q8_0: return KERN_Q8_0;
-    case FMT_DT_Q4_0: return KERN_Q4_0;
-    default: break;
-    }
-    int t;
-    switch (dtype) {
-    case FMT_DT_BF16: t = KERN_F32; break;
-    case FMT_DT_Q4_1:
-    case FMT_DT_Q4_K:
-    case FMT_DT_Q2_K:
-    case FMT_DT_Q3_K: t = KERN_Q4_0; break;
-    default: t = KERN_Q8_0; break;
-    }
-    if (dtype >= 0 && dtype < 32 && !w->warned[dtype]) {
-        w->warned[dtype] = 1;
-        logf_(w, 1, "%s tensors have no tile type: %s to %s", fmt_dtype_name(dtype),
-              t == KERN_F32 ? "widening" : "requantising", kern_type_name(t));
-    }
-    return t;
+    fmt_layer_geom g;
+    fmt_src_layer_geom(src, l, &g);
+    return fmt_layer_has_v(fmt_src_hparams(src), &g) && fmt_src_tensor(src, FMT_R_V, l);
 }
 
-static int tile_type_for(writer *w, const fmt_tensor *t)
+/* Matrix t (matrix id mid, of layer) as llama.cpp's mix sees it. */
+static void mix_tensor(writer *w, const fmt_tensor *t, int mid, unsigned layer)
 {
-    if (w->opts && w->opts->force_type >= 0)
-        return w->opts->force_type;
-    return keep_type(w, t->dtype);
+    fmt_mix_in *m = &w->mix;
+    m->ftype = w->opts ? w->opts->ftype : FMT_FT_NONE;
+    m->role = matrix_role[mid];
+    m->layer = layer;
+    m->ne0 = t->ne[0];
+    /* an expert's view is 2-D; its bank has n_experts */
+    m->ne2 = mid >= FMT_M_EXP_GATE && mid <= FMT_M_EXP_DOWN ? fmt_src_hparams(w->src)->n_experts
+                                                           : t->ne[2];
+    m->i_attn_v = 0;
+    for (unsigned j = 0; mid == FMT_M_V && j < layer; j++)
+        m->i_attn_v += (unsigned)has_v(w->src, j);
 }
 
 /* ---- sections --------------------------------------------------------- */
@@ -214,6 +217,8 @@ static int write_vec(writer *w, const fmt_tensor *const *parts, unsigned n,
                             parts[i]->name, fmt_dtype_name(parts[i]->dtype));
         }
         for (uint64_t k = 0; k < cnt; k++)
+            v[k] += parts[i]->shift;   /* Gemma's HF norms: w - 1 stored */
+        for (uint64_t k = 0; k < cnt; k++)
             if (!isfinite(v[k])) {
                 free(v);
                 return fail_src(w, FMT_EFORMAT, "tensor %s holds a non-finite value",
@@ -240,73 +245,33 @@ typedef struct stream_ctx {
     int               rc;
 } stream_ctx;
 
-static enum kern_src src_enc(int dtype)
-{
-    switch (dtype) {
-    case FMT_DT_F32: return KERN_SRC_F32;
-    case FMT_DT_F16: return KERN_SRC_F16;
-    case FMT_DT_BF16: return KERN_SRC_BF16;
-    case FMT_DT_Q8_0: return KERN_SRC_GGML_Q8_0;
-    case FMT_DT_Q4_0: return KERN_SRC_GGML_Q4_0;
-    default: return (enum kern_src)-1;
-    }
-}
-
 static int emit_tile(void *ud, unsigned mi, uint32_t row0, uint32_t col0,
                      unsigned rows, unsigned cols)
 {
     stream_ctx *c = ud;
     writer *w = c->w;
     const fmt_tensor *t = c->src[mi];
+    fmt_tsrc *ts = &w->ts[mi];
     uint8_t hdr[FMT_TILE_HEADER_SIZE];
-    uint64_t ncols = t->ne[0];
-    const uint8_t *src;
-    size_t stride;
-    enum kern_src enc = src_enc(t->dtype);
 
     if (col0 == 0) { /* a new stripe: the last one's pages go back */
-        size_t rb = (size_t)fmt_dtype_size(t->dtype, ncols);
+        size_t rb = (size_t)fmt_dtype_size(t->dtype, t->ne[0]);
         consumed(w, c->cur[mi], c->cur_n[mi]);
         c->cur[mi] = (const uint8_t *)t->data + (uint64_t)row0 * rb;
         c->cur_n[mi] = (uint64_t)rows * rb;
-        if ((c->rc = load(w, t, c->cur[mi], c->cur_n[mi])))
+        if ((c->rc = load(w, t, c->cur[mi], c->cur_n[mi])) ||
+            (c->rc = fmt_tsrc_stripe(ts, c->cur[mi], rows, row0, w->in_path, w->err,
+                                     w->errlen)))
             return 1;
-    }
-    if ((int)enc >= 0) {
-        stride = (size_t)fmt_dtype_size(t->dtype, ncols);
-        src = (const uint8_t *)t->data + (uint64_t)row0 * stride +
-              fmt_dtype_size(t->dtype, col0);
-    } else {
-        /* No direct packer: dequantise this 128-row stripe once. */
-        long sid = (long)(row0 / KERN_TILE_ROWS);
-        size_t need = (size_t)rows * ncols;
-        size_t rb = (size_t)fmt_dtype_size(t->dtype, ncols);
-        if (c->w->stripe_id[mi] != sid) {
-            if (w->stripe_cap[mi] < need) {
-                float *p = realloc(w->stripe[mi], need * sizeof *p);
-                if (!p)
-                    return (c->rc = fail(w, FMT_ENOMEM, "out of memory")), 1;
-                w->stripe[mi] = p;
-                w->stripe_cap[mi] = need;
-            }
-            for (unsigned r = 0; r < rows; r++)
-                if (fmt_dequant(t->dtype,
-                                (const uint8_t *)t->data + (uint64_t)(row0 + r) * rb,
-                                w->stripe[mi] + (size_t)r * ncols, ncols))
-                    return (c->rc = fail_src(w, FMT_EUNSUP, "tensor %s: unsupported type %s",
-                                             t->name, fmt_dtype_name(t->dtype))), 1;
-            w->stripe_id[mi] = sid;
-        }
-        enc = KERN_SRC_F32;
-        stride = ncols * sizeof(float);
-        src = (const uint8_t *)(w->stripe[mi] + col0);
     }
 
     enum kern_type ty = (enum kern_type)c->mat[mi].type;
-    if (kern_tile_pack(ty, rows, cols, enc, src, stride, w->payload))
+    if (kern_tile_pack(ty, rows, cols, (enum kern_src)ts->enc, fmt_tsrc_at(ts, 0, col0),
+                       ts->rb, w->payload))
         return (c->rc = fail_src(w, FMT_EFORMAT,
                                  "tensor %s: cannot pack tile at row %u col %u "
-                                 "(non-finite values?)", t->name, row0, col0)), 1;
+                                 "(a value or scale out of %s's range)", t->name, row0,
+                                 col0, kern_type_name(ty))), 1;
     if (!kern_tile_finite(ty, rows, cols, w->payload))
         return (c->rc = fail_src(w, FMT_EFORMAT,
                              "tensor %s: non-finite value in tile at row %u col %u",
@@ -345,8 +310,17 @@ static int write_stream(writer *w, const fmt_group *g, const fmt_tensor **src,
         c.mat[i].rows = (uint32_t)t->ne[1];
         c.mat[i].cols = (uint32_t)t->ne[0];
         c.mat[i].matrix = g->matrix[i];
-        c.mat[i].type = (uint8_t)tile_type_for(w, t);
-        w->stripe_id[i] = -1;
+        mix_tensor(w, t, g->matrix[i], layer);
+        if ((rc = fmt_tsrc_choose(&w->ts[i], t, w->opts, &w->mix, w->in_path ? w->in_path
+                                  : w->path, w->err, w->errlen)))
+            return rc;
+        c.mat[i].type = (uint8_t)w->ts[i].tile;
+        if (w->expert <= 0)   /* a bank's matrices once, as llama-quantize lists them */
+            logf_(w, 0, "%s%s: %s -> %s tiles%s", t->name, w->expert == 0 ? " (experts)" : "",
+                  fmt_dtype_name(t->dtype), kern_type_name((enum kern_type)w->ts[i].tile),
+                  w->ts[i].requant ? " (requantised as llama-quantize does)"
+                  : w->ts[i].dt == t->dtype && w->ts[i].tile == fmt_dtype_tile(t->dtype)
+                  ? " (blocks copied)" : "");
     }
     if ((rc = pad_to(w, FMT_ALIGN)))
         return rc;
@@ -411,6 +385,7 @@ static int write_layer_geom(writer *w, const fmt_src *src, unsigned l, slot *sl)
     fmt_wrf32(rec + FMT_LG_THETA, g.rope_theta);
     fmt_wr32(rec + FMT_LG_SWA, g.sliding_window);
     fmt_wr32(rec + FMT_LG_FLAGS, g.flags);
+    fmt_wrf32(rec + FMT_LG_RSCALE, g.rope_scale == 1.0f ? 0.0f : g.rope_scale);
     if ((rc = pad_to(w, FMT_ALIGN)))
         return rc;
     sl[FMT_S_LAYER_GEOM].offset = w->pos;
@@ -421,19 +396,48 @@ static int write_layer_geom(writer *w, const fmt_src *src, unsigned l, slot *sl)
     return put(w, rec, sizeof rec);
 }
 
+/* A vector of the families (slots 20-35) where the source has one. */
+static int opt_vec(writer *w, const fmt_src *src, int role, unsigned l, slot *sl)
+{
+    const fmt_tensor *t = fmt_src_tensor(src, role, l);
+    return t ? write_vec(w, &t, 1, sl) : 0;
+}
+
+/* MLA's parts: [the low-rank query's norm and q_b,] the latent's norm,
+ * k_b and v_b (each head's rows in turn). */
+static int write_mla(writer *w, const fmt_src *src, unsigned l, slot *sl)
+{
+    int rc = 0;
+    if (fmt_src_hparams(src)->mla_q_rank) {
+        const fmt_tensor *qn = need(w, src, FMT_R_Q_A_NORM, l, &rc);
+        const fmt_tensor *qb = need(w, src, FMT_R_Q_B, l, &rc);
+        if (rc || (rc = write_vec(w, &qn, 1, &sl[FMT_S_Q_A_NORM])) ||
+            (rc = write_stream(w, &fmt_layer_groups[8], &qb, l, 10, sl)))
+            return rc;
+    }
+    const fmt_tensor *n = need(w, src, FMT_R_KV_A_NORM, l, &rc);
+    const fmt_tensor *kb = need(w, src, FMT_R_K_B, l, &rc);
+    const fmt_tensor *vb = need(w, src, FMT_R_V_B, l, &rc);
+    if (rc || (rc = write_vec(w, &n, 1, &sl[FMT_S_KV_A_NORM])) ||
+        (rc = write_stream(w, &fmt_layer_groups[6], &kb, l, 8, sl)))
+        return rc;
+    return write_stream(w, &fmt_layer_groups[7], &vb, l, 9, sl);
+}
+
 /* Attention: [layer geometry], norm, fused QKV (QK when V shares K's
- * projection), optional QKV bias, optional Q/K norms, O. */
+ * projection or MLA has none), optional QKV bias, optional Q/K norms,
+ * [MLA's parts], [sinks], O, [O bias, post-norm]. */
 static int write_attn(writer *w, const fmt_src *src, unsigned l, slot *sl)
 {
     const fmt_hparams *hp = fmt_src_hparams(src);
     fmt_layer_geom lg;
     int rc = 0;
     fmt_src_layer_geom(src, l, &lg);
-    int shared = (lg.flags & FMT_LG_KV_SHARED) != 0;
+    int shared = !fmt_layer_has_v(hp, &lg);
     static const fmt_group qk_group = { FMT_S_Q, 2, { FMT_S_Q, FMT_S_K },
                                         { FMT_M_Q, FMT_M_K } };
     const fmt_tensor *an = need(w, src, FMT_R_ATTN_NORM, l, &rc);
-    const fmt_tensor *qkv[3] = { need(w, src, FMT_R_Q, l, &rc),
+    const fmt_tensor *qkv[3] = { need(w, src, hp->mla_q_rank ? FMT_R_Q_A : FMT_R_Q, l, &rc),
                                  need(w, src, FMT_R_K, l, &rc),
                                  shared ? NULL : need(w, src, FMT_R_V, l, &rc) };
     const fmt_tensor *o = need(w, src, FMT_R_O, l, &rc);
@@ -461,24 +465,32 @@ static int write_attn(writer *w, const fmt_src *src, unsigned l, slot *sl)
             (rc = write_vec(w, &kn, 1, &sl[FMT_S_K_NORM])))
             return rc;
     }
-    return write_stream(w, &fmt_layer_groups[1], &o, l, 1, sl);
+    if (hp->mla_rank && (rc = write_mla(w, src, l, sl)))
+        return rc;
+    if ((rc = opt_vec(w, src, FMT_R_SINKS, l, &sl[FMT_S_SINKS])) ||
+        (rc = write_stream(w, &fmt_layer_groups[1], &o, l, 1, sl)) ||
+        (rc = opt_vec(w, src, FMT_R_O_BIAS, l, &sl[FMT_S_O_BIAS])))
+        return rc;
+    return opt_vec(w, src, FMT_R_ATTN_POST_NORM, l, &sl[FMT_S_ATTN_POST_NORM]);
 }
 
-/* Dense FFN: norm, fused gate/up, down (nothing when the model has none). */
+/* Dense FFN: norm, fused gate/up, down (nothing when the layer has none),
+ * [post-norm: Gemma's, of whichever FFN the layer has]. */
 static int write_dense(writer *w, const fmt_src *src, unsigned l, slot *sl)
 {
     int rc = 0;
-    if (fmt_src_hparams(src)->ffn_dim == 0)
-        return 0;
+    if (!fmt_layer_dense(fmt_src_hparams(src), l))
+        return opt_vec(w, src, FMT_R_FFN_POST_NORM, l, &sl[FMT_S_FFN_POST_NORM]);
     const fmt_tensor *fn = need(w, src, FMT_R_FFN_NORM, l, &rc);
     const fmt_tensor *gu[2] = { need(w, src, FMT_R_GATE, l, &rc),
                                 need(w, src, FMT_R_UP, l, &rc) };
     const fmt_tensor *down = need(w, src, FMT_R_DOWN, l, &rc);
     if (rc || (rc = write_vec(w, &fn, 1, &sl[FMT_S_FFN_NORM])))
         return rc;
-    if ((rc = write_stream(w, &fmt_layer_groups[2], gu, l, 2, sl)))
+    if ((rc = write_stream(w, &fmt_layer_groups[2], gu, l, 2, sl)) ||
+        (rc = write_stream(w, &fmt_layer_groups[3], &down, l, 3, sl)))
         return rc;
-    return write_stream(w, &fmt_layer_groups[3], &down, l, 3, sl);
+    return opt_vec(w, src, FMT_R_FFN_POST_NORM, l, &sl[FMT_S_FFN_POST_NORM]);
 }
 
 /* Expert e of a 3-D [E][rows][cols] tensor as a 2-D view. */
@@ -494,8 +506,48 @@ static fmt_tensor expert_view(const fmt_tensor *t, unsigned e)
     return v;
 }
 
-/* MoE: its input norm, the f32 router, the expert offset table and the
- * expert bank (per expert: fused gate/up stream, then down stream). */
+/* What the families add to a MoE layer: the router's bias, the experts'
+ * biases (gpt-oss: f32 [2 E][expert_ffn], every expert's gate bias, then
+ * every expert's up bias; [E][dim] down biases) and the shared experts'
+ * streams (DeepSeek). */
+static int write_moe_extras(writer *w, const fmt_src *src, unsigned l, slot *sl)
+{
+    const fmt_hparams *hp = fmt_src_hparams(src);
+    const fmt_tensor *gb = fmt_src_tensor(src, FMT_R_EXP_GATE_BIAS, l);
+    const fmt_tensor *ub = fmt_src_tensor(src, FMT_R_EXP_UP_BIAS, l);
+    const fmt_tensor *db = fmt_src_tensor(src, FMT_R_EXP_DOWN_BIAS, l);
+    int rc;
+    if ((rc = opt_vec(w, src, FMT_R_ROUTER_BIAS, l, &sl[FMT_S_ROUTER_BIAS])))
+        return rc;
+    if (gb && ub) {
+        const fmt_tensor *b[2] = { gb, ub };
+        if ((rc = write_vec(w, b, 2, &sl[FMT_S_EXP_GU_BIAS])))
+            return rc;
+        sl[FMT_S_EXP_GU_BIAS].kind = FMT_K_F32MAT;
+        sl[FMT_S_EXP_GU_BIAS].rows = 2 * hp->n_experts;
+        sl[FMT_S_EXP_GU_BIAS].cols = hp->expert_ffn_dim;
+    }
+    if (db) {
+        if ((rc = write_vec(w, &db, 1, &sl[FMT_S_EXP_DOWN_BIAS])))
+            return rc;
+        sl[FMT_S_EXP_DOWN_BIAS].kind = FMT_K_F32MAT;
+        sl[FMT_S_EXP_DOWN_BIAS].rows = hp->n_experts;
+        sl[FMT_S_EXP_DOWN_BIAS].cols = hp->dim;
+    }
+    if (!hp->shared_ffn_dim)
+        return 0;
+    rc = 0;
+    const fmt_tensor *sgu[2] = { need(w, src, FMT_R_SH_GATE, l, &rc),
+                                 need(w, src, FMT_R_SH_UP, l, &rc) };
+    const fmt_tensor *sdn = need(w, src, FMT_R_SH_DOWN, l, &rc);
+    if (rc || (rc = write_stream(w, &fmt_layer_groups[4], sgu, l, 6, sl)))
+        return rc;
+    return write_stream(w, &fmt_layer_groups[5], &sdn, l, 7, sl);
+}
+
+/* MoE: its input norm, the f32 router, [the families' extras,] the expert
+ * offset table and the expert bank (per expert: fused gate/up stream, then
+ * down stream). */
 static int write_moe(writer *w, const fmt_src *src, unsigned l, slot *sl)
 {
     const fmt_hparams *hp = fmt_src_hparams(src);
@@ -503,7 +555,7 @@ static int write_moe(writer *w, const fmt_src *src, unsigned l, slot *sl)
     int rc = 0;
     fmt_layer_geom lg;
     fmt_src_layer_geom(src, l, &lg);
-    if (E == 0 || (lg.flags & FMT_LG_NO_EXPERTS))
+    if (!fmt_layer_moe(hp, &lg, l))
         return 0;
     const fmt_tensor *mn = fmt_src_tensor(src, FMT_R_MOE_NORM, l);
     if (!mn) /* Mixtral-style models route off the FFN norm */
@@ -520,6 +572,8 @@ static int write_moe(writer *w, const fmt_src *src, unsigned l, slot *sl)
     sl[FMT_S_ROUTER].kind = FMT_K_F32MAT;
     sl[FMT_S_ROUTER].rows = E;
     sl[FMT_S_ROUTER].cols = hp->dim;
+    if ((rc = write_moe_extras(w, src, l, sl)))
+        return rc;
 
     /* the table is written as zeros now and filled in once the bank is */
     uint8_t *table = calloc(E, 16);
@@ -540,7 +594,7 @@ static int write_moe(writer *w, const fmt_src *src, unsigned l, slot *sl)
     sl[FMT_S_EXPERT_TABLE].cols = 2;
     sl[FMT_S_EXPERT_TABLE].kind = FMT_K_EXPTABLE;
 
-    slot tmp[FMT_NSLOT];
+    slot tmp[FMT_NSLOT_ALL];
     uint64_t bank = 0;
     for (unsigned e = 0; e < E && !rc; e++) {
         fmt_tensor g = expert_view(eg, e), u = expert_view(eu, e), d = expert_view(ed, e);
@@ -630,14 +684,14 @@ static int write_layers_vflow(writer *w, const fmt_src *src, slot *table,
             return rc;
         g[0] = w->pos;
         for (unsigned l = first[gi]; l < first[gi + 1]; l++)
-            if ((rc = write_attn(w, src, l, &table[(size_t)l * FMT_NSLOT])))
+            if ((rc = write_attn(w, src, l, &table[(size_t)l * FMT_NSLOT_ALL])))
                 return rc;
         g[1] = w->pos - g[0];
         if ((rc = pad_to(w, FMT_ALIGN)))
             return rc;
         g[2] = w->pos;
         for (unsigned l = first[gi]; l < first[gi + 1]; l++)
-            if ((rc = write_dense(w, src, l, &table[(size_t)l * FMT_NSLOT])))
+            if ((rc = write_dense(w, src, l, &table[(size_t)l * FMT_NSLOT_ALL])))
                 return rc;
         g[3] = w->pos - g[2];
     }
@@ -645,7 +699,7 @@ static int write_layers_vflow(writer *w, const fmt_src *src, slot *table,
         return rc;
     bank[0] = w->pos;
     for (unsigned l = 0; l < L; l++) {
-        if ((rc = write_moe(w, src, l, &table[(size_t)l * FMT_NSLOT])))
+        if ((rc = write_moe(w, src, l, &table[(size_t)l * FMT_NSLOT_ALL])))
             return rc;
     }
     bank[1] = w->pos - bank[0];
@@ -658,14 +712,14 @@ static int write_layers(writer *w, const fmt_src *src, slot *table)
     unsigned L = hp->n_layers, dd = hp->dense_delay;
     int rc;
     for (unsigned j = 0; j < dd && j < L; j++)
-        if ((rc = write_dense(w, src, j, &table[(size_t)j * FMT_NSLOT])))
+        if ((rc = write_dense(w, src, j, &table[(size_t)j * FMT_NSLOT_ALL])))
             return rc;
     for (unsigned l = 0; l < L; l++) {
-        slot *sl = &table[(size_t)l * FMT_NSLOT];
+        slot *sl = &table[(size_t)l * FMT_NSLOT_ALL];
         if ((rc = write_attn(w, src, l, sl)))
             return rc;
         if (l + dd < L &&
-            (rc = write_dense(w, src, l + dd, &table[(size_t)(l + dd) * FMT_NSLOT])))
+            (rc = write_dense(w, src, l + dd, &table[(size_t)(l + dd) * FMT_NSLOT_ALL])))
             return rc;
         if ((rc = write_moe(w, src, l, sl)))
             return rc;
@@ -701,6 +755,10 @@ static int build_meta(writer *w, const fmt_src *src, fmt_kv *meta)
          fmt_kv_set_u32(meta, "cflow.merge_interval", hp->merge_interval)) ||
         (hp->iterations && fmt_kv_set_u32(meta, "cflow.iterations", hp->iterations)))
         return fail(w, FMT_ENOMEM, "out of memory");
+    if (fmt_hp_meta_store(hp, meta) ||
+        (src->fam && src->fam->peer_ggml &&
+         fmt_kv_set_str(meta, "cflow.peer", "llama.cpp", 9)))
+        return fail(w, FMT_ENOMEM, "out of memory");
     if (hp->flags & FMT_FLAG_ROPE_LLAMA3) {
         if (fmt_kv_set_f32(meta, "cflow.rope.scaling.factor", hp->rope_factor) ||
             fmt_kv_set_f32(meta, "cflow.rope.scaling.low_freq_factor", hp->rope_low_freq) ||
@@ -716,7 +774,7 @@ static int dominant_type(const slot *table, unsigned n_entries)
 {
     uint64_t bytes[KERN_NTYPES] = { 0 };
     int best = KERN_F32;
-    for (unsigned i = 0; i < n_entries * FMT_NSLOT; i++)
+    for (unsigned i = 0; i < n_entries * FMT_NSLOT_ALL; i++)
         if (table[i].kind == FMT_K_TILED && table[i].type < KERN_NTYPES)
             bytes[table[i].type] += (uint64_t)table[i].rows * table[i].cols;
     for (int t = 0; t < KERN_NTYPES; t++)
@@ -728,8 +786,11 @@ static int dominant_type(const slot *table, unsigned n_entries)
 /* What fmt_cflow_write carries between its phases. */
 typedef struct out_file {
     fmt_out     out;                   /* the file, named when complete */
-    slot       *table;                 /* [(L + 1) * FMT_NSLOT] */
-    uint8_t    *tbuf;                  /* the same, stored */
+    slot       *table;                 /* [(L + 1) * FMT_NSLOT_ALL] */
+    uint8_t    *tbuf;                  /* the same, stored: the layer table,
+                                          then the xslot tables */
+    size_t      tbytes;                /* bytes of tbuf */
+    int         xslots;                /* FMT_FLAG_XSLOTS: the families' slots */
     uint8_t     hdr[FMT_HEADER_SIZE], vhdr[FMT_VHEADER_SIZE];
     uint64_t    ghdr_off, ltab, gtab, meta_off, bank[2];
     uint8_t    *gdesc;                 /* .vflow group table */
@@ -749,11 +810,10 @@ static int check_geometry(writer *w, const fmt_hparams *hp)
     return 0;
 }
 
-/* Placeholders for the header(s), the layer table and the group table,
- * then every layer's sections. */
+/* Placeholders for the header(s), the layer table (and the xslot tables
+ * after it) and the group table, then every layer's sections. */
 static int write_body(writer *w, const fmt_src *src, out_file *o)
 {
-    unsigned L = fmt_src_hparams(src)->n_layers;
     int rc;
     if (o->vflow) {
         if ((rc = put(w, o->vhdr, sizeof o->vhdr)))
@@ -763,7 +823,7 @@ static int write_body(writer *w, const fmt_src *src, out_file *o)
     if ((rc = put(w, o->hdr, sizeof o->hdr)) || (rc = pad_to(w, FMT_ALIGN)))
         return rc;
     o->ltab = w->pos;
-    if ((rc = put(w, o->tbuf, (size_t)(L + 1) * FMT_NSLOT * FMT_SLOT_SIZE)))
+    if ((rc = put(w, o->tbuf, o->tbytes)))
         return rc;
     if (!o->vflow)
         return write_layers(w, src, o->table);
@@ -781,12 +841,13 @@ static int write_body(writer *w, const fmt_src *src, out_file *o)
                               o->bank);
 }
 
-/* The globals: output norm, embedding, output head (absent when tied). */
+/* The globals: output norm, embedding, output head (absent when tied),
+ * [LongRoPE's divisors]. */
 static int write_globals(writer *w, const fmt_src *src, out_file *o)
 {
     const fmt_hparams *hp = fmt_src_hparams(src);
     unsigned L = hp->n_layers;
-    slot *gs = &o->table[(size_t)L * FMT_NSLOT];
+    slot *gs = &o->table[(size_t)L * FMT_NSLOT_ALL];
     int rc = 0;
     const fmt_tensor *onorm = need(w, src, FMT_R_OUT_NORM, 0, &rc);
     const fmt_tensor *emb = need(w, src, FMT_R_TOK_EMBD, 0, &rc);
@@ -805,6 +866,9 @@ static int write_globals(writer *w, const fmt_src *src, out_file *o)
     } else {
         o->flags |= FMT_FLAG_TIED;
     }
+    if ((rc = opt_vec(w, src, FMT_R_ROPE_SHORT, 0, &gs[FMT_S_ROPE_SHORT])) ||
+        (rc = opt_vec(w, src, FMT_R_ROPE_LONG, 0, &gs[FMT_S_ROPE_LONG])))
+        return rc;
     if (emb->ne[1] != hp->vocab_size || emb->ne[0] != hp->dim)
         return fail_src(w, FMT_EFORMAT, "token embedding is %llux%llu, expected %ux%u",
                     (unsigned long long)emb->ne[1], (unsigned long long)emb->ne[0],
@@ -878,10 +942,23 @@ static int write_vflow_tables(writer *w, out_file *o)
  * to disk and renamed into place. */
 static int finish(writer *w, const fmt_hparams *hp, out_file *o)
 {
-    size_t nslot = (size_t)(hp->n_layers + 1) * FMT_NSLOT;
+    const size_t ne = (size_t)hp->n_layers + 1, nslot = o->tbytes / FMT_SLOT_SIZE;
+    const uint64_t xtab = o->ltab + ne * FMT_NSLOT * FMT_SLOT_SIZE;
     int rc;
-    for (size_t i = 0; i < nslot; i++)
-        slot_store(o->tbuf + i * FMT_SLOT_SIZE, &o->table[i]);
+    for (size_t en = 0; en < ne; en++) {
+        slot *sl = &o->table[en * FMT_NSLOT_ALL];
+        if (o->xslots) {               /* slot 19: this entry's xslot table */
+            sl[FMT_S_XSLOTS] = (slot){ .offset = xtab + en * FMT_NXSLOT * FMT_SLOT_SIZE,
+                                       .length = FMT_NXSLOT * FMT_SLOT_SIZE,
+                                       .rows = FMT_NXSLOT, .cols = FMT_SLOT_SIZE,
+                                       .kind = FMT_K_XSLOTS };
+            for (int x = 0; x < FMT_NXSLOT; x++)
+                slot_store(o->tbuf + ((ne * FMT_NSLOT) + en * FMT_NXSLOT + (size_t)x) *
+                                         FMT_SLOT_SIZE, &sl[FMT_NSLOT + x]);
+        }
+        for (int k = 0; k < FMT_NSLOT; k++)
+            slot_store(o->tbuf + (en * FMT_NSLOT + (size_t)k) * FMT_SLOT_SIZE, &sl[k]);
+    }
     fmt_header_store(o->hdr, hp, o->ltab, o->meta_off, o->flags,
                  (uint8_t)dominant_type(o->table, hp->n_layers + 1));
     if (o->vflow && (rc = write_vflow_tables(w, o)))
@@ -893,6 +970,21 @@ static int finish(writer *w, const fmt_hparams *hp, out_file *o)
         return fail(w, FMT_EIO, "write failed: %s", strerror(errno));
     w->f = NULL;
     return fmt_out_commit(&o->out, w->err, w->errlen);
+}
+
+/* Whether the source has any tensor of slots 20-35 (then every entry gets
+ * its xslot table). */
+static int has_xslots(const fmt_src *src)
+{
+    static const int roles[] = { FMT_R_ATTN_POST_NORM, FMT_R_FFN_POST_NORM, FMT_R_SINKS,
+                                 FMT_R_O_BIAS, FMT_R_ROUTER_BIAS, FMT_R_EXP_GATE_BIAS,
+                                 FMT_R_EXP_DOWN_BIAS, FMT_R_SH_GATE, FMT_R_ROPE_SHORT };
+    const fmt_hparams *hp = fmt_src_hparams(src);
+    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++)
+        for (unsigned l = 0; l < hp->n_layers; l++)
+            if (fmt_src_tensor(src, roles[i], l))
+                return 1;
+    return 0;
 }
 
 int fmt_cflow_write(const fmt_src *src, const char *out_path,
@@ -916,11 +1008,27 @@ int fmt_cflow_write(const fmt_src *src, const char *out_path,
     w.errlen = errlen;
     if (opts && opts->force_type >= KERN_NTYPES)
         return fail(&w, FMT_EARG, "unknown tile type %d", opts->force_type);
+    if (opts && (opts->ftype < 0 || opts->ftype >= FMT_NFTYPE))
+        return fail(&w, FMT_EARG, "unknown quantisation mix %d", opts->ftype);
+    {
+        unsigned nv = 0;
+        for (unsigned l = 0; l < L; l++)
+            nv += (unsigned)has_v(src, l);
+        fmt_mix_model(&w.mix, hp, (hp->flags & FMT_FLAG_TIED) ||
+                                  !fmt_src_tensor(src, FMT_R_OUTPUT, 0), nv);
+    }
     if ((rc = check_geometry(&w, hp)))
         return rc;
     o.vflow = opts && opts->vflow;
-    o.table = calloc((size_t)(L + 1) * FMT_NSLOT, sizeof *o.table);
-    o.tbuf = calloc((size_t)(L + 1) * FMT_NSLOT, FMT_SLOT_SIZE);
+    /* the families' tensors take slots 20-35 (fmt_layout.h) */
+    fmt_hparams hw = *hp;
+    o.xslots = has_xslots(src);
+    if (o.xslots)
+        hw.flags |= FMT_FLAG_XSLOTS;
+    hp = &hw;
+    o.tbytes = (size_t)(L + 1) * (FMT_NSLOT + (o.xslots ? FMT_NXSLOT : 0)) * FMT_SLOT_SIZE;
+    o.table = calloc((size_t)(L + 1) * FMT_NSLOT_ALL, sizeof *o.table);
+    o.tbuf = calloc(o.tbytes, 1);
     w.payload = malloc(kern_tile_payload_size(KERN_F32, KERN_TILE_ROWS,
                                               KERN_TILE_COLS));
     if (!o.table || !o.tbuf || !w.payload || fmt_conv_begin(&w.in, src)) {
@@ -944,7 +1052,7 @@ out:
     fmt_out_abort(&o.out);
     fmt_conv_end(&w.in);
     for (int i = 0; i < FMT_MAX_FUSED; i++)
-        free(w.stripe[i]);
+        fmt_tsrc_free(&w.ts[i]);
     free(w.payload);
     free(o.gdesc);
     free(o.gfirst);

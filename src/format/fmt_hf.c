@@ -110,8 +110,10 @@ static int qwen3moe_stack(fmt_src *s, char *err, size_t errlen)
 {
     static const char *const mats[3] = { "gate_proj", "up_proj", "down_proj" };
     const fmt_hparams *h = &s->hp;
-    unsigned E = h->n_experts;
-    size_t n = (size_t)h->n_layers * 3 * E;
+    unsigned E = h->n_experts, n_moe = 0;
+    for (unsigned l = 0; l < h->n_layers; l++)
+        n_moe += (unsigned)fmt_layer_moe(h, NULL, l);
+    size_t n = (size_t)n_moe * 3 * E;
     char name[256], nm[64];
     /* each part is a tensor of the file: bound the table by them */
     if (n > s->n_tensors) {
@@ -123,9 +125,10 @@ static int qwen3moe_stack(fmt_src *s, char *err, size_t errlen)
         fmt_err(err, errlen, "%s: out of memory", s->path);
         return FMT_ENOMEM;
     }
-    for (unsigned l = 0; l < h->n_layers; l++)
-        for (unsigned m = 0; m < 3; m++) {
-            const void **parts = s->parts + ((size_t)l * 3 + m) * E;
+    /* (DeepSeek's leading dense layers have none) */
+    for (unsigned l = 0, i = 0; l < h->n_layers; l++)
+        for (unsigned m = 0; m < 3 && fmt_layer_moe(h, NULL, l); m++, i++) {
+            const void **parts = s->parts + (size_t)i * E;
             const fmt_tensor *t0 = NULL;
             for (unsigned e = 0; e < E; e++) {
                 snprintf(name, sizeof name, "model.layers.%u.mlp.experts.%u.%s.weight", l,
@@ -527,12 +530,7 @@ out:
 }
 
 /* ---- config.json -------------------------------------------------------- */
-typedef struct cfgctx {
-    json_object *o;
-    const char  *path;
-    char        *err;
-    size_t       errlen;
-} cfgctx;
+typedef fmt_hf_cfg cfgctx;   /* (fmt_impl.h: o is the json_object) */
 
 /* 1 if present (and non-null), 0 if absent, -1 (err set) if wrong type */
 static int cfg_u32(cfgctx *c, const char *key, uint32_t *out)
@@ -587,12 +585,88 @@ static int cfg_bool(json_object *o, const char *key, int dflt)
     return json_object_get_boolean(v) ? 1 : 0;
 }
 
-/* The architecture config.json names (architectures[0], else model_type):
- * *kind is HF_LLAMA, HF_QWEN2, HF_QWEN3, HF_QWEN3MOE or HF_PIPELINE, and
- * h->arch is set; *mistral marks Mistral (a sliding window by default). */
-enum { HF_LLAMA, HF_QWEN2, HF_QWEN3 = 3, HF_QWEN3MOE, HF_PIPELINE };
-static int cfg_arch(fmt_hparams *h, cfgctx *c, int *kind, int *mistral)
+/* ---- the same for the families' readers (fmt_hf_family.c) ---- */
+int fmt_hf_u32(const fmt_hf_cfg *c, const char *key, uint32_t *out)
 {
+    return cfg_u32((cfgctx *)c, key, out);
+}
+
+int fmt_hf_f32(const fmt_hf_cfg *c, const char *key, float *out)
+{
+    return cfg_f32((cfgctx *)c, c->o, key, out);
+}
+
+const char *fmt_hf_str(const fmt_hf_cfg *c, const char *key)
+{
+    return cfg_str(c->o, key);
+}
+
+int fmt_hf_bool(const fmt_hf_cfg *c, const char *key, int dflt)
+{
+    return cfg_bool(c->o, key, dflt);
+}
+
+int fmt_hf_obj(const fmt_hf_cfg *c, const char *key, fmt_hf_cfg *sub)
+{
+    json_object *v;
+    *sub = *c;
+    if (!json_object_object_get_ex(c->o, key, &v) || !v)
+        return 0;
+    if (!json_object_is_type(v, json_type_object)) {
+        fmt_err(c->err, c->errlen, "%s: %s is not an object", c->path, key);
+        return -1;
+    }
+    sub->o = v;
+    return 1;
+}
+
+int fmt_hf_f32s(const fmt_hf_cfg *c, const char *key, float *out, size_t n)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(c->o, key, &v) || !v)
+        return 0;
+    if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) != n) {
+        fmt_err(c->err, c->errlen, "%s: %s is not an array of %zu numbers", c->path, key, n);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(v, i);
+        if (!e || !(json_object_is_type(e, json_type_double) ||
+                    json_object_is_type(e, json_type_int))) {
+            fmt_err(c->err, c->errlen, "%s: %s[%zu] is not a number", c->path, key, i);
+            return -1;
+        }
+        out[i] = (float)json_object_get_double(e);
+    }
+    return 1;
+}
+
+int fmt_hf_str_at(const fmt_hf_cfg *c, const char *key, size_t i, const char **out)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(c->o, key, &v) || !v)
+        return 0;
+    if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) > 65536) {
+        fmt_err(c->err, c->errlen, "%s: %s is not an array of strings", c->path, key);
+        return -1;
+    }
+    size_t n = json_object_array_length(v);
+    if (out) {
+        json_object *e = i < n ? json_object_array_get_idx(v, i) : NULL;
+        *out = e && json_object_is_type(e, json_type_string) ? json_object_get_string(e)
+                                                             : NULL;
+    }
+    return (int)n;
+}
+
+/* The architecture config.json names (architectures[0], else model_type):
+ * *kind is HF_LLAMA, HF_QWEN2, HF_QWEN3, HF_QWEN3MOE, HF_FAMILY (a family
+ * of fmt_family.c read by its own hook: s->fam) or HF_PIPELINE, and
+ * h->arch is set; *mistral marks Mistral (a sliding window by default). */
+enum { HF_LLAMA, HF_QWEN2, HF_QWEN3 = 3, HF_QWEN3MOE, HF_PIPELINE, HF_FAMILY };
+static int cfg_arch(fmt_src *s, cfgctx *c, int *kind, int *mistral)
+{
+    fmt_hparams *h = &s->hp;
     json_object *o = c->o, *v;
     const char *arch = NULL;
     if (json_object_object_get_ex(o, "architectures", &v) && v &&
@@ -603,7 +677,6 @@ static int cfg_arch(fmt_hparams *h, cfgctx *c, int *kind, int *mistral)
             arch = json_object_get_string(a0);
     }
     const char *mt = cfg_str(o, "model_type");
-    int qwen = 0, pipeline = 0;
     if (arch && strcmp(arch, "CflowPipelineForCausalLM") == 0) {
         const char *ca = cfg_str(o, "cflow_arch");
         size_t i;
@@ -617,36 +690,30 @@ static int cfg_arch(fmt_hparams *h, cfgctx *c, int *kind, int *mistral)
                     fmt_safe_name(nm, w, strlen(w)));
             return FMT_EUNSUP;
         }
-        pipeline = 1;
-    } else if (arch ? (strcmp(arch, "LlamaForCausalLM") == 0 ||
-                strcmp(arch, "MistralForCausalLM") == 0)
-             : (mt && (strcmp(mt, "llama") == 0 || strcmp(mt, "mistral") == 0))) {
-        qwen = 0;
-    } else if (arch ? strcmp(arch, "Qwen2ForCausalLM") == 0
-                    : (mt && strcmp(mt, "qwen2") == 0)) {
-        qwen = 1;
-    } else if (arch ? strcmp(arch, "Qwen3ForCausalLM") == 0
-                    : (mt && strcmp(mt, "qwen3") == 0)) {
-        qwen = 3;
-    } else if (arch ? strcmp(arch, "Qwen3MoeForCausalLM") == 0
-                    : (mt && strcmp(mt, "qwen3_moe") == 0)) {
-        qwen = 4;
-    } else {
-        char nm[64];
+        snprintf(h->arch, sizeof h->arch, "%s", ca);
+        *mistral = 0;
+        *kind = HF_PIPELINE;
+        return FMT_OK;
+    }
+    /* Mistral is Llama with a sliding window */
+    *mistral = arch ? strcmp(arch, "MistralForCausalLM") == 0
+                    : mt && strcmp(mt, "mistral") == 0;
+    const fmt_family *fam = *mistral ? fmt_family_by_arch("llama", 5)
+                                     : fmt_family_by_hf(arch, arch ? NULL : mt);
+    if (!fam) {
+        char nm[64], list[512];
         const char *what = arch ? arch : mt ? mt : "(none)";
-        fmt_err(c->err, c->errlen, "%s: architecture %s is not supported "
-                "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                "Qwen3ForCausalLM, Qwen3MoeForCausalLM)",
-                c->path, fmt_safe_name(nm, what, strlen(what)));
+        fmt_err(c->err, c->errlen, "%s: architecture %s is not supported (%s, "
+                "MistralForCausalLM)", c->path, fmt_safe_name(nm, what, strlen(what)),
+                fmt_family_list(list, sizeof list, 1));
         return FMT_EUNSUP;
     }
-    snprintf(h->arch, sizeof h->arch, "%s",
-             pipeline ? cfg_str(o, "cflow_arch")
-             : qwen == 4 ? "qwen3moe" : qwen == 3 ? "qwen3" : qwen ? "qwen2" : "llama");
-    *mistral = (arch && strcmp(arch, "MistralForCausalLM") == 0) ||
-               (!arch && mt && strcmp(mt, "mistral") == 0);
-    *kind = pipeline ? HF_PIPELINE : qwen;
-    return FMT_OK;
+    snprintf(h->arch, sizeof h->arch, "%s", fam->arch);
+    *kind = !strcmp(fam->arch, "llama") ? HF_LLAMA
+            : !strcmp(fam->arch, "qwen2") ? HF_QWEN2
+            : !strcmp(fam->arch, "qwen3") ? HF_QWEN3
+            : !strcmp(fam->arch, "qwen3moe") ? HF_QWEN3MOE : HF_FAMILY;
+    return fmt_family_apply(s, fam);
 }
 
 /* The dense geometry: required sizes, then the optional ones with HF's
@@ -791,11 +858,16 @@ static int read_config(fmt_src *s, cfgctx *c, int *tied)
     fmt_hparams *h = &s->hp;
     json_object *o = c->o;
     int kind, mistral, rc;
-    if ((rc = cfg_arch(h, c, &kind, &mistral)) < 0 ||
+    if ((rc = cfg_arch(s, c, &kind, &mistral)) < 0 ||
         (rc = cfg_geometry(h, c)) < 0 ||
         (kind == HF_QWEN3MOE && (rc = cfg_qwen3moe(h, c)) < 0) ||
         (kind == HF_PIPELINE && (rc = cfg_pipeline(h, c)) < 0))
         return rc;
+    *tied = cfg_bool(o, "tie_word_embeddings", s->fam ? s->fam->hf_tied : 0);
+    /* HF layouts rotate split halves */
+    h->flags |= FMT_FLAG_ROPE_NEOX;
+    if (kind == HF_FAMILY)           /* the family's keys (fmt_hf_family.c) */
+        return s->fam->hf(s, c);
     const char *act = cfg_str(o, "hidden_act");
     if (act && strcmp(act, "silu") != 0) {
         char nm[64];
@@ -803,19 +875,13 @@ static int read_config(fmt_src *s, cfgctx *c, int *tied)
                 c->path, fmt_safe_name(nm, act, strlen(act)));
         return FMT_EUNSUP;
     }
-    *tied = cfg_bool(o, "tie_word_embeddings", 0);
     uint32_t sw = 0;
     int qwen = kind != HF_LLAMA && kind != HF_PIPELINE;
     if ((mistral || (qwen && cfg_bool(o, "use_sliding_window", 0))) &&
         cfg_u32(c, "sliding_window", &sw) < 0)
         return FMT_EFORMAT;
     h->sliding_window = sw < h->max_seq ? sw : 0;
-
-    if ((rc = cfg_rope_scaling(h, c)) < 0)
-        return rc;
-    /* HF layouts rotate split halves */
-    h->flags |= FMT_FLAG_ROPE_NEOX;
-    return FMT_OK;
+    return cfg_rope_scaling(h, c);
 }
 
 int fmt_hf_open(fmt_src *s, const char *dir, const char *tokenizer,
@@ -898,13 +964,18 @@ int fmt_hf_open(fmt_src *s, const char *dir, const char *tokenizer,
         rc = FMT_ENOMEM;
         goto out;
     }
-    if (strcmp(s->hp.arch, "qwen3moe") == 0) {
-        if ((rc = qwen3moe_stack(s, err, errlen)) < 0)
-            goto out;
-        rc = fmt_src_bind(s, hf_qwen3moe_names, tied, err, errlen);
-    } else {
-        rc = fmt_src_bind(s, hf_role_names, tied, err, errlen);
-    }
+    /* experts one tensor each (Qwen3-MoE, OLMoE) as one bank a layer; the
+     * family's own tensors; then its names over the common ones */
+    char e0[96];
+    snprintf(e0, sizeof e0, "model.layers.%u.mlp.experts.0.gate_proj.weight", s->hp.dense_lead);
+    if (s->hp.n_experts && fmt_src_find(s, e0) && (rc = qwen3moe_stack(s, err, errlen)) < 0)
+        goto out;
+    if (s->fam && s->fam->hf_tensors && (rc = s->fam->hf_tensors(s, &c)) < 0)
+        goto out;
+    const char *names[FMT_NROLES];
+    fmt_family_names(!strcmp(s->hp.arch, "qwen3moe") ? &hf_qwen3moe_names : &hf_role_names,
+                     s->fam ? s->fam->hf_names : NULL, names);
+    rc = fmt_src_bind(s, names, tied, err, errlen);
 out:
     json_object_put(cfg);
     free(cpath);

@@ -9,6 +9,8 @@
  */
 #include "config.h"
 
+#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -191,4 +193,252 @@ const char *fmt_shape_str(char *buf, size_t n, const uint64_t ne[4], unsigned nd
     if (o < n)
         snprintf(buf + o, n - o, "]");
     return buf;
+}
+
+/* ---- the families' fields ------------------------------------------------
+ * What fmt_family.c's table sets beyond the header's fields is kept in a
+ * .cflow's metadata, one cflow.* key a field, written only where the field
+ * is not zero (zero is the Llama behaviour, so a file of the earlier
+ * families keeps its bytes).  This table is the one list of those keys:
+ * the writer stores through it and the reader loads through it. */
+enum { HPM_U8, HPM_U32, HPM_F32 };
+static const struct hp_meta {
+    const char *key;
+    int         type;
+    size_t      off;
+} hp_meta[] = {
+    { "cflow.ffn_act", HPM_U8, offsetof(fmt_hparams, ffn_act) },
+    { "cflow.gating", HPM_U8, offsetof(fmt_hparams, gating) },
+    { "cflow.rope.scaling.kind", HPM_U8, offsetof(fmt_hparams, rope_scaling) },
+    { "cflow.attn_scale", HPM_F32, offsetof(fmt_hparams, attn_scale) },
+    { "cflow.q_scale", HPM_F32, offsetof(fmt_hparams, q_scale) },
+    { "cflow.attn_softcap", HPM_F32, offsetof(fmt_hparams, attn_softcap) },
+    { "cflow.expert_scale", HPM_F32, offsetof(fmt_hparams, expert_scale) },
+    { "cflow.swiglu_alpha", HPM_F32, offsetof(fmt_hparams, swiglu_alpha) },
+    { "cflow.swiglu_limit", HPM_F32, offsetof(fmt_hparams, swiglu_limit) },
+    { "cflow.shared_ffn", HPM_U32, offsetof(fmt_hparams, shared_ffn_dim) },
+    { "cflow.dense_lead", HPM_U32, offsetof(fmt_hparams, dense_lead) },
+    { "cflow.rope.dimension_count", HPM_U32, offsetof(fmt_hparams, rope_dims) },
+    { "cflow.rope.scaling.attn_factor", HPM_F32, offsetof(fmt_hparams, rope_attn_factor) },
+    { "cflow.rope.yarn.beta_fast", HPM_F32, offsetof(fmt_hparams, yarn_beta_fast) },
+    { "cflow.rope.yarn.beta_slow", HPM_F32, offsetof(fmt_hparams, yarn_beta_slow) },
+    { "cflow.rope.yarn.log_mul", HPM_F32, offsetof(fmt_hparams, yarn_log_mul) },
+    { "cflow.mla.kv_lora_rank", HPM_U32, offsetof(fmt_hparams, mla_rank) },
+    { "cflow.mla.qk_nope_dim", HPM_U32, offsetof(fmt_hparams, mla_nope) },
+    { "cflow.mla.v_dim", HPM_U32, offsetof(fmt_hparams, mla_v) },
+    { "cflow.mla.q_lora_rank", HPM_U32, offsetof(fmt_hparams, mla_q_rank) },
+    { "cflow.expert_group_count", HPM_U32, offsetof(fmt_hparams, expert_groups) },
+    { "cflow.expert_group_used_count", HPM_U32, offsetof(fmt_hparams, expert_groups_used) },
+};
+
+int fmt_hp_meta_store(const fmt_hparams *hp, fmt_kv *kv)
+{
+    for (size_t i = 0; i < sizeof hp_meta / sizeof *hp_meta; i++) {
+        const char *p = (const char *)hp + hp_meta[i].off;
+        int rc = 0;
+        switch (hp_meta[i].type) {
+        case HPM_U8:
+            if (*(const uint8_t *)p)
+                rc = fmt_kv_set_u32(kv, hp_meta[i].key, *(const uint8_t *)p);
+            break;
+        case HPM_U32: {
+            uint32_t v;
+            memcpy(&v, p, 4);
+            if (v)
+                rc = fmt_kv_set_u32(kv, hp_meta[i].key, v);
+            break;
+        }
+        default: {
+            float v;
+            memcpy(&v, p, 4);
+            if (v != 0.0f)
+                rc = fmt_kv_set_f32(kv, hp_meta[i].key, v);
+        }
+        }
+        if (rc)
+            return -1;
+    }
+    /* the factor and context of linear and YaRN scaling: Llama 3's keys */
+    if (hp->rope_scaling != FMT_ROPE_NONE && !(hp->flags & FMT_FLAG_ROPE_LLAMA3) &&
+        (fmt_kv_set_f32(kv, "cflow.rope.scaling.factor", hp->rope_factor) ||
+         fmt_kv_set_u32(kv, "cflow.rope.scaling.original_context_length", hp->rope_orig_ctx)))
+        return -1;
+    return 0;
+}
+
+int fmt_hp_meta_load(const fmt_kv *kv, fmt_hparams *hp, char *why, size_t whylen)
+{
+    for (size_t i = 0; i < sizeof hp_meta / sizeof *hp_meta; i++) {
+        char *p = (char *)hp + hp_meta[i].off;
+        const char *k = hp_meta[i].key;
+        if (!fmt_kv_has(kv, k))
+            continue;
+        uint32_t u;
+        float f;
+        if (hp_meta[i].type == HPM_F32) {
+            if (fmt_kv_get_f32(kv, k, &f)) {
+                snprintf(why, whylen, "metadata %s is not a float", k);
+                return -1;
+            }
+            memcpy(p, &f, 4);
+        } else if (fmt_kv_get_u32(kv, k, &u) ||
+                   (hp_meta[i].type == HPM_U8 && u > 255)) {
+            snprintf(why, whylen, "metadata %s is not a %s", k,
+                     hp_meta[i].type == HPM_U8 ? "small unsigned integer" : "u32");
+            return -1;
+        } else if (hp_meta[i].type == HPM_U8) {
+            *(uint8_t *)p = (uint8_t)u;
+        } else {
+            memcpy(p, &u, 4);
+        }
+    }
+    if (hp->rope_scaling != FMT_ROPE_NONE && !(hp->flags & FMT_FLAG_ROPE_LLAMA3) &&
+        (fmt_kv_get_f32(kv, "cflow.rope.scaling.factor", &hp->rope_factor) ||
+         fmt_kv_get_u32(kv, "cflow.rope.scaling.original_context_length",
+                        &hp->rope_orig_ctx))) {
+        snprintf(why, whylen, "RoPE scaling %u without cflow.rope.scaling.factor and "
+                 "original_context_length", hp->rope_scaling);
+        return -1;
+    }
+    return fmt_family_check(hp, why, whylen);
+}
+
+/* The families' fields together: each value one cflow implements, named
+ * with its value when not.  Shared by every converter's source check and
+ * the .cflow reader, so nothing is written that the reader refuses. */
+int fmt_family_check(const fmt_hparams *hp, char *why, size_t whylen)
+{
+    const struct { const char *name; float v; } pos[] = {
+        { "attention scale", hp->attn_scale }, { "query scale", hp->q_scale },
+        { "attention soft-cap", hp->attn_softcap }, { "expert weight scale", hp->expert_scale },
+        { "RoPE attention factor", hp->rope_attn_factor },
+        { "YaRN beta_fast", hp->yarn_beta_fast }, { "YaRN beta_slow", hp->yarn_beta_slow },
+        { "YaRN log multiplier", hp->yarn_log_mul },
+        { "SwiGLU alpha", hp->swiglu_alpha }, { "SwiGLU limit", hp->swiglu_limit },
+    };
+    for (size_t i = 0; i < sizeof pos / sizeof *pos; i++)
+        if (!isfinite(pos[i].v) || pos[i].v < 0.0f || pos[i].v > 1e6f) {
+            snprintf(why, whylen, "%s %g is outside 0 .. 1e6", pos[i].name, (double)pos[i].v);
+            return -1;
+        }
+    if (hp->ffn_act >= FMT_NACT)
+        snprintf(why, whylen, "FFN activation %u is not one cflow implements (0-%u)",
+                 hp->ffn_act, FMT_NACT - 1);
+    else if (hp->gating >= FMT_NGATE)
+        snprintf(why, whylen, "expert gating %u is not one cflow implements (0-%u)",
+                 hp->gating, FMT_NGATE - 1);
+    else if (hp->rope_scaling >= FMT_NROPE)
+        snprintf(why, whylen, "RoPE scaling %u is not one cflow implements (0-%u)",
+                 hp->rope_scaling, FMT_NROPE - 1);
+    else if (hp->ffn_act == FMT_ACT_SWIGLU_OAI &&
+             !(hp->swiglu_alpha > 0.0f && hp->swiglu_limit > 0.0f))
+        snprintf(why, whylen, "the clamped SwiGLU needs alpha and limit (%g, %g)",
+                 (double)hp->swiglu_alpha, (double)hp->swiglu_limit);
+    else if ((hp->rope_scaling == FMT_ROPE_LINEAR || hp->rope_scaling == FMT_ROPE_YARN) &&
+             !(hp->rope_factor > 0.0f && isfinite(hp->rope_factor) && hp->rope_factor <= 1e6f))
+        snprintf(why, whylen, "RoPE scaling factor %g is not a positive number",
+                 (double)hp->rope_factor);
+    else if (hp->rope_scaling == FMT_ROPE_YARN && hp->rope_orig_ctx == 0)
+        snprintf(why, whylen, "YaRN needs the original context length");
+    else if (hp->rope_dims % 2 || hp->rope_dims > hp->head_dim)
+        snprintf(why, whylen, "%u rotated dimensions: not even, or more than the head's %u",
+                 hp->rope_dims, hp->head_dim);
+    else if (hp->shared_ffn_dim && (hp->n_experts == 0 || hp->shared_ffn_dim > 65536))
+        snprintf(why, whylen, "shared experts of %u without routed experts, or over 65536",
+                 hp->shared_ffn_dim);
+    else if (hp->mla_rank && (!hp->mla_nope || !hp->mla_v || hp->n_kv_heads != 1 ||
+                              !hp->rope_dims || hp->head_dim != hp->mla_rank + hp->rope_dims ||
+                              hp->mla_rank % 128 || hp->mla_nope % 32 || hp->mla_v % 128 ||
+                              (uint64_t)hp->n_heads * hp->mla_rank > 65535 ||
+                              (uint64_t)hp->n_heads * hp->mla_v > 65535))
+        snprintf(why, whylen, "latent attention of rank %u (q/k %u + %u, v %u, %u KV heads, "
+                 "head %u): cflow needs one KV head of rank + rotated dims, a rank and v of 128s "
+                 "(a tile's rows, one head's), q/k of 32s and heads * rank within 65535", hp->mla_rank, hp->mla_nope, hp->rope_dims,
+                 hp->mla_v, hp->n_kv_heads, hp->head_dim);
+    else if (!hp->mla_rank && (hp->mla_nope || hp->mla_v || hp->mla_q_rank))
+        snprintf(why, whylen, "latent attention dimensions %u, %u, %u without its rank",
+                 hp->mla_nope, hp->mla_v, hp->mla_q_rank);
+    else if (hp->mla_q_rank % 32 || hp->mla_q_rank > 65536)
+        snprintf(why, whylen, "a low-rank query of %u: not a multiple of 32 up to 65536",
+                 hp->mla_q_rank);
+    else if (hp->expert_groups > 1 &&
+             (hp->expert_groups > FMT_MAX_EXPERT_GROUPS ||
+              hp->n_experts % hp->expert_groups || !hp->expert_groups_used ||
+              hp->expert_groups_used > hp->expert_groups ||
+              hp->n_experts / hp->expert_groups < 2 ||
+              hp->top_k > hp->expert_groups_used * (hp->n_experts / hp->expert_groups)))
+        snprintf(why, whylen, "%u expert groups (%u used) for %u experts, top %u: groups (at "
+                 "most 64) must divide the experts, hold two or more each and the used ones "
+                 "the top k",
+                 hp->expert_groups, hp->expert_groups_used, hp->n_experts, hp->top_k);
+    else if (hp->dense_lead && (hp->n_experts == 0 || hp->ffn_dim == 0 ||
+                                hp->dense_lead >= hp->n_layers))
+        snprintf(why, whylen, "%u leading dense layers need experts, a dense FFN size and "
+                 "a layer with experts after them (%u layers)", hp->dense_lead, hp->n_layers);
+    else
+        return 0;
+    return -1;
+}
+
+/* The header's geometry as one layer's (every layer's without per-layer
+ * records). */
+void fmt_layer_geom_default(const fmt_hparams *hp, fmt_layer_geom *g)
+{
+    memset(g, 0, sizeof *g);
+    g->n_heads = hp->n_heads;
+    g->n_kv_heads = hp->n_kv_heads;
+    g->head_dim = hp->head_dim;
+    g->rope_dims = hp->rope_dims ? hp->rope_dims : hp->head_dim;
+    g->rope_theta = hp->rope_theta;
+    g->sliding_window = hp->sliding_window;
+    g->rope_scale = (hp->rope_scaling == FMT_ROPE_LINEAR || hp->rope_scaling == FMT_ROPE_YARN)
+                        ? 1.0f / hp->rope_factor : 1.0f;
+}
+
+/* Whether layer l has a dense FFN, and whether it has routed experts:
+ * every layer both ways but for DeepSeek's leading dense layers
+ * (dense_lead) and layers whose record says no_experts. */
+int fmt_layer_dense(const fmt_hparams *hp, unsigned l)
+{
+    return hp->ffn_dim && (!hp->dense_lead || l < hp->dense_lead);
+}
+
+int fmt_layer_moe(const fmt_hparams *hp, const fmt_layer_geom *g, unsigned l)
+{
+    return hp->n_experts && l >= hp->dense_lead && !(g && (g->flags & FMT_LG_NO_EXPERTS));
+}
+
+uint32_t fmt_layer_q_rows(const fmt_hparams *hp, const fmt_layer_geom *g)
+{
+    return g->n_heads * (hp->mla_rank ? hp->mla_nope + g->rope_dims : g->head_dim);
+}
+
+uint32_t fmt_layer_o_cols(const fmt_hparams *hp, const fmt_layer_geom *g)
+{
+    return g->n_heads * (hp->mla_rank ? hp->mla_v : g->head_dim);
+}
+
+int fmt_layer_has_v(const fmt_hparams *hp, const fmt_layer_geom *g)
+{
+    return !(g->flags & FMT_LG_KV_SHARED) && !hp->mla_rank;
+}
+
+float fmt_rope_attn_factor(const fmt_hparams *hp, float freq_scale)
+{
+    float af = 1.0f;
+    if (hp->rope_scaling == FMT_ROPE_YARN) {
+        const float factor = 1.0f / freq_scale;
+        float mscale = 1.0f, mscale_all = hp->yarn_log_mul;
+#define GET_MSCALE(sc, m) ((sc) <= 1.0f ? 1.0f : 0.1f * (m) * logf(sc) + 1.0f)
+        if (mscale_all != 0.0f) {
+            if (mscale_all != 1.0f)
+                mscale = mscale_all;     /* DeepSeek-V2's, llama.cpp's special case */
+            af = GET_MSCALE(factor, mscale) / GET_MSCALE(factor, mscale_all);
+        } else {
+            af = GET_MSCALE(factor, 1.0f);
+        }
+#undef GET_MSCALE
+        af *= 1.0f / (1.0f + 0.1f * logf(factor));
+    }
+    return af * (hp->rope_attn_factor > 0.0f ? hp->rope_attn_factor : 1.0f);
 }

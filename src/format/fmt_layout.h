@@ -28,8 +28,10 @@
  * RMSNorm weights of Q and K, applied before RoPE).  feature_flags2 (49,
  * zero in files without these features): bit 0 moe_no_renorm (routing
  * weights are the all-expert softmax, not renormalised over the top k),
- * bit 1 layer_geom (slot 18 of every layer holds a LayerGeometry record).
- * Unknown bits in either byte are refused.
+ * bit 1 layer_geom (slot 18 of every layer holds a LayerGeometry record),
+ * bit 2 xslots (slot 19 of every entry, layers and globals, holds the table
+ * of its slots 20-35: FMT_NXSLOT slots of the same encoding, the families'
+ * tensors, fmt_family.c).  Unknown bits in either byte are refused.
  *
  * Layer table: (n_layers + 1) entries of FMT_NSLOT slots, 32 bytes each:
  *    0 u64 offset    8 u64 length    16 u32 rows    20 u32 cols
@@ -37,10 +39,22 @@
  *   28 u32 n_tiles
  * kind: 0 empty, 1 f32 vector (rows elements), 2 tiled matrix, 3 f32
  * matrix (router, rows x cols), 4 expert offset table (rows experts),
- * 5 layer geometry record (rows 1, cols 32, 32 bytes).
+ * 5 layer geometry record (rows 1, cols 32, 32 bytes), 6 the table of
+ * slots 20-35 (rows 16, cols 32: 512 bytes).
  * Layer slots: 0 attn_norm, 1-3 q/k/v, 4 o, 5 ffn_norm, 6-8 gate/up/down,
  * 9 router, 10 expert table, 11-13 expert gate/up/down (the bank), 14 QKV
- * bias, 15 moe_norm, 16 q_norm, 17 k_norm, 18 layer geometry, 19 reserved.
+ * bias, 15 moe_norm, 16 q_norm, 17 k_norm, 18 layer geometry, 19 the
+ * table of 20-35 (xslots; else empty): 20 attn_post_norm, 21 ffn_post_norm,
+ * 22 attn_sinks [n_heads], 23 o_bias, 24 router_bias [n_experts], 25 the
+ * experts' gate and up biases (f32 [n_experts][2 expert_ffn]), 26 their
+ * down biases ([n_experts][dim]), 27-29 the shared experts' gate/up (one
+ * stream) and down streams, 30 kv_a_norm [mla_rank] and 31-32 k_b, v_b
+ * (MLA: [n_heads mla_rank][mla_nope] and [n_heads mla_v][mla_rank], one
+ * stream each; with MLA the QKV stream holds Q and K, the latent and the
+ * rotated key, and slot 3 is empty), 33-35 reserved.  Globals: 0 token_embd,
+ * 1 output_norm, 2 output, 19 the table, 20 rope_short, 21 rope_long
+ * ([rope_dims / 2] each).  The xslot tables follow the layer table in the
+ * file, entry after entry.
  *
  * LayerGeometry, 32 bytes (with layer_geom; the layer's attention geometry
  * replaces the header's for that layer):
@@ -48,7 +62,9 @@
  *    8 f32 rope_theta 12 u32 sliding_window (0 = full attention)
  *   16 u32 flags: bit 0 kv_shared (no V slot; V is K's projection before
  *      its norm and RoPE), bit 1 no_experts (router/table/bank slots empty)
- *   20 u8[12] reserved (0)
+ *   20 f32 rope_scale: the RoPE frequency scale, 1 / a linear factor
+ *      (Gemma 3's full layers); 0 means 1
+ *   24 u8[8] reserved (0)
  * rope_dims: the leading dimensions of each head that rotate (even, at most
  * head_dim); the rest pass through (partial RoPE).
  * Tiled matrices that share a stream (Q/K/V, gate/up) carry the stream's
@@ -102,12 +118,13 @@ enum {
 
 enum {
     FMT_K_EMPTY = 0, FMT_K_VEC = 1, FMT_K_TILED = 2, FMT_K_F32MAT = 3,
-    FMT_K_EXPTABLE = 4, FMT_K_LGEOM = 5
+    FMT_K_EXPTABLE = 4, FMT_K_LGEOM = 5, FMT_K_XSLOTS = 6
 };
 
 enum {
     FMT_LG_NHEADS = 0, FMT_LG_NKV = 2, FMT_LG_HEADDIM = 4, FMT_LG_ROPEDIMS = 6,
-    FMT_LG_THETA = 8, FMT_LG_SWA = 12, FMT_LG_FLAGS = 16, FMT_LG_RESERVED = 20
+    FMT_LG_THETA = 8, FMT_LG_SWA = 12, FMT_LG_FLAGS = 16, FMT_LG_RSCALE = 20,
+    FMT_LG_RESERVED = 24
 };
 #define FMT_LGEOM_SIZE 32
 
@@ -126,7 +143,7 @@ enum {
 /* Feature-flag bits this version defines (others must be zero): the
  * feature_flags byte and the feature_flags2 byte (hparams bits 8..15). */
 #define FMT_FLAGS_KNOWN 0xFFu
-#define FMT_FLAGS2_KNOWN 0x03u
+#define FMT_FLAGS2_KNOWN 0x07u
 
 /* Little-endian stores of the fields above; the readers load them with
  * kern_ld_u16/u32/u64/f32 (kernels/kern.h). */

@@ -75,6 +75,11 @@ const fmt_group fmt_layer_groups[FMT_LAYER_GROUPS] = {
     { FMT_S_O, 1, { FMT_S_O }, { FMT_M_O } },
     { FMT_S_GATE, 2, { FMT_S_GATE, FMT_S_UP }, { FMT_M_GATE, FMT_M_UP } },
     { FMT_S_DOWN, 1, { FMT_S_DOWN }, { FMT_M_DOWN } },
+    { FMT_S_SH_GATE, 2, { FMT_S_SH_GATE, FMT_S_SH_UP }, { FMT_M_SH_GATE, FMT_M_SH_UP } },
+    { FMT_S_SH_DOWN, 1, { FMT_S_SH_DOWN }, { FMT_M_SH_DOWN } },
+    { FMT_S_K_B, 1, { FMT_S_K_B }, { FMT_M_K_B } },
+    { FMT_S_V_B, 1, { FMT_S_V_B }, { FMT_M_V_B } },
+    { FMT_S_Q_B, 1, { FMT_S_Q_B }, { FMT_M_Q_B } },
 };
 
 const fmt_group fmt_global_groups[FMT_GLOBAL_GROUPS] = {

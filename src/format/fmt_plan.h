@@ -33,9 +33,10 @@ typedef struct fmt_group {
     uint8_t  matrix[FMT_MAX_FUSED];
 } fmt_group;
 
-/* The four streams of a decoder layer in file order (QKV, O, gate/up,
- * down) and the two of the globals entry (embedding, output head). */
-#define FMT_LAYER_GROUPS 4
+/* The streams of a decoder layer (QKV, O, gate/up, down, the shared
+ * experts' gate/up and down, MLA's k_b, v_b and q_b) and the two of the globals entry (embedding,
+ * output head). */
+#define FMT_LAYER_GROUPS 9
 #define FMT_GLOBAL_GROUPS 2
 extern const fmt_group fmt_layer_groups[FMT_LAYER_GROUPS];
 extern const fmt_group fmt_global_groups[FMT_GLOBAL_GROUPS];

@@ -49,6 +49,19 @@ static const char *const role_names[FMT_NROLES] = {
     [FMT_R_EXP_GATE] = "ffn_gate_exps", [FMT_R_EXP_UP] = "ffn_up_exps",
     [FMT_R_EXP_DOWN] = "ffn_down_exps", [FMT_R_MOE_NORM] = "moe_norm",
     [FMT_R_Q_NORM] = "attn_q_norm",    [FMT_R_K_NORM] = "attn_k_norm",
+    [FMT_R_QKV] = "attn_qkv",          [FMT_R_GATE_UP] = "ffn_gate_up",
+    [FMT_R_ATTN_POST_NORM] = "attn_post_norm",
+    [FMT_R_FFN_POST_NORM] = "ffn_post_norm",
+    [FMT_R_SINKS] = "attn_sinks",      [FMT_R_O_BIAS] = "attn_output.bias",
+    [FMT_R_ROUTER_BIAS] = "ffn_gate_inp.bias",
+    [FMT_R_EXP_GATE_BIAS] = "ffn_gate_exps.bias",
+    [FMT_R_EXP_UP_BIAS] = "ffn_up_exps.bias",
+    [FMT_R_EXP_DOWN_BIAS] = "ffn_down_exps.bias",
+    [FMT_R_SH_GATE] = "ffn_gate_shexp", [FMT_R_SH_UP] = "ffn_up_shexp",
+    [FMT_R_SH_DOWN] = "ffn_down_shexp",
+    [FMT_R_ROPE_SHORT] = "rope_factors_short", [FMT_R_ROPE_LONG] = "rope_factors_long",
+    [FMT_R_KV_A_NORM] = "attn_kv_a_norm", [FMT_R_K_B] = "attn_k_b", [FMT_R_V_B] = "attn_v_b",
+    [FMT_R_Q_A] = "attn_q_a", [FMT_R_Q_A_NORM] = "attn_q_a_norm", [FMT_R_Q_B] = "attn_q_b",
 };
 
 const char *fmt_role_name(int role)
@@ -85,7 +98,7 @@ const fmt_role_names fmt_gguf_role_names = {
 static int role_is_global(int role)
 {
     return role == FMT_R_TOK_EMBD || role == FMT_R_OUT_NORM ||
-           role == FMT_R_OUTPUT;
+           role == FMT_R_OUTPUT || role == FMT_R_ROPE_SHORT || role == FMT_R_ROPE_LONG;
 }
 
 /* ---- tensor views ------------------------------------------------------ */
@@ -133,14 +146,31 @@ nomem:
     return FMT_ENOMEM;
 }
 
+/* A GGUF's own tensors, then the views a source made (the split halves of
+ * a fused tensor). */
 const fmt_tensor *fmt_src_find(const fmt_src *s, const char *name)
 {
     size_t i;
-    if (s->gguf)
-        return fmt_gguf_find(s->gguf, name);
+    const fmt_tensor *t = s->gguf ? fmt_gguf_find(s->gguf, name) : NULL;
+    if (t)
+        return t;
     if (fmt_names_get(&s->tidx, name, strlen(name), &i) < 0)
         return NULL;
     return &s->tensors[i];
+}
+
+void *fmt_src_own(fmt_src *s, size_t n, char *err, size_t errlen)
+{
+    void **o = realloc(s->owned, (s->n_owned + 1) * sizeof *o);
+    void *p = o ? calloc(1, n ? n : 1) : NULL;
+    if (o)
+        s->owned = o;
+    if (!p) {
+        fmt_err(err, errlen, "%s: out of memory", s->path);
+        return NULL;
+    }
+    s->owned[s->n_owned++] = p;
+    return p;
 }
 
 /* ---- checks ------------------------------------------------------------ */
@@ -181,11 +211,16 @@ int fmt_src_check_hparams(const fmt_src *s, char *err, size_t errlen)
               !(h->rope_high_freq > h->rope_low_freq) ||
               !isfinite(h->rope_high_freq) || h->rope_orig_ctx == 0))
         bad = "Llama-3 RoPE scaling";
-    char why[160];
+    char why[320];
     if (!bad && (fmt_pipeline_check(h, why, sizeof why) ||
                  fmt_hparams_fit(h, why, sizeof why))) {
         fmt_err(err, errlen, "%s: %s", s->path, why);
         return FMT_EFORMAT;
+    }
+    /* the families' fields: each a value cflow implements */
+    if (!bad && fmt_family_check(h, why, sizeof why)) {
+        fmt_err(err, errlen, "%s: %s", s->path, why);
+        return FMT_EUNSUP;
     }
     if (bad) {
         fmt_err(err, errlen, "%s: implausible %s (layers %u, dim %u, heads "
@@ -199,18 +234,10 @@ int fmt_src_check_hparams(const fmt_src *s, char *err, size_t errlen)
 
 void fmt_src_layer_geom(const fmt_src *s, unsigned l, fmt_layer_geom *g)
 {
-    const fmt_hparams *h = &s->hp;
-    if (s->lgeom && l < h->n_layers) {
+    if (s->lgeom && l < s->hp.n_layers)
         *g = s->lgeom[l];
-        return;
-    }
-    g->n_heads = h->n_heads;
-    g->n_kv_heads = h->n_kv_heads;
-    g->head_dim = h->head_dim;
-    g->rope_dims = h->head_dim;
-    g->rope_theta = h->rope_theta;
-    g->sliding_window = h->sliding_window;
-    g->flags = 0;
+    else
+        fmt_layer_geom_default(&s->hp, g);
 }
 
 /* Expected ne[] of a role in a layer of geometry g (unused dimensions 1);
@@ -218,7 +245,7 @@ void fmt_src_layer_geom(const fmt_src *s, unsigned l, fmt_layer_geom *g)
 static unsigned role_shape(const fmt_hparams *h, const fmt_layer_geom *g,
                            int role, uint64_t ne[4])
 {
-    uint64_t qd = (uint64_t)g->n_heads * g->head_dim;
+    uint64_t qd = fmt_layer_q_rows(h, g), od = fmt_layer_o_cols(h, g);
     uint64_t kvd = (uint64_t)g->n_kv_heads * g->head_dim;
     ne[0] = ne[1] = ne[2] = ne[3] = 1;
     switch (role) {
@@ -229,7 +256,7 @@ static unsigned role_shape(const fmt_hparams *h, const fmt_layer_geom *g,
         ne[0] = h->dim; return 1;
     case FMT_R_Q: ne[0] = h->dim; ne[1] = qd; return 2;
     case FMT_R_K: case FMT_R_V: ne[0] = h->dim; ne[1] = kvd; return 2;
-    case FMT_R_O: ne[0] = qd; ne[1] = h->dim; return 2;
+    case FMT_R_O: ne[0] = od; ne[1] = h->dim; return 2;
     case FMT_R_Q_BIAS: ne[0] = qd; return 1;
     case FMT_R_K_BIAS: case FMT_R_V_BIAS: ne[0] = kvd; return 1;
     case FMT_R_GATE: case FMT_R_UP:
@@ -243,6 +270,26 @@ static unsigned role_shape(const fmt_hparams *h, const fmt_layer_geom *g,
     case FMT_R_EXP_DOWN:
         ne[0] = h->expert_ffn_dim; ne[1] = h->dim; ne[2] = h->n_experts;
         return 3;
+    case FMT_R_QKV: ne[0] = h->dim; ne[1] = qd + 2 * kvd; return 2;
+    case FMT_R_GATE_UP: ne[0] = h->dim; ne[1] = 2 * (uint64_t)h->ffn_dim; return 2;
+    case FMT_R_ATTN_POST_NORM: case FMT_R_FFN_POST_NORM: case FMT_R_O_BIAS:
+        ne[0] = h->dim; return 1;
+    case FMT_R_SINKS: ne[0] = g->n_heads; return 1;
+    case FMT_R_ROUTER_BIAS: ne[0] = h->n_experts; return 1;
+    case FMT_R_EXP_GATE_BIAS: case FMT_R_EXP_UP_BIAS:
+        ne[0] = h->expert_ffn_dim; ne[1] = h->n_experts; return 2;
+    case FMT_R_EXP_DOWN_BIAS: ne[0] = h->dim; ne[1] = h->n_experts; return 2;
+    case FMT_R_SH_GATE: case FMT_R_SH_UP:
+        ne[0] = h->dim; ne[1] = h->shared_ffn_dim; return 2;
+    case FMT_R_SH_DOWN: ne[0] = h->shared_ffn_dim; ne[1] = h->dim; return 2;
+    case FMT_R_ROPE_SHORT: case FMT_R_ROPE_LONG:
+        ne[0] = (h->rope_dims ? h->rope_dims : h->head_dim) / 2; return 1;
+    case FMT_R_KV_A_NORM: ne[0] = h->mla_rank; return 1;
+    case FMT_R_K_B: ne[0] = h->mla_nope; ne[1] = h->mla_rank; ne[2] = g->n_heads; return 3;
+    case FMT_R_V_B: ne[0] = h->mla_rank; ne[1] = h->mla_v; ne[2] = g->n_heads; return 3;
+    case FMT_R_Q_A: ne[0] = h->dim; ne[1] = h->mla_q_rank; return 2;
+    case FMT_R_Q_A_NORM: ne[0] = h->mla_q_rank; return 1;
+    case FMT_R_Q_B: ne[0] = h->mla_q_rank; ne[1] = qd; return 2;
     default: return 0;
     }
 }
@@ -255,12 +302,17 @@ static int check_tensor(const fmt_src *s, const fmt_tensor *t, int role,
     fmt_layer_geom g;
     fmt_src_layer_geom(s, layer, &g);
     (void)role_shape(&s->hp, &g, role, ne);
+    /* OLMoE normalises all of Q and of K: [q_dim] and [kv_dim] */
+    if ((role == FMT_R_Q_NORM || role == FMT_R_K_NORM) && t->ndim == 1 &&
+        t->ne[0] == (uint64_t)(role == FMT_R_Q_NORM ? g.n_heads : g.n_kv_heads) * g.head_dim)
+        ne[0] = t->ne[0];
     fmt_safe_name(nm, t->name, strlen(t->name));
     if (t->dtype < 0 || fmt_dtype_block(t->dtype) == 0) {
         fmt_err(err, errlen, "%s: tensor '%s' has a type cflow cannot read",
                 s->path, nm);
         return FMT_EUNSUP;
     }
+
     /* unused dimensions are 1 on both sides: trailing unit dimensions
      * match (fmt_shape_rank), any other difference does not */
     int ok = 1;
@@ -277,7 +329,130 @@ static int check_tensor(const fmt_src *s, const fmt_tensor *t, int role,
     return FMT_OK;
 }
 
-int fmt_src_bind(fmt_src *s, fmt_role_names names, int tie_forced,
+/* Row views [r0, r0 + n) of the 2-D tensor t (rows contiguous in every
+ * container), named "<t>:<what>", in memory the source owns (the role
+ * table points at it, so it must not move). */
+static const fmt_tensor *row_view(fmt_src *s, const fmt_tensor *t, uint64_t r0, uint64_t n,
+                                  const char *what, char *err, size_t errlen)
+{
+    size_t nl = strlen(t->name) + strlen(what) + 2;
+    fmt_tensor *v = fmt_src_own(s, sizeof *v + nl, err, errlen);
+    if (!v)
+        return NULL;
+    uint64_t rb = fmt_dtype_size(t->dtype, t->ne[0]);
+    *v = *t;
+    v->name = (char *)(v + 1);
+    snprintf((char *)(v + 1), nl, "%s:%s", t->name, what);
+    v->ne[1] = n;
+    v->ndim = fmt_shape_rank(v->ne, 2);
+    v->data = (const uint8_t *)t->data + r0 * rb;
+    v->nbytes = n * rb;
+    return v;
+}
+
+/* A fused tensor of layer l (role fused) as its parts' roles, split by
+ * rows: Phi-3's QKV into Q, K, V and its gate/up into gate and up, where
+ * the parts are not there on their own. */
+static int split_fused(fmt_src *s, unsigned l, char *err, size_t errlen)
+{
+    static const struct { int fused, n, part[3]; const char *what[3]; } sp[] = {
+        { FMT_R_QKV, 3, { FMT_R_Q, FMT_R_K, FMT_R_V }, { "q", "k", "v" } },
+        { FMT_R_GATE_UP, 2, { FMT_R_GATE, FMT_R_UP }, { "gate", "up" } },
+    };
+    const fmt_hparams *h = &s->hp;
+    const fmt_tensor **row = s->roles + (size_t)l * FMT_NROLES;
+    fmt_layer_geom g;
+    fmt_src_layer_geom(s, l, &g);
+    for (size_t i = 0; i < sizeof sp / sizeof *sp; i++) {
+        const fmt_tensor *t = row[sp[i].fused];
+        if (!t || row[sp[i].part[0]])
+            continue;
+        uint64_t ne[4], q = (uint64_t)g.n_heads * g.head_dim, kv = (uint64_t)g.n_kv_heads * g.head_dim;
+        uint64_t rows[3] = { q, kv, kv };
+        if (sp[i].fused == FMT_R_GATE_UP)
+            rows[0] = rows[1] = h->ffn_dim;
+        int rc = check_tensor(s, t, sp[i].fused, l, err, errlen);
+        (void)role_shape(h, &g, sp[i].fused, ne);
+        if (rc < 0)
+            return rc;
+        if (fmt_dtype_block(t->dtype) > 1 && t->ne[0] % fmt_dtype_block(t->dtype)) {
+            fmt_err(err, errlen, "%s: tensor '%s' rows end inside a block", s->path, t->name);
+            return FMT_EFORMAT;
+        }
+        for (int k = 0, r0 = 0; k < sp[i].n; r0 += (int)rows[k], k++)
+            if (!(row[sp[i].part[k]] = row_view(s, t, (uint64_t)r0, rows[k], sp[i].what[k],
+                                                 err, errlen)))
+                return FMT_ENOMEM;
+    }
+    return FMT_OK;
+}
+
+/* MLA's per-head matrices [n_heads][rows][cols] (checked 3-D) as one 2-D
+ * matrix of n_heads * rows rows, head h's rows first to last: the .cflow
+ * stream's layout (the engine gives head h's tiles its own input). */
+static int fold_heads(fmt_src *s, unsigned l, int role, char *err, size_t errlen)
+{
+    const fmt_tensor **slot = &s->roles[(size_t)l * FMT_NROLES + (size_t)role];
+    const fmt_tensor *t = *slot;
+    if (t->parts) {
+        fmt_err(err, errlen, "%s: tensor '%s' is stored in parts", s->path, t->name);
+        return FMT_EUNSUP;
+    }
+    fmt_tensor *v = fmt_src_own(s, sizeof *v, err, errlen);
+    if (!v)
+        return FMT_ENOMEM;
+    *v = *t;
+    v->ne[1] = t->ne[1] * t->ne[2];
+    v->ne[2] = 1;
+    v->ndim = 2;
+    *slot = v;
+    return FMT_OK;
+}
+
+/* Roles a layer's tensors fill, as the geometry and what is there say:
+ * need[r] of layer l is 1 for a required role, 2 for an optional one (its
+ * shape checked when it is there), 0 for one the model does not use. */
+static void layer_needs(const fmt_src *s, unsigned l, const fmt_layer_geom *lg, int *need)
+{
+    const fmt_hparams *h = &s->hp;
+    memset(need, 0, FMT_NROLES * sizeof *need);
+    need[FMT_R_TOK_EMBD] = need[FMT_R_OUT_NORM] = 1;
+    need[FMT_R_ATTN_NORM] = need[FMT_R_Q] = need[FMT_R_K] = need[FMT_R_O] = 1;
+    need[FMT_R_V] = fmt_layer_has_v(h, lg);
+    need[FMT_R_KV_A_NORM] = need[FMT_R_K_B] = need[FMT_R_V_B] = h->mla_rank != 0;
+    need[FMT_R_Q_A] = need[FMT_R_Q_A_NORM] = need[FMT_R_Q_B] = h->mla_q_rank != 0;
+    need[FMT_R_Q] = !h->mla_q_rank;
+    /* a dense FFN when it has a size; experts when there are any (our
+     * pipeline-native models have both, Mixtral-style models only experts,
+     * DeepSeek's first layers only the dense one) */
+    int dense = fmt_layer_dense(h, l), moe = fmt_layer_moe(h, lg, l);
+    need[FMT_R_FFN_NORM] = dense || moe;
+    need[FMT_R_GATE] = need[FMT_R_UP] = need[FMT_R_DOWN] = dense;
+    need[FMT_R_ROUTER] = need[FMT_R_EXP_GATE] = need[FMT_R_EXP_UP] = need[FMT_R_EXP_DOWN] = moe;
+    need[FMT_R_SH_GATE] = need[FMT_R_SH_UP] = need[FMT_R_SH_DOWN] = moe && h->shared_ffn_dim;
+    if (h->flags & FMT_FLAG_QKV_BIAS)
+        need[FMT_R_Q_BIAS] = need[FMT_R_K_BIAS] = 1, need[FMT_R_V_BIAS] = need[FMT_R_V];
+    if (h->flags & FMT_FLAG_QK_NORM)
+        need[FMT_R_Q_NORM] = need[FMT_R_K_NORM] = 1;
+    need[FMT_R_MOE_NORM] = moe ? 2 : 0;
+    need[FMT_R_ROPE_SHORT] = h->rope_scaling == FMT_ROPE_LONGROPE;
+    need[FMT_R_ROPE_LONG] = h->rope_scaling == FMT_ROPE_LONGROPE ? 2 : 0;
+    /* what layer 0 has, every layer has: the families' extras */
+    static const int every[] = { FMT_R_ATTN_POST_NORM, FMT_R_FFN_POST_NORM, FMT_R_SINKS,
+                                 FMT_R_O_BIAS };
+    static const int every_moe[] = { FMT_R_ROUTER_BIAS, FMT_R_EXP_GATE_BIAS, FMT_R_EXP_UP_BIAS,
+                                     FMT_R_EXP_DOWN_BIAS };
+    for (size_t i = 0; i < sizeof every / sizeof *every; i++)
+        need[every[i]] = fmt_src_tensor(s, every[i], 0) != NULL;
+    for (size_t i = 0; i < sizeof every_moe / sizeof *every_moe; i++) {
+        const fmt_tensor *t = NULL;
+        for (unsigned j = 0; j < h->n_layers && !t; j++)
+            t = fmt_src_tensor(s, every_moe[i], j);
+        need[every_moe[i]] = moe && t;
+    }
+}
+
+int fmt_src_bind(fmt_src *s, const char *const *names, int tie_forced,
                  char *err, size_t errlen)
 {
     fmt_hparams *h = &s->hp;
@@ -313,6 +488,9 @@ int fmt_src_bind(fmt_src *s, fmt_role_names names, int tie_forced,
                 fmt_src_find(s, name);
         }
     }
+    for (unsigned l = 0; l < h->n_layers; l++)
+        if ((rc = split_fused(s, l, err, errlen)) < 0)
+            return rc;
     /* conventions settled by what is present */
     if (!fmt_src_tensor(s, FMT_R_OUTPUT, 0))
         h->flags |= FMT_FLAG_TIED;
@@ -324,45 +502,31 @@ int fmt_src_bind(fmt_src *s, fmt_role_names names, int tie_forced,
     if (fmt_src_tensor(s, FMT_R_Q_NORM, 0) || fmt_src_tensor(s, FMT_R_K_NORM, 0))
         h->flags |= FMT_FLAG_QK_NORM;
 
-    /* required tensors */
-    int need[FMT_NROLES] = { 0 };
-    need[FMT_R_TOK_EMBD] = need[FMT_R_OUT_NORM] = 1;
-    need[FMT_R_ATTN_NORM] = need[FMT_R_Q] = need[FMT_R_K] = need[FMT_R_V] = 1;
-    need[FMT_R_O] = need[FMT_R_FFN_NORM] = 1;
-    /* a dense FFN when it has a size; experts when there are any (our
-     * pipeline-native models have both, Mixtral-style models only experts) */
-    if (h->ffn_dim > 0)
-        need[FMT_R_GATE] = need[FMT_R_UP] = need[FMT_R_DOWN] = 1;
-    if (h->n_experts > 0) {
-        need[FMT_R_ROUTER] = need[FMT_R_EXP_GATE] = need[FMT_R_EXP_UP] = 1;
-        need[FMT_R_EXP_DOWN] = 1;
-    }
-    if (h->flags & FMT_FLAG_QKV_BIAS)
-        need[FMT_R_Q_BIAS] = need[FMT_R_K_BIAS] = need[FMT_R_V_BIAS] = 1;
-    if (h->flags & FMT_FLAG_QK_NORM)
-        need[FMT_R_Q_NORM] = need[FMT_R_K_NORM] = 1;
-    for (int r = 0; r < FMT_NROLES; r++) {
-        unsigned nl = role_is_global(r) ? 1 : h->n_layers;
-        for (unsigned l = 0; l < nl; l++) {
+    /* required tensors, each of the shape its layer's geometry implies */
+    int need[FMT_NROLES];
+    for (unsigned l = 0; l < h->n_layers; l++) {
+        fmt_layer_geom lg;
+        fmt_src_layer_geom(s, l, &lg);
+        layer_needs(s, l, &lg, need);
+        for (int r = 0; r < FMT_NROLES; r++) {
+            if (role_is_global(r) ? l != 0 : 0)
+                continue;
             const fmt_tensor *t = fmt_src_tensor(s, r, l);
-            fmt_layer_geom lg;
-            fmt_src_layer_geom(s, l, &lg);
-            /* per-layer geometry: a layer without experts or without a V
-             * projection has none to check */
-            int skip = ((lg.flags & FMT_LG_NO_EXPERTS) &&
-                        ((r >= FMT_R_ROUTER && r <= FMT_R_EXP_DOWN) ||
-                         r == FMT_R_MOE_NORM)) ||
-                       ((lg.flags & FMT_LG_KV_SHARED) &&
-                        (r == FMT_R_V || r == FMT_R_V_BIAS));
+            if (r == FMT_R_QKV || r == FMT_R_GATE_UP)
+                continue;              /* (split_fused checked them) */
             if (!t) {
-                if (!need[r] || (skip && !role_is_global(r)))
+                if (need[r] != 1)
                     continue;
-                if (!names[r]) {
+                if (!names[r] && !(r >= FMT_R_Q && r <= FMT_R_V) &&
+                    !(r >= FMT_R_GATE && r <= FMT_R_UP)) {
                     fmt_err(err, errlen, "%s: %s tensors are not supported "
                             "in this container", s->path, fmt_role_name(r));
                     return FMT_EUNSUP;
                 }
-                snprintf(name, sizeof name, names[r], l);
+                if (names[r])
+                    snprintf(name, sizeof name, names[r], l);
+                else
+                    snprintf(name, sizeof name, "%s", fmt_role_name(r));
                 if (role_is_global(r))
                     fmt_err(err, errlen, "%s: tensor '%s' (%s) is missing",
                             s->path, name, fmt_role_name(r));
@@ -371,16 +535,14 @@ int fmt_src_bind(fmt_src *s, fmt_role_names names, int tie_forced,
                             "missing", s->path, name, fmt_role_name(r), l);
                 return FMT_EFORMAT;
             }
-            /* shapes of tensors whose geometry is unknown (experts in a
-             * dense model) are not checked; they are not used */
-            if (((r >= FMT_R_ROUTER && r <= FMT_R_EXP_DOWN) ||
-                 r == FMT_R_MOE_NORM) && h->n_experts == 0)
-                continue;
-            if (r >= FMT_R_GATE && r <= FMT_R_DOWN && h->ffn_dim == 0)
-                continue;
-            if (skip && !role_is_global(r))
-                continue;
+            /* shapes of tensors the model does not use (experts in a
+             * dense model, a layer's parts its geometry leaves out) are
+             * not checked */
+            if (!need[r])
+                continue;              /* (2: optional, checked when there) */
             if ((rc = check_tensor(s, t, r, l, err, errlen)) < 0)
+                return rc;
+            if ((r == FMT_R_K_B || r == FMT_R_V_B) && (rc = fold_heads(s, l, r, err, errlen)) < 0)
                 return rc;
         }
     }
@@ -502,6 +664,9 @@ void fmt_src_close(fmt_src *s)
     free(s->roles);
     free(s->lgeom);
     free(s->parts);
+    for (size_t i = 0; i < s->n_owned; i++)
+        free(s->owned[i]);
+    free(s->owned);
     free(s->path);
     free(s);
 }

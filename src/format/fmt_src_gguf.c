@@ -18,12 +18,14 @@
 #include "format/cflow_format.h"
 #include "format/fmt_impl.h"
 
-static int kv_u32_req(const fmt_src *s, const char *arch, const char *suffix,
-                      uint32_t *out, char *err, size_t errlen)
+int fmt_gguf_key_u32(const fmt_src *s, const char *suffix, uint32_t *out, int req,
+                     char *err, size_t errlen)
 {
     char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
     int64_t v;
+    snprintf(key, sizeof key, "%s.%s", s->hp.arch, suffix);
+    if (!req && !fmt_kv_has(s->kv, key))
+        return FMT_OK;
     if (fmt_kv_get_u32(s->kv, key, out) < 0) {
         if (fmt_kv_get_i64(s->kv, key, &v) == 0 && v > (int64_t)UINT32_MAX)
             fmt_err(err, errlen, "%s: metadata %s %lld is over the %u cflow reads",
@@ -36,22 +38,11 @@ static int kv_u32_req(const fmt_src *s, const char *arch, const char *suffix,
     return FMT_OK;
 }
 
-/* Optional key: absent leaves *out; present but wrong is an error. */
-static int kv_u32_opt(const fmt_src *s, const char *arch, const char *suffix,
-                      uint32_t *out, char *err, size_t errlen)
+int fmt_gguf_key_f32(const fmt_src *s, const char *suffix, float *out, char *err,
+                     size_t errlen)
 {
     char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    if (!fmt_kv_has(s->kv, key))
-        return FMT_OK;
-    return kv_u32_req(s, arch, suffix, out, err, errlen);
-}
-
-static int kv_f32_opt(const fmt_src *s, const char *arch, const char *suffix,
-                      float *out, char *err, size_t errlen)
-{
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    snprintf(key, sizeof key, "%s.%s", s->hp.arch, suffix);
     if (!fmt_kv_has(s->kv, key))
         return FMT_OK;
     if (fmt_kv_get_f32(s->kv, key, out) < 0) {
@@ -72,14 +63,8 @@ static int gguf_rope_scaling(fmt_src *s, const char *arch, char *err,
     const char *type = fmt_kv_get_str(s->kv, key, &tl);
     const fmt_tensor *rf = fmt_src_find(s, "rope_freqs.weight");
     int llama3 = rf || (type && tl == 6 && memcmp(type, "llama3", 6) == 0);
-    if (type && !llama3 && !(tl == 4 && memcmp(type, "none", 4) == 0)) {
-        char nm[64];
-        fmt_err(err, errlen, "%s: RoPE scaling '%s' is not supported",
-                s->path, fmt_safe_name(nm, type, tl));
-        return FMT_EUNSUP;
-    }
     if (!llama3)
-        return FMT_OK;
+        return FMT_OK;                 /* the other scalings: fmt_family.c */
     h->flags |= FMT_FLAG_ROPE_LLAMA3;
     /* llama.cpp's converter bakes Llama-3 scaling into rope_freqs.weight
      * and writes no scaling keys; its defaults are Llama 3.1's */
@@ -112,14 +97,14 @@ static int gguf_rope_scaling(fmt_src *s, const char *arch, char *err,
                 s->path, h->head_dim / 2);
         return FMT_EFORMAT;
     }
-    if ((rc = kv_f32_opt(s, arch, "rope.scaling.factor", &h->rope_factor,
+    if ((rc = fmt_gguf_key_f32(s, "rope.scaling.factor", &h->rope_factor,
                          err, errlen)) < 0 ||
-        (rc = kv_f32_opt(s, arch, "rope.scaling.low_freq_factor",
+        (rc = fmt_gguf_key_f32(s, "rope.scaling.low_freq_factor",
                          &h->rope_low_freq, err, errlen)) < 0 ||
-        (rc = kv_f32_opt(s, arch, "rope.scaling.high_freq_factor",
+        (rc = fmt_gguf_key_f32(s, "rope.scaling.high_freq_factor",
                          &h->rope_high_freq, err, errlen)) < 0 ||
-        (rc = kv_u32_opt(s, arch, "rope.scaling.original_context_length",
-                         &h->rope_orig_ctx, err, errlen)) < 0)
+        (rc = fmt_gguf_key_u32(s, "rope.scaling.original_context_length", &h->rope_orig_ctx, 0,
+                               err, errlen)) < 0)
         return rc;
     if ((rc = fmt_src_check_hparams(s, err, errlen)) < 0)
         return rc;
@@ -157,54 +142,44 @@ int fmt_src_gguf_open(fmt_src *s, char *err, size_t errlen)
     s->kv = fmt_gguf_kv(s->gguf);
     size_t al;
     const char *arch = fmt_kv_get_str(s->kv, "general.architecture", &al);
-    char nm[64];
+    char nm[64], list[512];
     if (!arch) {
         fmt_err(err, errlen, "%s: no general.architecture", s->path);
         return FMT_EFORMAT;
     }
-    if (!((al == 5 && memcmp(arch, "llama", 5) == 0) ||
-          (al == 5 && memcmp(arch, "qwen2", 5) == 0) ||
-          (al == 5 && memcmp(arch, "qwen3", 5) == 0) ||
-          (al == 8 && memcmp(arch, "qwen3moe", 8) == 0))) {
-        fmt_err(err, errlen, "%s: architecture '%s' is not supported "
-                "(llama, qwen2, qwen3, qwen3moe)", s->path,
-                fmt_safe_name(nm, arch, al));
+    const fmt_family *fam = fmt_family_by_arch(arch, al);
+    if (!fam) {
+        fmt_err(err, errlen, "%s: architecture '%s' is not supported (%s)", s->path,
+                fmt_safe_name(nm, arch, al), fmt_family_list(list, sizeof list, 0));
         return FMT_EUNSUP;
     }
     memcpy(h->arch, arch, al);
     h->arch[al] = '\0';
     const char *a = h->arch;
-    if ((rc = kv_u32_req(s, a, "block_count", &h->n_layers, err, errlen)) < 0
-        || (rc = kv_u32_req(s, a, "embedding_length", &h->dim, err,
-                            errlen)) < 0
-        || (rc = kv_u32_req(s, a, "feed_forward_length", &h->ffn_dim, err,
-                            errlen)) < 0
-        || (rc = kv_u32_req(s, a, "attention.head_count", &h->n_heads, err,
-                            errlen)) < 0
-        || (rc = kv_u32_req(s, a, "context_length", &h->max_seq, err,
-                            errlen)) < 0)
+    if ((rc = fmt_gguf_key_u32(s, "block_count", &h->n_layers, 1, err, errlen)) < 0 ||
+        (rc = fmt_gguf_key_u32(s, "embedding_length", &h->dim, 1, err, errlen)) < 0 ||
+        (rc = fmt_gguf_key_u32(s, "feed_forward_length", &h->ffn_dim, 1, err, errlen)) < 0 ||
+        (rc = fmt_gguf_key_u32(s, "attention.head_count", &h->n_heads, 1, err, errlen)) < 0 ||
+        (rc = fmt_gguf_key_u32(s, "context_length", &h->max_seq, 1, err, errlen)) < 0)
         return rc;
     h->n_kv_heads = h->n_heads;
     h->rope_theta = 10000.0f;
     h->norm_eps = 1e-5f;
-    if ((rc = kv_u32_opt(s, a, "attention.head_count_kv", &h->n_kv_heads,
-                         err, errlen)) < 0 ||
-        (rc = kv_f32_opt(s, a, "rope.freq_base", &h->rope_theta, err,
-                         errlen)) < 0 ||
-        (rc = kv_f32_opt(s, a, "attention.layer_norm_rms_epsilon",
-                         &h->norm_eps, err, errlen)) < 0 ||
-        (rc = kv_u32_opt(s, a, "expert_count", &h->n_experts, err,
-                         errlen)) < 0 ||
-        (rc = kv_u32_opt(s, a, "expert_used_count", &h->top_k, err,
-                         errlen)) < 0)
+    if ((rc = fmt_gguf_key_u32(s, "attention.head_count_kv", &h->n_kv_heads, 0, err,
+                               errlen)) < 0 ||
+        (rc = fmt_gguf_key_f32(s, "rope.freq_base", &h->rope_theta, err, errlen)) < 0 ||
+        (rc = fmt_gguf_key_f32(s, "attention.layer_norm_rms_epsilon", &h->norm_eps, err,
+                               errlen)) < 0 ||
+        (rc = fmt_gguf_key_u32(s, "expert_count", &h->n_experts, 0, err, errlen)) < 0 ||
+        (rc = fmt_gguf_key_u32(s, "expert_used_count", &h->top_k, 0, err, errlen)) < 0)
         return rc;
     h->head_dim = h->n_heads ? h->dim / h->n_heads : 0;
     uint32_t kl = 0, vl = 0, rd = 0;
-    if ((rc = kv_u32_opt(s, a, "attention.key_length", &kl, err, errlen)) < 0
-        || (rc = kv_u32_opt(s, a, "attention.value_length", &vl, err,
-                            errlen)) < 0
-        || (rc = kv_u32_opt(s, a, "rope.dimension_count", &rd, err,
-                            errlen)) < 0)
+    char mla_key[128];
+    snprintf(mla_key, sizeof mla_key, "%s.attention.kv_lora_rank", a);
+    if ((rc = fmt_gguf_key_u32(s, "attention.key_length", &kl, 0, err, errlen)) < 0 ||
+        (rc = fmt_gguf_key_u32(s, "attention.value_length", &vl, 0, err, errlen)) < 0 ||
+        (rc = fmt_gguf_key_u32(s, "rope.dimension_count", &rd, 0, err, errlen)) < 0)
         return rc;
     if (kl)
         h->head_dim = kl;
@@ -213,24 +188,23 @@ int fmt_src_gguf_open(fmt_src *s, char *err, size_t errlen)
                 "%u heads", s->path, h->dim, h->n_heads);
         return FMT_EFORMAT;
     }
+    if (rd && rd != h->head_dim)
+        h->rope_dims = rd;             /* partial RoPE (checked below) */
     if (h->n_experts > 0) {
         h->expert_ffn_dim = h->ffn_dim;
-        if ((rc = kv_u32_opt(s, a, "expert_feed_forward_length",
-                             &h->expert_ffn_dim, err, errlen)) < 0)
+        if ((rc = fmt_gguf_key_u32(s, "expert_feed_forward_length", &h->expert_ffn_dim, 0,
+                                   err, errlen)) < 0)
             return rc;
         /* Mixtral-style: the experts replace the dense FFN */
         if (!fmt_src_find(s, "blk.0.ffn_gate.weight"))
             h->ffn_dim = 0;
     }
-    /* Qwen rotates split halves (llama.cpp: LLAMA_ROPE_TYPE_NEOX) */
-    if (strncmp(a, "qwen", 4) == 0)
-        h->flags |= FMT_FLAG_ROPE_NEOX;
     /* Routing.  Every MoE we read takes a softmax over all E router logits
      * and keeps the top k; Mixtral ("llama") then softmaxes the k chosen
      * logits, which equals renormalising the chosen probabilities, and
      * Qwen3-MoE renormalises when norm_topk_prob (llama.cpp's converter
      * writes it as expert_weights_norm; absent means true, as llama.cpp
-     * builds qwen3moe). */
+     * builds qwen3moe).  A family may say otherwise (fmt_family.c). */
     if (h->n_experts > 0) {
         char wk[128];
         int norm = 1;
@@ -264,19 +238,38 @@ int fmt_src_gguf_open(fmt_src *s, char *err, size_t errlen)
     }
     if ((rc = fmt_src_check_hparams(s, err, errlen)) < 0)
         return rc;
-    /* conventions we do not implement, once the geometry is known sane */
-    if (vl && vl != h->head_dim) {
-        fmt_err(err, errlen, "%s: value length %u differs from key length "
-                "%u", s->path, vl, h->head_dim);
+    /* conventions we do not implement, once the geometry is known sane
+     * (MLA's values are its latent: value_length checked below) */
+    if (vl && vl != h->head_dim && !fmt_kv_has(s->kv, mla_key)) {
+        fmt_err(err, errlen, "%s: metadata %s.attention.value_length %u: a value length that "
+                "differs from the key length %u is not implemented", s->path, a, vl,
+                h->head_dim);
         return FMT_EUNSUP;
     }
-    if (rd && rd != h->head_dim) {
-        fmt_err(err, errlen, "%s: partial RoPE (%u of %u dimensions) is not "
-                "supported", s->path, rd, h->head_dim);
+    if (rd && rd != h->head_dim && fam->full_rope) {
+        fmt_err(err, errlen, "%s: partial RoPE (%u of %u dimensions) in a %s model: llama.cpp "
+                "refuses it too", s->path, rd, h->head_dim, a);
         return FMT_EUNSUP;
     }
-    if ((rc = gguf_rope_scaling(s, a, err, errlen)) < 0 ||
+    if (rd && (rd % 2 || rd > h->head_dim)) {
+        fmt_err(err, errlen, "%s: metadata %s.rope.dimension_count %u: not even, or more than "
+                "the %u dimensions of a head", s->path, a, rd, h->head_dim);
+        return FMT_EFORMAT;
+    }
+    /* the family's own keys (its RoPE scaling among them), then Llama 3's
+     * scaling where the file has it */
+    if ((rc = fmt_family_apply(s, fam)) < 0 ||
+        (rc = fam->gguf ? fam->gguf(s, err, errlen) : fmt_family_gguf_rope(s, err, errlen)) < 0 ||
+        (rc = gguf_rope_scaling(s, a, err, errlen)) < 0 ||
+        (rc = fmt_src_check_hparams(s, err, errlen)) < 0 ||
         (rc = fmt_src_fit_vocab(s, h->vocab_size, 0, 0, err, errlen)) < 0)
         return rc;
-    return fmt_src_bind(s, fmt_gguf_role_names, 0, err, errlen);
+    if (vl && vl != h->head_dim && vl != h->mla_rank) {
+        fmt_err(err, errlen, "%s: metadata %s.attention.value_length %u: not the latent's rank "
+                "%u", s->path, a, vl, h->mla_rank);
+        return FMT_EFORMAT;
+    }
+    const char *names[FMT_NROLES];
+    fmt_family_names(&fmt_gguf_role_names, fam->gguf_names, names);
+    return fmt_src_bind(s, names, 0, err, errlen);
 }

@@ -37,9 +37,17 @@
  *               ffn_{gate,up}_exps Q4_0 [dim, ff, E], ffn_down_exps [ff, dim, E]
  *               (llama.cpp's llama architecture sizes experts by
  *               feed_forward_length, so that key holds the expert FFN size).
- * OLMoE and Qwen3-MoE are written in that llama/Mixtral form at their real
- * sizes: their per-head q/k norms (a few KB) are left out, every byte that
- * matters for bandwidth is there.
+ * olmoe-mixtral-1b-7b and Qwen3-MoE are written in that llama/Mixtral form
+ * at their real sizes: their per-head q/k norms (a few KB) are left out,
+ * every byte that matters for bandwidth is there.  The model families'
+ * presets (olmoe-1b-7b, gpt-oss-*, gemma*, phi4-mini, deepseek-v2-lite and
+ * their tiny-* versions) are written in their own architecture, with the
+ * names and keys of fmt_family.c's table (tensor_list, arch_keys): OLMoE's
+ * whole-width Q/K norms, Phi-3's fused attn_qkv and ffn_up, Gemma's post
+ * norms, gpt-oss's biases and sinks, DeepSeek-V2's latent attention
+ * (attn_kv_a_mqa, its norm, the 3-D attn_k_b and attn_v_b, attn_q_a/_b
+ * where the query is low-rank), its leading dense layers and shared
+ * experts; norms drawn about 1 (sd 0.1).
  *
  * Weights: Q4_0 blocks (f16 d, 16 bytes of nibbles, 18 bytes per 32) hold
  * nibbles uniform in 0..15 (value (q - 8) * d) with d near 0.02 / 4.6;
@@ -225,17 +233,22 @@ static void wr_q8_0(wr *w, uint64_t *rng, uint64_t nblocks, float sd, const zpat
     }
 }
 
+/* A weight of sd sd, near normal: Irwin-Hall of 4 uniforms. */
+static float draw(uint64_t *rng, float sd)
+{
+    float acc = 0;
+    for (int k = 0; k < 4; k++)
+        acc += (float)(sm64(rng) >> 40) * (1.0f / 16777216.0f);
+    return (acc - 2.0f) * sd * 1.7320508f;
+}
+
 static void wr_f32(wr *w, uint64_t *rng, uint64_t n, float fill, float sd,
                    const zpatch *zp)
 {
     for (uint64_t i = 0; i < n; i++) {
         float v = fill;
-        if (sd > 0) { /* Irwin-Hall of 4 uniforms */
-            float acc = 0;
-            for (int k = 0; k < 4; k++)
-                acc += (float)(sm64(rng) >> 40) * (1.0f / 16777216.0f);
-            v = (acc - 2.0f) * sd * 1.7320508f;
-        }
+        if (sd > 0)
+            v = fill + draw(rng, sd);   /* about fill (0 but for the families' norms) */
         if (zp->rule == FMT_SR_ROUTER && i % zp->ne0 == zp->z)
             v = fmt_synth_zipf_bias(zp->seed, zp->layer, (unsigned)(i / zp->ne0),
                                     zp->n_exp, zp->zipf);
@@ -243,58 +256,159 @@ static void wr_f32(wr *w, uint64_t *rng, uint64_t n, float fill, float sd,
     }
 }
 
+/* rows rows of ne0 weights of sd sd, drawn as floats, --routing zipf's
+ * patch applied to the floats (so only approximately after quantising,
+ * where the drawn blocks of wr_q4_0 / wr_q8_0 hold it exactly), then
+ * encoded as dtype the way llama-quantize encodes (kern_src_quant).  f and
+ * out hold a row of floats and of dtype's bytes.  0, or -1 when a row does
+ * not quantise. */
+static int wr_rows(wr *w, uint64_t *rng, uint64_t rows, uint64_t ne0, float sd,
+                   const zpatch *zp, int dtype, float *f, uint8_t *out)
+{
+    const size_t rb = (size_t)fmt_dtype_size(dtype, ne0);
+    for (uint64_t r = 0; r < rows; r++) {
+        for (uint64_t i = 0; i < ne0; i++)
+            f[i] = draw(rng, sd);
+        if (zp->rule == FMT_SR_ROW0 && r % zp->ne1 == zp->z) {
+            memset(f, 0, (size_t)ne0 * sizeof *f);
+        } else if (zp->rule == FMT_SR_CONST) {  /* c alone in its block of 32 */
+            memset(f + zp->z / 32 * 32, 0, 32 * sizeof *f);
+            f[zp->z] = FMT_SYNTH_ZC(zp->z + 1);
+        } else if (zp->rule == FMT_SR_COL0) {
+            f[zp->z] = 0.0f;
+        }
+        if (kern_src_quant((enum kern_src)fmt_dtype_src(dtype), f, (size_t)ne0, out))
+            return -1;
+        wr_bytes(w, out, rb);
+    }
+    return 0;
+}
+
 /* ---- the tensor list ---------------------------------------------------- */
 typedef struct tdesc {
     char     name[48];
-    int      dtype;         /* FMT_DT_F32, FMT_DT_Q4_0 or FMT_DT_Q8_0 */
+    int      dtype;         /* enum fmt_dtype: F32 for norms and routers */
+    int      role;          /* enum fmt_role */
+    unsigned layer;
     unsigned ndim;
     uint64_t ne[3];
     float    fill, sd;      /* f32: constant fill, or N(0, sd) when sd > 0 */
 } tdesc;
 
+/* Every tensor of preset g in file order, named as its family names them
+ * (fmt_family.c): matrices of type mt, vectors f32.  t NULL: count only. */
 static size_t tensor_list(const fmt_synth_geom *g, uint32_t vocab, int mt, tdesc *t,
                           float zipf)
 {
     size_t n = 0;
-    uint64_t d = g->dim, q = (uint64_t)g->n_heads * g->head_dim,
-             kv = (uint64_t)g->n_kv * g->head_dim;
-    const float sd = 0.02f;
-#define ADD(nm_, dt_, nd_, a_, b_, c_, fill_, sd_) do { \
+    const uint64_t d = g->dim, H = g->n_heads, q = H * g->head_dim,
+                   kv = (uint64_t)g->n_kv * g->head_dim, E = g->n_exp, ff = g->ffn;
+    const uint64_t R = g->mla_rank, rd = g->rope_dims;
+    const float sd = 0.02f, F = FMT_DT_F32, qk_sd = g->qk_sd > 0.0f ? g->qk_sd : sd;
+    const unsigned fe = g->feat;
+    const char *arch = g->arch ? g->arch : "llama";
+    const fmt_family *fam = fmt_family_by_arch(arch, strlen(arch));
+    const char *names[FMT_NROLES];
+    fmt_family_names(&fmt_gguf_role_names, fam ? fam->gguf_names : NULL, names);
+    unsigned layer = 0;
+    /* a tensor of role r: its dims (a, b, c; rank nd), type, fill or sd */
+#define ADD(r_, dt_, nd_, a_, b_, c_, fill_, sd_) do { \
         if (t) { \
-            snprintf(t[n].name, sizeof t[n].name, "%s", nm_); \
-            t[n].dtype = dt_; t[n].ndim = nd_; \
+            snprintf(t[n].name, sizeof t[n].name, names[r_], layer); \
+            t[n].dtype = (int)(dt_); t[n].ndim = nd_; \
+            t[n].role = r_; t[n].layer = layer; \
             t[n].ne[0] = a_; t[n].ne[1] = b_; t[n].ne[2] = c_; \
             t[n].fill = fill_; t[n].sd = sd_; \
         } \
         n++; \
     } while (0)
-    char nm[48];
-    ADD("token_embd.weight", mt, 2, d, vocab, 1, 0, zipf > 0 ? FMT_SYNTH_ZIPF_EMBD_SD : sd);
-    ADD("output_norm.weight", FMT_DT_F32, 1, d, 1, 1, 1.0f, 0);
+    ADD(FMT_R_TOK_EMBD, mt, 2, d, vocab, 1, 0, zipf > 0 ? FMT_SYNTH_ZIPF_EMBD_SD : sd);
+    ADD(FMT_R_OUT_NORM, F, 1, d, 1, 1, 1.0f, 0);
     if (!g->tied)
-        ADD("output.weight", mt, 2, d, vocab, 1, 0, sd);
-    for (unsigned l = 0; l < g->n_layers; l++) {
-#define L(suffix, dt_, nd_, a_, b_, c_, fill_, sd_) do { \
-        snprintf(nm, sizeof nm, "blk.%u." suffix ".weight", l); \
-        ADD(nm, dt_, nd_, a_, b_, c_, fill_, sd_); \
-    } while (0)
-        L("attn_norm", FMT_DT_F32, 1, d, 1, 1, 1.0f, 0);
-        L("attn_q", mt, 2, d, q, 1, 0, sd);
-        L("attn_k", mt, 2, d, kv, 1, 0, sd);
-        L("attn_v", mt, 2, d, kv, 1, 0, sd);
-        L("attn_output", mt, 2, q, d, 1, 0, sd);
-        L("ffn_norm", FMT_DT_F32, 1, d, 1, 1, 1.0f, 0);
-        if (g->n_exp == 0) {
-            L("ffn_gate", mt, 2, d, g->ffn, 1, 0, sd);
-            L("ffn_up", mt, 2, d, g->ffn, 1, 0, sd);
-            L("ffn_down", mt, 2, g->ffn, d, 1, 0, sd);
-        } else {
-            L("ffn_gate_inp", FMT_DT_F32, 2, d, g->n_exp, 1, 0, 0.2f);
-            L("ffn_gate_exps", mt, 3, d, g->ffn, g->n_exp, 0, sd);
-            L("ffn_up_exps", mt, 3, d, g->ffn, g->n_exp, 0, sd);
-            L("ffn_down_exps", mt, 3, g->ffn, d, g->n_exp, 0, sd);
+        ADD(FMT_R_OUTPUT, mt, 2, d, vocab, 1, 0, sd);
+    if (fe & FMT_SG_LONGROPE) {     /* LongRoPE divisors, near 1 */
+        unsigned nr = (g->rope_dims ? g->rope_dims : g->head_dim) / 2;
+        ADD(FMT_R_ROPE_SHORT, F, 1, nr, 1, 1, 1.0f, 0.1f);
+        ADD(FMT_R_ROPE_LONG, F, 1, nr, 1, 1, 4.0f, 0.5f);
+    }
+    for (layer = 0; layer < g->n_layers; layer++) {
+        ADD(FMT_R_ATTN_NORM, F, 1, d, 1, 1, 1.0f, 0);
+        if (R && g->mla_q_rank) {       /* DeepSeek-V2's latent attention */
+            ADD(FMT_R_Q_A, mt, 2, d, g->mla_q_rank, 1, 0, qk_sd);
+            ADD(FMT_R_Q_A_NORM, F, 1, g->mla_q_rank, 1, 1, 1.0f, 0.1f);
+            ADD(FMT_R_Q_B, mt, 2, g->mla_q_rank, H * (g->mla_nope + rd), 1, 0, qk_sd);
+        } else if (R) {
+            ADD(FMT_R_Q, mt, 2, d, H * (g->mla_nope + rd), 1, 0, qk_sd);
         }
-#undef L
+        if (R) {
+            ADD(FMT_R_K, mt, 2, d, R + rd, 1, 0, qk_sd);
+            ADD(FMT_R_KV_A_NORM, F, 1, R, 1, 1, 1.0f, 0.1f);
+            ADD(FMT_R_K_B, mt, 3, g->mla_nope, R, H, 0, qk_sd);
+            ADD(FMT_R_V_B, mt, 3, R, g->mla_v, H, 0, sd);
+            ADD(FMT_R_O, mt, 2, H * g->mla_v, d, 1, 0, sd);
+            ADD(FMT_R_FFN_NORM, F, 1, d, 1, 1, 1.0f, 0);
+            if (layer < g->dense_lead) {
+                ADD(FMT_R_GATE, mt, 2, d, g->dense_ffn, 1, 0, sd);
+                ADD(FMT_R_UP, mt, 2, d, g->dense_ffn, 1, 0, sd);
+                ADD(FMT_R_DOWN, mt, 2, g->dense_ffn, d, 1, 0, sd);
+                continue;
+            }
+            ADD(FMT_R_ROUTER, F, 2, d, E, 1, 0, 0.2f);
+            ADD(FMT_R_EXP_GATE, mt, 3, d, ff, E, 0, sd);
+            ADD(FMT_R_EXP_UP, mt, 3, d, ff, E, 0, sd);
+            ADD(FMT_R_EXP_DOWN, mt, 3, ff, d, E, 0, sd);
+            ADD(FMT_R_SH_GATE, mt, 2, d, ff * g->n_shared, 1, 0, sd);
+            ADD(FMT_R_SH_UP, mt, 2, d, ff * g->n_shared, 1, 0, sd);
+            ADD(FMT_R_SH_DOWN, mt, 2, ff * g->n_shared, d, 1, 0, sd);
+            continue;
+        }
+        if (fe & FMT_SG_FUSED) {
+            ADD(FMT_R_QKV, mt, 2, d, q + 2 * kv, 1, 0, qk_sd);
+        } else {
+            ADD(FMT_R_Q, mt, 2, d, q, 1, 0, qk_sd);
+            ADD(FMT_R_K, mt, 2, d, kv, 1, 0, qk_sd);
+            ADD(FMT_R_V, mt, 2, d, kv, 1, 0, sd);
+        }
+        if (fe & FMT_SG_BIAS) {
+            ADD(FMT_R_Q_BIAS, F, 1, q, 1, 1, 0, sd);
+            ADD(FMT_R_K_BIAS, F, 1, kv, 1, 1, 0, sd);
+            ADD(FMT_R_V_BIAS, F, 1, kv, 1, 1, 0, sd);
+        }
+        if (fe & (FMT_SG_QK_HEAD | FMT_SG_QK_FULL)) {   /* weights near 1 */
+            int full = (fe & FMT_SG_QK_FULL) != 0;
+            ADD(FMT_R_Q_NORM, F, 1, full ? q : g->head_dim, 1, 1, 1.0f, 0.1f);
+            ADD(FMT_R_K_NORM, F, 1, full ? kv : g->head_dim, 1, 1, 1.0f, 0.1f);
+        }
+        if (fe & FMT_SG_SINKS)
+            ADD(FMT_R_SINKS, F, 1, g->n_heads, 1, 1, 0, 1.0f);
+        ADD(FMT_R_O, mt, 2, q, d, 1, 0, sd);
+        if (fe & FMT_SG_BIAS)
+            ADD(FMT_R_O_BIAS, F, 1, d, 1, 1, 0, sd);
+        if (fe & FMT_SG_POST)
+            ADD(FMT_R_ATTN_POST_NORM, F, 1, d, 1, 1, 1.0f, 0.1f);
+        ADD(FMT_R_FFN_NORM, F, 1, d, 1, 1, 1.0f, 0);
+        if (E == 0 && (fe & FMT_SG_FUSED)) {
+            ADD(FMT_R_GATE_UP, mt, 2, d, 2 * ff, 1, 0, sd);
+            ADD(FMT_R_DOWN, mt, 2, ff, d, 1, 0, sd);
+        } else if (E == 0) {
+            ADD(FMT_R_GATE, mt, 2, d, ff, 1, 0, sd);
+            ADD(FMT_R_UP, mt, 2, d, ff, 1, 0, sd);
+            ADD(FMT_R_DOWN, mt, 2, ff, d, 1, 0, sd);
+        } else {
+            ADD(FMT_R_ROUTER, F, 2, d, E, 1, 0, 0.2f);
+            if (fe & FMT_SG_BIAS)
+                ADD(FMT_R_ROUTER_BIAS, F, 1, E, 1, 1, 0, 0.2f);
+            ADD(FMT_R_EXP_GATE, mt, 3, d, ff, E, 0, sd);
+            ADD(FMT_R_EXP_UP, mt, 3, d, ff, E, 0, sd);
+            ADD(FMT_R_EXP_DOWN, mt, 3, ff, d, E, 0, sd);
+            if (fe & FMT_SG_BIAS) {
+                ADD(FMT_R_EXP_GATE_BIAS, F, 2, ff, E, 1, 0, sd);
+                ADD(FMT_R_EXP_UP_BIAS, F, 2, ff, E, 1, 0, sd);
+                ADD(FMT_R_EXP_DOWN_BIAS, F, 2, d, E, 1, 0, sd);
+            }
+        }
+        if (fe & FMT_SG_POST)
+            ADD(FMT_R_FFN_POST_NORM, F, 1, d, 1, 1, 1.0f, 0.1f);
     }
 #undef ADD
     return n;
@@ -302,8 +416,38 @@ static size_t tensor_list(const fmt_synth_geom *g, uint32_t vocab, int mt, tdesc
 
 static uint64_t tensor_bytes(const tdesc *t)
 {
-    uint64_t n = t->ne[0] * t->ne[1] * t->ne[2];
-    return t->dtype == FMT_DT_F32 ? n * 4 : n / 32 * (t->dtype == FMT_DT_Q8_0 ? 34 : 18);
+    return fmt_dtype_size(t->dtype, t->ne[0] * t->ne[1] * t->ne[2]);
+}
+
+/* Each matrix's type under llama.cpp's mix (the list was made with the
+ * mix's default type); 0, or -1 with the tensor's index in *bad when no
+ * type fits a matrix. */
+static int mix_types(const fmt_synth_geom *g, int ftype, tdesc *t, size_t nt, size_t *bad)
+{
+    fmt_mix_in m;
+    fmt_hparams hp;
+    memset(&m, 0, sizeof m);
+    memset(&hp, 0, sizeof hp);
+    snprintf(hp.arch, sizeof hp.arch, "llama");
+    hp.n_layers = g->n_layers;
+    hp.n_experts = g->n_exp;
+    hp.n_heads = g->n_heads;
+    hp.n_kv_heads = g->n_kv;
+    fmt_mix_model(&m, &hp, g->tied, g->n_layers);
+    m.ftype = ftype;
+    for (size_t i = 0; i < nt; i++) {
+        if (t[i].dtype == FMT_DT_F32)
+            continue;
+        m.role = t[i].role;
+        m.layer = m.i_attn_v = t[i].layer;
+        m.ne0 = t[i].ne[0];
+        m.ne2 = t[i].ne[2];
+        if ((t[i].dtype = fmt_mix_type(&m)) < 0) {
+            *bad = i;
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* The tokenizer keys: copied from a vocabulary GGUF, or the synthetic
@@ -352,8 +496,124 @@ static int build_vocab(fmt_kv *kv, const char *vocab_gguf, uint32_t *vocab,
     return fmt_src_fit_vocab(&tmp, *vocab, 1, 0, err, errlen);
 }
 
+/* The GGML type of the matrices before any mix (-1 when q names none a
+ * GGUF of ours holds), and llama.cpp's general.file_type. */
+static int base_type(const fmt_quant *q, int *file_type)
+{
+    static const struct { int tile, dt, ft; } uni[] = {
+        { KERN_Q4_0, FMT_DT_Q4_0, 2 }, { KERN_Q8_0, FMT_DT_Q8_0, 7 },
+        { KERN_F32, FMT_DT_F32, 0 }, { KERN_F16, FMT_DT_F16, 1 },
+    };
+    if (q->ftype != FMT_FT_NONE) {
+        *file_type = fmt_ftype_llama(q->ftype);
+        return fmt_ftype_dtype(q->ftype);
+    }
+    for (size_t i = 0; i < sizeof uni / sizeof *uni; i++)
+        if (q->tile == uni[i].tile) {
+            *file_type = uni[i].ft;
+            return uni[i].dt;
+        }
+    return -1;
+}
+
+/* Roles whose tensors stay f32 whatever -q says: norms, biases, sinks,
+ * routers, RoPE divisors. */
+static int is_vector(int role)
+{
+    switch (role) {
+    case FMT_R_ATTN_NORM: case FMT_R_FFN_NORM: case FMT_R_OUT_NORM: case FMT_R_ROUTER:
+    case FMT_R_Q_BIAS: case FMT_R_K_BIAS: case FMT_R_V_BIAS: case FMT_R_Q_NORM:
+    case FMT_R_K_NORM: case FMT_R_ATTN_POST_NORM: case FMT_R_FFN_POST_NORM: case FMT_R_SINKS:
+    case FMT_R_O_BIAS: case FMT_R_ROUTER_BIAS: case FMT_R_EXP_GATE_BIAS:
+    case FMT_R_EXP_UP_BIAS: case FMT_R_EXP_DOWN_BIAS: case FMT_R_ROPE_SHORT:
+    case FMT_R_ROPE_LONG: case FMT_R_KV_A_NORM: case FMT_R_Q_A_NORM:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The keys of g's architecture ("<arch>.block_count" ...) and its
+ * family's (fmt_family.c's GGUF readers take them back).  0, or
+ * FMT_ENOMEM. */
+static int arch_keys(const fmt_synth_geom *g, fmt_kv *kv, uint32_t vocab, uint32_t file_type,
+                     float zipf)
+{
+    const char *a = g->arch ? g->arch : "llama";
+    char k[96];
+    int bad = 0;
+#define KU(suf, v) (snprintf(k, sizeof k, "%s." suf, a), bad |= fmt_kv_set_u32(kv, k, v))
+#define KF(suf, v) (snprintf(k, sizeof k, "%s." suf, a), bad |= fmt_kv_set_f32(kv, k, v))
+    bad |= fmt_kv_set_str(kv, "general.architecture", a, strlen(a));
+    bad |= fmt_kv_set_str(kv, "general.name", g->name, strlen(g->name));
+    /* llama.cpp's LLAMA_FTYPE_* of the file */
+    bad |= fmt_kv_set_u32(kv, "general.file_type", file_type);
+    bad |= fmt_kv_set_u32(kv, "general.alignment", 32);
+    KU("vocab_size", vocab);
+    KU("context_length", g->ctx);
+    KU("embedding_length", g->dim);
+    KU("block_count", g->n_layers);
+    KU("feed_forward_length", g->mla_rank ? g->dense_ffn : g->ffn);
+    KU("attention.head_count", g->n_heads);
+    KU("attention.head_count_kv", g->n_kv);
+    KU("attention.key_length", g->head_dim);
+    KU("attention.value_length", g->mla_rank ? g->mla_rank : g->head_dim);
+    if (g->mla_rank) {              /* DeepSeek-V2, as its converter writes it */
+        KU("attention.kv_lora_rank", g->mla_rank);
+        if (g->mla_q_rank)
+            KU("attention.q_lora_rank", g->mla_q_rank);
+        KU("attention.key_length_mla", g->mla_nope + g->rope_dims);
+        KU("attention.value_length_mla", g->mla_v);
+        KU("leading_dense_block_count", g->dense_lead);
+        KU("expert_shared_count", g->n_shared);
+        KF("expert_weights_scale", 1.0f);
+        KU("expert_gating_func", 1);
+        if (g->groups) {
+            KU("expert_group_count", g->groups);
+            KU("expert_group_used_count", g->groups_used);
+        }
+        if (g->mscale_all > 0.0f)
+            KF("rope.scaling.yarn_log_multiplier", (float)(0.1 * (double)g->mscale_all));
+    }
+    KU("rope.dimension_count", g->rope_dims ? g->rope_dims : g->head_dim);
+    KF("rope.freq_base", g->theta);
+    KF("attention.layer_norm_rms_epsilon", g->eps);
+    if (g->n_exp) {
+        bad |= fmt_synth_routing_kv(kv, zipf);
+        KU("expert_count", g->n_exp);
+        KU("expert_used_count", g->top_k);
+        /* (llama's experts take feed_forward_length; the Llama presets'
+         * files keep the bytes they always had) */
+        if (g->arch)
+            KU("expert_feed_forward_length", g->ffn);
+    }
+    if (g->swa)
+        KU("attention.sliding_window", g->swa);
+    if (g->softcap > 0.0f)
+        KF("final_logit_softcapping", g->softcap);
+    if (g->attn_softcap > 0.0f)
+        KF("attn_logit_softcapping", g->attn_softcap);
+    if (g->rope_factor > 0.0f) {
+        /* linear, or YaRN where an original context is given */
+        const char *ty = g->rope_orig ? "yarn" : "linear";
+        snprintf(k, sizeof k, "%s.rope.scaling.type", a);
+        bad |= fmt_kv_set_str(kv, k, ty, strlen(ty));
+        KF("rope.scaling.factor", g->rope_factor);
+    }
+    if (g->rope_orig)
+        KU("rope.scaling.original_context_length", g->rope_orig);
+    if (g->feat & FMT_SG_LONGROPE) {    /* the converter's attention factor */
+        float sc = (float)g->ctx / (float)g->rope_orig;
+        KF("rope.scaling.attn_factor",
+           sc > 1.0f ? sqrtf(1.0f + logf(sc) / logf((float)g->rope_orig)) : 1.0f);
+    }
+#undef KU
+#undef KF
+    return bad ? FMT_ENOMEM : 0;
+}
+
 int fmt_synth_write_gguf(const char *preset, const char *path,
-                         const char *vocab_gguf, uint64_t seed, int quant,
+                         const char *vocab_gguf, uint64_t seed, const fmt_quant *q,
                          float zipf, fmt_progress_fn progress, void *ud,
                          char *err, size_t errlen)
 {
@@ -362,14 +622,24 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
     if (bg)
         g = *bg;
     else if (fmt_synth_llama_geom(preset, &g)) {
+        char list[1024];
+        size_t o = 0;
+        list[0] = '\0';
+        for (unsigned i = 0; fmt_synth_bench_name(i) && o < sizeof list; i++)
+            o += (size_t)snprintf(list + o, sizeof list - o, ", %s", fmt_synth_bench_name(i));
         fmt_err(err, errlen, "preset '%s' cannot be written as GGUF (llama.cpp "
-                "has no such architecture); GGUF presets: tiny-mixtral, "
-                "tinyllama-1.1b, llama2-7b, olmoe-1b-7b, qwen3-30b-a3b", preset);
+                "has no such architecture); GGUF presets: tiny-mixtral%s", preset, list);
         return FMT_EARG;
     }
-    if (quant != KERN_Q4_0 && quant != KERN_Q8_0) {
-        fmt_err(err, errlen, "%s: a GGUF holds q4_0 or q8_0 matrices, not %s", path,
-                kern_type_name(quant));
+    int file_type = 0, mt = base_type(q, &file_type);
+    /* q4_0 and q8_0 are drawn as blocks (fast, and their files keep the
+     * bytes they always had); everything else is drawn as floats and
+     * quantised as llama-quantize quantises */
+    const int drawn = q->ftype == FMT_FT_NONE && (mt == FMT_DT_Q4_0 || mt == FMT_DT_Q8_0);
+    if (mt < 0) {
+        fmt_err(err, errlen, "%s: a synthetic GGUF holds f32, f16, q8_0, q4_0 or a "
+                "llama.cpp mix, not %s", path, q->tile >= 0
+                ? kern_type_name((enum kern_type)q->tile) : "nothing");
         return FMT_EARG;
     }
     if (zipf > 0 && (g.n_exp == 0 || g.n_exp > FMT_SYNTH_MAX_EXP)) {
@@ -377,8 +647,9 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
                 "not %u", preset, FMT_SYNTH_MAX_EXP, g.n_exp);
         return FMT_EARG;
     }
-    int mt = quant == KERN_Q8_0 ? FMT_DT_Q8_0 : FMT_DT_Q4_0;
     uint32_t vocab = g.vocab;
+    float *fr = NULL;
+    uint8_t *qr = NULL;
     fmt_kv *kv = fmt_kv_new();
     tdesc *t = NULL;
     wr w = { 0 };
@@ -389,42 +660,35 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
     if ((rc = build_vocab(kv, vocab_gguf, &vocab, err, errlen)))
         goto out;
     rc = FMT_ENOMEM;
-    /* the llama architecture's hyper-parameters, as llama.cpp reads them */
+    /* the architecture's hyper-parameters, as llama.cpp reads them */
     const char *nm = g.name;
-    if (fmt_kv_set_str(kv, "general.architecture", "llama", 5) ||
-        fmt_kv_set_str(kv, "general.name", nm, strlen(nm)) ||
-        /* llama.cpp's MOSTLY_Q8_0 and MOSTLY_Q4_0 */
-        fmt_kv_set_u32(kv, "general.file_type", mt == FMT_DT_Q8_0 ? 7 : 2) ||
-        fmt_kv_set_u32(kv, "general.alignment", 32) ||
-        fmt_kv_set_u32(kv, "llama.vocab_size", vocab) ||
-        fmt_kv_set_u32(kv, "llama.context_length", g.ctx) ||
-        fmt_kv_set_u32(kv, "llama.embedding_length", g.dim) ||
-        fmt_kv_set_u32(kv, "llama.block_count", g.n_layers) ||
-        fmt_kv_set_u32(kv, "llama.feed_forward_length", g.ffn) ||
-        fmt_kv_set_u32(kv, "llama.attention.head_count", g.n_heads) ||
-        fmt_kv_set_u32(kv, "llama.attention.head_count_kv", g.n_kv) ||
-        fmt_kv_set_u32(kv, "llama.attention.key_length", g.head_dim) ||
-        fmt_kv_set_u32(kv, "llama.attention.value_length", g.head_dim) ||
-        fmt_kv_set_u32(kv, "llama.rope.dimension_count", g.head_dim) ||
-        fmt_kv_set_f32(kv, "llama.rope.freq_base", g.theta) ||
-        fmt_kv_set_f32(kv, "llama.attention.layer_norm_rms_epsilon", g.eps))
+    if ((rc = arch_keys(&g, kv, vocab, (uint32_t)file_type, zipf)) < 0)
         goto out;
-    if (g.n_exp &&
-        (fmt_synth_routing_kv(kv, zipf) ||
-         fmt_kv_set_u32(kv, "llama.expert_count", g.n_exp) ||
-         fmt_kv_set_u32(kv, "llama.expert_used_count", g.top_k)))
-        goto out;
-    if (g.dim % 32 || g.ffn % 32 || ((uint64_t)g.n_heads * g.head_dim) % 32) {
-        fmt_err(err, errlen, "%s: %s needs rows that are multiples of 32", nm,
-                kern_type_name(quant));
+    rc = FMT_ENOMEM;
+    if (mt != FMT_DT_F32 && mt != FMT_DT_F16 &&
+        (g.dim % 32 || g.ffn % 32 || ((uint64_t)g.n_heads * g.head_dim) % 32)) {
+        fmt_err(err, errlen, "%s: quantised matrices need rows that are multiples of 32",
+                nm);
         rc = FMT_EARG;
         goto out;
     }
 
-    size_t nt = tensor_list(&g, vocab, mt, NULL, zipf);
+    size_t nt = tensor_list(&g, vocab, mt, NULL, zipf), bad = 0;
     if (!(t = calloc(nt, sizeof *t)) || !(w.buf = malloc(WR_CAP)))
         goto out;
     tensor_list(&g, vocab, mt, t, zipf);
+    if (q->ftype != FMT_FT_NONE && mix_types(&g, q->ftype, t, nt, &bad)) {
+        fmt_err(err, errlen, "%s: tensor %s: no type of llama.cpp's %s mix fits its "
+                "%llu columns", nm, t[bad].name, fmt_ftype_name(q->ftype),
+                (unsigned long long)t[bad].ne[0]);
+        rc = FMT_EARG;
+        goto out;
+    }
+    uint64_t ne0_max = 0;
+    for (size_t i = 0; i < nt; i++)
+        ne0_max = t[i].ne[0] > ne0_max ? t[i].ne[0] : ne0_max;
+    if (!drawn && (!(fr = malloc(ne0_max * sizeof *fr)) || !(qr = malloc(ne0_max * 4))))
+        goto out;
     uint64_t total = 0;
     for (size_t i = 0; i < nt; i++)
         total += (tensor_bytes(&t[i]) + 31) / 32 * 32;
@@ -462,12 +726,19 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
                       seed ? seed : 0x5eedull, zipf };
         if (zipf > 0)
             zp.rule = fmt_synth_rule(t[i].name, &zp.layer);
-        if (t[i].dtype == FMT_DT_F32)
+        if (is_vector(t[i].role))
             wr_f32(&w, &rng, n, t[i].fill, t[i].sd, &zp);
-        else if (t[i].dtype == FMT_DT_Q8_0)
+        else if (drawn && t[i].dtype == FMT_DT_Q8_0)
             wr_q8_0(&w, &rng, n / 32, t[i].sd, &zp);
-        else
+        else if (drawn)
             wr_q4_0(&w, &rng, n / 32, t[i].sd, &zp);
+        else if (wr_rows(&w, &rng, n / t[i].ne[0], t[i].ne[0], t[i].sd, &zp, t[i].dtype,
+                         fr, qr)) {
+            fmt_err(err, errlen, "%s: tensor %s does not quantise to %s", path, t[i].name,
+                    fmt_dtype_name(t[i].dtype));
+            rc = FMT_EFORMAT;
+            goto out;
+        }
         wr_pad(&w, 32);
         done += (tensor_bytes(&t[i]) + 31) / 32 * 32;
         if (progress)
@@ -485,6 +756,8 @@ out:
         fmt_err(err, errlen, "%s: out of memory", path);
     fmt_out_abort(&out);
     free(w.buf);
+    free(fr);
+    free(qr);
     free(t);
     fmt_kv_free(kv);
     return rc;
@@ -507,7 +780,8 @@ int fmt_synth_bench_open(fmt_src **out, const char *preset, uint64_t seed,
         return FMT_EIO;
     }
     close(fd);
-    int rc = fmt_synth_write_gguf(preset, path, NULL, seed, KERN_Q4_0, zipf, NULL, NULL,
+    const fmt_quant q4 = { KERN_Q4_0, FMT_FT_NONE };
+    int rc = fmt_synth_write_gguf(preset, path, NULL, seed, &q4, zipf, NULL, NULL,
                                   err, errlen);
     if (rc == 0)
         rc = fmt_src_open(out, path, NULL, err, errlen);

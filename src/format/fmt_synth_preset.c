@@ -56,6 +56,20 @@ static const preset presets[] = {
       FMT_COMBINE_DELAYED_SUM, 0, 0, 0 },
     { "tiny-mixtral", "llama", 3, 64, 4, 2, 0, 4, 2, 96, 512, 0, 0,
       FMT_COMBINE_PARALLEL_SQRT2, 0, 0, 0 },
+    /* the GGML types' fixtures (tests/data/quant): a dense llama whose rows
+     * are multiples of 256 for the K-quants and IQ4_XS (4 heads of 64, one
+     * KV head), one of rows that are multiples of 32 only for the 32-column
+     * types; and for llama.cpp's mixes, eight layers with a 288-wide FFN
+     * (ffn_down's rows take the fallbacks) and a Mixtral of 8 experts
+     * (llama.cpp's n_expert == 8 rules) */
+    { "tiny-llama256", "llama", 1, 256, 4, 1, 256, 0, 0, 0, 512, 0, 0,
+      FMT_COMBINE_PARALLEL_SQRT2, 0, 0, 0 },
+    { "tiny-llama64", "llama", 2, 64, 4, 2, 96, 0, 0, 0, 512, 0, 0,
+      FMT_COMBINE_PARALLEL_SQRT2, 0, 0, 0 },
+    { "tiny-llama-mix", "llama", 8, 256, 8, 2, 288, 0, 0, 0, 512, 0, 0,
+      FMT_COMBINE_PARALLEL_SQRT2, 0, 0, 0 },
+    { "tiny-mixtral256", "llama", 2, 256, 4, 2, 0, 8, 2, 256, 512, 0, 0,
+      FMT_COMBINE_PARALLEL_SQRT2, 0, 0, 0 },
     /* Gemma 4 26B-A4B as the report sizes it (chapters 2.5, 3.4, 6.2): 30
      * layers, d 2816, 25 sliding-window layers with B_attn = 4 d^2 (11
      * heads of 256, 11 KV heads) and 5 full-attention layers (every sixth:
@@ -196,13 +210,75 @@ const char *fmt_synth_preset_name(unsigned i)
 
 /* Benchmark presets (the real models' geometry; see docs/PERFORMANCE.md,
  * "How the figures are taken").  ctx is generous so that depth sweeps fit. */
+#define GEO(nm, L, d, h, kv, hd, ff, E, k, V, c, th, ep, ti) \
+    .name = nm, .n_layers = L, .dim = d, .n_heads = h, .n_kv = kv, .head_dim = hd, .ffn = ff, \
+    .n_exp = E, .top_k = k, .vocab = V, .ctx = c, .theta = th, .eps = ep, .tied = ti
 static const fmt_synth_geom bench[] = {
-    /* name            layers  dim  heads kv  hd   ffn    E   k  vocab    ctx   theta  eps  tied */
-    { "tinyllama-1.1b",   22, 2048,  32,  4,  64,  5632,   0, 0, 32000,  8192, 1e4f, 1e-5f, 0 },
-    { "llama2-7b",        32, 4096,  32, 32, 128, 11008,   0, 0, 32000,  8192, 1e4f, 1e-5f, 0 },
-    { "olmoe-1b-7b",      16, 2048,  16, 16, 128,  1024,  64, 8, 50304,  8192, 1e4f, 1e-5f, 0 },
-    { "qwen3-30b-a3b",    48, 2048,  32,  4, 128,   768, 128, 8, 151936, 8192, 1e6f, 1e-6f, 0 },
+    /*    name            layers  dim heads kv  hd    ffn    E  k  vocab    ctx   theta  eps  tied */
+    { GEO("tinyllama-1.1b",  22, 2048, 32,  4,  64,  5632,   0, 0, 32000,  8192, 1e4f, 1e-5f, 0) },
+    { GEO("llama2-7b",       32, 4096, 32, 32, 128, 11008,   0, 0, 32000,  8192, 1e4f, 1e-5f, 0) },
+    /* OLMoE's sizes as a Mixtral-shaped llama (the olmoe-1b-7b of earlier
+     * measurements, docs/perf-log) */
+    { GEO("olmoe-mixtral-1b-7b", 16, 2048, 16, 16, 128, 1024, 64, 8, 50304, 8192, 1e4f, 1e-5f, 0) },
+    { GEO("qwen3-30b-a3b",   48, 2048, 32,  4, 128,   768, 128, 8, 151936, 8192, 1e6f, 1e-6f, 0) },
+    /* the families in their own architectures (fmt_family.c), at the real
+     * models' sizes: allenai/OLMoE-1B-7B-0924, openai/gpt-oss-20b and
+     * -120b, google/gemma-3-4b-it, google/gemma-2-2b-it,
+     * microsoft/Phi-4-mini-instruct */
+    { GEO("olmoe-1b-7b",     16, 2048, 16, 16, 128,  1024,  64, 8, 50304,  4096, 1e4f, 1e-5f, 0),
+      .arch = "olmoe", .feat = FMT_SG_QK_FULL },
+    { GEO("gpt-oss-20b",     24, 2880, 64,  8,  64,  2880,  32, 4, 201088, 131072, 150000.0f,
+          1e-5f, 0), .arch = "gpt-oss", .feat = FMT_SG_BIAS | FMT_SG_SINKS, .swa = 128,
+      .rope_factor = 32.0f, .rope_orig = 4096 },
+    { GEO("gpt-oss-120b",    36, 2880, 64,  8,  64,  2880, 128, 4, 201088, 131072, 150000.0f,
+          1e-5f, 0), .arch = "gpt-oss", .feat = FMT_SG_BIAS | FMT_SG_SINKS, .swa = 128,
+      .rope_factor = 32.0f, .rope_orig = 4096 },
+    { GEO("gemma3-4b",       34, 2560,  8,  4, 256, 10240,   0, 0, 262144, 131072, 1e6f,
+          1e-6f, 1), .arch = "gemma3", .feat = FMT_SG_QK_HEAD | FMT_SG_POST, .swa = 1024,
+      .rope_factor = 8.0f },
+    { GEO("gemma2-2b",       26, 2304,  8,  4, 256,  9216,   0, 0, 256000, 8192, 1e4f, 1e-6f, 1),
+      .arch = "gemma2", .feat = FMT_SG_POST, .swa = 4096, .softcap = 30.0f,
+      .attn_softcap = 50.0f },
+    { GEO("phi4-mini",       32, 3072, 24,  8, 128,  8192,   0, 0, 200064, 131072, 1e4f,
+          1e-5f, 1), .arch = "phi3", .feat = FMT_SG_FUSED | FMT_SG_LONGROPE, .rope_dims = 96,
+      .rope_orig = 4096 },
+    /* the same families small enough for the tests: each takes the
+     * vocabulary it is given (--vocab) and keeps its oddities within the
+     * tokens a test runs: windows of 8 positions, LongRoPE's original
+     * context of 128 (short divisors at a context up to it), YaRN over 64 */
+    { GEO("tiny-olmoe",       2,   64,  4,  4,  16,    64,   8, 2, 512, 2048, 1e4f, 1e-5f, 0),
+      .arch = "olmoe", .feat = FMT_SG_QK_FULL, .qk_sd = 0.3f },
+    { GEO("tiny-phi",         2,   64,  4,  2,  16,    96,   0, 0, 512, 1024, 1e4f, 1e-5f, 0),
+      .arch = "phi3", .feat = FMT_SG_FUSED | FMT_SG_LONGROPE, .rope_dims = 12, .rope_orig = 256,
+      .qk_sd = 0.3f },
+    { GEO("tiny-gemma2",      4,   64,  4,  2,  16,    96,   0, 0, 512, 2048, 1e4f, 1e-6f, 1),
+      .arch = "gemma2", .feat = FMT_SG_POST, .swa = 8, .softcap = 30.0f, .attn_softcap = 50.0f,
+      .qk_sd = 0.3f },
+    { GEO("tiny-gemma3",      6,   64,  4,  2,  16,    96,   0, 0, 512, 2048, 1e6f, 1e-6f, 1),
+      .arch = "gemma3", .feat = FMT_SG_QK_HEAD | FMT_SG_POST, .swa = 8, .rope_factor = 8.0f,
+      .qk_sd = 0.3f },
+    { GEO("tiny-gptoss",      2,   64,  4,  2,  16,    64,   8, 2, 512, 2048, 150000.0f, 1e-5f,
+          0), .arch = "gpt-oss", .feat = FMT_SG_BIAS | FMT_SG_SINKS, .swa = 8,
+      .rope_factor = 32.0f, .rope_orig = 64, .qk_sd = 0.3f },
+    /* DeepSeek-V2-Lite at its size (deepseek-ai/DeepSeek-V2-Lite-Chat);
+     * a small DeepSeek-V2 whose query is low-rank and whose experts route
+     * in groups (llama.cpp reads the direct query of 26- and 27-layer
+     * models alone), and a small V2-Lite of 27 layers */
+    { GEO("deepseek-v2-lite", 27, 2048, 16,  1, 576,  1408,  64, 6, 102400, 163840, 1e4f,
+          1e-6f, 0), .arch = "deepseek2", .rope_dims = 64, .rope_factor = 40.0f,
+      .rope_orig = 4096, .mla_rank = 512, .mla_nope = 128, .mla_v = 128, .n_shared = 2,
+      .dense_lead = 1, .dense_ffn = 10944, .mscale_all = 0.707f },
+    { GEO("tiny-deepseek2",   3,   64,  4,  1, 144,    64,   8, 2, 512, 2048, 1e4f, 1e-6f, 0),
+      .arch = "deepseek2", .rope_dims = 16, .rope_factor = 4.0f, .rope_orig = 64,
+      .mla_rank = 128, .mla_nope = 32, .mla_v = 128, .mla_q_rank = 64, .n_shared = 1,
+      .dense_lead = 1, .dense_ffn = 96, .groups = 4, .groups_used = 2, .mscale_all = 0.707f,
+      .qk_sd = 0.3f },
+    { GEO("tiny-deepseek2-lite", 27, 64, 2,  1, 144,    32,   4, 2, 512, 2048, 1e4f, 1e-6f, 0),
+      .arch = "deepseek2", .rope_dims = 16, .rope_factor = 4.0f, .rope_orig = 64,
+      .mla_rank = 128, .mla_nope = 32, .mla_v = 128, .n_shared = 1, .dense_lead = 1,
+      .dense_ffn = 64, .mscale_all = 0.707f, .qk_sd = 0.3f },
 };
+#undef GEO
 
 const fmt_synth_geom *fmt_synth_bench_find(const char *name)
 {

@@ -28,16 +28,27 @@ int fmt_bad(char *err, size_t errlen, int code, const char *path, const char *fm
     return code;
 }
 
+const char *fmt_matrix_name(int m)
+{
+    static const char *const n[FMT_NMATRIX] = { "q", "k", "v", "o", "gate", "up", "down",
+                                                "router", "exp_gate", "exp_up", "exp_down",
+                                                "token_embd", "output", "sh_gate",
+                                                "sh_up", "sh_down", "k_b", "v_b", "q_b" };
+    return m >= 0 && m < FMT_NMATRIX ? n[m] : "?";
+}
+
 int fmt_tile_check(const char *path, unsigned entry, const fmt_tile *t, const uint8_t *h,
                    uint64_t foff, char *err, size_t errlen)
 {
+    unsigned bad_row = 0;
+    const char *what = "";
     const int head_ok =
         kern_ld_u16(h + FMT_T_LAYER) == (uint16_t)entry && h[FMT_T_MATRIX] == t->matrix &&
         h[FMT_T_EXPERT] == t->expert && kern_ld_u32(h + FMT_T_ROW) == t->row0 &&
         kern_ld_u16(h + FMT_T_COL) == t->col0 && kern_ld_u16(h + FMT_T_ROWS) == t->rows &&
         kern_ld_u16(h + FMT_T_COLS) == t->cols && kern_ld_u16(h + FMT_T_QGROUP) == KERN_QBLOCK;
-    if (head_ok &&
-        kern_tile_finite((enum kern_type)t->type, t->rows, t->cols, h + FMT_TILE_HEADER_SIZE))
+    if (head_ok && kern_tile_check((enum kern_type)t->type, t->rows, t->cols,
+                                   h + FMT_TILE_HEADER_SIZE, &bad_row, &what) == 0)
         return 0;
     char ex[24] = "";
     if (t->expert != FMT_NO_EXPERT)
@@ -48,8 +59,12 @@ int fmt_tile_check(const char *path, unsigned entry, const fmt_tile *t, const ui
                        "(expected layer %u%s matrix %u row %u col %u %ux%u)",
                        (unsigned long long)foff, entry, ex, t->matrix, t->row0, t->col0,
                        t->rows, t->cols);
+    char where[48] = "";
+    if (t->matrix != FMT_M_TOK_EMBD && t->matrix != FMT_M_OUTPUT)
+        snprintf(where, sizeof where, "layer %u%s ", entry, ex);
     return fmt_bad(err, errlen, FMT_EFORMAT, path,
-                   "non-finite scale or weight in tile at offset %llu "
-                   "(layer %u%s matrix %u row %u col %u)",
-                   (unsigned long long)foff, entry, ex, t->matrix, t->row0, t->col0);
+                   "bad %s in tile at offset %llu (%s; %s%s, row %u, tile at row %u "
+                   "col %u)", what, (unsigned long long)foff,
+                   kern_type_name((enum kern_type)t->type), where, fmt_matrix_name(t->matrix),
+                   t->row0 + bad_row, t->row0, t->col0);
 }

@@ -177,6 +177,33 @@ int kern_tile_check(enum kern_type t, unsigned rows, unsigned cols,
 /* 1 when kern_tile_check passes, else 0. */
 int kern_tile_finite(enum kern_type t, unsigned rows, unsigned cols,
                      const void *payload);
+/* Row r (< rows) of a quantised payload as the GGML blocks it was packed
+ * from, cols / kern_type_block(t) of them, bit for bit (the inverse of
+ * packing a type's own blocks; Q8_0 and Q4_0 included).  0, or -1 for F32
+ * and F16, a bad shape, or a tile that ends inside a block. */
+int kern_tile_blocks(enum kern_type t, unsigned rows, unsigned cols,
+                     const void *payload, unsigned r, void *blocks);
+
+/* ---- rows of a source encoding (kern_src.c, kern_pack.c) ---------------
+ * n values of one row, n a multiple of the encoding's block, as llama.cpp
+ * reads, writes and validates them. */
+/* Widen to floats as ggml's dequantize_row_* (what kern_tile_pack does to
+ * a source it does not copy); 0, or -1 for a bad n or a block type with
+ * no entry in this build. */
+int kern_src_dequant(enum kern_src src, const void *row, size_t n, float *out);
+/* Encode finite floats as llama-quantize does without an importance
+ * matrix (ggml's quantize_row_*_ref; F16 and BF16 rounded to nearest
+ * even): for the GGML Q8_0 and Q4_0 blocks ggml's quantisers, not the
+ * report's of kern_tile_pack.  0, or -1 for a bad n, a non-finite input,
+ * a scale or value that does not fit its storage, or no entry. */
+int kern_src_quant(enum kern_src src, const float *x, size_t n, void *out);
+/* 0 when every block decodes to finite weights only (the type's check:
+ * finite scales, no reserved value, indexes in range); else -1 with *blk
+ * the first bad block (value, for F32/F16/BF16) and *what its field ("d",
+ * "weight", "e8m0 scale", ...; "shape" for a bad n, "type" for a block
+ * type with no entry).  blk and what may be NULL. */
+int kern_src_check(enum kern_src src, const void *row, size_t n, size_t *blk,
+                   const char **what);
 
 /* ---- unaligned loads ------------------------------------------------------
  * Native-order loads from any address, for the kernels' packed tiles and
@@ -250,7 +277,14 @@ typedef void (*kern_tile_mm_fn)(const void *payload, unsigned rows,
                                 unsigned cols, const kern_act *x, unsigned m,
                                 unsigned col0, float *y, size_t ldy);
 
-/* Single-query attention over a binary16 cache for heads [h0, h1) (see
+/* Attention sinks (gpt-oss): sinks NULL, or [n_heads] logits, one a
+ * query head, each joining its head's softmax as one more position whose
+ * value is zero: it takes weight from the positions and adds nothing.  As
+ * llama.cpp applies it, after the positions: over an f16 cache the last
+ * step of the online softmax (kern_vec.c), over an f32 cache one more term
+ * of the softmax's maximum and sum.
+ *
+ * Single-query attention over a binary16 cache for heads [h0, h1) (see
  * kern_attn_decode_f16 for the arithmetic and the arguments); scores holds
  * at least (h1 - h0) * n_pos floats (a variant may work on several heads at
  * once, each with its own n_pos), scratch at least 2*head_dim halves. */
@@ -259,8 +293,8 @@ typedef void (*kern_attn_f16_fn)(float *out, const float *q,
                                  unsigned n_pos, unsigned h0, unsigned h1,
                                  unsigned n_heads, unsigned n_kv_heads,
                                  unsigned head_dim, size_t kv_stride,
-                                 float scale, float softcap, float *scores,
-                                 uint16_t *scratch);
+                                 float scale, float softcap, const float *sinks,
+                                 float *scores, uint16_t *scratch);
 
 /* Single-query attention over an f32 cache for heads [h0, h1), with
  * kern_attn_decode's arithmetic (run.c's: each score summed in order of
@@ -272,7 +306,7 @@ typedef void (*kern_attn_f32_fn)(float *out, const float *q, const float *k,
                                  unsigned h1, unsigned n_heads,
                                  unsigned n_kv_heads, unsigned head_dim,
                                  size_t kv_stride, float scale, float softcap,
-                                 float *scores);
+                                 const float *sinks, float *scores);
 
 /* Causal attention of a prompt chunk over a binary16 cache, with the
  * arithmetic of llama.cpp's tiled CPU flash attention (ops.cpp's
@@ -338,10 +372,17 @@ typedef struct kern_ops {
                     int16_t *bsums);
     void (*act_bf16)(const float *x, unsigned n, uint16_t *h);
     /* The types llama.cpp repacks on x86 (ggml-cpu repack.cpp,
+<<<<<<< ours
      * ggml_repack_get_optimal_repack_type: Q4_0, IQ4_NL and MXFP4 matrices
      * whose row count is a multiple of 8, on any AVX2 CPU), summed as its
      * repacked gemv sums them; NULL for a type it does not repack.
      * tile_mv_rp[KERN_Q4_0] is tile_mv_q4_0_rp. */
+=======
+     * ggml_repack_get_optimal_repack_type: Q4_0, IQ4_NL, MXFP4 and Q4_K
+     * matrices whose row count is a multiple of 8 on any AVX2 CPU, Q2_K on
+     * AVX-512), summed as its repacked gemv sums them; NULL for a type it
+     * does not repack.  tile_mv_rp[KERN_Q4_0] is tile_mv_q4_0_rp. */
+>>>>>>> theirs
     kern_tile_mv_fn tile_mv_rp[KERN_NTYPES];
     kern_tile_mm_fn tile_mm_rp[KERN_NTYPES];
 } kern_ops;
@@ -428,5 +469,32 @@ void kern_rope_ggml(float *x, unsigned n_heads, unsigned head_dim,
                     const float *freq_factors, int neox);
 void kern_swiglu_ggml(float *out, const float *gate, const float *up,
                       unsigned n);
+
+/* The model families' activations and RoPE, in ggml's arithmetic (kern_vec.c):
+ *   kern_geglu_ggml: ggml_vec_geglu_f32 of its default build (GELU through
+ *     its f16 table): gate <= -10 gives 0, >= 10 gate * up, else the tanh
+ *     GELU of gate rounded to f16, itself rounded to f16, times up;
+ *   kern_swiglu_oai: gpt-oss's ggml_swiglu_oai, x = min(gate, limit),
+ *     y = clamp(up, -limit, limit), out = x / (1 + expf(alpha * -x)) * (y + 1);
+ *   kern_rope_ggml_ext: ggml's rope with rope_yarn: pair i turns by theta_i
+ *     = pos * ts^i / freq_factors[i] (as kern_rope_ggml), interpolated by
+ *     freq_scale and, where ext_factor != 0, mixed back by YaRN's ramp over
+ *     corr[0..1] with the magnitude mscale * (1 + 0.1 ln(1/freq_scale));
+ *     cos and sin times attn_factor.  kern_rope_yarn_corr gives corr as
+ *     ggml_rope_yarn_corr_dims. */
+void kern_geglu_ggml(float *out, const float *gate, const float *up, unsigned n);
+void kern_swiglu_oai(float *out, const float *gate, const float *up, unsigned n,
+                     float alpha, float limit);
+typedef struct kern_rope_ext {
+    float        freq_scale;    /* 1: none */
+    float        ext_factor;    /* YaRN's mix, 0: none */
+    float        attn_factor;   /* the magnitude of cos and sin, 1: none */
+    float        corr[2];       /* YaRN's correction dimensions */
+    const float *freq_factors;  /* [rot_dim / 2] divisors of theta, or NULL */
+} kern_rope_ext;
+void kern_rope_ggml_ext(float *x, unsigned n_heads, unsigned head_dim, unsigned rot_dim,
+                        unsigned pos, float base, const kern_rope_ext *e, int neox);
+void kern_rope_yarn_corr(unsigned rot_dim, unsigned n_ctx_orig, float base, float beta_fast,
+                         float beta_slow, float corr[2]);
 
 #endif /* CFLOW_KERN_H */

@@ -354,7 +354,8 @@ AVX2 static inline float fold64_ymm(const __m256 *a) { return kern_fold8(fold64_
 AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
                       const uint16_t *v, unsigned n_pos, unsigned h,           \
                       unsigned nvr, unsigned kv_mul, size_t kv_stride,         \
-                      float scale, float softcap, float *scores)               \
+                      float scale, float softcap, const float *sinks,          \
+                      float *scores)                                           \
 {                                                                              \
     const unsigned nv = (NV), np = nv & ~7u, hd = 8 * nv;                      \
     size_t koff[HG];                                                           \
@@ -397,9 +398,9 @@ AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
                 softcap > 0.0f ? softcap * tanhf(sc) : sc;                     \
         }                                                                      \
     }                                                                          \
-    float S[HG];   /* the softmax's scalars first (kern_impl.h) */         \
+    float S[HG], M[HG];   /* the softmax's scalars first (kern_impl.h) */  \
     for (int j = 0; j < (HG); j++)                                             \
-        S[j] = kern_attn_softmax_scalars(scores + (size_t)j * n_pos, n_pos);   \
+        S[j] = kern_attn_softmax_scalars(scores + (size_t)j * n_pos, n_pos, &M[j]);\
     __m256 acc[HG][CAP];                                                       \
     for (int j = 0; j < (HG); j++)                                             \
         for (unsigned i = 0; i < nv; i++)                                      \
@@ -425,10 +426,12 @@ AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
         }                                                                      \
     }                                                                          \
     for (int j = 0; j < (HG); j++) {                                           \
+        const __m256 ms = _mm256_set1_ps(sinks ? kern_attn_sink(sinks[h + j], M[j], \
+                                                                &S[j]) : 1.0f);\
         const __m256 inv = _mm256_set1_ps(S[j] == 0.0f ? 0.0f : 1.0f / S[j]);  \
         for (unsigned i = 0; i < nv; i++)                                      \
             _mm256_storeu_ps(out + (size_t)(h + j) * hd + 8 * i,               \
-                             _mm256_mul_ps(acc[j][i], inv));                   \
+                             _mm256_mul_ps(_mm256_mul_ps(acc[j][i], ms), inv));\
     }                                                                          \
 }
 
@@ -494,7 +497,7 @@ AVX2 static inline __m256 t8_of(const __m256 *kk, const float *qj)
 AVX2 static void attn2_kvg64(float *out, const float *q, const uint16_t *k,
                              const uint16_t *v, unsigned n_pos, unsigned h,
                              size_t koff, size_t kv_stride, float scale,
-                             float softcap, float *scores)
+                             float softcap, const float *sinks, float *scores)
 {
     float qr[4][64] __attribute__((aligned(32)));
     __m256 t8[4][8];                       /* [head][position in the 8] */
@@ -536,10 +539,10 @@ AVX2 static void attn2_kvg64(float *out, const float *q, const uint16_t *k,
     if (softcap > 0.0f)
         for (size_t i = 0; i < 4 * (size_t)n_pos; i++)
             scores[i] = softcap * tanhf(scores[i]);
-    float S[4];
+    float S[4], M[4];
     _Pragma("GCC unroll 8")
     for (int j = 0; j < 4; j++)
-        S[j] = kern_attn_softmax_scalars(scores + (size_t)j * n_pos, n_pos);
+        S[j] = kern_attn_softmax_scalars(scores + (size_t)j * n_pos, n_pos, &M[j]);
 
     __m256 acc[4][8];
     _Pragma("GCC unroll 8")
@@ -620,11 +623,13 @@ AVX2 static void attn2_kvg64(float *out, const float *q, const uint16_t *k,
         }
     }
     for (int j = 0; j < 4; j++) {
+        const __m256 ms = _mm256_set1_ps(sinks ? kern_attn_sink(sinks[h + j], M[j], &S[j])
+                                               : 1.0f);
         const __m256 inv = _mm256_set1_ps(S[j] == 0.0f ? 0.0f : 1.0f / S[j]);
         _Pragma("GCC unroll 8")
         for (int i = 0; i < 8; i++)
             _mm256_storeu_ps(out + (size_t)(h + j) * 64 + 8 * i,
-                             _mm256_mul_ps(acc[j][i], inv));
+                             _mm256_mul_ps(_mm256_mul_ps(acc[j][i], ms), inv));
     }
 }
 
@@ -632,11 +637,12 @@ AVX2 static void attn_f16(float *out, const float *q, const uint16_t *k,
                           const uint16_t *v, unsigned n_pos, unsigned h0,
                           unsigned h1, unsigned n_heads, unsigned n_kv_heads,
                           unsigned hd, size_t kv_stride, float scale,
-                          float softcap, float *scores, uint16_t *scratch)
+                          float softcap, const float *sinks, float *scores,
+                          uint16_t *scratch)
 {
     if (hd % 8 || hd > 8 * ATTN2_MAXV || !scores) {
         kern_attn_f16_ref(out, q, k, v, n_pos, h0, h1, n_heads, n_kv_heads,
-                          hd, kv_stride, scale, softcap, scores, scratch);
+                          hd, kv_stride, scale, softcap, sinks, scores, scratch);
         return;
     }
     const unsigned kv_mul = n_kv_heads ? n_heads / n_kv_heads : 1;
@@ -645,15 +651,18 @@ AVX2 static void attn_f16(float *out, const float *q, const uint16_t *k,
     if (hd == 64 && kv_mul % 4 == 0)   /* whole groups of 4 on one KV head */
         for (; h0 % 4 == 0 && h0 + 4 <= h1; h0 += 4, scores += 4 * (size_t)n_pos)
             attn2_kvg64(out, q, k, v, n_pos, h0, (size_t)(h0 / kv_mul) * 64, kv_stride,
-                        scale, softcap, scores);
+                        scale, softcap, sinks, scores);
     if (hd == 64)
         for (; h0 + ATTN2_HG64 <= h1; h0 += ATTN2_HG64, scores += ATTN2_HG64 * (size_t)n_pos)
-            attn2_grp64(out, q, k, v, n_pos, h0, 8, kv_mul, kv_stride, scale, softcap, scores);
+            attn2_grp64(out, q, k, v, n_pos, h0, 8, kv_mul, kv_stride, scale, softcap, sinks,
+                        scores);
     for (; h0 < h1; h0++, scores += n_pos) {
         if (hd == 128)
-            attn2_hd128(out, q, k, v, n_pos, h0, 16, kv_mul, kv_stride, scale, softcap, scores);
+            attn2_hd128(out, q, k, v, n_pos, h0, 16, kv_mul, kv_stride, scale, softcap, sinks,
+                        scores);
         else
-            attn2_one(out, q, k, v, n_pos, h0, hd / 8, kv_mul, kv_stride, scale, softcap, scores);
+            attn2_one(out, q, k, v, n_pos, h0, hd / 8, kv_mul, kv_stride, scale, softcap,
+                      sinks, scores);
     }
 }
 
@@ -771,7 +780,7 @@ AVX2 void kern_attn_f32_avx2(float *out, const float *q, const float *k,
                         const float *v, unsigned n_pos, unsigned h0,
                         unsigned h1, unsigned n_heads, unsigned n_kv_heads,
                         unsigned hd, size_t kv_stride, float scale,
-                        float softcap, float *scores)
+                        float softcap, const float *sinks, float *scores)
 {
     const unsigned kv_mul = n_kv_heads ? n_heads / n_kv_heads : 1;
     const float sqrt_hd = sqrtf((float)hd);
@@ -800,9 +809,10 @@ AVX2 void kern_attn_f32_avx2(float *out, const float *q, const float *k,
             if (softcap > 0.0f)
                 for (unsigned t = 0; t < n_pos; t++)
                     sj[t] = tanhf(sj[t] / softcap) * softcap;
-            /* kern_softmax, its division in vectors */
+            /* kern_softmax (with the head's sink), its division in vectors */
             if (n_pos) {
-                const float sum = kern_softmax_exps(sj, n_pos);
+                const float sum = sinks ? kern_softmax_exps_sink(sj, n_pos, sinks[h + j])
+                                        : kern_softmax_exps(sj, n_pos);
                 const __m256 sv = _mm256_set1_ps(sum);
                 unsigned t = 0;
                 for (; t < n8; t += 8)

@@ -560,7 +560,7 @@ KERN_MM_FROM_MV(mm_q4_0_vnni, mv_q4_0_vnni)
  * widened in registers and rounded through f16 after every step
  * (vcvtps2ph round-to-nearest-even, as kern_f2h).  expf and the scalar
  * FMA of the softmax sum are the reference's. */
-#define ATTN_MAXV 16   /* head_dim up to 256 */
+#define ATTN_MAXV 36   /* head_dim up to 576 (DeepSeek-V2's latent + rotated key) */
 
 /* Heads side by side.  A head's value accumulator is a chain through
  * every position (an FMA, then the round through f16: ~18 cycles of
@@ -576,7 +576,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c")))                  \
 static void NAME(float *out, const float *q, const uint16_t *k,                \
                  const uint16_t *v, unsigned n_pos, unsigned h, unsigned nvr,  \
                  unsigned kv_mul, size_t kv_stride, float scale,               \
-                 float softcap, float *scores)                                 \
+                 float softcap, const float *sinks, float *scores)             \
 {                                                                              \
     const unsigned nv = (NV), np = nv & ~3u, hd = 16 * nv;                     \
     size_t koff[HG];                                                           \
@@ -626,12 +626,12 @@ static void NAME(float *out, const float *q, const uint16_t *k,                \
         }                                                                      \
     }                                                                          \
     __m512 acc[HG][CAP];                                                       \
-    float S[HG];                                                               \
+    float S[HG], M[HG];                                                        \
     for (int j = 0; j < (HG); j++) {                                           \
         for (unsigned i = 0; i < nv; i++)                                      \
             acc[j][i] = _mm512_setzero_ps();                                   \
         /* the softmax's scalars first (kern_impl.h) */                       \
-        S[j] = kern_attn_softmax_scalars(scores + (size_t)j * n_pos, n_pos);   \
+        S[j] = kern_attn_softmax_scalars(scores + (size_t)j * n_pos, n_pos, &M[j]);\
     }                                                                          \
     for (unsigned t = 0; t < n_pos; t++) {                                     \
         _Pragma("GCC unroll 8")                                                \
@@ -654,10 +654,12 @@ static void NAME(float *out, const float *q, const uint16_t *k,                \
         }                                                                      \
     }                                                                          \
     for (int j = 0; j < (HG); j++) {                                           \
+        const __m512 ms = _mm512_set1_ps(sinks ? kern_attn_sink(sinks[h + j], M[j], \
+                                                                &S[j]) : 1.0f);\
         const __m512 inv = _mm512_set1_ps(S[j] == 0.0f ? 0.0f : 1.0f / S[j]);  \
         for (unsigned i = 0; i < nv; i++)                                      \
             _mm512_storeu_ps(out + (size_t)(h + j) * hd + 16 * i,              \
-                             _mm512_mul_ps(acc[j][i], inv));                   \
+                             _mm512_mul_ps(_mm512_mul_ps(acc[j][i], ms), inv));\
     }                                                                          \
 }
 
@@ -670,11 +672,12 @@ static void attn_f16(float *out, const float *q, const uint16_t *k,
                      const uint16_t *v, unsigned n_pos, unsigned h0,
                      unsigned h1, unsigned n_heads, unsigned n_kv_heads,
                      unsigned hd, size_t kv_stride, float scale,
-                     float softcap, float *scores, uint16_t *scratch)
+                     float softcap, const float *sinks, float *scores,
+                     uint16_t *scratch)
 {
     if (hd % 16 || hd > 16 * ATTN_MAXV || !scores) {
         kern_attn_f16_ref(out, q, k, v, n_pos, h0, h1, n_heads, n_kv_heads,
-                          hd, kv_stride, scale, softcap, scores, scratch);
+                          hd, kv_stride, scale, softcap, sinks, scores, scratch);
         return;
     }
     const unsigned kv_mul = n_kv_heads ? n_heads / n_kv_heads : 1;
@@ -682,12 +685,15 @@ static void attn_f16(float *out, const float *q, const uint16_t *k,
         scale /= softcap;
     if (hd == 64)
         for (; h0 + 4 <= h1; h0 += 4, scores += 4 * (size_t)n_pos)
-            attn_grp64(out, q, k, v, n_pos, h0, 4, kv_mul, kv_stride, scale, softcap, scores);
+            attn_grp64(out, q, k, v, n_pos, h0, 4, kv_mul, kv_stride, scale, softcap, sinks,
+                       scores);
     else if (hd == 128)
         for (; h0 + 2 <= h1; h0 += 2, scores += 2 * (size_t)n_pos)
-            attn_grp128(out, q, k, v, n_pos, h0, 8, kv_mul, kv_stride, scale, softcap, scores);
+            attn_grp128(out, q, k, v, n_pos, h0, 8, kv_mul, kv_stride, scale, softcap, sinks,
+                        scores);
     for (; h0 < h1; h0++)
-        attn_one(out, q, k, v, n_pos, h0, hd / 16, kv_mul, kv_stride, scale, softcap, scores);
+        attn_one(out, q, k, v, n_pos, h0, hd / 16, kv_mul, kv_stride, scale, softcap, sinks,
+                 scores);
 }
 
 /* ---- SwiGLU as ggml computes it ---------------------------------------------

@@ -270,7 +270,34 @@ void kern_attn_f32_ref(float *out, const float *q, const float *k,
                        const float *v, unsigned n_pos, unsigned h0,
                        unsigned h1, unsigned n_heads, unsigned n_kv_heads,
                        unsigned head_dim, size_t kv_stride, float scale,
-                       float softcap, float *scores);
+                       float softcap, const float *sinks, float *scores);
+/* kern_softmax_exps with a sink: the sink's logit joins the maximum and its
+ * exponential the sum (it has no value to weigh). */
+static inline float kern_softmax_exps_sink(float *x, unsigned n, float sink)
+{
+    float max_val = sink, sum = 0.0f;
+    for (unsigned i = 0; i < n; i++)
+        if (x[i] > max_val)
+            max_val = x[i];
+    for (unsigned i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max_val);
+        sum += x[i];
+    }
+    return sum + expf(sink - max_val);
+}
+/* The sink s of a head after its positions, as ggml's flash attention takes
+ * it (M, *S: the head's running maximum and sum): the factor its f32
+ * accumulator takes (1 unless s is a new maximum); *S updated. */
+static inline float kern_attn_sink(float s, float M, float *S)
+{
+    if (s > M) {
+        const float ms = expf(M - s);
+        *S = fmaf(*S, ms, 1.0f);
+        return ms;
+    }
+    *S = fmaf(*S, 1.0f, expf(s - M));
+    return 1.0f;
+}
 #if HAVE_ISA_X86
 /* kern_avx2.c: its attn_f32, which the AVX-512 tables share (8 positions
  * per vector are as many as a head's short rows keep busy). */
@@ -278,7 +305,7 @@ void kern_attn_f32_avx2(float *out, const float *q, const float *k,
                         const float *v, unsigned n_pos, unsigned h0,
                         unsigned h1, unsigned n_heads, unsigned n_kv_heads,
                         unsigned head_dim, size_t kv_stride, float scale,
-                        float softcap, float *scores);
+                        float softcap, const float *sinks, float *scores);
 #endif
 
 /* kern_vec.c: the scalar attention over an f16 cache (kern_ops.attn_f16
@@ -287,7 +314,8 @@ void kern_attn_f16_ref(float *out, const float *q, const uint16_t *k,
                        const uint16_t *v, unsigned n_pos, unsigned h0,
                        unsigned h1, unsigned n_heads, unsigned n_kv_heads,
                        unsigned head_dim, size_t kv_stride, float scale,
-                       float softcap, float *scores, uint16_t *scratch);
+                       float softcap, const float *sinks, float *scores,
+                       uint16_t *scratch);
 
 /* kern_act.c: the scalar activation conversions (see kern_ops.act_q8). */
 void kern_act_q8_ref(const float *x, unsigned nb, int8_t *q, float *d,
@@ -304,9 +332,10 @@ void kern_act_q8_1_s(const float *x, unsigned nb, const int32_t *sum,
  * in its order.  Per position either a new maximum (the accumulator is
  * to be scaled by ms, and vs is 1) or not (ms 1, vs): the score's slot
  * e[t] is replaced by -ms or vs (expf's value lies in [0, 1], or is NaN,
- * which is kept as it is).  Returns S.  Inline, so that fmaf becomes the
- * caller's FMA instruction. */
-static inline float kern_attn_softmax_scalars(float *e, unsigned n_pos)
+ * which is kept as it is).  Returns S, and M in *m_out (for a sink,
+ * kern_attn_sink).  Inline, so that fmaf becomes the caller's FMA
+ * instruction. */
+static inline float kern_attn_softmax_scalars(float *e, unsigned n_pos, float *m_out)
 {
     float M = -INFINITY, S = 0.0f;
     for (unsigned t = 0; t < n_pos; t++) {
@@ -322,6 +351,7 @@ static inline float kern_attn_softmax_scalars(float *e, unsigned n_pos)
         }
         S = fmaf(S, ms, vs);
     }
+    *m_out = M;
     return S;
 }
 

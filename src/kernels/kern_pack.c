@@ -356,6 +356,16 @@ static void get_row_f32(enum kern_src st, const uint8_t *row, unsigned cols,
     }
 }
 
+int kern_src_dequant(enum kern_src src, const void *row, size_t n, float *out)
+{
+    unsigned cols = kern_src_block(src, NULL);
+    if (cols == 0 || n % cols || n > UINT32_MAX ||
+        (cols > 1 && src > KERN_SRC_GGML_Q4_0 && !block_ops(src_info[src].type)))
+        return -1;
+    get_row_f32(src, row, (unsigned)n, out);
+    return 0;
+}
+
 /* Row r of a block type's payload from a source row: the blocks as they
  * are when the source is the type's own (whole blocks only), else the
  * row widened to floats, zero-padded to whole blocks and quantised as
@@ -494,6 +504,42 @@ void kern_tile_row(enum kern_type t, unsigned rows, unsigned cols,
     }
     for (unsigned c = 0; c < cols; c++)
         dst[c] = weight_at(t, &g, payload, r, c);
+}
+
+int kern_tile_blocks(enum kern_type t, unsigned rows, unsigned cols,
+                     const void *payload, unsigned r, void *blocks)
+{
+    const kern_type_ops *o = block_ops(t);
+    if (!shape_ok(t, rows, cols) || r >= rows || t == KERN_F32 || t == KERN_F16 ||
+        cols % kern_type_block(t))
+        return -1;
+    kern_geom g = kern_geom_of(rows, cols);
+    if (o) {
+        o->get(payload, g.rp, n_blocks(o, cols), r, blocks);
+        return 0;
+    }
+    /* Q8_0, Q4_0: the scale and the quants back in GGML's block order */
+    const uint8_t *pl = payload;
+    uint8_t *y = blocks;
+    size_t bsz = t == KERN_Q8_0 ? GGML_Q8_BYTES : GGML_Q4_BYTES;
+    for (unsigned b = 0; b < cols / KERN_QBLOCK; b++, y += bsz) {
+        memcpy(y, pl + 2 * kern_idx_scale(&g, r, b), 2);
+        for (unsigned k = 0; k < KERN_QBLOCK; k++) {
+            unsigned c = KERN_QBLOCK * b + k;
+            int hi;
+            if (t == KERN_Q8_0) {
+                y[2 + k] = (uint8_t)(pl[kern_off_q8(&g, r, c)] - 128);
+            } else {
+                size_t off = kern_off_q4(&g, r, c, &hi);
+                unsigned q = hi ? pl[off] >> 4 : pl[off] & 0x0Fu;
+                if (k < 16)
+                    y[2 + k] = (uint8_t)q;
+                else
+                    y[2 + k - 16] |= (uint8_t)(q << 4);
+            }
+        }
+    }
+    return 0;
 }
 
 void kern_tile_unpack(enum kern_type t, unsigned rows, unsigned cols,

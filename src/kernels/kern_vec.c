@@ -66,6 +66,36 @@ void kern_softmax(float *x, unsigned n)
         x[i] /= sum;
 }
 
+/* One head of kern_attn_decode, its sink (NULL: none) in the softmax. */
+static void attn_head_f32(float *xb, const float *qh, const float *k, const float *v,
+                          unsigned n_pos, unsigned head_dim, size_t kv_stride,
+                          float scale, float softcap, const float *sink, float *scratch)
+{
+    const float sqrt_hd = sqrtf((float)head_dim);
+    const int divide = scale == 1.0f / sqrt_hd;
+    for (unsigned t = 0; t < n_pos; t++) {
+        float score = kern_attn_score_f32(qh, k + t * kv_stride, head_dim,
+                                          divide, sqrt_hd, scale);
+        if (softcap > 0.0f)
+            score = tanhf(score / softcap) * softcap;
+        scratch[t] = score;
+    }
+    if (sink) {
+        const float sum = kern_softmax_exps_sink(scratch, n_pos, *sink);
+        for (unsigned t = 0; t < n_pos; t++)
+            scratch[t] /= sum;
+    } else {
+        kern_softmax(scratch, n_pos);
+    }
+    memset(xb, 0, head_dim * sizeof(float));
+    for (unsigned t = 0; t < n_pos; t++) {
+        const float *vt = v + t * kv_stride;
+        const float a = scratch[t];
+        for (unsigned i = 0; i < head_dim; i++)
+            xb[i] += a * vt[i];
+    }
+}
+
 /*
  * Per query head h (kv head h / (n_heads / n_kv_heads)):
  *   score[t] = (q . k_t) * scale, optionally softcapped, t = 0 .. n_pos-1
@@ -80,30 +110,10 @@ void kern_attn_decode(float *out, const float *q, const float *k,
                       float scale, float softcap, float *scratch)
 {
     const unsigned kv_mul = n_kv_heads ? n_heads / n_kv_heads : 1;
-    const float sqrt_hd = sqrtf((float)head_dim);
-    const int divide = scale == 1.0f / sqrt_hd;
-
     for (unsigned h = 0; h < n_heads; h++) {
-        const float *qh = q + (size_t)h * head_dim;
-        const size_t koff = (size_t)(kv_mul ? h / kv_mul : h) * head_dim;
-        float *xb = out + (size_t)h * head_dim;
-
-        for (unsigned t = 0; t < n_pos; t++) {
-            float score = kern_attn_score_f32(qh, k + t * kv_stride + koff, head_dim,
-                                              divide, sqrt_hd, scale);
-            if (softcap > 0.0f)
-                score = tanhf(score / softcap) * softcap;
-            scratch[t] = score;
-        }
-        kern_softmax(scratch, n_pos);
-
-        memset(xb, 0, head_dim * sizeof(float));
-        for (unsigned t = 0; t < n_pos; t++) {
-            const float *vt = v + t * kv_stride + koff;
-            const float a = scratch[t];
-            for (unsigned i = 0; i < head_dim; i++)
-                xb[i] += a * vt[i];
-        }
+        const size_t ko = (size_t)(kv_mul ? h / kv_mul : h) * head_dim;
+        attn_head_f32(out + (size_t)h * head_dim, q + (size_t)h * head_dim, k + ko, v + ko,
+                      n_pos, head_dim, kv_stride, scale, softcap, NULL, scratch);
     }
 }
 
@@ -111,14 +121,14 @@ void kern_attn_f32_ref(float *out, const float *q, const float *k,
                        const float *v, unsigned n_pos, unsigned h0,
                        unsigned h1, unsigned n_heads, unsigned n_kv_heads,
                        unsigned head_dim, size_t kv_stride, float scale,
-                       float softcap, float *scores)
+                       float softcap, const float *sinks, float *scores)
 {
     const unsigned kv_mul = n_kv_heads ? n_heads / n_kv_heads : 1;
     for (unsigned h = h0; h < h1; h++) {
         const size_t ko = (size_t)(kv_mul ? h / kv_mul : h) * head_dim;
-        kern_attn_decode(out + (size_t)h * head_dim, q + (size_t)h * head_dim,
-                         k + ko, v + ko, n_pos, 1, 1, head_dim, kv_stride, scale,
-                         softcap, scores + (size_t)(h - h0) * n_pos);
+        attn_head_f32(out + (size_t)h * head_dim, q + (size_t)h * head_dim, k + ko, v + ko,
+                      n_pos, head_dim, kv_stride, scale, softcap, sinks ? sinks + h : NULL,
+                      scores + (size_t)(h - h0) * n_pos);
     }
 }
 
@@ -181,7 +191,8 @@ void kern_attn_f16_ref(float *out, const float *q, const uint16_t *k,
                        const uint16_t *v, unsigned n_pos, unsigned h0,
                        unsigned h1, unsigned n_heads, unsigned n_kv_heads,
                        unsigned head_dim, size_t kv_stride, float scale,
-                       float softcap, float *scores, uint16_t *scratch)
+                       float softcap, const float *sinks, float *scores,
+                       uint16_t *scratch)
 {
     const unsigned kv_mul = n_kv_heads ? n_heads / n_kv_heads : 1;
     uint16_t *qh = scratch, *acc = scratch + head_dim;
@@ -224,10 +235,11 @@ void kern_attn_f16_ref(float *out, const float *q, const uint16_t *k,
                 acc[i] = kern_f2h(fmaf(kern_h2f(vt[i]), vs, kern_h2f(acc[i])));
             S = fmaf(S, ms, vs);
         }
+        const float ms = sinks ? kern_attn_sink(sinks[h], M, &S) : 1.0f;
         const float s_inv = S == 0.0f ? 0.0f : 1.0f / S;
         float *o = out + (size_t)h * head_dim;
         for (unsigned i = 0; i < head_dim; i++)
-            o[i] = kern_h2f(acc[i]) * s_inv;
+            o[i] = (kern_h2f(acc[i]) * ms) * s_inv;
     }
 }
 
@@ -299,7 +311,7 @@ void kern_attn_decode_f16(float *out, const float *q, const uint16_t *k,
                           uint16_t *scratch)
 {
     kern_attn_f16_ref(out, q, k, v, n_pos, 0, n_heads, n_heads, n_kv_heads,
-                      head_dim, kv_stride, scale, softcap, NULL, scratch);
+                      head_dim, kv_stride, scale, softcap, NULL, NULL, scratch);
 }
 
 void kern_swiglu(float *out, const float *gate, const float *up, unsigned n)
@@ -397,5 +409,90 @@ void kern_swiglu_ggml(float *out, const float *gate, const float *up,
         const float x = gate[i];
         const float e = i < nv ? kern_ggml_v_expf1(0.0f - x) : expf(-x);
         out[i] = (x / (1.0f + e)) * up[i];
+    }
+}
+
+/* ---- the model families' (kern.h says what each computes) ---------------- */
+
+/* ggml_gelu_f32: the tanh GELU in float */
+static float gelu_ggml(float x)
+{
+    const float coef_a = 0.044715f, sqrt_2_over_pi = 0.79788456080286535587989211986876f;
+    return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + coef_a * x * x)));
+}
+
+void kern_geglu_ggml(float *out, const float *gate, const float *up, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        const float x = gate[i];
+        if (x <= -10.0f)
+            out[i] = 0.0f;
+        else if (x >= 10.0f)
+            out[i] = x * up[i];
+        else    /* ggml_table_gelu_f16[f16(x)]: f16(gelu(f32(f16(x)))) */
+            out[i] = kern_h2f(kern_f2h(gelu_ggml(kern_h2f(kern_f2h(x))))) * up[i];
+    }
+}
+
+void kern_swiglu_oai(float *out, const float *gate, const float *up, unsigned n,
+                     float alpha, float limit)
+{
+    for (unsigned i = 0; i < n; i++) {
+        const float x = fminf(gate[i], limit);
+        const float y = fminf(fmaxf(up[i], -limit), limit);
+        out[i] = x / (1.0f + expf(alpha * (-x))) * (y + 1.0f);
+    }
+}
+
+void kern_rope_yarn_corr(unsigned rot_dim, unsigned n_ctx_orig, float base, float beta_fast,
+                         float beta_slow, float corr[2])
+{
+    /* ggml_rope_yarn_corr_dim: n_dims * logf(n_ctx_orig / (n_rot * 2 pi)) / (2 logf(base)) */
+    const float start = floorf((float)rot_dim *
+                               logf((float)n_ctx_orig / (beta_fast * 2 * (float)M_PI)) /
+                               (2 * logf(base)));
+    const float end = ceilf((float)rot_dim *
+                            logf((float)n_ctx_orig / (beta_slow * 2 * (float)M_PI)) /
+                            (2 * logf(base)));
+    corr[0] = fmaxf(0.0f, start);
+    corr[1] = fminf((float)rot_dim - 1, end);
+}
+
+/* rope_yarn of ggml's ops.cpp: cos and sin of pair i (i0 = 2 i), the ramp
+ * rope_yarn_ramp's. */
+static void rope_yarn(float theta_extrap, const kern_rope_ext *e, unsigned i0, float *c,
+                      float *sn)
+{
+    float theta = e->freq_scale * theta_extrap, mscale = e->attn_factor;
+    if (e->ext_factor != 0.0f) {
+        const float y = ((float)(i0 / 2) - e->corr[0]) / fmaxf(0.001f, e->corr[1] - e->corr[0]);
+        const float ramp = (1 - fminf(1, fmaxf(0, y))) * e->ext_factor;
+        /* (GCC's contractions in ggml's build: the left product fused) */
+        theta = fmaf(theta, 1 - ramp, theta_extrap * ramp);
+        mscale *= fmaf(0.1f, logf(1.0f / e->freq_scale), 1.0f);
+    }
+    *c = cosf(theta) * mscale;
+    *sn = sinf(theta) * mscale;
+}
+
+void kern_rope_ggml_ext(float *x, unsigned n_heads, unsigned head_dim, unsigned rot_dim,
+                        unsigned pos, float base, const kern_rope_ext *e, int neox)
+{
+    const unsigned half = rot_dim / 2;
+    const float theta_scale = powf(base, -2.0f / (float)rot_dim);
+    float theta = (float)pos;
+    for (unsigned i = 0; i < half; i++) {
+        const float ff = e->freq_factors ? e->freq_factors[i] : 1.0f;
+        float c, sn;
+        rope_yarn(theta / ff, e, 2 * i, &c, &sn);
+        unsigned a = neox ? i : 2 * i;
+        unsigned b = neox ? i + half : 2 * i + 1;
+        for (unsigned h = 0; h < n_heads; h++) {
+            float *v = x + (size_t)h * head_dim;
+            const float x0 = v[a], x1 = v[b];
+            v[a] = fmaf(x0, c, -(x1 * sn));
+            v[b] = fmaf(x0, sn, x1 * c);
+        }
+        theta *= theta_scale;
     }
 }

@@ -23,24 +23,18 @@
 #include "ui/ui.h"
 
 static const int inspect_opts[] = { UI_O_JSON, UI_O_CRITICAL_PATH, UI_O_BYTES_PER_PARAM,
-                                    UI_O_HELP, UI_O_END };
+                                    UI_O_KV_CTX, UI_O_HELP, UI_O_END };
 
 static void help(const ui_settings *d)
 {
-    printf("usage: cflow inspect [--json] [--critical-path [--bytes-per-param B]] MODEL\n\n"
+    printf("usage: cflow inspect [--json] [--critical-path [--bytes-per-param B] "
+           "[--kv-ctx N]] MODEL\n\n"
            "Show a .cflow or .vflow file's header, geometry, per-matrix tiles,\n"
            "routers and expert banks.  With --critical-path and --bytes-per-param,\n"
            "MODEL may also name a `cflow synth` preset (its geometry alone).\n\n");
     ui_opts_help(stdout, inspect_opts, d);
 }
 
-static const char *matrix_name(int m)
-{
-    static const char *n[FMT_NMATRIX] = { "q", "k", "v", "o", "gate", "up", "down",
-                                          "router", "exp_gate", "exp_up", "exp_down",
-                                          "token_embd", "output" };
-    return m >= 0 && m < FMT_NMATRIX ? n[m] : "?";
-}
 
 static const char *combine_name(unsigned c) { return fmt_combine_name((int)c); }
 
@@ -72,7 +66,7 @@ static json_object *flags_json(uint32_t f)
 {
     static const char *names[] = { "embed_scale", "v_norm", "tied_embeddings", "rope_neox",
                                    "gelu", "qkv_bias", "rope_llama3", "qk_norm",
-                                   "moe_no_renorm", "layer_geom" };
+                                   "moe_no_renorm", "layer_geom", "xslots" };
     json_object *a = json_object_new_array();
     for (unsigned b = 0; b < sizeof names / sizeof *names; b++)
         if (f & (1u << b))
@@ -85,7 +79,7 @@ static json_object *flags_json(uint32_t f)
 /* m: a file; or m NULL and hp/lg a preset's geometry named `what`. */
 static int critical_path(const fmt_model *m, const fmt_hparams *hp,
                          const fmt_layer_geom *lg, const char *what, double bpp,
-                         int json)
+                         uint32_t n_ctx, int json)
 {
     unsigned cap = hp->n_layers * (hp->iterations ? hp->iterations : 1);
     fmt_cp_layer *ly = calloc(cap, sizeof *ly);
@@ -93,9 +87,9 @@ static int critical_path(const fmt_model *m, const fmt_hparams *hp,
     if (!ly)
         return ui_error("out of memory");
     if (m)
-        fmt_critical_path(m, bpp, ly, cap, &tot);
+        fmt_critical_path(m, bpp, n_ctx, ly, cap, &tot);
     else
-        fmt_critical_path_geom(hp, lg, bpp, ly, cap, &tot);
+        fmt_critical_path_geom(hp, lg, bpp, n_ctx, ly, cap, &tot);
     if (json) {
         json_object *root = json_object_new_object(), *arr = json_object_new_array();
         json_object_object_add(root, "file", json_object_new_string(what));
@@ -106,11 +100,13 @@ static int critical_path(const fmt_model *m, const fmt_hparams *hp,
         json_object_object_add(root, "dense_delay", json_object_new_int((int)hp->dense_delay));
         json_object_object_add(root, "expert_delay", json_object_new_int((int)hp->expert_delay));
         json_object_object_add(root, "bytes_per_param", json_object_new_double(bpp));
+        json_object_object_add(root, "kv_ctx", json_object_new_int64(n_ctx));
         for (unsigned i = 0; i < tot.n_layers && i < cap; i++) {
             json_object *o = json_object_new_object();
             json_object_object_add(o, "layer", json_object_new_int((int)ly[i].layer));
             json_object_object_add(o, "block", json_object_new_int((int)ly[i].block));
             json_object_object_add(o, "attn_bytes", json_object_new_double(ly[i].attn));
+            json_object_object_add(o, "kv_bytes", json_object_new_double(ly[i].kv));
             json_object_object_add(o, "dense_bytes", json_object_new_double(ly[i].dense));
             json_object_object_add(o, "expert_bytes", json_object_new_double(ly[i].expert));
             json_object_object_add(o, "naive_bytes", json_object_new_double(ly[i].naive));
@@ -136,8 +132,11 @@ static int critical_path(const fmt_model *m, const fmt_hparams *hp,
         printf("critical path of %s%s (%s, %s, dense_delay %u, expert_delay %u)\n",
                what, m ? "" : " (preset geometry)", hp->arch[0] ? hp->arch : "?",
                combine_text(hp), hp->dense_delay, hp->expert_delay);
-        printf("stream sizes: %s; MiB per token\n\n",
-               bpp > 0 ? "parameters x bytes-per-param" : "tile bytes in the file");
+        printf("stream sizes: %s; MiB per token", bpp > 0 ? "parameters x bytes-per-param"
+                                                           : "tile bytes in the file");
+        if (n_ctx)
+            printf("; attention with its f16 KV cache at context %u", n_ctx);
+        printf("\n\n");
         printf("%5s %5s %9s %9s %9s %9s %9s %6s  %s\n", "layer", "block", "attn", "dense",
                "experts", "naive", "critical", "ratio", "binding");
         for (unsigned i = 0; i < tot.n_layers && i < cap; i++)
@@ -227,7 +226,7 @@ static json_object *matrices_json(const fmt_model *m, uint64_t *tiles, uint64_t 
                 json_object_object_add(o, "layer", json_object_new_int((int)l));
             else
                 json_object_object_add(o, "layer", NULL);
-            json_object_object_add(o, "matrix", json_object_new_string(matrix_name(mm[i][0])));
+            json_object_object_add(o, "matrix", json_object_new_string(fmt_matrix_name(mm[i][0])));
             json_object_object_add(o, "type", json_object_new_string(kern_type_name((enum kern_type)mi->type)));
             json_object_object_add(o, "rows", json_object_new_int64(mi->rows));
             json_object_object_add(o, "cols", json_object_new_int64(mi->cols));
@@ -291,6 +290,8 @@ static json_object *moe_json(const fmt_model *m)
         json_object_object_add(o, "down_cols", json_object_new_int64(di->cols));
         json_object_object_add(o, "type", json_object_new_string(
                                               kern_type_name((enum kern_type)gi->type)));
+        json_object_object_add(o, "down_type", json_object_new_string(
+                                                   kern_type_name((enum kern_type)di->type)));
         for (unsigned e = 0; e < hp->n_experts; e++) {
             uint64_t off = 0, len = 0;
             if (fmt_model_expert(m, l, e, NULL, NULL, &off, &len))
@@ -363,13 +364,13 @@ static void print_text(const fmt_model *m, json_object *root)
            hp->flags & FMT_FLAG_ROPE_LLAMA3 ? ", llama3 scaling" : "", (double)hp->norm_eps);
     printf("flags:         %s\n", json_object_to_json_string(json_object_object_get(geo, "flags")));
     printf("dominant type: %s\n\n", kern_type_name((enum kern_type)hp->quant_type));
-    printf("%-6s %-11s %-5s %8s %8s %7s %12s\n", "layer", "matrix", "type", "rows", "cols",
+    printf("%-6s %-11s %-6s %8s %8s %7s %12s\n", "layer", "matrix", "type", "rows", "cols",
            "tiles", "bytes");
     size_t n = json_object_array_length(mats);
     for (size_t i = 0; i < n; i++) {
         json_object *o = json_object_array_get_idx(mats, i);
         json_object *ly = json_object_object_get(o, "layer");
-        printf("%-6s %-11s %-5s %8lld %8lld %7lld %12lld\n",
+        printf("%-6s %-11s %-6s %8lld %8lld %7lld %12lld\n",
                ly ? json_object_get_string(ly) : "-",
                json_object_get_string(json_object_object_get(o, "matrix")),
                json_object_get_string(json_object_object_get(o, "type")),
@@ -402,11 +403,12 @@ static void print_text(const fmt_model *m, json_object *root)
         json_object *o = json_object_array_get_idx(moe, i);
 #define GL(k) (long long)json_object_get_int64(json_object_object_get(o, k))
         printf("%slayer %lld: router %lldx%lld f32; %lld experts (top-%lld), gate/up "
-               "%lldx%lld + down %lldx%lld %s; bank %lld bytes at %lld\n",
+               "%lldx%lld %s + down %lldx%lld %s; bank %lld bytes at %lld\n",
                i == 0 ? "\nexperts:\n" : "", GL("layer"), GL("router_rows"),
                GL("router_cols"), GL("n_experts"), GL("top_k"), GL("gate_up_rows"),
-               GL("gate_up_cols"), GL("down_rows"), GL("down_cols"),
-               json_object_get_string(json_object_object_get(o, "type")),
+               GL("gate_up_cols"), json_object_get_string(json_object_object_get(o, "type")),
+               GL("down_rows"), GL("down_cols"),
+               json_object_get_string(json_object_object_get(o, "down_type")),
                GL("bank_bytes"), GL("bank_offset"));
 #undef GL
         json_object *ex = json_object_object_get(o, "experts");
@@ -422,14 +424,14 @@ static void print_text(const fmt_model *m, json_object *root)
 
 /* --critical-path of a name that is no file: a synth preset's geometry.
  * -1 when it names no preset either (then it is opened as a file). */
-static int preset_critical_path(const char *name, double bpp, int json)
+static int preset_critical_path(const char *name, double bpp, uint32_t n_ctx, int json)
 {
     fmt_hparams php;
     fmt_layer_geom *lg = NULL;
     char err[512];
     if (fmt_synth_geometry(name, &php, &lg, err, sizeof err))
         return -1;
-    int rc = bpp > 0 ? critical_path(NULL, &php, lg, name, bpp, json)
+    int rc = bpp > 0 ? critical_path(NULL, &php, lg, name, bpp, n_ctx, json)
                      : ui_usage_error("inspect", "%s is a preset, not a file: its critical "
                                       "path needs --bytes-per-param", name);
     free(lg);
@@ -450,7 +452,7 @@ int ui_cmd_inspect(int argc, char **argv)
         return rc;
     const char *path = argv[first];
     if (o.critical_path && stat(path, &st) != 0 &&
-        (rc = preset_critical_path(path, o.bytes_per_param, o.json)) >= 0)
+        (rc = preset_critical_path(path, o.bytes_per_param, (uint32_t)o.kv_ctx, o.json)) >= 0)
         return rc;
     char mbuf[PATH_MAX];   /* a GGUF, HF folder or llama2.c file: its cached conversion */
     if (!(path = ui_model_path(path, mbuf, sizeof mbuf)))
@@ -459,7 +461,7 @@ int ui_cmd_inspect(int argc, char **argv)
         return ui_error("%s", err);
     if (o.critical_path) {
         rc = critical_path(m, fmt_model_hparams(m), NULL, fmt_model_path(m),
-                           o.bytes_per_param, o.json);
+                           o.bytes_per_param, (uint32_t)o.kv_ctx, o.json);
         fmt_model_close(m);
         return rc;
     }

@@ -10,6 +10,14 @@
  *   perplexity    = exp(total NLL / predicted tokens)
  *   bits per byte = total NLL / ln 2 / UTF-8 bytes of the stories' text
  * Bits per byte compares models with different tokenizers.
+ *
+ * --chunks scores as llama.cpp's llama-perplexity does instead, so that
+ * the two engines' figures on one file and text can be set side by side
+ * (issue 41): the whole file is one text, tokenised with BOS (plain text:
+ * "<|endoftext|>" is just characters), cut into n_ctx-token chunks (the
+ * last partial one dropped), each chunk's first token replaced by BOS and
+ * decoded from an empty cache, and the tokens of its second half (after
+ * position n_ctx/2) predicted: n_ctx/2 - 1 a chunk.
  */
 #include "config.h"
 
@@ -24,7 +32,8 @@
 #include "ui/ui.h"
 
 static const int ppl_opts[] = {
-    UI_O_MODEL, UI_O_STORIES, UI_O_CTX, UI_O_THREADS, UI_O_NO_EOS, UI_O_JSON, UI_O_KV_TYPE,
+    UI_O_MODEL, UI_O_STORIES, UI_O_CTX, UI_O_THREADS, UI_O_NO_EOS, UI_O_CHUNKS, UI_O_JSON,
+    UI_O_KV_TYPE,
     UI_O_PREFETCH, UI_O_EXPERT_IO, UI_O_EXPERT_CACHE, UI_O_EXPERT_AHEAD,
     UI_O_EXPERT_AHEAD_LAYERS, UI_O_NO_MMAP, UI_O_MMAP, UI_O_HELP, UI_O_END
 };
@@ -97,6 +106,42 @@ static int score_story(ppl_ctx *c, const char *path, const char *p, size_t len,
     }
     sum->n_bytes += len;
     sum->n_stories++;
+    return 0;
+}
+
+/* --chunks: the text as llama-perplexity scores it (the essay); max > 0:
+ * the first max chunks only. */
+static int score_chunks(ppl_ctx *c, const char *path, const char *text, long max,
+                        ppl_sum *sum)
+{
+    const eng_tok *tok = eng_tokenizer(c->s);
+    uint32_t nv = eng_hparams(c->s)->vocab_size, ctx = eng_n_ctx(c->s);
+    size_t n = 0, len = strlen(text);
+    int32_t *v = NULL;
+    if (eng_tok_encode_alloc(tok, text, len, 1, 0, 0, 0, &v, &n, c->err, sizeof c->err))
+        return ui_error("%s: cannot tokenize: %s", path, c->err);
+    free(c->ids);
+    c->ids = v;
+    size_t n_chunk = n / ctx, first = ctx / 2;
+    if (max > 0 && (size_t)max < n_chunk)
+        n_chunk = (size_t)max;
+    if (n_chunk == 0)
+        return ui_error("%s: %zu tokens, fewer than one chunk of %u", path, n, ctx);
+    for (size_t k = 0; k < n_chunk; k++) {
+        const int32_t *t = v + k * ctx;
+        eng_reset(c->s);
+        for (size_t i = 0; i + 1 < ctx; i++) {
+            if (eng_decode(c->s, i ? t[i] : eng_tok_bos(tok), c->err, sizeof c->err))
+                return ui_error("%s", c->err);
+            if (i >= first) {
+                sum->nll -= log_softmax_at(eng_logits(c->s), nv, t[i + 1]);
+                sum->n_tok++;
+            }
+        }
+        sum->n_stories++;
+        ui_progress(NULL, "ppl", k + 1, n_chunk);
+    }
+    sum->n_bytes = len;
     return 0;
 }
 
@@ -191,7 +236,8 @@ int ui_cmd_ppl(int argc, char **argv)
         rc = ui_error("%s: the vocabulary has no BOS token", model);
         goto out;
     }
-    if ((rc = score_text(&c, path, text, o.stories, &sum)))
+    if ((rc = o.chunks ? score_chunks(&c, path, text, o.stories, &sum)
+                       : score_text(&c, path, text, o.stories, &sum)))
         goto out;
     if (sum.n_tok == 0) {
         rc = ui_error("%s: no stories to evaluate", path);

@@ -6,6 +6,12 @@
  * statistics go to stderr.  On a terminal the continuation's control
  * characters but newline and tab are escaped (put_text).  --temp 0 is
  * greedy.  Without a prompt the model starts from BOS.
+ *
+ * --chat with a model that answers in channels (gpt-oss's harmony,
+ * eng_harmony_token): stdout carries the final channel alone; the analysis
+ * channel (its reasoning) is folded, counted in the statistics, or with
+ * --reasoning shown on stderr as it comes; the reply ends at <|return|>
+ * (its <|end|> only ends a message).
  */
 #include "config.h"
 
@@ -22,7 +28,8 @@
 static const int run_opts[] = {
     UI_O_MODEL, UI_O_PROMPT, UI_O_FILE, UI_O_N_PREDICT, UI_O_CTX, UI_O_THREADS,
     UI_O_TEMP, UI_O_TOP_K, UI_O_TOP_P, UI_O_MIN_P, UI_O_REPEAT_PENALTY,
-    UI_O_REPEAT_LAST_N, UI_O_SEED, UI_O_IGNORE_EOS, UI_O_CHAT, UI_O_SYSTEM, UI_O_DB, UI_O_NO_LOG,
+    UI_O_REPEAT_LAST_N, UI_O_SEED, UI_O_IGNORE_EOS, UI_O_CHAT, UI_O_REASONING, UI_O_SYSTEM,
+    UI_O_DB, UI_O_NO_LOG,
     UI_O_NO_PROFILE, UI_O_KV_TYPE, UI_O_PREFETCH, UI_O_EXPERT_IO, UI_O_EXPERT_CACHE,
     UI_O_EXPERT_AHEAD, UI_O_EXPERT_AHEAD_LAYERS, UI_O_NO_MMAP, UI_O_MMAP,
     UI_O_HELP, UI_O_END
@@ -65,6 +72,8 @@ typedef struct run_ctx {
     uint64_t     n_dropped;   /* tokens the shifts dropped */
     int          stop;        /* enum run_stop */
     int          tty;         /* stdout is a terminal: the text is escaped */
+    int          harmony;     /* --chat in gpt-oss's channels */
+    long         n_folded;    /* tokens of its analysis channel */
     char         err[512];
 } run_ctx;
 
@@ -163,6 +172,8 @@ static int generate(run_ctx *r)
     eng_detok dt;
     char buf[256];
     int32_t eos = eng_tok_eos(tok), eot = eng_tok_eot(tok);
+    eng_harmony hm;
+    eng_harmony_init(&hm);
     eng_detok_init(&dt);
     dt.prev = r->ids[r->n_ids - 1];
     r->n_keep = r->n_ids < eng_n_ctx(r->s) / 4 ? (uint32_t)r->n_ids : eng_n_ctx(r->s) / 4;
@@ -173,7 +184,8 @@ static int generate(run_ctx *r)
             break;
         }
         int32_t next = eng_sampler_sample(r->smp, eng_logits(r->s), r->ids, r->n_ids);
-        if (!r->o->ignore_eos && (next == eos || next == eot)) {
+        int ch = r->harmony ? eng_harmony_token(&hm, tok, next) : ENG_HCH_FINAL;
+        if (!r->o->ignore_eos && (r->harmony ? ch == ENG_HCH_END : next == eos || next == eot)) {
             r->stop = STOP_EOS;
             break;
         }
@@ -181,8 +193,15 @@ static int generate(run_ctx *r)
             return ui_error("out of memory");
         r->ids[r->n_ids++] = next;
         r->n_out++;
-        if (!eng_tok_is_control(tok, next)) { /* control tokens are not text */
+        if (ch == ENG_HCH_ANALYSIS) {         /* the reasoning: folded, or on stderr */
+            size_t k = eng_detok_push(&dt, tok, next, buf, sizeof buf);
+            r->n_folded++;
+            if (r->o->reasoning)
+                ui_fputs_text(stderr, buf, k);
+        } else if (ch == ENG_HCH_FINAL && !eng_tok_is_control(tok, next)) {
             put_text(r, buf, eng_detok_push(&dt, tok, next, buf, sizeof buf));
+        } else if (r->harmony) {
+            eng_detok_push(&dt, tok, next, buf, sizeof buf);   /* (the structure) */
         }
         if (i + 1 == n_predict)
             break;
@@ -218,6 +237,9 @@ static void print_stats(const run_ctx *r, const char *model, const eng_sampling 
         fprintf(stderr, "cflow: sampling: temperature %.2f, seed %llu (--seed %llu replays "
                         "it)\n", (double)sp->temp, (unsigned long long)sp->seed,
                 (unsigned long long)sp->seed);
+    if (r->n_folded)
+        fprintf(stderr, "cflow: the reply's reasoning (its analysis channel): %ld tokens, %s\n",
+                r->n_folded, r->o->reasoning ? "shown above" : "folded (--reasoning shows it)");
     if (r->n_shift)
         fprintf(stderr, "cflow: context full (%u tokens): shifted %ld times, keeping the "
                         "first %u and dropping %llu in all\n",
@@ -266,6 +288,8 @@ int ui_cmd_run(int argc, char **argv)
         prompt = ptext;
     if (o.system && !o.chat)
         return free(ptext), ui_usage_error("run", "--system needs --chat");
+    if (o.reasoning && !o.chat)
+        return free(ptext), ui_usage_error("run", "--reasoning needs --chat");
     char mbuf[PATH_MAX];   /* a GGUF, HF folder or llama2.c file: its cached conversion */
     named = model;
     if (!(model = ui_model_path(model, mbuf, sizeof mbuf)))
@@ -280,6 +304,7 @@ int ui_cmd_run(int argc, char **argv)
     memset(&r, 0, sizeof r);
     r.o = &o;
     r.tty = isatty(STDOUT_FILENO);
+    r.harmony = o.chat && eng_chat_of_file(model) == ENG_CHAT_HARMONY;
     ui_settings_sampling(&o, &sp);
     ui_run_cfg rcfg = { o.db, o.no_log, o.no_profile, &sp, named };   /* run log and profiling */
     if ((rc = open_session(&r, model)) || (rc = encode_prompt(&r, model, prompt)))

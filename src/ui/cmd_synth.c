@@ -15,12 +15,13 @@
 
 static void help(void)
 {
-    printf("usage: cflow synth [-q TYPE] [--seed S] [--routing R] [--vflow] PRESET OUTPUT\n"
-           "       cflow synth --gguf [-q q4_0|q8_0] [--vocab FILE] [--seed S] [--routing R]\n"
+    printf("usage: cflow synth [-q NAME] [--seed S] [--routing R] [--vflow] PRESET OUTPUT\n"
+           "       cflow synth --gguf [-q NAME] [--vocab FILE] [--seed S] [--routing R]\n"
            "                   PRESET OUTPUT\n\n"
            "Write a random-weight model for PRESET to OUTPUT (.cflow).\n\n"
-           "  -q, --quant TYPE  tile type of the weight matrices (default q4_0;\n"
-           "                    with --gguf, q4_0 or q8_0)\n"
+           "  -q, --quant NAME  the weight matrices: f32, f16, q8_0, q4_0 (default),\n"
+           "                    or a llama-quantize name (q4_k_m, q6_k, iq4_xs, mxfp4,\n"
+           "                    ...: llama.cpp's type mix and blocks)\n"
            "      --seed S      weights seed (default 1)\n"
            "      --routing R   expert popularity of a MoE preset: uniform (default:\n"
            "                    random routers, every expert about as popular as any\n"
@@ -34,8 +35,8 @@ static void help(void)
            "                    as in a trained model, where uniform's tokens route\n"
            "                    much alike)\n"
            "      --vflow       write the stage-major .vflow layout\n"
-           "      --gguf        write a Q4_0 (or -q q8_0: Q8_0) GGUF that llama.cpp\n"
-           "                    loads (llama architecture presets: tiny-mixtral\n"
+           "      --gguf        write a GGUF that llama.cpp loads (llama\n"
+           "                    architecture presets: tiny-mixtral, tiny-llama256\n"
            "                    and the benchmark presets); `cflow convert`\n"
            "                    copies its blocks bit for bit, so both engines\n"
            "                    run identical weights\n"
@@ -82,8 +83,9 @@ int ui_cmd_synth(int argc, char **argv)
         { 0, 0, 0, 0 }
     };
     fmt_convert_opts o;
+    fmt_quant q = { KERN_Q4_0, FMT_FT_NONE };
     uint64_t seed = 1;
-    int gguf = 0, quant_set = 0;
+    int gguf = 0;
     float zipf = 0.0f;
     const char *vocab = NULL;
     char err[512];
@@ -98,11 +100,11 @@ int ui_cmd_synth(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "q:h", lo, NULL)) != -1) {
         switch (c) {
         case 'q':
-            o.force_type = kern_type_from_name(optarg);
-            quant_set = 1;
-            if (o.force_type < 0)
-                return ui_usage_error("synth", "unknown type '%s' (q4_0, q8_0, f16, f32)",
-                                      optarg);
+            if (fmt_quant_parse(optarg, &q))
+                return ui_usage_error("synth", "unknown type '%s' (%s)", optarg,
+                                      fmt_quant_names());
+            o.force_type = q.tile;
+            o.ftype = q.ftype;
             break;
         case O_SEED:
             if (ui_opt_value(&ui_opts[UI_O_SEED], optarg, &seed, err, sizeof err))
@@ -126,12 +128,9 @@ int ui_cmd_synth(int argc, char **argv)
         return ui_usage_error("synth", "--vocab needs --gguf");
     if (gguf && o.vflow)
         return ui_usage_error("synth", "--gguf writes a GGUF, not --vflow");
-    if (gguf && quant_set && o.force_type != KERN_Q4_0 && o.force_type != KERN_Q8_0)
-        return ui_usage_error("synth", "--gguf writes q4_0 or q8_0 matrices, not '%s'",
-                              kern_type_name(o.force_type));
     if (gguf) {
         if (fmt_synth_write_gguf(argv[optind], argv[optind + 1], vocab, seed,
-                                 o.force_type, zipf, ui_progress, NULL, err, sizeof err))
+                                 &q, zipf, ui_progress, NULL, err, sizeof err))
             return ui_error("%s", err);
         return UI_EXIT_OK;
     }

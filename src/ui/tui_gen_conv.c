@@ -14,6 +14,12 @@
  * the pane is told, and the rest is prefilled again from where it first
  * differs (after the system prompt); a single reply longer than the
  * context keeps its second half.
+ *
+ * gpt-oss (the harmony template) answers in channels (eng_harmony_token):
+ * the chat shows the final channel, the answer, which is also what the
+ * transcript keeps for the next turns; the analysis channel, its
+ * reasoning, is folded: the reply's line counts its tokens (`cflow run
+ * --chat --reasoning` shows it); the reply ends at <|return|>.
  */
 #include "config.h"
 
@@ -290,9 +296,12 @@ static void reply_end(tui_gen *g, size_t n_tok, const char *why)
     if (g->rf_prompt)   /* a regenerate prefills nothing: no speed to give */
         snprintf(speed, sizeof speed, ", %.1f tok/s prefill",
                  g->rf_prefill_s > 0 ? (double)g->rf_prompt / g->rf_prefill_s : 0.0);
+    char folded[64] = "";
+    if (g->rf_folded)
+        snprintf(folded, sizeof folded, " (%zu of them reasoning, folded)", g->rf_folded);
     tui_gen_note(g, TUI_NOTE,
-         "prompt %llu tok%s%s; reply %zu tok, %.1f tok/s decode; stopped: %s",
-         (unsigned long long)g->rf_prompt, cached, speed, n_tok,
+         "prompt %llu tok%s%s; reply %zu tok%s, %.1f tok/s decode; stopped: %s",
+         (unsigned long long)g->rf_prompt, cached, speed, n_tok, folded,
          g->rf_decode_s > 0 ? (double)g->rf_gen / g->rf_decode_s : 0.0, why);
 }
 
@@ -368,6 +377,10 @@ static const char *decode_reply(tui_gen *g, size_t u, size_t a, size_t reserve, 
     const char *why = NULL;
     double last_snap = 0;
     pending pend = { NULL, 0, 0 };
+    const int harmony = g->tmpl == ENG_CHAT_HARMONY;
+    eng_harmony hm;
+    eng_harmony_init(&hm);
+    g->rf_folded = 0;
 
     g->tok_n = 0;
     while (!why) {
@@ -379,14 +392,18 @@ static const char *decode_reply(tui_gen *g, size_t u, size_t a, size_t reserve, 
         if (g->run_dirty)
             tui_gen_run_begin(g);
         int32_t next = eng_sampler_sample(g->smp, eng_logits(g->s), g->kv, g->n_kv);
-        if (!g->cur.ignore_eos && (next == eos || next == eot)) {
+        int ch = harmony ? eng_harmony_token(&hm, tok, next) : ENG_HCH_FINAL;
+        if (!g->cur.ignore_eos && (harmony ? ch == ENG_HCH_END : next == eos || next == eot)) {
             why = "end of text";
             break;
         }
-        if (!eng_tok_is_control(tok, next)) {
+        if (ch == ENG_HCH_FINAL && !eng_tok_is_control(tok, next)) {
             size_t k = eng_detok_push(&dt, tok, next, buf, sizeof buf);
             reply_text(g, a, &pend, buf, k, 0);
             reply_len += k;
+        } else if (harmony) {       /* the reasoning (folded) and the structure */
+            eng_detok_push(&dt, tok, next, buf, sizeof buf);
+            g->rf_folded += ch == ENG_HCH_ANALYSIS;
         }
         tok_mark(g, n_tok, reply_len);
         n_tok++;

@@ -55,6 +55,7 @@ struct tui_gen {
     prof_totals     rf_base;
     uint64_t        rf_prompt, rf_gen;
     size_t          rf_cached;   /* prompt tokens the cache already held */
+    size_t          rf_folded;   /* reasoning tokens folded (gpt-oss's analysis) */
     double          rf_prefill_s, rf_decode_s;
 
     pthread_mutex_t  draw_mu;    /* draw_req, drawn */

@@ -72,7 +72,8 @@ enum ui_opt_id {
     UI_O_NO_PROFILE, UI_O_KV_TYPE, UI_O_PREFETCH, UI_O_EXPERT_IO, UI_O_EXPERT_CACHE,
     UI_O_EXPERT_AHEAD, UI_O_EXPERT_AHEAD_LAYERS, UI_O_NO_MMAP, UI_O_MMAP,
     /* cflow ppl, cflow inspect */
-    UI_O_STORIES, UI_O_NO_EOS, UI_O_JSON, UI_O_CRITICAL_PATH, UI_O_BYTES_PER_PARAM,
+    UI_O_STORIES, UI_O_NO_EOS, UI_O_CHUNKS, UI_O_JSON, UI_O_CRITICAL_PATH,
+    UI_O_BYTES_PER_PARAM, UI_O_KV_CTX, UI_O_REASONING,
     /* cflow bench: lists of values, one test per combination */
     UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH,
     UI_O_B_REPS, UI_O_B_OUTPUT, UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_AHEAD_LAYERS,
@@ -132,6 +133,8 @@ typedef struct ui_settings {
     int         ignore_eos, no_log, no_profile, no_mmap;
     int         mmap;            /* --mmap: map the model, never read it in */
     int         chat;            /* cflow run --chat */
+    int         reasoning;       /* --chat: show a reply's reasoning (harmony's
+                                    analysis channel) on stderr */
     int         kv_f16;          /* -1 auto, 0 f32, 1 f16 */
     int         prefetch;        /* -1 the environment's, 0 off, 1 on */
     int         expert_io;       /* -1 the environment's, else enum eng_expert_io */
@@ -140,8 +143,9 @@ typedef struct ui_settings {
     long        expert_ahead_layers;  /* eng_opts.expert_ahead_layers: 0 the environment's */
     /* cflow ppl, cflow inspect */
     long        stories;         /* 0: all */
-    int         no_eos, json, critical_path;
+    int         no_eos, chunks, json, critical_path;
     double      bytes_per_param; /* 0: the file's tile bytes */
+    long        kv_ctx;          /* --critical-path: the KV cache read at it, 0 none */
     /* cflow bench */
     const char *models[UI_LIST_MAX];
     unsigned    n_models;

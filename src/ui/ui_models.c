@@ -22,10 +22,11 @@
  * convert at once meet at the lock: the second waits, then finds the
  * first one's result.
  *
- * The key.  HASH is XXH64 over the converter's identity (cflow's version
- * and the .cflow version), the source's kind and, per input file (the
- * GGUF; the checkpoint and its tokenizer; every regular file of the HF
- * folder, by name), its name, size and the XXH64 of all its bytes.  Sound:
+ * The key.  HASH is XXH64 over the converter's identity (cflow's version,
+ * the .cflow version and FMT_CONVERTER_REV), the source's kind and, per
+ * input file (the GGUF; the checkpoint and its tokenizer; every regular
+ * file of the HF folder, by name), its name, size and the XXH64 of all
+ * its bytes.  Sound:
  * every byte the converter reads is in the key, so a changed file gets a
  * new key and never a stale conversion (a 64-bit key collides by chance
  * with odds of about n^2 / 2^64 for n cached models).  Cheap: hashing is
@@ -423,8 +424,8 @@ static int make_key(src_info *s, const ui_models_cb *cb, char *err, size_t errle
     }
     for (size_t i = 0; i < s->n; i++)
         total += (uint64_t)s->f[i].st.st_size;
-    len = (size_t)snprintf(m, cap, "cflow-cache %d %s %d %s", CACHE_SCHEMA, PACKAGE_VERSION,
-                           FMT_VERSION, s->kind);
+    len = (size_t)snprintf(m, cap, "cflow-cache %d %s %d %d %s", CACHE_SCHEMA,
+                           PACKAGE_VERSION, FMT_VERSION, FMT_CONVERTER_REV, s->kind);
     for (size_t i = 0; i < s->n; i++) {
         uint64_t fh;
         if (hash_file(&s->f[i], &fh, &done, total, cb, err, errlen)) {

@@ -120,6 +120,10 @@ const ui_opt ui_opts[UI_O_N] = {
       OFF(stories), NULL, "only the first N stories" },
     { UI_O_NO_EOS, "no-eos", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(no_eos), NULL,
       "do not predict an end-of-sequence token per story" },
+    { UI_O_CHUNKS, "chunks", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(chunks), NULL,
+      "score as llama-perplexity does: the whole file one text (BOS first), cut into "
+      "chunks of the context whose first token is BOS, the second half of each chunk "
+      "predicted" },
     { UI_O_JSON, "json", 'j', UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(json), NULL,
       "machine-readable output" },
     { UI_O_CRITICAL_PATH, "critical-path", 'c', UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0,
@@ -128,6 +132,12 @@ const ui_opt ui_opts[UI_O_N] = {
     { UI_O_BYTES_PER_PARAM, "bytes-per-param", 'b', UI_T_FLOAT, "B", 0.001, 64, NULL,
       NULL, 0, OFF(bytes_per_param), "the file's tile bytes",
       "size streams from parameter counts (the report uses 0.5)" },
+    { UI_O_KV_CTX, "kv-ctx", 0, UI_T_INT, "N", 0, CTX_MAX, "none", NULL, 0, OFF(kv_ctx), NULL,
+      "count in each layer's attention the f16 KV cache a token reads at context N "
+      "(a sliding layer: its window; MLA: the latent)" },
+    { UI_O_REASONING, "reasoning", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(reasoning),
+      NULL, "with --chat, a model that reasons in its own channel (gpt-oss's analysis) "
+      "shows that reasoning on stderr; by default it is folded (counted, not shown)" },
     { UI_O_B_MODELS, "model", 'm', UI_T_STRS, "FILE", 0, 0, NULL, NULL, 0, 0,
       "$CFLOW_MODEL, then the shipped one",
       "model (.cflow/.vflow, or GGUF, HF, llama2.c: converted once); repeat for several" },

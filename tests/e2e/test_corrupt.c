@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/cflow_format.h"
 #include "testutil.h"
 
 static char cflow_q4[4096], cflow_f32[4096];
@@ -31,16 +32,19 @@ static uint64_t rd64(const uint8_t *p)
 static void wr32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static void wr64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 
-/* Run `cflow ARGS` on a damaged file and check the error contract. */
-static void expect_clean_error(const char *what, const char *path, const char *cmd)
+/* Run `cflow ARGS` on a damaged file and check the error contract; the
+ * one line must also hold each of the strings of names (NULL-terminated,
+ * or NULL). */
+static void expect_error_naming(const char *what, const char *path, const char *cmd,
+                                const char *const *names)
 {
     char script[8192];
     const char *lim = getenv("CFLOW_SANITIZERS") ? "" : "ulimit -v 1048576; ";
     if (!strcmp(cmd, "inspect"))
         snprintf(script, sizeof script, "%sexec '%s' inspect '%s'", lim, tu_cflow(), path);
-    else if (!strcmp(cmd, "run"))
-        snprintf(script, sizeof script, "%sexec '%s' run -m '%s' -n 2 --temp 0", lim,
-                 tu_cflow(), path);
+    else if (!strcmp(cmd, "run"))   /* a GGUF converts into a private cache */
+        snprintf(script, sizeof script, "%sXDG_CACHE_HOME='%s' exec '%s' run -m '%s' -n 2 "
+                 "--temp 0", lim, tu_tmp("cache"), tu_cflow(), path);
     else if (!strcmp(cmd, "convert"))
         snprintf(script, sizeof script, "%sexec '%s' convert '%s' '%s.out.cflow'", lim,
                  tu_cflow(), path, path);
@@ -52,10 +56,20 @@ static void expect_clean_error(const char *what, const char *path, const char *c
     assert_int_equal(tu_run(&p, argv, NULL, 60), 0);
     int ok = !p.signaled && p.status == 1 && tu_count_lines(p.err) == 1 &&
              strstr(p.err, path) != NULL && p.out_len == 0;
+    for (const char *const *n = names; ok && n && *n; n++)
+        if (!strstr(p.err, *n)) {
+            fprintf(stderr, "the error does not name '%s'\n", *n);
+            ok = 0;
+        }
     fprintf(stderr, "%-40s %-8s -> exit %d%s: %s", what, cmd, p.status,
             p.signaled ? " (signal)" : "", p.err_len ? p.err : "(no message)\n");
     assert_true(ok);
     tu_proc_free(&p);
+}
+
+static void expect_clean_error(const char *what, const char *path, const char *cmd)
+{
+    expect_error_naming(what, path, cmd, NULL);
 }
 
 static void write_variant(const char *name, const uint8_t *buf, size_t len, char *out)
@@ -261,6 +275,232 @@ static void test_gguf_damaged(void **state)
     free(orig);
 }
 
+/* ---- a damaged block of each GGML type (issue 41, must show 3) ----------
+ * In a llama-quantize fixture (tests/data/quant) and in its .cflow: a scale
+ * that is NaN or infinite, an E8M0 scale of 0xFF or one whose largest
+ * weight overflows, a non-finite bf16 weight.  Each is refused by convert
+ * and run (GGUF) or by inspect and run (.cflow) with one line naming the
+ * file, the tensor and the field. */
+typedef struct bad_block {
+    const char *file;       /* under tests/data/quant */
+    const char *tensor;     /* blk.0.attn_q.weight or output.weight */
+    unsigned    off, width; /* the field in the tensor's first block */
+    uint32_t    value;
+    const char *field;      /* as the kernels' check names it */
+} bad_block;
+
+static const bad_block bad_blocks[] = {
+    { "t64-q4_1.gguf", "blk.0.attn_q.weight", 0, 2, 0x7E00, "d" },
+    { "t64-q4_1.gguf", "blk.0.attn_q.weight", 2, 2, 0x7C00, "m" },
+    { "t64-q5_0.gguf", "blk.0.attn_q.weight", 0, 2, 0xFC00, "d" },
+    { "t64-q5_1.gguf", "blk.0.attn_q.weight", 2, 2, 0x7E01, "m" },
+    { "t64-iq4_nl.gguf", "blk.0.attn_q.weight", 0, 2, 0x7E00, "d" },
+    { "t64-mxfp4_moe.gguf", "blk.0.attn_q.weight", 0, 1, 0xFF, "e8m0 scale" },
+    /* 2^126 times a weight of 6: out of float's range */
+    { "t64-mxfp4_moe.gguf", "blk.0.attn_q.weight", 0, 1, 0xFE, "e8m0 scale" },
+    { "t64-bf16.gguf", "blk.0.attn_q.weight", 0, 2, 0x7FC0, "weight" },
+    { "t64-bf16.gguf", "output.weight", 6, 2, 0xFF80, "weight" },
+    { "t256-q2_k.gguf", "blk.0.attn_q.weight", 80, 2, 0x7E00, "d" },
+    { "t256-q2_k.gguf", "blk.0.attn_q.weight", 82, 2, 0x7C00, "dmin" },
+    { "t256-q3_k.gguf", "blk.0.attn_q.weight", 108, 2, 0x7E00, "d" },
+    { "t256-q4_k.gguf", "blk.0.attn_q.weight", 0, 2, 0x7C00, "d" },
+    { "t256-q4_k.gguf", "blk.0.attn_q.weight", 2, 2, 0x7E00, "dmin" },
+    { "t256-q5_k.gguf", "blk.0.attn_q.weight", 0, 2, 0xFE00, "d" },
+    { "t256-q5_k.gguf", "blk.0.attn_q.weight", 2, 2, 0x7C00, "dmin" },
+    { "t256-q6_k.gguf", "blk.0.attn_q.weight", 208, 2, 0x7E00, "d" },
+    { "t256-iq4_xs.gguf", "blk.0.attn_q.weight", 0, 2, 0x7C00, "d" },
+    { "t256-q4_k_m.gguf", "output.weight", 208, 2, 0x7C00, "d" },
+};
+
+/* The tensor in a GGUF image buf[len]: its bytes' offset (found by its
+ * first bytes, which must occur once), type and shape. */
+static size_t tensor_offset(const char *path, const uint8_t *buf, size_t len,
+                            const char *name, fmt_tensor *out)
+{
+    char err[512];
+    fmt_gguf *g = NULL;
+    assert_int_equal(fmt_gguf_open(&g, path, err, sizeof err), 0);
+    const fmt_tensor *t = fmt_gguf_find(g, name);
+    assert_non_null(t);
+    *out = *t;
+    size_t n = t->nbytes < 64 ? (size_t)t->nbytes : 64, at = SIZE_MAX;
+    for (size_t i = 0; i + n <= len; i++)
+        if (!memcmp(buf + i, t->data, n)) {
+            assert_true(at == SIZE_MAX);   /* once only */
+            at = i;
+        }
+    assert_true(at != SIZE_MAX);
+    out->data = buf + at;
+    out->name = NULL;
+    fmt_gguf_close(g);
+    return at;
+}
+
+/* tests/data/quant/name into out[4096]. */
+static const char *quant_file(const char *name, char *out)
+{
+    const char *dir = getenv("CFLOW_SRCDIR");
+    snprintf(out, 4096, "%s/tests/data/quant/%s", dir ? dir : ".", name);
+    return out;
+}
+
+static void put_field(uint8_t *p, unsigned width, uint32_t v)
+{
+    for (unsigned k = 0; k < width; k++)
+        p[k] = (uint8_t)(v >> (8 * k));
+}
+
+/* The .cflow's first tile of t (layer 0's attn_q or the output head):
+ * where in the file each byte of the field of row 0's first block lies,
+ * found by packing the tile from the GGUF's rows with that byte flipped. */
+static void cflow_field(const char *cflow, const fmt_tensor *t, const bad_block *bb,
+                        uint64_t at[4])
+{
+    char err[512];
+    fmt_model *m = NULL;
+    assert_int_equal(fmt_model_open(&m, cflow, err, sizeof err), 0);
+    int out = !strcmp(bb->tensor, "output.weight");
+    const fmt_stream *st = fmt_model_stream(m, out ? fmt_model_hparams(m)->n_layers : 0,
+                                            out ? FMT_S_OUTPUT : FMT_S_Q);
+    const fmt_tile *ti = &st->tiles[0];
+    assert_int_equal(ti->matrix, out ? FMT_M_OUTPUT : FMT_M_Q);
+    uint64_t size;
+    const uint8_t *base = fmt_model_map(m, &size);
+    size_t psz = kern_tile_payload_size((enum kern_type)ti->type, ti->rows, ti->cols);
+    size_t rb = (size_t)fmt_dtype_size(t->dtype, t->ne[0]);
+    uint8_t *rows = malloc(rb * ti->rows), *p0 = malloc(psz), *p1 = malloc(psz);
+    enum kern_src src = kern_type_src((enum kern_type)ti->type);
+    memcpy(rows, t->data, rb * ti->rows);
+    assert_int_equal(kern_tile_pack((enum kern_type)ti->type, ti->rows, ti->cols, src, rows,
+                                    rb, p0), 0);
+    assert_memory_equal(p0, ti->payload, psz);      /* the file's tile, rebuilt */
+    for (unsigned k = 0; k < bb->width; k++) {
+        rows[bb->off + k] ^= 0x01;
+        assert_int_equal(kern_tile_pack((enum kern_type)ti->type, ti->rows, ti->cols, src,
+                                        rows, rb, p1), 0);
+        rows[bb->off + k] ^= 0x01;
+        size_t d = SIZE_MAX;
+        for (size_t i = 0; i < psz; i++)
+            if (p0[i] != p1[i]) {
+                assert_true(d == SIZE_MAX);  /* a byte of the block is a byte of the tile */
+                d = i;
+            }
+        assert_true(d != SIZE_MAX);
+        at[k] = (uint64_t)((const uint8_t *)ti->payload - base) + d;
+    }
+    free(rows);
+    free(p0);
+    free(p1);
+    fmt_model_close(m);
+}
+
+static void test_bad_blocks(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof bad_blocks / sizeof *bad_blocks; i++) {
+        const bad_block *bb = &bad_blocks[i];
+        char src[4096], path[4096], cflow[4096], what[96], field[48];
+        quant_file(bb->file, src);
+        snprintf(what, sizeof what, "%s %s %s=0x%x", bb->file, bb->tensor, bb->field,
+                 bb->value);
+        snprintf(field, sizeof field, "bad %s", bb->field);
+        size_t len;
+        uint8_t *orig = tu_slurp(src, &len), *b = malloc(len);
+        fmt_tensor t;
+        size_t off = tensor_offset(src, orig, len, bb->tensor, &t);
+
+        /* in the GGUF: convert, and run it as it is (the model cache) */
+        memcpy(b, orig, len);
+        put_field(b + off + bb->off, bb->width, bb->value);
+        write_variant("bad-block.gguf", b, len, path);
+        const char *gguf_names[] = { bb->tensor, field, NULL };
+        expect_error_naming(what, path, "convert", gguf_names);
+        expect_error_naming(what, path, "run", gguf_names);
+
+        /* in the .cflow of the intact file: inspect and run */
+        snprintf(cflow, sizeof cflow, "%s", tu_tmp("bad-block.cflow"));
+        tu_proc p;
+        assert_int_equal(tu_cflow_run(&p, "convert", src, cflow, (char *)NULL), 0);
+        assert_true(tu_ok(&p, "convert"));
+        tu_proc_free(&p);
+        uint64_t at[4];
+        cflow_field(cflow, &t, bb, at);
+        size_t clen;
+        uint8_t *c = tu_slurp(cflow, &clen);
+        for (unsigned k = 0; k < bb->width; k++)
+            c[at[k]] = (uint8_t)(bb->value >> (8 * k));
+        write_variant("bad-block-damaged.cflow", c, clen, path);
+        const char *tile_names[] = { field, strcmp(bb->tensor, "output.weight") ?
+                                     "layer 0 q," : "; output,", NULL };
+        expect_error_naming(what, path, "inspect", tile_names);
+        expect_error_naming(what, path, "run", tile_names);
+        free(c);
+        free(b);
+        free(orig);
+    }
+}
+
+/* A row that is not a whole number of its type's blocks: a GGUF tensor of
+ * 128 columns of Q4_K (the reader's shape check), and a .cflow whose
+ * 64-column matrix claims the 256-column q4_k. */
+static void test_cut_blocks(void **state)
+{
+    (void)state;
+    char src[4096], path[4096], cflow[4096];
+    size_t len;
+    quant_file("t256-q4_k.gguf", src);
+    uint8_t *b = tu_slurp(src, &len);
+    const char *nm = "blk.0.attn_q.weight";
+    uint8_t *at = memmem(b, len, nm, strlen(nm));
+    assert_non_null(at);
+    uint8_t *ne0 = at + strlen(nm) + 4;        /* after the name: u32 ndim, u64 ne[0] */
+    assert_int_equal(rd64(ne0), 256);
+    wr64(ne0, 128);
+    write_variant("cut.gguf", b, len, path);
+    const char *gn[] = { nm, "128 columns are not a multiple of the Q4_K block", NULL };
+    expect_error_naming("gguf Q4_K row of 128", path, "convert", gn);
+    free(b);
+
+    quant_file("t64-q5_0.gguf", src);
+    snprintf(cflow, sizeof cflow, "%s", tu_tmp("cut.cflow"));
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "convert", src, cflow, (char *)NULL), 0);
+    assert_true(tu_ok(&p, "convert"));
+    tu_proc_free(&p);
+    b = tu_slurp(cflow, &len);
+    uint64_t ltab = rd64(b + 64);
+    assert_int_equal(b[ltab + 1 * 32 + 25], KERN_Q5_0);       /* layer 0 slot Q's type */
+    b[ltab + 1 * 32 + 25] = KERN_Q4_K;
+    write_variant("cut-damaged.cflow", b, len, path);
+    const char *cn[] = { "64 columns are not a multiple of q4_k's 256-column block", NULL };
+    expect_error_naming("cflow q4_k slot of 64 columns", path, "inspect", cn);
+    expect_error_naming("cflow q4_k slot of 64 columns", path, "run", cn);
+    free(b);
+}
+
+/* A GGUF matrix of a GGML type cflow has no tile type for (IQ2_XXS, a
+ * block of 66 bytes / 256: the tensor's bytes are sized to fit): convert
+ * refuses it by tensor and type, requantising nothing. */
+static void test_type_refused(void **state)
+{
+    (void)state;
+    char src[4096], path[4096];
+    size_t len;
+    quant_file("t256-q2_k.gguf", src);
+    uint8_t *b = tu_slurp(src, &len);
+    const char *nm = "blk.0.ffn_up.weight";
+    uint8_t *at = memmem(b, len, nm, strlen(nm));
+    assert_non_null(at);
+    uint8_t *ty = at + strlen(nm) + 4 + 2 * 8;  /* ndim, ne[0], ne[1], then the type */
+    assert_int_equal(ty[0], FMT_DT_Q2_K);
+    wr32(ty, FMT_DT_IQ2_XXS);                   /* 66 bytes a block: fits in 84 */
+    write_variant("iq2.gguf", b, len, path);
+    const char *n[] = { nm, "type IQ2_XXS, which cflow has no tile type for", NULL };
+    expect_error_naming("gguf IQ2_XXS matrix", path, "convert", n);
+    expect_error_naming("gguf IQ2_XXS matrix", path, "run", n);
+    free(b);
+}
+
 /* A missing file and a directory. */
 static void test_not_a_model(void **state)
 {
@@ -284,6 +524,9 @@ int main(void)
         cmocka_unit_test(test_cflow_nan),
         cmocka_unit_test(test_gguf_damaged),
         cmocka_unit_test(test_not_a_model),
+        cmocka_unit_test(test_bad_blocks),
+        cmocka_unit_test(test_cut_blocks),
+        cmocka_unit_test(test_type_refused),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

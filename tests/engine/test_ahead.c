@@ -365,20 +365,25 @@ static void check_ahead(const char *name, const char *path)
 static void test_ahead_tokens(void **state)
 {
     (void)state;
-    static const struct { const char *preset, *routing; } models[] = {
-        { "tiny-mixtral", "uniform" },     /* ParallelSqrt2 without dense FFN */
-        { "tiny-mixtral", "zipf" },
-        { "report-arch1", "uniform" },     /* DecoupledStreams */
-        { "report-arch3", "uniform" },     /* PipelineRegisters */
-        { "report-arch5", "uniform" },     /* FixedPoint */
-        { "report-arch2_4_sync", "zipf" }, /* DelayedSum, expert_delay 0 */
-        { "tiny-moe", "uniform" },         /* expert_delay 2: nothing to guess */
+    static const struct { const char *preset, *routing, *quant; } models[] = {
+        { "tiny-mixtral", "uniform", "q4_0" }, /* ParallelSqrt2 without dense FFN */
+        { "tiny-mixtral", "zipf", "q4_0" },
+        { "report-arch1", "uniform", "q4_0" }, /* DecoupledStreams */
+        { "report-arch3", "uniform", "q4_0" }, /* PipelineRegisters */
+        { "report-arch5", "uniform", "q4_0" }, /* FixedPoint */
+        { "report-arch2_4_sync", "zipf", "q4_0" }, /* DelayedSum, expert_delay 0 */
+        { "tiny-moe", "uniform", "q4_0" },     /* expert_delay 2: nothing to guess */
+        /* experts of the GGML types: q4_k and q6_k (llama.cpp's Q4_K_M),
+         * MXFP4 */
+        { "tiny-mixtral256", "zipf", "q4_k_m" },
+        { "tiny-mixtral", "uniform", "mxfp4" },
     };
     char path[4096], name[64];
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
-        synth("ahead.cflow", path, "--routing", models[i].routing, models[i].preset,
-              (char *)NULL);
-        snprintf(name, sizeof name, "%s %s", models[i].preset, models[i].routing);
+        synth("ahead.cflow", path, "--routing", models[i].routing, "-q", models[i].quant,
+              models[i].preset, (char *)NULL);
+        snprintf(name, sizeof name, "%s %s -q %s", models[i].preset, models[i].routing,
+                 models[i].quant);
         check_ahead(name, path);
         remove(path);
     }

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "engine/engine.h"
+#include "format/cflow_format.h"
 
 #include <stdio.h>
 
@@ -382,6 +383,13 @@ static const struct {
     { "gemma-7b-it", ENG_CHAT_GEMMA },
     { "phi3", ENG_CHAT_PHI3 },
     { "phi3-mini", ENG_CHAT_PHI3 },
+    /* the model families of issue 42 */
+    { "gemma-2-2b-it", ENG_CHAT_GEMMA },
+    { "phi-3.5-mini", ENG_CHAT_PHI3 },
+    { "deepseek2", ENG_CHAT_DEEPSEEK2 },
+    { "deepseek-v2", ENG_CHAT_DEEPSEEK2 },
+    { "gpt-oss", ENG_CHAT_HARMONY },
+    { "gpt-oss-120b", ENG_CHAT_HARMONY },
 };
 
 static char *slurp(const char *name, const char *ext, size_t *len)
@@ -435,6 +443,58 @@ static void test_llamacpp_recorded(void **state)
 
 /* ---------------------------------------------------------------- names */
 
+/* gpt-oss's reply in channels: a vocabulary of harmony's tokens and a few
+ * words, a reply of a reasoning message and an answer; each token's
+ * channel as eng_harmony_token says it. */
+static void test_harmony_channels(void **state)
+{
+    static const char *const toks[] = {
+        "<unk>", "<s>", "</s>", "<|start|>", "<|channel|>", "<|message|>", "<|end|>",
+        "<|return|>", "<|constrain|>", "analysis", "final", "assistant", "\xe2\x96\x81Hi", "hmm",
+        "commentary",
+    };
+    enum { N = sizeof toks / sizeof *toks };
+    float sc[N];
+    int32_t ty[N];
+    size_t len[N];
+    for (int i = 0; i < N; i++) {
+        sc[i] = 0.0f;
+        ty[i] = toks[i][0] == '<' ? 3 : 1;
+        len[i] = strlen(toks[i]);
+    }
+    fmt_kv *kv = fmt_kv_new();
+    eng_tok *t = NULL;
+    char err[256];
+    assert_non_null(kv);
+    assert_int_equal(fmt_kv_set_str(kv, "tokenizer.ggml.model", "llama", 5), 0);
+    assert_int_equal(fmt_kv_set_arr_str(kv, "tokenizer.ggml.tokens", toks, len, N), 0);
+    assert_int_equal(fmt_kv_set_arr_f32(kv, "tokenizer.ggml.scores", sc, N), 0);
+    assert_int_equal(fmt_kv_set_arr_i32(kv, "tokenizer.ggml.token_type", ty, N), 0);
+    if (eng_tok_load(&t, kv, err, sizeof err))
+        fail_msg("%s", err);
+    /* <|channel|>analysis<|message|>hmm<|end|><|start|>assistant<|channel|>final
+     * <|message|> Hi<|return|>, then a commentary message */
+    static const int32_t reply[] = { 4, 9, 5, 13, 6, 3, 11, 4, 10, 5, 12, 12, 7 };
+    static const int want[] = { ENG_HCH_NONE, ENG_HCH_NONE, ENG_HCH_NONE, ENG_HCH_ANALYSIS,
+                                ENG_HCH_NONE, ENG_HCH_NONE, ENG_HCH_NONE, ENG_HCH_NONE,
+                                ENG_HCH_NONE, ENG_HCH_NONE, ENG_HCH_FINAL, ENG_HCH_FINAL,
+                                ENG_HCH_END };
+    eng_harmony h;
+    eng_harmony_init(&h);
+    for (size_t i = 0; i < sizeof reply / sizeof *reply; i++)
+        if (eng_harmony_token(&h, t, reply[i]) != want[i])
+            fail_msg("token %zu: channel %d, want %d", i, eng_harmony_token(&h, t, reply[i]),
+                     want[i]);
+    /* a commentary message (a tool call's): neither reasoning nor answer */
+    static const int32_t tool[] = { 4, 14, 8, 5, 13 };
+    eng_harmony_init(&h);
+    for (size_t i = 0; i + 1 < sizeof tool / sizeof *tool; i++)
+        assert_int_equal(eng_harmony_token(&h, t, tool[i]), ENG_HCH_NONE);
+    assert_int_equal(eng_harmony_token(&h, t, 13), ENG_HCH_OTHER);
+    eng_tok_free(t);
+    fmt_kv_free(kv);
+}
+
 static void test_names(void **state)
 {
     int c;
@@ -478,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_detect),
         cmocka_unit_test(test_detect_len),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_harmony_channels),
         cmocka_unit_test(test_llamacpp_recorded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

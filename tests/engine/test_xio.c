@@ -48,19 +48,26 @@
 static void test_modes_same_tokens(void **state)
 {
     (void)state;
-    static const struct { const char *preset; int vflow; } models[] = {
-        { "tiny-moe", 0 },                  /* DelayedSum, expert_delay 2 */
-        { "tiny-moe", 1 },                  /* the same, stage-major .vflow */
-        { "tiny-mixtral", 0 },              /* ParallelSqrt2 without dense FFN */
-        { "report-arch4", 0 },              /* AsyncExperts, expert_delay 2 */
-        { "report-arch1", 0 },              /* DecoupledStreams */
-        { "report-arch3", 0 },              /* PipelineRegisters */
-        { "report-arch5", 0 },              /* FixedPoint */
+    static const struct { const char *preset; int vflow; const char *quant; } models[] = {
+        { "tiny-moe", 0, NULL },            /* DelayedSum, expert_delay 2 */
+        { "tiny-moe", 1, NULL },            /* the same, stage-major .vflow */
+        { "tiny-mixtral", 0, NULL },        /* ParallelSqrt2 without dense FFN */
+        { "report-arch4", 0, NULL },        /* AsyncExperts, expert_delay 2 */
+        { "report-arch1", 0, NULL },        /* DecoupledStreams */
+        { "report-arch3", 0, NULL },        /* PipelineRegisters */
+        { "report-arch5", 0, NULL },        /* FixedPoint */
+        /* experts of the GGML types (issue 41): llama.cpp's Q4_K_M mix
+         * (q4_k gate/up, q4_k down then q6_k down in the last layer, q8_0
+         * attn_v/attn_k for 8 experts), and MXFP4 experts beside q8_0 */
+        { "tiny-mixtral256", 0, "q4_k_m" },
+        { "tiny-mixtral256", 1, "q4_k_m" },
+        { "tiny-mixtral", 0, "mxfp4" },
     };
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
         char path[4096];
         int32_t ref[N_TOK], got[N_TOK];
-        xt_synth(models[i].preset, models[i].vflow ? ".vflow" : ".cflow", models[i].vflow, path);
+        xt_synth_q(models[i].preset, models[i].quant, models[i].vflow ? ".vflow" : ".cflow",
+                   models[i].vflow, path);
         eng_session *s = xt_open_model(path, ENG_XIO_MMAP, 0, NULL);
         xt_greedy(s, ref, N_TOK, 0);
         eng_close(s);
@@ -72,8 +79,10 @@ static void test_modes_same_tokens(void **state)
                 xt_greedy(s, got, N_TOK, 0);
                 eng_stats st;
                 eng_get_stats(s, &st);
-                fprintf(stderr, "%-13s%s %-6s prefetch %-3s: tokens %s; expert bytes %llu, "
-                        "read %llu\n", models[i].preset, models[i].vflow ? " (.vflow)" : "",
+                fprintf(stderr, "%-13s%s%s%s %-6s prefetch %-3s: tokens %s; expert bytes %llu, "
+                        "read %llu\n", models[i].preset, models[i].quant ? " -q " : "",
+                        models[i].quant ? models[i].quant : "",
+                        models[i].vflow ? " (.vflow)" : "",
                         eng_expert_io_name(mode), pf ? "on" : "off",
                         memcmp(ref, got, sizeof ref) ? "DIFFER" : "agree",
                         (unsigned long long)st.expert_bytes, (unsigned long long)st.xio_bytes);
@@ -190,11 +199,13 @@ static void test_cache(void **state)
 {
     (void)state;
     static const char *const policies[] = { "lru", "lfu", "crf" };
-    static const char *const presets[] = { "tiny-moe", "tiny-mixtral", "report-arch4" };
+    /* the last: experts of two types (q4_k, and q6_k in its last layer) */
+    static const char *const presets[] = { "tiny-moe", "tiny-mixtral", "report-arch4",
+                                           "tiny-mixtral256" };
     for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
         char path[4096];
         int32_t ref[N_TOK], got[N_TOK];
-        xt_synth(presets[i], ".cflow", 0, path);
+        xt_synth_q(presets[i], i == 3 ? "q4_k_m" : NULL, ".cflow", 0, path);
         xt_cache_opt = 0;
         eng_session *s = xt_open_model(path, ENG_XIO_MMAP, 0, NULL);
         xt_greedy(s, ref, N_TOK, 0);

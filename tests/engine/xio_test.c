@@ -13,12 +13,18 @@
 
 void xt_synth(const char *preset, const char *suffix, int vflow, char *out)
 {
+    xt_synth_q(preset, NULL, suffix, vflow, out);
+}
+
+void xt_synth_q(const char *preset, const char *quant, const char *suffix, int vflow,
+                char *out)
+{
     tu_proc p;
-    snprintf(out, 4096, "%s%s", tu_tmp(preset), suffix);
-    if (vflow)
-        assert_int_equal(tu_cflow_run(&p, "synth", "--vflow", preset, out, (char *)NULL), 0);
-    else
-        assert_int_equal(tu_cflow_run(&p, "synth", preset, out, (char *)NULL), 0);
+    snprintf(out, 4096, "%s%s%s%s", tu_tmp(preset), quant ? "-" : "", quant ? quant : "",
+             suffix);
+    assert_int_equal(tu_cflow_run(&p, "synth", "-q", quant ? quant : "q4_0",
+                                  vflow ? "--vflow" : preset, vflow ? preset : out,
+                                  vflow ? out : (char *)NULL, (char *)NULL), 0);
     if (p.status)
         fprintf(stderr, "synth %s: %s", preset, p.err);
     assert_int_equal(p.status, 0);

@@ -38,6 +38,9 @@ extern const char *xt_reader;
 /* `cflow synth [--vflow] preset` into out [4096], a temporary path ending
  * in suffix; asserts it succeeded. */
 void xt_synth(const char *preset, const char *suffix, int vflow, char *out);
+/* The same with `-q quant` (NULL: synth's default, q4_0). */
+void xt_synth_q(const char *preset, const char *quant, const char *suffix, int vflow,
+                char *out);
 /* An eng_log_fn appending msg to the xt_logcap ud. */
 void xt_cap_log(void *ud, int level, const char *msg);
 /* A session on path with expert I/O mode and prefetch as given, 64

@@ -303,9 +303,24 @@ static void test_f16(void **state)
     assert_int_equal(fmt_dtype_size(FMT_DT_Q2_K, 256), 84);
     assert_int_equal(fmt_dtype_size(FMT_DT_BF16, 3), 6);
     assert_int_equal(fmt_dtype_size(FMT_DT_Q4_0, 33), 0);
-    assert_int_equal(fmt_dtype_size(19, 256), 0);
+    assert_int_equal(fmt_dtype_size(FMT_DT_IQ4_XS, 512), 272);
+    assert_int_equal(fmt_dtype_size(FMT_DT_IQ4_NL, 64), 36);
+    assert_int_equal(fmt_dtype_size(FMT_DT_MXFP4, 64), 34);
+    assert_int_equal(fmt_dtype_size(FMT_DT_Q5_1, 32), 24);
+    /* every GGML type is known by its geometry, even those cflow cannot
+     * read (IQ1_S: 50 bytes / 256); removed and unknown numbers are not */
+    assert_int_equal(fmt_dtype_size(FMT_DT_IQ1_S, 256), 50);
+    assert_int_equal(fmt_dtype_size(FMT_DT_Q1_0, 128), 18);
+    assert_int_equal(fmt_dtype_size(4, 32), 0);
+    assert_int_equal(fmt_dtype_size(31, 32), 0);
+    assert_int_equal(fmt_dtype_size(99, 32), 0);
     assert_string_equal(fmt_dtype_name(FMT_DT_Q6_K), "Q6_K");
-    assert_int_equal(fmt_dequant(19, h, y, 1), -1);
+    assert_string_equal(fmt_dtype_name(FMT_DT_IQ2_XXS), "IQ2_XXS");
+    assert_string_equal(fmt_dtype_name(4), "unknown");
+    assert_int_equal(fmt_dequant(FMT_DT_IQ1_S, h, y, 256), -1);
+    assert_int_equal(fmt_dtype_tile(FMT_DT_IQ1_S), -1);
+    assert_int_equal(fmt_dtype_tile(FMT_DT_Q8_0), KERN_Q8_0);
+    assert_int_equal(fmt_dtype_tile(FMT_DT_F16), KERN_F16);
     assert_int_equal(fmt_dequant(FMT_DT_Q8_0, h, y, 7), -1);
 }
 
@@ -807,7 +822,10 @@ static void test_patches(void **state)
           (1ull << 63) / 32 },
         { "cols not whole blocks", FMT_EFORMAT, L->ti_dims[q0], 8, 48 },
         { "type 99", FMT_EUNSUP, L->ti_type[q0], 4, 99 },
-        { "type IQ2_XXS", FMT_EUNSUP, L->ti_type[q0], 4, 16 },
+        /* a type the reader knows but cflow cannot read opens (a role
+         * refuses it later, by name); here its block cuts the row */
+        { "type IQ2_XXS over 64 cols", FMT_EFORMAT, L->ti_type[q0], 4, 16 },
+        { "type 4 (removed from GGML)", FMT_EUNSUP, L->ti_type[q0], 4, 4 },
         { "F16 down made Q4_0 (172 cols)", FMT_EFORMAT, L->ti_type[dn], 4,
           FMT_DT_Q4_0 },
         { "offset past end", FMT_EFORMAT, L->ti_off[last], 8, E->n },

@@ -578,9 +578,18 @@ static void test_gguf_rope(void **state)
     assert_true(h->rope_low_freq == 1.0f && h->rope_high_freq == 4.0f);
     assert_int_equal(h->rope_orig_ctx, 4096);
     fmt_src_close(s);
+    /* YaRN is read (gpt-oss's); a scaling cflow does not implement is
+     * refused by its name */
     fmt_kv_set_str(g.kv, "llama.rope.scaling.type", "yarn", 4);
     gs_write(&g, tu_tmp("yarn.gguf"));
-    open_fails(tu_tmp("yarn.gguf"), NULL, FMT_EUNSUP, "yarn");
+    s = open_ok(tu_tmp("yarn.gguf"), NULL);
+    assert_int_equal(fmt_src_hparams(s)->rope_scaling, FMT_ROPE_YARN);
+    assert_true(fmt_src_hparams(s)->rope_factor == 32.0f);
+    assert_int_equal(fmt_src_hparams(s)->rope_orig_ctx, 4096);
+    fmt_src_close(s);
+    fmt_kv_set_str(g.kv, "llama.rope.scaling.type", "dynamic", 7);
+    gs_write(&g, tu_tmp("dyn.gguf"));
+    open_fails(tu_tmp("dyn.gguf"), NULL, FMT_EUNSUP, "'dynamic'");
     fmt_kv_set_str(g.kv, "llama.rope.scaling.type", "none", 4);
     gs_write(&g, tu_tmp("none.gguf"));
     s = open_ok(tu_tmp("none.gguf"), NULL);

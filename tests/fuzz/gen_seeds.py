@@ -10,7 +10,8 @@ rerun this after changing it:
     python3 tests/fuzz/gen_seeds.py [--cflow BUILD/cflow]
 
 With --cflow, the .cflow and .vflow seeds are made by converting some of
-the generated sources with the real converter (q4_0, q8_0, f16, f32, MoE);
+the generated sources with the real converter (q4_0, q8_0, f16, f32, MoE,
+every GGML block type and a q4_k_m mix);
 without it the cflow/ corpus is left as it is.  Weights come from a fixed-seed PRNG, so
 the output is reproducible byte for byte.
 
@@ -97,6 +98,32 @@ def q4_0(vals):
 
 
 DT_F32, DT_F16, DT_Q4_0, DT_Q8_0, DT_BF16 = 0, 1, 2, 8, 30
+
+# The other GGML block types cflow keeps (issue 41): columns and bytes of
+# a block, and the offsets of its f16 scales (MXFP4: its E8M0 byte at 0).
+DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_IQ4_NL, DT_MXFP4 = 3, 6, 7, 20, 39
+DT_Q2_K, DT_Q3_K, DT_Q4_K, DT_Q5_K, DT_Q6_K, DT_IQ4_XS = 10, 11, 12, 13, 14, 23
+BLOCKS = {DT_Q4_1: (32, 20, (0, 2)), DT_Q5_0: (32, 22, (0,)),
+          DT_Q5_1: (32, 24, (0, 2)), DT_IQ4_NL: (32, 18, (0,)),
+          DT_MXFP4: (32, 17, ()), DT_Q2_K: (256, 84, (80, 82)),
+          DT_Q3_K: (256, 110, (108,)), DT_Q4_K: (256, 144, (0, 2)),
+          DT_Q5_K: (256, 176, (0, 2)), DT_Q6_K: (256, 210, (208,)),
+          DT_IQ4_XS: (256, 136, (0,))}
+
+
+def blocks(n, dt, r):
+    """n weights of block type dt: random quants under small finite scales
+    (their values do not matter to a fuzzer, only that they decode)."""
+    cols, size, scales = BLOCKS[dt]
+    out = bytearray()
+    for _ in range(n // cols):
+        b = bytearray(r.getrandbits(8) for _ in range(size))
+        for o in scales:
+            b[o:o + 2] = struct.pack("<e", r.uniform(0.001, 0.01))
+        if dt == DT_MXFP4:
+            b[0] = r.randrange(0x70, 0x7A)
+        out += b
+    return bytes(out)
 
 
 def encode(vals, dt):
@@ -380,7 +407,72 @@ def gguf_seeds():
         model_tensors(32, 32, 1, 2, 1, nv, DT_Q8_0, experts=4, exp_ffn=32,
                       dense=False, qk_norm=True))
     rng.setstate(state)
+    quant_seeds(out, tk, nv)
     return out
+
+
+def quant_seeds(out, tk, nv):
+    """GGUFs of the GGML block types (issue 41), from their own generator
+    so that the older seeds keep their bytes: a d-256 llama whose matrices
+    take every 256-column type (one 32-wide head, key_length 32, so that
+    attn_output's and ffn_down's 32 columns take 32-column types), a d-32
+    llama of the 32-column types and BF16, and MXFP4 experts."""
+    r = random.Random(41)
+
+    def mat(name, rows, cols, dt):
+        if dt == DT_BF16:
+            return (name, [cols, rows], dt, bf16s([r.uniform(-0.1, 0.1)
+                                                   for _ in range(rows * cols)]))
+        return (name, [cols, rows], dt, blocks(rows * cols, dt, r))
+
+    def vec(name, n):
+        return (name, [n], DT_F32, f32s([1.0 + r.uniform(-0.01, 0.01)
+                                          for _ in range(n)]))
+
+    ext = [kv("llama.attention.key_length", KV_U32, 32),
+           kv("llama.attention.value_length", KV_U32, 32),
+           kv("llama.rope.dimension_count", KV_U32, 32)]
+    out["llama-kquants.gguf"] = gguf(
+        llama_kvs("llama", 256, 32, 1, 1, 1, 64, ext) + tk,
+        [mat("token_embd.weight", nv, 256, DT_Q4_1), vec("output_norm.weight", 256),
+         mat("output.weight", nv, 256, DT_Q6_K), vec("blk.0.attn_norm.weight", 256),
+         mat("blk.0.attn_q.weight", 32, 256, DT_Q4_K),
+         mat("blk.0.attn_k.weight", 32, 256, DT_Q5_K),
+         mat("blk.0.attn_v.weight", 32, 256, DT_Q3_K),
+         mat("blk.0.attn_output.weight", 256, 32, DT_Q5_0),
+         vec("blk.0.ffn_norm.weight", 256),
+         mat("blk.0.ffn_gate.weight", 32, 256, DT_Q2_K),
+         mat("blk.0.ffn_up.weight", 32, 256, DT_IQ4_XS),
+         mat("blk.0.ffn_down.weight", 256, 32, DT_IQ4_NL)])
+    out["llama-legacy.gguf"] = gguf(
+        llama_kvs("llama", 32, 64, 1, 2, 1, 64) + tk,
+        [mat("token_embd.weight", nv, 32, DT_BF16), vec("output_norm.weight", 32),
+         mat("output.weight", nv, 32, DT_Q5_1), vec("blk.0.attn_norm.weight", 32),
+         mat("blk.0.attn_q.weight", 32, 32, DT_Q4_1),
+         mat("blk.0.attn_k.weight", 16, 32, DT_Q5_0),
+         mat("blk.0.attn_v.weight", 16, 32, DT_IQ4_NL),
+         mat("blk.0.attn_output.weight", 32, 32, DT_MXFP4),
+         vec("blk.0.ffn_norm.weight", 32),
+         mat("blk.0.ffn_gate.weight", 64, 32, DT_Q5_1),
+         mat("blk.0.ffn_up.weight", 64, 32, DT_BF16),
+         mat("blk.0.ffn_down.weight", 32, 64, DT_Q4_1)])
+    T = [mat("token_embd.weight", nv, 32, DT_Q5_0),
+         vec("output_norm.weight", 32), vec("blk.0.attn_norm.weight", 32),
+         mat("blk.0.attn_q.weight", 32, 32, DT_Q5_0),
+         mat("blk.0.attn_k.weight", 16, 32, DT_Q5_0),
+         mat("blk.0.attn_v.weight", 16, 32, DT_Q5_0),
+         mat("blk.0.attn_output.weight", 32, 32, DT_Q5_0),
+         vec("blk.0.ffn_norm.weight", 32),
+         ("blk.0.ffn_gate_inp.weight", [32, 4], DT_F32,
+          f32s([r.uniform(-0.1, 0.1) for _ in range(128)]))]
+    for nm, rows, cols in (("ffn_gate_exps", 32, 32), ("ffn_up_exps", 32, 32),
+                           ("ffn_down_exps", 32, 32)):
+        T.append(("blk.0." + nm + ".weight", [cols, rows, 4], DT_MXFP4,
+                  blocks(rows * cols * 4, DT_MXFP4, r)))
+    out["moe-mxfp4.gguf"] = gguf(
+        llama_kvs("llama", 32, 32, 1, 2, 1, 64, [
+            kv("llama.expert_count", KV_U32, 4),
+            kv("llama.expert_used_count", KV_U32, 2)]) + tk, T)
 
 
 def kv_type_blobs():
@@ -761,7 +853,11 @@ def cflow_seeds(cflow, ggufs, l2c):
             ("l2c", None, "llama2c-q8_0.cflow", "q8_0"),
             ("llama-q4_0.gguf", None, "llama-q4_0.vflow", None),
             ("moe-q8_0.gguf", None, "moe-q4_0.vflow", "q4_0"),
-            ("qwen3moe-q8_0.gguf", None, "qwen3moe-q8_0.cflow", None)]
+            ("qwen3moe-q8_0.gguf", None, "qwen3moe-q8_0.cflow", None),
+            ("llama-kquants.gguf", None, "llama-kquants.cflow", None),
+            ("llama-legacy.gguf", None, "llama-legacy.cflow", None),
+            ("moe-mxfp4.gguf", None, "moe-mxfp4.vflow", None),
+            ("llama-f32.gguf", None, "llama-q4_k_m.cflow", "q4_k_m")]
     for src, _, name, q in jobs:
         if src == "l2c":
             mp = os.path.join(tmp, "model.bin")

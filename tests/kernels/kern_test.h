@@ -89,6 +89,7 @@ void test_attn(void **state);
 void test_attn_runc(void **state);
 void test_glu(void **state);
 void test_ggml_vec_golden(void **state);
+void test_ggml_family_golden(void **state);
 void test_ggml_attn_golden(void **state);
 void test_ggml_attn_tiled_golden(void **state);
 void test_ggml_matvec_golden(void **state);

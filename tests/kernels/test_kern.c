@@ -939,6 +939,7 @@ int main(void)
         cmocka_unit_test(test_attn_runc),
         cmocka_unit_test(test_glu),
         cmocka_unit_test(test_ggml_vec_golden),
+        cmocka_unit_test(test_ggml_family_golden),
         cmocka_unit_test(test_ggml_attn_golden),
         cmocka_unit_test(test_ggml_attn_tiled_golden),
         cmocka_unit_test(test_ggml_matvec_golden),

@@ -165,6 +165,7 @@ typedef struct attn_case {
     float        scale, softcap;
     float       *scores;
     uint16_t    *scratch;
+    const float *sinks;      /* [nh] or NULL */
 } attn_case;
 
 /* Every table this CPU runs, over head ranges of every power-of-two
@@ -184,10 +185,11 @@ static void attn_all_tables(const attn_case *a, const float *ref, float *out)
                 unsigned h1 = h0 + split < nh ? h0 + split : nh;
                 if (a->f16)
                     ops->attn_f16(out, a->q, a->k, a->v, a->np, h0, h1, nh, a->nkv, hd,
-                                  a->stride, a->scale, a->softcap, a->scores, a->scratch);
+                                  a->stride, a->scale, a->softcap, a->sinks, a->scores,
+                                  a->scratch);
                 else
                     ops->attn_f32(out, a->q, a->k, a->v, a->np, h0, h1, nh, a->nkv, hd,
-                                  a->stride, a->scale, a->softcap, a->scores);
+                                  a->stride, a->scale, a->softcap, a->sinks, a->scores);
             }
             for (unsigned i = 0; i < nh * hd; i++)
                 if (fbits(out[i]) != fbits(ref[i]))
@@ -249,12 +251,98 @@ static void test_attn_f32(void **state)
         kern_attn_decode(b.ref, b.q, k, v, np, nh, nkv, hd, stride, scale, ac[c].softcap,
                          b.scores);
         const attn_case ca = { 0, b.q, k, v, np, nh, nkv, hd, stride, scale, ac[c].softcap,
-                               b.scores, NULL };
+                               b.scores, NULL, NULL };
         attn_all_tables(&ca, b.ref, b.out);
         attn_bufs_free(&b);
         free(k);
         free(v);
     }
+}
+
+/* gpt-oss's attention sinks, over either cache: the scalar tables' result
+ * is the softmax with each head's sink as one more logit of value zero
+ * (double precision agrees), and every table gives its bits, sinks large
+ * (a new maximum: the accumulator rescaled) and small, with and without a
+ * soft-cap.  Without sinks the same calls give the unsinked bits, so the
+ * sink must act for this test to pass. */
+static void test_attn_sinks(void **state)
+{
+    (void)state;
+    static const struct { unsigned hd, nh, nkv, npos; float softcap, sink; } ac[] = {
+        { 64, 8, 1, 37, 0, 0.5f }, { 64, 8, 2, 130, 0, 8.0f }, { 16, 4, 2, 9, 0, -3.0f },
+        { 128, 4, 4, 20, 30.0f, 2.0f }, { 64, 4, 1, 1, 0, 6.0f }, { 48, 6, 3, 33, 0, 1.0f },
+    };
+    for (int f16 = 0; f16 <= 1; f16++)
+        for (size_t c = 0; c < sizeof ac / sizeof ac[0]; c++) {
+            const unsigned hd = ac[c].hd, nh = ac[c].nh, nkv = ac[c].nkv, np = ac[c].npos;
+            const size_t stride = (size_t)nkv * hd, n = np * stride;
+            attn_bufs b = attn_bufs_new(nh, hd, np);
+            float *kf = malloc(n * sizeof(float)), *vf = malloc(n * sizeof(float));
+            uint16_t *kh = malloc(n * 2), *vh = malloc(n * 2), *scratch = malloc(2 * hd * 2);
+            float sinks[16], *plain = malloc(nh * hd * sizeof(float));
+            for (size_t i = 0; i < n; i++) {
+                kh[i] = kern_fp32_to_fp16(kf[i] = 2.0f * rng_unit());
+                vh[i] = kern_fp32_to_fp16(vf[i] = rng_unit());
+                kf[i] = kern_fp16_to_fp32(kh[i]);
+                vf[i] = kern_fp16_to_fp32(vh[i]);
+            }
+            for (unsigned h = 0; h < nh; h++)
+                sinks[h] = ac[c].sink + 0.25f * (float)h;
+            const float scale = 1.0f / sqrtf((float)hd);
+            const kern_ops *r = kern_ops_ref();
+            attn_case ca = { f16, b.q, f16 ? (const void *)kh : kf, f16 ? (const void *)vh : vf,
+                             np, nh, nkv, hd, stride, scale, ac[c].softcap, b.scores,
+                             scratch, sinks };
+            if (f16) {
+                r->attn_f16(b.ref, b.q, kh, vh, np, 0, nh, nh, nkv, hd, stride, scale,
+                            ac[c].softcap, sinks, b.scores, scratch);
+                r->attn_f16(plain, b.q, kh, vh, np, 0, nh, nh, nkv, hd, stride, scale,
+                            ac[c].softcap, NULL, b.scores, scratch);
+            } else {
+                r->attn_f32(b.ref, b.q, kf, vf, np, 0, nh, nh, nkv, hd, stride, scale,
+                            ac[c].softcap, sinks, b.scores);
+                r->attn_f32(plain, b.q, kf, vf, np, 0, nh, nh, nkv, hd, stride, scale,
+                            ac[c].softcap, NULL, b.scores);
+            }
+            int moved = 0;
+            for (unsigned h = 0; h < nh; h++) {
+                const unsigned kvh = h / (nh / nkv);
+                double mx = sinks[h], sum = 0, o[256] = { 0 };
+                double *sc = malloc(np * sizeof(double));
+                for (unsigned t = 0; t < np; t++) {
+                    double d = 0;
+                    for (unsigned i = 0; i < hd; i++)
+                        d += (double)(f16 ? kern_fp16_to_fp32(kern_fp32_to_fp16(b.q[h * hd + i]))
+                                          : b.q[h * hd + i]) *
+                             kf[t * stride + kvh * hd + i];
+                    d *= scale;
+                    if (ac[c].softcap > 0)
+                        d = ac[c].softcap * tanh(d / ac[c].softcap);
+                    mx = d > mx ? d : mx;
+                    sc[t] = d;
+                }
+                for (unsigned t = 0; t < np; t++) {
+                    double e = exp(sc[t] - mx);
+                    sum += e;
+                    for (unsigned i = 0; i < hd; i++)
+                        o[i] += e * vf[t * stride + kvh * hd + i];
+                }
+                sum += exp(sinks[h] - mx);
+                for (unsigned i = 0; i < hd; i++) {
+                    double want = o[i] / sum;
+                    if (!(fabs(b.ref[h * hd + i] - want) <= 4e-3 + 4e-3 * fabs(want)))
+                        fail_msg("%s sinks hd %u head %u dim %u: %g, want %g",
+                                 f16 ? "attn_f16" : "attn_f32", hd, h, i, b.ref[h * hd + i],
+                                 want);
+                    moved |= fbits(plain[h * hd + i]) != fbits(b.ref[h * hd + i]);
+                }
+                free(sc);
+            }
+            assert_true(moved);
+            attn_all_tables(&ca, b.ref, b.out);
+            attn_bufs_free(&b);
+            free(kf); free(vf); free(kh); free(vh); free(scratch); free(plain);
+        }
 }
 
 static void test_attn_f16(void **state)
@@ -271,6 +359,9 @@ static void test_attn_f16(void **state)
         /* AVX2's four heads on one KV head at head_dim 64: softcapped, a
          * tail of 3 past the last 8 positions, 4 blocks of the value pass */
         { 64, 8, 1, 203, 30.0f },
+        /* DeepSeek-V2's latent attention: one KV head of 576 (V2-Lite) and
+         * of 144 (the tests' tiny-deepseek2) for all the query heads */
+        { 576, 16, 1, 40, 0 }, { 144, 4, 1, 23, 0 },
     };
     for (size_t c = 0; c < sizeof ac / sizeof ac[0]; c++) {
         const unsigned hd = ac[c].hd, nh = ac[c].nh, nkv = ac[c].nkv, np = ac[c].npos;
@@ -291,7 +382,7 @@ static void test_attn_f16(void **state)
         const unsigned kv_mul = nh / nkv;
         for (unsigned h = 0; h < nh; h++) {
             const unsigned kh = h / kv_mul;
-            double mx = -INFINITY, sum = 0, o[256] = { 0 };
+            double mx = -INFINITY, sum = 0, o[576] = { 0 };
             double *sc = malloc(np * sizeof(double));
             for (unsigned t = 0; t < np; t++) {
                 double d = 0;
@@ -321,7 +412,7 @@ static void test_attn_f16(void **state)
 
         /* every table, over head ranges, gives the reference's bits */
         const attn_case ca = { 1, q, k, v, np, nh, nkv, hd, stride, scale, ac[c].softcap,
-                               b.scores, scratch };
+                               b.scores, scratch, NULL };
         attn_all_tables(&ca, ref, b.out);
         attn_bufs_free(&b);
         free(k);
@@ -525,6 +616,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tile_mm),
         cmocka_unit_test(test_attn_f16),
+        cmocka_unit_test(test_attn_sinks),
         cmocka_unit_test(test_attn_prefill),
         cmocka_unit_test(test_attn_f32),
         cmocka_unit_test(test_swiglu_ggml),

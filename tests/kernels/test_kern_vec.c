@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "kern_test.h"
+#include "fam_golden.h"
 
 /* ---- vector kernels --------------------------------------------------------- */
 
@@ -460,3 +461,66 @@ void test_ggml_matvec_golden(void **state)
     free(rows);
     free(pl);
 }
+
+/* The model families' vector kernels against ggml's own outputs of the
+ * same inputs (fam_golden.h; fam_golden_gen.c made the hashes, linking
+ * llama.cpp's ggml: unslothai/llama.cpp d32676d77, its CPU build): GeGLU
+ * (Gemma), gpt-oss's clamped SwiGLU, and RoPE with LongRoPE's divisors,
+ * linear scaling and YaRN, bit for bit.  Each kernel is checked to do
+ * something too: the default scaling gives kern_rope_ggml's bits, and
+ * without YaRN's mix the YaRN cases differ. */
+void test_ggml_family_golden(void **state)
+{
+    (void)state;
+    float a[1000], b[1000], y[1000];
+    for (int op = 0; op < 2; op++) {
+        uint64_t h = FG_FNV0;
+        fg_state = 11 + (uint64_t)op;
+        for (int k = 0; k < 2; k++) {
+            unsigned n = fg_glu_n[k];
+            for (unsigned i = 0; i < n; i++)
+                a[i] = 12 * fg_unit();
+            for (unsigned i = 0; i < n; i++)
+                b[i] = 9 * fg_unit();
+            if (op == 0)
+                kern_geglu_ggml(y, a, b, n);
+            else
+                kern_swiglu_oai(y, a, b, n, 1.702f, 7.0f);
+            h = fg_fnv(h, y, n * 4);
+        }
+        want_hash(op ? "kern_swiglu_oai" : "kern_geglu_ggml", h,
+                  op ? 0x8a515f20b1f9c362ull : 0x2024140c69b4b9e7ull);
+    }
+    uint64_t h = FG_FNV0;
+    fg_state = 13;
+    int yarn_moved = 0;
+    for (size_t k = 0; k < FG_NROPE; k++) {
+        const fg_rope *c = &fg_ropes[k];
+        float x[512], x0[512], ff[64];
+        fg_rope_inputs(c, x, ff);
+        memcpy(x0, x, sizeof x);
+        kern_rope_ext e = { c->freq_scale, c->ext_factor, c->attn_factor, { 0, 0 },
+                            c->ff ? ff : NULL };
+        kern_rope_yarn_corr(c->rot, c->orig, c->base, c->beta_fast, c->beta_slow, e.corr);
+        kern_rope_ggml_ext(x, 4, c->hd, c->rot, c->pos, c->base, &e, c->neox);
+        h = fg_fnv(h, x, 4 * c->hd * 4);
+        if (c->ext_factor != 0.0f) {
+            float x1[512];
+            memcpy(x1, x0, sizeof x1);
+            e.ext_factor = 0.0f;
+            kern_rope_ggml_ext(x1, 4, c->hd, c->rot, c->pos, c->base, &e, c->neox);
+            yarn_moved |= memcmp(x1, x, 4 * c->hd * 4) != 0;
+        }
+        /* no scaling at all: kern_rope_ggml's bits */
+        const kern_rope_ext none = { 1.0f, 0.0f, 1.0f, { 0, 0 }, c->ff ? ff : NULL };
+        float xa[512], xb[512];
+        memcpy(xa, x0, sizeof xa);
+        memcpy(xb, x0, sizeof xb);
+        kern_rope_ggml_ext(xa, 4, c->hd, c->rot, c->pos, c->base, &none, c->neox);
+        kern_rope_ggml(xb, 4, c->hd, c->rot, c->pos, c->base, c->ff ? ff : NULL, c->neox);
+        assert_memory_equal(xa, xb, 4 * c->hd * 4);
+    }
+    assert_true(yarn_moved);
+    want_hash("kern_rope_ggml_ext", h, 0xd56db96cac0164a1ull);
+}
+

@@ -12,6 +12,8 @@
  *      what `cflow inspect --critical-path --json` prints;
  *   3. `cflow run` prints the per-token summary line; `runs show`,
  *      `runs compare` and `runs export --csv|--json` carry the figures;
+ *      (and 1-3 once more on tiny-moe at llama.cpp's q4_k_m mix: matrices
+ *      of several GGML types, each counted by its real bytes);
  *   4. a log of schema version 2 (tests/prof/runs-v2.sql) migrates to the
  *      current version, keeps its rows, and takes new runs with bytes;
  *   5. after a batched prefill (stories260K), the per-token figures are the
@@ -336,6 +338,23 @@ static void test_bytes_and_critical_path(void **state)
 
 /* ------------------------------------------------------------ 4 */
 
+/* 1-3 again on tiny-moe at llama.cpp's q4_k_m mix: its matrices of
+ * several GGML types (q5_0 where q4_k's block does not divide a row,
+ * q8_0, a layer's down projections one type and another's another), so
+ * the figures count each type's real bytes. */
+static void test_bytes_mixed_types(void **state)
+{
+    tu_proc p;
+    char q4[sizeof moe];
+    memcpy(q4, moe, sizeof q4);
+    snprintf(moe, sizeof moe, "%s", tu_tmp("tiny-moe-q4_k_m.cflow"));
+    cflow(&p, "synth", "-q", "q4_k_m", "tiny-moe", moe, NULL);
+    expect_ok(&p, "synth -q q4_k_m tiny-moe");
+    tu_proc_free(&p);
+    test_bytes_and_critical_path(state);
+    memcpy(moe, q4, sizeof moe);
+}
+
 static void test_migrate_v2(void **state)
 {
     (void)state;
@@ -496,6 +515,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bytes_and_critical_path),
+        cmocka_unit_test(test_bytes_mixed_types),
         cmocka_unit_test(test_migrate_v2),
         cmocka_unit_test(test_batched_prefill_per_token),
     };
