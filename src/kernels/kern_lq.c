@@ -4,7 +4,7 @@
  * dequantisers and reference quantisers, the block checks (the
  * kern_type_ops entries of kern_impl.h), and the family's fill of each
  * tier's table.  The kernels are in kern_lq_ref.c (the scalar reference,
- * whose essay states the arithmetic).
+ * whose essay states the arithmetic) and kern_lq_simd.h (AVX2, AVX-512).
  *
  * ------------------------------------------------------------------------
  * Payloads (cflow(5) has the same, byte by byte)
@@ -75,6 +75,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if HAVE_ISA_X86 && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#endif
 
 #include "kernels/kern.h"
 #include "kernels/kern_impl.h"
@@ -86,12 +89,6 @@ const int8_t kern_lq_iq4nl[16] = {
 const int8_t kern_lq_mxfp4[16] = {
     0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,
 };
-
-const lq_fmt kern_lq_fmt_q4_1 = { 4, 2, 0 };
-const lq_fmt kern_lq_fmt_q5_0 = { 2, 2, 4 };
-const lq_fmt kern_lq_fmt_q5_1 = { 4, 2, 4 };
-const lq_fmt kern_lq_fmt_iq4_nl = { 2, 2, 0 };
-const lq_fmt kern_lq_fmt_mxfp4 = { 1, 1, 0 };
 
 /* ---- put / get: the payload order above ---------------------------------- */
 
@@ -128,25 +125,27 @@ static void lq_move(const lq_fmt *f, uint8_t *pl, unsigned nb, unsigned r,
     }
 }
 
-#define LQ_PUT_GET(T)                                                          \
-    static void put_##T(uint8_t *pl, unsigned rp, unsigned nb, unsigned r,     \
-                        const uint8_t *blocks)                                 \
+#define LQ_PUT_GET(T, NAME)                                                    \
+    static void put_##NAME(uint8_t *pl, unsigned rp, unsigned nb, unsigned r,  \
+                           const uint8_t *blocks)                              \
     {                                                                          \
+        const lq_fmt f = lq_fmt_of(KERN_##T);                                  \
         (void)rp;                                                              \
-        lq_move(&kern_lq_fmt_##T, pl, nb, r, (uint8_t *)blocks, 1);            \
+        lq_move(&f, pl, nb, r, (uint8_t *)blocks, 1);                          \
     }                                                                          \
-    static void get_##T(const uint8_t *pl, unsigned rp, unsigned nb,           \
-                        unsigned r, uint8_t *blocks)                           \
+    static void get_##NAME(const uint8_t *pl, unsigned rp, unsigned nb,        \
+                           unsigned r, uint8_t *blocks)                        \
     {                                                                          \
+        const lq_fmt f = lq_fmt_of(KERN_##T);                                  \
         (void)rp;                                                              \
-        lq_move(&kern_lq_fmt_##T, (uint8_t *)pl, nb, r, blocks, 0);            \
+        lq_move(&f, (uint8_t *)pl, nb, r, blocks, 0);                          \
     }
 
-LQ_PUT_GET(q4_1)
-LQ_PUT_GET(q5_0)
-LQ_PUT_GET(q5_1)
-LQ_PUT_GET(iq4_nl)
-LQ_PUT_GET(mxfp4)
+LQ_PUT_GET(Q4_1, q4_1)
+LQ_PUT_GET(Q5_0, q5_0)
+LQ_PUT_GET(Q5_1, q5_1)
+LQ_PUT_GET(IQ4_NL, iq4_nl)
+LQ_PUT_GET(MXFP4, mxfp4)
 
 /* BF16: a "block" is one value; nb is the tile's columns. */
 static void put_bf16(uint8_t *pl, unsigned rp, unsigned nb, unsigned r,
@@ -552,11 +551,38 @@ const kern_type_ops *kern_lq_type(enum kern_type t)
     return &lq_ops[t];
 }
 
-/* The scalar reference into every tier's table (no SIMD kernels yet). */
+#if HAVE_ISA_X86 && (defined(__x86_64__) || defined(__i386__))
+/* CPUID.(7,1):EAX bit 5 (clang 14's __builtin_cpu_supports lacks the name) */
+static int cpu_has_bf16(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1);
+}
+#endif
+
+/* The scalar reference first (every tier starts from it), then what the
+ * tier has its own kernels for: AVX-512 over AVX2's, vdpbf16ps where the
+ * CPU has it (the tables are per tier; within a tier the BF16 kernel with
+ * and without the instruction give the same bits). */
 void kern_lq_fill(kern_ops *ops, enum kern_isa isa)
 {
-    if (isa == KERN_ISA_SCALAR)
+    switch (isa) {
+    case KERN_ISA_SCALAR:
         kern_lq_fill_ref(ops);
+        break;
+#if HAVE_ISA_X86 && (defined(__x86_64__) || defined(__i386__))
+    case KERN_ISA_AVX2:
+        kern_lq_fill_avx2(ops);
+        break;
+    case KERN_ISA_AVX512:
+    case KERN_ISA_AVX512_VNNI:
+        kern_lq_fill_avx2(ops);
+        kern_lq_fill_avx512(ops, isa == KERN_ISA_AVX512_VNNI, cpu_has_bf16());
+        break;
+#endif
+    default:
+        break;
+    }
 }
 
 /* quantize_row_q8_1's s (x86 build): d * the sum of the block's quants,

@@ -59,9 +59,18 @@ static inline const uint8_t *lq_quants(const lq_fmt *f, const uint8_t *panel,
            (size_t)b * KERN_PANEL * (f->qh + 16);
 }
 
-/* The formats of the five types (kern_lq.c). */
-extern const lq_fmt kern_lq_fmt_q4_1, kern_lq_fmt_q5_0, kern_lq_fmt_q5_1,
-                    kern_lq_fmt_iq4_nl, kern_lq_fmt_mxfp4;
+/* The format of each of the five types (inline, so that a kernel made for
+ * one type has its offsets as constants). */
+static inline lq_fmt lq_fmt_of(enum kern_type t)
+{
+    switch (t) {
+    case KERN_Q4_1:   return (lq_fmt){ 4, 2, 0 };
+    case KERN_Q5_0:   return (lq_fmt){ 2, 2, 4 };
+    case KERN_Q5_1:   return (lq_fmt){ 4, 2, 4 };
+    case KERN_IQ4_NL: return (lq_fmt){ 2, 2, 0 };
+    default:          return (lq_fmt){ 1, 1, 0 };   /* MXFP4 */
+    }
+}
 
 /* BF16: panel p is 16 rows x cols halves at p * 32 * cols; column pair
  * (2k, 2k + 1) at 64k in it, row i's two values at 4i (the even column
