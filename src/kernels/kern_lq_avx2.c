@@ -30,6 +30,7 @@
 #define LQ_BF16_NATIVE 0
 #define LQ_RP_G 4       /* 8 accumulators of 16 ymm */
 #define LQ_MM_T 4
+#define LQ_MM8_T 0      /* 8 accumulators an input: one fills ymm */
 #include "kernels/kern_lq_simd.h"
 
 void kern_lq_fill_avx2(kern_ops *ops)

@@ -31,6 +31,7 @@
 #define LQ_BF16_NATIVE 0
 #define LQ_RP_G 8
 #define LQ_MM_T 8
+#define LQ_MM8_T 2
 #include "kernels/kern_lq_simd.h"
 
 #define LQ_ATTR __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
@@ -41,6 +42,7 @@
 #define LQ_BF16_NATIVE 0
 #define LQ_RP_G 8
 #define LQ_MM_T 8
+#define LQ_MM8_T 2
 #include "kernels/kern_lq_simd.h"
 
 #define LQ_ATTR __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
@@ -51,6 +53,7 @@
 #define LQ_BF16_NATIVE 1
 #define LQ_RP_G 8
 #define LQ_MM_T 8
+#define LQ_MM8_T 2
 #include "kernels/kern_lq_simd.h"
 
 void kern_lq_fill_avx512(kern_ops *ops, int vnni, int bf16)

@@ -10,7 +10,8 @@
  *   LQ_WITH_QUANT, LQ_WITH_BF16  which kernels to make (1 or 0), and
  *   LQ_BF16_NATIVE  1 for vdpbf16ps (the attribute then has avx512bf16)
  *   LQ_RP_G, LQ_MM_T  panels side by side in the repacked mat-vec, inputs
- *            at once in its batched kernel
+ *            at once in its batched kernel; LQ_MM8_T inputs at once in
+ *            the batched 8-lane kernel (0: m mat-vecs)
  * and gets LQ(lq_fill)(ops), which puts the kernels it made in a table.
  * Each lane is a row and does kern_lq_ref.c's operations in its order (the
  * tests hold every tier to it bit for bit):
@@ -64,6 +65,7 @@
     } while (0)
 #if KERN_VN == 16
 #define lq_shuf(t, i)   _mm512_shuffle_epi8(t, i)
+#define lq_add16(a, b)  _mm512_add_epi16(a, b)
 #define lq_cvt(v)       _mm512_cvtepi32_ps(v)
 #define lq_bcast16(p)   _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p)))
 /* u with 16 added to the bytes whose bit sel is set in b */
@@ -99,6 +101,7 @@ typedef __m512d lq_vd;
         _mm256_castps_pd(_mm512_cvtpd_ps(hi)), 1))
 #else
 #define lq_shuf(t, i)   _mm256_shuffle_epi8(t, i)
+#define lq_add16(a, b)  _mm256_add_epi16(a, b)
 #define lq_cvt(v)       _mm256_cvtepi32_ps(v)
 #define lq_bcast16(p)   _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p)))
 KERN_VATTR static inline __m256i lq_hbit(__m256i u, __m256i b, __m256i sel)
@@ -265,11 +268,27 @@ LQ_INL void LQ(lq_unpack)(enum kern_type t, const uint8_t *q, const uint8_t *qh,
     }
 }
 
-/* The block's whole dot, from init */
+/* The block's whole dot, from init.  Without VNNI, weights below 32 (all
+ * but IQ4_NL's) let 4 groups' vpmaddubsw pairs add up in 16 bits (at most
+ * 4 x 2 x 31 x 127 = 31496) before one vpmaddwd. */
 LQ_INL kern_vi LQ(lq_dot_all)(enum kern_type t, const kern_vi *w, const int8_t *xq,
                               int32_t init)
 {
     kern_vi a = kern_vi_set1_32(init), b = kern_vi_set1_32(0);
+#if !LQ_VNNI
+    if (!LQ_SGN(t)) {
+        kern_vi s0 = kern_vi_maddubs(w[0], lq_xg(xq, 0));
+        kern_vi s1 = kern_vi_maddubs(w[4], lq_xg(xq, 4));
+#pragma GCC unroll 4
+        for (int j = 1; j < 4; j++) {
+            s0 = lq_add16(s0, kern_vi_maddubs(w[j], lq_xg(xq, j)));
+            s1 = lq_add16(s1, kern_vi_maddubs(w[4 + j], lq_xg(xq, 4 + j)));
+        }
+        const kern_vi ones = kern_vi_set1_16(1);
+        return kern_vi_add32(kern_vi_add32(a, kern_vi_madd16(s0, ones)),
+                             kern_vi_madd16(s1, ones));
+    }
+#endif
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
         a = LQ(lq_dot)(a, w[j], lq_xg(xq, j), LQ_SGN(t));
@@ -363,6 +382,75 @@ LQ_INL void LQ(lq_mv8)(enum kern_type t, const uint8_t *pl,
         }
     }
 }
+
+#if LQ_MM8_T
+/* Batched 8-lane sums of the types that do not pair their blocks (Q5_0,
+ * Q4_1, Q5_1): a block's weights unpacked once for LQ_MM8_T inputs, each
+ * input's 8 accumulators (and min term) the mat-vec's, in its order; the
+ * inputs past the last group through the mat-vec. */
+LQ_INL void LQ(lq_mm8)(enum kern_type t, const uint8_t *pl, unsigned rows,
+                       unsigned cols, const kern_act *x, unsigned m,
+                       unsigned col0, float *y, size_t ldy)
+{
+    const lq_fmt fm = lq_fmt_of(t), *f = &fm;
+    const unsigned nb = (cols + KERN_QBLOCK - 1) / KERN_QBLOCK;
+    const unsigned np = (rows + KERN_PANEL - 1) / KERN_PANEL, xb0 = col0 / KERN_QBLOCK;
+    const int hasm = t == KERN_Q4_1 || t == KERN_Q5_1;
+    int32_t init[LQ_MM8_T][KERN_TILE_COLS / 4];
+    unsigned j0 = 0;
+    for (; j0 + LQ_MM8_T <= m; j0 += LQ_MM8_T) {
+        const kern_act *xj = x + j0;
+        for (int j = 0; j < LQ_MM8_T; j++)
+            lq_init(init[j], xj[j].q8 + col0, nb, LQ_OFF(t));
+        for (unsigned p = 0; p < np; p++) {
+            const uint8_t *panel = lq_panel(f, pl, nb, p);
+            for (unsigned h = 0; h < LQ_H; h++) {
+                kern_vf acc[LQ_MM8_T][8], summs[LQ_MM8_T];
+#pragma GCC unroll 8
+                for (int j = 0; j < LQ_MM8_T; j++) {
+                    summs[j] = kern_vf_zero();
+#pragma GCC unroll 8
+                    for (int g = 0; g < 8; g++)
+                        acc[j][g] = kern_vf_zero();
+                }
+                for (unsigned b = 0; b < nb; b++) {
+                    LQ_ROWS_AT(f, panel, nb, b, h, q, qh);
+                    kern_vi w[8];
+                    LQ(lq_unpack)(t, q, qh, w);
+                    const kern_vf dw = kern_vf_ld_half(lq_meta(f, panel, b, 0) +
+                                                       2 * KERN_VN * h);
+                    const kern_vf mw = hasm ? kern_vf_ld_half(lq_meta(f, panel, b, 1) +
+                                                              2 * KERN_VN * h)
+                                            : kern_vf_zero();
+#pragma GCC unroll 8
+                    for (int j = 0; j < LQ_MM8_T; j++) {
+                        const int8_t *xq = xj[j].q8 + col0 + KERN_QBLOCK * b;
+                        const kern_vf d = kern_vf_mul(dw, kern_vf_set1(xj[j].q8_d[xb0 + b]));
+#pragma GCC unroll 8
+                        for (int g = 0; g < 8; g++)
+                            acc[j][g] = kern_vf_fma(
+                                d, lq_cvt(LQ(lq_dot)(kern_vi_set1_32(init[j][8 * b + g]),
+                                                     w[g], lq_xg(xq, g), LQ_SGN(t))),
+                                acc[j][g]);
+                        if (hasm)
+                            summs[j] = kern_vf_fma(mw, kern_vf_set1(xj[j].q8_s[xb0 + b]),
+                                                   summs[j]);
+                    }
+                }
+                const unsigned r0 = KERN_PANEL * p + KERN_VN * h;
+                for (int j = 0; j < LQ_MM8_T; j++) {
+                    kern_vf r = lq_fold8(acc[j]);
+                    if (hasm)
+                        r = kern_vf_add(r, summs[j]);
+                    lq_add_rows(y + (j0 + j) * ldy + r0, lq_nrows(rows, r0), r);
+                }
+            }
+        }
+    }
+    for (; j0 < m; j0++)
+        LQ(lq_mv8)(t, pl, rows, cols, x + j0, col0, y + j0 * ldy);
+}
+#endif
 
 /* ---- the repacked flavour (one FMA a block) ------------------------------------ */
 
@@ -569,21 +657,27 @@ LQ_ENTRY(mv_iq4_nl_rp, IQ4_NL, lq_mv_rp)
 LQ_ENTRY(mv_mxfp4_rp, MXFP4, lq_mv_rp)
 #undef LQ_ENTRY
 
-#define LQ_MM_ENTRY(NAME, T)                                                   \
+#define LQ_MM_ENTRY(NAME, T, KERNEL)                                           \
     LQ_ATTR static void LQ(NAME)(const void *pl, unsigned rows, unsigned cols, \
                                  const kern_act *x, unsigned m, unsigned col0, \
                                  float *y, size_t ldy)                         \
     {                                                                          \
-        LQ(lq_mm_rp)(KERN_##T, pl, rows, cols, x, m, col0, y, ldy);            \
+        LQ(KERNEL)(KERN_##T, pl, rows, cols, x, m, col0, y, ldy);              \
     }
-LQ_MM_ENTRY(mm_iq4_nl_rp, IQ4_NL)
-LQ_MM_ENTRY(mm_mxfp4_rp, MXFP4)
-#undef LQ_MM_ENTRY
+LQ_MM_ENTRY(mm_iq4_nl_rp, IQ4_NL, lq_mm_rp)
+LQ_MM_ENTRY(mm_mxfp4_rp, MXFP4, lq_mm_rp)
+#if LQ_MM8_T
+LQ_MM_ENTRY(mm_q4_1, Q4_1, lq_mm8)
+LQ_MM_ENTRY(mm_q5_0, Q5_0, lq_mm8)
+LQ_MM_ENTRY(mm_q5_1, Q5_1, lq_mm8)
+#else
 KERN_MM_FROM_MV(LQ(mm_q4_1), LQ(mv_q4_1))
 KERN_MM_FROM_MV(LQ(mm_q5_0), LQ(mv_q5_0))
 KERN_MM_FROM_MV(LQ(mm_q5_1), LQ(mv_q5_1))
+#endif
 KERN_MM_FROM_MV(LQ(mm_iq4_nl), LQ(mv_iq4_nl))
 KERN_MM_FROM_MV(LQ(mm_mxfp4), LQ(mv_mxfp4))
+#undef LQ_MM_ENTRY
 #endif
 #if LQ_WITH_BF16
 KERN_MM_FROM_MV(LQ(mm_bf16), LQ(lq_mv_bf16))
@@ -622,3 +716,4 @@ static void LQ(lq_fill)(kern_ops *ops)
 #undef LQ_BF16_NATIVE
 #undef LQ_RP_G
 #undef LQ_MM_T
+#undef LQ_MM8_T
