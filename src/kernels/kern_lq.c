@@ -502,6 +502,8 @@ static int ck_iq4_nl(const uint8_t *x, unsigned nb, const char **what)
 static int ck_mxfp4(const uint8_t *x, unsigned nb, const char **what)
 {
     for (unsigned b = 0; b < nb; b++, x += 17) {
+        if (x[0] <= 252)
+            continue;                   /* 12 x 2^124 at most: finite */
         int big = 0;
         for (unsigned j = 0; j < 32; j++) {
             int v = abs(kern_lq_mxfp4[nib(x + 1, j)]);
@@ -527,21 +529,72 @@ static int ck_bf16(const uint8_t *x, unsigned n, const char **what)
     return 0;
 }
 
+/* ---- the open's fast path: a panel's scale fields straight from the payload -- */
+
+/* Every f16 of n at p finite (no exponent of all ones). */
+static int halves_ok(const uint8_t *p, size_t n)
+{
+    unsigned bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad |= (kern_ld_u16(p + 2 * i) & 0x7C00u) == 0x7C00u;
+    return !bad;
+}
+
+/* The f16 types: a panel's meta area is nothing but their d (and m). */
+#define LQ_PANEL_OK(T, NAME)                                                   \
+    static int pok_##NAME(const uint8_t *pl, unsigned rp, unsigned nb,         \
+                          unsigned p)                                          \
+    {                                                                          \
+        const lq_fmt f = lq_fmt_of(KERN_##T);                                  \
+        (void)rp;                                                              \
+        return halves_ok(lq_panel(&f, pl, nb, p),                              \
+                         (size_t)nb * KERN_PANEL * f.meta / 2);                \
+    }
+
+LQ_PANEL_OK(Q4_1, q4_1)
+LQ_PANEL_OK(Q5_0, q5_0)
+LQ_PANEL_OK(Q5_1, q5_1)
+LQ_PANEL_OK(IQ4_NL, iq4_nl)
+
+/* MXFP4: an exponent up to 252 is finite with any nibble (12 x 2^124);
+ * 253 and 254 are decided row by row, by the nibbles. */
+static int pok_mxfp4(const uint8_t *pl, unsigned rp, unsigned nb, unsigned p)
+{
+    const lq_fmt f = lq_fmt_of(KERN_MXFP4);
+    const uint8_t *e = lq_panel(&f, pl, nb, p);
+    unsigned bad = 0;
+    (void)rp;
+    for (size_t i = 0; i < (size_t)nb * KERN_PANEL; i++)
+        bad |= e[i] > 252;
+    return !bad;
+}
+
+/* BF16: the panel's 16 x nb values */
+static int pok_bf16(const uint8_t *pl, unsigned rp, unsigned nb, unsigned p)
+{
+    const uint8_t *v = pl + (size_t)p * KERN_PANEL * nb * 2;
+    unsigned bad = 0;
+    (void)rp;
+    for (size_t i = 0; i < (size_t)nb * KERN_PANEL; i++)
+        bad |= (kern_ld_u16(v + 2 * i) & 0x7F80u) == 0x7F80u;
+    return !bad;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 static const kern_type_ops lq_ops[KERN_NTYPES] = {
     [KERN_BF16] = { "bf16", KERN_SRC_BF16, 1, 2, put_bf16, get_bf16, dq_bf16,
-                    qz_bf16, ck_bf16 },
+                    qz_bf16, ck_bf16, pok_bf16 },
     [KERN_Q4_1] = { "q4_1", KERN_SRC_GGML_Q4_1, 32, 20, put_q4_1, get_q4_1,
-                    dq_q4_1, qz_q4_1, ck_q4_1 },
+                    dq_q4_1, qz_q4_1, ck_q4_1, pok_q4_1 },
     [KERN_Q5_0] = { "q5_0", KERN_SRC_GGML_Q5_0, 32, 22, put_q5_0, get_q5_0,
-                    dq_q5_0, qz_q5_0, ck_q5_0 },
+                    dq_q5_0, qz_q5_0, ck_q5_0, pok_q5_0 },
     [KERN_Q5_1] = { "q5_1", KERN_SRC_GGML_Q5_1, 32, 24, put_q5_1, get_q5_1,
-                    dq_q5_1, qz_q5_1, ck_q5_1 },
+                    dq_q5_1, qz_q5_1, ck_q5_1, pok_q5_1 },
     [KERN_IQ4_NL] = { "iq4_nl", KERN_SRC_GGML_IQ4_NL, 32, 18, put_iq4_nl,
-                      get_iq4_nl, dq_iq4_nl, qz_iq4_nl, ck_iq4_nl },
+                      get_iq4_nl, dq_iq4_nl, qz_iq4_nl, ck_iq4_nl, pok_iq4_nl },
     [KERN_MXFP4] = { "mxfp4", KERN_SRC_GGML_MXFP4, 32, 17, put_mxfp4,
-                     get_mxfp4, dq_mxfp4, qz_mxfp4, ck_mxfp4 },
+                     get_mxfp4, dq_mxfp4, qz_mxfp4, ck_mxfp4, pok_mxfp4 },
 };
 
 const kern_type_ops *kern_lq_type(enum kern_type t)
