@@ -344,6 +344,23 @@ static int best_index_int8(int n, const int8_t *val, float x)
     return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
 }
 
+/* The weighted sums of one trial scale 1 / id of quantize_row_iq4_nl_impl:
+ * each x rounded to the nearest table value q, sum w q x and sum w q^2. */
+static void iq4_nl_sums(const float *x, const float *weight, float id,
+                        float *sumqx, float *sumq2)
+{
+    float sx = 0, s2 = 0;
+    for (int j = 0; j < 32; j++) {
+        float al = id * x[j];
+        int l = best_index_int8(16, kern_lq_iq4nl, al);
+        float q = kern_lq_iq4nl[l], w = weight[j];
+        sx += w * q * x[j];
+        s2 += w * q * q;
+    }
+    *sumqx = sx;
+    *sumq2 = s2;
+}
+
 /* quantize_row_iq4_nl_impl(32, 32, ..., quant_weights NULL, ntry 7): one
  * block, what ggml_quantize_chunk (llama-quantize) writes */
 static int iq4_nl_block(const float *x, uint8_t *y)
@@ -364,27 +381,12 @@ static int iq4_nl_block(const float *x, uint8_t *y)
     float d = 0.0f;
     if (!(amax < 1e-15f)) {             /* GROUP_MAX_EPS */
         d = -max / values[0];
-        float id = 1 / d;
-        float sumqx = 0, sumq2 = 0;
-        for (int j = 0; j < 32; j++) {
-            float al = id * x[j];
-            int l = best_index_int8(16, values, al);
-            float q = values[l], w = weight[j];
-            sumqx += w * q * x[j];
-            sumq2 += w * q * q;
-        }
+        float sumqx, sumq2;
+        iq4_nl_sums(x, weight, 1 / d, &sumqx, &sumq2);
         d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
         float best = d * sumqx;
         for (int itry = -ntry; itry <= ntry; ++itry) {
-            id = (itry + values[0]) / max;
-            sumqx = sumq2 = 0;
-            for (int j = 0; j < 32; j++) {
-                float al = id * x[j];
-                int l = best_index_int8(16, values, al);
-                float q = values[l], w = weight[j];
-                sumqx += w * q * x[j];
-                sumq2 += w * q * q;
-            }
+            iq4_nl_sums(x, weight, (itry + values[0]) / max, &sumqx, &sumq2);
             if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
                 d = sumqx / sumq2;
                 best = d * sumqx;

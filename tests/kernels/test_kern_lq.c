@@ -27,58 +27,19 @@
  */
 #include "config.h"
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "kernels/kern.h"
-#include "kernels/kern_impl.h"
-
-#if defined(__x86_64__) || defined(__i386__)
+#include "kern_test.h"
+#if HAVE_X86
 #include <cpuid.h>
-#include <immintrin.h>
-#define HAVE_X86 1
-#else
-#define HAVE_X86 0
 #endif
 
 static const enum kern_type types[] = { KERN_Q4_1, KERN_Q5_0, KERN_Q5_1,
                                         KERN_IQ4_NL, KERN_MXFP4, KERN_BF16 };
 #define NTYPES (sizeof types / sizeof types[0])
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-
-static uint64_t rng_u64(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
-static unsigned rng_below(unsigned n)
-{
-    return (unsigned)(rng_u64() % n);
-}
-
-static float rng_unit(void)   /* [-1, 1) */
-{
-    return (float)((double)(rng_u64() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
-static uint32_t fbits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
+#define rng_u64 kt_rng_u64
+#define rng_below kt_rng_below
+#define rng_unit kt_rng_unit
+#define fbits kt_fbits
 
 static const kern_type_ops *ops_of(enum kern_type t)
 {
