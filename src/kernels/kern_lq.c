@@ -67,7 +67,11 @@
  * an f16 d or m that is inf or NaN ("d", "m"), an E8M0 scale of 0xFF, or
  * one large enough that a nibble of its block decodes to infinity
  * ("e8m0 scale"), a BF16 weight that is inf or NaN ("weight").  IQ4_NL and
- * MXFP4 nibbles index 16-entry tables: no index can be out of range.
+ * MXFP4 nibbles index 16-entry tables: no index can be out of range.  The
+ * open checks every tile, lazily read experts on the decode's path, so
+ * panel_ok reads a panel's scale area straight from the payload (an
+ * MXFP4 exponent up to 252 is finite with any nibble) and only a panel it
+ * cannot pass goes row by row through get and check.
  */
 #include "config.h"
 
