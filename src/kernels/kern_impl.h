@@ -208,6 +208,12 @@ typedef struct kern_type_ops {
      * reserved E8M0 0xFF, indexes in range ...), else -1 with *what (may
      * be NULL) naming the field ("d", "dmin", "e8m0 scale") */
     int  (*check)(const uint8_t *blocks, unsigned nblk, const char **what);
+    /* optional, the open's fast path: 1 when every block of panel p (rows
+     * 16p .. 16p+15) of a payload of rp rows passes check, read straight
+     * from the payload; 0 sends kern_tile_check through get and check row
+     * by row (which names the row and the field), so it may say 0 where
+     * check would pass.  NULL: row by row always. */
+    int  (*panel_ok)(const uint8_t *pl, unsigned rp, unsigned nblk, unsigned p);
 } kern_type_ops;
 
 /* The entry of type t, NULL for F32, F16, Q8_0, Q4_0 (kern_pack.c's own

@@ -67,7 +67,11 @@
  * an f16 d or m that is inf or NaN ("d", "m"), an E8M0 scale of 0xFF, or
  * one large enough that a nibble of its block decodes to infinity
  * ("e8m0 scale"), a BF16 weight that is inf or NaN ("weight").  IQ4_NL and
- * MXFP4 nibbles index 16-entry tables: no index can be out of range.
+ * MXFP4 nibbles index 16-entry tables: no index can be out of range.  The
+ * open checks every tile, lazily read experts on the decode's path, so
+ * panel_ok reads a panel's scale area straight from the payload (an
+ * MXFP4 exponent up to 252 is finite with any nibble) and only a panel it
+ * cannot pass goes row by row through get and check.
  */
 #include "config.h"
 
@@ -344,6 +348,23 @@ static int best_index_int8(int n, const int8_t *val, float x)
     return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
 }
 
+/* The weighted sums of one trial scale 1 / id of quantize_row_iq4_nl_impl:
+ * each x rounded to the nearest table value q, sum w q x and sum w q^2. */
+static void iq4_nl_sums(const float *x, const float *weight, float id,
+                        float *sumqx, float *sumq2)
+{
+    float sx = 0, s2 = 0;
+    for (int j = 0; j < 32; j++) {
+        float al = id * x[j];
+        int l = best_index_int8(16, kern_lq_iq4nl, al);
+        float q = kern_lq_iq4nl[l], w = weight[j];
+        sx += w * q * x[j];
+        s2 += w * q * q;
+    }
+    *sumqx = sx;
+    *sumq2 = s2;
+}
+
 /* quantize_row_iq4_nl_impl(32, 32, ..., quant_weights NULL, ntry 7): one
  * block, what ggml_quantize_chunk (llama-quantize) writes */
 static int iq4_nl_block(const float *x, uint8_t *y)
@@ -364,27 +385,12 @@ static int iq4_nl_block(const float *x, uint8_t *y)
     float d = 0.0f;
     if (!(amax < 1e-15f)) {             /* GROUP_MAX_EPS */
         d = -max / values[0];
-        float id = 1 / d;
-        float sumqx = 0, sumq2 = 0;
-        for (int j = 0; j < 32; j++) {
-            float al = id * x[j];
-            int l = best_index_int8(16, values, al);
-            float q = values[l], w = weight[j];
-            sumqx += w * q * x[j];
-            sumq2 += w * q * q;
-        }
+        float sumqx, sumq2;
+        iq4_nl_sums(x, weight, 1 / d, &sumqx, &sumq2);
         d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
         float best = d * sumqx;
         for (int itry = -ntry; itry <= ntry; ++itry) {
-            id = (itry + values[0]) / max;
-            sumqx = sumq2 = 0;
-            for (int j = 0; j < 32; j++) {
-                float al = id * x[j];
-                int l = best_index_int8(16, values, al);
-                float q = values[l], w = weight[j];
-                sumqx += w * q * x[j];
-                sumq2 += w * q * q;
-            }
+            iq4_nl_sums(x, weight, (itry + values[0]) / max, &sumqx, &sumq2);
             if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
                 d = sumqx / sumq2;
                 best = d * sumqx;
@@ -502,6 +508,8 @@ static int ck_iq4_nl(const uint8_t *x, unsigned nb, const char **what)
 static int ck_mxfp4(const uint8_t *x, unsigned nb, const char **what)
 {
     for (unsigned b = 0; b < nb; b++, x += 17) {
+        if (x[0] <= 252)
+            continue;                   /* 12 x 2^124 at most: finite */
         int big = 0;
         for (unsigned j = 0; j < 32; j++) {
             int v = abs(kern_lq_mxfp4[nib(x + 1, j)]);
@@ -527,21 +535,72 @@ static int ck_bf16(const uint8_t *x, unsigned n, const char **what)
     return 0;
 }
 
+/* ---- the open's fast path: a panel's scale fields straight from the payload -- */
+
+/* Every f16 of n at p finite (no exponent of all ones). */
+static int halves_ok(const uint8_t *p, size_t n)
+{
+    unsigned bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad |= (kern_ld_u16(p + 2 * i) & 0x7C00u) == 0x7C00u;
+    return !bad;
+}
+
+/* The f16 types: a panel's meta area is nothing but their d (and m). */
+#define LQ_PANEL_OK(T, NAME)                                                   \
+    static int pok_##NAME(const uint8_t *pl, unsigned rp, unsigned nb,         \
+                          unsigned p)                                          \
+    {                                                                          \
+        const lq_fmt f = lq_fmt_of(KERN_##T);                                  \
+        (void)rp;                                                              \
+        return halves_ok(lq_panel(&f, pl, nb, p),                              \
+                         (size_t)nb * KERN_PANEL * f.meta / 2);                \
+    }
+
+LQ_PANEL_OK(Q4_1, q4_1)
+LQ_PANEL_OK(Q5_0, q5_0)
+LQ_PANEL_OK(Q5_1, q5_1)
+LQ_PANEL_OK(IQ4_NL, iq4_nl)
+
+/* MXFP4: an exponent up to 252 is finite with any nibble (12 x 2^124);
+ * 253 and 254 are decided row by row, by the nibbles. */
+static int pok_mxfp4(const uint8_t *pl, unsigned rp, unsigned nb, unsigned p)
+{
+    const lq_fmt f = lq_fmt_of(KERN_MXFP4);
+    const uint8_t *e = lq_panel(&f, pl, nb, p);
+    unsigned bad = 0;
+    (void)rp;
+    for (size_t i = 0; i < (size_t)nb * KERN_PANEL; i++)
+        bad |= e[i] > 252;
+    return !bad;
+}
+
+/* BF16: the panel's 16 x nb values */
+static int pok_bf16(const uint8_t *pl, unsigned rp, unsigned nb, unsigned p)
+{
+    const uint8_t *v = pl + (size_t)p * KERN_PANEL * nb * 2;
+    unsigned bad = 0;
+    (void)rp;
+    for (size_t i = 0; i < (size_t)nb * KERN_PANEL; i++)
+        bad |= (kern_ld_u16(v + 2 * i) & 0x7F80u) == 0x7F80u;
+    return !bad;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 static const kern_type_ops lq_ops[KERN_NTYPES] = {
     [KERN_BF16] = { "bf16", KERN_SRC_BF16, 1, 2, put_bf16, get_bf16, dq_bf16,
-                    qz_bf16, ck_bf16 },
+                    qz_bf16, ck_bf16, pok_bf16 },
     [KERN_Q4_1] = { "q4_1", KERN_SRC_GGML_Q4_1, 32, 20, put_q4_1, get_q4_1,
-                    dq_q4_1, qz_q4_1, ck_q4_1 },
+                    dq_q4_1, qz_q4_1, ck_q4_1, pok_q4_1 },
     [KERN_Q5_0] = { "q5_0", KERN_SRC_GGML_Q5_0, 32, 22, put_q5_0, get_q5_0,
-                    dq_q5_0, qz_q5_0, ck_q5_0 },
+                    dq_q5_0, qz_q5_0, ck_q5_0, pok_q5_0 },
     [KERN_Q5_1] = { "q5_1", KERN_SRC_GGML_Q5_1, 32, 24, put_q5_1, get_q5_1,
-                    dq_q5_1, qz_q5_1, ck_q5_1 },
+                    dq_q5_1, qz_q5_1, ck_q5_1, pok_q5_1 },
     [KERN_IQ4_NL] = { "iq4_nl", KERN_SRC_GGML_IQ4_NL, 32, 18, put_iq4_nl,
-                      get_iq4_nl, dq_iq4_nl, qz_iq4_nl, ck_iq4_nl },
+                      get_iq4_nl, dq_iq4_nl, qz_iq4_nl, ck_iq4_nl, pok_iq4_nl },
     [KERN_MXFP4] = { "mxfp4", KERN_SRC_GGML_MXFP4, 32, 17, put_mxfp4,
-                     get_mxfp4, dq_mxfp4, qz_mxfp4, ck_mxfp4 },
+                     get_mxfp4, dq_mxfp4, qz_mxfp4, ck_mxfp4, pok_mxfp4 },
 };
 
 const kern_type_ops *kern_lq_type(enum kern_type t)

@@ -11,7 +11,7 @@
  * adds its tiles' sums to y in float.  Activations: Q8_0 blocks (x->q8,
  * q8_d) for Q5_0, IQ4_NL and MXFP4; Q8_1 (the same quants and d, and s,
  * x->q8_s) for Q4_1 and Q5_1; bfloat16 (x->bf16, GGML_FP32_TO_BF16) for
- * BF16.  col0 is a multiple of 32 (of 2 for BF16).  Integer dots are
+ * BF16.  col0 is a multiple of 32 (any for BF16).  Integer dots are
  * exact; isum_j below is the dot of block columns 4j .. 4j+3, dw, m the
  * block's f16 scale and min (dw of MXFP4: its E8M0 scale halved,
  * ggml_e8m0_to_fp32_half, as the doubled value table wants), dx, s the

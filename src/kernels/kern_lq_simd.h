@@ -2,8 +2,8 @@
  * kern_lq_simd.h — the 32-column GGML block types' and BF16's kernels,
  * written once for a tier's vectors: included by kern_lq_avx2.c (ymm, 8
  * rows a vector, a panel as two halves) and kern_lq_avx512.c (zmm, a
- * panel a vector; included twice, with and without VNNI), after
- * kern_simd.h, with
+ * panel a vector; three times: without VNNI, with it, and BF16 alone with
+ * vdpbf16ps), after kern_simd.h, with
  *   LQ_ATTR  the functions' target attribute
  *   LQ_SFX   the suffix of their names (so that one file holds two tiers)
  *   LQ_VNNI  1 where vpdpbusd forms the integer dots
@@ -37,7 +37,8 @@
  *             repacked flavour one accumulator.  MXFP4's E8M0 scale halved
  *             is built from its bits.
  *   BF16      32 accumulators a row (column pair k in k % 32), run as passes
- *             of KERN_VN accumulators over the panel (its 8 KiB stay in L1),
+ *             of KERN_VN accumulators over the panel (a pass reads the pairs
+ *             of its accumulators: every weight is read once),
  *             folded per half as _mm512_reduce_add_ps, then 0 + c1 + c2 and
  *             the tail columns in double.  vdpbf16ps where the CPU has it
  *             (LQ_BF16_NATIVE), else its arithmetic: subnormal inputs to

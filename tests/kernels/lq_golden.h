@@ -16,6 +16,8 @@
  *            0.03, E8M0 117 .. 124) times x in [-2, 2), as ggml_mul_mat
  *            computes one token (decode), in the CPU buffer and, where
  *            repack is set, in the CPU_REPACK buffer
+ *   batch    lg_batches[]: the same for m tokens at once (prefill), weights
+ *            in the CPU_REPACK buffer
  *   act      LG_ACOLS floats to Q8_1 blocks (quantize_row_q8_1) and to
  *            bfloat16 (the CPU backend's from_float of those types)
  * Every hash is FNV-1a 64 of the output bytes.
@@ -78,6 +80,18 @@ static const lg_case lg_cases[] = {
     { LG_BF16, 20, 172, 0 }, { LG_BF16, 20, 256, 0 },
 };
 #define LG_NCASES (sizeof lg_cases / sizeof lg_cases[0])
+
+/* Batches through the repacked kernels: llama.cpp runs its repacked gemm
+ * on each 4 tokens and the gemv on the rest, one FMA a block in both. */
+typedef struct {
+    int type;
+    unsigned R, C, m;
+} lg_batch;
+
+static const lg_batch lg_batches[] = {
+    { LG_MXFP4, 16, 256, 5 }, { LG_MXFP4, 40, 96, 8 }, { LG_IQ4_NL, 24, 160, 9 },
+};
+#define LG_NBATCHES (sizeof lg_batches / sizeof lg_batches[0])
 
 static uint64_t lg_state;
 

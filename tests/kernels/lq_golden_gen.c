@@ -14,7 +14,8 @@
  * backend, with the weights in its plain buffer or, for the repack cases,
  * in its CPU_REPACK buffer (the extra buffer llama.cpp puts weights in by
  * default, whose IQ4_NL and MXFP4 matrices of 8k rows take the repacked
- * gemv); act through the CPU backend's from_float of Q8_1 and BF16.
+ * gemv, and gemm for each 4 tokens of a batch); act through the CPU
+ * backend's from_float of Q8_1 and BF16.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -41,9 +42,9 @@ static ggml_backend_buffer_type_t repack_buft(void)
     exit(1);
 }
 
-/* y[R] = W x for one token */
-static void mul_mat(ggml_backend_t be, const lg_case *c, const void *w,
-                    const float *x, float *y)
+/* y[m][R] = W x[m] for m tokens */
+static void mul_mat(ggml_backend_t be, const lg_case *c, unsigned m,
+                    const void *w, const float *x, float *y)
 {
     struct ggml_init_params ip = { ggml_tensor_overhead() * 4, NULL, true };
     struct ggml_context *cw = ggml_init(ip);
@@ -55,7 +56,7 @@ static void mul_mat(ggml_backend_t be, const lg_case *c, const void *w,
     struct ggml_init_params ic = { ggml_tensor_overhead() * 8 + ggml_graph_overhead(),
                                    NULL, true };
     struct ggml_context *cc = ggml_init(ic);
-    struct ggml_tensor *X = ggml_new_tensor_2d(cc, GGML_TYPE_F32, c->C, 1);
+    struct ggml_tensor *X = ggml_new_tensor_2d(cc, GGML_TYPE_F32, c->C, m);
     struct ggml_tensor *Y = ggml_mul_mat(cc, W, X);
     struct ggml_cgraph *gf = ggml_new_graph(cc);
     ggml_build_forward_expand(gf, Y);
@@ -113,11 +114,30 @@ int main(void)
         lg_state = 1001 + i;
         lg_matvec_blocks(c->type, w, n);
         lg_vector(xv, c->C);
-        mul_mat(be, c, w, xv, yv);
+        mul_mat(be, c, 1, w, xv, yv);
         printf("0x%016llxull, /* %s %ux%u%s */\n",
                (unsigned long long)lg_fnv(LG_FNV0, yv, c->R * sizeof(float)),
                ggml_type_name(c->type), c->R, c->C, c->repack ? " repacked" : "");
         free(w);
+    }
+
+    printf("/* batch */\n");
+    for (unsigned i = 0; i < LG_NBATCHES; i++) {
+        const lg_batch *bt = &lg_batches[i];
+        const lg_case c = { bt->type, bt->R, bt->C, 1 };
+        const unsigned n = c.R * (c.C / 32);
+        uint8_t *w = malloc((size_t)n * lg_block_bytes(c.type));
+        float *xv = malloc(sizeof(float) * c.C * bt->m), *yv = malloc(sizeof(float) * c.R * bt->m);
+        lg_state = 2001 + i;
+        lg_matvec_blocks(c.type, w, n);
+        lg_vector(xv, c.C * bt->m);
+        mul_mat(be, &c, bt->m, w, xv, yv);
+        printf("0x%016llxull, /* %s %ux%u, %u tokens, repacked */\n",
+               (unsigned long long)lg_fnv(LG_FNV0, yv, sizeof(float) * c.R * bt->m),
+               ggml_type_name(c.type), c.R, c.C, bt->m);
+        free(w);
+        free(xv);
+        free(yv);
     }
 
     printf("/* act */\n");

@@ -12,7 +12,9 @@
  *            ggml's dequantisation of the source), of floats quantises
  *            the zero-padded row, refuses GGML rows cut inside a block,
  *            scales that overflow and non-finite sources;
- *   check    each corrupt field refused with its row and name;
+ *   check    each corrupt field refused with its row and name; the open's
+ *            fast path (a panel's scales straight from the payload) gives
+ *            the row by row verdict, row and field;
  *   ref      the scalar reference against a double-precision dot of the
  *            dequantised weights and the activations as the type reads
  *            them, both flavours;
@@ -25,58 +27,19 @@
  */
 #include "config.h"
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "kernels/kern.h"
-#include "kernels/kern_impl.h"
-
-#if defined(__x86_64__) || defined(__i386__)
+#include "kern_test.h"
+#if HAVE_X86
 #include <cpuid.h>
-#include <immintrin.h>
-#define HAVE_X86 1
-#else
-#define HAVE_X86 0
 #endif
 
 static const enum kern_type types[] = { KERN_Q4_1, KERN_Q5_0, KERN_Q5_1,
                                         KERN_IQ4_NL, KERN_MXFP4, KERN_BF16 };
 #define NTYPES (sizeof types / sizeof types[0])
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-
-static uint64_t rng_u64(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
-static unsigned rng_below(unsigned n)
-{
-    return (unsigned)(rng_u64() % n);
-}
-
-static float rng_unit(void)   /* [-1, 1) */
-{
-    return (float)((double)(rng_u64() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
-static uint32_t fbits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
+#define rng_u64 kt_rng_u64
+#define rng_below kt_rng_below
+#define rng_unit kt_rng_unit
+#define fbits kt_fbits
 
 static const kern_type_ops *ops_of(enum kern_type t)
 {
@@ -360,6 +323,64 @@ static void test_check(void **state)
     static const uint16_t bad_bf[] = { 0x7F80, 0xFF80, 0x7FC0, 0x7F81, 0xFFFF };
     for (size_t k = 0; k < sizeof bad_bf / sizeof bad_bf[0]; k++)
         expect_refused(KERN_BF16, (const uint8_t *)&bad_bf[k], 31, "weight");
+}
+
+/* kern_tile_check (with its types' panel fast path) against the row by row
+ * verdict, on payloads with a few fields set to what the checks refuse,
+ * MXFP4 exponents 253 and 254 over small and large nibbles among them. */
+static void test_check_fast(void **state)
+{
+    (void)state;
+    uint8_t *pl = malloc(128 * 256 * 2), *src = malloc(128 * 256 * 2), blk[512];
+    for (size_t ti = 0; ti < NTYPES; ti++) {
+        const enum kern_type t = types[ti];
+        const kern_type_ops *o = ops_of(t);
+        assert_non_null(o->panel_ok);
+        for (int iter = 0; iter < 150; iter++) {
+            const unsigned R = 1 + rng_below(128);
+            const unsigned C = o->blk_cols * (1 + rng_below(256 / o->blk_cols));
+            const unsigned nb = C / o->blk_cols, rp = (R + 15) / 16 * 16;
+            rand_blocks(t, src, R * nb, 1e-3f, 1.0f, 120, 1);
+            assert_int_equal(kern_tile_pack(t, R, C, o->src, src, nb * o->blk_bytes, pl), 0);
+            const unsigned nbad = rng_below(3);
+            for (unsigned k = 0; k < nbad; k++) {
+                const unsigned r = rng_below(rp), b = rng_below(nb);
+                o->get(pl, rp, nb, r, blk);
+                uint8_t *x = blk + b * o->blk_bytes;
+                if (t == KERN_MXFP4) {
+                    x[0] = (uint8_t)(253 + rng_below(3));
+                    if (rng_below(2))
+                        memset(x + 1, 0x11 * rng_below(4), 16);   /* values 0 .. 3 */
+                } else if (t == KERN_BF16) {
+                    x[1] |= 0x7F;
+                    x[0] |= 0x80;
+                } else {
+                    const unsigned field = (t == KERN_Q4_1 || t == KERN_Q5_1) ? rng_below(2) : 0;
+                    x[2 * field + 1] |= 0x7C;
+                }
+                o->put(pl, rp, nb, r, blk);
+            }
+            int want_rc = 0;
+            unsigned want_row = 0;
+            const char *want_what = NULL;
+            for (unsigned r = 0; r < rp && !want_rc; r++) {
+                o->get(pl, rp, nb, r, blk);
+                if (o->check(blk, nb, &want_what) < 0) {
+                    want_rc = -1;
+                    want_row = r;
+                }
+            }
+            unsigned row = 999;
+            const char *what = NULL;
+            assert_int_equal(kern_tile_check(t, R, C, pl, &row, &what), want_rc);
+            if (want_rc) {
+                assert_int_equal(row, want_row);
+                assert_string_equal(what, want_what);
+            }
+        }
+    }
+    free(pl);
+    free(src);
 }
 
 /* ---- the reference against doubles ------------------------------------------- */
@@ -684,6 +705,7 @@ int main(void)
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_pack),
         cmocka_unit_test(test_check),
+        cmocka_unit_test(test_check_fast),
         cmocka_unit_test(test_ref),
         cmocka_unit_test(test_tiers),
         cmocka_unit_test(test_tiers_batch),

@@ -14,6 +14,10 @@
  *     buffer (the repacked gemv llama.cpp runs on matrices of 8k rows);
  *     and, so that the two flavours are known apart, the other flavour
  *     does not give the repacked hash;
+ *   - batch: every tier's tile_mm_rp against ggml_mul_mat of several
+ *     tokens in the CPU_REPACK buffer (its repacked gemm on each 4, the
+ *     gemv on the rest: the same sums, so prefill gives llama.cpp's bits
+ *     for these types too);
  *   - act: kern_act_set's Q8_1 blocks (quants, d and s) and every tier's
  *     act_bf16 against the CPU backend's from_float.
  */
@@ -77,6 +81,12 @@ static const uint64_t want_matvec[LG_NCASES] = {
     0x3d54874b404058a5ull, /* bf16 20x100 */
     0x110855c61dd07814ull, /* bf16 20x172 */
     0x251d1ce7373985ddull, /* bf16 20x256 */
+};
+
+static const uint64_t want_batch[LG_NBATCHES] = {
+    0xd750970be5de8282ull, /* mxfp4 16x256, 5 tokens, repacked */
+    0x98a31243b0c2813cull, /* mxfp4 40x96, 8 tokens, repacked */
+    0x2d76913058f729d3ull, /* iq4_nl 24x160, 9 tokens, repacked */
 };
 
 static const uint64_t want_act_q8_1 = 0xb239bc74602d0b07ull;
@@ -192,6 +202,50 @@ static void test_matvec(void **state)
     free(pl);
 }
 
+/* Prefill through the repacked kernels: every tier's tile_mm_rp gives
+ * ggml's gemm (each 4 tokens) and gemv (the rest) outputs. */
+static void test_batch(void **state)
+{
+    (void)state;
+    uint8_t *pl = malloc(kern_tile_payload_size(KERN_IQ4_NL, 128, 256));
+    for (unsigned i = 0; i < LG_NBATCHES; i++) {
+        const lg_batch *bt = &lg_batches[i];
+        const enum kern_type t = kt_of(bt->type);
+        const unsigned n = bt->R * (bt->C / 32);
+        const size_t rb = (size_t)(bt->C / 32) * lg_block_bytes(bt->type);
+        uint8_t *w = malloc((size_t)n * lg_block_bytes(bt->type));
+        float *x = malloc(sizeof(float) * bt->C * bt->m);
+        float *y = malloc(sizeof(float) * bt->R * bt->m);
+        kern_act *a = malloc(sizeof(kern_act) * bt->m);
+        lg_state = 2001 + i;
+        lg_matvec_blocks(bt->type, w, n);
+        lg_vector(x, bt->C * bt->m);
+        assert_int_equal(kern_tile_pack(t, bt->R, bt->C, kern_type_src(t), w, rb, pl), 0);
+        for (unsigned j = 0; j < bt->m; j++) {
+            assert_int_equal(kern_act_init(&a[j], bt->C), 0);
+            kern_act_set(&a[j], x + j * bt->C, bt->C, KERN_NEED(t));
+        }
+        for (int isa = 0; isa < KERN_NISA; isa++) {
+            const kern_ops *ops = kern_ops_for((enum kern_isa)isa);
+            if (!ops)
+                continue;
+            char what[80];
+            memset(y, 0, sizeof(float) * bt->R * bt->m);
+            ops->tile_mm_rp[t](pl, bt->R, bt->C, a, bt->m, 0, y, bt->R);
+            snprintf(what, sizeof what, "%s %s %ux%u, %u inputs, repacked", ops->name,
+                     kern_type_name(t), bt->R, bt->C, bt->m);
+            want(what, lg_fnv(LG_FNV0, y, sizeof(float) * bt->R * bt->m), want_batch[i]);
+        }
+        for (unsigned j = 0; j < bt->m; j++)
+            kern_act_free(&a[j]);
+        free(a);
+        free(w);
+        free(x);
+        free(y);
+    }
+    free(pl);
+}
+
 static void test_act(void **state)
 {
     (void)state;
@@ -229,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_quant),
         cmocka_unit_test(test_dequant),
         cmocka_unit_test(test_matvec),
+        cmocka_unit_test(test_batch),
         cmocka_unit_test(test_act),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
