@@ -588,7 +588,9 @@ int prof_log_bench(prof_log *l, const prof_bench_row *r, char *err, size_t errle
  * "@N" (N decimal: where the fault starts counting) where the fault
  * counts: runlog:enospc, runlog:busy (the run log, prof_fault.c),
  * expert-read:eio, expert-read:short (the expert reads, eng_io_queue.c),
- * uring-init:eperm (eng_io_uring.c; takes no @N).  This grammar is
+ * uring-init:eperm (eng_io_uring.c; takes no @N), serve:step-ms (N:
+ * the least milliseconds of a decode step of cflow serve, srv_sched.c).
+ * This grammar is
  * written here once, for the check and for every reader of a fault. */
 
 /* 1 when v (not NULL) is that grammar, else 0. */

@@ -273,7 +273,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         if (j->out_off == j->out.n)
             j->out.n = j->out_off = 0;
     } else if (j->state == SRV_DONE) {
-        n = j->aborted ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
+        n = MHD_CONTENT_READER_END_OF_STREAM;
     } else {
         j->waiting = 1;
         MHD_suspend_connection(j->conn);

@@ -135,7 +135,6 @@ struct srv_job {
     srv_buf     out;              /* bytes to send: stream events, or the reply */
     size_t      out_off;          /* of them sent */
     int         status;           /* a reply's HTTP status (non-streaming) */
-    int         aborted;          /* cancelled: a stream ends with an error */
     srv_job    *next;             /* the queue */
 
     /* the scheduler's while it runs; read-only once done */
@@ -276,6 +275,7 @@ struct srv {
     srv_slot         slots[SRV_SLOTS_MAX];
     unsigned         n_slots;
     uint64_t         clock;          /* slot use counter */
+    unsigned long    step_ms;        /* CFLOW_FAULT=serve:step-ms@N: a step's least ms */
     srv_metrics      m;
     struct MHD_Connection **wake;    /* srv_wake_add's [wake_cap] */
     unsigned         n_wake, wake_cap;

@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include "engine/engine.h"
 #include "serve/srv_impl.h"
@@ -98,7 +99,6 @@ static void end_queued(srv *s, srv_job *j, const srv_bad *bad)
         j->status = bad->status;
     }
     j->finish = "cancelled";
-    j->aborted = !bad;
     j->state = SRV_DONE;
     s->m.cancelled += !bad;
     srv_wake_add(s, j);
@@ -297,8 +297,7 @@ static void retire(srv *s, unsigned q, const srv_bad *bad)
     if (bad && !j->req.stream)
         j->status = bad->status;
     j->state = SRV_DONE;
-    j->aborted = !strcmp(why, "cancelled") && !bad;
-    s->m.cancelled += j->aborted;
+    s->m.cancelled += !strcmp(why, "cancelled") && !bad;
     s->m.generated_tokens += (uint64_t)j->n_gen;
     srv_wake_add(s, j);
     sl->job = NULL;
@@ -421,6 +420,11 @@ static void step(srv *s)
         srv_log_tok_begin(&s->slots[qs[i]]);
     double t0 = now();
     srv_eng_step(s->eng, qs, toks, n, rc, errs);
+    if (s->step_ms)   /* CFLOW_FAULT=serve:step-ms@N (prof_fault.c) */
+        while (now() - t0 < s->step_ms * 1e-3) {
+            struct timespec ts = { 0, 200000 };
+            nanosleep(&ts, NULL);
+        }
     double t1 = now();
     for (unsigned i = 0; i < n; i++) {
         srv_slot *sl = &s->slots[qs[i]];
@@ -539,6 +543,9 @@ static void *sched_main(void *arg)
 
 int srv_sched_start(srv *s, char *err, size_t errlen)
 {
+    unsigned long ms = 0;
+    if (prof_fault_get("serve:step-ms", &ms))
+        s->step_ms = ms;
     if (pthread_create(&s->thread, NULL, sched_main, s)) {
         snprintf(err, errlen, "cannot start the scheduler thread");
         return -1;

@@ -64,13 +64,19 @@ static void model_name(const ui_settings *o, const char *named, char *buf, size_
         *dot = '\0';
 }
 
-/* What the run log records of the machine and the model; ls's strings
- * back c's pointers.  A log that cannot be opened is one warning. */
+/* What the run log records of the machine and the model (the model also
+ * for /api/tags: its hash and tile type); ls's strings back c's pointers.
+ * A log that cannot be opened is one warning. */
 static void describe(srv_config *c, ui_logsess *ls, const ui_settings *o, eng_session *s,
                      const char *model, const char *named, char *path, size_t n)
 {
     prof_log *l = NULL;
     char err[1024];
+    if (ui_logsess_model(ls, model, named, eng_hparams(s), err, sizeof err)) {
+        ui_eprintf("cflow serve: warning: %s; continuing without logging\n", err);
+        return;
+    }
+    c->model_info = &ls->mi;
     if (o->no_log)
         return;
     if (ui_log_open(&l, o->db, PROF_LOG_CREATE, err, sizeof err) < 0) {
@@ -80,16 +86,10 @@ static void describe(srv_config *c, ui_logsess *ls, const ui_settings *o, eng_se
         return;
     }
     ui_logsess_machine(ls, s, l);
-    if (ui_logsess_model(ls, model, named, eng_hparams(s), err, sizeof err)) {
-        ui_eprintf("cflow serve: warning: run log %s; continuing without logging\n", err);
-        prof_log_close(l);
-        return;
-    }
     snprintf(path, n, "%s", prof_log_path(l));
     prof_log_close(l);
     c->log_path = path;
     c->machine = &ls->m;
-    c->model_info = &ls->mi;
     c->read_bw_gbs = ls->m.read_bw_gbs;
     ui_logsess_run_cfg(s, &c->sampling, &c->run);
 }
