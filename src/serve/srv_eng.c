@@ -112,6 +112,11 @@ unsigned srv_eng_step(srv_eng *e, const unsigned *qs, const int32_t *tokens, uns
     return bad;
 }
 
+void srv_eng_reset(srv_eng *e, unsigned q)
+{
+    eng_reset(e->seq[q]);
+}
+
 float *srv_eng_logits(srv_eng *e, unsigned q)
 {
     return eng_logits(e->seq[q]);

@@ -198,6 +198,9 @@ int      srv_eng_prefill(srv_eng *e, unsigned q, const int32_t *tokens, size_t n
  * failed. */
 unsigned srv_eng_step(srv_eng *e, const unsigned *qs, const int32_t *tokens, unsigned n,
                       int *rc, char (*errs)[SRV_ERRLEN]);
+/* Forget what sequence q holds (after a failed call: its cache is not
+ * known to hold what it did). */
+void     srv_eng_reset(srv_eng *e, unsigned q);
 /* Logits [n_vocab] after sequence q's last token. */
 float   *srv_eng_logits(srv_eng *e, unsigned q);
 /* The engine's counters summed over the sequences (the scheduler's

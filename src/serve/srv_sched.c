@@ -435,6 +435,8 @@ static void step(srv *s)
             continue;
         }
         if (rc[i] || cache_put(sl, &toks[i], sl->n_cache, 1)) {
+            srv_eng_reset(s->eng, qs[i]);
+            sl->n_cache = 0;
             fail(s, qs[i], rc[i] ? errs[i] : "out of memory");
             continue;
         }
@@ -491,7 +493,8 @@ static void prefill(srv *s)
     int rc = srv_eng_prefill(s->eng, (unsigned)q, j->ids, upto, &reused, err, sizeof err);
     double t1 = now();
     if (rc || cache_put(sl, j->ids, 0, upto)) {
-        sl->n_cache = 0;   /* what the sequence holds is not known now */
+        srv_eng_reset(s->eng, (unsigned)q);   /* what it holds is not known now */
+        sl->n_cache = 0;
         fail(s, (unsigned)q, rc ? err : "out of memory");
         return;
     }

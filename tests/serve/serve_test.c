@@ -386,10 +386,18 @@ char *st_reply_text(const char *body)
 
 const char *st_model(void)
 {
-    static char path[4096];
-    const char *src = getenv("CFLOW_SRCDIR");
-    snprintf(path, sizeof path, "%s/data/default.cflow", src && *src ? src : "..");
-    return path;
+    return tu_default_model();
+}
+
+double st_wait_metric(const st_server *sv, const char *name, double want)
+{
+    double v = st_metric(sv, name);
+    for (int i = 0; i < 200 && v != want; i++) {
+        struct timespec ts = { 0, 10 * 1000000L };
+        nanosleep(&ts, NULL);
+        v = st_metric(sv, name);
+    }
+    return v;
 }
 
 const char *st_slow_model(void)

@@ -61,6 +61,9 @@ int   st_wait(pid_t pid);
 /* A sample of /metrics ("cflow_slots_busy", or with its labels
  * "cflow_requests_total{code=\"200\"}"); -1 when absent. */
 double st_metric(const st_server *sv, const char *name);
+/* The sample once it is want, read every 10 ms for 2 s at most: its last
+ * value. */
+double st_wait_metric(const st_server *sv, const char *name, double want);
 
 /* An SSE stream's events checked for framing (each "data: " line ends an
  * event with a blank line, the last "data: [DONE]"): the JSON objects in

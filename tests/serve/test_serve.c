@@ -44,12 +44,6 @@
 
 #define STORY "Tell me a story about a dog named Max."
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
-
 /* `cflow run --chat` of user (after system, may be NULL): its text, and
  * the prompt and generated counts its statistics give. */
 static char *run_chat(const char *system, const char *user, const char *seed, const char *n,
@@ -316,13 +310,7 @@ static void test_hang_up_frees_the_slot(void **state)
     tu_proc_free(&p);
     /* the slot is free within a step (30 ms) of the hang-up: wait at most
      * a second for the scheduler to see it */
-    double busy = 1;
-    for (int i = 0; i < 100 && busy != 0; i++) {
-        busy = st_metric(&sv, "cflow_slots_busy");
-        if (busy)
-            sleep_ms(10);
-    }
-    assert_true(busy == 0);
+    assert_true(st_wait_metric(&sv, "cflow_slots_busy", 0) == 0);
     assert_true(st_metric(&sv, "cflow_requests_cancelled_total") == 1);
     char s[64];
     tu_db_text(db, "SELECT stop FROM run ORDER BY id DESC LIMIT 1", s, sizeof s);
@@ -341,11 +329,7 @@ static void test_hang_up_frees_the_slot(void **state)
     assert_int_equal(tu_run(&p, argv2, NULL, 60), 0);
     assert_int_equal(p.status, 28);   /* curl: operation timed out */
     tu_proc_free(&p);
-    busy = 1;
-    for (int i = 0; i < 100 && busy != 0; i++)
-        if ((busy = st_metric(&sv, "cflow_slots_busy")) != 0)
-            sleep_ms(10);
-    assert_true(busy == 0);
+    assert_true(st_wait_metric(&sv, "cflow_slots_busy", 0) == 0);
     assert_true(st_metric(&sv, "cflow_requests_cancelled_total") == 2);
     assert_int_equal(st_stop(&sv), 0);
     tu_db_text(db, "SELECT stop FROM run ORDER BY id DESC LIMIT 1", s, sizeof s);
@@ -492,17 +476,9 @@ static void test_queue_then_503(void **state)
     const char *body = "{\"prompt\":\"Once upon a time\",\"max_tokens\":60,\"temperature\":0,"
                        "\"ignore_eos\":true,\"stream\":true}";
     pid_t a = st_http_bg(&sv, "/v1/completions", body, tu_tmp("q-a.txt"));
-    double busy = 0;
-    for (int i = 0; i < 200 && busy != 1; i++)
-        if ((busy = st_metric(&sv, "cflow_slots_busy")) != 1)
-            sleep_ms(10);
-    assert_true(busy == 1);
+    assert_true(st_wait_metric(&sv, "cflow_slots_busy", 1) == 1);
     pid_t b = st_http_bg(&sv, "/v1/completions", body, tu_tmp("q-b.txt"));
-    double queued = 0;
-    for (int i = 0; i < 200 && queued != 1; i++)
-        if ((queued = st_metric(&sv, "cflow_requests_queued")) != 1)
-            sleep_ms(10);
-    assert_true(queued == 1);
+    assert_true(st_wait_metric(&sv, "cflow_requests_queued", 1) == 1);
     st_reply r;
     st_http(&r, &sv, "/v1/completions", body, NULL);
     assert_int_equal(r.status, 503);
