@@ -20,9 +20,10 @@
  *     do is refused rather than ignored, unless it asks for the default:
  *     n other than 1, logprobs, tools, a JSON response format, a
  *     frequency or presence penalty other than 0, images.
- *   - Strings must not hold NUL bytes (the templates take C strings), stop
- *     strings must be valid UTF-8 (a match then starts on a character, so
- *     the text before it is whole characters).
+ *   - Strings must be valid UTF-8 (json-c's own check lets overlong forms
+ *     through) without NUL bytes (the templates take C strings): a stop
+ *     string's match then starts on a character, so the text before it is
+ *     whole characters, and the text echoed back is valid JSON text.
  *
  * The sampling fields start from the server's defaults (cflow serve's
  * --temp, --top-k ...: those of `cflow run`), so a request that names
@@ -189,24 +190,6 @@ static int get_integer(json_object *v, int64_t *out)
     return 0;
 }
 
-/* A string without NUL bytes, copied. */
-static int get_str(json_object *v, const char *path, char **out, srv_bad *bad)
-{
-    if (!json_object_is_type(v, json_type_string))
-        return bad_type(bad, path, "a string", v);
-    size_t n = (size_t)json_object_get_string_len(v);
-    const char *s = json_object_get_string(v);
-    if (memchr(s, '\0', n))
-        return bad_at(bad, path, "the string holds a NUL byte");
-    char *c = malloc(n + 1);
-    if (!c)
-        return oom(bad, path);
-    memcpy(c, s, n + 1);
-    free(*out);
-    *out = c;
-    return 0;
-}
-
 static int utf8_valid(const unsigned char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
@@ -225,18 +208,38 @@ static int utf8_valid(const unsigned char *s, size_t n)
     return 1;
 }
 
+/* A string of valid UTF-8 without NUL bytes, copied. */
+static int get_str(json_object *v, const char *path, char **out, srv_bad *bad)
+{
+    if (!json_object_is_type(v, json_type_string))
+        return bad_type(bad, path, "a string", v);
+    size_t n = (size_t)json_object_get_string_len(v);
+    const char *s = json_object_get_string(v);
+    if (memchr(s, '\0', n))
+        return bad_at(bad, path, "the string holds a NUL byte");
+    if (!utf8_valid((const unsigned char *)s, n))   /* json-c lets overlongs through */
+        return bad_at(bad, path, "the string is not valid UTF-8");
+    char *c = malloc(n + 1);
+    if (!c)
+        return oom(bad, path);
+    memcpy(c, s, n + 1);
+    free(*out);
+    *out = c;
+    return 0;
+}
+
 static int add_stop(srv_req *r, json_object *v, const char *path, srv_bad *bad)
 {
     char *s = NULL;
     if (get_str(v, path, &s, bad))
         return -1;
     size_t n = strlen(s);
-    int ok = n > 0 && n <= SRV_STOP_LEN && utf8_valid((const unsigned char *)s, n);
+    int ok = n > 0 && n <= SRV_STOP_LEN;
     if (!ok || r->n_stop == SRV_STOP_MAX) {
         free(s);
         if (r->n_stop == SRV_STOP_MAX)
             return bad_at(bad, path, "at most %d stop strings", SRV_STOP_MAX);
-        return bad_at(bad, path, "a stop string is 1 to %d bytes of UTF-8", SRV_STOP_LEN);
+        return bad_at(bad, path, "a stop string is 1 to %d bytes", SRV_STOP_LEN);
     }
     r->stop[r->n_stop++] = s;
     return 0;
