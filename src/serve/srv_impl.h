@@ -144,6 +144,7 @@ struct srv_job {
     srv_buf     hold;             /* text held back: it may begin a stop string */
     srv_buf     text;             /* the reply so far (non-streaming) */
     int         started;          /* the stream's head was written */
+    int         sent;                /* an event left for the token being sampled */
     size_t      n_pre;            /* prompt tokens in the slot's cache so far */
     size_t      n_cached;         /* of them found there (not prefilled) */
     size_t      n_prefilled;

@@ -172,11 +172,15 @@ static void admit(srv *s)
 
 /* ------------------------------------------------------------ the text */
 
-/* Text that leaves: into the stream (under mu) or the whole reply. */
-static void release(srv *s, srv_job *j, const char *t, size_t n)
+/* Text that leaves: into the stream (under mu) or the whole reply.  A
+ * stream's token whose text is held back (a stop string may begin, a
+ * character is not whole yet) or is none still sends an event, empty, as
+ * llama-server and ollama do: a client sees every token arrive. */
+static void release(srv *s, srv_job *j, const char *t, size_t n, int empty_ok)
 {
-    if (!n)
+    if (!n && !(empty_ok && j->req.stream && !j->sent))
         return;
+    j->sent = 1;
     if (!j->req.stream) {
         srv_buf_put(&j->text, t, n);
         return;
@@ -197,7 +201,7 @@ static int text_out(srv *s, srv_job *j, const char *t, size_t n)
 {
     srv_buf *h = &j->hold;
     if (j->req.n_stop == 0) {
-        release(s, j, t, n);
+        release(s, j, t, n, 0);
         return 0;
     }
     srv_buf_put(h, t, n);
@@ -210,7 +214,7 @@ static int text_out(srv *s, srv_job *j, const char *t, size_t n)
             cut = (size_t)(m - h->p);
     }
     if (cut < h->n) {
-        release(s, j, h->p, cut);
+        release(s, j, h->p, cut, 0);
         h->n = 0;
         return 1;
     }
@@ -223,7 +227,7 @@ static int text_out(srv *s, srv_job *j, const char *t, size_t n)
                 break;
             }
     }
-    release(s, j, h->p, h->n - keep);
+    release(s, j, h->p, h->n - keep, 0);
     memmove(h->p, h->p + h->n - keep, keep);
     h->n = keep;
     return 0;
@@ -274,7 +278,7 @@ static void retire(srv *s, unsigned q, const srv_bad *bad)
     if (ok && j->smp) {   /* what the detokeniser and the stop strings held */
         size_t n = eng_detok_flush(&j->dt, piece, sizeof piece);
         if (!text_out(s, j, piece, n)) {
-            release(s, j, j->hold.p, j->hold.n);
+            release(s, j, j->hold.p, j->hold.n, 0);
             j->hold.n = 0;
         }
     }
@@ -382,7 +386,10 @@ static void sample_one(srv *s, unsigned q)
     char buf[1024];
     if (!eng_tok_is_control(tok, t))
         n = eng_detok_push(&j->dt, tok, t, buf, sizeof buf);
-    if (text_out(s, j, buf, n))
+    j->sent = 0;
+    int stop = text_out(s, j, buf, n);
+    release(s, j, "", 0, 1);   /* the token's event when its text is held or none */
+    if (stop)
         j->finish = "stop";
     else if ((j->max_tokens && j->n_gen >= j->max_tokens) || sl->n_cache >= s->n_ctx)
         j->finish = "length";
