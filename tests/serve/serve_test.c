@@ -300,7 +300,7 @@ double st_metric(const st_server *sv, const char *name)
     return v;
 }
 
-int st_sse(const char *body, json_object **ev)
+static int sse_events(const char *body, json_object **ev)
 {
     *ev = json_object_new_array();
     int done = 0;
@@ -337,6 +337,16 @@ int st_sse(const char *body, json_object **ev)
     if (!done)
         fprintf(stderr, "SSE: no [DONE]\n");
     return done ? 0 : -1;
+}
+
+int st_sse(const char *body, json_object **ev)
+{
+    int rc = sse_events(body, ev);
+    if (rc) {
+        json_object_put(*ev);
+        *ev = NULL;
+    }
+    return rc;
 }
 
 json_object *st_get(json_object *o, const char *path)

@@ -172,9 +172,10 @@ static char *file_text(const char *file)
 {
     char *body = tu_slurp(file, NULL);
     json_object *ev;
-    if (st_sse(body, &ev))
+    int rc = st_sse(body, &ev);
+    if (rc)
         fprintf(stderr, "%s: %s\n", file, body);
-    assert_int_equal(st_sse(body, &ev), 0);
+    assert_int_equal(rc, 0);
     char *t = st_stream_text(ev);
     json_object_put(ev);
     free(body);
