@@ -26,6 +26,7 @@
 
 #include <json-c/json.h>
 
+#include "format/cflow_format.h"
 #include "testutil.h"
 
 #ifdef HAVE_LIBURING
@@ -407,6 +408,34 @@ void tu_synth_moe(const char *preset, const char *out, tu_moe *g)
     assert_true(g->n_moe > 0 && g->top_k > 0 && g->expert_len > 0);
     json_object_put(o);
     tu_proc_free(&p);
+}
+
+int tu_model_set_vec(const char *good, const char *bad, unsigned layer, int which, float v)
+{
+    char err[512];
+    fmt_model *m = NULL;
+    if (fmt_model_open(&m, good, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    uint64_t size = 0;
+    const uint8_t *base = fmt_model_map(m, &size);
+    uint64_t n = 0;
+    const float *w = fmt_model_vec(m, layer, which, &n);
+    size_t off = w ? (size_t)((const uint8_t *)w - base) : 0;
+    fmt_model_close(m);
+    size_t len = 0;
+    uint8_t *buf = (uint8_t *)tu_read_file(good, &len);
+    if (!w || !buf || off + n * sizeof(float) > len) {
+        fprintf(stderr, "%s: no vector %d of layer %u\n", good, which, layer);
+        free(buf);
+        return -1;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        memcpy(buf + off + i * sizeof(float), &v, sizeof v);
+    int rc = tu_write_file(bad, buf, len);
+    free(buf);
+    return rc;
 }
 
 int tu_have_uring(const char *who)

@@ -73,6 +73,12 @@ typedef struct tu_moe {
 } tu_moe;
 void tu_synth_moe(const char *preset, const char *out, tu_moe *g);
 
+/* A copy of the .cflow model good at bad with every weight of layer's
+ * vector `which` (FMT_S_*: a norm) set to v, a finite value the reader
+ * takes (3e38 in an attention norm overflows the pass into NaN).  0, or
+ * -1 with the reason on stderr. */
+int tu_model_set_vec(const char *good, const char *bad, unsigned layer, int which, float v);
+
 /* Whether io_uring, the default expert reader, runs here (the build has
  * liburing and the kernel allows it); when not, one line on stderr, who
  * first, says so: the caller then tests the pool reader alone. */

@@ -16,16 +16,10 @@
  * mat-vec input is prepared once (kern_act_set) for every tile type that
  * reads it.
  *
- * Buffers (floats unless noted):
- *   x      [dim]           residual stream
- *   xb     [dim]           normalised residual / attention-out projection
- *   q      [n_heads*hd]    queries; att [n_heads*hd] attention output
- *   kc, vc [L][n_ctx][n_kv*hd]  the KV cache, position-major per layer:
- *                          floats, or halves (kc16, vc16) with kv_f16
- *   k_tmp, v_tmp [n_kv*hd] this position's k and v before rounding to f16
- *   att16  [2*hd]          halves: scratch of the f16 attention
- *   hb,hb2 [ffn]           gate and up activations
- *   logits [vocab]
+ * Buffers: the session's decode scratch (eng_scratch, eng_impl.h, which
+ * eng_scratch_init below allocates: one position's activations) and the
+ * sequence's KV cache (position-major per effective layer, floats or, with
+ * kv_f16, halves).
  *
  * Arithmetic.  Each model is held to the output of its peer program: a
  * llama2.c checkpoint to run.c, a GGUF model to llama.cpp (its x86 CPU
@@ -156,6 +150,79 @@ static void matvec_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
     eng_matvec_streams(s, 1, &mv, &x, &out);
 }
 
+/* ---- the decode scratch (eng_scratch): one position's buffers ---------- */
+
+int eng_scratch_init(eng_session *s)
+{
+    const fmt_hparams *hp = s->hp;
+    eng_scratch *d = &s->dec;
+    const size_t dim = hp->dim, hid = hp->expert_ffn_dim;
+    int oom = 0;
+    d->x = eng_xalloc(dim * sizeof(float), &oom);
+    d->xb = eng_xalloc(dim * sizeof(float), &oom);
+    d->q = eng_xalloc(s->q_dim * sizeof(float), &oom);
+    d->att = eng_xalloc(s->q_dim * sizeof(float), &oom);
+    d->hb = eng_xalloc(s->hmax * sizeof(float), &oom);
+    d->hb2 = eng_xalloc(s->hmax * sizeof(float), &oom);
+    d->k_tmp = eng_xalloc(s->kv_dim * sizeof(float), &oom);
+    d->v_tmp = eng_xalloc(s->kv_dim * sizeof(float), &oom);
+    if (s->kv_f16)
+        d->att16 = eng_xalloc(2 * (size_t)s->hd_max * sizeof(uint16_t), &oom);
+    d->m = eng_xalloc(dim * sizeof(float), &oom);
+    d->d = eng_xalloc(dim * sizeof(float), &oom);
+    d->e = eng_xalloc(dim * sizeof(float), &oom);
+    d->a = eng_xalloc(dim * sizeof(float), &oom);
+    d->hist = eng_xalloc((hp->dense_delay + 1u) * dim * sizeof(float), &oom);
+    d->pend = eng_xalloc(dim * sizeof(float), &oom);
+    d->probs = eng_xalloc((hp->n_experts + 1u) * sizeof(float), &oom);
+    if (hp->n_experts) {
+        d->n_xg = hp->top_k < ENG_MV_MAX ? hp->top_k : ENG_MV_MAX;
+        d->xg_h = eng_xalloc(d->n_xg * hid * sizeof(float), &oom);
+        d->xg_h2 = eng_xalloc(d->n_xg * hid * sizeof(float), &oom);
+        d->xg_o = eng_xalloc(d->n_xg * dim * sizeof(float), &oom);
+        d->xg_act = eng_xalloc(d->n_xg * sizeof(kern_act), &oom);
+        for (unsigned j = 0; !oom && j < d->n_xg; j++)
+            oom = kern_act_init(&d->xg_act[j], hp->expert_ffn_dim) != 0;
+    }
+    if (oom || kern_act_init(&d->act_dim, hp->dim) || kern_act_init(&d->act_q, s->q_dim) ||
+        kern_act_init(&d->act_ffn, s->hmax))
+        return -1;
+    return 0;
+}
+
+int eng_scratch_ctx(eng_session *s, uint32_t n_ctx)
+{
+    eng_scratch *d = &s->dec;
+    if (n_ctx <= d->ctx)
+        return 0;
+    float *sc = realloc(d->scores, (size_t)n_ctx * sizeof(float));
+    if (!sc)
+        return -1;
+    d->scores = sc;
+    free(d->par_sc);            /* attn_scratch grows it again, rows of n_ctx */
+    d->par_sc = NULL;
+    d->par_heads = 0;
+    d->ctx = n_ctx;
+    return 0;
+}
+
+void eng_scratch_free(eng_session *s)
+{
+    eng_scratch *d = &s->dec;
+    kern_act_free(&d->act_dim);
+    kern_act_free(&d->act_q);
+    kern_act_free(&d->act_ffn);
+    for (unsigned j = 0; d->xg_act && j < d->n_xg; j++)
+        kern_act_free(&d->xg_act[j]);
+    free(d->xg_act); free(d->xg_h); free(d->xg_h2); free(d->xg_o);
+    free(d->x); free(d->xb); free(d->q); free(d->att); free(d->hb); free(d->hb2);
+    free(d->k_tmp); free(d->v_tmp); free(d->scores); free(d->att16);
+    free(d->par_sc); free(d->par_h16);
+    free(d->m); free(d->d); free(d->e); free(d->a);
+    free(d->hist); free(d->pend); free(d->probs);
+    memset(d, 0, sizeof *d);
+}
+
 /* Row `token` of the tiled embedding matrix into x[dim]. */
 void eng_embed(eng_session *s, int32_t token, float *x)
 {
@@ -236,7 +303,7 @@ typedef struct attn_task {
     float       *att;
     const void  *k, *v;      /* first visible position of this layer's cache */
     uint32_t     n_pos, n_heads, n_kv_heads, hd;
-    float       *sc;         /* scores: n_heads rows of n_ctx floats */
+    float       *sc;         /* scores: n_heads rows of dec.ctx floats */
     uint16_t    *h16;        /* n_heads * 2 * hd_max halves */
 } attn_task;
 
@@ -244,18 +311,18 @@ typedef struct attn_task {
 static void attn_heads(const attn_task *t, unsigned h0, unsigned h1)
 {
     eng_session *s = t->s;
-    /* the heads' score rows are contiguous: (h1 - h0) * n_ctx floats */
+    /* the heads' score rows are contiguous: (h1 - h0) * dec.ctx floats */
     if (s->kv_f16) {
         s->ops->attn_f16(t->att, t->q, t->k, t->v, t->n_pos, h0, h1,
                          t->n_heads, t->n_kv_heads, t->hd, s->kv_dim,
                          1.0f / sqrtf((float)t->hd), 0.0f,
-                         t->sc + (size_t)h0 * s->n_ctx,
+                         t->sc + (size_t)h0 * s->dec.ctx,
                          t->h16 + (size_t)h0 * 2 * s->hd_max);
         return;
     }
     s->ops->attn_f32(t->att, t->q, t->k, t->v, t->n_pos, h0, h1, t->n_heads,
                      t->n_kv_heads, t->hd, s->kv_dim, 1.0f / sqrtf((float)t->hd),
-                     0.0f, t->sc + (size_t)h0 * s->n_ctx);
+                     0.0f, t->sc + (size_t)h0 * s->dec.ctx);
 }
 
 /* Heads per claim: whole kv-head groups (the query heads that share one
@@ -297,29 +364,29 @@ static void attn_run(void *ctx, int tid, int n_threads)
 static int attn_scratch(eng_session *s, uint32_t n_heads, uint32_t copies)
 {
     uint64_t want = (uint64_t)n_heads * copies;
-    if (s->par_heads >= want)
+    if (s->dec.par_heads >= want)
         return 0;
-    float *sc = realloc(s->par_sc, want * s->n_ctx * sizeof(float));
+    float *sc = realloc(s->dec.par_sc, want * s->dec.ctx * sizeof(float));
     if (sc)
-        s->par_sc = sc;
-    uint16_t *h16 = realloc(s->par_h16, want * 2 * s->hd_max * sizeof(uint16_t));
+        s->dec.par_sc = sc;
+    uint16_t *h16 = realloc(s->dec.par_h16, want * 2 * s->hd_max * sizeof(uint16_t));
     if (h16)
-        s->par_h16 = h16;
+        s->dec.par_h16 = h16;
     if (!sc || !h16)
         return -1;
-    s->par_heads = (uint32_t)want;
+    s->dec.par_heads = (uint32_t)want;
     return 0;
 }
 
-/* Store this position's k, v into the cache of effective layer kvl; the
- * attention task of the position (its q, att, visible cache). */
-static attn_task attn_store(eng_session *s, const eng_layer *ly, unsigned kvl,
-                            uint32_t pos, const float *q, const float *k,
+/* Store this position's k, v into sequence seq's cache of effective layer
+ * kvl; the attention task of the position (its q, att, visible cache). */
+static attn_task attn_store(eng_session *s, eng_seq *seq, const eng_layer *ly,
+                            unsigned kvl, uint32_t pos, const float *q, const float *k,
                             const float *v, float *att)
 {
     const fmt_layer_geom *g = ly->g;
     uint32_t kvd = ly->kv_dim;
-    const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
+    const size_t lo = (size_t)kvl * seq->n_ctx * s->kv_dim;  /* layer offset */
     /* sliding-window layers see only the last sliding_window positions */
     uint32_t first = 0, W = g->sliding_window;
     if (W && pos + 1 > W)
@@ -327,7 +394,7 @@ static attn_task attn_store(eng_session *s, const eng_layer *ly, unsigned kvl,
     attn_task t = { s, q, att, NULL, NULL, pos + 1 - first, g->n_heads,
                     g->n_kv_heads, g->head_dim, NULL, NULL };  /* scratch: the caller's */
     if (s->kv_f16) {
-        uint16_t *kc = s->kc16 + lo, *vc = s->vc16 + lo;
+        uint16_t *kc = seq->kc16 + lo, *vc = seq->vc16 + lo;
         uint16_t *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
         for (uint32_t i = 0; i < kvd; i++) {
             kp[i] = kern_fp32_to_fp16(k[i]);
@@ -336,7 +403,7 @@ static attn_task attn_store(eng_session *s, const eng_layer *ly, unsigned kvl,
         t.k = kc + (size_t)first * s->kv_dim;
         t.v = vc + (size_t)first * s->kv_dim;
     } else {
-        float *kc = s->kc + lo, *vc = s->vc + lo;
+        float *kc = seq->kc + lo, *vc = seq->vc + lo;
         float *kp = kc + (size_t)pos * s->kv_dim, *vp = vc + (size_t)pos * s->kv_dim;
         if (kp != k)
             memcpy(kp, k, kvd * sizeof(float));
@@ -353,8 +420,8 @@ static void attn_attend(eng_session *s, attn_task *t)
 {
     const uint32_t hd = t->hd;
     int scratch = attn_scratch(s, t->n_heads, 1) == 0;
-    t->sc = s->par_sc;
-    t->h16 = s->par_h16;
+    t->sc = s->dec.par_sc;
+    t->h16 = s->dec.par_h16;
     /* The work is about n_pos * n_heads * hd multiply-adds: small caches
      * stay on the caller; without scratch, the scalar kernels as before. */
     if (scratch && eng_pool_size(s->pool) >= 2 &&
@@ -366,25 +433,15 @@ static void attn_attend(eng_session *s, attn_task *t)
         if (s->kv_f16)
             kern_attn_decode_f16(t->att, t->q, t->k, t->v, t->n_pos, t->n_heads,
                                  t->n_kv_heads, hd, s->kv_dim,
-                                 1.0f / sqrtf((float)hd), 0.0f, s->att16);
+                                 1.0f / sqrtf((float)hd), 0.0f, s->dec.att16);
         else
             kern_attn_decode(t->att, t->q, t->k, t->v, t->n_pos, t->n_heads,
                              t->n_kv_heads, hd, s->kv_dim, 1.0f / sqrtf((float)hd),
-                             0.0f, s->scores);
+                             0.0f, s->dec.scores);
     }
 }
 
-/* Store this position's k, v into the cache of effective layer kvl and
- * attend over the visible positions: att[n_heads*hd] from q. */
-void eng_attn_store_attend(eng_session *s, const eng_layer *ly, unsigned kvl,
-                              uint32_t pos, const float *q, const float *k,
-                              const float *v, float *att)
-{
-    attn_task t = attn_store(s, ly, kvl, pos, q, k, v, att);
-    attn_attend(s, &t);
-}
-
-/* The positions of a prompt chunk, each's heads in claims of attn_chunk:
+/* The rows of a batch, each's heads in claims of attn_chunk:
  * unit u is position u / per, claim u % per; a thread's scores go to its
  * own copy of the scratch (tid). */
 typedef struct attn_batch {
@@ -403,8 +460,8 @@ static void attn_batch_run(void *ctx, int tid, int n_threads)
             break;
         attn_task t = b->t[u / b->per];
         const uint32_t nh = t.n_heads;
-        t.sc = s->par_sc + (size_t)tid * nh * s->n_ctx;
-        t.h16 = s->par_h16 + (size_t)tid * nh * 2 * s->hd_max;
+        t.sc = s->dec.par_sc + (size_t)tid * nh * s->dec.ctx;
+        t.h16 = s->dec.par_h16 + (size_t)tid * nh * 2 * s->hd_max;
         unsigned h0 = (unsigned)(u % b->per) * b->chunk;
         attn_heads(&t, h0, h0 + b->chunk < nh ? h0 + b->chunk : nh);
     }
@@ -444,21 +501,23 @@ static void attn_tiled_claim(const attn_tiled_task *t, size_t u, float *work)
 static void attn_tiled_run(void *ctx, int tid, int n_threads)
 {
     const attn_tiled_task *t = ctx;
-    float *work = t->s->pf_work + (size_t)tid * t->s->pf_work_n;
+    float *work = t->s->bat.work + (size_t)tid * t->s->bat.work_n;
     (void)n_threads;
     for (size_t u; (u = eng_pool_next(t->s->pool, 1)) < (size_t)t->n_kv * t->nblk;)
         attn_tiled_claim(t, u, work);
 }
 
-/* The chunk's attention by attn_prefill_f16 (its k, v already stored): 0,
+/* A prompt chunk's attention by attn_prefill_f16 (its k, v already
+ * stored; the batch's rows are positions pos0.. of one sequence, seq): 0,
  * or -1 when it does not apply or memory is short (the caller then takes
  * the per-position kernels). */
-static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl,
-                      uint32_t pos0, unsigned m, const float *q, float *att)
+static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl, unsigned m,
+                      const float *q, float *att)
 {
     const fmt_layer_geom *g = ly->g;
-    const uint32_t W = g->sliding_window;
-    if (!s->pf_tiled || !s->kv_f16 || !s->ops->attn_prefill_f16 || !g->n_kv_heads ||
+    const uint32_t W = g->sliding_window, pos0 = s->bat.pos[0];
+    const eng_seq *seq = s->bat.seq[0];
+    if (!s->bat.tiled || !s->kv_f16 || !s->ops->attn_prefill_f16 || !g->n_kv_heads ||
         g->n_heads % g->n_kv_heads || (W && pos0 + m > W))
         return -1;
     const int nt = eng_pool_size(s->pool);
@@ -473,49 +532,48 @@ static int attn_tiled(eng_session *s, const eng_layer *ly, unsigned kvl,
     /* per thread: a claim's work, for as many threads as the pool has now
      * (eng_set_threads may have grown it since the last chunk) */
     const size_t want = KERN_ATTN_PF_WORK(t.pb * t.G, t.hd);
-    if (s->pf_work_n < want || s->pf_work_threads < (uint32_t)nt) {
-        const size_t per = want > s->pf_work_n ? want : s->pf_work_n;
-        float *w = realloc(s->pf_work, per * (size_t)nt * sizeof(float));
+    if (s->bat.work_n < want || s->bat.work_threads < (uint32_t)nt) {
+        const size_t per = want > s->bat.work_n ? want : s->bat.work_n;
+        float *w = realloc(s->bat.work, per * (size_t)nt * sizeof(float));
         if (!w)
             return -1;
-        s->pf_work = w;
-        s->pf_work_n = per;
-        s->pf_work_threads = (uint32_t)nt;
+        s->bat.work = w;
+        s->bat.work_n = per;
+        s->bat.work_threads = (uint32_t)nt;
     }
-    const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
-    t.k = s->kc16 + lo;
-    t.v = s->vc16 + lo;
+    const size_t lo = (size_t)kvl * seq->n_ctx * s->kv_dim;  /* layer offset */
+    t.k = seq->kc16 + lo;
+    t.v = seq->vc16 + lo;
     if (nt >= 2)
         eng_pool_run(s->pool, attn_tiled_run, &t);
     else
         for (size_t u = 0; u < (size_t)t.n_kv * t.nblk; u++)
-            attn_tiled_claim(&t, u, s->pf_work);
+            attn_tiled_claim(&t, u, s->bat.work);
     return 0;
 }
 
-/* m (<= ENG_BATCH) consecutive positions pos0.. of a prompt chunk: store
+/* The m (<= ENG_BATCH) rows of the batch room, row j position pos[j] of
+ * sequence seq[j] (a prompt chunk: consecutive positions of one): store
  * each's k, v (k, v [m][kv_dim]), then attend them all, att [m][q_dim] from
- * q [m][q_dim].  Position j sees positions <= pos0 + j only, all stored
- * by then, so the attention of the chunk is one parallel region of
- * (position, heads) claims instead of a region a position, and each
- * position's heads get the arithmetic, and the bits, of
- * eng_attn_store_attend. */
+ * q [m][q_dim].  A row sees its sequence's positions up to its own, all
+ * stored by then, so the attention of the batch is one parallel region of
+ * (row, heads) claims instead of a region a row, and each row's heads get
+ * the arithmetic, and the bits, of eng_attn_block's. */
 void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
-                                 unsigned kvl, uint32_t pos0, unsigned m,
-                                 const float *q, const float *k,
-                                 const float *v, float *att)
+                                 unsigned kvl, unsigned m, const float *q,
+                                 const float *k, const float *v, float *att)
 {
     const uint32_t qd = ly->q_dim, kvd = ly->kv_dim;
     attn_batch b;
     uint64_t work = 0;
     b.m = m;
     for (unsigned j = 0; j < m; j++) {
-        b.t[j] = attn_store(s, ly, kvl, pos0 + j, q + (size_t)j * qd,
+        b.t[j] = attn_store(s, s->bat.seq[j], ly, kvl, s->bat.pos[j], q + (size_t)j * qd,
                             k + (size_t)j * kvd, v + (size_t)j * kvd,
                             att + (size_t)j * qd);
         work += (uint64_t)b.t[j].n_pos * b.t[j].n_heads * b.t[j].hd;
     }
-    if (attn_tiled(s, ly, kvl, pos0, m, q, att) == 0)
+    if (attn_tiled(s, ly, kvl, m, q, att) == 0)
         return;
     const int nt = eng_pool_size(s->pool);
     if (m < 2 || nt < 2 || work < ATTN_PAR_MIN ||
@@ -529,39 +587,40 @@ void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
     eng_pool_run(s->pool, attn_batch_run, &b);
 }
 
-/* m = Attn(N_a(h)) into mout[dim]; kvl picks the KV cache (the effective
- * layer).  h and mout may not alias. */
-void eng_attn_block(eng_session *s, const eng_layer *ly, unsigned kvl,
-                       const float *h, float *mout)
+/* m = Attn(N_a(h)) into mout[dim] at sequence seq's next position; kvl
+ * picks the KV cache (the effective layer).  h and mout may not alias. */
+void eng_attn_block(eng_session *s, eng_seq *seq, const eng_layer *ly, unsigned kvl,
+                    const float *h, float *mout)
 {
     const fmt_hparams *hp = s->hp;
-    uint32_t dim = hp->dim, pos = s->n_past;
+    uint32_t dim = hp->dim, pos = seq->n_past;
     uint32_t qd = ly->q_dim, kvd = ly->kv_dim;   /* this layer's widths */
-    const size_t lo = (size_t)kvl * s->n_ctx * s->kv_dim;  /* layer offset */
+    const size_t lo = (size_t)kvl * seq->n_ctx * s->kv_dim;  /* layer offset */
     float *out[FMT_NMATRIX] = { 0 };
     float *k, *v;                   /* this position's k and v */
     if (s->kv_f16) {
-        k = s->k_tmp;               /* rounded into kc16/vc16 below */
-        v = s->v_tmp;
+        k = s->dec.k_tmp;               /* rounded into kc16/vc16 below */
+        v = s->dec.v_tmp;
     } else {
-        k = s->kc + lo + (size_t)pos * s->kv_dim;
-        v = s->vc + lo + (size_t)pos * s->kv_dim;
+        k = seq->kc + lo + (size_t)pos * s->kv_dim;
+        v = seq->vc + lo + (size_t)pos * s->kv_dim;
     }
-    eng_rmsnorm(s, s->xb, h, ly->attn_norm, dim);
-    kern_act_set(&s->act_dim, s->xb, dim, ly->qkv.need);
-    memset(s->q, 0, qd * sizeof(float));
+    eng_rmsnorm(s, s->dec.xb, h, ly->attn_norm, dim);
+    kern_act_set(&s->dec.act_dim, s->dec.xb, dim, ly->qkv.need);
+    memset(s->dec.q, 0, qd * sizeof(float));
     memset(k, 0, kvd * sizeof(float));
     memset(v, 0, kvd * sizeof(float));
-    out[FMT_M_Q] = s->q;
+    out[FMT_M_Q] = s->dec.q;
     out[FMT_M_K] = k;
     out[FMT_M_V] = v;
-    matvec_stream(s, &ly->qkv, &s->act_dim, out);
-    eng_attn_qkv_post(s, ly, pos, s->q, k, v);
-    eng_attn_store_attend(s, ly, kvl, pos, s->q, k, v, s->att);
-    kern_act_set(&s->act_q, s->att, qd, ly->o.need);
+    matvec_stream(s, &ly->qkv, &s->dec.act_dim, out);
+    eng_attn_qkv_post(s, ly, pos, s->dec.q, k, v);
+    attn_task t = attn_store(s, seq, ly, kvl, pos, s->dec.q, k, v, s->dec.att);
+    attn_attend(s, &t);
+    kern_act_set(&s->dec.act_q, s->dec.att, qd, ly->o.need);
     memset(mout, 0, dim * sizeof(float));
     out[FMT_M_O] = mout;
-    matvec_stream(s, &ly->o, &s->act_q, out);
+    matvec_stream(s, &ly->o, &s->dec.act_q, out);
 }
 
 /* One SwiGLU/GeGLU FFN over the prepared input act, from a fused gate/up
@@ -583,16 +642,16 @@ void eng_glu_ffn(eng_session *s, const eng_mv *gu, const eng_mv *down,
                     const kern_act *act, float *dout)
 {
     float *out[FMT_NMATRIX] = { 0 };
-    memset(s->hb, 0, hidden * sizeof(float));
-    memset(s->hb2, 0, hidden * sizeof(float));
-    out[mg] = s->hb;
-    out[mu] = s->hb2;
+    memset(s->dec.hb, 0, hidden * sizeof(float));
+    memset(s->dec.hb2, 0, hidden * sizeof(float));
+    out[mg] = s->dec.hb;
+    out[mu] = s->dec.hb2;
     matvec_stream(s, gu, act, out);
-    eng_glu_act(s, s->hb, s->hb2, hidden);
-    kern_act_set(&s->act_ffn, s->hb, hidden, down->need);
+    eng_glu_act(s, s->dec.hb, s->dec.hb2, hidden);
+    kern_act_set(&s->dec.act_ffn, s->dec.hb, hidden, down->need);
     memset(dout, 0, s->hp->dim * sizeof(float));
     out[md] = dout;
-    matvec_stream(s, down, &s->act_ffn, out);
+    matvec_stream(s, down, &s->dec.act_ffn, out);
 }
 
 /* d = FFN(N_f(h)) into dout; zero when there is no dense FFN or no h (a
@@ -605,10 +664,10 @@ void eng_ffn_block(eng_session *s, const eng_layer *ly, const float *h,
         memset(dout, 0, hp->dim * sizeof(float));
         return;
     }
-    eng_rmsnorm(s, s->xb, h, ly->ffn_norm, hp->dim);
-    kern_act_set(&s->act_dim, s->xb, hp->dim, ly->gate_up.need);
+    eng_rmsnorm(s, s->dec.xb, h, ly->ffn_norm, hp->dim);
+    kern_act_set(&s->dec.act_dim, s->dec.xb, hp->dim, ly->gate_up.need);
     eng_glu_ffn(s, &ly->gate_up, &ly->down, hp->ffn_dim, FMT_M_GATE, FMT_M_UP,
-            FMT_M_DOWN, &s->act_dim, dout);
+            FMT_M_DOWN, &s->dec.act_dim, dout);
 }
 
 /* The L2 norm of x[0..n), in double. */
@@ -620,35 +679,27 @@ double eng_l2(const float *x, uint32_t n)
     return sqrt(acc);
 }
 
-/* The LM head: s->x (the final residual) through the output norm and the
- * output matrix into s->logits [vocab], soft-capped where the header says. */
-void eng_lm_head(eng_session *s)
+/* The LM head: dec.x (the final residual) through the output norm and the
+ * output matrix into logits [vocab], soft-capped where the header says. */
+void eng_lm_head(eng_session *s, float *logits)
 {
     const fmt_hparams *hp = s->hp;
     uint32_t dim = hp->dim;
     float *out[FMT_NMATRIX] = { 0 };
 
     if (s->trace)
-        s->trace->final_in_l2 = eng_l2(s->x, dim);
-    eng_rmsnorm(s, s->x, s->x, s->out_norm, dim);
+        s->trace->final_in_l2 = eng_l2(s->dec.x, dim);
+    eng_rmsnorm(s, s->dec.x, s->dec.x, s->out_norm, dim);
     if (s->trace)
-        s->trace->final_norm_l2 = eng_l2(s->x, dim);
-    kern_act_set(&s->act_dim, s->x, dim, s->output.need);
-    memset(s->logits, 0, hp->vocab_size * sizeof(float));
-    out[FMT_M_OUTPUT] = s->logits;
-    out[FMT_M_TOK_EMBD] = s->logits;
-    matvec_stream(s, &s->output, &s->act_dim, out);
+        s->trace->final_norm_l2 = eng_l2(s->dec.x, dim);
+    kern_act_set(&s->dec.act_dim, s->dec.x, dim, s->output.need);
+    memset(logits, 0, hp->vocab_size * sizeof(float));
+    out[FMT_M_OUTPUT] = logits;
+    out[FMT_M_TOK_EMBD] = logits;
+    matvec_stream(s, &s->output, &s->dec.act_dim, out);
     if (hp->softcap > 0.0f)
         for (uint32_t i = 0; i < hp->vocab_size; i++)
-            s->logits[i] = tanhf(s->logits[i] / hp->softcap) * hp->softcap;
-}
-
-int eng_finite(const float *x, uint32_t n)
-{
-    for (uint32_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return 0;
-    return 1;
+            logits[i] = tanhf(logits[i] / hp->softcap) * hp->softcap;
 }
 
 typedef struct mm_task {

@@ -10,89 +10,91 @@
  * eng_prefill.c's.
  *
  * The public calls that run tokens live here, on top of everything else
- * in the module: eng_decode (one token), eng_prefill (a prompt, in chunks
- * where the schedule allows, else token by token) and the checks around
- * them — a token's id and the room left in the context (eng_check_token),
- * a model file that shrank under the mapping (eng_guarded_run,
- * eng_model_fault), logits that are not finite (eng_check_finite, which
- * runs the token again to name the first layer that went wrong).
- * Nothing below calls up into this file.
+ * in the module: eng_seq_decode (one token of a sequence), eng_seq_prefill
+ * (a prompt, in chunks where the schedule allows, else token by token),
+ * eng_decode_batch (a token of each of several sequences, as one pass
+ * where the schedule allows, else one after another) and the session's
+ * own eng_decode and eng_prefill, which are those on its own sequence;
+ * with the checks around them — a token's id and the room left in the
+ * context (eng_check_token, eng_check.c), a model file that shrank under
+ * the mapping (eng_guarded_run), logits that are not finite
+ * (eng_check_finite, which runs the token again to name the first layer
+ * that went wrong).  Only eng_kv.c's reuse prefill calls into this file.
  */
 #include "config.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "engine/engine.h"
 #include "engine/eng_impl.h"
 #include "prof/prof.h"
 
 /* The walk: embedding, layers, head. */
-int eng_forward(eng_session *s, int32_t token, int want_logits)
+int eng_forward(eng_session *s, eng_seq *seq, int32_t token, int want_logits)
 {
     const fmt_hparams *hp = s->hp;
 
-    if (s->xio && !s->probe)
-        eng_xio_tick(s->xio, 1);     /* the expert cache's clock (a probe's rerun: not a token) */
-    eng_embed(s, token, s->x);
-    eng_moe_ahead_guess(s, 0, s->x);   /* the first layers' experts, read ahead */
-    eng_run_layers(s);
-    if (s->xio_failed)
+    if (!s->chk.probe)
+        eng_fetch_tick(s, 1);        /* the expert cache's clock (a probe's rerun: not a token) */
+    eng_embed(s, token, s->dec.x);
+    eng_moe_ahead_guess(s, 0, s->dec.x);   /* the first layers' experts, read ahead */
+    eng_run_layers(s, seq);
+    if (s->io.failed)
         return ENG_EIO;   /* the position is not taken: eng_decode reports */
     if (hp->n_experts)
         s->stats.expert_tokens++;
-    s->ctx_tok[s->n_past++] = token;
+    seq->tok[seq->n_past++] = token;
     if (!want_logits)
         return 0;
 
-    eng_lm_head(s);
+    eng_lm_head(s, seq->logits);
     return 0;
 }
 
 /* Non-finite logits are rare and a scan of them is cheap, so the layer to
  * blame is looked for only then: the token runs again at its position
  * (rewriting its cache rows with the same values) with every layer end
- * checked (trace_layer, eng_sched.c), the embedding checked first.  The
+ * checked (eng_probe_layer, eng_check.c), the embedding checked first.  The
  * position is then dropped: its cache rows hold the bad values. */
-int eng_check_finite(eng_session *s, int32_t token, char *err, size_t errlen)
+int eng_check_finite(eng_session *s, eng_seq *seq, int32_t token, char *err,
+                     size_t errlen)
 {
     const fmt_hparams *hp = s->hp;
     const char *path = fmt_model_path(s->model);
-    if (eng_finite(s->logits, hp->vocab_size))
+    if (eng_finite(seq->logits, hp->vocab_size))
         return 0;
     struct prof *p = s->prof;
     eng_trace *t = s->trace;
-    uint32_t pos = --s->n_past;
+    uint32_t pos = --seq->n_past;
     int rc;
-    eng_embed(s, token, s->x);
-    if (!eng_finite(s->x, hp->dim)) {
-        s->n_past = pos;
+    eng_embed(s, token, s->dec.x);
+    if (!eng_finite(s->dec.x, hp->dim)) {
+        seq->n_past = pos;
         return eng_fail(err, errlen, ENG_ENAN,
                         "%s: the embedding of token %d holds NaN or infinity", path,
                         token);
     }
     s->prof = NULL;                  /* the second run is not a token */
     s->trace = NULL;
-    s->probe = 1;
-    s->bad_layer = -1;
-    rc = eng_guarded_run(s, &token, 1, 0, 1, err, errlen);
-    s->probe = 0;
+    s->chk.probe = 1;
+    s->chk.bad_layer = -1;
+    rc = eng_guarded_run(s, seq, &token, 1, 0, 1, err, errlen);
+    s->chk.probe = 0;
     s->prof = p;
     s->trace = t;
-    s->n_past = pos;
-    s->xio_failed = 0;
+    seq->n_past = pos;
+    s->io.failed = 0;
     if (rc)
         return rc;
     if (hp->n_experts)
         s->stats.expert_tokens--;    /* counted by the second run */
-    if (s->bad_layer < 0)
+    if (s->chk.bad_layer < 0)
         return eng_fail(err, errlen, ENG_ENAN,
                         "%s: the logits at position %u hold NaN or infinity, every "
                         "layer's output is finite: the output norm or head", path, pos);
-    unsigned reps = s->n_eff / hp->n_layers, l = (unsigned)s->bad_layer;
+    unsigned reps = s->n_eff / hp->n_layers, l = (unsigned)s->chk.bad_layer;
     if (reps > 1)
         return eng_fail(err, errlen, ENG_ENAN,
                         "%s: NaN or infinity in the residual stream after layer %u "
@@ -103,19 +105,20 @@ int eng_check_finite(eng_session *s, int32_t token, char *err, size_t errlen)
                     "(token %d at position %u)", path, l, token, pos);
 }
 
-int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
+int eng_seq_decode(eng_seq *seq, int32_t token, char *err, size_t errlen)
 {
-    int rc = eng_check_token(s, token, err, errlen);
+    eng_session *s = seq->s;
+    int rc = eng_check_token(s, seq, token, err, errlen);
     if (rc)
         return rc;
     if (s->prof)
         prof_token_begin(s->prof);
     double t0 = prof_now();
-    if ((rc = eng_guarded_run(s, &token, 1, 0, 1, err, errlen)))
+    if ((rc = eng_guarded_run(s, seq, &token, 1, 0, 1, err, errlen)))
         return rc;
-    if (s->xio_failed)
+    if (s->io.failed)
         return eng_xio_error(s, err, errlen);
-    if ((rc = eng_check_finite(s, token, err, errlen)))
+    if ((rc = eng_check_finite(s, seq, token, err, errlen)))
         return rc;
     s->stats.decode_s += prof_now() - t0;
     if (s->prof)
@@ -124,28 +127,102 @@ int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
     return 0;
 }
 
-/* The error of a session whose model file shrank under the mapping. */
-int eng_model_fault(eng_session *s, char *err, size_t errlen)
+int eng_decode(eng_session *s, int32_t token, char *err, size_t errlen)
 {
-    struct stat st;
-    const char *path = fmt_model_path(s->model);
-    if (stat(path, &st) == 0)
-        return eng_fail(err, errlen, ENG_EIO,
-                    "%s: the model file changed while in use: reading byte %llu "
-                    "failed (the file is now %lld bytes, %llu when opened)",
-                    path, (unsigned long long)s->fault_off, (long long)st.st_size,
-                    (unsigned long long)fmt_model_file_size(s->model));
-    return eng_fail(err, errlen, ENG_EIO,
-                "%s: the model file changed while in use: reading byte %llu "
-                "failed (%s)", path, (unsigned long long)s->fault_off, strerror(errno));
+    return eng_seq_decode(s->seq, token, err, errlen);
 }
 
-/* tokens[0..m) through eng_forward (batch 0: one token) or
- * eng_forward_batch, with a guard over the model's mapping (eng_guard.c):
- * a SIGBUS from a file truncated under us, on this thread or a worker,
- * comes back as ENG_EIO and breaks the session. */
-int eng_guarded_run(eng_session *s, const int32_t *tokens, unsigned m,
-                       int batch, int want_logits, char *err, size_t errlen)
+/* ---- one decode step of several sequences ----------------------------- */
+
+/* The rows ok[0..m) of a decode step (indices into seqs and tokens) as one
+ * pass through the layers: every row's logits into its sequence, then
+ * each checked for NaN and infinity on its own.  Codes into rcs. */
+static void decode_rows(eng_session *s, eng_seq *const *seqs, const int32_t *tokens,
+                        const unsigned *ok, unsigned m, int *rcs)
+{
+    int32_t tok[ENG_BATCH];
+    char line[sizeof seqs[0]->err];
+    for (unsigned j = 0; j < m; j++) {
+        s->bat.seq[j] = seqs[ok[j]];
+        s->bat.pos[j] = seqs[ok[j]]->n_past;
+        tok[j] = tokens[ok[j]];
+    }
+    s->bat.tiled = 0;                /* decode's attention kernel, as alone */
+    if (s->prof)
+        prof_token_begin(s->prof);
+    int rc = eng_guarded_run(s, NULL, tok, m, 1, ENG_LOGITS_ALL, line, sizeof line);
+    if (!rc && s->io.failed)
+        rc = eng_xio_error(s, line, sizeof line);
+    /* the pass's time, bytes and counters on the record of its first
+     * row, empty records for the others (as a prompt chunk's) */
+    if (s->prof) {
+        prof_token_end(s->prof, PROF_DECODE);
+        for (unsigned j = 1; j < m; j++) {
+            prof_token_begin(s->prof);
+            prof_token_end(s->prof, PROF_DECODE);
+        }
+    }
+    for (unsigned j = 0; j < m; j++) {
+        eng_seq *seq = seqs[ok[j]];
+        if (rc)                      /* a shared read or the file: every row */
+            rcs[ok[j]] = eng_fail(seq->err, sizeof seq->err, rc, "%s", line);
+        else if (!(rcs[ok[j]] = eng_check_finite(s, seq, tok[j], seq->err, sizeof seq->err)))
+            s->stats.n_gen++;
+    }
+}
+
+/* Whether a decode step of several sequences runs as one pass: the
+ * schedule batches (eng_batch_eligible) and the batch room and its logits
+ * are there. */
+static int batch_decodes(eng_session *s)
+{
+    return eng_batch_eligible(s) && !getenv("CFLOW_NO_BATCH") && !eng_batch_init(s) &&
+           !eng_batch_logits(s);
+}
+
+int eng_decode_batch(eng_session *s, eng_seq *const *seqs, const int32_t *tokens,
+                     unsigned n, int *rcs, char *err, size_t errlen)
+{
+    unsigned ok[ENG_BATCH], m = 0;
+    const int batched = n > 1 && batch_decodes(s);
+    double t0 = prof_now();
+    for (unsigned i = 0; i < n; i++) {
+        eng_seq *seq = seqs[i];
+        const size_t el = sizeof seq->err;
+        rcs[i] = seq->s != s ? eng_fail(seq->err, el, ENG_EARG, "a sequence of another session")
+                             : eng_check_token(s, seq, tokens[i], seq->err, el);
+        for (unsigned k = 0; !rcs[i] && k < i; k++)
+            if (seqs[k] == seq)
+                rcs[i] = eng_fail(seq->err, el, ENG_EARG,
+                                  "sequence %u is sequence %u again: one token each a step", i,
+                                  k);
+        if (rcs[i])
+            continue;
+        seq->err[0] = 0;
+        if (!batched)                /* one after another: eng_seq_decode's */
+            rcs[i] = eng_seq_decode(seq, tokens[i], seq->err, el);
+        else if ((ok[m++] = i, m == ENG_BATCH)) {
+            decode_rows(s, seqs, tokens, ok, m, rcs);
+            m = 0;
+        }
+    }
+    if (m)
+        decode_rows(s, seqs, tokens, ok, m, rcs);
+    if (batched)
+        s->stats.decode_s += prof_now() - t0;
+    for (unsigned i = 0; i < n; i++)
+        if (rcs[i])
+            return eng_fail(err, errlen, rcs[i], "%s", seqs[i]->err);
+    return 0;
+}
+
+/* tokens[0..m) through eng_forward (batch 0: one token of seq) or
+ * eng_forward_batch (the rows the caller set in the batch room), with a
+ * guard over the model's mapping (eng_guard.c): a SIGBUS from a file
+ * truncated under us, on this thread or a worker, comes back as ENG_EIO
+ * and breaks the session. */
+int eng_guarded_run(eng_session *s, eng_seq *seq, const int32_t *tokens, unsigned m,
+                    int batch, int want_logits, char *err, size_t errlen)
 {
     uint64_t size = 0;
     const uint8_t *base = fmt_model_map(s->model, &size);
@@ -154,29 +231,16 @@ int eng_guarded_run(eng_session *s, const int32_t *tokens, unsigned m,
     g.hi = base + size;
     if (sigsetjmp(g.jb, 0)) {
         eng_guard_pop(&g);
-        s->broken = 1;
-        s->fault_off = (uint64_t)((const uint8_t *)g.addr - base);
+        s->chk.broken = 1;
+        s->chk.fault_off = (uint64_t)((const uint8_t *)g.addr - base);
         return eng_model_fault(s, err, errlen);
     }
     eng_guard_push(&g);
     if (batch)
         eng_forward_batch(s, tokens, m, want_logits);
     else
-        eng_forward(s, tokens[0], want_logits);
+        eng_forward(s, seq, tokens[0], want_logits);
     eng_guard_pop(&g);
-    return 0;
-}
-
-int eng_check_token(eng_session *s, int32_t token, char *err, size_t errlen)
-{
-    if (s->broken)
-        return eng_model_fault(s, err, errlen);
-    if (token < 0 || (uint32_t)token >= s->hp->vocab_size)
-        return eng_fail(err, errlen, ENG_EARG, "token id %d is outside the %u-token vocabulary",
-                    token, s->hp->vocab_size);
-    if (s->n_past >= s->n_ctx)
-        return eng_fail(err, errlen, ENG_ECTX,
-                    "context full: all %u positions are used", s->n_ctx);
     return 0;
 }
 
@@ -200,12 +264,12 @@ static int ubatch_tiled(size_t n, size_t i)
 /* Batched prefill of tokens[0..n), or 1 when the model's schedule (or
  * memory) does not allow it and the caller should go token by token.
  * Every token is checked before any is run. */
-static int prefill_batched(eng_session *s, const int32_t *tokens, size_t n,
+static int prefill_batched(eng_session *s, eng_seq *seq, const int32_t *tokens, size_t n,
                            char *err, size_t errlen)
 {
     if (n < 2 || !eng_batch_eligible(s) || getenv("CFLOW_NO_BATCH") || eng_batch_init(s))
         return 1;
-    if (s->broken)
+    if (s->chk.broken)
         return eng_model_fault(s, err, errlen);
     for (size_t i = 0; i < n; i++)
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->hp->vocab_size)
@@ -213,20 +277,25 @@ static int prefill_batched(eng_session *s, const int32_t *tokens, size_t n,
                         "token id %d is outside the %u-token vocabulary", tokens[i],
                         s->hp->vocab_size);
     for (size_t i = 0; i < n;) {
-        if (s->n_past >= s->n_ctx)
+        if (seq->n_past >= seq->n_ctx)
             return eng_fail(err, errlen, ENG_ECTX,
-                        "context full: all %u positions are used", s->n_ctx);
+                        "context full: all %u positions are used", seq->n_ctx);
         size_t m = n - i < ENG_BATCH ? n - i : ENG_BATCH;
-        if (m > s->n_ctx - s->n_past)
-            m = s->n_ctx - s->n_past;
+        if (m > seq->n_ctx - seq->n_past)
+            m = seq->n_ctx - seq->n_past;
         if (s->prof)
             prof_token_begin(s->prof);
-        s->pf_tiled = s->opts.prefill_attn != 0 && ubatch_tiled(n, i);
-        int rc = eng_guarded_run(s, tokens + i, (unsigned)m, 1, i + m == n, err, errlen);
-        s->pf_tiled = 0;
+        for (unsigned j = 0; j < m; j++) {     /* the rows: the chunk's positions */
+            s->bat.seq[j] = seq;
+            s->bat.pos[j] = seq->n_past + j;
+        }
+        s->bat.tiled = s->opts.prefill_attn != 0 && ubatch_tiled(n, i);
+        int rc = eng_guarded_run(s, seq, tokens + i, (unsigned)m, 1,
+                                 i + m == n ? ENG_LOGITS_LAST : ENG_LOGITS_NONE, err, errlen);
+        s->bat.tiled = 0;
         if (rc)
             return rc;
-        if (s->xio_failed)
+        if (s->io.failed)
             return eng_xio_error(s, err, errlen);
         /* The profiler counts tokens: the chunk's time, bytes and counters
          * go on the record of its first position, the others get empty
@@ -243,29 +312,36 @@ static int prefill_batched(eng_session *s, const int32_t *tokens, size_t n,
     return 0;
 }
 
-int eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
-                size_t errlen)
+int eng_seq_prefill(eng_seq *seq, const int32_t *tokens, size_t n, char *err,
+                    size_t errlen)
 {
+    eng_session *s = seq->s;
     double t0 = prof_now();
-    int rc = prefill_batched(s, tokens, n, err, errlen);
+    int rc = prefill_batched(s, seq, tokens, n, err, errlen);
     if (rc < 0)
         return rc;
     for (size_t i = 0; rc > 0 && i < n; i++) {   /* token by token */
-        if ((rc = eng_check_token(s, tokens[i], err, errlen)))
+        if ((rc = eng_check_token(s, seq, tokens[i], err, errlen)))
             return rc;
         if (s->prof)
             prof_token_begin(s->prof);
-        if ((rc = eng_guarded_run(s, tokens + i, 1, 0, i + 1 == n, err, errlen)))
+        if ((rc = eng_guarded_run(s, seq, tokens + i, 1, 0, i + 1 == n, err, errlen)))
             return rc;
-        if (s->xio_failed)
+        if (s->io.failed)
             return eng_xio_error(s, err, errlen);
         if (s->prof)
             prof_token_end(s->prof, PROF_PREFILL);
         rc = 1;
     }
-    if (n && (rc = eng_check_finite(s, tokens[n - 1], err, errlen)))
+    if (n && (rc = eng_check_finite(s, seq, tokens[n - 1], err, errlen)))
         return rc;
     s->stats.prefill_s += prof_now() - t0;
     s->stats.n_prompt += n;
     return 0;
+}
+
+int eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
+                size_t errlen)
+{
+    return eng_seq_prefill(s->seq, tokens, n, err, errlen);
 }

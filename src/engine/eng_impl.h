@@ -1,7 +1,50 @@
 /*
  * eng_impl.h — private to src/engine: declarations shared between the
- * engine's files (never included outside src/engine).  Several files add
- * to it; keep edits additive and grouped by defining file.
+ * engine's files (never included outside src/engine), grouped by the
+ * file that defines them.
+ *
+ * The files, one job each, a file calling only those listed after it:
+ *
+ *   eng_kv.c         a sequence between tokens: reset, the reuse prefill,
+ *                    the context shift
+ *   eng_session.c    open a model in named phases, close; the sequences'
+ *                    life (eng_seq_new, eng_seq_free); accessors, threads,
+ *                    profiler attachment, statistics
+ *   eng_forward.c    the calls that run tokens: decode and prefill of one
+ *                    sequence, under the guard; the NaN rerun; the walk of
+ *                    one token (eng_forward)
+ *   eng_prefill.c    a batch of rows through the layers (a prompt chunk)
+ *   eng_sched.c      the layer schedule of each combine style (a table)
+ *   eng_moe_batch.c  a batch's routed experts, grouped by expert
+ *   eng_moe.c        one position's routed experts: routing, the fetch,
+ *                    the deferred compute
+ *   eng_io_session.c expert I/O for a session: modes, the cache's budget,
+ *                    set-up and tear-down, the prefetch setter
+ *   eng_moe_ahead.c  look-ahead: the next layers' experts guessed, fetched
+ *   eng_moe_route.c  the router: softmax, top-k, weights, counts
+ *   eng_blocks.c     the blocks (embedding, norms, attention, FFN, head),
+ *                    the mat-vec and mat-mat over tile streams, the decode
+ *                    scratch
+ *   eng_fetch.c      one interface to a routed expert's bytes, its backends
+ *                    (in place, prefetch, direct reads)
+ *   eng_io_bench.c   one pass of `cflow bench diskbw`
+ *   eng_io.c         the staged reader: slots; an issue is the cache's,
+ *                    then the reader's
+ *   eng_io_reader.c  the reader: the pool's threads or io_uring; submit
+ *   eng_io_uring.c   the io_uring reader
+ *   eng_io_queue.c   the reader's request queue: chunks, priority,
+ *                    completion, the O_DIRECT fallback, the faults
+ *   eng_io_cache.c   the RAM expert cache: key to slot, holds, replacement
+ *   eng_check.c      the checks around a token: id, room, file, NaN probe
+ *   eng_pool.c       the worker pool
+ *   eng_guard.c      SIGBUS from the mapping becomes an error
+ *   eng_prefetch.c   the PREFETCHT0 thread, and its per-layer hints
+ *   eng_util.c       the error line, aligned allocation, environment counts
+ *
+ * and beside the session, below the front ends: the tokenizer (eng_tok.c,
+ * eng_tok_load.c, eng_tok_enc.c, eng_tok_detok.c, eng_tok_pre.c; their
+ * own eng_tok_impl.h), the chat templates (eng_chat.c) and the sampler
+ * (eng_sample.c).  The staged reader's files share eng_io_impl.h.
  */
 #ifndef CFLOW_ENG_IMPL_H
 #define CFLOW_ENG_IMPL_H
@@ -99,7 +142,7 @@ extern ssize_t (*eng_io_result)(int fd, void *buf, size_t n, off_t off, ssize_t 
  * default, $CFLOW_XIO_QD; the pool's threads when set); n_readers the
  * pool's threads (0: 2); chunk bytes per request (0: $CFLOW_XIO_CHUNK or
  * the default); policy the cache's replacement, "crf", "lru", "lfu" or NULL
- * ($CFLOW_XIO_POLICY, else the default: eng_io.c, "Replacement"). */
+ * ($CFLOW_XIO_POLICY, else the default: eng_io_cache.c). */
 typedef struct eng_xio_cfg {
     const char *reader, *policy;
     unsigned    qd, n_readers;
@@ -124,7 +167,7 @@ int  eng_xio_issue(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit);
  * for layers past the next): its requests wait, off the queue, while any
  * other read is queued or in flight, so they never slow a read needed
  * sooner; they go out when no other read is left, or at once when another
- * issue hits their slot (eng_io.c, "Priority"). */
+ * issue hits their slot (eng_io_queue.c). */
 int  eng_xio_issue_later(eng_xio *x, int key, uint64_t off, uint64_t len, int *hit);
 /* Start the reads issued so far, together (one submission on io_uring):
  * after a routing's issues; parked ones (eng_xio_issue_later) only when
@@ -154,7 +197,7 @@ int  eng_xio_landed(eng_xio *x, int slot);
 void eng_xio_release(eng_xio *x, int slot);
 /* n more tokens (a decode step: 1; a prefill chunk: its positions) go
  * through the layers: the clock by which the crf policy's weights of past
- * issues decay (eng_io.c, "Replacement"). */
+ * issues decay (eng_io_cache.c). */
 void eng_xio_tick(eng_xio *x, unsigned n);
 
 /* ---- eng_prefetch.c: the PREFETCHT0 thread ---- */
@@ -168,26 +211,29 @@ void    eng_pf_range(eng_pf *pf, const void *p, size_t n);
 void    eng_pf_counts(const eng_pf *pf, uint64_t *lines, uint64_t *dropped);
 
 /* ======================================================================= */
-/* The session: what its files share.  One job a file, top to bottom (a   */
-/* file calls only files below it):                                         */
-/*   eng_session.c   open (in named phases), close, accessors, threads,     */
-/*                   profiler attachment, statistics                        */
-/*   eng_kv.c        the KV cache: reset, rewind, reuse, context shift      */
-/*   eng_forward.c   the walk; decode and prefill under the guard, checks   */
-/*   eng_prefill.c   a batched prompt chunk through the layers              */
-/*   eng_sched.c     the layer schedule of each combine style (a table)     */
-/*   eng_moe_batch.c a chunk's routed experts, grouped by expert            */
-/*   eng_moe.c       routed experts: routing, fetch, deferred compute       */
-/*   eng_moe_ahead.c look-ahead: the next layer's experts guessed, read    */
-/*   eng_blocks.c    the blocks: norms, attention, FFN, head, mat-vec/mat   */
-/*   eng_io.c        expert I/O modes, their reader pool and RAM cache      */
-/*   eng_prefetch.c  the PREFETCHT0 thread and its setter                   */
-/*   eng_pool.c      the worker pool;  eng_guard.c  the SIGBUS guard        */
-/*   eng_util.c      the error line, aligned allocation, environment counts */
+/* The session and its rooms.                                               */
+/*                                                                          */
+/* A session is the opened model and what every token shares: the layers' */
+/* tile streams, the pool, the tokenizer, expert I/O.  What one stream of   */
+/* tokens owns — its KV cache, position, token history, logits — is a      */
+/* sequence (eng_seq), of which the session holds its own and any number   */
+/* more, so a server slot costs its KV cache and nothing of the model.     */
+/* The rest of the session is in rooms, each allocated and freed by the    */
+/* file that owns it:                                                       */
+/*   dec   eng_scratch   one position's buffers (eng_blocks.c)              */
+/*   bat   eng_batch     the rows of a batch (eng_prefill.c)                */
+/*   io    eng_io_state  expert fetch and prefetch (eng_io_session.c)       */
+/*   chk   eng_checks    the checks around a token (eng_check.c)            */
+/* Scratch and batch hold nothing between calls, so every sequence shares  */
+/* them: one caller at a time per session (engine.h).                       */
 /* ======================================================================= */
 #include <stdarg.h>
 #include "kernels/kern.h"
 
+
+
+/* Positions a batched prefill runs through the layers together. */
+#define ENG_BATCH 32
 
 /* A tile stream prepared for parallel mat-vec: its tiles cut into units,
  * each the run of column tiles of one output stripe of one matrix.  A
@@ -223,120 +269,183 @@ typedef struct eng_layer {
     uint64_t      bank_bytes;
 } eng_layer;
 
-struct eng_session {
-    fmt_model         *model;
-    const fmt_hparams *hp;
-    eng_tok           *tok;
-    const kern_ops    *ops;
-    eng_opts           opts;
-    eng_layer         *layers;
-    const fmt_stream  *embd;
-    eng_mv             output;
-    const float       *out_norm;
-    eng_pool          *pool;
-    uint32_t           n_ctx, n_past;
-    uint32_t           q_dim, kv_dim, embd_col_tiles;
-    uint32_t           hd_max;     /* widest head over the layers */
+/* A sequence (eng_session.c makes and frees it: eng_seq_new, eng_seq_free;
+ * eng_kv.c keeps it between tokens): what one stream of tokens owns, its
+ * KV cache, position and token history; the rest of a pass is the
+ * session's, shared.
+ *   kc, vc [n_eff][n_ctx][kv_dim]  the KV cache, position-major per
+ *                      effective layer: floats, or halves (kc16, vc16) with
+ *                      the session's kv_f16
+ *   tok [n_ctx]        the token at each cached position; positions [0,
+ *                      kv_exact) hold the rows a prefill of their tokens
+ *                      computes (UINT32_MAX: all; a shift leaves n_keep)
+ *   logits [vocab]     after the last token fed
+ *   reuse_logits [vocab]  the logits after the last reuse prefill, which
+ *                      ended at position reuse_pos (0: none kept) */
+struct eng_seq {
+    eng_session *s;
+    eng_seq     *next;          /* the session's list, s->seqs */
+    uint32_t     n_ctx, n_past;
+    float       *kc, *vc;
+    uint16_t    *kc16, *vc16;
+    int32_t     *tok;
+    uint32_t     kv_exact;
+    float       *logits;
+    float       *reuse_logits;
+    uint32_t     reuse_pos;
+    char         err[256];      /* its last failure in eng_decode_batch */
+};
 
-    float *x, *xb, *q, *att, *hb, *hb2, *logits, *scores, *kc, *vc, *inv_freq;
-    float *k_tmp, *v_tmp;
-    /* eng_prefill_reuse (eng_kv.c): ctx_tok [n_ctx] the token at each
-     * cached position; positions [0, kv_exact) hold the rows a prefill of
-     * their tokens computes (UINT32_MAX: all; a shift leaves n_keep);
-     * pf_logits [vocab] the logits after the last reuse prefill, which
-     * ended at position pf_pos (0: none kept) */
-    int32_t *ctx_tok;
-    uint32_t kv_exact, pf_pos;
-    float   *pf_logits;
-    /* the schedule (scripts/train/ARCHITECTURES.md): per-branch outputs
-     * m, d, e [dim]; second stream a [dim]; residual history ring
-     * hist [dense_delay+1][dim]; pending expert outputs pend [expert_delay+1]
-     * [dim] with their target layers; router probabilities [E]; xr [dim]
-     * the normalised router input */
-    float *bm, *bd, *be, *bt, *ba, *hist, *pend, *probs, *xr;
-    int32_t *pend_target;
-    /* routed [n_layers][n_experts]: how often each expert was chosen
-     * (eng_moe_route: decode and prefill), eng_expert_routed's counts */
-    uint64_t *routed;
-    unsigned n_eff;                     /* effective layers (FixedPoint) */
-    eng_trace *trace;                   /* per-layer norms of the last pass */
-    uint32_t hmax;                      /* max(ffn, expert ffn) */
-    int kv_f16;                         /* resolved eng_opts.kv_f16: 0 or 1 */
-    int ggml;                           /* llama.cpp arithmetic (GGUF model) */
-    uint16_t *kc16, *vc16, *att16;
-    float *rope_ff;                     /* [head_dim/2] ggml RoPE divisors, or NULL */
-    kern_act act_dim, act_q, act_ffn;
-    /* the routed experts of one decode step, a group of n_xg <=
-     * ENG_MV_MAX at a time (eng_moe_inject): xg_h, xg_h2 [n_xg]
-     * [expert_ffn] gate and up activations, xg_o [n_xg][dim] outputs,
-     * xg_act [n_xg] the prepared down inputs */
+/* The decode scratch (eng_blocks.c: eng_scratch_init, eng_scratch_free):
+ * the buffers one position's pass works in.  Nothing in them outlives a
+ * token: a sequence's state is its KV cache and position, so every
+ * sequence of a session shares these (one caller at a time).
+ *   x [dim]            the residual stream
+ *   xb [dim]           the normalised residual (a block's input)
+ *   q, att [q_dim]     queries, the attention's output
+ *   k_tmp, v_tmp [kv_dim]  this position's k and v before rounding to f16
+ *   hb, hb2 [hmax]     gate and up activations of the dense FFN
+ *   m, d, e [dim]      the branch outputs of the schedules (eng_sched.c):
+ *                      attention, dense FFN, experts
+ *   a [dim]            a two-stream schedule's second stream
+ *   hist [dense_delay + 1][dim]  DelayedSum's ring of residuals
+ *   pend [dim]         a delayed injection's expert sum (eng_moe_take)
+ *   probs [n_experts]  the router's probabilities (eng_moe_route.c)
+ *   act_dim, act_q, act_ffn  the prepared mat-vec inputs of each width
+ *   xg_h, xg_h2 [n_xg][expert_ffn], xg_o [n_xg][dim], xg_act [n_xg]: the
+ *                      routed experts of a decode step, n_xg <= ENG_MV_MAX
+ *                      at a time (eng_moe_inject): gate and up
+ *                      activations, outputs, prepared down inputs
+ *   scores [ctx], att16 [2*hd_max] halves: the one-thread attention
+ *                      kernels' scratch (when par_* cannot grow)
+ *   par_sc, par_h16    parallel attention (eng_blocks.c attn_scratch):
+ *                      per head, scores [ctx] floats and 2*hd_max halves,
+ *                      for par_heads heads (a batch's threads each have
+ *                      n_heads of them)
+ * ctx is the longest context a score row must hold. */
+typedef struct eng_scratch {
+    float    *x, *xb, *q, *att, *k_tmp, *v_tmp, *hb, *hb2;
+    float    *m, *d, *e, *a, *hist, *pend, *probs;
+    kern_act  act_dim, act_q, act_ffn;
     unsigned  n_xg;
     float    *xg_h, *xg_h2, *xg_o;
     kern_act *xg_act;
-    eng_stats stats;
-    uint64_t bytes_per_token;
-    struct prof *prof;   /* profiling (eng_set_prof): NULL when off */
-    uint64_t mv_bytes;   /* weight bytes matvec_stream read since the last
-                            per-layer mark (prof_layer_bytes) */
-    /* expert fetch (eng_io.c) and prefetch (eng_prefetch.c), see moe_issue */
-    int          xio_mode;     /* enum eng_expert_io */
+    uint32_t  ctx;
+    float    *scores;
+    uint16_t *att16;
+    float    *par_sc;
+    uint16_t *par_h16;
+    uint32_t  par_heads;
+} eng_scratch;
+
+/* The expert I/O room (eng_io_session.c sets it up and tears it down):
+ * how routed experts reach the compute, and the prefetch thread. */
+typedef struct eng_io_state {
+    int          mode;         /* enum eng_expert_io */
+    int          by_auto;      /* the mode was chosen by ENG_XIO_AUTO */
     eng_xio     *xio;          /* reader pool and staging slots (sync/staged) */
     struct eng_stage *stage;   /* [n_stage] tiles rebased into each slot */
     unsigned     n_stage;
-    uint64_t     xio_cache_bytes; /* the slots' bytes beyond a token's staging */
-    int          xio_keyed;    /* a cache budget: slots keep what they read */
-    int          xio_auto;     /* the mode was chosen by ENG_XIO_AUTO */
+    uint64_t     cache_bytes;  /* the slots' bytes beyond a token's staging */
+    int          keyed;        /* a cache budget: slots keep what they read */
     struct eng_route *route;   /* [expert_delay + 1] routed, not yet injected */
     /* this token's expert bytes failed: 0 no, else the code, ENG_EIO (a
-     * read) or ENG_EFORMAT (the bytes read were refused); xio_err says why */
-    int          xio_failed;
-    double       xio_busy;     /* the reader pool's busy seconds charged so far */
-    char         xio_err[320];
+     * read) or ENG_EFORMAT (the bytes read were refused); err says why */
+    int          failed;
+    double       busy;         /* the reader pool's busy seconds charged so far */
+    char         err[320];
     struct eng_ahead *ahead;   /* look-ahead guesses (eng_moe_ahead.c), NULL off */
     eng_pf      *pf;           /* the PREFETCHT0 thread, NULL when off */
-    /* the model file shrank under its mapping (eng_guard.c): the offset
-     * of the byte whose read faulted; every later token fails */
+    const struct eng_fetch_backend *be;   /* how an expert is fetched (eng_fetch.c) */
+} eng_io_state;
+
+/* The batch room (eng_prefill.c, eng_batch_init on first use; MoE layers:
+ * eng_moe_batch.c): the buffers of up to ENG_BATCH positions that go
+ * through the layers together, each row one position: residuals x
+ * [B][dim], normalised xb [B][dim], branch outputs o [B][dim], q/att
+ * [B][q_dim], k/v [B][kv_dim], h/h2 [B][hmax]; one prepared input per
+ * position for each width (act_dim, act_q, act_ffn [B]).  MoE layers add
+ * the dense FFN's output dn [B][dim], the experts' sums e [B][dim], router
+ * inputs xr [B][dim] with their prepared inputs act_xr [B], and per
+ * position and choice t < top_k the expert sel [B][K], its weight w [B][K]
+ * and its output exp [B][K][dim]; the choices grouped by expert: ord [B*K]
+ * indices into sel, cnt [n_experts + 1] group starts, cur [n_experts]
+ * cursors; the router's logits log [B][n_experts].  A prompt chunk's
+ * tiled attention (eng_blocks.c attn_tiled): tiled says whether this chunk
+ * takes it (llama.cpp's rule, set per chunk by eng_prefill); work is
+ * work_n floats per pool thread (kern_attn_pf_fn's work for one claim)
+ * for work_threads threads.  Row j is position pos[j] of sequence seq[j],
+ * set by the caller of eng_forward_batch (a prompt chunk: consecutive
+ * positions of one sequence). */
+typedef struct eng_batch {
+    int       ready;
+    eng_seq  *seq[ENG_BATCH];
+    uint32_t  pos[ENG_BATCH];
+    float    *x, *xb, *o, *q, *att, *k, *v, *h, *h2;
+    kern_act *act_dim, *act_q, *act_ffn;
+    float    *dn, *e, *xr, *w, *exp, *log;
+    kern_act *act_xr;
+    int      *sel, *ord, *cnt, *cur;
+    int       tiled;
+    float    *work;
+    size_t    work_n;
+    uint32_t  work_threads;
+    float    *logits;        /* [B][vocab] every row's (ENG_LOGITS_ALL) */
+} eng_batch;
+
+/* The checks room (eng_check.c): what the checks around a token know. */
+typedef struct eng_checks {
+    /* the model file shrank under its mapping (the guard of
+     * eng_guarded_run): the offset of the byte whose read faulted; every
+     * later token fails */
     int      broken;
     uint64_t fault_off;
     /* non-finite values (eng_check_finite): probe on while a bad token is
      * run again, bad_layer the first effective layer whose residual held
      * NaN or infinity (-1: none yet) */
     int      probe, bad_layer;
-    /* parallel attention (eng_blocks.c attn_scratch): per head, scores
-     * [n_ctx] floats and 2*hd_max halves of scratch, for par_heads heads
-     * (a batched prefill's threads each have n_heads of them) */
-    float    *par_sc;
-    uint16_t *par_h16;
-    uint32_t  par_heads;
-    /* a prompt chunk's tiled attention (eng_blocks.c attn_tiled):
-     * pf_tiled says whether this chunk takes it (llama.cpp's rule, set per
-     * chunk by eng_prefill); pf_work is pf_work_n floats per pool thread
-     * (kern_attn_pf_fn's work for one claim) for pf_work_threads threads */
-    int       pf_tiled;
-    float    *pf_work;
-    size_t    pf_work_n;
-    uint32_t  pf_work_threads;
-    /* batched prefill (forward_batch), allocated on first use for
-     * ENG_BATCH positions: residuals bx [B][dim], normalised bxb [B][dim],
-     * branch outputs bo [B][dim], bq/batt [B][q_dim], bk/bv [B][kv_dim],
-     * bh/bh2 [B][hmax]; one prepared input per position for each width.
-     * MoE layers (eng_moe_batch.c) add: the dense FFN's output bdn [B][dim],
-     * the experts' sums be_b [B][dim], router inputs bxr [B][dim] with their
-     * prepared inputs bact_xr [B], and per position and choice t < top_k the
-     * expert bsel [B][K], its weight bw [B][K] and its output bexp
-     * [B][K][dim]; the choices grouped by expert: bord [B*K] indices into
-     * bsel, bcnt [n_experts + 1] group starts, bcur [n_experts] cursors;
-     * the router's logits blog [B][n_experts] */
-    float    *bx, *bxb, *bo, *bq, *batt, *bk, *bv, *bh, *bh2;
-    kern_act *bact_dim, *bact_q, *bact_ffn;
-    float    *bdn, *be_b, *bxr, *bw, *bexp, *blog;
-    kern_act *bact_xr;
-    int      *bsel, *bord, *bcnt, *bcur;
-    int       batch_ready;
+} eng_checks;
+
+struct eng_session {
+    /* the model (eng_session.c, read-only once open) */
+    fmt_model         *model;
+    const fmt_hparams *hp;
+    eng_tok           *tok;
+    const kern_ops    *ops;
+    eng_opts           opts;
+    eng_layer         *layers;       /* [n_layers] */
+    const fmt_stream  *embd;
+    eng_mv             output;
+    const float       *out_norm;
+    eng_pool          *pool;
+    uint32_t           q_dim, kv_dim, embd_col_tiles;
+    uint32_t           hd_max;       /* widest head over the layers */
+    uint32_t           hmax;         /* max(ffn, expert ffn) */
+    unsigned           n_eff;        /* effective layers (FixedPoint) */
+    int                kv_f16;       /* resolved eng_opts.kv_f16: 0 or 1 */
+    int                ggml;         /* llama.cpp arithmetic (GGUF model) */
+    float             *inv_freq;     /* [head_dim/2] the shared RoPE frequencies */
+    float             *rope_ff;      /* [head_dim/2] ggml RoPE divisors, or NULL */
+    uint64_t           bytes_per_token;
+    /* the sequences (eng_session.c makes them) */
+    eng_seq           *seq;          /* the session's own: eng_decode ... */
+    eng_seq           *seqs;         /* every sequence, seq too (a list) */
+    /* the rooms */
+    eng_scratch        dec;          /* one position's buffers (eng_blocks.c) */
+    eng_batch          bat;          /* the rows of a batch (eng_prefill.c) */
+    eng_io_state       io;           /* expert fetch and prefetch (eng_io_session.c) */
+    eng_checks         chk;          /* the checks around a token (eng_check.c) */
+    /* what is counted and watched */
+    eng_stats          stats;
+    /* routed [n_layers][n_experts]: how often each expert was chosen
+     * (eng_moe_route: decode and prefill), eng_expert_routed's counts */
+    uint64_t          *routed;
+    struct prof       *prof;         /* profiling (eng_set_prof): NULL when off */
+    uint64_t           mv_bytes;     /* weight bytes the mat-vecs read since the
+                                        last per-layer mark (prof_layer_bytes) */
+    eng_trace         *trace;        /* per-layer norms of the last pass */
 };
 
-/* Positions a batched prefill runs through the layers together. */
-#define ENG_BATCH 32
 
 #define ENG_MAX_TOPK 256
 /* Bytes of weights below which a pass is not split among the pool's
@@ -391,20 +500,25 @@ int   eng_env_count(const char *name, unsigned long def, unsigned long lo, unsig
                     int units, unsigned long *out, char *err, size_t errlen);
 
 /* ---- eng_blocks.c: the blocks of one position ---- */
+/* The decode scratch for session s's geometry: 0, or -1 out of memory
+ * (eng_scratch_free frees what was allocated).  eng_scratch_ctx grows the
+ * score rows to n_ctx positions (a longer sequence): 0 or -1. */
+int  eng_scratch_init(eng_session *s);
+int  eng_scratch_ctx(eng_session *s, uint32_t n_ctx);
+void eng_scratch_free(eng_session *s);
 double eng_l2(const float *x, uint32_t n);
 void eng_embed(eng_session *s, int32_t token, float *x);
 void eng_rmsnorm(const eng_session *s, float *out, const float *x,
                  const float *w, unsigned n);
 void eng_attn_qkv_post(eng_session *s, const eng_layer *ly, uint32_t pos,
                        float *q, float *k, float *v);
-void eng_attn_store_attend(eng_session *s, const eng_layer *ly, unsigned kvl,
-                           uint32_t pos, const float *q, const float *k,
-                           const float *v, float *att);
+/* The batch room's m rows (row j: position pos[j] of sequence seq[j]):
+ * each's k, v [m][kv_dim] stored, then each attends its sequence's cache,
+ * att [m][q_dim] from q [m][q_dim]. */
 void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
-                                 unsigned kvl, uint32_t pos0, unsigned m,
-                                 const float *q, const float *k,
-                                 const float *v, float *att);
-void eng_attn_block(eng_session *s, const eng_layer *ly, unsigned kvl,
+                                 unsigned kvl, unsigned m, const float *q,
+                                 const float *k, const float *v, float *att);
+void eng_attn_block(eng_session *s, eng_seq *seq, const eng_layer *ly, unsigned kvl,
                     const float *h, float *mout);
 void eng_glu_act(eng_session *s, float *g, const float *u, uint32_t n);
 /* n tile streams in one parallel region (eng_blocks.c): out[j][matrix]
@@ -416,11 +530,9 @@ void eng_glu_ffn(eng_session *s, const eng_mv *gu, const eng_mv *down,
                  const kern_act *act, float *dout);
 void eng_ffn_block(eng_session *s, const eng_layer *ly, const float *h,
                    float *dout);
-/* s->x (the final residual) through the output norm and the LM head into
- * s->logits. */
-void eng_lm_head(eng_session *s);
-/* 1 when x[0..n) holds no NaN and no infinity. */
-int  eng_finite(const float *x, uint32_t n);
+/* dec.x (the final residual) through the output norm and the LM head into
+ * logits [vocab]. */
+void eng_lm_head(eng_session *s, float *logits);
 /* The m-position mat-mat of a (fused) tile stream: out[matrix] + j *
  * ld[matrix] receives position j's sums of x[j] (outputs zeroed by the
  * caller), each exactly the sums the mat-vec gives that position alone. */
@@ -428,21 +540,40 @@ void eng_matmat_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
                        unsigned m, float *const *out, const size_t *ld);
 
 /* ---- eng_forward.c: the walk and the calls that run it ---- */
-/* One token at position n_past through the model; ENG_EIO when an expert
- * read failed (the position is not taken). */
-int  eng_forward(eng_session *s, int32_t token, int want_logits);
-/* After the logits of token (the last fed, at n_past - 1): 0 when they are
- * all finite, else ENG_ENAN naming the first bad layer; the position is
- * dropped. */
-int  eng_check_finite(eng_session *s, int32_t token, char *err, size_t errlen);
+/* One token at sequence seq's position n_past through the model; ENG_EIO
+ * when an expert read failed (the position is not taken). */
+int  eng_forward(eng_session *s, eng_seq *seq, int32_t token, int want_logits);
+/* After the logits of token (the last fed to seq, at n_past - 1): 0 when
+ * they are all finite, else ENG_ENAN naming the first bad layer; the
+ * position is dropped. */
+int  eng_check_finite(eng_session *s, eng_seq *seq, int32_t token, char *err,
+                      size_t errlen);
+
+/* ---- eng_check.c: the checks around a token ---- */
+/* 1 when x[0..n) holds no NaN and no infinity. */
+int  eng_finite(const float *x, uint32_t n);
+/* Effective layer i ended with residual x [dim] (a: a second stream, or
+ * NULL): while eng_check_finite's probe runs, the first layer whose
+ * residual is not finite goes into bad_layer. */
+void eng_probe_layer(eng_session *s, unsigned i, const float *x, const float *a);
+/* The error of a session whose model file shrank under the mapping. */
+int  eng_model_fault(eng_session *s, char *err, size_t errlen);
+/* A token that may be fed to seq: the session is whole, the id in the
+ * vocabulary, a position free. */
+int  eng_check_token(eng_session *s, const eng_seq *seq, int32_t token, char *err,
+                     size_t errlen);
 
 /* ---- eng_sched.c: the layer schedules ---- */
-/* s->x holds the embedding on entry and the final residual on return. */
-void eng_run_layers(eng_session *s);
+/* dec.x holds the embedding on entry and the final residual on return;
+ * attention reads and writes sequence seq's cache at its position n_past. */
+void eng_run_layers(eng_session *s, eng_seq *seq);
 /* Close the profiler's part `part` of layer l (time since *pt, and the
  * bytes streamed since the last mark). */
 void eng_mark(eng_session *s, unsigned l, int part, double *pt);
 void eng_add_to(float *x, const float *y, uint32_t n);
+/* ParallelSqrt2's combine of a layer with experts: x [dim] += (d + e) /
+ * sqrt(2), or += e where the model has no dense FFN (d unread then). */
+void eng_combine_sqrt2(const eng_session *s, float *x, const float *d, const float *e);
 
 /* ---- eng_moe.c: routed experts ---- */
 void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
@@ -482,11 +613,58 @@ void eng_moe_wait(eng_session *s, eng_route *r, double *pt);
 /* The same for route r's expert j alone (nothing once the route was
  * waited for): its read, its check, its slot's rebase. */
 void eng_moe_wait_one(eng_session *s, eng_route *r, uint32_t j, double *pt);
+void eng_moe_release(eng_session *s, eng_route *r);
+
+/* ---- eng_fetch.c: a routed expert's bytes, one interface ---- */
+typedef struct eng_fetch_backend eng_fetch_backend;
+/* The backend for the session's expert I/O mode and prefetch setting (in
+ * place, prefetch, direct): after either changes. */
+void eng_fetch_pick(eng_session *s);
+/* eng_fetch's flags: a read wanted after every other (look-ahead past the
+ * next layer), and a guess (no slot is no error). */
+enum { ENG_FETCH_NOW = 0, ENG_FETCH_LATER = 1u << 0, ENG_FETCH_GUESS = 1u << 1 };
+/* Start fetching expert e of stored layer l: the staging slot its bytes
+ * come into, or -1 where they are read in place (mmap; the prefetch
+ * thread gets its hints) or, with direct reads, no slot was free (a
+ * routed fetch then fails the token, a guess does not); *hit: the bytes
+ * were in the RAM cache already (or on their way). */
+int  eng_fetch(eng_session *s, unsigned l, unsigned e, unsigned flags, int *hit);
+/* The fetches started since the last submit go out together. */
+void eng_fetch_submit(eng_session *s);
+/* 1 when slot's bytes are there (or its read failed; -1: always). */
+int  eng_fetch_landed(const eng_session *s, int slot);
+/* A route's waits, summed for eng_fetch_account: the bytes read, the
+ * reader's busy time when the last of them landed, the binds' CPU time. */
+typedef struct eng_fetch_acc {
+    uint64_t bytes;
+    double   busy, work;
+} eng_fetch_acc;
+/* Wait for expert (l, e)'s fetch into slot (hit: it was a cache hit) and
+ * bind the slot to it (its bytes checked, its streams rebased, once);
+ * nothing for -1.  0, or -1 with the token failed (s->io.failed). */
+int  eng_fetch_wait(eng_session *s, unsigned l, unsigned e, int slot, int hit,
+                    eng_fetch_acc *acc);
+/* The waits since t0 at routing layer l: their reads into the statistics
+ * and the profiler, their stall into the profiler's I/O wait and out of
+ * *pt (may be NULL). */
+void eng_fetch_account(eng_session *s, unsigned l, const eng_fetch_acc *acc, double t0,
+                       double *pt);
+void eng_fetch_release(eng_session *s, int slot);   /* -1: nothing */
+/* Expert e's gate/up (which 0) or down (1) stream as fetched into slot
+ * (-1: the mapping's, layer ly's). */
+const eng_mv *eng_fetch_mv(const eng_session *s, const eng_layer *ly, unsigned e, int slot,
+                           int which);
+/* 1 where fetches land in keyed slots a guess can fill (look-ahead). */
+int  eng_fetch_keyed(const eng_session *s);
+/* Fetches one wave may hold at once: the staging slots, or ENG_MAX_TOPK
+ * read in place. */
+unsigned eng_fetch_room(const eng_session *s);
+/* n more tokens go through the layers: the expert cache's clock. */
+void eng_fetch_tick(eng_session *s, unsigned n);
 /* Mark this token's expert I/O failed with code rc (ENG_EIO, ENG_EFORMAT)
  * and a message (the first one stays: it is the cause). */
 void eng_xio_fail(eng_session *s, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void eng_moe_release(eng_session *s, eng_route *r);
 
 /* ---- eng_moe_ahead.c: look-ahead reads of the next layer's experts ---- */
 /* Resolve eng_opts.expert_ahead (-1: $CFLOW_EXPERT_AHEAD, else on) and
@@ -514,32 +692,36 @@ void     eng_moe_ahead_stats(const eng_session *s, eng_stats *st);
 /* h [m][dim] (m <= ENG_BATCH): the residuals of m prompt positions after
  * layer l's attention; eout [m][dim] receives each one's weighted expert
  * sum (overwritten), the sums eng_moe_block gives position by position.
- * 0, or -1 after a failed read (s->xio_failed holds why). */
+ * 0, or -1 after a failed read (s->io.failed holds why). */
 int  eng_moe_batch(eng_session *s, unsigned l, const float *h, unsigned m,
                    float *eout, double *pt);
 
 /* ---- eng_prefill.c: a batched prompt chunk ---- */
-void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
-                       int want_logits);
+/* The batch room's m rows (m <= ENG_BATCH; the caller sets each row's seq
+ * and pos) through the layers, row j with token tokens[j]; each row's
+ * sequence takes its position.  logits: ENG_LOGITS_NONE, _LAST (the last
+ * row's, into its sequence: a prompt chunk), _ALL (each row's into its
+ * sequence: a decode step of several; eng_batch_logits first). */
+enum { ENG_LOGITS_NONE = 0, ENG_LOGITS_LAST = 1, ENG_LOGITS_ALL = 2 };
+void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m, int logits);
 /* 1 when the model's schedule runs chunks batched (ParallelSqrt2, no
  * trace); eng_batch_init allocates the chunk buffers once (0, or -1 out of
  * memory), eng_batch_free frees them. */
 int  eng_batch_eligible(const eng_session *s);
 int  eng_batch_init(eng_session *s);
 void eng_batch_free(eng_session *s);
+/* The rows' logits buffer of ENG_LOGITS_ALL ([ENG_BATCH][vocab], made on
+ * first use): 0, or -1 out of memory. */
+int  eng_batch_logits(eng_session *s);
 
 /* ---- eng_forward.c: tokens under the guard ---- */
-/* tokens[0..m) through eng_forward (batch 0: one token) or
- * eng_forward_batch under a guard over the model's mapping. */
-int  eng_guarded_run(eng_session *s, const int32_t *tokens, unsigned m,
+/* tokens[0..m) through eng_forward (batch 0: one token of seq) or
+ * eng_forward_batch (the batch room's rows; want_logits ENG_LOGITS_*)
+ * under a guard over the model's mapping. */
+int  eng_guarded_run(eng_session *s, eng_seq *seq, const int32_t *tokens, unsigned m,
                      int batch, int want_logits, char *err, size_t errlen);
-/* The error of a session whose model file shrank under the mapping. */
-int  eng_model_fault(eng_session *s, char *err, size_t errlen);
-/* A token that may be fed: the session is whole, the id in the
- * vocabulary, a position free. */
-int  eng_check_token(eng_session *s, int32_t token, char *err, size_t errlen);
 
-/* ---- eng_io.c: the session's expert I/O ---- */
+/* ---- eng_io_session.c: the session's expert I/O ---- */
 int  eng_io_opts_from_env(eng_opts *o, char *err, size_t errlen);
 int  eng_io_setup(eng_session *s, char *err, size_t errlen);
 void eng_io_teardown(eng_session *s);
@@ -548,7 +730,7 @@ int  eng_xio_error(eng_session *s, char *err, size_t errlen);
 /* The mode ENG_XIO_AUTO stands for with the model at path (mmap or
  * staged; staged sets o->expert_cache to auto unless one was given). */
 int  eng_io_auto(eng_opts *o, const char *path);
-/* Bytes the kernel can give without pushing anything out (eng_io.c:
+/* Bytes the kernel can give without pushing anything out (eng_io_session.c:
  * MemAvailable or the cgroup's room, $CFLOW_MEM_FREE); 0: unknown. */
 uint64_t eng_mem_free(void);
 /* Whether the file at path takes at most num/den of eng_mem_free: 1 yes,
@@ -556,7 +738,7 @@ uint64_t eng_mem_free(void);
  * test behind auto expert I/O (9/10) and the weights' placement (1/2). */
 int eng_file_fits(const char *path, unsigned num, unsigned den);
 
-/* ---- eng_prefetch.c: the session's prefetch ---- */
+/* ---- eng_prefetch.c: the session's per-layer hints ---- */
 void eng_prefetch_next(eng_session *s, unsigned l);
 
 #endif

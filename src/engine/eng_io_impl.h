@@ -1,11 +1,25 @@
 /*
- * eng_io_impl.h — what the expert reader's files share: the staging slots,
- * the queue of chunk reads and the state of the two readers that drain it
- * (eng_io.c: slots, cache, the reader thread pool; eng_io_queue.c: what
- * both readers call; eng_io_uring.c: the io_uring reader; eng_io_session.c:
- * the session's modes, budget and setup; eng_io_bench.c: the disk
- * bandwidth pass).  eng_io.c's
- * top essay explains slots, chunks, pending counts and the busy time.
+ * eng_io_impl.h — what the staged expert reader's files share: the
+ * staging slots, the cache that says which expert each holds, the queue
+ * of chunk reads and the state of the two readers that drain it.
+ *
+ *   eng_io.c          the staged reader itself (eng_xio): slots, and an
+ *                     issue as the cache's lookup or admission followed by
+ *                     the reader's queueing; waits and releases
+ *   eng_io_cache.c    the cache (xio_cache): key to slot, holds, the
+ *                     replacement policy; no bytes, no locks
+ *   eng_io_reader.c   the reader that drains the queue: started and
+ *                     stopped with the file, the pool of reader threads
+ *                     or io_uring; submit and drain
+ *   eng_io_uring.c    the io_uring reader
+ *   eng_io_queue.c    the request queue both readers share: chunks,
+ *                     priority (parked reads), completion, the O_DIRECT
+ *                     fallback and the fault hooks
+ *   eng_io_session.c  the session's side: modes, the cache's budget, setup
+ *   eng_io_bench.c    the disk bandwidth pass of `cflow bench diskbw`
+ *
+ * eng_io.c's top essay explains slots, chunks, pending counts and the busy
+ * time; eng_io_cache.c's the replacement.
  */
 #ifndef ENG_IO_IMPL_H
 #define ENG_IO_IMPL_H
@@ -19,8 +33,8 @@
 #define ENG_IO_ALIGN 4096u              /* bytes: O_DIRECT block and buffer alignment */
 #define ENG_IO_HUGE  (2u << 20)         /* bytes: the slots' arena alignment (a huge page) */
 
-/* Defaults, and how they were chosen (eng_io.c's essay, "Queue depth" and
- * "Replacement"): requests of ENG_IO_CHUNK bytes, ENG_IO_QD of them in
+/* Defaults, and why (eng_io.c's essay, "Queue depth", and eng_io_cache.c's
+ * on replacement): requests of ENG_IO_CHUNK bytes, ENG_IO_QD of them in
  * flight on the io_uring reader, the cache's policy ENG_IO_POLICY.
  * $CFLOW_XIO_CHUNK, $CFLOW_XIO_QD and $CFLOW_XIO_POLICY override them. */
 #define ENG_IO_CHUNK (1u << 20)         /* bytes per read request */
@@ -31,22 +45,46 @@
 #define ENG_IO_DECAY  0.04              /* XIO_CRF: log2 of a use's weight lost per token */
 
 enum { XIO_POOL = 0, XIO_URING = 1 };   /* eng_xio.reader */
-enum { XIO_LRU = 0, XIO_LFU = 1, XIO_CRF = 2 };  /* eng_xio.policy (eng_io.c, "Replacement") */
+enum { XIO_LRU = 0, XIO_LFU = 1, XIO_CRF = 2 };  /* xio_cache.policy (eng_io_cache.c) */
 
-/* One slot: 64 bytes on LP64, so that a miss's scan for the coldest slot
- * (victim, eng_io.c) reads one cache line a slot, in order, through
- * thousands of them; the reason of a failed read lives apart (slot_err). */
+/* A slot as the reader sees it: its buffer and what is being read into
+ * it; the reason of a failed read lives apart (slot_err).  Which expert it
+ * holds for the cache, and who holds it, is the cache's (xio_cslot). */
 typedef struct xio_slot {
     uint8_t       *buf;        /* [slot_bytes] of eng_xio.arena, ENG_IO_ALIGN-aligned */
     const uint8_t *data;       /* the expert's first byte inside buf */
     uint64_t       off, len;   /* the expert's range in the file */
-    uint64_t       used;       /* the clock at its last issue: LRU order, LFU's ties */
     double         busy_done;  /* the reader's busy seconds when it completed */
-    int            held;       /* issues not yet released (a hit shares a slot) */
-    int            key;        /* the cached expert (eng_xio_issue), -1 none */
     atomic_int     pending;    /* chunks queued or being read */
     int            failed;     /* a chunk failed: eng_xio.slot_err[slot] holds why */
 } xio_slot;
+
+/* A slot as the cache sees it: 16 bytes, so that a miss's scan for the
+ * coldest slot (xio_cache_victim) reads four slots a cache line, in
+ * order, through thousands of them. */
+typedef struct xio_cslot {
+    int      key;              /* the cached expert, -1 none */
+    int      held;             /* issues not yet released (a hit shares a slot) */
+    uint64_t used;             /* the clock at its last issue: LRU order, ties */
+} xio_cslot;
+
+/* The cache (eng_io_cache.c, whose essay says how it replaces): the slot
+ * of each key (key_slot [n_keys], -1 none), each slot's key, holds and
+ * last use (slot [n_slots]), the clock stamped on every issue, hits and
+ * misses so far; the replacement policy (XIO_*): for XIO_LFU freq
+ * [n_keys] each key's issues, halved every age_every issues; for XIO_CRF
+ * crf [n_keys] each key's log2 weight of past issues and the tokens so
+ * far (eng_xio_tick); both kept for keys not cached. */
+typedef struct xio_cache {
+    unsigned   n_slots, n_keys;
+    xio_cslot *slot;
+    int       *key_slot;
+    uint64_t   clock, hits, misses, tokens;
+    int        policy;
+    uint32_t  *freq;
+    uint64_t   age_every;
+    double    *crf;
+} xio_cache;
 #define ENG_IO_ERR 256u        /* bytes of a failed read's reason */
 
 typedef struct xio_req {
@@ -74,20 +112,7 @@ struct eng_xio {
     unsigned         n_slots;
     xio_slot        *slots;
     char           (*slot_err)[ENG_IO_ERR];   /* [n_slots] why a slot's read failed */
-    /* the cache: key_slot [n_keys] the slot holding each key's bytes (-1
-     * none), a clock stamped on every issue, hits and misses so far; the
-     * replacement policy (XIO_*); for XIO_LFU freq [n_keys] each key's
-     * issues, halved every age_every issues; for XIO_CRF crf [n_keys] each
-     * key's log2 weight of past issues (eng_io.c, "Replacement") and the
-     * tokens so far (eng_xio_tick); both kept for keys not cached */
-    int             *key_slot;
-    unsigned         n_keys;
-    uint64_t         clock, hits, misses;
-    int              policy;
-    uint32_t        *freq;
-    uint64_t         age_every;
-    double          *crf;
-    uint64_t         tokens;
+    xio_cache        cache;    /* which expert each slot holds; under mu */
     /* request queue: a ring of cap entries, issued but not yet taken by a
      * reader; issued counts those eng_xio_submit has released to them */
     xio_req         *q;
@@ -123,9 +148,51 @@ struct eng_xio {
 
 enum { FAULT_NONE = 0, FAULT_EIO = 1, FAULT_SHORT = 2 };
 
-/* eng_io_queue.c, for both readers.  CFLOW_FAULT's expert-read fault
- * into x (parse: at eng_xio_new), and the fault it sets for the next chunk
- * read (FAULT_*), counted from the first. */
+/* eng_io_cache.c.  The cache for n_slots slots and n_keys keys under the
+ * policy named (NULL: $CFLOW_XIO_POLICY, else ENG_IO_POLICY): 0, ENG_EARG
+ * naming an unknown policy, ENG_ENOMEM (xio_cache_free frees a part).
+ * find counts an issue of key (-1: not cached) and gives the slot that
+ * holds it, or -1; hit holds that slot once more.  victim: a slot for a
+ * miss, neither held nor busy (busy(ctx, slot): a read is filling it), one
+ * that never held a key first, else the coldest by the policy; -1 none.
+ * all_held: every slot is held.  admit: slot now holds key (-1: none),
+ * held once, whatever it held evicted.  release: one hold fewer; the holds
+ * left.  forget: the slot's key is no longer cached (a failed read). */
+int  xio_cache_init(xio_cache *c, unsigned n_slots, unsigned n_keys, const char *policy,
+                    char *err, size_t errlen);
+void xio_cache_free(xio_cache *c);
+int  xio_cache_find(xio_cache *c, int key);
+void xio_cache_hit(xio_cache *c, int slot);
+int  xio_cache_victim(const xio_cache *c, int (*busy)(const void *ctx, int slot),
+                      const void *ctx);
+int  xio_cache_all_held(const xio_cache *c);
+void xio_cache_admit(xio_cache *c, int slot, int key);
+int  xio_cache_release(xio_cache *c, int slot);
+void xio_cache_forget(xio_cache *c, int slot);
+
+/* eng_io_reader.c.  Start the reader cfg asks for on x (the file open,
+ * O_DIRECT where the file system takes it; io_uring or the pool): 0,
+ * ENG_EARG for an unknown $CFLOW_XIO_READER, ENG_EIO, ENG_ENOMEM; err says
+ * which.  stop: what was issued is read (parked reads too), then the
+ * reader's threads are joined. */
+int  eng_xio_reader_start(eng_xio *x, const eng_xio_cfg *cfg, char *err, size_t errlen);
+void eng_xio_reader_stop(eng_xio *x);
+/* Release every queued request to the readers and wake them (io_uring:
+ * submit): eng_xio_submit's work.  all: the parked requests go too (a
+ * drain, a stop); else they go only once no sooner read is left.  Under
+ * mu. */
+void eng_xio_submit_locked(eng_xio *x, int all);
+/* eng_io_queue.c, what both readers share.  Queue the read of file bytes
+ * [off, off+len) into slot k (which the cache just gave a miss), cut into
+ * chunks: onto the queue, or parked while sooner reads are left (later).
+ * The reader starts on it at the next submit.  Under mu. */
+void eng_xio_enqueue(eng_xio *x, int k, uint64_t off, uint64_t len, int later);
+/* Slot k, read for a later holder, is wanted now: its parked chunks (if
+ * any) join the queue.  Under mu. */
+void eng_xio_sooner(eng_xio *x, int k);
+/* CFLOW_FAULT's expert-read fault into x (parse: at eng_xio_new), and
+ * the fault it sets for the next chunk read (FAULT_*), counted from the
+ * first. */
 void eng_xio_parse_fault(eng_xio *x);
 int  eng_xio_fault_next(eng_xio *x);
 /* Before outstanding changes: its time at the old value into depth_s.
@@ -144,11 +211,6 @@ int  eng_xio_take(eng_xio *x, xio_req *r);
 /* Move the parked requests to the queue's end (not yet released to the
  * readers: the caller releases them).  Under mu. */
 void eng_xio_unpark(eng_xio *x);
-/* eng_io.c.  Release every queued request to the readers and wake them
- * (io_uring: submit): eng_xio_submit's work.  all: the parked requests go
- * too (a drain, a stop); else they go only once no sooner read is left.
- * Under mu. */
-void eng_xio_submit_locked(eng_xio *x, int all);
 
 /* eng_io_uring.c.  Start the reader on x (x->fd, x->qd set): 0, or an
  * errno with why filled where io_uring is unavailable or refused.  kick

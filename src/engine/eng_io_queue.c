@@ -1,11 +1,25 @@
 /*
- * eng_io_queue.c — what the two expert readers (the thread pool of
- * eng_io.c, the io_uring reader of eng_io_uring.c) share: the result hook
- * and the CFLOW_FAULT faults every read passes, the fallback to buffered
- * reads where O_DIRECT is refused, taking a released request off the
- * queue, settling a chunk that landed or failed (the slot's pending count,
- * its error, the busy-union stamp) and the queue-depth clock.  eng_io.c's
- * essay explains slots, chunks, pending counts and the busy time.
+ * eng_io_queue.c — the staged reader's request queue, which the readers
+ * that drain it (the thread pool of eng_io_reader.c, the io_uring reader
+ * of eng_io_uring.c) share: a miss's range cut into chunk requests
+ * (eng_xio_enqueue), their priority (parked reads), taking a released
+ * request off the queue, settling a chunk that landed or failed (the
+ * slot's pending count, its error, the busy-union stamp) and the
+ * queue-depth clock; with them the result hook and the CFLOW_FAULT faults
+ * every read passes, and the fallback to buffered reads where O_DIRECT is
+ * refused.
+ *
+ * Priority.  A chunk of a read wanted later than the others (look-ahead's
+ * guesses past the next layer, eng_xio_issue_later) is parked while
+ * `soon` (the other requests queued or in flight) is above 0.  The chunk
+ * that brings soon to 0 moves the parked ones to the queue's end, as does
+ * a submit when soon is 0 already, another issue that hits their slot
+ * (eng_xio_sooner: it is wanted now), and a drain or a stop, which send
+ * everything; soon always falls to 0 (reads always finish), so a parked
+ * read is never stuck.  Both readers settle a chunk the same way
+ * (eng_xio_chunk_done), so eng_io.c's rules do not depend on the reader;
+ * eng_io.c's essay explains slots, chunks, pending counts and the busy
+ * time.
  */
 #include "config.h"
 
@@ -113,4 +127,43 @@ void eng_xio_chunk_done(eng_xio *x, const xio_req *r, const char *why)
         sl->busy_done = x->busy_s + (x->outstanding ? prof_now() - x->busy_t0 : 0.0);
         pthread_cond_broadcast(&x->done);
     }
+}
+
+void eng_xio_enqueue(eng_xio *x, int k, uint64_t off, uint64_t len, int later)
+{
+    const uint64_t a = off / ENG_IO_ALIGN * ENG_IO_ALIGN;
+    const uint64_t end = (off + len + ENG_IO_ALIGN - 1) / ENG_IO_ALIGN * ENG_IO_ALIGN;
+    xio_slot *sl = &x->slots[k];
+    unsigned n = 0;
+    sl->failed = 0;
+    x->slot_err[k][0] = 0;
+    sl->off = off;
+    sl->len = len;
+    sl->data = sl->buf + (off - a);
+    for (uint64_t p = a; p < end; p += x->chunk)
+        n++;
+    atomic_store(&sl->pending, (int)n);
+    if (x->outstanding == 0)
+        x->busy_t0 = prof_now();
+    eng_xio_depth_mark(x);
+    x->outstanding += n;
+    if (!later)
+        x->soon += n;
+    for (uint64_t p = a; p < end; p += x->chunk) {
+        xio_req *r = later ? &x->park[x->n_park++] : &x->q[(x->head + x->count++) % x->cap];
+        uint64_t flen = end - p < x->chunk ? end - p : x->chunk;
+        uint64_t need = off + len - p;
+        r->slot = k;
+        r->foff = p;
+        r->flen = (uint32_t)flen;
+        r->need = (uint32_t)(need < flen ? need : flen);
+        r->dst = sl->buf + (p - a);
+        r->later = later;
+    }
+}
+
+void eng_xio_sooner(eng_xio *x, int k)
+{
+    if (atomic_load(&x->slots[k].pending) && x->n_park)
+        eng_xio_unpark(x);
 }

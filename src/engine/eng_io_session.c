@@ -156,10 +156,7 @@ uint64_t eng_mem_free(void)
  *   margin  a tenth of the free memory, at least 512 MiB: the rest of the
  *           system, the session's buffers, the run log.
  *
- * Nothing left: no cache (a token's staging slots only).  Before
- * 2026-12-05 auto was half the free memory: on a 23 GiB machine and a
- * 32.5 GB Qwen3-30B-A3B at Q8_0 that left 11.5 GiB of cache where this
- * rule gives about 18 (computed from the sizes, not measured). */
+ * Nothing left: no cache (a token's staging slots only). */
 static uint64_t cache_budget(const eng_session *s, int64_t opt)
 {
     if (opt != ENG_CACHE_AUTO)
@@ -167,7 +164,7 @@ static uint64_t cache_budget(const eng_session *s, int64_t opt)
     uint64_t free = eng_mem_free(), file = fmt_model_file_size(s->model);
     uint64_t bank = s->stats.expert_bank_bytes;
     uint64_t dense = file > bank ? file - bank : 0;
-    uint64_t kv = (uint64_t)s->n_eff * s->n_ctx * s->kv_dim * 2u *
+    uint64_t kv = (uint64_t)s->n_eff * s->seq->n_ctx * s->kv_dim * 2u *
                   (s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
     uint64_t margin = free / 10 > ((uint64_t)512 << 20) ? free / 10 : (uint64_t)512 << 20;
     uint64_t need = dense + kv + margin;
@@ -214,7 +211,7 @@ static int xio_open(eng_session *s, char *err, size_t errlen)
     const fmt_hparams *hp = s->hp;
     uint64_t max_len = 0;
     uint32_t max_t[2] = { 0, 0 };
-    if (s->xio || !hp->n_experts)
+    if (s->io.xio || !hp->n_experts)
         return 0;
     for (unsigned l = 0; l < hp->n_layers; l++)
         for (unsigned e = 0; s->layers[l].exp_gu && e < hp->n_experts; e++) {
@@ -239,20 +236,20 @@ static int xio_open(eng_session *s, char *err, size_t errlen)
         n = (unsigned)(budget / slot < n_keys ? budget / slot : n_keys);
     if (n < n_min)
         n = n_min;
-    s->xio_cache_bytes = (uint64_t)(n - n_min) * slot;
-    s->xio_keyed = keyed;
+    s->io.cache_bytes = (uint64_t)(n - n_min) * slot;
+    s->io.keyed = keyed;
     const eng_xio_cfg cfg = { .n_readers = s->opts.io_readers };
-    int rc = eng_xio_new(&s->xio, fmt_model_path(s->model), max_len, n, (unsigned)n_keys, &cfg,
+    int rc = eng_xio_new(&s->io.xio, fmt_model_path(s->model), max_len, n, (unsigned)n_keys, &cfg,
                          s->opts.log, s->opts.log_ud, err, errlen);
     if (rc)
         return rc;
-    s->stage = calloc(n, sizeof *s->stage);
-    s->n_stage = n;
-    for (unsigned k = 0; s->stage && k < n; k++)
+    s->io.stage = calloc(n, sizeof *s->io.stage);
+    s->io.n_stage = n;
+    for (unsigned k = 0; s->io.stage && k < n; k++)
         for (int w = 0; w < 2; w++)
-            if (!(s->stage[k].t[w] = calloc(max_t[w] ? max_t[w] : 1, sizeof(fmt_tile))))
+            if (!(s->io.stage[k].t[w] = calloc(max_t[w] ? max_t[w] : 1, sizeof(fmt_tile))))
                 goto oom;
-    if (s->stage)
+    if (s->io.stage)
         return 0;
 oom:
     snprintf(err, errlen, "%s: out of memory for expert staging", fmt_model_path(s->model));
@@ -301,26 +298,46 @@ int eng_set_expert_io(eng_session *s, int mode, char *err, size_t errlen)
         if (rc)
             return rc;
     }
-    s->xio_mode = mode;
-    s->xio_auto = asked_auto;        /* a mode asked for by name clears it */
+    s->io.mode = mode;
+    s->io.by_auto = asked_auto;        /* a mode asked for by name clears it */
+    eng_fetch_pick(s);
     return 0;
 }
 
-int eng_expert_io(const eng_session *s) { return s->xio_mode; }
-int eng_expert_io_auto(const eng_session *s) { return s->xio_auto; }
+int eng_expert_io(const eng_session *s) { return s->io.mode; }
+
+int eng_set_prefetch(eng_session *s, int on)
+{
+    if (on && !s->io.pf) {
+        if (!(s->io.pf = eng_pf_new()))
+            return ENG_ENOMEM;
+    } else if (!on && s->io.pf) {
+        uint64_t lines, dropped;
+        eng_pf_counts(s->io.pf, &lines, &dropped);
+        s->stats.pf_lines += lines;
+        s->stats.pf_dropped += dropped;
+        eng_pf_free(s->io.pf);
+        s->io.pf = NULL;
+    }
+    eng_fetch_pick(s);               /* in place, or with the thread's hints */
+    return 0;
+}
+
+int eng_prefetch(const eng_session *s) { return s->io.pf != NULL; }
+int eng_expert_io_auto(const eng_session *s) { return s->io.by_auto; }
 
 const char *eng_expert_reader(const eng_session *s, unsigned *qd, uint32_t *chunk)
 {
-    if (s->xio_mode == ENG_XIO_MMAP || !s->xio)
+    if (s->io.mode == ENG_XIO_MMAP || !s->io.xio)
         return NULL;
-    return eng_xio_reader(s->xio, qd, chunk);
+    return eng_xio_reader(s->io.xio, qd, chunk);
 }
 
 int eng_expert_io_direct(const eng_session *s)
 {
-    if (s->xio_mode == ENG_XIO_MMAP || !s->xio)
+    if (s->io.mode == ENG_XIO_MMAP || !s->io.xio)
         return -1;
-    return eng_xio_direct(s->xio);
+    return eng_xio_direct(s->io.xio);
 }
 
 /* eng_opts' expert I/O and prefetch, from the environment where they say
@@ -360,30 +377,30 @@ int eng_io_opts_from_env(eng_opts *o, char *err, size_t errlen)
 int eng_io_setup(eng_session *s, char *err, size_t errlen)
 {
     const fmt_hparams *hp = s->hp;
-    s->route = calloc(hp->expert_delay + 1u, sizeof *s->route);
-    if (!s->route)
+    s->io.route = calloc(hp->expert_delay + 1u, sizeof *s->io.route);
+    if (!s->io.route)
         return eng_fail(err, errlen, ENG_ENOMEM, "%s: out of memory", fmt_model_path(s->model));
     for (unsigned i = 0; i <= hp->expert_delay; i++) {
-        s->route[i].layer = -1;
-        if (!(s->route[i].xr = calloc(hp->dim ? hp->dim : 1, sizeof(float))))
+        s->io.route[i].layer = -1;
+        if (!(s->io.route[i].xr = calloc(hp->dim ? hp->dim : 1, sizeof(float))))
             return eng_fail(err, errlen, ENG_ENOMEM, "%s: out of memory", fmt_model_path(s->model));
     }
     int mode = s->opts.expert_io;
-    if (s->xio_auto && !hp->n_experts)
+    if (s->io.by_auto && !hp->n_experts)
         mode = ENG_XIO_MMAP;         /* nothing to read but the mapping */
-    int was_auto = s->xio_auto;      /* mode is what auto resolved to */
+    int was_auto = s->io.by_auto;      /* mode is what auto resolved to */
     int rc = eng_set_expert_io(s, mode, err, errlen);
-    s->xio_auto = was_auto;
+    s->io.by_auto = was_auto;
     if (rc)
         return rc;
     if (eng_set_prefetch(s, s->opts.prefetch))
         return eng_fail(err, errlen, ENG_ENOMEM, "cannot start the prefetch thread");
-    if (s->xio_auto && mode == ENG_XIO_STAGED && s->opts.log) {
+    if (s->io.by_auto && mode == ENG_XIO_STAGED && s->opts.log) {
         char msg[512];
         snprintf(msg, sizeof msg,
                  "%s: more than 90%% of the free memory: experts are read with staged "
                  "I/O into a %.1f GiB RAM cache (--expert-io auto)",
-                 fmt_model_path(s->model), (double)s->xio_cache_bytes / (1 << 30));
+                 fmt_model_path(s->model), (double)s->io.cache_bytes / (1 << 30));
         s->opts.log(s->opts.log_ud, 1, msg);   /* a run from storage: worth a line */
     }
     return 0;
@@ -392,18 +409,18 @@ int eng_io_setup(eng_session *s, char *err, size_t errlen)
 void eng_io_teardown(eng_session *s)
 {
     eng_set_prefetch(s, 0);
-    eng_xio_free(s->xio);        /* joins the readers: no read in flight */
-    s->xio = NULL;
-    for (unsigned k = 0; s->stage && k < s->n_stage; k++) {
-        free(s->stage[k].t[0]);
-        free(s->stage[k].t[1]);
+    eng_xio_free(s->io.xio);        /* joins the readers: no read in flight */
+    s->io.xio = NULL;
+    for (unsigned k = 0; s->io.stage && k < s->io.n_stage; k++) {
+        free(s->io.stage[k].t[0]);
+        free(s->io.stage[k].t[1]);
     }
-    free(s->stage);
-    s->stage = NULL;
-    for (unsigned i = 0; s->route && i <= s->hp->expert_delay; i++)
-        free(s->route[i].xr);
-    free(s->route);
-    s->route = NULL;
+    free(s->io.stage);
+    s->io.stage = NULL;
+    for (unsigned i = 0; s->io.route && i <= s->hp->expert_delay; i++)
+        free(s->io.route[i].xr);
+    free(s->io.route);
+    s->io.route = NULL;
 }
 
 /* A failed expert read of the last token, as eng_decode's error, once
@@ -413,9 +430,9 @@ void eng_io_teardown(eng_session *s)
  * sharing a read that will fail. */
 int eng_xio_error(eng_session *s, char *err, size_t errlen)
 {
-    if (s->xio)
-        eng_xio_drain(s->xio);
-    int rc = s->xio_failed < 0 ? s->xio_failed : ENG_EIO;
-    s->xio_failed = 0;
-    return eng_fail(err, errlen, rc, "%s", s->xio_err);
+    if (s->io.xio)
+        eng_xio_drain(s->io.xio);
+    int rc = s->io.failed < 0 ? s->io.failed : ENG_EIO;
+    s->io.failed = 0;
+    return eng_fail(err, errlen, rc, "%s", s->io.err);
 }

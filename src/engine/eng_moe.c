@@ -6,9 +6,10 @@
  * are split so the expert's bytes can travel in between:
  *
  *   eng_moe_issue   at the routing layer: the router, top-k, the weights, and
- *                   the fetch — nothing in mmap mode (a PREFETCHT0 hint when
- *                   the prefetch thread runs), a read into a staging slot per
- *                   expert otherwise; sync mode waits for it right there.
+ *                   the fetch of each chosen expert (eng_fetch.c: nothing in
+ *                   mmap mode, a PREFETCHT0 hint when the prefetch thread
+ *                   runs, a read into a staging slot with sync/staged I/O);
+ *                   sync mode waits for the reads right there.
  *   eng_moe_inject  at the injection layer: wait for the reads (staged), then
  *                   the expert FFNs on the saved router input xr, weighted,
  *                   added into the target.
@@ -21,20 +22,16 @@
  * staged then overlaps the read with the dense FFN (and, for
  * PipelineRegisters, the attention) of that layer.
  *
- * The route ring and the staging slots are declared in eng_impl.h (the
- * expert I/O setup of eng_io.c sizes them); the reads themselves are the
- * reader pool's (eng_io.c).  A model opened for these reads has its
- * expert banks laid out unread (FMT_OPEN_LAZY_EXPERTS), so the bytes a
- * read brings into a slot are checked, once, before their first use; a
- * refused expert fails the token with ENG_EFORMAT, a failed read with
- * ENG_EIO (eng_xio_fail).  Look-ahead (eng_moe_ahead.c) may have read a
- * layer's experts before it routes: eng_moe_issue then finds them as
- * cache hits and settles the guesses.
+ * The route ring lives in the session's expert I/O room (eng_impl.h;
+ * eng_io_session.c sets it up); fetching, waiting for and binding an
+ * expert's bytes is eng_fetch.c's, the reads themselves the staged
+ * reader's (eng_io.c).  A refused expert fails the token with ENG_EFORMAT,
+ * a failed read with ENG_EIO (eng_xio_fail).  Look-ahead (eng_moe_ahead.c)
+ * may have read a layer's experts before it routes: eng_moe_issue then
+ * finds them as cache hits and settles the guesses.
  */
 #include "config.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "engine/engine.h"
@@ -42,119 +39,22 @@
 #include "kernels/kern.h"
 #include "prof/prof.h"
 
-void eng_xio_fail(eng_session *s, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    if (s->xio_failed)
-        return;                      /* the first cause is the one to tell */
-    s->xio_failed = rc;
-    va_start(ap, fmt);
-    vsnprintf(s->xio_err, sizeof s->xio_err, fmt, ap);
-    va_end(ap);
-}
-
-/* Point stage k's copy of stream orig (part which: 0 gate/up, 1 down) at
- * data, which holds the file bytes [off, off + len). */
-static int stage_stream(eng_session *s, unsigned k, int which, const eng_mv *orig,
-                        const uint8_t *data, uint64_t off, uint64_t len)
-{
-    const fmt_stream *st = orig->st;
-    eng_stage *sg = &s->stage[k];
-    /* the mapping's base: a stream's first tile header sits at its offset */
-    const uint8_t *base = (const uint8_t *)st->tiles[0].payload - FMT_TILE_HEADER_SIZE -
-                          st->offset;
-    for (uint32_t i = 0; i < st->n_tiles; i++) {
-        uint64_t at = (uint64_t)((const uint8_t *)st->tiles[i].payload - base);
-        if (at < off || at >= off + len)
-            return -1;
-        sg->t[which][i] = st->tiles[i];
-        sg->t[which][i].payload = data + (at - off);
-    }
-    sg->st[which] = *st;
-    sg->st[which].tiles = sg->t[which];
-    sg->mv[which] = *orig;
-    sg->mv[which].st = &sg->st[which];
-    return 0;
-}
-
 /* Wait for the reads of route r's experts j0 <= j < j1 with bit j of
- * *mask set (mask NULL: all of them) and rebase them into their slots; a slot
- * already landed costs no wait, only the rebase.  The wait goes to
- * PROF_ST_IO_WAIT of the routing layer, to the stall (xio_stall_s) and is
- * taken out of the part the caller marks next (*pt); the check and rebase
- * of bytes just read are work on the CPU, not a wait for storage, and stay
- * in that part.  The route's read time IO is the growth of
- * the reader pool's busy time (the union of the intervals with a read
- * queued or in flight) since the previous reads completed: overlapping
- * reads are not counted twice, and the routes' times sum to the time
- * storage was busy. */
+ * *mask set (mask NULL: all of them), each bound to its slot
+ * (eng_fetch_wait; a slot already landed costs no wait, only the bind),
+ * and account the wait to the routing layer (eng_fetch_account).  After a
+ * failed read the token is lost: its other reads are left to land on
+ * their own (their slots wait for them, eng_io.c). */
 static void wait_some(eng_session *s, eng_route *r, uint32_t j0, uint32_t j1,
                       const uint32_t *mask, double *pt)
 {
-    const eng_layer *ly = &s->layers[r->layer];
-    double t0 = prof_now(), busy = 0.0, work = 0.0;   /* work: checks, rebases */
-    uint64_t bytes = 0;
-    /* After a failed read the token is lost: its other reads are left to
-     * land on their own (their slots wait for them, eng_io.c). */
-    for (uint32_t j = j0; j < j1 && j < r->k && !s->xio_failed; j++) {
-        int k = r->slot[j], e = r->expert[j];
-        const uint8_t *data;
-        uint64_t off = 0, len = 0;
-        double bd = 0.0;
-        char why[256];
-        if (k < 0 || (mask && !(*mask >> j & 1u)))
-            continue;
-        fmt_model_expert(s->model, (unsigned)r->layer, (unsigned)e, NULL, NULL, &off, &len);
-        if (eng_xio_wait(s->xio, k, &data, &bd, why, sizeof why)) {
-            eng_xio_fail(s, ENG_EIO, "%s (layer %d, expert %d)", why, r->layer, e);
-            continue;
-        }
-        /* once a slot holds an expert's bytes, they are checked and its
-         * streams pointed at them once: a cache hit finds both done */
-        if (s->stage[k].based != off + 1) {
-            double tw = prof_now();
-            /* the open laid the bank out unread (FMT_OPEN_LAZY_EXPERTS):
-             * the bytes a read brought are checked before their first use;
-             * a refused expert stays refused each time it is routed */
-            if (fmt_model_experts_unchecked(s->model) &&
-                fmt_model_expert_check(s->model, (unsigned)r->layer, (unsigned)e, data, why,
-                                       sizeof why)) {
-                eng_xio_fail(s, ENG_EFORMAT, "%s", why);   /* it names the layer and expert */
-                continue;
-            }
-            if (stage_stream(s, (unsigned)k, 0, &ly->exp_gu[e], data, off, len) ||
-                stage_stream(s, (unsigned)k, 1, &ly->exp_down[e], data, off, len)) {
-                eng_xio_fail(s, ENG_EIO, "%s: layer %d expert %d: tiles outside the expert's "
-                             "range", fmt_model_path(s->model), r->layer, e);
-                continue;
-            }
-            s->stage[k].based = off + 1;
-            work += prof_now() - tw;
-        }
-        /* a hit on a slot still being read (a look-ahead guess,
-         * eng_moe_ahead.c) waited for storage too: its time counts */
-        if (bd > busy)
-            busy = bd;
-        if (r->hit[j])
-            continue;                /* from the cache: nothing was read */
-        bytes += len;
-    }
-    if (bytes || busy > s->xio_busy) {
-        double io = busy > s->xio_busy ? busy - s->xio_busy : 0.0;
-        if (busy > s->xio_busy)
-            s->xio_busy = busy;
-        s->stats.xio_bytes += bytes;
-        s->stats.xio_s += io;
-        if (s->prof)
-            prof_layer_io(s->prof, (unsigned)r->layer, io, bytes);
-    }
-    /* a refused expert's check (continue above) is left in the wait */
-    double t1 = prof_now(), waited = t1 - t0 - work;
-    s->stats.xio_stall_s += waited;
-    if (s->prof && r->k && r->slot[0] >= 0)
-        prof_layer_mark(s->prof, (unsigned)r->layer, PROF_ST_IO_WAIT, t1 - waited);
-    if (pt)
-        *pt += waited;
+    eng_fetch_acc acc = { 0 };
+    double t0 = prof_now();
+    for (uint32_t j = j0; j < j1 && j < r->k && !s->io.failed; j++)
+        if (!mask || (*mask >> j & 1u))
+            eng_fetch_wait(s, (unsigned)r->layer, (unsigned)r->expert[j], r->slot[j], r->hit[j],
+                           &acc);
+    eng_fetch_account(s, (unsigned)r->layer, &acc, t0, pt);
 }
 
 void eng_moe_wait(eng_session *s, eng_route *r, double *pt)
@@ -167,17 +67,16 @@ void eng_moe_wait(eng_session *s, eng_route *r, double *pt)
 
 void eng_moe_wait_one(eng_session *s, eng_route *r, uint32_t j, double *pt)
 {
-    if (!r->ready)
+    if (!r->ready && r->slot[j] >= 0)
         wait_some(s, r, j, j + 1, NULL, pt);
 }
 
 void eng_moe_release(eng_session *s, eng_route *r)
 {
-    for (uint32_t j = 0; j < r->k; j++)
-        if (r->slot[j] >= 0) {
-            eng_xio_release(s->xio, r->slot[j]);
-            r->slot[j] = -1;
-        }
+    for (uint32_t j = 0; j < r->k; j++) {
+        eng_fetch_release(s, r->slot[j]);
+        r->slot[j] = -1;
+    }
     r->layer = -1;
 }
 
@@ -189,7 +88,7 @@ void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
     const fmt_hparams *hp = s->hp;
     const eng_layer *ly = &s->layers[l];
     uint32_t K = hp->top_k;
-    eng_route *r = &s->route[(unsigned)target % (hp->expert_delay + 1u)];
+    eng_route *r = &s->io.route[(unsigned)target % (hp->expert_delay + 1u)];
     if (r->layer >= 0)
         eng_moe_release(s, r);       /* never injected (cannot happen) */
     r->layer = (int32_t)l;
@@ -203,40 +102,19 @@ void eng_moe_issue(eng_session *s, unsigned l, const float *h, int32_t target,
     }
     eng_rmsnorm(s, r->xr, h, ly->moe_norm, hp->dim);
     eng_moe_route(s, ly, r->xr, r->expert, r->w);
-    for (uint32_t j = 0; j < K; j++)
-        r->slot[j] = -1;
-    if (s->xio_mode != ENG_XIO_MMAP && s->xio) {
-        for (uint32_t j = 0; j < K; j++) {
-            uint64_t off = 0, len = 0;
-            fmt_model_expert(s->model, l, (unsigned)r->expert[j], NULL, NULL, &off, &len);
-            int hit = 0;
-            int key = s->xio_keyed ? (int)(l * hp->n_experts + (unsigned)r->expert[j]) : -1;
-            r->slot[j] = eng_xio_issue(s->xio, key, off, len, &hit);
-            r->hit[j] = (uint8_t)hit;
-            if (r->slot[j] < 0)
-                eng_xio_fail(s, ENG_EIO, "%s: layer %u expert %d: no staging slot for %llu bytes",
-                         fmt_model_path(s->model), l, r->expert[j],
-                         (unsigned long long)len);
-        }
-        eng_moe_ahead_settle(s, l, r);   /* the guesses' holds: the route has its own */
-        eng_xio_submit(s->xio);          /* the routing's misses go out together */
-        if (s->xio_mode == ENG_XIO_SYNC)
-            eng_moe_wait(s, r, pt);      /* the read is a dead stop here */
-    } else if (s->pf) {
-        /* ExpertTiles: exactly the routed experts' streams */
-        for (uint32_t j = 0; j < K; j++) {
-            const fmt_stream *gu = ly->exp_gu[r->expert[j]].st;
-            const fmt_stream *dn = ly->exp_down[r->expert[j]].st;
-            eng_pf_range(s->pf, (const uint8_t *)gu->tiles[0].payload - FMT_TILE_HEADER_SIZE,
-                         gu->length);
-            eng_pf_range(s->pf, (const uint8_t *)dn->tiles[0].payload - FMT_TILE_HEADER_SIZE,
-                         dn->length);
-        }
+    for (uint32_t j = 0; j < K; j++) {
+        int hit = 0;
+        r->slot[j] = eng_fetch(s, l, (unsigned)r->expert[j], ENG_FETCH_NOW, &hit);
+        r->hit[j] = (uint8_t)hit;
     }
+    eng_moe_ahead_settle(s, l, r);   /* the guesses' holds: the route has its own */
+    eng_fetch_submit(s);             /* the routing's misses go out together */
+    if (s->io.mode == ENG_XIO_SYNC)
+        eng_moe_wait(s, r, pt);      /* the read is a dead stop here */
 }
 
-/* Experts js[0 .. n-1] of route r (n <= s->n_xg) on the prepared router
- * input s->act_dim: their gate/up streams in one parallel region, the
+/* Experts js[0 .. n-1] of route r (n <= s->dec.n_xg) on the prepared router
+ * input s->dec.act_dim: their gate/up streams in one parallel region, the
  * GLU, their down streams in a second; expert js[i]'s output lands in row
  * (by_j ? js[i] : i) of xg_o [n_xg][dim].  Each expert's sums are those
  * of eng_glu_ffn (the same tiles, inputs and order) whichever experts
@@ -251,24 +129,24 @@ static void experts_run(eng_session *s, const eng_route *r, const eng_layer *ly,
     float *const *op[ENG_MV_MAX];
     memset(o, 0, sizeof o);
     for (uint32_t j = 0; j < n; j++) {
-        int e = r->expert[js[j]], k = r->slot[js[j]];
-        gu[j] = k >= 0 ? &s->stage[k].mv[0] : &ly->exp_gu[e];
-        dn[j] = k >= 0 ? &s->stage[k].mv[1] : &ly->exp_down[e];
-        in[j] = &s->act_dim;
-        o[j][FMT_M_EXP_GATE] = s->xg_h + (size_t)j * hid;
-        o[j][FMT_M_EXP_UP] = s->xg_h2 + (size_t)j * hid;
+        const unsigned e = (unsigned)r->expert[js[j]];
+        gu[j] = eng_fetch_mv(s, ly, e, r->slot[js[j]], 0);
+        dn[j] = eng_fetch_mv(s, ly, e, r->slot[js[j]], 1);
+        in[j] = &s->dec.act_dim;
+        o[j][FMT_M_EXP_GATE] = s->dec.xg_h + (size_t)j * hid;
+        o[j][FMT_M_EXP_UP] = s->dec.xg_h2 + (size_t)j * hid;
         op[j] = o[j];
     }
-    memset(s->xg_h, 0, (size_t)n * hid * sizeof(float));
-    memset(s->xg_h2, 0, (size_t)n * hid * sizeof(float));
+    memset(s->dec.xg_h, 0, (size_t)n * hid * sizeof(float));
+    memset(s->dec.xg_h2, 0, (size_t)n * hid * sizeof(float));
     eng_matvec_streams(s, n, gu, in, op);
     for (uint32_t j = 0; j < n; j++) {
-        float *h = s->xg_h + (size_t)j * hid;
-        eng_glu_act(s, h, s->xg_h2 + (size_t)j * hid, hid);
-        kern_act_set(&s->xg_act[j], h, hid, dn[j]->need);
-        in[j] = &s->xg_act[j];
+        float *h = s->dec.xg_h + (size_t)j * hid;
+        eng_glu_act(s, h, s->dec.xg_h2 + (size_t)j * hid, hid);
+        kern_act_set(&s->dec.xg_act[j], h, hid, dn[j]->need);
+        in[j] = &s->dec.xg_act[j];
         o[j][FMT_M_EXP_GATE] = o[j][FMT_M_EXP_UP] = NULL;
-        o[j][FMT_M_EXP_DOWN] = s->xg_o + (size_t)(by_j ? js[j] : j) * dim;
+        o[j][FMT_M_EXP_DOWN] = s->dec.xg_o + (size_t)(by_j ? js[j] : j) * dim;
         memset(o[j][FMT_M_EXP_DOWN], 0, dim * sizeof(float));
         s->stats.expert_bytes += gu[j]->st->length + dn[j]->st->length;
     }
@@ -283,7 +161,7 @@ static void experts_add(eng_session *s, const eng_route *r, uint32_t j0, uint32_
 {
     const uint32_t dim = s->hp->dim;
     for (uint32_t j = j0; j < j0 + n; j++) {
-        const float *y = s->xg_o + (size_t)(by_j ? j : j - j0) * dim, w = r->w[j];
+        const float *y = s->dec.xg_o + (size_t)(by_j ? j : j - j0) * dim, w = r->w[j];
         for (uint32_t i = 0; i < dim; i++)
             eout[i] += w * y[i];
     }
@@ -295,7 +173,7 @@ static uint32_t experts_here(eng_session *s, const eng_route *r)
 {
     uint32_t m = 0;
     for (uint32_t j = 0; j < r->k; j++)
-        if (r->ready || r->slot[j] < 0 || eng_xio_landed(s->xio, r->slot[j]))
+        if (r->ready || eng_fetch_landed(s, r->slot[j]))
             m |= 1u << j;
     return m;
 }
@@ -323,7 +201,7 @@ int eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
 {
     const fmt_hparams *hp = s->hp;
     uint32_t dim = hp->dim;
-    eng_route *r = &s->route[(unsigned)target % (hp->expert_delay + 1u)];
+    eng_route *r = &s->io.route[(unsigned)target % (hp->expert_delay + 1u)];
     memset(eout, 0, dim * sizeof(float));
     if (r->layer < 0 || r->target != target)
         return -1;
@@ -333,24 +211,24 @@ int eng_moe_inject(eng_session *s, int32_t target, float *eout, double *pt)
     unsigned need = 0;
     for (uint32_t j = 0; j < r->k; j++)
         need |= ly->exp_gu[r->expert[j]].need;
-    kern_act_set(&s->act_dim, r->xr, dim, need);
-    if (r->k <= s->n_xg) {
+    kern_act_set(&s->dec.act_dim, r->xr, dim, need);
+    if (r->k <= s->dec.n_xg) {
         uint32_t here = experts_here(s, r), rest = ((1u << r->k) - 1u) & ~here;
         if (!r->ready && here)
             wait_some(s, r, 0, r->k, &here, pt);  /* landed: only rebases their slots */
-        if ((n = experts_of(r, here, js)) && !s->xio_failed)
+        if ((n = experts_of(r, here, js)) && !s->io.failed)
             experts_run(s, r, ly, js, n, 1);
         if (rest)
             wait_some(s, r, 0, r->k, &rest, pt);
         r->ready = 1;
-        if ((n = experts_of(r, rest, js)) && !s->xio_failed)
+        if ((n = experts_of(r, rest, js)) && !s->io.failed)
             experts_run(s, r, ly, js, n, 1);
-        if (!s->xio_failed)
+        if (!s->io.failed)
             experts_add(s, r, 0, r->k, 1, eout);
     } else {
         eng_moe_wait(s, r, pt);
-        for (uint32_t j0 = 0; j0 < r->k && !s->xio_failed; j0 += s->n_xg) {
-            uint32_t m = r->k - j0 < s->n_xg ? r->k - j0 : s->n_xg;
+        for (uint32_t j0 = 0; j0 < r->k && !s->io.failed; j0 += s->dec.n_xg) {
+            uint32_t m = r->k - j0 < s->dec.n_xg ? r->k - j0 : s->dec.n_xg;
             for (uint32_t j = 0; j < m; j++)
                 js[j] = j0 + j;
             experts_run(s, r, ly, js, m, 0);
@@ -375,11 +253,11 @@ void eng_moe_block(eng_session *s, const eng_layer *ly, const float *h,
 int eng_moe_take(eng_session *s, int32_t target, float *x, double *pt)
 {
     /* pend [dim] is free scratch: outputs wait as routes, not as sums */
-    int lr = eng_moe_inject(s, target, s->pend, pt);
+    int lr = eng_moe_inject(s, target, s->dec.pend, pt);
     if (lr < 0)
         return -1;
     for (uint32_t k = 0; k < s->hp->dim; k++)
-        x[k] += s->pend[k];
+        x[k] += s->dec.pend[k];
     return lr;
 }
 
@@ -388,6 +266,6 @@ void eng_moe_flush(eng_session *s)
 {
     eng_moe_ahead_drop(s);
     for (unsigned i = 0; i <= s->hp->expert_delay; i++)
-        if (s->route[i].layer >= 0)
-            eng_moe_release(s, &s->route[i]);
+        if (s->io.route[i].layer >= 0)
+            eng_moe_release(s, &s->io.route[i]);
 }

@@ -25,23 +25,22 @@
  *     holds, or is receiving, the expert's bytes: a hit.  Then
  *     (eng_moe_ahead_settle) the guesses' holds are released; a wrong
  *     guess stays cached like any other read, replaced as the cache's
- *     policy says (eng_io.c, "Replacement").
+ *     policy says (eng_io_cache.c).
  *
  * Depth.  A read guessed one layer ahead has the next layer's attention
- * and the experts already cached to hide behind: about 1 to 3 ms on
- * Qwen3-30B-A3B at Q8_0 (a token's compute is 48 such layers, ~120 ms,
- * on two Zen 5 cores), while a 5 MiB expert takes 2.5 ms at 2 GB/s, more
- * with other reads queued.  Guessing from further back starts the read
- * that many layers earlier, at the price of worse guesses: the residual
- * has drifted more by then.  Each layer's set of guesses gathers them:
+ * and the experts already cached to hide behind, on a storage-bound model
+ * often less than one expert's read takes.  Guessing from further back
+ * starts the read that many layers earlier, at the price of worse
+ * guesses: the residual has drifted more by then.  Each layer's set of guesses gathers them:
  * the farthest guess opens it, each nearer one adds the experts not yet
  * in it (the nearest, the likeliest right, are never left out: see the
  * bounds in eng_moe_ahead_setup), and all of them are read, those for
- * layers past the next only once no sooner read is left (eng_xio_issue_
- * later, eng_io.c "Priority").  The routers
+ * layers past the next only once no sooner read is left (ENG_FETCH_LATER,
+ * eng_io_queue.c).  The routers
  * of the layers guessed for run in one parallel region
- * (eng_moe_logits).  docs/PERFORMANCE.md has the measurements behind
- * ENG_AHEAD_LAYERS, the default depth.
+ * (eng_moe_logits).  The measurements behind ENG_AHEAD_LAYERS, the
+ * default depth, are in docs/perf-log/2026-12-05.md (16:49 UTC) and
+ * 2026-12-06.md (06:56 and 13:09 UTC).
  *
  * A guess never changes a token: the routed experts are the router's, read
  * from the same file bytes whether a guess or the route started the read.
@@ -170,7 +169,7 @@ int eng_moe_ahead_setup(eng_session *s, char *err, size_t errlen)
      * depth) slots, the most they ever hold (eng_moe_ahead_slots) */
     a->cap = hp->top_k * depth;
     a->reserve = hp->top_k * depth * (depth + 1) / 2;
-    s->ahead = a;                    /* (eng_moe_ahead_free frees a part) */
+    s->io.ahead = a;                    /* (eng_moe_ahead_free frees a part) */
     if (!(a->xr = calloc((size_t)depth * hp->dim, sizeof(float))) ||
         !(a->p = calloc((size_t)depth * hp->n_experts, sizeof(float))))
         goto oom;
@@ -212,7 +211,7 @@ int eng_set_expert_ahead(eng_session *s, int on, char *err, size_t errlen)
     on = on != 0;
     if (on == (s->opts.expert_ahead != 0))
         return 0;
-    if (on && !s->ahead && guessable(s->hp))
+    if (on && !s->io.ahead && guessable(s->hp))
         return off_at_open(s, err, errlen);
     if (!on)
         eng_moe_ahead_drop(s);
@@ -226,7 +225,7 @@ int eng_set_expert_ahead(eng_session *s, int on, char *err, size_t errlen)
  * hold depth_max's guesses and any smaller depth's. */
 int eng_set_expert_ahead_layers(eng_session *s, int n, char *err, size_t errlen)
 {
-    struct eng_ahead *a = s->ahead;
+    struct eng_ahead *a = s->io.ahead;
     if (n < 1 || n > ENG_AHEAD_MAX)
         return bad_depth(n, err, errlen);
     if (guessable(s->hp)) {
@@ -247,7 +246,7 @@ int eng_set_expert_ahead_layers(eng_session *s, int n, char *err, size_t errlen)
 
 void eng_moe_ahead_free(eng_session *s)
 {
-    struct eng_ahead *a = s->ahead;
+    struct eng_ahead *a = s->io.ahead;
     if (!a)
         return;
     for (unsigned d = 0; d < ENG_AHEAD_MAX; d++) {
@@ -258,29 +257,29 @@ void eng_moe_ahead_free(eng_session *s)
     free(a->xr);
     free(a->p);
     free(a);
-    s->ahead = NULL;
+    s->io.ahead = NULL;
 }
 
 unsigned eng_moe_ahead_slots(eng_session *s, int keyed)
 {
-    if (!s->ahead)
+    if (!s->io.ahead)
         return 0;
-    s->ahead->ready = keyed != 0;
-    return s->ahead->ready ? s->ahead->reserve : 0;
+    s->io.ahead->ready = keyed != 0;
+    return s->io.ahead->ready ? s->io.ahead->reserve : 0;
 }
 
 /* Give back set st's slots; routed: the route of its layer (NULL: none
  * came, every guess counts as missed). */
 static void settle(eng_session *s, struct ahead_set *st, const eng_route *routed)
 {
-    struct eng_ahead *a = s->ahead;
+    struct eng_ahead *a = s->io.ahead;
     for (uint32_t j = 0; j < st->k; j++) {
         int hit = 0;
         for (uint32_t t = 0; routed && t < routed->k; t++)
             hit |= routed->expert[t] == st->expert[j];
         a->hits += (uint64_t)hit;
         a->wasted += (uint64_t)(st->read[j] && !hit);
-        eng_xio_release(s->xio, st->slot[j]);
+        eng_fetch_release(s, st->slot[j]);
     }
     a->held -= st->k;
     st->k = 0;
@@ -289,7 +288,7 @@ static void settle(eng_session *s, struct ahead_set *st, const eng_route *routed
 
 void eng_moe_ahead_settle(eng_session *s, unsigned l, const eng_route *r)
 {
-    struct eng_ahead *a = s->ahead;
+    struct eng_ahead *a = s->io.ahead;
     if (!a)
         return;
     struct ahead_set *st = &a->set[l % a->depth];
@@ -299,7 +298,7 @@ void eng_moe_ahead_settle(eng_session *s, unsigned l, const eng_route *r)
 
 void eng_moe_ahead_drop(eng_session *s)
 {
-    struct eng_ahead *a = s->ahead;
+    struct eng_ahead *a = s->io.ahead;
     for (unsigned d = 0; a && d < a->depth; d++)
         if (a->set[d].layer >= 0)
             settle(s, &a->set[d], NULL);
@@ -310,7 +309,7 @@ void eng_moe_ahead_drop(eng_session *s)
  * layer past the next); 0, or -1 when out of slots (guess no further). */
 static int guess(eng_session *s, unsigned m, int later)
 {
-    struct eng_ahead *a = s->ahead;
+    struct eng_ahead *a = s->io.ahead;
     const fmt_hparams *hp = s->hp;
     struct ahead_set *st = &a->set[m % a->depth];
     if (st->layer != (int32_t)m) {
@@ -327,12 +326,11 @@ static int guess(eng_session *s, unsigned m, int later)
             continue;                /* guessed from an earlier layer */
         if (st->k >= a->cap || a->held >= a->reserve)
             return -1;               /* (cannot happen: the bounds above) */
-        fmt_model_expert(s->model, m, (unsigned)e, NULL, NULL, &off, &len);
-        int key = (int)(m * hp->n_experts + (unsigned)e);
-        int k = later ? eng_xio_issue_later(s->xio, key, off, len, &hit)
-                      : eng_xio_issue(s->xio, key, off, len, &hit);
+        int k = eng_fetch(s, m, (unsigned)e, ENG_FETCH_GUESS | (later ? ENG_FETCH_LATER : 0),
+                          &hit);
         if (k < 0)
             return -1;
+        fmt_model_expert(s->model, m, (unsigned)e, NULL, NULL, &off, &len);
         st->expert[st->k] = e;
         st->slot[st->k] = k;
         st->read[st->k] = (uint8_t)!hit;
@@ -353,10 +351,9 @@ static int guess(eng_session *s, unsigned m, int later)
 
 void eng_moe_ahead_guess(eng_session *s, unsigned next, const float *h)
 {
-    struct eng_ahead *a = s->ahead;
+    struct eng_ahead *a = s->io.ahead;
     const fmt_hparams *hp = s->hp;
-    if (!a || !a->ready || !s->opts.expert_ahead || !s->xio || !s->xio_keyed ||
-        s->xio_mode == ENG_XIO_MMAP || s->xio_failed)
+    if (!a || !a->ready || !s->opts.expert_ahead || !eng_fetch_keyed(s) || s->io.failed)
         return;
     /* the stored blocks the next effective layers run (FixedPoint repeats
      * each block `iterations` times), nearest first: its guess is the
@@ -389,12 +386,12 @@ void eng_moe_ahead_guess(eng_session *s, unsigned next, const float *h)
         if (guess(s, m[j], j > 0))
             break;
     }
-    eng_xio_submit(s->xio);          /* the guesses' reads go out together, now */
+    eng_fetch_submit(s);             /* the guesses' reads go out together, now */
 }
 
 void eng_moe_ahead_stats(const eng_session *s, eng_stats *st)
 {
-    const struct eng_ahead *a = s->ahead;
+    const struct eng_ahead *a = s->io.ahead;
     if (!a)
         return;
     st->xio_pred = a->pred;

@@ -16,28 +16,28 @@
  * Exactness: kern_ops.tile_mm gives each position exactly the sums of its
  * own mat-vec, and every other step is the decode path's code on the same
  * values, so each (position, choice) output is bit-identical to the one
- * eng_moe_inject computes; those outputs are kept (bexp [m][k][dim]) and
+ * eng_moe_inject computes; those outputs are kept (exp [m][k][dim]) and
  * added in the router's order, as eng_moe_inject adds them, so the
  * weighted sums are bit-identical too.
  *
- * Under sync/staged expert I/O the chunk's distinct experts are read in
- * waves of as many as there are staging slots (top_k x (expert_delay + 1),
- * more with the RAM expert cache: eng_io_session.c), all of a wave's reads
- * issued together.  Staged, the wave's experts already in RAM run first,
- * then the others in the route's order, each once its own read has
- * landed, so the reads overlap
- * the compute (the outputs are summed in the router's order afterwards,
- * so the order they ran in changes no bit); sync waits for the whole wave
- * first.  A failed or short read stops the chunk with the reader's
- * message (eng_xio_fail), and the chunk's positions are not taken.
+ * The chunk's distinct experts are fetched (eng_fetch.c) in waves: under
+ * sync/staged expert I/O of as many as there are staging slots (top_k x
+ * (expert_delay + 1), more with the RAM expert cache: eng_io_session.c),
+ * all of a wave's reads issued together.  Staged, the wave's experts
+ * already in RAM run first, then the others in the route's order, each
+ * once its own read has landed, so the reads overlap the compute (the
+ * outputs are summed in the router's order afterwards, so the order they
+ * ran in changes no bit); sync waits for the whole wave first; read in
+ * place, every expert is there.  A failed or short read stops the chunk
+ * with the reader's message (eng_xio_fail), and the chunk's positions are
+ * not taken.
  *
- * Buffers (eng_impl.h, eng_batch_init in eng_prefill.c): bxr [B][dim] router
- * inputs and their prepared inputs bact_xr [B]; bsel/bw [B][k] each
- * position's choices and weights; bord [B*k] the choices grouped by
- * expert, bcnt [E+1] where each group starts (bcur [E] the cursors that
- * fill them); bexp [B][k][dim] the
- * outputs; bh/bh2 [B][hmax], bact_ffn [B] and bo [B][dim] the scratch of
- * one expert's group.
+ * Buffers (the batch room, eng_batch in eng_impl.h; eng_batch_init in
+ * eng_prefill.c): xr [B][dim] router inputs and their prepared inputs
+ * act_xr [B]; sel/w [B][k] each position's choices and weights; ord [B*k]
+ * the choices grouped by expert, cnt [E+1] where each group starts (cur
+ * [E] the cursors that fill them); exp [B][k][dim] the outputs; h/h2
+ * [B][hmax], act_ffn [B] and o [B][dim] the scratch of one expert's group.
  */
 #include "config.h"
 
@@ -49,7 +49,7 @@
 #include "prof/prof.h"
 
 /* One expert's FFN over its group of g positions (choice indices idx[g]
- * into bsel), from the streams gu/dn (mapped or staged), into bexp. */
+ * into sel), from the streams gu/dn (mapped or staged), into exp. */
 static void expert_group(eng_session *s, const eng_mv *gu, const eng_mv *dn,
                          const int *idx, unsigned g)
 {
@@ -61,31 +61,31 @@ static void expert_group(eng_session *s, const eng_mv *gu, const eng_mv *dn,
     size_t ld[FMT_NMATRIX] = { 0 };
 
     for (unsigned i = 0; i < g; i++)
-        x[i] = s->bact_xr[idx[i] / (int)K];
-    memset(s->bh, 0, g * hm * sizeof(float));
-    memset(s->bh2, 0, g * hm * sizeof(float));
-    out[FMT_M_EXP_GATE] = s->bh;
-    out[FMT_M_EXP_UP] = s->bh2;
+        x[i] = s->bat.act_xr[idx[i] / (int)K];
+    memset(s->bat.h, 0, g * hm * sizeof(float));
+    memset(s->bat.h2, 0, g * hm * sizeof(float));
+    out[FMT_M_EXP_GATE] = s->bat.h;
+    out[FMT_M_EXP_UP] = s->bat.h2;
     ld[FMT_M_EXP_GATE] = ld[FMT_M_EXP_UP] = hm;
     eng_matmat_stream(s, gu, x, g, out, ld);
     for (unsigned i = 0; i < g; i++) {
-        float *gr = s->bh + i * hm;
-        eng_glu_act(s, gr, s->bh2 + i * hm, hid);
-        kern_act_set(&s->bact_ffn[i], gr, hid, dn->need);
+        float *gr = s->bat.h + i * hm;
+        eng_glu_act(s, gr, s->bat.h2 + i * hm, hid);
+        kern_act_set(&s->bat.act_ffn[i], gr, hid, dn->need);
     }
     memset(out, 0, sizeof out);
-    memset(s->bo, 0, (size_t)g * dim * sizeof(float));
-    out[FMT_M_EXP_DOWN] = s->bo;
+    memset(s->bat.o, 0, (size_t)g * dim * sizeof(float));
+    out[FMT_M_EXP_DOWN] = s->bat.o;
     ld[FMT_M_EXP_DOWN] = dim;
-    eng_matmat_stream(s, dn, s->bact_ffn, g, out, ld);
+    eng_matmat_stream(s, dn, s->bat.act_ffn, g, out, ld);
     for (unsigned i = 0; i < g; i++)
-        memcpy(s->bexp + (size_t)idx[i] * dim, s->bo + (size_t)i * dim,
+        memcpy(s->bat.exp + (size_t)idx[i] * dim, s->bat.o + (size_t)i * dim,
                dim * sizeof(float));
     s->stats.expert_bytes += gu->st->length + dn->st->length;
 }
 
 /* Route the m positions and group their choices by expert (a counting
- * sort: bcnt[e] .. bcnt[e+1] index bord). */
+ * sort: cnt[e] .. cnt[e+1] index ord). */
 static void route_chunk(eng_session *s, const eng_layer *ly, const float *h,
                         unsigned m)
 {
@@ -94,71 +94,70 @@ static void route_chunk(eng_session *s, const eng_layer *ly, const float *h,
     unsigned need = 0;
     for (uint32_t e = 0; e < E; e++)
         need |= ly->exp_gu[e].need;  /* each encoding is filled on its own */
-    memset(s->bcnt, 0, (E + 1) * sizeof(int));
+    memset(s->bat.cnt, 0, (E + 1) * sizeof(int));
     for (unsigned j = 0; j < m; j++) {
-        float *xr = s->bxr + (size_t)j * dim;
+        float *xr = s->bat.xr + (size_t)j * dim;
         eng_rmsnorm(s, xr, h + (size_t)j * dim, ly->moe_norm, dim);
-        kern_act_set(&s->bact_xr[j], xr, dim, need);
+        kern_act_set(&s->bat.act_xr[j], xr, dim, need);
     }
-    eng_moe_route_many(s, ly, m, s->bxr, s->blog, s->bsel, s->bw);   /* one router pass */
+    eng_moe_route_many(s, ly, m, s->bat.xr, s->bat.log, s->bat.sel, s->bat.w);   /* one router pass */
     for (unsigned i = 0; i < m * K; i++)
-        s->bcnt[s->bsel[i] + 1]++;
+        s->bat.cnt[s->bat.sel[i] + 1]++;
     for (uint32_t e = 0; e < E; e++)
-        s->bcnt[e + 1] += s->bcnt[e];
+        s->bat.cnt[e + 1] += s->bat.cnt[e];
     /* placement in position order within each expert's group */
-    memcpy(s->bcur, s->bcnt, E * sizeof(int));
+    memcpy(s->bat.cur, s->bat.cnt, E * sizeof(int));
     for (unsigned i = 0; i < m * K; i++)
-        s->bord[s->bcur[s->bsel[i]]++] = (int)i;
+        s->bat.ord[s->bat.cur[s->bat.sel[i]]++] = (int)i;
 }
 
-/* The chunk's experts in waves of n_stage reads (sync/staged I/O). */
-static int run_staged(eng_session *s, unsigned l, double *pt)
+/* The chunk's experts in waves of as many fetches as the backend holds at
+ * once (eng_fetch_room: the staging slots with sync/staged I/O; read in
+ * place, a wave is ENG_MAX_TOPK experts). */
+static int run_experts(eng_session *s, unsigned l, double *pt)
 {
+    const eng_layer *ly = &s->layers[l];
     const uint32_t E = s->hp->n_experts;
+    const unsigned room = eng_fetch_room(s);
     eng_route r;
     uint32_t e = 0;
     eng_moe_ahead_drop(s);           /* a wave may take every slot */
-    while (e < E && !s->xio_failed) {
+    while (e < E && !s->io.failed) {
         memset(&r, 0, sizeof r);
         r.layer = (int32_t)l;
         r.target = (int32_t)l;
-        for (; e < E && r.k < s->n_stage; e++) {
-            if (s->bcnt[e + 1] == s->bcnt[e])
+        for (; e < E && r.k < room && r.k < ENG_MAX_TOPK; e++) {
+            if (s->bat.cnt[e + 1] == s->bat.cnt[e])
                 continue;            /* no position chose it */
-            uint64_t off = 0, len = 0;
-            fmt_model_expert(s->model, l, e, NULL, NULL, &off, &len);
-            r.expert[r.k] = (int)e;
             int hit = 0;
-            r.slot[r.k] = eng_xio_issue(s->xio, s->xio_keyed ? (int)(l * E + e) : -1, off,
-                                        len, &hit);
+            r.expert[r.k] = (int)e;
+            r.slot[r.k] = eng_fetch(s, l, e, ENG_FETCH_NOW, &hit);
             r.hit[r.k] = (uint8_t)hit;
-            if (r.slot[r.k] < 0)
-                eng_xio_fail(s, ENG_EIO, "%s: layer %u expert %u: no staging slot for %llu bytes",
-                             fmt_model_path(s->model), l, e, (unsigned long long)len);
             r.k++;
         }
-        eng_xio_submit(s->xio);      /* all of the wave's reads together */
-        if (s->xio_mode == ENG_XIO_SYNC)
+        eng_fetch_submit(s);         /* all of the wave's reads together */
+        if (s->io.mode == ENG_XIO_SYNC)
             eng_moe_wait(s, &r, pt);  /* sync: the reads are a dead stop */
         /* the experts already here first, then each as its read lands:
          * the reads still out overlap the compute of those before them */
         uint8_t done[ENG_MAX_TOPK] = { 0 };
         for (int pass = 0; pass < 2; pass++)
-            for (uint32_t j = 0; j < r.k && !s->xio_failed; j++) {
-                const int x = r.expert[j], k = r.slot[j];
-                if (done[j] || (pass == 0 && !eng_xio_landed(s->xio, k)))
+            for (uint32_t j = 0; j < r.k && !s->io.failed; j++) {
+                const unsigned x = (unsigned)r.expert[j];
+                if (done[j] || (pass == 0 && !eng_fetch_landed(s, r.slot[j])))
                     continue;
                 eng_moe_wait_one(s, &r, j, pt);
-                if (s->xio_failed)
+                if (s->io.failed)
                     break;
-                expert_group(s, &s->stage[k].mv[0], &s->stage[k].mv[1],
-                             s->bord + s->bcnt[x], (unsigned)(s->bcnt[x + 1] - s->bcnt[x]));
+                expert_group(s, eng_fetch_mv(s, ly, x, r.slot[j], 0),
+                             eng_fetch_mv(s, ly, x, r.slot[j], 1), s->bat.ord + s->bat.cnt[x],
+                             (unsigned)(s->bat.cnt[x + 1] - s->bat.cnt[x]));
                 done[j] = 1;
             }
         r.ready = 1;
         eng_moe_release(s, &r);
     }
-    return s->xio_failed ? -1 : 0;
+    return s->io.failed ? -1 : 0;
 }
 
 int eng_moe_batch(eng_session *s, unsigned l, const float *h, unsigned m,
@@ -166,24 +165,17 @@ int eng_moe_batch(eng_session *s, unsigned l, const float *h, unsigned m,
 {
     const fmt_hparams *hp = s->hp;
     const eng_layer *ly = &s->layers[l];
-    const uint32_t dim = hp->dim, K = hp->top_k, E = hp->n_experts;
+    const uint32_t dim = hp->dim, K = hp->top_k;
 
     route_chunk(s, ly, h, m);
-    if (s->xio_mode != ENG_XIO_MMAP && s->xio) {
-        if (run_staged(s, l, pt))
-            return -1;
-    } else {
-        for (uint32_t e = 0; e < E; e++)
-            if (s->bcnt[e + 1] > s->bcnt[e])
-                expert_group(s, &ly->exp_gu[e], &ly->exp_down[e], s->bord + s->bcnt[e],
-                             (unsigned)(s->bcnt[e + 1] - s->bcnt[e]));
-    }
+    if (run_experts(s, l, pt))
+        return -1;
     /* each position's sum in the router's order, as eng_moe_inject adds */
     for (unsigned j = 0; j < m; j++) {
         float *eo = eout + (size_t)j * dim;
         memset(eo, 0, dim * sizeof(float));
         for (uint32_t t = 0; t < K; t++) {
-            const float w = s->bw[j * K + t], *o = s->bexp + ((size_t)j * K + t) * dim;
+            const float w = s->bat.w[j * K + t], *o = s->bat.exp + ((size_t)j * K + t) * dim;
             for (uint32_t i = 0; i < dim; i++)
                 eo[i] += w * o[i];
         }

@@ -4,7 +4,7 @@
  * renormalised over the k unless the model says not (Qwen3-MoE).  Routing
  * (eng_moe.c, eng_moe_batch.c) counts its choices per layer for the
  * expert pane; look-ahead's guesses (eng_moe_ahead.c) use the same top-k
- * on another layer's input and count nothing.  Scratch: s->probs
+ * on another layer's input and count nothing.  Scratch: s->dec.probs
  * [n_experts].  The router is an f32 [n_experts][dim] matrix, 1 MiB for
  * Qwen3-MoE, read once for each routing and each guess: its rows are
  * split among the pool's threads (eng_moe_logits), every dot product
@@ -127,9 +127,9 @@ void eng_moe_pick(eng_session *s, float *p, int *expert, float *w)
 void eng_moe_topk(eng_session *s, const eng_layer *ly, const float *xr,
                   int *expert, float *w)
 {
-    float *out = s->probs;
+    float *out = s->dec.probs;
     eng_moe_logits(s, 1, &ly, &xr, &out);
-    eng_moe_pick(s, s->probs, expert, w);
+    eng_moe_pick(s, s->dec.probs, expert, w);
 }
 
 /* The expert pane's per-layer counts of the choices expert[top_k]. */

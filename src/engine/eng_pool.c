@@ -25,10 +25,8 @@
  * slices, so the dynamic balance stays.  One shared cursor dealt the
  * units round-robin instead, and each thread's read jumped every unit:
  * its prefetches ran into the other thread's unit and the first 16 KiB of
- * each of its own went unprefetched.  Tinyllama decode with 2 threads went
- * from ~43.6 to ~46.7 tok/s (3 alternating pairs, 2 vCPUs of a Sapphire
- * Rapids Xeon, docs/PERFORMANCE.md) when the units were split into two
- * contiguous halves.
+ * each of its own went unprefetched (the decode rates of both:
+ * docs/perf-log/2026-12-01.md, 22:17 UTC).
  *
  * The caller is thread 0 and works too.  Every region's work is claimed
  * (eng_pool_next, eng_pool_claim), so once the caller's own call returns
@@ -38,9 +36,9 @@
  * below).  Waiting for every worker instead made each region as slow as
  * the slowest wake-up: on a machine whose cores are busy with other work
  * a worker waits for the kernel to give it a core for up to a scheduler
- * tick, and a 3 MB model's decode with 2 threads on 2 busy vCPUs (Zen 5)
- * ran at 106 tok/s where one thread ran at 7890.  eng_pool_run_all keeps
- * the old rule for the one region that must run on every thread.
+ * tick, every region (docs/perf-log/2026-12-05.md, 01:17 UTC).
+ * eng_pool_run_all keeps the old rule for the one region that must run on
+ * every thread.
  *
  * The door: one 64-bit word holding the region's generation (high half),
  * a closed bit and the count of workers that entered.  A worker enters
@@ -84,13 +82,10 @@
 /* How long an idle thread polls before it sleeps: 1 ms, longer than the
  * serial stretch between two parallel regions of a decode (a small
  * model's first ~100 positions run their attention and most mat-vecs on
- * the caller alone, 0.3-0.5 ms a token, with one parallel region, the LM
- * head).  With 0.2 ms the worker slept in every such stretch and each
- * token paid a futex wake-up, 50-250 us on a 2-vCPU KVM guest (Zen 1)
- * when the vCPU had gone idle: cflow-tui's first 100 tokens after the
- * user's pause ran at 350-420 us instead of ~310 (8 pairs against `cflow
- * run`, tests/ui/bench-tui.sh); with 1 ms, 330.  A decode that stops
- * leaves its workers spinning 1 ms more, then asleep. */
+ * the caller alone, with one parallel region a token, the LM head).  A
+ * shorter spin slept in every such stretch and each token paid a futex
+ * wake-up (docs/perf-log/2026-12-02.md, the 2-thread gap traced).  A
+ * decode that stops leaves its workers spinning 1 ms more, then asleep. */
 #define SPIN_NS 1000000L
 #define YIELD_NS 20000L   /* spin_over: yield the CPU after 20 us of spinning */
 #define DOOR_CLOSED 0x80000000u
@@ -216,18 +211,16 @@ static int cpu_now(void) { return -1; }
  * CPU is busy at the moment of the wake-up (in cflow-tui, the UI thread
  * and tmux drawing the screen the Enter key brought, just as the reply's
  * decode wakes its worker).  Once both threads run, neither is moved for
- * tens of ms (each is "cache hot"), and they take turns on one core.
- * Traced with perf sched_switch on a 2-vCPU KVM guest (Zen 1), and seen
- * in the run log as a process CPU time equal to, not twice, the wall time
- * of the reply's first 50 tokens: 9 of 16 cflow-tui replies on two
- * threads, 1 of 16 `cflow run`s.  Two remedies, both only on spins longer
- * than YIELD_NS (the regions of one token are ~10-100 us apart, so most
- * spins never pay for a system call):
+ * tens of ms (each is "cache hot"), and they take turns on one core
+ * (traced with perf sched_switch, and seen in the run log as a process
+ * CPU time equal to, not twice, the wall time of a reply's first tokens:
+ * docs/perf-log/2026-12-02.md, the 2-thread gap traced).  Two remedies,
+ * both only on spins longer than YIELD_NS (the regions of one token are
+ * ~10-100 us apart, so most spins never pay for a system call):
  *  - the spinner yields at each call, so the thread it waits for gets the
- *    core within YIELD_NS instead of after the whole spin (the first 100
- *    tokens of a reply 510 -> 350 us each, 8 pairs);
+ *    core within YIELD_NS instead of after the whole spin;
  *  - a worker that finds itself on the caller's CPU moves once to a CPU
- *    none of the pool's threads is on (move_off): 0 of 16 replies then. */
+ *    none of the pool's threads is on (move_off). */
 static int spin_over(long *t0, eng_pool *p, int id, int *moved)
 {
     long t = now_ns();

@@ -1,5 +1,6 @@
 /*
- * eng_prefetch.c — the prefetch thread of report 3.9: PREFETCHT0 hints over
+ * eng_prefetch.c — the prefetch thread of the Pipeline-Native Transformers
+ * report (3.9): PREFETCHT0 hints over
  * the weights the compute threads will read next.
  *
  * The decoding thread posts commands into a bounded ring; one thread takes
@@ -160,25 +161,7 @@ void eng_pf_counts(const eng_pf *pf, uint64_t *lines, uint64_t *dropped)
     *dropped = atomic_load(&m->dropped);
 }
 
-/* ---- the session's side: the setter and the per-layer hints ------------ */
-
-int eng_set_prefetch(eng_session *s, int on)
-{
-    if (on && !s->pf) {
-        if (!(s->pf = eng_pf_new()))
-            return ENG_ENOMEM;
-    } else if (!on && s->pf) {
-        uint64_t lines, dropped;
-        eng_pf_counts(s->pf, &lines, &dropped);
-        s->stats.pf_lines += lines;
-        s->stats.pf_dropped += dropped;
-        eng_pf_free(s->pf);
-        s->pf = NULL;
-    }
-    return 0;
-}
-
-int eng_prefetch(const eng_session *s) { return s->pf != NULL; }
+/* ---- the session's per-layer hints (its setter: eng_io_session.c) ------- */
 
 /* PREFETCHT0 over the next layer's attention and dense FFN streams (the
  * output head after the last), posted as layer l starts. */
@@ -186,9 +169,9 @@ void eng_prefetch_next(eng_session *s, unsigned l)
 {
     const eng_mv *mv[4];
     unsigned n = 0, L = s->hp->n_layers;
-    if (!s->pf)
+    if (!s->io.pf)
         return;
-    eng_pf_layer(s->pf);
+    eng_pf_layer(s->io.pf);
     if (l + 1 < L) {
         const eng_layer *nx = &s->layers[l + 1];
         mv[n++] = &nx->qkv;
@@ -202,7 +185,7 @@ void eng_prefetch_next(eng_session *s, unsigned l)
     }
     for (unsigned i = 0; i < n; i++)
         if (mv[i]->st && mv[i]->st->n_tiles)
-            eng_pf_range(s->pf,
+            eng_pf_range(s->io.pf,
                          (const uint8_t *)mv[i]->st->tiles[0].payload - FMT_TILE_HEADER_SIZE,
                          mv[i]->st->length);
 }

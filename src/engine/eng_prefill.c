@@ -1,7 +1,11 @@
 /*
- * eng_prefill.c — a chunk of a prompt through the layers together:
- * ENG_BATCH positions at a time where the schedule allows it (eng_prefill,
- * eng_forward.c, goes token by token otherwise).
+ * eng_prefill.c — a batch of rows through the layers together: a chunk of
+ * a prompt (ENG_BATCH positions of one sequence at a time, where the
+ * schedule allows it; eng_prefill goes token by token otherwise), or one
+ * position of each of several sequences (a decode step of eng_decode_batch,
+ * eng_forward.c).  Row j is token tokens[j] at position bat.pos[j] of
+ * sequence bat.seq[j]: the matrix products run over all the rows, the
+ * attention of each row over its own sequence's cache.
  *
  * A prompt goes through the layers ENG_BATCH positions at a time: each
  * fused tile stream is read once per chunk and multiplied into every
@@ -11,19 +15,20 @@
  * positions) run position by position in order.  The batched kernels give
  * each position exactly the sums of its own mat-vec and everything else is
  * the decode path's code, so the logits are bit-identical to feeding the
- * tokens one by one; only the last position of the prompt goes through the
- * LM head.  Standard layers only (combine style ParallelSqrt2: Llama, and
- * with routed experts Mixtral/OLMoE/Qwen3-MoE, whose experts run grouped
- * by expert in eng_moe_batch.c; no trace): every other schedule prefills
- * token by token.
+ * tokens one by one; only the last position of a prompt goes through the
+ * LM head, every row of a decode step (one mat-mat over the head).
+ * Standard layers only (combine style ParallelSqrt2: Llama, and with
+ * routed experts Mixtral/OLMoE/Qwen3-MoE, whose experts run grouped by
+ * expert in eng_moe_batch.c; no trace): every other schedule prefills
+ * token by token and decodes several sequences one after another.
  *
- * Buffers (eng_impl.h, allocated on first use by batch_init for ENG_BATCH
- * positions): residuals bx [B][dim], normalised bxb [B][dim], branch
- * outputs bo [B][dim], bq/batt [B][q_dim], bk/bv [B][kv_dim], bh/bh2
- * [B][hmax], and one prepared input per position for each width.
+ * Buffers: the session's batch room (eng_batch, eng_impl.h), allocated
+ * on first use by eng_batch_init for ENG_BATCH positions and freed by
+ * eng_batch_free.
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,75 +39,82 @@
 
 void eng_batch_free(eng_session *s)
 {
+    eng_batch *b = &s->bat;
     for (unsigned j = 0; j < ENG_BATCH; j++) {
-        if (s->bact_dim)
-            kern_act_free(&s->bact_dim[j]);
-        if (s->bact_q)
-            kern_act_free(&s->bact_q[j]);
-        if (s->bact_ffn)
-            kern_act_free(&s->bact_ffn[j]);
+        if (b->act_dim)
+            kern_act_free(&b->act_dim[j]);
+        if (b->act_q)
+            kern_act_free(&b->act_q[j]);
+        if (b->act_ffn)
+            kern_act_free(&b->act_ffn[j]);
+        if (b->act_xr)
+            kern_act_free(&b->act_xr[j]);
     }
-    free(s->bact_dim); free(s->bact_q); free(s->bact_ffn);
-    free(s->bx); free(s->bxb); free(s->bo); free(s->bq); free(s->batt);
-    free(s->bk); free(s->bv); free(s->bh); free(s->bh2);
-    for (unsigned j = 0; s->bact_xr && j < ENG_BATCH; j++)
-        kern_act_free(&s->bact_xr[j]);
-    free(s->bact_xr); free(s->bdn); free(s->be_b); free(s->bxr); free(s->bw);
-    free(s->bexp); free(s->bsel); free(s->bord); free(s->bcnt); free(s->bcur);
-    free(s->blog);
-    s->bact_dim = s->bact_q = s->bact_ffn = s->bact_xr = NULL;
-    s->bx = s->bxb = s->bo = s->bq = s->batt = s->bk = s->bv = s->bh = s->bh2 = NULL;
-    s->bdn = s->be_b = s->bxr = s->bw = s->bexp = s->blog = NULL;
-    s->bsel = s->bord = s->bcnt = s->bcur = NULL;
-    s->batch_ready = 0;
+    free(b->act_dim); free(b->act_q); free(b->act_ffn); free(b->act_xr);
+    free(b->x); free(b->xb); free(b->o); free(b->q); free(b->att);
+    free(b->k); free(b->v); free(b->h); free(b->h2);
+    free(b->dn); free(b->e); free(b->xr); free(b->w); free(b->exp);
+    free(b->sel); free(b->ord); free(b->cnt); free(b->cur); free(b->log);
+    free(b->work);
+    free(b->logits);
+    memset(b, 0, sizeof *b);
 }
 
 int eng_batch_init(eng_session *s)
 {
     const size_t B = ENG_BATCH, dim = s->hp->dim;
+    eng_batch *b = &s->bat;
     int oom = 0;
-    if (s->batch_ready)
+    if (b->ready)
         return 0;
-    s->bx = eng_xalloc(B * dim * sizeof(float), &oom);
-    s->bxb = eng_xalloc(B * dim * sizeof(float), &oom);
-    s->bo = eng_xalloc(B * dim * sizeof(float), &oom);
-    s->bq = eng_xalloc(B * s->q_dim * sizeof(float), &oom);
-    s->batt = eng_xalloc(B * s->q_dim * sizeof(float), &oom);
-    s->bk = eng_xalloc(B * s->kv_dim * sizeof(float), &oom);
-    s->bv = eng_xalloc(B * s->kv_dim * sizeof(float), &oom);
-    s->bh = eng_xalloc(B * s->hmax * sizeof(float), &oom);
-    s->bh2 = eng_xalloc(B * s->hmax * sizeof(float), &oom);
-    s->bact_dim = eng_xalloc(B * sizeof(kern_act), &oom);
-    s->bact_q = eng_xalloc(B * sizeof(kern_act), &oom);
-    s->bact_ffn = eng_xalloc(B * sizeof(kern_act), &oom);
+    b->x = eng_xalloc(B * dim * sizeof(float), &oom);
+    b->xb = eng_xalloc(B * dim * sizeof(float), &oom);
+    b->o = eng_xalloc(B * dim * sizeof(float), &oom);
+    b->q = eng_xalloc(B * s->q_dim * sizeof(float), &oom);
+    b->att = eng_xalloc(B * s->q_dim * sizeof(float), &oom);
+    b->k = eng_xalloc(B * s->kv_dim * sizeof(float), &oom);
+    b->v = eng_xalloc(B * s->kv_dim * sizeof(float), &oom);
+    b->h = eng_xalloc(B * s->hmax * sizeof(float), &oom);
+    b->h2 = eng_xalloc(B * s->hmax * sizeof(float), &oom);
+    b->act_dim = eng_xalloc(B * sizeof(kern_act), &oom);
+    b->act_q = eng_xalloc(B * sizeof(kern_act), &oom);
+    b->act_ffn = eng_xalloc(B * sizeof(kern_act), &oom);
     for (unsigned j = 0; !oom && j < B; j++)
-        if (kern_act_init(&s->bact_dim[j], s->hp->dim) ||
-            kern_act_init(&s->bact_q[j], s->q_dim) ||
-            kern_act_init(&s->bact_ffn[j], s->hmax))
+        if (kern_act_init(&b->act_dim[j], s->hp->dim) ||
+            kern_act_init(&b->act_q[j], s->q_dim) ||
+            kern_act_init(&b->act_ffn[j], s->hmax))
             oom = 1;
     if (!oom && s->hp->n_experts) {   /* eng_moe_batch.c */
         const size_t K = s->hp->top_k, E = s->hp->n_experts;
-        s->bdn = eng_xalloc(B * dim * sizeof(float), &oom);
-        s->be_b = eng_xalloc(B * dim * sizeof(float), &oom);
-        s->bxr = eng_xalloc(B * dim * sizeof(float), &oom);
-        s->bw = eng_xalloc(B * K * sizeof(float), &oom);
-        s->bexp = eng_xalloc(B * K * dim * sizeof(float), &oom);
-        s->bsel = eng_xalloc(B * K * sizeof(int), &oom);
-        s->bord = eng_xalloc(B * K * sizeof(int), &oom);
-        s->bcnt = eng_xalloc((E + 1) * sizeof(int), &oom);
-        s->bcur = eng_xalloc(E * sizeof(int), &oom);
-        s->blog = eng_xalloc(B * E * sizeof(float), &oom);
-        s->bact_xr = eng_xalloc(B * sizeof(kern_act), &oom);
+        b->dn = eng_xalloc(B * dim * sizeof(float), &oom);
+        b->e = eng_xalloc(B * dim * sizeof(float), &oom);
+        b->xr = eng_xalloc(B * dim * sizeof(float), &oom);
+        b->w = eng_xalloc(B * K * sizeof(float), &oom);
+        b->exp = eng_xalloc(B * K * dim * sizeof(float), &oom);
+        b->sel = eng_xalloc(B * K * sizeof(int), &oom);
+        b->ord = eng_xalloc(B * K * sizeof(int), &oom);
+        b->cnt = eng_xalloc((E + 1) * sizeof(int), &oom);
+        b->cur = eng_xalloc(E * sizeof(int), &oom);
+        b->log = eng_xalloc(B * E * sizeof(float), &oom);
+        b->act_xr = eng_xalloc(B * sizeof(kern_act), &oom);
         for (unsigned j = 0; !oom && j < B; j++)
-            if (kern_act_init(&s->bact_xr[j], s->hp->dim))
+            if (kern_act_init(&b->act_xr[j], s->hp->dim))
                 oom = 1;
     }
     if (oom) {
         eng_batch_free(s);
         return -1;
     }
-    s->batch_ready = 1;
+    b->ready = 1;
     return 0;
+}
+
+int eng_batch_logits(eng_session *s)
+{
+    int oom = 0;
+    if (!s->bat.logits)
+        s->bat.logits = eng_xalloc((size_t)ENG_BATCH * s->hp->vocab_size * sizeof(float), &oom);
+    return oom ? -1 : 0;
 }
 
 int eng_batch_eligible(const eng_session *s)
@@ -114,10 +126,10 @@ int eng_batch_eligible(const eng_session *s)
 
 /* ---- the steps between the matrix products, a position a claim ----------
  * The norms, RoPE, the GLU, the residual adds and the conversions of the
- * mat-mats' inputs are per position.  Run by the caller alone they left
- * the workers waiting, about 7% of a chunk's time (tinyllama-1.1b Q4_0,
- * pp512, 2 threads, AVX-512 Zen 5, cpu-clock samples), so each step is one
- * pool region over the chunk's positions.  A position's arithmetic does not
+ * mat-mats' inputs are per position.  Run by the caller alone they leave
+ * the workers waiting (a measurable part of a chunk's time:
+ * docs/perf-log/2026-12-05.md, 05:08 UTC), so each step is one pool
+ * region over the chunk's positions.  A position's arithmetic does not
  * depend on the thread that runs it. */
 typedef void (*pos_step)(eng_session *s, const eng_layer *ly, unsigned j);
 
@@ -149,61 +161,61 @@ static void each_position(eng_session *s, const eng_layer *ly, unsigned m,
             fn(s, ly, j);
 }
 
-/* bxb[j] = RMSNorm(bx[j]) with weight w, prepared (need) for the next
- * mat-mat in bact_dim[j] */
+/* xb[j] = RMSNorm(x[j]) with weight w, prepared (need) for the next
+ * mat-mat in act_dim[j] */
 static void norm_in(eng_session *s, unsigned j, const float *w, unsigned need)
 {
     const uint32_t dim = s->hp->dim;
-    float *xb = s->bxb + (size_t)j * dim;
-    eng_rmsnorm(s, xb, s->bx + (size_t)j * dim, w, dim);
-    kern_act_set(&s->bact_dim[j], xb, dim, need);
+    float *xb = s->bat.xb + (size_t)j * dim;
+    eng_rmsnorm(s, xb, s->bat.x + (size_t)j * dim, w, dim);
+    kern_act_set(&s->bat.act_dim[j], xb, dim, need);
 }
 
-/* the attention's input, N_a(bx[j]); the QKV outputs bq/bk/bv[j] zeroed
+/* the attention's input, N_a(x[j]); the QKV outputs q/k/v[j] zeroed
  * for the mat-mat to add into */
 static void step_attn_in(eng_session *s, const eng_layer *ly, unsigned j)
 {
     norm_in(s, j, ly->attn_norm, ly->qkv.need);
-    memset(s->bq + (size_t)j * ly->q_dim, 0, ly->q_dim * sizeof(float));
-    memset(s->bk + (size_t)j * ly->kv_dim, 0, ly->kv_dim * sizeof(float));
-    memset(s->bv + (size_t)j * ly->kv_dim, 0, ly->kv_dim * sizeof(float));
+    memset(s->bat.q + (size_t)j * ly->q_dim, 0, ly->q_dim * sizeof(float));
+    memset(s->bat.k + (size_t)j * ly->kv_dim, 0, ly->kv_dim * sizeof(float));
+    memset(s->bat.v + (size_t)j * ly->kv_dim, 0, ly->kv_dim * sizeof(float));
 }
 
 /* bias, norms and RoPE of position j's q, k, v */
 static void step_qkv_post(eng_session *s, const eng_layer *ly, unsigned j)
 {
-    eng_attn_qkv_post(s, ly, s->n_past + j, s->bq + (size_t)j * ly->q_dim,
-                      s->bk + (size_t)j * ly->kv_dim, s->bv + (size_t)j * ly->kv_dim);
+    eng_attn_qkv_post(s, ly, s->bat.pos[j], s->bat.q + (size_t)j * ly->q_dim,
+                      s->bat.k + (size_t)j * ly->kv_dim, s->bat.v + (size_t)j * ly->kv_dim);
 }
 
 /* the attention's output prepared for the O projection */
 static void step_attn_out(eng_session *s, const eng_layer *ly, unsigned j)
 {
-    kern_act_set(&s->bact_q[j], s->batt + (size_t)j * ly->q_dim, ly->q_dim, ly->o.need);
+    kern_act_set(&s->bat.act_q[j], s->bat.att + (size_t)j * ly->q_dim, ly->q_dim, ly->o.need);
 }
 
-/* bx[j] += bo[j] */
+/* x[j] += o[j] */
 static void step_residual(eng_session *s, const eng_layer *ly, unsigned j)
 {
     const uint32_t dim = s->hp->dim;
     (void)ly;
-    eng_add_to(s->bx + (size_t)j * dim, s->bo + (size_t)j * dim, dim);
+    eng_add_to(s->bat.x + (size_t)j * dim, s->bat.o + (size_t)j * dim, dim);
 }
 
-/* the FFN's input, N_f(bx[j]); the gate/up outputs bh/bh2[j] zeroed */
+/* the FFN's input, N_f(x[j]); the gate/up outputs h/h2[j] zeroed */
 static void step_ffn_in(eng_session *s, const eng_layer *ly, unsigned j)
 {
     norm_in(s, j, ly->ffn_norm, ly->gate_up.need);
-    memset(s->bh + (size_t)j * s->hmax, 0, s->hmax * sizeof(float));
-    memset(s->bh2 + (size_t)j * s->hmax, 0, s->hmax * sizeof(float));
+    memset(s->bat.h + (size_t)j * s->hmax, 0, s->hmax * sizeof(float));
+    memset(s->bat.h2 + (size_t)j * s->hmax, 0, s->hmax * sizeof(float));
 }
 
 /* the GLU of position j, prepared for the down projection */
 static void step_glu(eng_session *s, const eng_layer *ly, unsigned j)
 {
-    float *g = s->bh + (size_t)j * s->hmax, *u = s->bh2 + (size_t)j * s->hmax;
+    float *g = s->bat.h + (size_t)j * s->hmax, *u = s->bat.h2 + (size_t)j * s->hmax;
     eng_glu_act(s, g, u, s->hp->ffn_dim);
-    kern_act_set(&s->bact_ffn[j], g, s->hp->ffn_dim, ly->down.need);
+    kern_act_set(&s->bat.act_ffn[j], g, s->hp->ffn_dim, ly->down.need);
 }
 
 /* dst [m][dim] = mv x[j] for the m positions (mv has one matrix,
@@ -221,66 +233,86 @@ static void matmat_into(eng_session *s, const eng_mv *mv, uint8_t matrix,
     eng_matmat_stream(s, mv, x, m, out, ld);
 }
 
-/* bx[j] += mv x[j] for the m positions. */
+/* x[j] += mv x[j] for the m positions. */
 static void matmat_residual(eng_session *s, const eng_mv *mv, uint8_t matrix,
                             const kern_act *x, unsigned m)
 {
-    matmat_into(s, mv, matrix, x, m, s->bo);
+    matmat_into(s, mv, matrix, x, m, s->bat.o);
     each_position(s, NULL, m, step_residual);
 }
 
-/* The dense FFN of the m positions: bx[j] += FFN(N_f(bx[j])), or, in a
- * layer that also has experts, into bdn[j] for the combine. */
+/* The dense FFN of the m positions: x[j] += FFN(N_f(x[j])), or, in a
+ * layer that also has experts, into dn[j] for the combine. */
 static void ffn_batch(eng_session *s, const eng_layer *ly, unsigned m, int moe)
 {
     float *out[FMT_NMATRIX] = { 0 };
     size_t ld[FMT_NMATRIX] = { 0 };
     each_position(s, ly, m, step_ffn_in);
-    out[FMT_M_GATE] = s->bh;
-    out[FMT_M_UP] = s->bh2;
+    out[FMT_M_GATE] = s->bat.h;
+    out[FMT_M_UP] = s->bat.h2;
     ld[FMT_M_GATE] = ld[FMT_M_UP] = s->hmax;
-    eng_matmat_stream(s, &ly->gate_up, s->bact_dim, m, out, ld);
+    eng_matmat_stream(s, &ly->gate_up, s->bat.act_dim, m, out, ld);
     each_position(s, ly, m, step_glu);
     if (moe)
-        matmat_into(s, &ly->down, FMT_M_DOWN, s->bact_ffn, m, s->bdn);
+        matmat_into(s, &ly->down, FMT_M_DOWN, s->bat.act_ffn, m, s->bat.dn);
     else
-        matmat_residual(s, &ly->down, FMT_M_DOWN, s->bact_ffn, m);
+        matmat_residual(s, &ly->down, FMT_M_DOWN, s->bat.act_ffn, m);
 }
 
-/* A layer with experts: bx[j] += (d + e) / sqrt(2) beside a dense FFN, or
- * += e alone (Mixtral), as sched_parallel_sqrt2 combines them. */
-static void combine_batch(eng_session *s, unsigned m)
+/* The output norm of row j, prepared for the LM head's mat-mat. */
+static void step_head_in(eng_session *s, const eng_layer *ly, unsigned j)
 {
-    const uint32_t dim = s->hp->dim;
-    const float r2 = 0.70710678118654752f;
+    (void)ly;
+    norm_in(s, j, s->out_norm, s->output.need);
+}
+
+/* Every row's logits, each into its sequence: the output norm of each
+ * row, one mat-mat over the LM head (a tile's bytes read once for all the
+ * rows), the soft cap, as eng_lm_head gives a row alone. */
+static void head_batch(eng_session *s, unsigned m)
+{
+    const fmt_hparams *hp = s->hp;
+    const size_t nv = hp->vocab_size;
+    float *out[FMT_NMATRIX] = { 0 };
+    size_t ld[FMT_NMATRIX] = { 0 };
+    each_position(s, NULL, m, step_head_in);
+    memset(s->bat.logits, 0, m * nv * sizeof(float));
+    out[FMT_M_OUTPUT] = out[FMT_M_TOK_EMBD] = s->bat.logits;
+    ld[FMT_M_OUTPUT] = ld[FMT_M_TOK_EMBD] = nv;
+    eng_matmat_stream(s, &s->output, s->bat.act_dim, m, out, ld);
     for (unsigned j = 0; j < m; j++) {
-        float *x = s->bx + (size_t)j * dim;
-        const float *d = s->bdn + (size_t)j * dim, *e = s->be_b + (size_t)j * dim;
-        if (s->hp->ffn_dim)
-            for (uint32_t i = 0; i < dim; i++)
-                x[i] += (d[i] + e[i]) * r2;
-        else
-            eng_add_to(x, e, dim);
+        float *lg = s->bat.logits + j * nv;
+        if (hp->softcap > 0.0f)
+            for (size_t i = 0; i < nv; i++)
+                lg[i] = tanhf(lg[i] / hp->softcap) * hp->softcap;
+        memcpy(s->bat.seq[j]->logits, lg, nv * sizeof(float));
     }
 }
 
-/* m (<= ENG_BATCH) prompt tokens at positions n_past.. through every
- * layer; with want_logits, the logits of the last one. */
-void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
-                       int want_logits)
+/* A layer with experts: each position's residual takes the combine of
+ * sched_parallel_sqrt2 (eng_combine_sqrt2). */
+static void combine_batch(eng_session *s, unsigned m)
+{
+    const size_t dim = s->hp->dim;
+    for (unsigned j = 0; j < m; j++)
+        eng_combine_sqrt2(s, s->bat.x + j * dim, s->bat.dn + j * dim, s->bat.e + j * dim);
+}
+
+/* The m (<= ENG_BATCH) rows of the batch room through every layer: row j
+ * token tokens[j] at position pos[j] of sequence seq[j]; the logits as
+ * `logits` says (ENG_LOGITS_*). */
+void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m, int logits)
 {
     const fmt_hparams *hp = s->hp;
     const uint32_t dim = hp->dim, L = hp->n_layers, hid = hp->ffn_dim;
-    const uint32_t pos0 = s->n_past;
     float *out[FMT_NMATRIX] = { 0 };
     size_t ld[FMT_NMATRIX] = { 0 };
     double pt = s->prof ? prof_now() : 0.0;
     s->mv_bytes = 0;
 
-    if (s->xio)
-        eng_xio_tick(s->xio, m);     /* the expert cache's clock: m tokens */
+    eng_fetch_tick(s, m);            /* the expert cache's clock: m tokens */
     for (unsigned j = 0; j < m; j++)
-        eng_embed(s, tokens[j], s->bx + (size_t)j * dim);
+        eng_embed(s, tokens[j], s->bat.x + (size_t)j * dim);
     for (uint32_t l = 0; l < L; l++) {
         const eng_layer *ly = &s->layers[l];
         const uint32_t qd = ly->q_dim, kvd = ly->kv_dim;
@@ -288,16 +320,16 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
         /* attention */
         each_position(s, ly, m, step_attn_in);
         memset(out, 0, sizeof out);
-        out[FMT_M_Q] = s->bq;
-        out[FMT_M_K] = s->bk;
-        out[FMT_M_V] = s->bv;
+        out[FMT_M_Q] = s->bat.q;
+        out[FMT_M_K] = s->bat.k;
+        out[FMT_M_V] = s->bat.v;
         ld[FMT_M_Q] = qd;
         ld[FMT_M_K] = ld[FMT_M_V] = kvd;
-        eng_matmat_stream(s, &ly->qkv, s->bact_dim, m, out, ld);
+        eng_matmat_stream(s, &ly->qkv, s->bat.act_dim, m, out, ld);
         each_position(s, ly, m, step_qkv_post);
-        eng_attn_store_attend_batch(s, ly, l, pos0, m, s->bq, s->bk, s->bv, s->batt);
+        eng_attn_store_attend_batch(s, ly, l, m, s->bat.q, s->bat.k, s->bat.v, s->bat.att);
         each_position(s, ly, m, step_attn_out);
-        matmat_residual(s, &ly->o, FMT_M_O, s->bact_q, m);
+        matmat_residual(s, &ly->o, FMT_M_O, s->bat.act_q, m);
         eng_mark(s, l, PROF_ST_ATTN, &pt);
         /* FFN: the dense one, the experts, their combine */
         const int moe = ly->exp_gu != NULL;
@@ -306,19 +338,23 @@ void eng_forward_batch(eng_session *s, const int32_t *tokens, unsigned m,
         eng_mark(s, l, PROF_ST_FFN, &pt);
         if (!moe)
             continue;
-        if (eng_moe_batch(s, l, s->bx, m, s->be_b, &pt))
+        if (eng_moe_batch(s, l, s->bat.x, m, s->bat.e, &pt))
             return;                  /* a failed read: the positions are not taken */
         eng_mark(s, l, PROF_ST_EXPERTS, &pt);
         combine_batch(s, m);
     }
-    memcpy(s->ctx_tok + pos0, tokens, m * sizeof *tokens);
-    s->n_past += m;
+    for (unsigned j = 0; j < m; j++) {          /* each row takes its position */
+        eng_seq *seq = s->bat.seq[j];
+        seq->tok[s->bat.pos[j]] = tokens[j];
+        seq->n_past = s->bat.pos[j] + 1;
+    }
     if (hp->n_experts)
         s->stats.expert_tokens += m;
-    if (!want_logits)
-        return;
-    /* the LM head, for the last position only */
-    memcpy(s->x, s->bx + (size_t)(m - 1) * dim, dim * sizeof(float));
-    eng_lm_head(s);
+    if (logits == ENG_LOGITS_LAST) {              /* the LM head, the last row only */
+        memcpy(s->dec.x, s->bat.x + (size_t)(m - 1) * dim, dim * sizeof(float));
+        eng_lm_head(s, s->bat.seq[m - 1]->logits);
+    } else if (logits == ENG_LOGITS_ALL) {
+        head_batch(s, m);
+    }
 }
 

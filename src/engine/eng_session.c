@@ -9,13 +9,14 @@
  *
  *   open_model      the options (environment defaults for expert I/O and
  *                   prefetch), the model file and its tokenizer;
- *   size_geometry   the context length and the widest q, kv and head
- *                   rows over the layers (per-layer geometry);
+ *   size_geometry   the widest q, kv and head rows over the layers
+ *                   (per-layer geometry);
  *   bind_layers     per layer its tile streams prepared for mat-vec
  *                   (eng_mv), vectors, geometry and experts, and the
  *                   weight bytes one token streams;
  *   bind_head       the embedding, the LM head and the worker pool;
- *   alloc_buffers   activations, the KV cache and the prepared inputs;
+ *   alloc_buffers   the decode scratch, and the session's own sequence:
+ *                   its KV cache for the context asked for (eng_seq_new);
  *   bind_rope       RoPE frequencies, shared or per layer;
  *   eng_io_setup    the expert route ring, I/O mode and prefetch (eng_io.c).
  *
@@ -175,14 +176,13 @@ static int open_model(eng_session *s, const char *model_path, const eng_opts *o,
     if ((rc = eng_io_opts_from_env(&s->opts, err, errlen)))
         return rc;
     if (s->opts.expert_io == ENG_XIO_AUTO) {  /* before the open: --no-mmap's flags */
-        s->xio_auto = 1;
+        s->io.by_auto = 1;
         s->opts.expert_io = eng_io_auto(&s->opts, model_path);
     }
     /* Where the weights live.  Decode reads every weight once a token, and
-     * from anonymous memory with transparent huge pages it ran 4-15%
-     * faster than from the file's 4 KiB page-cache pages (fewer TLB
-     * misses: tinyllama-1.1b and olmoe-1b-7b, 2 vCPUs of a Zen 4 EPYC and
-     * of a Sapphire Rapids Xeon, docs/PERFORMANCE.md), so auto copies the
+     * reads them faster from anonymous memory with transparent huge pages
+     * than from the file's 4 KiB page-cache pages (fewer TLB misses;
+     * docs/perf-log/2026-12-01.md and 2026-12-04.md), so auto copies the
      * file in when it takes at most half the free memory, leaving the
      * page cache's copy and the rest room.  --no-mmap copies the weights;
      * the expert banks stay mapped when sync or staged I/O reads them from
@@ -190,11 +190,11 @@ static int open_model(eng_session *s, const char *model_path, const eng_opts *o,
     if (s->opts.no_mmap < 0)
         s->opts.no_mmap = eng_file_fits(model_path, 1, 2) == 1;
     /* sync and staged read the experts with O_DIRECT and check each
-     * expert's bytes as they arrive (eng_moe.c): the open lays the bank
+     * expert's bytes as they arrive (eng_fetch.c): the open lays the bank
      * out without reading it (FMT_OPEN_LAZY_EXPERTS), so the first token
      * waits for the dense weights only, not for a pass over the whole
-     * file (a 32.5 GB Qwen3-30B-A3B: 26.5 s to the first token, 19 of
-     * them that pass, docs/PERFORMANCE.md) */
+     * file, which took most of a large model's time to its first token
+     * (docs/perf-log/2026-12-04.md, 21:50 UTC; 2026-12-05.md, 12:35 UTC) */
     const int direct = s->opts.expert_io != ENG_XIO_MMAP;
     rc = fmt_model_open_ex(&s->model, model_path,
                            (!s->opts.no_mmap ? 0
@@ -220,16 +220,10 @@ static int open_model(eng_session *s, const char *model_path, const eng_opts *o,
     return 0;
 }
 
-/* Phase: the context length and the widest rows over the layers. */
+/* Phase: the widest rows over the layers. */
 static void size_geometry(eng_session *s)
 {
     const fmt_hparams *hp = s->hp;
-    /* Without a request the context stops at 4096 positions: a header may
-     * claim millions, and the cache must not grow out of proportion. */
-    s->n_ctx = s->opts.n_ctx ? s->opts.n_ctx
-                             : (hp->max_seq < 4096 ? hp->max_seq : 4096);
-    if (s->n_ctx > hp->max_seq)
-        s->n_ctx = hp->max_seq;
     s->q_dim = hp->n_heads * hp->head_dim;
     s->kv_dim = hp->n_kv_heads * hp->head_dim;
     /* per-layer geometry: q, att, k_tmp/v_tmp and the cache row are sized
@@ -348,66 +342,85 @@ static int bind_head(eng_session *s, const char *model_path, char *err,
     return 0;
 }
 
-/* Phase: activations, the KV cache and the prepared mat-vec inputs. */
+/* Phase: the decode scratch (eng_blocks.c), the routing counts, the RoPE
+ * tables and the session's own sequence (its KV cache) for the context
+ * asked for. */
 static int alloc_buffers(eng_session *s, const char *model_path, char *err,
                          size_t errlen)
 {
     const fmt_hparams *hp = s->hp;
     int oom = 0;
     s->hmax = hp->ffn_dim > hp->expert_ffn_dim ? hp->ffn_dim : hp->expert_ffn_dim;
-    size_t kv = (size_t)s->n_eff * s->n_ctx * s->kv_dim;
-    s->x = eng_xalloc(hp->dim * sizeof(float), &oom);
-    s->xb = eng_xalloc(hp->dim * sizeof(float), &oom);
-    s->q = eng_xalloc(s->q_dim * sizeof(float), &oom);
-    s->att = eng_xalloc(s->q_dim * sizeof(float), &oom);
-    s->hb = eng_xalloc(s->hmax * sizeof(float), &oom);
-    s->hb2 = eng_xalloc(s->hmax * sizeof(float), &oom);
-    s->bm = eng_xalloc(hp->dim * sizeof(float), &oom);
-    s->bd = eng_xalloc(hp->dim * sizeof(float), &oom);
-    s->be = eng_xalloc(hp->dim * sizeof(float), &oom);
-    s->bt = eng_xalloc(hp->dim * sizeof(float), &oom);
-    s->ba = eng_xalloc(hp->dim * sizeof(float), &oom);
-    s->xr = eng_xalloc(hp->dim * sizeof(float), &oom);
-    s->hist = eng_xalloc((hp->dense_delay + 1u) * hp->dim * sizeof(float), &oom);
-    s->pend = eng_xalloc((hp->expert_delay + 1u) * hp->dim * sizeof(float), &oom);
-    s->pend_target = eng_xalloc((hp->expert_delay + 1u) * sizeof(int32_t), &oom);
-    s->probs = eng_xalloc((hp->n_experts + 1u) * sizeof(float), &oom);
-    s->routed = eng_xalloc((size_t)hp->n_layers * hp->n_experts * sizeof(uint64_t), &oom);
-    s->logits = eng_xalloc(hp->vocab_size * sizeof(float), &oom);
-    s->scores = eng_xalloc(s->n_ctx * sizeof(float), &oom);
-    s->k_tmp = eng_xalloc(s->kv_dim * sizeof(float), &oom);
-    s->v_tmp = eng_xalloc(s->kv_dim * sizeof(float), &oom);
-    s->ctx_tok = eng_xalloc(s->n_ctx * sizeof(int32_t), &oom);
-    s->kv_exact = UINT32_MAX;
-    s->inv_freq = eng_xalloc(hp->head_dim / 2 * sizeof(float), &oom);
     s->kv_f16 = s->opts.kv_f16 < 0 ? s->ggml : s->opts.kv_f16 != 0;
+    s->routed = eng_xalloc((size_t)hp->n_layers * hp->n_experts * sizeof(uint64_t), &oom);
+    s->inv_freq = eng_xalloc(hp->head_dim / 2 * sizeof(float), &oom);
     if (s->ggml && (hp->flags & FMT_FLAG_ROPE_LLAMA3))
         s->rope_ff = eng_xalloc(hp->head_dim / 2 * sizeof(float), &oom);
-    if (s->kv_f16) {
-        s->kc16 = eng_xalloc(kv * sizeof(uint16_t), &oom);
-        s->vc16 = eng_xalloc(kv * sizeof(uint16_t), &oom);
-        s->att16 = eng_xalloc(2 * (size_t)s->hd_max * sizeof(uint16_t), &oom);
-    } else {
-        s->kc = eng_xalloc(kv * sizeof(float), &oom);
-        s->vc = eng_xalloc(kv * sizeof(float), &oom);
+    if (oom || eng_scratch_init(s))
+        return eng_fail(err, errlen, ENG_ENOMEM, "%s: out of memory", model_path);
+    /* Without a request the context stops at 4096 positions: a header may
+     * claim millions, and the cache must not grow out of proportion. */
+    uint32_t n_ctx = s->opts.n_ctx ? s->opts.n_ctx
+                                   : (hp->max_seq < 4096 ? hp->max_seq : 4096);
+    if (n_ctx > hp->max_seq)
+        n_ctx = hp->max_seq;
+    return eng_seq_new(s, n_ctx, &s->seq, err, errlen);
+}
+
+/* ---- sequences: what each stream of tokens owns (eng_impl.h) ---------- */
+
+int eng_seq_new(eng_session *s, uint32_t n_ctx, eng_seq **out, char *err, size_t errlen)
+{
+    const fmt_hparams *hp = s->hp;
+    const char *path = fmt_model_path(s->model);
+    *out = NULL;
+    if (!n_ctx && s->seq)
+        n_ctx = s->seq->n_ctx;
+    if (n_ctx > hp->max_seq)
+        return eng_fail(err, errlen, ENG_EARG,
+                        "%s: a context of %u positions: the model has %u", path, n_ctx,
+                        hp->max_seq);
+    const size_t kv = (size_t)s->n_eff * n_ctx * s->kv_dim;
+    eng_seq *seq = calloc(1, sizeof *seq);
+    int oom = !seq;
+    if (seq) {
+        seq->s = s;
+        seq->n_ctx = n_ctx;
+        seq->kv_exact = UINT32_MAX;
+        seq->tok = eng_xalloc(n_ctx * sizeof(int32_t), &oom);
+        seq->logits = eng_xalloc(hp->vocab_size * sizeof(float), &oom);
+        if (s->kv_f16) {
+            seq->kc16 = eng_xalloc(kv * sizeof(uint16_t), &oom);
+            seq->vc16 = eng_xalloc(kv * sizeof(uint16_t), &oom);
+        } else {
+            seq->kc = eng_xalloc(kv * sizeof(float), &oom);
+            seq->vc = eng_xalloc(kv * sizeof(float), &oom);
+        }
+        seq->next = s->seqs;        /* (eng_seq_free unlinks it) */
+        s->seqs = seq;
     }
-    if (hp->n_experts) {
-        s->n_xg = hp->top_k < ENG_MV_MAX ? hp->top_k : ENG_MV_MAX;
-        s->xg_h = eng_xalloc((size_t)s->n_xg * hp->expert_ffn_dim * sizeof(float), &oom);
-        s->xg_h2 = eng_xalloc((size_t)s->n_xg * hp->expert_ffn_dim * sizeof(float), &oom);
-        s->xg_o = eng_xalloc((size_t)s->n_xg * hp->dim * sizeof(float), &oom);
-        s->xg_act = eng_xalloc(s->n_xg * sizeof(kern_act), &oom);
-        for (unsigned j = 0; !oom && j < s->n_xg; j++)
-            oom = kern_act_init(&s->xg_act[j], hp->expert_ffn_dim) != 0;
-    }
-    if (oom || kern_act_init(&s->act_dim, hp->dim) ||
-        kern_act_init(&s->act_q, s->q_dim) ||
-        kern_act_init(&s->act_ffn, s->hmax))
+    if (oom || eng_scratch_ctx(s, n_ctx)) {
+        eng_seq_free(seq);
         return eng_fail(err, errlen, ENG_ENOMEM,
                         "%s: out of memory for a %u-token context (%.1f MiB of KV cache)",
-                        model_path, s->n_ctx,
-                        (double)kv * (s->kv_f16 ? 2 : 4) * 2 / (1024.0 * 1024.0));
+                        path, n_ctx, (double)kv * (s->kv_f16 ? 2 : 4) * 2 / (1024.0 * 1024.0));
+    }
+    *out = seq;
     return 0;
+}
+
+void eng_seq_free(eng_seq *seq)
+{
+    if (!seq)
+        return;
+    for (eng_seq **p = &seq->s->seqs; *p; p = &(*p)->next)
+        if (*p == seq) {
+            *p = seq->next;
+            break;
+        }
+    free(seq->kc); free(seq->vc); free(seq->kc16); free(seq->vc16);
+    free(seq->tok); free(seq->logits); free(seq->reuse_logits);
+    free(seq);
 }
 
 /* Phase: RoPE frequencies, shared, or per layer where a layer rotates
@@ -473,22 +486,11 @@ void eng_close(eng_session *s)
         return;
     eng_io_teardown(s);
     eng_moe_ahead_free(s);
-    kern_act_free(&s->act_dim);
-    kern_act_free(&s->act_q);
-    kern_act_free(&s->act_ffn);
-    for (unsigned j = 0; s->xg_act && j < s->n_xg; j++)
-        kern_act_free(&s->xg_act[j]);
-    free(s->xg_act); free(s->xg_h); free(s->xg_h2); free(s->xg_o);
-    free(s->x); free(s->xb); free(s->q); free(s->att); free(s->hb);
-    free(s->hb2); free(s->logits); free(s->scores); free(s->kc); free(s->vc);
-    free(s->k_tmp); free(s->v_tmp); free(s->inv_freq); free(s->ctx_tok);
-    free(s->pf_logits);
-    free(s->kc16); free(s->vc16); free(s->att16); free(s->rope_ff);
-    free(s->par_sc); free(s->par_h16); free(s->pf_work);
+    while (s->seqs)
+        eng_seq_free(s->seqs);
+    eng_scratch_free(s);
     eng_batch_free(s);
-    free(s->bm); free(s->bd); free(s->be); free(s->bt); free(s->ba); free(s->xr);
-    free(s->hist); free(s->pend); free(s->pend_target); free(s->probs);
-    free(s->routed);
+    free(s->inv_freq); free(s->rope_ff); free(s->routed);
     for (unsigned l = 0; s->layers && l < s->hp->n_layers; l++) {
         eng_layer *ly = &s->layers[l];
         for (unsigned e = 0; e < s->hp->n_experts; e++) {
@@ -523,9 +525,13 @@ const char *eng_model_meta(const eng_session *s, const char *key, size_t *len)
     return fmt_kv_get_str(fmt_model_kv(s->model), key, len);
 }
 int eng_kv_f16(const eng_session *s) { return s->kv_f16; }
-uint32_t eng_n_ctx(const eng_session *s) { return s->n_ctx; }
-uint32_t eng_n_past(const eng_session *s) { return s->n_past; }
-float *eng_logits(eng_session *s) { return s->logits; }
+uint32_t eng_n_ctx(const eng_session *s) { return s->seq->n_ctx; }
+float *eng_seq_logits(eng_seq *seq) { return seq->logits; }
+uint32_t eng_seq_n_past(const eng_seq *seq) { return seq->n_past; }
+uint32_t eng_seq_n_ctx(const eng_seq *seq) { return seq->n_ctx; }
+const char *eng_seq_error(const eng_seq *seq) { return seq->err; }
+uint32_t eng_n_past(const eng_session *s) { return s->seq->n_past; }
+float *eng_logits(eng_session *s) { return s->seq->logits; }
 const fmt_model *eng_model(const eng_session *s) { return s->model; }
 
 int eng_default_threads(int requested)
@@ -563,7 +569,8 @@ static void prof_attach(eng_session *s)
         eng_pool_run_all(s->pool, prof_attach_run, s->prof);
 }
 
-/* The critical-path model (fmt_critical_path, report eq. 4.23) per stored
+/* The critical-path model (fmt_critical_path; eq. 4.23 of the
+ * Pipeline-Native Transformers report) per stored
  * layer, handed to the profiler: src/prof knows no format types.  A
  * FixedPoint block carries the sum over its applications, as its
  * measured bytes do. */
@@ -611,15 +618,15 @@ void eng_get_stats(const eng_session *s, eng_stats *st)
 {
     *st = s->stats;
     st->bytes_per_token = s->bytes_per_token;
-    if (s->pf) {                 /* the running prefetch thread's counts too */
+    if (s->io.pf) {                 /* the running prefetch thread's counts too */
         uint64_t lines, dropped;
-        eng_pf_counts(s->pf, &lines, &dropped);
+        eng_pf_counts(s->io.pf, &lines, &dropped);
         st->pf_lines += lines;
         st->pf_dropped += dropped;
     }
-    if (s->xio)
-        eng_xio_hits(s->xio, &st->xio_hits, &st->xio_misses, &st->xio_depth_s);
-    st->xio_cache_bytes = s->xio_cache_bytes;
+    if (s->io.xio)
+        eng_xio_hits(s->io.xio, &st->xio_hits, &st->xio_misses, &st->xio_depth_s);
+    st->xio_cache_bytes = s->io.cache_bytes;
     eng_moe_ahead_stats(s, st);
 }
 

@@ -8,9 +8,15 @@
  *
  * NULL.  Pointer arguments must not be NULL unless the comment of the
  * function says otherwise; the ones that take NULL are the destructors
- * (eng_close, eng_tok_free, eng_sampler_free: no-ops), eng_open's opts
- * (defaults), eng_set_trace and eng_set_prof (detach),
- * eng_chat_detect's text (ENG_CHAT_NONE) and eng_expert_io_from_name (-1).
+ * (eng_close, eng_seq_free, eng_tok_free, eng_sampler_free: no-ops),
+ * eng_open's opts (defaults), eng_set_trace and eng_set_prof (detach),
+ * eng_chat_detect's text (ENG_CHAT_NONE), eng_expert_io_from_name (-1),
+ * and the n_reused of eng_prefill_reuse and eng_seq_prefill_reuse.
+ *
+ * Threads.  A session and its sequences serve one caller at a time: every
+ * call on them, and on the session's sequences, comes from one thread at
+ * a time (a server's scheduler thread), since they share the session's
+ * buffers.  Different sessions are independent.
  * Codes: ENG_E* keep the numbers of the format module's FMT_E* codes,
  * which eng_open maps one to one (eng_session.c).
  */
@@ -218,7 +224,7 @@ typedef struct eng_opts {
     unsigned   io_readers;
     /* The RAM expert cache of sync/staged I/O, in bytes: the staging slots
      * keep what they read, the expert issued least often lately out first
-     * ($CFLOW_XIO_POLICY=crf|lfu|lru, eng_io.c "Replacement"), so an expert
+     * ($CFLOW_XIO_POLICY=crf|lfu|lru, eng_io_cache.c), so an expert
      * routed again is not read again.  0: none (a token's slots only);
      * ENG_CACHE_AUTO: what the kernel says is free (MemAvailable, and the
      * cgroup's memory.max less memory.current where lower) less the
@@ -237,7 +243,7 @@ typedef struct eng_opts {
      * $CFLOW_EXPERT_AHEAD_LAYERS, else ENG_AHEAD_LAYERS. */
     int        expert_ahead_layers;
     /* 1: read the model into anonymous memory with huge pages advised
-     * (llama.cpp's --no-mmap: decode streams it faster, docs/PERFORMANCE.md,
+     * (llama.cpp's --no-mmap: decode streams it faster, docs/perf-log/,
      * at the cost of the copy), 0: map the file, -1 (default): read it in
      * when the file is at most half the free memory (MemAvailable, or the
      * cgroup's room; $CFLOW_MEM_FREE stands in), else map it. */
@@ -331,6 +337,65 @@ int  eng_prefill(eng_session *s, const int32_t *tokens, size_t n, char *err,
 /* Logits [n_vocab] of the position after the last fed token. */
 float *eng_logits(eng_session *s);
 
+/* ---- Sequences: several streams of tokens over one opened model ---- */
+/*
+ * A sequence is what one stream of tokens owns: its KV cache (of the
+ * session's precision, eng_kv_f16), its position, the tokens it holds
+ * (for eng_seq_prefill_reuse) and its logits.  The model, the weights,
+ * the worker pool, the tokenizer, expert I/O, the profiler and the
+ * statistics are the session's and shared, so a sequence costs its KV
+ * cache.  The session's own calls above (eng_decode, eng_prefill,
+ * eng_prefill_reuse, eng_shift, eng_reset, eng_logits, eng_n_past,
+ * eng_n_ctx) run on a sequence the session opens with; the eng_seq_*
+ * calls are the same on another, with the same codes.  A prefill, reset
+ * or free of one sequence may come between the decode steps of others.
+ */
+typedef struct eng_seq eng_seq;
+/* A new sequence of session s with a context of n_ctx positions (0: the
+ * session's own's, eng_n_ctx), empty.  0 and *out, or ENG_EARG (more
+ * positions than the model's max_seq) or ENG_ENOMEM (err gives the KV
+ * cache's size) with *out NULL. */
+int  eng_seq_new(eng_session *s, uint32_t n_ctx, eng_seq **out, char *err, size_t errlen);
+/* Free a sequence (NULL: nothing); eng_close frees those still open, so a
+ * sequence must not be used or freed after its session is closed. */
+void eng_seq_free(eng_seq *seq);
+int  eng_seq_decode(eng_seq *seq, int32_t token, char *err, size_t errlen);
+int  eng_seq_prefill(eng_seq *seq, const int32_t *tokens, size_t n, char *err,
+                     size_t errlen);
+int  eng_seq_prefill_reuse(eng_seq *seq, const int32_t *tokens, size_t n,
+                           size_t *n_reused, char *err, size_t errlen);
+int  eng_seq_shift(eng_seq *seq, uint32_t n_keep, uint32_t n_discard, char *err,
+                   size_t errlen);
+void eng_seq_reset(eng_seq *seq);
+/* Logits [n_vocab] after the sequence's last token; the caller may
+ * change them (a sampler does), the next token overwrites them. */
+float   *eng_seq_logits(eng_seq *seq);
+uint32_t eng_seq_n_past(const eng_seq *seq);
+uint32_t eng_seq_n_ctx(const eng_seq *seq);
+/* The line of the sequence's last failure in eng_decode_batch ("" when
+ * its last batched token went in). */
+const char *eng_seq_error(const eng_seq *seq);
+/* One token for each of n sequences: tokens[i] into seqs[i], each at its
+ * own position, as one pass over the weights (the batched mat-mats;
+ * attention per sequence over its own cache; a MoE layer's experts of
+ * all the sequences grouped by expert and fetched once).  Each
+ * sequence's logits are bit for bit those eng_seq_decode gives it alone,
+ * so batching changes no token.  A model whose schedule cannot batch
+ * (the pipeline-native combine styles other than ParallelSqrt2), a
+ * session with a trace attached, and $CFLOW_NO_BATCH run the sequences
+ * one after another, with the same results.
+ * rcs[i] gets sequence i's code, as eng_seq_decode's; a failure fails
+ * only its sequence (it takes no position, eng_seq_error says why): a
+ * full context or a token out of the vocabulary before the pass, ENG_ENAN
+ * after it; a sequence that is not the session's, or one given twice,
+ * ENG_EARG.  An expert read that fails in the shared pass fails every
+ * sequence of that pass (ENG_EIO, ENG_EFORMAT; none takes its position),
+ * a model file that shrank every one.  Returns 0 when every sequence took
+ * its token, else the first failure's code with its line in err.  n 0:
+ * 0. */
+int  eng_decode_batch(eng_session *s, eng_seq *const *seqs, const int32_t *tokens,
+                      unsigned n, int *rcs, char *err, size_t errlen);
+
 /* Per-step statistics (extended by the profiling work). */
 typedef struct eng_stats {
     uint64_t n_prompt, n_gen;
@@ -382,8 +447,8 @@ struct prof;
 void eng_set_prof(eng_session *s, struct prof *p);
 
 
-/* ---- Expert I/O and prefetch (report 3.9, 5.8, 5.14; eng_io.c,
- *      eng_prefetch.c) ---- */
+/* ---- Expert I/O and prefetch (the Pipeline-Native Transformers report,
+ *      3.9, 5.8, 5.14; eng_fetch.c, eng_io.c, eng_prefetch.c) ---- */
 /* mmap: expert tiles read in place from the mapping; sync: each routed
  * expert read with O_DIRECT into a staging slot at its routing layer,
  * waited for at once; staged: read issued at the routing layer, waited

@@ -259,7 +259,7 @@ static int kept_after(const char *path, const char *policy, unsigned tokens)
     return kept;
 }
 
-/* The crf policy's clock is tokens (eng_io.c, "Replacement"): with no
+/* The crf policy's clock is tokens (eng_io_cache.c): with no
  * token between them key 0's three issues outweigh keys 1-3's one each,
  * and key 4 takes one of theirs; 100 tokens later (2^-4 of the weight
  * left at 0.04 a token) they weigh less than one fresh issue and key 4
@@ -298,15 +298,15 @@ static void test_session_clock(void **state)
         if (rc)
             fprintf(stderr, "eng_open: %s\n", err);
         assert_int_equal(rc, 0);
-        assert_non_null(s->xio);
+        assert_non_null(s->io.xio);
         const int32_t prompt[5] = { 1, 2, 3, 4, 5 };
         assert_int_equal(eng_prefill(s, prompt, 5, err, sizeof err), 0);
-        assert_int_equal(s->xio->tokens, 5);
+        assert_int_equal(s->io.xio->cache.tokens, 5);
         for (int i = 0; i < 3; i++)
             assert_int_equal(eng_decode(s, 6 + i, err, sizeof err), 0);
         fprintf(stderr, "%s: session clock after 5 prefilled and 3 decoded: %llu tokens\n",
-                presets[p], (unsigned long long)s->xio->tokens);
-        assert_int_equal(s->xio->tokens, 8);
+                presets[p], (unsigned long long)s->io.xio->cache.tokens);
+        assert_int_equal(s->io.xio->cache.tokens, 8);
         eng_close(s);
         remove(model);
     }
