@@ -12,7 +12,8 @@
  *
  * man/cflow.1 (SERVE) lists every field.  Requests run in slots, each a
  * sequence of the one opened model with its own KV cache; the decode steps
- * of all busy slots run as one step of the engine (srv_eng.c), a new
+ * of all busy slots run as one batched step of the engine (srv_eng.c,
+ * eng_decode_batch), a new
  * request joins at the next step and a finished one leaves.  Each request
  * is a run in the run log (program "cflow serve").
  *
@@ -42,14 +43,13 @@ enum {
 };
 
 typedef struct srv_config {
-    /* The model: session is open (eng_open of model_path under *eng) and
-     * becomes the server's first slot; it is borrowed until srv_stop and
-     * must not be used meanwhile.  model_id is the name clients see in
-     * /v1/models and /api/tags (what a request's "model" field is not
-     * checked against: one model is served whatever it names). */
+    /* The model: session is open (eng_open of model_path), and every slot
+     * is a sequence of it; it is borrowed until srv_stop and must not be
+     * used meanwhile.  model_id is the name clients see in /v1/models and
+     * /api/tags (what a request's "model" field is not checked against:
+     * one model is served whatever it names). */
     eng_session    *session;
     const char     *model_path;
-    const eng_opts *eng;
     const char     *model_id;
     /* The network: host is a numeric IPv4 or IPv6 address or a name
      * (the first address it resolves to); port 0 takes any free port

@@ -204,7 +204,7 @@ static char *dup_or_null(const char *s, int *bad)
 
 static int check_config(const srv_config *c, char *err, size_t errlen)
 {
-    if (!c->session || !c->model_path || !c->eng) {
+    if (!c->session || !c->model_path) {
         snprintf(err, errlen, "no model session");
         return SRV_EARG;
     }
@@ -272,7 +272,7 @@ int srv_start(srv **out, const srv_config *c, char *err, size_t errlen)
     }
     s->tok = eng_tokenizer(c->session);
     s->chat = eng_session_chat(c->session);
-    if (srv_eng_open(&s->eng, c->session, c->model_path, c->eng, c->n_slots, err, errlen)) {
+    if (srv_eng_open(&s->eng, c->session, c->n_slots, err, errlen)) {
         free_srv(s);
         return SRV_EENG;
     }

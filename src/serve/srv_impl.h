@@ -14,7 +14,7 @@
  *                 prefill between decode steps, one batched step, sampling,
  *                 stop strings, cancellation
  *   srv_eng.c     the engine under the scheduler: N sequences of one model
- *                 and one decode step over several of them
+ *                 and one batched decode step over several of them
  *   srv_log.c     each request a run in the run log
  *   srv_metrics.c /metrics and the counters behind it
  *
@@ -179,11 +179,10 @@ void srv_rfc3339_now(char out[40]);
 
 /* ---- the engine under the scheduler (srv_eng.c) ---- */
 typedef struct srv_eng srv_eng;
-/* n sequences of the model first opened from path under o: first is the
- * first sequence.  0, or ENG_E* with one line in err. */
-int      srv_eng_open(srv_eng **out, eng_session *first, const char *path, const eng_opts *o,
-                      unsigned n, char *err, size_t errlen);
-/* Frees every sequence but first. */
+/* n sequences of session s, each of its context.  0, or ENG_E* with one
+ * line in err. */
+int      srv_eng_open(srv_eng **out, eng_session *s, unsigned n, char *err, size_t errlen);
+/* Frees the sequences (not the session). */
 void     srv_eng_close(srv_eng *e);
 const char *srv_eng_kind(const srv_eng *e);
 uint32_t srv_eng_n_ctx(const srv_eng *e);
@@ -204,8 +203,7 @@ unsigned srv_eng_step(srv_eng *e, const unsigned *qs, const int32_t *tokens, uns
 void     srv_eng_reset(srv_eng *e, unsigned q);
 /* Logits [n_vocab] after sequence q's last token. */
 float   *srv_eng_logits(srv_eng *e, unsigned q);
-/* The engine's counters summed over the sequences (the scheduler's
- * thread). */
+/* The engine's counters, all sequences (the scheduler's thread). */
 void     srv_eng_stats(const srv_eng *e, eng_stats *st);
 
 /* ---- slots and the scheduler (srv_sched.c) ---- */

@@ -141,7 +141,6 @@ int ui_cmd_serve(int argc, char **argv)
     ui_settings_sampling(&o, &sp);
     c.session = s;
     c.model_path = model;
-    c.eng = &eo;
     model_name(&o, named, name, sizeof name);
     c.model_id = name;
     c.host = o.host;
