@@ -106,6 +106,14 @@ const char *tu_cflow(void)
     return b && *b ? b : "./cflow";
 }
 
+const char *tu_default_model(void)
+{
+    static char path[4096];
+    const char *src = getenv("CFLOW_SRCDIR");
+    snprintf(path, sizeof path, "%s/data/default.cflow", src && *src ? src : ".");
+    return path;
+}
+
 static double now_ms(void)
 {
     struct timespec ts;

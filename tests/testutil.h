@@ -21,6 +21,9 @@ const char *tu_shared_file(const char *rel);
 const char *tu_tmp(const char *name);
 /* The cflow binary under test ($CFLOW_BIN, else ./cflow). */
 const char *tu_cflow(void);
+/* The shipped model, data/default.cflow of the source tree
+ * ($CFLOW_SRCDIR, else .). */
+const char *tu_default_model(void);
 
 typedef struct tu_proc {
     char  *out, *err;      /* NUL-terminated captured output (malloc'd) */

@@ -322,7 +322,7 @@ void prof_xio_derive(prof_xio_fig *f);
 /* ======================================================================= */
 typedef struct prof_log prof_log;
 
-#define PROF_LOG_SCHEMA 10  /* PRAGMA user_version of a current database */
+#define PROF_LOG_SCHEMA 11  /* PRAGMA user_version of a current database */
 
 enum { PROF_LOG_CREATE = 1 };  /* create the file (and its folder) if absent */
 
@@ -369,6 +369,13 @@ typedef struct prof_run_cfg {
     double      temp, top_p, min_p, rep_penalty;
     int         top_k, rep_last_n;
     uint64_t    seed;
+    /* A request to `cflow serve` (schema 11); client NULL for a run of a
+     * local program, which leaves the three columns NULL: the client's
+     * address ("127.0.0.1:41234", "[::1]:41234"), the method and path
+     * ("POST /v1/chat/completions"), and the seconds the request waited
+     * for a slot. */
+    const char *client, *endpoint;
+    double      queue_s;
 } prof_run_cfg;
 
 /* The read bandwidth already recorded for the host cflow runs on (same
@@ -394,6 +401,12 @@ int  prof_log_diskbw_find(prof_log *l, const char *hostname, uint64_t dev, doubl
 /* Start a session (machine and model rows are found or made). */
 int  prof_log_session(prof_log *l, const prof_machine *m, const prof_model_info *mi,
                       const char *program, char *err, size_t errlen);
+/* Take part in the session another handle on the same file began
+ * (prof_log_session on from): the runs this handle begins belong to it.
+ * A program that logs several runs at once (`cflow serve`, a run per
+ * request) opens a handle per run in flight, all in one session.  0, or
+ * -1 with err when from has begun no session. */
+int  prof_log_session_join(prof_log *l, const prof_log *from, char *err, size_t errlen);
 /* Start a run in the session under cfg; the profiler's run must have been
  * started (prof_run_begin) just before: its records are the run's tokens. */
 int  prof_log_run_begin(prof_log *l, prof *p, const prof_run_cfg *cfg,
@@ -401,6 +414,14 @@ int  prof_log_run_begin(prof_log *l, prof *p, const prof_run_cfg *cfg,
 /* The expert streaming figures the run's next flushes write (a copy;
  * NULL: none, the columns stay NULL). */
 void prof_log_set_xio(prof_log *l, const prof_xio_fig *f);
+/* How a request to `cflow serve` ended, which the run's next flushes write
+ * (schema 11): stop is why ("stop": an end-of-text token or a stop
+ * string, "length": max_tokens or the context, "cancelled": the client
+ * left, "error"; NULL: not yet known), n_cached the prompt tokens found
+ * in the slot's cache and not prefilled again, n_prompt_all the prompt's
+ * tokens (n_prompt counts those prefilled). */
+void prof_log_set_request(prof_log *l, const char *stop, uint64_t n_cached,
+                          uint64_t n_prompt_all);
 /* Is a flush due (64 tokens waiting or half a second since the last)? */
 int  prof_log_due(const prof_log *l, const prof *p);
 /* Write the tokens waiting in the ring and the run's running totals in one
@@ -446,6 +467,12 @@ typedef struct prof_run_row {
      * figures are comparable with the critical path, as bytes over all
      * tokens are not after a batched prefill. */
     double   tok_bytes[3];
+    /* a request to `cflow serve` (schema 11; "" and -1 for other runs):
+     * prof_run_cfg's client, endpoint and queue_s, prof_log_set_request's
+     * stop, n_cached and n_prompt_all */
+    char     client[64], endpoint[64], stop[16];
+    double   queue_s;
+    int64_t  n_cached, n_prompt_all;
 } prof_run_row;
 
 /* Runs, oldest first; model_filter (NULL: all) keeps runs whose model path
@@ -561,7 +588,9 @@ int prof_log_bench(prof_log *l, const prof_bench_row *r, char *err, size_t errle
  * "@N" (N decimal: where the fault starts counting) where the fault
  * counts: runlog:enospc, runlog:busy (the run log, prof_fault.c),
  * expert-read:eio, expert-read:short (the expert reads, eng_io_queue.c),
- * uring-init:eperm (eng_io_uring.c; takes no @N).  This grammar is
+ * uring-init:eperm (eng_io_uring.c; takes no @N), serve:step-ms (N:
+ * the least milliseconds of a decode step of cflow serve, srv_sched.c).
+ * This grammar is
  * written here once, for the check and for every reader of a fault. */
 
 /* 1 when v (not NULL) is that grammar, else 0. */

@@ -25,6 +25,11 @@
  * or with one naming no run log fault, nothing is registered and the log
  * uses SQLite's default VFS.  The counters are process-wide.
  *
+ * CFLOW_FAULT=serve:step-ms@N makes every decode step of `cflow serve`
+ * last N milliseconds at least (srv_sched.c): the shipped model, whose
+ * steps take a fraction of one, then streams slowly enough for the tests
+ * to see requests share steps and clients leave in the middle.
+ *
  * The variable's grammar is read here for every fault of the suite
  * (prof_fault_ok, prof_fault_get in prof.h): the engine's expert reads and
  * io_uring refusal ask for theirs by name, and eng_env_check refuses a
@@ -156,7 +161,7 @@ static int v_fullpath(sqlite3_vfs *v, const char *name, int n, char *out)
 /* The faults $CFLOW_FAULT may name, and whether each takes "@N". */
 static const struct { const char *name; int counted; } known[] = {
     { "runlog:enospc", 1 },     { "runlog:busy", 1 }, { "expert-read:eio", 1 },
-    { "expert-read:short", 1 }, { "uring-init:eperm", 0 },
+    { "expert-read:short", 1 }, { "uring-init:eperm", 0 }, { "serve:step-ms", 1 },
 };
 enum { N_KNOWN = sizeof known / sizeof *known };
 

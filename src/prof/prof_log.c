@@ -113,7 +113,15 @@
  * ahead, 0 off; NULL for a dense model), so runs that differ in it can be
  * told apart; version 10 to bench interleave, how many tests took turns
  * a token each in the test's repetitions (`cflow bench --interleave`; 1
- * a test run alone, NULL before version 10).
+ * a test run alone, NULL before version 10); version 11 to run what a
+ * request to `cflow serve` adds (NULL for the runs of other programs):
+ * client (the address and port it came from), endpoint (method and
+ * path), stop (why it ended: "stop", "length", "cancelled", "error"),
+ * queue_s (seconds it waited for a slot), n_cached (prompt tokens the
+ * slot's cache already held, not prefilled again: n_prompt counts those
+ * prefilled) and n_prompt_all (the prompt's tokens).  A server logs each
+ * request as a run of its one session, several in flight at once, each
+ * through its own handle (prof_log_session_join).
  * Migrating runs inside the BEGIN IMMEDIATE transaction that reads
  * user_version, so two processes opening an old log at once migrate it
  * once.  A log newer than this program is refused, never downgraded.
@@ -314,6 +322,14 @@ static const char *const migrations[PROF_LOG_SCHEMA] = {
 
     /* 9 -> 10: the tests a bench test's repetitions were shared with */
     "ALTER TABLE bench ADD COLUMN interleave INTEGER;",
+
+    /* 10 -> 11: a run that is a request to `cflow serve` */
+    "ALTER TABLE run ADD COLUMN client TEXT;"
+    "ALTER TABLE run ADD COLUMN endpoint TEXT;"
+    "ALTER TABLE run ADD COLUMN stop TEXT;"
+    "ALTER TABLE run ADD COLUMN queue_s REAL;"
+    "ALTER TABLE run ADD COLUMN n_cached INTEGER;"
+    "ALTER TABLE run ADD COLUMN n_prompt_all INTEGER;",
 };
 
 int prof_log_fail(prof_log *l, char *err, size_t errlen, const char *what)

@@ -22,6 +22,7 @@
  *                   run begins)
  *   has_xio, xio    the expert streaming figures the flushes write
  *                   (prof_log_set_xio)
+ *   has_req, req_*  how a server request ended (prof_log_set_request)
  */
 #ifndef CFLOW_PROF_LOG_IMPL_H
 #define CFLOW_PROF_LOG_IMPL_H
@@ -45,6 +46,9 @@ struct prof_log {
     sqlite3_stmt *ins_token, *upd_run, *ins_layer, *ins_counter;
     int           has_xio;      /* prof_log_set_xio gave the run's figures */
     prof_xio_fig  xio;
+    int           has_req;      /* prof_log_set_request gave the run's outcome */
+    char          req_stop[16];
+    uint64_t      req_cached, req_prompt;
 };
 
 /* "PATH: what: sqlite's message" into err; returns -1. */

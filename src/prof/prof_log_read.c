@@ -121,7 +121,8 @@ static int binding_from_name(const char *s)
     " coalesce(r.xio_stall_s, 0), coalesce(r.xio_pred_reads, 0),"                     \
     " coalesce(r.xio_pred_wasted, 0), coalesce(r.xio_pred_bytes, 0), r.xio_wasted_tok," \
     " r.xio_compute_s_tok, r.xio_ov_limit_tok_s, r.xio_ov_reached,"                   \
-    " coalesce(r.expert_ahead, -1)"                                                   \
+    " coalesce(r.expert_ahead, -1), r.client, r.endpoint, r.stop, r.queue_s,"         \
+    " r.n_cached, r.n_prompt_all"                                                     \
     " FROM run r JOIN session s ON s.id = r.session_id"                               \
     " JOIN model m ON m.id = s.model_id JOIN machine ma ON ma.id = s.machine_id"
 
@@ -133,8 +134,8 @@ static void col_str(sqlite3_stmt *st, int i, char *dst, size_t n)
 
 /* The columns after RUN_COLS' first ones from i on: the file that ran,
  * the mode asked for, the cache, the expert figures (NULL: none) and the
- * look-ahead setting (-1: not recorded). */
-static void read_xio(sqlite3_stmt *st, int i, prof_run_row *r)
+ * look-ahead setting (-1: not recorded).  Returns the next column. */
+static int read_xio(sqlite3_stmt *st, int i, prof_run_row *r)
 {
     col_str(st, i++, r->model_file, sizeof r->model_file);
     col_str(st, i++, r->expert_io_asked, sizeof r->expert_io_asked);
@@ -163,6 +164,20 @@ static void read_xio(sqlite3_stmt *st, int i, prof_run_row *r)
     f->bound_diskbw = f->disk_gbs > 0;
     f->bound_gbs = f->bound_diskbw ? f->disk_gbs : f->gb_s;
     r->expert_ahead = sqlite3_column_int(st, i++);
+    return i;
+}
+
+/* A request to `cflow serve` (schema 11): "" and -1 where NULL. */
+static void read_request(sqlite3_stmt *st, int i, prof_run_row *r)
+{
+    col_str(st, i++, r->client, sizeof r->client);
+    col_str(st, i++, r->endpoint, sizeof r->endpoint);
+    col_str(st, i++, r->stop, sizeof r->stop);
+    r->queue_s = sqlite3_column_type(st, i) == SQLITE_NULL ? -1.0 : sqlite3_column_double(st, i);
+    i++;
+    int64_t *n[2] = { &r->n_cached, &r->n_prompt_all };
+    for (int k = 0; k < 2; k++, i++)
+        *n[k] = sqlite3_column_type(st, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, i);
 }
 
 static void read_row(sqlite3_stmt *st, void *item, void *ctx)
@@ -216,7 +231,7 @@ static void read_row(sqlite3_stmt *st, void *item, void *ctx)
     r->cp_critical = sqlite3_column_double(st, i + 2 + PROF_LOG_NBST);
     for (int k = 0; k < 3; k++)
         r->tok_bytes[k] = sqlite3_column_double(st, i + 3 + PROF_LOG_NBST + k);
-    read_xio(st, i + 6 + PROF_LOG_NBST, r);
+    read_request(st, read_xio(st, i + 6 + PROF_LOG_NBST, r), r);
     if (!strcmp(r->status, "running") && sqlite3_column_type(st, i) != SQLITE_NULL) {
         char host[256] = "";
         long long pid = sqlite3_column_int64(st, i);

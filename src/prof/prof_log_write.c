@@ -109,6 +109,27 @@ void prof_log_set_xio(prof_log *l, const prof_xio_fig *f)
         l->xio = *f;
 }
 
+void prof_log_set_request(prof_log *l, const char *stop, uint64_t n_cached,
+                          uint64_t n_prompt_all)
+{
+    snprintf(l->req_stop, sizeof l->req_stop, "%s", stop ? stop : "");
+    l->req_cached = n_cached;
+    l->req_prompt = n_prompt_all;
+    l->has_req = 1;
+}
+
+int prof_log_session_join(prof_log *l, const prof_log *from, char *err, size_t errlen)
+{
+    if (from->session_id <= 0) {
+        snprintf(err, errlen, "%s: no session to join", from->path);
+        return -1;
+    }
+    l->machine_id = from->machine_id;
+    l->model_id = from->model_id;
+    l->session_id = from->session_id;
+    return 0;
+}
+
 /* Find or make a row; *id gets it. */
 static int find_or_add(sqlite3 *db, const char *find, const char *add,
                        void (*bind)(sqlite3_stmt *, const void *), const void *arg,
@@ -261,7 +282,8 @@ static int prepare_writers(prof_log *l)
           " xio_bytes_tok=?28, xio_gb_s=?29, xio_depth=?30, xio_limit_tok_s=?31,"
           " xio_reached=?32, xio_pred_acc=?33, xio_stall_s=?34, xio_pred_reads=?35,"
           " xio_pred_wasted=?36, xio_pred_bytes=?37, xio_wasted_tok=?38,"
-          " xio_compute_s_tok=?39, xio_ov_limit_tok_s=?40, xio_ov_reached=?41 WHERE id=?1",
+          " xio_compute_s_tok=?39, xio_ov_limit_tok_s=?40, xio_ov_reached=?41,"
+          " stop=?42, n_cached=?43, n_prompt_all=?44 WHERE id=?1",
           &l->upd_run },
         { "INSERT OR REPLACE INTO layer_stat(run_id, layer, attn_s, ffn_s, experts_s,"
           " io_wait_s, n_tokens, attn_bytes, ffn_bytes, experts_bytes, cp_attn_bytes,"
@@ -303,9 +325,10 @@ int prof_log_run_begin(prof_log *l, prof *p, const prof_run_cfg *c, int64_t *run
         l->db,
         "INSERT INTO run(session_id, started, status, threads, prefetch, expert_io,"
         " n_ctx, temp, top_k, top_p, min_p, rep_penalty, rep_last_n, seed, n_prompt,"
-        " n_gen, prefill_s, decode_s, expert_io_asked, expert_cache_bytes, expert_ahead)"
+        " n_gen, prefill_s, decode_s, expert_io_asked, expert_cache_bytes, expert_ahead,"
+        " client, endpoint, queue_s)"
         " VALUES(?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
-        " 0, 0, 0, 0, ?14, ?15, ?16)",
+        " 0, 0, 0, 0, ?14, ?15, ?16, ?17, ?18, ?19)",
         -1, &st, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, l->session_id);
@@ -329,12 +352,19 @@ int prof_log_run_begin(prof_log *l, prof *p, const prof_run_cfg *c, int64_t *run
             sqlite3_bind_int(st, 16, c->expert_ahead);
         else
             sqlite3_bind_null(st, 16);
+        prof_log_bind_text(st, 17, c->client);
+        prof_log_bind_text(st, 18, c->client ? c->endpoint : NULL);
+        if (c->client)
+            sqlite3_bind_double(st, 19, c->queue_s);
+        else
+            sqlite3_bind_null(st, 19);
         rc = step_done(st);
         sqlite3_finalize(st);
     }
     if (rc == SQLITE_OK)
         l->run_id = sqlite3_last_insert_rowid(l->db);
     l->has_xio = 0;                  /* a new run: its own figures */
+    l->has_req = 0;
     if (prof_log_end(l, rc, err, errlen))
         return -1;
     /* the run's records: those of the profiler's current generation */
@@ -419,6 +449,14 @@ static int write_totals(prof_log *l, prof *p, int final)
     bind_pos_real(st, 16, t.cp_layers ? t.cp_naive : 0);
     bind_pos_real(st, 17, t.cp_layers ? t.cp_critical : 0);
     bind_xio(st, 18, l->has_xio ? &l->xio : NULL);
+    if (l->has_req) {
+        prof_log_bind_text(st, 42, l->req_stop[0] ? l->req_stop : NULL);
+        sqlite3_bind_int64(st, 43, (sqlite3_int64)l->req_cached);
+        sqlite3_bind_int64(st, 44, (sqlite3_int64)l->req_prompt);
+    } else {
+        for (int k = 42; k <= 44; k++)
+            sqlite3_bind_null(st, k);
+    }
     if ((rc = step_done(st)) != SQLITE_OK)
         return rc;
 

@@ -8,6 +8,7 @@
  *   cflow runs      the run log: list, show, compare, export
  *   cflow bench     throughput (llama-bench's tests), membw, l1d, directio
  *   cflow models    the cache of models converted on the fly: list, rm, clear
+ *   cflow serve     the model over HTTP (OpenAI's and ollama's APIs; src/serve)
  */
 #include "config.h"
 
@@ -31,6 +32,7 @@ static const struct {
     { "runs", ui_cmd_runs, "list, show, compare and export logged runs" },
     { "bench", ui_cmd_bench, "throughput as llama-bench measures it; membw, l1d, directio" },
     { "models", ui_cmd_models, "list and free the cache of models converted on the fly" },
+    { "serve", ui_cmd_serve, "serve a model over HTTP: OpenAI's and ollama's APIs" },
 };
 
 static void usage(FILE *f)

@@ -174,6 +174,14 @@ static json_object *run_json(const prof_run_row *r)
                            have ? jnum(tok_streamed(r)) : NULL);
     json_object_object_add(o, "b_naive_bytes", jpos(r->cp_naive));
     json_object_object_add(o, "b_critical_bytes", jpos(r->cp_critical));
+    /* a request to cflow serve (schema 11); null for other runs */
+    const int req = r->client[0] != '\0';
+    json_object_object_add(o, "client", req ? jstr(r->client) : NULL);
+    json_object_object_add(o, "endpoint", req ? jstr(r->endpoint) : NULL);
+    json_object_object_add(o, "stop", r->stop[0] ? jstr(r->stop) : NULL);
+    json_object_object_add(o, "queue_s", r->queue_s >= 0 ? jnum(r->queue_s) : NULL);
+    json_object_object_add(o, "n_cached", r->n_cached >= 0 ? jint(r->n_cached) : NULL);
+    json_object_object_add(o, "n_prompt_all", r->n_prompt_all >= 0 ? jint(r->n_prompt_all) : NULL);
     return o;
 }
 
@@ -344,6 +352,14 @@ static int cmd_show(prof_log *l, const char *arg)
            " (last %d), seed %llu\n",
            "sampling", r.temp, r.top_k, r.top_p, r.min_p, r.rep_penalty, r.rep_last_n,
            (unsigned long long)r.seed);
+    if (r.client[0]) {   /* a request to cflow serve */
+        printf("  %-11s %s from %s, queued %.3f s", "request", ui_printable(r.endpoint),
+               ui_printable(r.client), r.queue_s > 0 ? r.queue_s : 0.0);
+        if (r.n_prompt_all >= 0)
+            printf(", %lld prompt tokens (%lld cached)", (long long)r.n_prompt_all,
+                   (long long)r.n_cached);
+        printf(", stopped: %s\n", r.stop[0] ? ui_printable(r.stop) : "-");
+    }
     printf("  %-11s %llu tokens in %.3f s (%.2f tok/s)\n", "prompt",
            (unsigned long long)r.n_prompt, r.prefill_s, r.prefill_tok_s);
     printf("  %-11s %llu tokens in %.3f s (%.2f tok/s, %.2f GB/s of weights", "decode",

@@ -37,6 +37,7 @@ int ui_cmd_ppl(int argc, char **argv);
 int ui_cmd_runs(int argc, char **argv);
 int ui_cmd_bench(int argc, char **argv);
 int ui_cmd_models(int argc, char **argv);
+int ui_cmd_serve(int argc, char **argv);
 
 /* ---- cmd_run_log.c: profiling and logging one `cflow run` ---- */
 typedef struct ui_run_cfg {
@@ -79,6 +80,8 @@ enum ui_opt_id {
     UI_O_B_REPS, UI_O_B_OUTPUT, UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_AHEAD_LAYERS,
     UI_O_B_READ_BW, UI_O_B_NO_WARMUP, UI_O_B_WARMUP_REPS, UI_O_B_INTERLEAVE, UI_O_B_SEED,
     UI_O_B_ROWS_DIV, UI_O_B_QD, UI_O_B_DISK_FILE,
+    /* cflow serve */
+    UI_O_HOST, UI_O_PORT, UI_O_PARALLEL, UI_O_QUEUE, UI_O_TIMEOUT, UI_O_API_KEY, UI_O_ALIAS,
     UI_O_HELP, UI_O_VERSION,
     UI_O_N,
     UI_O_END = -1
@@ -160,6 +163,9 @@ typedef struct ui_settings {
     long        warmup_reps;     /* untimed full repetitions before the timed ones */
     int         interleave;      /* tg tests take turns token by token */
     uint64_t    b_seed;
+    /* cflow serve */
+    const char *host, *api_key, *alias;
+    long        port, parallel, queue, timeout;
     int         help, version;
     unsigned char given[UI_O_N];
 } ui_settings;

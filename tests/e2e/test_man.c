@@ -1,6 +1,7 @@
 /*
  * test_man.c — the man pages against today's limits.  `cflow run --help`,
- * `cflow bench --help`, `cflow ppl --help` and `cflow-tui --help` are built
+ * `cflow bench --help`, `cflow ppl --help`, `cflow serve --help` and
+ * `cflow-tui --help` are built
  * from the one option table (src/ui/ui_opt.c); every option they list must
  * have an entry in its section of man/cflow.1 or man/cflow-tui.1, that
  * entry must give the option's range (both ends, as numbers), say
@@ -213,6 +214,7 @@ static void test_man_matches_help(void **state)
     int bad = check(tu_cflow(), "run", "cflow.1", ".Ss cflow run", "\n.Ss ");
     bad += check(tu_cflow(), "bench", "cflow.1", ".Ss cflow bench", "\n.Ss cflow ppl");
     bad += check(tu_cflow(), "ppl", "cflow.1", ".Ss cflow ppl", "\n.Ss ");
+    bad += check(tu_cflow(), "serve", "cflow.1", ".Ss cflow serve", "\n.Sh ");
     bad += check(tui, NULL, "cflow-tui.1", ".Sh OPTIONS", "\n.Sh ");
     assert_int_equal(bad, 0);
 }

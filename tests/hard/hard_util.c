@@ -49,10 +49,7 @@ int hard_copy(const char *from, const char *to)
 
 const char *hard_default_model(void)
 {
-    static char path[4096];
-    const char *src = getenv("CFLOW_SRCDIR");
-    snprintf(path, sizeof path, "%s/data/default.cflow", src && *src ? src : ".");
-    return path;
+    return tu_default_model();
 }
 
 int hard_sanitizers(void)

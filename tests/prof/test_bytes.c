@@ -379,7 +379,7 @@ static void test_migrate_v2(void **state)
     cflow(&p, "runs", "list", "--json", "--db", db, NULL);
     expect_ok(&p, "list a v2 log");
     assert_int_equal(tu_db_int(db, "PRAGMA user_version"), PROF_LOG_SCHEMA);
-    assert_int_equal(PROF_LOG_SCHEMA, 10);
+    assert_int_equal(PROF_LOG_SCHEMA, 11);
     json_object *a = json_tokener_parse(p.out);
     assert_non_null(a);
     assert_int_equal(json_object_array_length(a), 1);

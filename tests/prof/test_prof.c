@@ -532,7 +532,7 @@ static void test_fault_grammar(void **state)
     (void)state;
     static const char *const good[] = {
         "runlog:enospc", "runlog:busy@0", "expert-read:eio@12", "uring-init:eperm",
-        "expert-read:short@3,runlog:busy,uring-init:eperm",
+        "expert-read:short@3,runlog:busy,uring-init:eperm", "serve:step-ms@20",
     };
     static const char *const bad[] = {
         "", "runlog:enopsc", "runlog:busy@", "runlog:busy@x", "runlog:busy@1x",

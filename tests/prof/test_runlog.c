@@ -820,8 +820,8 @@ static void test_refused_logs_unchanged(void **state)
         /* closing must not checkpoint the WAL into the file */
         { "newer-wal", NULL,
           "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; CREATE TABLE future(x);"
-          " INSERT INTO future VALUES(1); PRAGMA user_version=11;",
-          "schema version 11 is newer" },
+          " INSERT INTO future VALUES(1); PRAGMA user_version=12;",
+          "schema version 12 is newer" },
         { "negative", NULL, "CREATE TABLE t(x); PRAGMA user_version=-1;",
           "schema version -1 is not one this cflow knows" },
         { "missing", NULL,
