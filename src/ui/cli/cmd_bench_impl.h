@@ -1,0 +1,90 @@
+/*
+ * cmd_bench_impl.h — private to `cflow bench`: what its tests
+ * (cmd_bench.c) and its printing (cmd_bench_out.c) share: the settings of
+ * a run of tests and one test's result.
+ */
+#ifndef CFLOW_CMD_BENCH_IMPL_H
+#define CFLOW_CMD_BENCH_IMPL_H
+
+#include <stdint.h>
+
+#include "prof/prof.h"
+#include "ui/common/ui.h"
+
+#define MAXL UI_LIST_MAX   /* entries per list option */
+typedef ui_ilist ilist;
+
+/* The words of the prefetch (0 off, 1 on) and expert I/O modes. */
+extern const char *const ui_bench_onoff[2];
+extern const char *const ui_bench_xio[4];
+extern const char *const ui_bench_xio_auto[3];
+
+/* ---- one result --------------------------------------------------------- */
+typedef struct ui_bench_result {
+    const char *model;
+    uint64_t    model_size, n_params;
+    const char *arch, *isa, *quant;
+    int         threads, prefetch, expert_io, use_mmap;
+    const char *xio_name;   /* ui_bench_xio's, or "auto:MODE" where auto chose */
+    long        n_prompt, n_gen, n_depth;
+    unsigned    reps;
+    double     *ns, *ts;          /* [reps] */
+    double      avg_ns, sd_ns, avg_ts, sd_ts;
+    uint64_t    bytes_per_token;
+    double      gb_s, read_bw, bw_pct;
+    int         has_xio;          /* xio holds the test's expert figures */
+    prof_xio_fig xio;             /* over the timed repetitions (ui_xio.c) */
+    uint64_t    cache_bytes;      /* the RAM expert cache */
+    int         ahead;            /* the depth the test set; 0 the session's */
+    int         expert_ahead;     /* eng_expert_ahead; -1 a dense model */
+    unsigned    interleave;       /* tests that shared its repetitions (1: none) */
+    char        routing[96];      /* ui_routing_text; "" for a real model */
+    char        time[32];
+} result;   /* ui_bench_result */
+
+typedef struct ui_bench_cfg {
+    const char *models[MAXL];
+    unsigned n_models;
+    ilist    t, p, n, d, pf, xio;
+    ilist    ahead;                /* look-ahead depths; {0}: the session's */
+    int      pf_set, xio_set, ahead_set, p_set, n_set;   /* given, not the defaults */
+    unsigned reps;
+    int      reps_set;             /* -r given */
+    int      fmt;                  /* 0 md, 1 csv, 2 json */
+    int      warmup;
+    unsigned warmup_reps;          /* --warmup-reps: untimed full repetitions */
+    int      interleave;           /* --interleave: tg tests take turns a token each */
+    double   read_bw;              /* GB/s; 0: measure */
+    uint64_t seed;
+    const char *db;                /* --db PATH, NULL: the default log */
+    int      no_log;
+    /* the engine options of the command line (ui_settings_eng_opts); a
+     * model opens with them at the most threads and the tests' context,
+     * then each test sets its prefetch and expert I/O */
+    eng_opts eo;
+} bench_cfg;   /* ui_bench_cfg */
+
+/* The result's row on stdout in c's format (md 0, csv 1, json 2), the
+ * head (md table head, csv field names, json '[') before the first. */
+void ui_bench_emit(const bench_cfg *c, const result *r, const char *cpu, int first);
+/* r's test as the tables name it, "ppN" or "tgN", with " @ dD" for a
+ * depth, into buf [n]. */
+void ui_bench_test_name(char *buf, size_t n, const result *r);
+
+/* cmd_bench.c's helpers the modes share: the mean and sample standard
+ * deviation of x[n] (0 and 0 for n 0); the next of a splitmix64 sequence
+ * in *s; the run log of c (--db, NULL with --no-log, or with a warning on
+ * stderr where it cannot be opened). */
+void      ui_bench_mean_sd(const double *x, unsigned n, double *mean, double *sd);
+uint64_t  ui_bench_rng(uint64_t *s);
+prof_log *ui_bench_log_open(const bench_cfg *c);
+
+/* cmd_bench_hw.c: the modes that measure the machine.  Each prints its
+ * table in c's format and returns UI_EXIT_OK, or an exit code after one
+ * line on stderr.  diskbw reads path (a model or --file) with qd reads in
+ * flight (0: the reader's); l1d divides its shapes' rows by rows_div. */
+int ui_bench_membw(const bench_cfg *c);
+int ui_bench_diskbw(const bench_cfg *c, const char *path, unsigned qd);
+int ui_bench_l1d(const bench_cfg *c, unsigned rows_div);
+
+#endif
