@@ -111,44 +111,13 @@ void ui_bench_mean_sd(const double *x, unsigned n, double *mean, double *sd)
 
 /* ---- the run log: one session per model, one bench row per test ---------
  * Logging is a side effect: a log that cannot be opened or written is one
- * warning on stderr and the benchmark goes on without it. */
-static void log_warn(const char *why)
-{
-    char msg[1200];
-    ui_log_warning(msg, sizeof msg, why);
-    ui_eprintf("cflow bench: %s\n", msg);
-}
-
-prof_log *ui_bench_log_open(const bench_cfg *c)
-{
-    char err[1024];
-    prof_log *l = NULL;
-    if (!c->no_log && ui_log_open(&l, c->db, PROF_LOG_CREATE, err, sizeof err))
-        log_warn(err);
-    return l;
-}
-
-static int log_session(prof_log *l, eng_session *s, const char *model, const char *named,
-                       double bw)
-{
-    char err[1024];
-    ui_logsess ls;
-    ui_logsess_machine(&ls, s, NULL);   /* the bandwidth is the bench's own */
-    ls.m.read_bw_gbs = bw;
-    if (ui_logsess_model(&ls, model, named, eng_hparams(s), err, sizeof err) ||
-        prof_log_session(l, &ls.m, &ls.mi, "cflow bench", err, sizeof err)) {
-        log_warn(err);
-        return -1;
-    }
-    return 0;
-}
-
+ * warning on stderr (ui_runlog) and the benchmark goes on without it. */
 /* The read bandwidth for "% bw" at n threads (ui_read_bw: the membw
  * figure stored for this host, else measured now and recorded). */
-static double read_bw_for(prof_log *l, int n)
+static double read_bw_for(ui_runlog *rl, int n)
 {
     char src[256];
-    double bw = ui_read_bw(l, n, 1, src, sizeof src);
+    double bw = ui_read_bw(rl, n, 1, src, sizeof src);
     ui_eprintf("cflow bench: machine read bandwidth %s\n", src);
     return bw;
 }
@@ -251,7 +220,7 @@ typedef struct bench_run {
     size_t    idcap;
     double   *ns, *ts;        /* per repetition [reps] */
     uint64_t  rng;
-    prof_log *lg;
+    ui_runlog *rl;            /* the run log's writer */
     int       first;          /* no row printed yet */
     char      cpu[128], err[512];
     bench_arm arm[64];        /* the model's sync and staged tg tests so far */
@@ -313,8 +282,8 @@ static int open_model(bench_run *b, const char *model, long ctx, eng_session **s
         return ui_error("%s: the tests need a context of %ld tokens, the model allows %u",
                         model, ctx, eng_n_ctx(*s));
     if (b->read_bw <= 0)
-        b->read_bw = read_bw_for(b->lg, (int)list_max(&c->t));
-    b->disk_gbs = ui_disk_bw(b->lg, model);
+        b->read_bw = read_bw_for(b->rl, (int)list_max(&c->t));
+    b->disk_gbs = ui_disk_bw(ui_runlog_log(b->rl), model);
     return 0;
 }
 
@@ -336,8 +305,8 @@ static void emit_row(bench_run *b, const result *r, int *logging)
         .xio = r->has_xio ? &r->xio : NULL, .expert_ahead = r->expert_ahead,
         .interleave = r->interleave,
     };
-    if (prof_log_bench(b->lg, &br, b->err, sizeof b->err)) {
-        log_warn(b->err);
+    if (prof_log_bench(ui_runlog_log(b->rl), &br, b->err, sizeof b->err)) {
+        ui_runlog_fail(b->rl, b->err);
         *logging = 0;
     }
 }
@@ -625,7 +594,8 @@ static int bench_model(bench_run *b, const char *model, const char *named)
     r.use_mmap = eng_weights_copied(s) == 0;   /* what the open chose */
     if (!ui_routing_text(s, r.routing, sizeof r.routing))
         r.routing[0] = '\0';
-    int logging = b->lg && log_session(b->lg, s, model, named, b->read_bw) == 0;
+    ui_runlog_session(b->rl, s, NULL, model, named, b->read_bw);
+    int logging = ui_runlog_logging(b->rl);
     b->n_arm = 0;
     for (unsigned xi = 0; xi < c->xio.n && !rc; xi++)
     for (unsigned pi = 0; pi < c->pf.n && !rc; pi++)
@@ -691,20 +661,16 @@ static int bench_models(const bench_cfg *c)
     b.ids = malloc(b.idcap * sizeof *b.ids);
     b.ns = malloc((size_t)c->reps * bench_turns(c) * sizeof *b.ns);
     b.ts = malloc((size_t)c->reps * bench_turns(c) * sizeof *b.ts);
-    if (!b.ids || !b.ns || !b.ts)
+    if (!b.ids || !b.ns || !b.ts || !(b.rl = ui_bench_log(c)))
         rc = ui_error("out of memory");
-    else
-        b.lg = ui_bench_log_open(c);
     for (unsigned mi = 0; mi < c->n_models && rc == UI_EXIT_OK; mi++) {
         char mbuf[PATH_MAX];   /* a GGUF, HF folder or llama2.c file: its cached conversion */
         const char *model = ui_model_path(c->models[mi], mbuf, sizeof mbuf);
         rc = model ? bench_model(&b, model, c->models[mi]) : UI_EXIT_ERR;
     }
-    if (b.lg) {
-        if (!b.first)
-            ui_eprintf("cflow bench: results logged in %s\n", prof_log_path(b.lg));
-        prof_log_close(b.lg);
-    }
+    if (ui_runlog_path(b.rl) && !b.first)
+        ui_eprintf("cflow bench: results logged in %s\n", ui_runlog_path(b.rl));
+    ui_runlog_free(b.rl);
     if (c->fmt == 2 && !b.first)
         printf("\n]\n");
     else if (c->fmt == 2 && rc == UI_EXIT_OK)

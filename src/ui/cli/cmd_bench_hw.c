@@ -31,8 +31,8 @@
 int ui_bench_membw(const bench_cfg *c)
 {
     const unsigned passes = c->reps_set ? c->reps : UI_MEMBW_PASSES;
-    prof_log *l = ui_bench_log_open(c);
-    int rc = UI_EXIT_OK;
+    ui_runlog *rl = ui_bench_log(c);
+    int rc = rl ? UI_EXIT_OK : ui_error("out of memory");
     if (c->fmt == 0)
         printf("| threads | read GB/s (median) |   min |   max | passes | MiB per pass |\n"
                "| ------: | -----------------: | ----: | ----: | -----: | -----------: |\n");
@@ -42,7 +42,7 @@ int ui_bench_membw(const bench_cfg *c)
         printf("[\n");
     for (unsigned ti = 0; ti < c->t.n && rc == UI_EXIT_OK; ti++) {
         prof_membw r;
-        if ((rc = ui_membw_measure(l, (int)c->t.v[ti], passes, &r)))
+        if ((rc = ui_membw_measure(rl, (int)c->t.v[ti], passes, &r)))
             break;
         if (c->fmt == 0)
             printf("| %d | %.2f | %.2f | %.2f | %u | %llu |\n", r.threads, r.median_gbs,
@@ -59,11 +59,9 @@ int ui_bench_membw(const bench_cfg *c)
     }
     if (c->fmt == 2)
         printf("\n]\n");
-    if (l) {
-        if (rc == UI_EXIT_OK)
-            ui_eprintf("cflow bench: read bandwidth recorded in %s\n", prof_log_path(l));
-        prof_log_close(l);
-    }
+    if (rc == UI_EXIT_OK && ui_runlog_path(rl))
+        ui_eprintf("cflow bench: read bandwidth recorded in %s\n", ui_runlog_path(rl));
+    ui_runlog_free(rl);
     return rc;
 }
 
@@ -103,17 +101,17 @@ int ui_bench_diskbw(const bench_cfg *c, const char *path, unsigned qd)
                "\"passes\": %u, \"bytes\": %llu }\n]\n", d.reader, d.qd, d.chunk, med,
                gbs[0], gbs[passes - 1], passes, (unsigned long long)d.bytes);
     /* the figure the storage-bound limit divides by (ui_disk_bw) */
-    prof_log *l = ui_bench_log_open(c);
+    ui_runlog *rl = ui_bench_log(c);
+    prof_log *l = rl ? ui_runlog_log(rl) : NULL;
     struct stat st;
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     if (l && !stat(path, &st) &&
         prof_log_diskbw(l, host, (uint64_t)st.st_dev, path, med, err, sizeof err))
-        ui_eprintf("cflow bench diskbw: not recorded: %s\n", err);
+        ui_runlog_fail(rl, err);
     else if (l)
         ui_eprintf("cflow bench diskbw: %s: recorded in %s\n", path, prof_log_path(l));
-    if (l)
-        prof_log_close(l);
+    ui_runlog_free(rl);
     return UI_EXIT_OK;
 }
 

@@ -73,11 +73,14 @@ void ui_bench_test_name(char *buf, size_t n, const result *r);
 
 /* cmd_bench.c's helpers the modes share: the mean and sample standard
  * deviation of x[n] (0 and 0 for n 0); the next of a splitmix64 sequence
- * in *s; the run log of c (--db, NULL with --no-log, or with a warning on
- * stderr where it cannot be opened). */
+ * in *s. */
 void      ui_bench_mean_sd(const double *x, unsigned n, double *mean, double *sd);
 uint64_t  ui_bench_rng(uint64_t *s);
-prof_log *ui_bench_log_open(const bench_cfg *c);
+/* The run log's writer of a bench mode (its warnings "cflow bench: ..."). */
+static inline ui_runlog *ui_bench_log(const bench_cfg *c)
+{
+    return ui_runlog_new(c->db, c->no_log, "cflow bench", ui_say_stderr, (void *)"cflow bench");
+}
 
 /* cmd_bench_hw.c: the modes that measure the machine.  Each prints its
  * table in c's format and returns UI_EXIT_OK, or an exit code after one

@@ -56,7 +56,8 @@ typedef struct run_ctx {
     const ui_settings *o;
     eng_session *s;
     eng_sampler *smp;
-    ui_runlog   *rl;
+    ui_runlog   *rl;          /* the run log's writer */
+    prof        *p;           /* the profiler on s, NULL none */
     int32_t     *ids;         /* prompt + generated tokens [cap] */
     size_t       n_ids, cap;
     long         n_out;       /* tokens generated (the last needs no decode) */
@@ -281,19 +282,22 @@ int ui_cmd_run(int argc, char **argv)
     r.o = &o;
     r.tty = isatty(STDOUT_FILENO);
     ui_settings_sampling(&o, &sp);
-    ui_run_cfg rcfg = { o.db, o.no_log, o.no_profile, &sp, named };   /* run log and profiling */
     if ((rc = open_session(&r, model)) || (rc = encode_prompt(&r, model, prompt)))
         goto out;
-    if (!(r.rl = ui_runlog_start(r.s, model, &rcfg))) {
+    /* one session and one run in the log (--db, --no-log), a profiler
+     * unless --no-profile and --no-log */
+    if (!(r.rl = ui_runlog_new(o.db, o.no_log, "cflow run", NULL, NULL))) {
         rc = ui_error("out of memory");
         goto out;
     }
+    r.p = ui_run_prof(r.s, o.no_profile, o.no_log);
+    ui_runlog_session(r.rl, r.s, r.p, model, named, -1);
+    ui_runlog_run(r.rl, &sp);
     if (eng_prefill(r.s, r.ids, r.n_ids, r.err, sizeof r.err)) {
         rc = ui_error("%s", r.err);
         goto out;
     }
-    ui_runlog_decode(r.rl);
-    ui_runlog_token(r.rl);
+    ui_runlog_mark(r.rl);   /* the figures count decode tokens */
     if (!(r.smp = eng_sampler_new(&sp, eng_hparams(r.s)->vocab_size))) {
         rc = ui_error("out of memory");
         goto out;
@@ -310,12 +314,18 @@ int ui_cmd_run(int argc, char **argv)
     if (rc)
         goto out;
     print_stats(&r, model, &sp);
-    ui_runlog_end(r.rl, 1);
-    r.rl = NULL;
+    ui_runlog_run_end(r.rl);
+    ui_run_figures(r.rl, r.s, r.p);
+    if (ui_runlog_path(r.rl))
+        ui_eprintf("cflow: logged run %lld in %s\n", (long long)ui_runlog_run_id(r.rl),
+                   ui_runlog_path(r.rl));
     if (r.stop == STOP_INT)
         rc = 128 + SIGINT;   /* as a shell reports a process Ctrl-C ended */
 out:
-    ui_runlog_end(r.rl, 0);
+    ui_runlog_free(r.rl);
+    if (r.p)
+        eng_set_prof(r.s, NULL);
+    prof_free(r.p);
     eng_sampler_free(r.smp);
     eng_close(r.s);
     free(r.ids);

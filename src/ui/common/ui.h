@@ -2,9 +2,10 @@
  * ui.h — src/ui/common, what the two front ends share: `cflow`
  * (src/ui/cli, cli.h) and cflow-tui (src/ui/tui, tui.h) both include it;
  * it includes neither.  The one table of options and limits (ui_opt.c),
- * the model cache (ui_models.c), the run log's opener and descriptions
- * (ui_runlog.c, ui_runcmp.c), the expert I/O figures (ui_xio.c),
- * messages, the progress bar and strict number parsing (ui_common.c).
+ * the model cache (ui_models.c), the run log's opener and writer
+ * (ui_runlog.c), what it records (ui_logsess.c), two runs compared
+ * (ui_runcmp.c), the expert I/O figures (ui_xio.c), messages, the
+ * progress bar and strict number parsing (ui_common.c).
  *
  * Conventions every program keeps (tests and scripts rely on them):
  * results on stdout, everything else on stderr; errors are one line
@@ -292,19 +293,71 @@ int  ui_models_list(const char *dir, ui_model_entry **out, size_t *n, uint64_t *
  * to *freed.  0, or -1 with errno. */
 int  ui_models_remove(const ui_model_entry *e, uint64_t *freed);
 
-/* ---- ui_runlog.c: the run log as both programs open and describe it -- */
+/* ---- ui_runlog.c: the run log as every program opens and writes it --- */
 /* Open the run log: db (--db PATH), else the default ($CFLOW_DB, then
  * $XDG_DATA_HOME/cflow/runs.db, then ~/.local/share/cflow/runs.db), with
  * prof_log_open's flags (PROF_LOG_CREATE to write).  0; 1 when a reader
  * (no PROF_LOG_CREATE) finds no file there yet (err: the path); -1 with
- * one line in err that follows the words "run log" ("PATH: why"). */
+ * one line in err that follows the words "run log" ("PATH: why").
+ * Writers open through ui_runlog instead. */
 int  ui_log_open(prof_log **out, const char *db, unsigned flags, char *err, size_t errlen);
 /* "warning: run log <why>; continuing without logging" into buf: what
- * cflow and cflow-tui say, once, when the log cannot be written. */
+ * every program says, once, when the log cannot be written. */
 void ui_log_warning(char *buf, size_t n, const char *why);
 /* The names of the three byte streams: attention, dense (the FFN beside
  * the experts, as cflow inspect --critical-path calls it), experts. */
 extern const char *const ui_byte_stream[3];
+
+/* A program's writer of the run log (the lifecycle: ui_runlog.c's essay):
+ * the log opened once, a session a model, a run a configuration, a flush
+ * when due with the expert figures of the run's decode tokens.  Every
+ * problem with the log is one line through say (ui_log_warning's words),
+ * after which logging stops; the figures are counted all the same. */
+typedef struct ui_runlog ui_runlog;
+typedef void (*ui_say_fn)(void *ud, const char *line);
+/* "UD: LINE" on stderr through ui_eprintf (ud: the program's name). */
+void ui_say_stderr(void *ud, const char *line);
+/* A writer for program (the session rows' "cflow run", "cflow bench",
+ * "cflow-tui") into db (NULL: the default); with no_log it never opens the
+ * log.  say NULL: ui_say_stderr as "cflow".  NULL only when out of memory. */
+ui_runlog *ui_runlog_new(const char *db, int no_log, const char *program, ui_say_fn say,
+                         void *ud);
+/* The log, opened now if it is not yet; NULL when not logging (--no-log,
+ * or after a problem). */
+prof_log  *ui_runlog_log(ui_runlog *rl);
+/* The log's path, NULL when it is not open; 1 when a session is logged. */
+const char *ui_runlog_path(const ui_runlog *rl);
+int        ui_runlog_logging(const ui_runlog *rl);
+/* The log cannot be written (why: what failed, "PATH: ..."): said once,
+ * the log closed, logging stops. */
+void       ui_runlog_fail(ui_runlog *rl, const char *why);
+/* Model s has opened, p the profiler on it (NULL: none; then no run is
+ * logged): the open run ends, the log opens (the first time), the machine,
+ * its read bandwidth and the model make a session row.  read_bw >= 0 is
+ * the program's own figure (cflow bench's), else ui_read_bw's. */
+void       ui_runlog_session(ui_runlog *rl, eng_session *s, prof *p, const char *model,
+                             const char *named, double read_bw);
+/* A run under the session's settings and sp: the open run ends, the
+ * profiler's totals restart, the figures count anew, a run row. */
+void       ui_runlog_run(ui_runlog *rl, const eng_sampling *sp);
+/* The counts from now belong to the next decode token (after a prefill);
+ * a flush when one is due. */
+void       ui_runlog_mark(ui_runlog *rl);
+/* A decode token is done: its expert counts join the run's figures; a
+ * flush when one is due. */
+void       ui_runlog_token(ui_runlog *rl);
+/* A flush of what is waiting (a reply's end); the run's last. */
+void       ui_runlog_flush(ui_runlog *rl);
+void       ui_runlog_run_end(ui_runlog *rl);
+/* The run's expert figures over its decode tokens (ui_xio.c), derived at
+ * their decode rate and the model's storage bandwidth; ui_xio_shown's. */
+int        ui_runlog_xio(const ui_runlog *rl, prof_xio_fig *f);
+/* Where the session's read bandwidth came from (ui_read_bw); the open
+ * run's row (0: none). */
+const char *ui_runlog_bw_src(const ui_runlog *rl);
+int64_t    ui_runlog_run_id(const ui_runlog *rl);
+/* The last flush and the log closed; NULL is a no-op. */
+void       ui_runlog_free(ui_runlog *rl);
 
 /* ---- ui_runcmp.c: two runs side by side, the figures with their units - */
 typedef struct ui_cmp_row {
@@ -329,9 +382,11 @@ typedef struct ui_logsess {
     prof_machine    m;
     prof_model_info mi;
 } ui_logsess;
+/* ---- ui_logsess.c ---- */
 /* This machine; its read bandwidth (GB/s) at the session's thread count is
- * ui_read_bw's (measured only with a log), its source in bw_src. */
-void ui_logsess_machine(ui_logsess *ls, const eng_session *s, prof_log *log);
+ * ui_read_bw's (measured and recorded only when rl logs), its source in
+ * bw_src. */
+void ui_logsess_machine(ui_logsess *ls, const eng_session *s, ui_runlog *rl);
 /* The model: resolved path, content hash, size and geometry; named is the
  * model as the user gave it (a GGUF or folder whose conversion model is;
  * NULL: model itself).  -1 with err filled when the file cannot be hashed. */
@@ -343,14 +398,14 @@ prof_machine ui_host(ui_logsess *ls, const char *isa);
 /* The machine's read bandwidth for "% of read bw" at n_threads, in GB/s:
  * $CFLOW_READ_BW_GBS, else the median `cflow bench membw` recorded for this
  * host at n_threads, else (when measure) measured now as membw measures it
- * and recorded in l (may be NULL); 0 when there is none.  src gets where
+ * and recorded through rl (may be NULL); 0 when there is none.  src gets where
  * the figure came from, e.g. "31.20 GB/s (2 threads, median of 9 passes,
  * 30.10-32.00, measured 2026-12-03T10:00:00Z; from the run log)". */
 #define UI_MEMBW_PASSES 9   /* membw's timed passes unless -r gives them */
-double ui_read_bw(prof_log *l, int n_threads, int measure, char *src, size_t srclen);
-/* Measure the read bandwidth at n threads and record it in l (may be
- * NULL): 0, or an exit code after a message. */
-int  ui_membw_measure(prof_log *l, int n, unsigned passes, prof_membw *r);
+double ui_read_bw(ui_runlog *rl, int n_threads, int measure, char *src, size_t srclen);
+/* Measure the read bandwidth at n threads and record it through rl (may
+ * be NULL): 0, or an exit code after a message. */
+int  ui_membw_measure(ui_runlog *rl, int n, unsigned passes, prof_membw *r);
 /* The storage bandwidth `cflow bench diskbw` recorded for the device that
  * holds path on this host, in GB/s; 0 when none is (or l is NULL). */
 double ui_disk_bw(prof_log *l, const char *path);

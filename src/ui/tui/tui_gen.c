@@ -157,10 +157,7 @@ void tui_gen_snap_refresh(tui_gen *g, int state)
         eng_stats es;
         eng_get_stats(g->s, &es);
         sn->cache_bytes = es.xio_cache_bytes;
-        sn->xio = g->xio;   /* the figures of the run's decode tokens (ui_xio.c) */
-        sn->xio.tok_s = sn->tot.decode_tok_s;
-        sn->xio.disk_gbs = g->disk_gbs;
-        prof_xio_derive(&sn->xio);
+        ui_runlog_xio(g->rl, &sn->xio);   /* the figures of the run's decode tokens */
     } else {
         sn->expert_ahead = -1;
         sn->prefetch = g->cur.prefetch > 0;
@@ -170,7 +167,7 @@ void tui_gen_snap_refresh(tui_gen *g, int state)
     sn->sp = g->cur.sp;
     sn->n_predict = g->cur.n_predict;
     sn->ignore_eos = g->cur.ignore_eos;
-    sn->run_id = g->run_id;
+    sn->run_id = ui_runlog_run_id(g->rl);
     sn->version++;
     pthread_mutex_unlock(&g->snap_mu);
 }
@@ -217,20 +214,22 @@ void tui_gen_log_path(tui_gen *g, char *buf, size_t n)
     pthread_mutex_unlock(&g->snap_mu);
 }
 
-/* ---- the run log ------------------------------------------------------- */
-/* The log cannot be written: said once, in cflow's words, and no later
- * model tries it again. */
-void tui_gen_log_fail(tui_gen *g, const char *err)
+/* ---- the run log (ui_runlog: the writer every program shares) ---------- */
+/* The log cannot be written: said once in the chat, in cflow's words;
+ * the writer stops logging and no later model tries it again. */
+static void log_said(void *ud, const char *line)
 {
-    char msg[1200];
-    ui_log_warning(msg, sizeof msg, err);
-    tui_gen_note(g, TUI_NOTE, "%s", msg);
-    g->cfg.no_log = 1;
-    prof_log_close(g->log);
-    g->log = NULL;
+    tui_gen *g = ud;
+    tui_gen_note(g, TUI_NOTE, "%s", line);
     pthread_mutex_lock(&g->snap_mu);
     g->snap.log_path[0] = 0;
     pthread_mutex_unlock(&g->snap_mu);
+}
+
+int tui_gen_log_new(tui_gen *g)
+{
+    g->rl = ui_runlog_new(g->cfg.db, g->cfg.no_log, TUI_NAME, log_said, g);
+    return g->rl ? 0 : -1;
 }
 
 /* Add the run's tokens since rf_base to the reply's figures. */
@@ -247,99 +246,28 @@ void tui_gen_reply_take(tui_gen *g)
     g->rf_base = t;
 }
 
-/* The run's expert figures for the log's next flush (as the pane shows
- * them). */
-static void log_xio(tui_gen *g)
-{
-    prof_totals t;
-    prof_xio_fig f = g->xio;
-    prof_totals_get(g->p, &t);
-    f.tok_s = t.decode_tok_s;
-    f.disk_gbs = g->disk_gbs;
-    prof_xio_derive(&f);
-    prof_log_set_xio(g->log, ui_xio_shown(&f) ? &f : NULL);
-}
-
-void tui_gen_run_end(tui_gen *g)
-{
-    char err[1024];
-    if (g->run_open && g->log && g->log_session) {
-        log_xio(g);
-        if (prof_log_flush(g->log, g->p, 1, err, sizeof err))
-            tui_gen_log_fail(g, err);
-    }
-    g->run_open = 0;
-}
-
 /* A new run under the current settings (the previous one is finished). */
 void tui_gen_run_begin(tui_gen *g)
 {
-    char err[1024];
-    eng_stats es;
-    tui_gen_run_end(g);
+    ui_runlog_run_end(g->rl);
     if (!g->s || !g->p)
         return;
-    eng_get_stats(g->s, &es);
-    tui_gen_reply_take(g);
-    prof_run_begin(g->p, es.bytes_per_token, g->bw);
-    memset(&g->xio, 0, sizeof g->xio);
+    tui_gen_reply_take(g);   /* before the profiler's totals restart */
+    ui_runlog_run(g->rl, &g->cur.sp);
     if (g->in_reply)
         prof_totals_get(g->p, &g->rf_base);   /* the new run's zeros */
-    g->run_open = 1;
     g->run_dirty = 0;
-    g->run_id = 0;
-    if (g->log && g->log_session) {
-        prof_run_cfg rc;   /* as `cflow run` logs them */
-        ui_logsess_run_cfg(g->s, &g->cur.sp, &rc);
-        if (prof_log_run_begin(g->log, g->p, &rc, &g->run_id, err, sizeof err))
-            tui_gen_log_fail(g, err);
-    }
 }
 
-void tui_gen_run_token(tui_gen *g)
-{
-    char err[1024];
-    if (!g->log || !g->log_session || !g->run_open || !prof_log_due(g->log, g->p))
-        return;
-    log_xio(g);
-    if (prof_log_flush(g->log, g->p, 0, err, sizeof err))
-        tui_gen_log_fail(g, err);
-}
-
-/* Open the log (once) and start a session for the model just loaded. */
+/* A session for the model just loaded (the log opens with the first). */
 static void log_session(tui_gen *g, const char *model, const char *named)
 {
-    char err[1024];
-    const fmt_hparams *hp = eng_hparams(g->s);
-
-    g->log_session = 0;
-    if (g->cfg.no_log)
-        return;
-    if (!g->log) {
-        if (ui_log_open(&g->log, g->cfg.db, PROF_LOG_CREATE, err, sizeof err)) {
-            tui_gen_log_fail(g, err);
-            return;
-        }
-        pthread_mutex_lock(&g->snap_mu);
-        snprintf(g->snap.log_path, sizeof g->snap.log_path, "%s", prof_log_path(g->log));
-        pthread_mutex_unlock(&g->snap_mu);
-    }
-    ui_logsess ls;
-    ui_logsess_machine(&ls, g->s, g->log);
-    g->bw = ls.m.read_bw_gbs;
-    g->disk_gbs = ui_disk_bw(g->log, model);
+    ui_runlog_session(g->rl, g->s, g->p, model, named, -1);
+    const char *path = ui_runlog_path(g->rl);
     pthread_mutex_lock(&g->snap_mu);
-    snprintf(g->snap.bw_src, sizeof g->snap.bw_src, "%s", ls.bw_src);
+    snprintf(g->snap.log_path, sizeof g->snap.log_path, "%s", path ? path : "");
+    snprintf(g->snap.bw_src, sizeof g->snap.bw_src, "%s", ui_runlog_bw_src(g->rl));
     pthread_mutex_unlock(&g->snap_mu);
-    if (ui_logsess_model(&ls, model, named, hp, err, sizeof err)) {
-        tui_gen_log_fail(g, err);
-        return;
-    }
-    if (prof_log_session(g->log, &ls.m, &ls.mi, TUI_NAME, err, sizeof err)) {
-        tui_gen_log_fail(g, err);
-        return;
-    }
-    g->log_session = 1;
 }
 
 /* /expert-ahead's on/off and depth into the session.  A refusal is said
@@ -406,105 +334,165 @@ void tui_gen_apply(tui_gen *g)
     tui_gen_snap_refresh(g, g->snap.state);
 }
 
-void tui_gen_job_load(tui_gen *g, const char *path)
+/* A prompt template as /mode and the status line name it. */
+static const char *mode_name(enum eng_chat t)
+{
+    return t == ENG_CHAT_NONE ? "completion" : eng_chat_name(t);
+}
+
+/* ---- /model PATH: a model loaded in steps ------------------------------
+ * resolve (a GGUF, HF folder or llama2.c file: its conversion in the
+ * cache), open with the options in force, make what the model needs (a
+ * profiler, a sampler, the per-layer sums), then swap it in under the
+ * three locks the UI reads through, fill the snapshot, start a session in
+ * the run log and say so.  Until the swap nothing of the loaded model is
+ * touched: a step that fails leaves it in place, and says so once. */
+typedef struct load {
+    const char  *named;            /* the model as the user gave it */
+    char         path[sizeof ((tui_snap *)0)->model];   /* the file opened */
+    eng_session *s;
+    prof        *p;
+    eng_sampler *smp;
+    uint64_t    *lay_bytes;        /* [n_layers][PROF_NST] */
+    double      *lay_sec;          /* [n_layers][PROF_NST] */
+    prof_io_fig *lay_io;           /* [n_layers + 1] */
+} load;
+
+static void load_refused(tui_gen *g, const char *err)
+{
+    tui_gen_note(g, TUI_ERROR, "cannot load model: %s%s", err,
+                 g->s ? " (the previous model stays loaded)" : " (no model loaded: /model PATH)");
+}
+
+/* The file to open: named itself, or its conversion in the cache, made
+ * now (a note in the chat counts the percent) when missing. */
+static int load_resolve(tui_gen *g, load *ld)
 {
     char err[1024];
-    eng_opts eo;
-    eng_session *ns = NULL;
-    prof *np = NULL;
-
-    tui_gen_snap_refresh(g, TUI_LOADING);
-    /* a GGUF, HF folder or llama2.c file: its conversion in the cache,
-     * made now (a note in the chat counts the percent) when missing */
-    char mpath[sizeof g->snap.model];
     int converted;
-    tui_chat_prog pr = { g->cfg.chat, path, g->cfg.wake_fd, -1, -1 };
+    tui_chat_prog pr = { g->cfg.chat, ld->named, g->cfg.wake_fd, -1, -1 };
     ui_models_cb mcb = { eng_log_cb, g, tui_chat_progress, &pr };
-    if (ui_models_resolve(path, &mcb, mpath, sizeof mpath, &converted, err, sizeof err)) {
-        tui_gen_note(g, TUI_ERROR, "cannot load model: %s%s", err,
-             g->s ? " (the previous model stays loaded)" : " (no model loaded: /model PATH)");
-        return;
+    if (ui_models_resolve(ld->named, &mcb, ld->path, sizeof ld->path, &converted, err,
+                          sizeof err)) {
+        load_refused(g, err);
+        return -1;
     }
     if (converted) {
         char line[PATH_MAX * 2 + 128];
-        ui_models_converted_line(line, sizeof line, path, mpath);
+        ui_models_converted_line(line, sizeof line, ld->named, ld->path);
         if (pr.idx >= 0)
             tui_chat_set(g->cfg.chat, (size_t)pr.idx, line);
         else
             tui_gen_note(g, TUI_NOTE, "%s", line);
     }
-    const char *named = path;   /* what the user gave, for the run log */
-    path = mpath;
-    eo = g->cur.eng;
-    eo.n_threads = g->cur.threads;
-    eo.n_ctx = g->cfg.n_ctx;
-    eo.log = eng_log_cb;
-    eo.log_ud = g;
-    eo.prefetch = g->cur.prefetch;   /* -1: $CFLOW_PREFETCH, else off */
-    eo.expert_io = g->cur.expert_io[0] ? eng_expert_io_from_name(g->cur.expert_io) : -1;
-    if (g->cur.expert_ahead >= 0)    /* /expert-ahead, else the command line's */
-        eo.expert_ahead = g->cur.expert_ahead;
-    if (g->cur.expert_ahead_layers > 0)
-        eo.expert_ahead_layers = g->cur.expert_ahead_layers;
-    if (eng_open(&ns, path, &eo, err, sizeof err)) {
-        tui_gen_note(g, TUI_ERROR, "cannot load model: %s%s", err,
-             g->s ? " (the previous model stays loaded)" : " (no model loaded: /model PATH)");
-        return;
-    }
-    const fmt_hparams *hp = eng_hparams(ns);
-    if (prof_new(&np, PROF_ALL, hp->n_layers, err, sizeof err)) {
-        tui_gen_note(g, TUI_ERROR, "%s", err);
-        eng_close(ns);
-        return;
-    }
-    eng_sampler *nsmp = eng_sampler_new(&g->cur.sp, hp->vocab_size);
-    uint64_t *lb = calloc((size_t)hp->n_layers * PROF_NST, sizeof *lb);
-    double *ls = calloc((size_t)hp->n_layers * PROF_NST, sizeof *ls);
-    prof_io_fig *lio = calloc((size_t)hp->n_layers + 1, sizeof *lio);
-    if (!nsmp || !lb || !ls || !lio) {
-        tui_gen_note(g, TUI_ERROR, "out of memory");
-        eng_sampler_free(nsmp);
-        free(lb);
-        free(ls);
-        free(lio);
-        prof_free(np);
-        eng_close(ns);
-        return;
-    }
-    enum eng_chat tmpl = eng_session_chat(ns);   /* the model's chat template */
+    return 0;
+}
 
-    tui_gen_run_end(g);
+/* The engine options: the command line's, then the live settings (threads,
+ * prefetch, expert I/O and look-ahead as /commands last set them). */
+static void load_opts(const tui_gen *g, eng_opts *eo)
+{
+    *eo = g->cur.eng;
+    eo->n_threads = g->cur.threads;
+    eo->n_ctx = g->cfg.n_ctx;
+    eo->log = eng_log_cb;
+    eo->log_ud = (void *)g;
+    eo->prefetch = g->cur.prefetch;   /* -1: $CFLOW_PREFETCH, else off */
+    eo->expert_io = g->cur.expert_io[0] ? eng_expert_io_from_name(g->cur.expert_io) : -1;
+    if (g->cur.expert_ahead >= 0)     /* /expert-ahead, else the command line's */
+        eo->expert_ahead = g->cur.expert_ahead;
+    if (g->cur.expert_ahead_layers > 0)
+        eo->expert_ahead_layers = g->cur.expert_ahead_layers;
+}
+
+static void load_free(load *ld)
+{
+    eng_sampler_free(ld->smp);
+    free(ld->lay_bytes);
+    free(ld->lay_sec);
+    free(ld->lay_io);
+    prof_free(ld->p);
+    eng_close(ld->s);
+}
+
+/* The session and what it needs beside it: 0, or -1 (said, all freed). */
+static int load_open(tui_gen *g, load *ld)
+{
+    char err[1024];
+    eng_opts eo;
+    load_opts(g, &eo);
+    if (eng_open(&ld->s, ld->path, &eo, err, sizeof err)) {
+        load_refused(g, err);
+        return -1;
+    }
+    const fmt_hparams *hp = eng_hparams(ld->s);
+    if (prof_new(&ld->p, PROF_ALL, hp->n_layers, err, sizeof err)) {
+        tui_gen_note(g, TUI_ERROR, "%s", err);
+        load_free(ld);
+        return -1;
+    }
+    ld->smp = eng_sampler_new(&g->cur.sp, hp->vocab_size);
+    ld->lay_bytes = calloc((size_t)hp->n_layers * PROF_NST, sizeof *ld->lay_bytes);
+    ld->lay_sec = calloc((size_t)hp->n_layers * PROF_NST, sizeof *ld->lay_sec);
+    ld->lay_io = calloc((size_t)hp->n_layers + 1, sizeof *ld->lay_io);
+    if (!ld->smp || !ld->lay_bytes || !ld->lay_sec || !ld->lay_io) {
+        tui_gen_note(g, TUI_ERROR, "out of memory");
+        load_free(ld);
+        return -1;
+    }
+    return 0;
+}
+
+/* The new model for the old, under each lock the UI reads through: plock
+ * (the session, its profiler, the sampler), snap_mu (the per-layer sums),
+ * the chat's (a new model starts a new conversation).  ld then owns the
+ * old model's pieces and frees them. */
+static void load_swap(tui_gen *g, load *ld)
+{
+    ui_runlog_run_end(g->rl);   /* the old run's last flush, with its profiler */
     pthread_rwlock_wrlock(&g->plock);
     if (g->s)
         eng_set_prof(g->s, NULL);
-    eng_close(g->s);
-    prof_free(g->p);
-    eng_sampler_free(g->smp);
-    g->s = ns;
+    eng_session *os = g->s;
+    prof *op = g->p;
+    eng_sampler *osmp = g->smp;
+    g->s = ld->s;
+    g->p = ld->p;
+    g->smp = ld->smp;
+    eng_set_prof(g->s, g->p);
+    pthread_rwlock_unlock(&g->plock);
+    ld->s = os;
+    ld->p = op;
+    ld->smp = osmp;
+
+    pthread_mutex_lock(&g->snap_mu);
+    uint64_t *ob = g->lay_bytes;
+    double *osec = g->lay_sec;
+    prof_io_fig *oio = g->lay_io;
+    g->lay_bytes = ld->lay_bytes;
+    g->lay_sec = ld->lay_sec;
+    g->lay_io = ld->lay_io;
+    g->lay_n = eng_hparams(g->s)->n_layers;
+    pthread_mutex_unlock(&g->snap_mu);
+    ld->lay_bytes = ob;
+    ld->lay_sec = osec;
+    ld->lay_io = oio;
+
+    pthread_mutex_lock(&g->cfg.chat->mu);
+    g->conv_first = g->cfg.chat->n;
+    pthread_mutex_unlock(&g->cfg.chat->mu);
     g->threads_req = g->cur.threads;
     g->ahead_refused_on = 0;
     g->ahead_refused_layers = 0;
-    g->p = np;
-    g->smp = nsmp;
-    eng_set_prof(g->s, g->p);
-    pthread_rwlock_unlock(&g->plock);
-    g->tmpl = g->model_tmpl = tmpl;
-    pthread_mutex_lock(&g->snap_mu);
-    free(g->lay_bytes);
-    free(g->lay_sec);
-    free(g->lay_io);
-    g->lay_bytes = lb;
-    g->lay_sec = ls;
-    g->lay_io = lio;
-    g->lay_n = hp->n_layers;
-    pthread_mutex_unlock(&g->snap_mu);
+    g->tmpl = g->model_tmpl = eng_session_chat(g->s);   /* the model's chat template */
     g->n_kv = 0;
-    g->run_id = 0;
     g->run_dirty = 1;
-    pthread_mutex_lock(&g->cfg.chat->mu);
-    g->conv_first = g->cfg.chat->n;   /* a new model starts a new conversation */
-    pthread_mutex_unlock(&g->cfg.chat->mu);
+}
 
+/* What the snapshot says of the model loaded from path. */
+static void load_snap(tui_gen *g, const char *path)
+{
+    const fmt_hparams *hp = eng_hparams(g->s);
     pthread_mutex_lock(&g->snap_mu);
     tui_snap *sn = &g->snap;
     snprintf(sn->model, sizeof sn->model, "%s", path);
@@ -513,17 +501,27 @@ void tui_gen_job_load(tui_gen *g, const char *path)
     snprintf(sn->isa, sizeof sn->isa, "%s", eng_isa(g->s));
     snprintf(sn->quant, sizeof sn->quant, "%s",
              kern_type_name((enum kern_type)hp->quant_type));
-    snprintf(sn->chat, sizeof sn->chat, "%s",
-             tmpl == ENG_CHAT_NONE ? "completion" : eng_chat_name(tmpl));
+    snprintf(sn->chat, sizeof sn->chat, "%s", mode_name(g->tmpl));
     memset(&sn->tot, 0, sizeof sn->tot);
     sn->have_tot = 0;
     pthread_mutex_unlock(&g->snap_mu);
+}
 
-    log_session(g, path, named);
+void tui_gen_job_load(tui_gen *g, const char *path)
+{
+    load ld = { .named = path };
+    tui_gen_snap_refresh(g, TUI_LOADING);
+    if (load_resolve(g, &ld) || load_open(g, &ld))
+        return;                  /* said; the loaded model stays */
+    load_swap(g, &ld);
+    load_free(&ld);              /* the old model */
+    load_snap(g, ld.path);
+    log_session(g, ld.path, ld.named);
+    const fmt_hparams *hp = eng_hparams(g->s);
     tui_gen_note(g, TUI_NOTE, "loaded %s: %s, %u layers, dim %u, %u experts (top-%u), "
-         "delays %u/%u, context %u, %s, %s mode", path, hp->arch, hp->n_layers, hp->dim,
-         hp->n_experts, hp->top_k, hp->dense_delay, hp->expert_delay, eng_n_ctx(g->s),
-         eng_isa(g->s), tmpl == ENG_CHAT_NONE ? "completion" : eng_chat_name(tmpl));
+                 "delays %u/%u, context %u, %s, %s mode", ld.path, hp->arch, hp->n_layers,
+                 hp->dim, hp->n_experts, hp->top_k, hp->dense_delay, hp->expert_delay,
+                 eng_n_ctx(g->s), eng_isa(g->s), mode_name(g->tmpl));
 }
 
 /* /mode NAME: "chat" (the model's template), "completion", or a family
@@ -540,11 +538,9 @@ void tui_gen_job_mode(tui_gen *g, const char *name)
     g->tmpl = (enum eng_chat)c;
     g->n_kv = 0;
     pthread_mutex_lock(&g->snap_mu);
-    snprintf(g->snap.chat, sizeof g->snap.chat, "%s",
-             c == ENG_CHAT_NONE ? "completion" : eng_chat_name(g->tmpl));
+    snprintf(g->snap.chat, sizeof g->snap.chat, "%s", mode_name(g->tmpl));
     pthread_mutex_unlock(&g->snap_mu);
-    tui_gen_note(g, TUI_NOTE, "%s mode",
-                 c == ENG_CHAT_NONE ? "completion" : eng_chat_name(g->tmpl));
+    tui_gen_note(g, TUI_NOTE, "%s mode", mode_name(g->tmpl));
 }
 
 int tui_gen_post(tui_gen *g, int job, const char *arg)

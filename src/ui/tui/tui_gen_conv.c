@@ -179,7 +179,7 @@ static int feed(tui_gen *g, const int32_t *ids, size_t n, size_t *cached, char *
     }
     memcpy(g->kv, ids, n * sizeof *ids);
     g->n_kv = n;
-    tui_gen_run_token(g);
+    ui_runlog_mark(g->rl);   /* the figures count decode tokens */
     return 0;
 }
 
@@ -306,7 +306,7 @@ static int decode_one(tui_gen *g, int32_t tok_id)
         return -1;
     }
     g->kv[g->n_kv++] = tok_id;
-    tui_gen_run_token(g);
+    ui_runlog_token(g->rl);
     return 0;
 }
 
@@ -393,12 +393,8 @@ static const char *decode_reply(tui_gen *g, size_t u, size_t a, size_t reserve, 
         if (g->cur.n_predict > 0 && (long)n_tok >= g->cur.n_predict)
             why = "-n limit";   /* the token is decoded still: the cache holds it */
         if (g->n_kv < n_ctx) {
-            eng_stats e0, e1;   /* the expert figures count decode tokens */
-            eng_get_stats(g->s, &e0);
             if (decode_one(g, next))
                 why = "error";
-            eng_get_stats(g->s, &e1);
-            ui_xio_accum(&g->xio, &e1, &e0);
         } else {
             /* the cache is full: drop the oldest turns and prefill again,
              * for the -n limit's last token too, which the cache must hold
@@ -433,7 +429,7 @@ static void generate(tui_gen *g, size_t u)
     size_t n = 0, reserve = n_ctx / 4 < 64 ? n_ctx / 4 : 64;
     int n_dropped = 0, cut = 0;
 
-    if (g->run_dirty || !g->run_open)
+    if (g->run_dirty)
         tui_gen_run_begin(g);
     reply_begin(g);
     int32_t *ids = fit(g, u, -1, n_ctx - reserve > 0 ? n_ctx - reserve : 1, &n, &n_dropped,
@@ -456,9 +452,7 @@ static void generate(tui_gen *g, size_t u)
     size_t n_tok = 0;
     const char *why = decode_reply(g, u, (size_t)a, reserve, &cut, &n_tok);
     reply_end(g, n_tok, why);
-    if (g->log && g->log_session && g->run_open &&
-        prof_log_flush(g->log, g->p, 0, err, sizeof err))
-        tui_gen_log_fail(g, err);
+    ui_runlog_flush(g->rl);
 }
 
 void tui_gen_job_chat(tui_gen *g, const char *text)

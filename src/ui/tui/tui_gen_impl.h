@@ -8,6 +8,7 @@
 #ifndef CFLOW_TUI_GEN_IMPL_H
 #define CFLOW_TUI_GEN_IMPL_H
 
+#include "ui/common/ui.h"
 #include "ui/tui/tui.h"
 
 struct tui_gen {
@@ -30,7 +31,7 @@ struct tui_gen {
     uint64_t        cur_gen;
     eng_session    *s;
     prof           *p;
-    prof_log       *log;
+    ui_runlog      *rl;          /* the run log's writer (src/ui/common) */
     eng_sampler    *smp;
     enum eng_chat   tmpl;        /* the prompt's template (/mode) */
     enum eng_chat   model_tmpl;  /* the model's own, ENG_CHAT_NONE if none */
@@ -40,11 +41,7 @@ struct tui_gen {
     int             threads_req; /* the thread count last asked of the engine */
     int             ahead_refused_on;     /* the session refused look-ahead on */
     int             ahead_refused_layers; /* the depth it refused; 0 none (apply_ahead) */
-    int             run_open, run_dirty, log_session;
-    int64_t         run_id;
-    double          bw;          /* the machine's read bandwidth, GB/s */
-    double          disk_gbs;    /* the model's storage bandwidth (ui_disk_bw), 0 none */
-    prof_xio_fig    xio;         /* expert counts over the run's decode tokens */
+    int             run_dirty;   /* the settings changed: the next token starts a run */
     size_t         *tok_end;     /* bytes of the reply after each token [tok_n] */
     size_t          tok_n, tok_cap;
     /* The reply's figures for its closing line: the profiler's run totals
@@ -78,7 +75,7 @@ struct tui_gen {
 
 /* tui_gen.c, for tui_gen_conv.c and tui_gen_thread.c */
 void tui_gen_wake(tui_gen *g);        /* tell the UI through wake_fd */
-void tui_gen_run_end(tui_gen *g);     /* the open run flushed to the log */
+int  tui_gen_log_new(tui_gen *g);     /* the run log's writer: 0, or -1 (memory) */
 void tui_gen_job_load(tui_gen *g, const char *path);   /* open a model */
 void tui_gen_job_mode(tui_gen *g, const char *name);   /* /mode NAME */
 void tui_gen_note(tui_gen *g, int role, const char *fmt, ...)
@@ -87,9 +84,7 @@ void tui_gen_snap_refresh(tui_gen *g, int state);   /* the UI's snapshot */
 void tui_gen_show_wait(tui_gen *g);   /* the change on screen first (bounded) */
 void tui_gen_apply(tui_gen *g);       /* posted settings, between tokens */
 void tui_gen_run_begin(tui_gen *g);   /* a new run under the current settings */
-void tui_gen_run_token(tui_gen *g);   /* a token done: flush the log when due */
 void tui_gen_reply_take(tui_gen *g);  /* the run's tokens into the reply's */
-void tui_gen_log_fail(tui_gen *g, const char *err);   /* said once, log off */
 
 /* tui_gen_conv.c, for the job loop */
 void tui_gen_job_chat(tui_gen *g, const char *text);   /* answer a prompt */

@@ -70,7 +70,7 @@ static void *gen_main(void *arg)
             tui_gen_wake(g);
         }
     }
-    tui_gen_run_end(g);
+    ui_runlog_run_end(g->rl);
     return NULL;
 }
 
@@ -93,8 +93,10 @@ int tui_gen_start(tui_gen **out, const tui_gen_cfg *cfg, const tui_settings *st)
     pthread_mutex_init(&g->snap_mu, NULL);
     tui_settings_copy(&g->want, st);
     tui_settings_copy(&g->cur, st);
+    int rc = tui_gen_log_new(g);
     tui_gen_snap_refresh(g, TUI_IDLE);
-    if (pthread_create(&g->th, NULL, gen_main, g)) {
+    if (rc || pthread_create(&g->th, NULL, gen_main, g)) {
+        ui_runlog_free(g->rl);
         tui_settings_free(&g->want);
         tui_settings_free(&g->cur);
         free(g);
@@ -116,7 +118,7 @@ void tui_gen_quit(tui_gen *g)
     pthread_join(g->th, NULL);
     for (int i = 0; i < g->q_n; i++)
         free(g->q_arg[i]);
-    prof_log_close(g->log);
+    ui_runlog_free(g->rl);
     if (g->s)
         eng_set_prof(g->s, NULL);
     eng_close(g->s);
