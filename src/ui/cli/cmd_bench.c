@@ -122,18 +122,10 @@ static double read_bw_for(ui_runlog *rl, int n)
     return bw;
 }
 
-uint64_t ui_bench_rng(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static void random_tokens(int32_t *ids, size_t n, uint32_t n_vocab, uint64_t *rng)
 {
     for (size_t i = 0; i < n; i++)
-        ids[i] = (int32_t)(ui_bench_rng(rng) % n_vocab);
+        ids[i] = (int32_t)(fmt_splitmix64(rng) % n_vocab);
 }
 
 /* Fill the cache with depth tokens, then time the test once (seconds);
@@ -159,7 +151,7 @@ static double run_once(eng_session *s, long n_prompt, long n_gen, long depth,
             return -1;
     } else {
         for (long i = 0; i < n_gen; i++) {
-            int32_t tkn = (int32_t)(ui_bench_rng(rng) % nv);
+            int32_t tkn = (int32_t)(fmt_splitmix64(rng) % nv);
             if (eng_decode(s, tkn, err, errlen))
                 return -1;
         }
@@ -489,7 +481,7 @@ static int run_group(bench_run *b, eng_session *s, const char *model, result *tu
             unsigned a = (unsigned)(i % (long)n);
             if (a != cur && (rc = set_test(b, s, model, &turn[cur = a])))
                 return rc;
-            int32_t tkn = (int32_t)(ui_bench_rng(&b->rng) % nv);
+            int32_t tkn = (int32_t)(fmt_splitmix64(&b->rng) % nv);
             double t0 = prof_now();
             if (eng_decode(s, tkn, err, errlen))
                 return ui_error("%s: %s", model, err);

@@ -175,9 +175,9 @@ int ui_bench_l1d(const bench_cfg *c, unsigned rows_div)
         }
         uint64_t rng = 7;
         for (size_t i = 0; i < (size_t)R * C; i++)
-            w[i] = (float)((int)(ui_bench_rng(&rng) >> 56) - 128) * (1.0f / 4096);
+            w[i] = (float)((int)(fmt_splitmix64(&rng) >> 56) - 128) * (1.0f / 4096);
         for (unsigned i = 0; i < C; i++)
-            x[i] = (float)((int)(ui_bench_rng(&rng) >> 56) - 128) * (1.0f / 128);
+            x[i] = (float)((int)(fmt_splitmix64(&rng) >> 56) - 128) * (1.0f / 128);
         for (unsigned rt = 0; rt < nrt; rt++)
             for (unsigned ct = 0; ct < nct; ct++)
                 kern_tile_pack(KERN_F32, KERN_TILE_ROWS, KERN_TILE_COLS, KERN_SRC_F32,

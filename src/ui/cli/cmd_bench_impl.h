@@ -71,11 +71,9 @@ void ui_bench_emit(const bench_cfg *c, const result *r, const char *cpu, int fir
  * depth, into buf [n]. */
 void ui_bench_test_name(char *buf, size_t n, const result *r);
 
-/* cmd_bench.c's helpers the modes share: the mean and sample standard
- * deviation of x[n] (0 and 0 for n 0); the next of a splitmix64 sequence
- * in *s. */
+/* cmd_bench.c's helper the modes share: the mean and sample standard
+ * deviation of x[n] (0 and 0 for n 0). */
 void      ui_bench_mean_sd(const double *x, unsigned n, double *mean, double *sd);
-uint64_t  ui_bench_rng(uint64_t *s);
 /* The run log's writer of a bench mode (its warnings "cflow bench: ..."). */
 static inline ui_runlog *ui_bench_log(const bench_cfg *c)
 {
