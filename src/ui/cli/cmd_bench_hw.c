@@ -6,8 +6,8 @@
  * through the expert reader (eng_disk_read), recorded in the diskbw table
  * for the storage-bound limit.  l1d: cflow's tile mat-vec against a
  * row-major one on the report's d 8192 shapes.  The settings are
- * cmd_bench.c's (bench_cfg); results go to stdout in md, csv or json,
- * notes to stderr.
+ * bench_cfg's (cmd_bench.c); each mode's results are a column table
+ * (cli_table.c) on stdout in md, csv or json, notes on stderr.
  *
  * "The report" (with its section numbers) is the Pipeline-Native
  * Transformers report.
@@ -28,37 +28,45 @@
 #include "ui/cli/cmd_bench_impl.h"
 
 /* ---- membw -------------------------------------------------------------- */
+enum { MB_THREADS, MB_MEDIAN, MB_MIN, MB_MAX, MB_PASSES, MB_MIB, MB_BYTES, MB_N };
+static const ui_col membw_cols[MB_N] = {
+    { "n_threads", "threads", UI_TAB_ALL, 'n' },
+    { "median_gb_s", "read GB/s (median)", UI_TAB_ALL, 'n' },
+    { "min_gb_s", "min", UI_TAB_ALL, 'n' },
+    { "max_gb_s", "max", UI_TAB_ALL, 'n' },
+    { "passes", NULL, UI_TAB_ALL, 'n' },
+    { "MiB per pass", NULL, UI_TAB_MD, 'n' },
+    { "bytes", NULL, UI_TAB_DATA, 'n' },
+};
+
+/* A row's GB/s figures: three decimals in the data, two in the table. */
+static void gbs_cell(ui_tab *t, unsigned col, double v)
+{
+    ui_tab_set(t, col, "%.3f", v);
+    ui_tab_md(t, col, "%.2f", v);
+}
+
 int ui_bench_membw(const bench_cfg *c)
 {
     const unsigned passes = c->reps_set ? c->reps : UI_MEMBW_PASSES;
     ui_runlog *rl = ui_bench_log(c);
+    ui_tab t;
     int rc = rl ? UI_EXIT_OK : ui_error("out of memory");
-    if (c->fmt == 0)
-        printf("| threads | read GB/s (median) |   min |   max | passes | MiB per pass |\n"
-               "| ------: | -----------------: | ----: | ----: | -----: | -----------: |\n");
-    else if (c->fmt == 1)
-        printf("n_threads,median_gb_s,min_gb_s,max_gb_s,passes,bytes\n");
-    else
-        printf("[\n");
+    ui_tab_init(&t, c->fmt, membw_cols, MB_N);
     for (unsigned ti = 0; ti < c->t.n && rc == UI_EXIT_OK; ti++) {
         prof_membw r;
         if ((rc = ui_membw_measure(rl, (int)c->t.v[ti], passes, &r)))
             break;
-        if (c->fmt == 0)
-            printf("| %d | %.2f | %.2f | %.2f | %u | %llu |\n", r.threads, r.median_gbs,
-                   r.min_gbs, r.max_gbs, r.passes, (unsigned long long)(r.bytes >> 20));
-        else if (c->fmt == 1)
-            printf("%d,%.3f,%.3f,%.3f,%u,%llu\n", r.threads, r.median_gbs, r.min_gbs,
-                   r.max_gbs, r.passes, (unsigned long long)r.bytes);
-        else
-            printf("%s  { \"n_threads\": %d, \"median_gb_s\": %.3f, \"min_gb_s\": %.3f,"
-                   " \"max_gb_s\": %.3f, \"passes\": %u, \"bytes\": %llu }", ti ? ",\n" : "",
-                   r.threads, r.median_gbs, r.min_gbs, r.max_gbs, r.passes,
-                   (unsigned long long)r.bytes);
-        fflush(stdout);
+        ui_tab_set(&t, MB_THREADS, "%d", r.threads);
+        gbs_cell(&t, MB_MEDIAN, r.median_gbs);
+        gbs_cell(&t, MB_MIN, r.min_gbs);
+        gbs_cell(&t, MB_MAX, r.max_gbs);
+        ui_tab_set(&t, MB_PASSES, "%u", r.passes);
+        ui_tab_set(&t, MB_MIB, "%llu", (unsigned long long)(r.bytes >> 20));
+        ui_tab_set(&t, MB_BYTES, "%llu", (unsigned long long)r.bytes);
+        ui_tab_row(&t);
     }
-    if (c->fmt == 2)
-        printf("\n]\n");
+    ui_tab_end(&t, rc == UI_EXIT_OK);
     if (rc == UI_EXIT_OK && ui_runlog_path(rl))
         ui_eprintf("cflow bench: read bandwidth recorded in %s\n", ui_runlog_path(rl));
     ui_runlog_free(rl);
@@ -66,45 +74,29 @@ int ui_bench_membw(const bench_cfg *c)
 }
 
 /* ---- diskbw ------------------------------------------------------------- */
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+enum { DB_READER, DB_QD, DB_KIB, DB_CHUNK, DB_MEDIAN, DB_MIN, DB_MAX, DB_PASSES, DB_MIB,
+       DB_BYTES, DB_N };
+static const ui_col diskbw_cols[DB_N] = {
+    { "reader", NULL, UI_TAB_ALL, 'w' },
+    { "qd", "queue depth", UI_TAB_ALL, 'n' },
+    { "KiB per read", NULL, UI_TAB_MD, 'n' },
+    { "chunk_bytes", NULL, UI_TAB_DATA, 'n' },
+    { "median_gb_s", "read GB/s (median)", UI_TAB_ALL, 'n' },
+    { "min_gb_s", "min", UI_TAB_ALL, 'n' },
+    { "max_gb_s", "max", UI_TAB_ALL, 'n' },
+    { "passes", NULL, UI_TAB_ALL, 'n' },
+    { "MiB per pass", NULL, UI_TAB_MD, 'n' },
+    { "bytes", NULL, UI_TAB_DATA, 'n' },
+};
 
-int ui_bench_diskbw(const bench_cfg *c, const char *path, unsigned qd)
+/* The median recorded for path's device on this host (ui_disk_bw reads
+ * it for the storage-bound limit). */
+static void diskbw_record(const bench_cfg *c, const char *path, double med)
 {
-    const unsigned passes = c->reps_set ? (c->reps > MAXL ? MAXL : c->reps) : UI_MEMBW_PASSES;
-    double gbs[MAXL];
-    eng_diskbw d;
-    char err[512];
-    for (unsigned i = 0; i < passes; i++) {
-        if (eng_disk_read(path, qd, &d, err, sizeof err))
-            return ui_error("bench diskbw: %s", err);
-        gbs[i] = (double)d.bytes / d.seconds / 1e9;
-    }
-    qsort(gbs, passes, sizeof *gbs, cmp_double);
-    double med = passes % 2 ? gbs[passes / 2] : (gbs[passes / 2 - 1] + gbs[passes / 2]) / 2;
-    if (c->fmt == 0)
-        printf("| reader | queue depth | KiB per read | read GB/s (median) |   min |   max | "
-               "passes | MiB per pass |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
-               "| %s | %u | %u | %.2f | %.2f | %.2f | %u | %llu |\n", d.reader, d.qd,
-               d.chunk >> 10, med, gbs[0], gbs[passes - 1], passes,
-               (unsigned long long)(d.bytes >> 20));
-    else if (c->fmt == 1)
-        printf("reader,qd,chunk_bytes,median_gb_s,min_gb_s,max_gb_s,passes,bytes\n"
-               "%s,%u,%u,%.3f,%.3f,%.3f,%u,%llu\n", d.reader, d.qd, d.chunk, med, gbs[0],
-               gbs[passes - 1], passes, (unsigned long long)d.bytes);
-    else
-        printf("[\n  { \"reader\": \"%s\", \"qd\": %u, \"chunk_bytes\": %u, "
-               "\"median_gb_s\": %.3f, \"min_gb_s\": %.3f, \"max_gb_s\": %.3f, "
-               "\"passes\": %u, \"bytes\": %llu }\n]\n", d.reader, d.qd, d.chunk, med,
-               gbs[0], gbs[passes - 1], passes, (unsigned long long)d.bytes);
-    /* the figure the storage-bound limit divides by (ui_disk_bw) */
+    char err[512], host[256] = "";
+    struct stat st;
     ui_runlog *rl = ui_bench_log(c);
     prof_log *l = rl ? ui_runlog_log(rl) : NULL;
-    struct stat st;
-    char host[256] = "";
     gethostname(host, sizeof host - 1);
     if (l && !stat(path, &st) &&
         prof_log_diskbw(l, host, (uint64_t)st.st_dev, path, med, err, sizeof err))
@@ -112,6 +104,35 @@ int ui_bench_diskbw(const bench_cfg *c, const char *path, unsigned qd)
     else if (l)
         ui_eprintf("cflow bench diskbw: %s: recorded in %s\n", path, prof_log_path(l));
     ui_runlog_free(rl);
+}
+
+int ui_bench_diskbw(const bench_cfg *c, const char *path)
+{
+    const unsigned passes = c->reps_set ? (c->reps > MAXL ? MAXL : c->reps) : UI_MEMBW_PASSES;
+    double gbs[MAXL];
+    eng_diskbw d;
+    char err[512];
+    for (unsigned i = 0; i < passes; i++) {
+        if (eng_disk_read(path, c->qd, &d, err, sizeof err))
+            return ui_error("bench diskbw: %s", err);
+        gbs[i] = (double)d.bytes / d.seconds / 1e9;
+    }
+    double med = ui_tab_median(gbs, passes);   /* gbs sorted: min first, max last */
+    ui_tab t;
+    ui_tab_init(&t, c->fmt, diskbw_cols, DB_N);
+    ui_tab_set(&t, DB_READER, "%s", d.reader);
+    ui_tab_set(&t, DB_QD, "%u", d.qd);
+    ui_tab_set(&t, DB_KIB, "%u", d.chunk >> 10);
+    ui_tab_set(&t, DB_CHUNK, "%u", d.chunk);
+    gbs_cell(&t, DB_MEDIAN, med);
+    gbs_cell(&t, DB_MIN, gbs[0]);
+    gbs_cell(&t, DB_MAX, gbs[passes - 1]);
+    ui_tab_set(&t, DB_PASSES, "%u", passes);
+    ui_tab_set(&t, DB_MIB, "%llu", (unsigned long long)(d.bytes >> 20));
+    ui_tab_set(&t, DB_BYTES, "%llu", (unsigned long long)d.bytes);
+    ui_tab_row(&t);
+    ui_tab_end(&t, 1);
+    diskbw_record(c, path, med);
     return UI_EXIT_OK;
 }
 
@@ -127,113 +148,144 @@ int ui_bench_diskbw(const bench_cfg *c, const char *path, unsigned qd)
  * identical between the two; it also makes both more bandwidth-bound than
  * Q4_0 would.  --rows-div K divides the output rows (for quick runs).
  */
-int ui_bench_l1d(const bench_cfg *c, unsigned rows_div)
+enum { L1_OP, L1_SHAPE, L1_ROWS, L1_COLS, L1_WS, L1_TILED, L1_TILED_SD, L1_ROWMAJ,
+       L1_ROWMAJ_SD, L1_SPEEDUP, L1_MISSES, L1_ISA, L1_N };
+static const ui_col l1d_cols[L1_N] = {
+    { "operation", NULL, UI_TAB_ALL, 'w' },
+    { "out x in", NULL, UI_TAB_MD, 'w' },
+    { "rows", NULL, UI_TAB_DATA, 'n' },
+    { "cols", NULL, UI_TAB_DATA, 'n' },
+    { "working set / L1d", NULL, UI_TAB_MD, 'n' },
+    { "tiled_ms", "tiled ms", UI_TAB_ALL, 'n' },
+    { "tiled_sd_ms", NULL, UI_TAB_DATA, 'n' },
+    { "rowmajor_ms", "row-major ms", UI_TAB_ALL, 'n' },
+    { "rowmajor_sd_ms", NULL, UI_TAB_DATA, 'n' },
+    { "speedup", NULL, UI_TAB_ALL, 'n' },
+    { "L1D misses", NULL, UI_TAB_MD, 'w' },
+    { "isa", NULL, UI_TAB_DATA, 'w' },
+};
+
+/* One shape R x C: both layouts timed reps times after a warm-up, in ms
+ * (mean and sd each); the largest difference of their outputs in *diff.
+ * 0, or -1 when out of memory. */
+static int l1d_shape(const kern_ops *ops, unsigned R, unsigned C, unsigned reps,
+                     double ms[4], double *diff)
+{
+    unsigned nrt = R / KERN_TILE_ROWS, nct = C / KERN_TILE_COLS;
+    size_t tb = kern_tile_payload_size(KERN_F32, KERN_TILE_ROWS, KERN_TILE_COLS);
+    float *w = malloc((size_t)R * C * sizeof *w);
+    uint8_t *tiles = malloc((size_t)nrt * nct * tb);
+    float *x = malloc((size_t)C * sizeof *x), *y = malloc((size_t)R * sizeof *y);
+    double tt[MAXL], tr[MAXL];
+    kern_act act;
+    int rc = -1;
+    memset(&act, 0, sizeof act);
+    if (!w || !tiles || !x || !y || kern_act_init(&act, C))
+        goto out;
+    uint64_t rng = 7;
+    for (size_t i = 0; i < (size_t)R * C; i++)
+        w[i] = (float)((int)(fmt_splitmix64(&rng) >> 56) - 128) * (1.0f / 4096);
+    for (unsigned i = 0; i < C; i++)
+        x[i] = (float)((int)(fmt_splitmix64(&rng) >> 56) - 128) * (1.0f / 128);
+    for (unsigned rt = 0; rt < nrt; rt++)
+        for (unsigned ct = 0; ct < nct; ct++)
+            kern_tile_pack(KERN_F32, KERN_TILE_ROWS, KERN_TILE_COLS, KERN_SRC_F32,
+                           w + (size_t)rt * KERN_TILE_ROWS * C + (size_t)ct * KERN_TILE_COLS,
+                           (size_t)C * sizeof(float), tiles + ((size_t)rt * nct + ct) * tb);
+    kern_act_set(&act, x, C, KERN_NEED(KERN_F32));
+    *diff = 0;
+    for (unsigned k = 0; k <= reps; k++) {   /* k = 0: warm-up */
+        double t0 = prof_now();
+        for (unsigned rt = 0; rt < nrt; rt++) {
+            float *yr = y + (size_t)rt * KERN_TILE_ROWS;
+            memset(yr, 0, KERN_TILE_ROWS * sizeof *yr);
+            for (unsigned ct = 0; ct < nct; ct++)
+                ops->tile_mv[KERN_F32](tiles + ((size_t)rt * nct + ct) * tb, KERN_TILE_ROWS,
+                                       KERN_TILE_COLS, &act, ct * KERN_TILE_COLS, yr);
+        }
+        double t1 = prof_now();
+        for (unsigned r = 0; r < R; r++) {
+            double dd = fabs((double)ops->dot_f32(w + (size_t)r * C, x, C) - y[r]);
+            *diff = dd > *diff ? dd : *diff;
+        }
+        double t2 = prof_now();
+        if (k) {
+            tt[k - 1] = (t1 - t0) * 1e3;
+            tr[k - 1] = (t2 - t1) * 1e3;
+        }
+    }
+    ui_tab_mean_sd(tt, reps, &ms[0], &ms[1]);
+    ui_tab_mean_sd(tr, reps, &ms[2], &ms[3]);
+    rc = 0;
+out:
+    free(w);
+    free(tiles);
+    free(x);
+    free(y);
+    kern_act_free(&act);
+    return rc;
+}
+
+/* Whether the L1D miss counter can be read here, said on stderr. */
+static int l1d_counters(void)
+{
+    char err[256];
+    prof *p = NULL;
+    const char *why = "profiler unavailable";
+    int have = 0;
+    if (prof_new(&p, PROF_COUNTERS, 1, err, sizeof err) == 0) {
+        have = prof_ev_available(p, PROF_EV_L1D_READ_MISS);
+        why = prof_ev_reason(p, PROF_EV_L1D_READ_MISS);
+    }
+    if (!have)
+        ui_eprintf("cflow bench l1d: no hardware L1D miss counts: %s\n", why);
+    else
+        fprintf(stderr, "cflow bench l1d: L1D miss counters are available, but "
+                "this build times only; see `cflow run` for per-run counts\n");
+    prof_free(p);
+    return have;
+}
+
+int ui_bench_l1d(const bench_cfg *c)
 {
     static const struct { const char *name; unsigned out, in; } shp[] = {
         { "attn-proj", 8192, 8192 },   { "expert-proj", 8192, 8192 },
         { "dense-gateup", 32768, 8192 }, { "dense-down", 8192, 32768 },
     };
     const kern_ops *ops = kern_init();
-    char err[256];
-    prof *p = NULL;
-    const char *miss_reason = "profiler unavailable";
-    int have_ctr = 0;
-    if (prof_new(&p, PROF_COUNTERS, 1, err, sizeof err) == 0) {
-        have_ctr = prof_ev_available(p, PROF_EV_L1D_READ_MISS);
-        miss_reason = prof_ev_reason(p, PROF_EV_L1D_READ_MISS);
-    }
-    if (!have_ctr)
-        ui_eprintf("cflow bench l1d: no hardware L1D miss counts: %s\n",
-                miss_reason);
-    else
-        fprintf(stderr, "cflow bench l1d: L1D miss counters are available, but "
-                "this build times only; see `cflow run` for per-run counts\n");
-    if (c->fmt == 0)
-        printf("| operation | out x in | working set / L1d | tiled ms | row-major ms | "
-               "speedup | L1D misses |\n| --- | --- | ---: | ---: | ---: | ---: | --- |\n");
-    else if (c->fmt == 1)
-        printf("operation,rows,cols,tiled_ms,tiled_sd_ms,rowmajor_ms,rowmajor_sd_ms,"
-               "speedup,isa\n");
-    else
-        printf("[\n");
+    const int have_ctr = l1d_counters();
+    const unsigned reps = c->reps > MAXL ? MAXL : c->reps;
     int rc = UI_EXIT_OK;
+    ui_tab t;
+    ui_tab_init(&t, c->fmt, l1d_cols, L1_N);
     for (size_t si = 0; si < sizeof shp / sizeof *shp && rc == UI_EXIT_OK; si++) {
-        unsigned R = shp[si].out / rows_div, C = shp[si].in;
+        unsigned R = shp[si].out / c->rows_div, C = shp[si].in;
+        double ms[4], diff;
         if (R < KERN_TILE_ROWS)
             R = KERN_TILE_ROWS;
-        unsigned nrt = R / KERN_TILE_ROWS, nct = C / KERN_TILE_COLS;
-        size_t tb = kern_tile_payload_size(KERN_F32, KERN_TILE_ROWS, KERN_TILE_COLS);
-        float *w = malloc((size_t)R * C * sizeof *w);
-        uint8_t *tiles = malloc((size_t)nrt * nct * tb);
-        float *x = malloc((size_t)C * sizeof *x), *y = malloc((size_t)R * sizeof *y);
-        kern_act act;
-        memset(&act, 0, sizeof act);
-        if (!w || !tiles || !x || !y || kern_act_init(&act, C)) {
-            free(w); free(tiles); free(x); free(y); kern_act_free(&act);
+        if (l1d_shape(ops, R, C, reps, ms, &diff)) {
             rc = ui_error("bench l1d: out of memory for %s", shp[si].name);
             break;
         }
-        uint64_t rng = 7;
-        for (size_t i = 0; i < (size_t)R * C; i++)
-            w[i] = (float)((int)(fmt_splitmix64(&rng) >> 56) - 128) * (1.0f / 4096);
-        for (unsigned i = 0; i < C; i++)
-            x[i] = (float)((int)(fmt_splitmix64(&rng) >> 56) - 128) * (1.0f / 128);
-        for (unsigned rt = 0; rt < nrt; rt++)
-            for (unsigned ct = 0; ct < nct; ct++)
-                kern_tile_pack(KERN_F32, KERN_TILE_ROWS, KERN_TILE_COLS, KERN_SRC_F32,
-                               w + (size_t)rt * KERN_TILE_ROWS * C + (size_t)ct * KERN_TILE_COLS,
-                               (size_t)C * sizeof(float),
-                               tiles + ((size_t)rt * nct + ct) * tb);
-        kern_act_set(&act, x, C, KERN_NEED(KERN_F32));
-        unsigned reps = c->reps > MAXL ? MAXL : c->reps;
-        double tt[MAXL], tr[MAXL], mt, sdt, mr, sdr, maxdiff = 0;
-        for (unsigned k = 0; k <= reps; k++) { /* k = 0: warm-up */
-            double t0 = prof_now();
-            for (unsigned rt = 0; rt < nrt; rt++) {
-                float *yr = y + (size_t)rt * KERN_TILE_ROWS;
-                memset(yr, 0, KERN_TILE_ROWS * sizeof *yr);
-                for (unsigned ct = 0; ct < nct; ct++)
-                    ops->tile_mv[KERN_F32](tiles + ((size_t)rt * nct + ct) * tb,
-                                           KERN_TILE_ROWS, KERN_TILE_COLS, &act,
-                                           ct * KERN_TILE_COLS, yr);
-            }
-            double t1 = prof_now();
-            for (unsigned r = 0; r < R; r++) {
-                float v = ops->dot_f32(w + (size_t)r * C, x, C);
-                double dd = fabs((double)v - y[r]);
-                if (dd > maxdiff)
-                    maxdiff = dd;
-            }
-            double t2 = prof_now();
-            if (k) {
-                tt[k - 1] = (t1 - t0) * 1e3;
-                tr[k - 1] = (t2 - t1) * 1e3;
-            }
-        }
-        ui_bench_mean_sd(tt, reps, &mt, &sdt);
-        ui_bench_mean_sd(tr, reps, &mr, &sdr);
-        if (maxdiff > 1e-2)
-            ui_eprintf("cflow bench l1d: %s: layouts disagree by %g\n",
-                    shp[si].name, maxdiff);
-        double ws = (double)C * 4 / 32768.0;
-        if (c->fmt == 0)
-            printf("| %s | %u x %u | %.0fx | %.2f ± %.2f | %.2f ± %.2f | %.2fx | %s |\n",
-                   shp[si].name, R, C, ws, mt, sdt, mr, sdr, mr / mt,
-                   have_ctr ? "not measured" : "unavailable");
-        else if (c->fmt == 1)
-            printf("%s,%u,%u,%.4f,%.4f,%.4f,%.4f,%.4f,%s\n", shp[si].name, R, C, mt,
-                   sdt, mr, sdr, mr / mt, ops->name);
-        else
-            printf("%s  { \"operation\": \"%s\", \"rows\": %u, \"cols\": %u, "
-                   "\"tiled_ms\": %.4f, \"rowmajor_ms\": %.4f, \"speedup\": %.4f, "
-                   "\"isa\": \"%s\" }", si ? ",\n" : "", shp[si].name, R, C, mt, mr,
-                   mr / mt, ops->name);
-        fflush(stdout);
-        free(w); free(tiles); free(x); free(y);
-        kern_act_free(&act);
+        if (diff > 1e-2)
+            ui_eprintf("cflow bench l1d: %s: layouts disagree by %g\n", shp[si].name, diff);
+        ui_tab_set(&t, L1_OP, "%s", shp[si].name);
+        ui_tab_set(&t, L1_SHAPE, "%u x %u", R, C);
+        ui_tab_set(&t, L1_ROWS, "%u", R);
+        ui_tab_set(&t, L1_COLS, "%u", C);
+        ui_tab_set(&t, L1_WS, "%.0fx", (double)C * 4 / 32768.0);
+        ui_tab_set(&t, L1_TILED, "%.4f", ms[0]);
+        ui_tab_md(&t, L1_TILED, "%.2f ± %.2f", ms[0], ms[1]);
+        ui_tab_set(&t, L1_TILED_SD, "%.4f", ms[1]);
+        ui_tab_set(&t, L1_ROWMAJ, "%.4f", ms[2]);
+        ui_tab_md(&t, L1_ROWMAJ, "%.2f ± %.2f", ms[2], ms[3]);
+        ui_tab_set(&t, L1_ROWMAJ_SD, "%.4f", ms[3]);
+        ui_tab_set(&t, L1_SPEEDUP, "%.4f", ms[2] / ms[0]);
+        ui_tab_md(&t, L1_SPEEDUP, "%.2fx", ms[2] / ms[0]);
+        ui_tab_set(&t, L1_MISSES, "%s", have_ctr ? "not measured" : "unavailable");
+        ui_tab_set(&t, L1_ISA, "%s", ops->name);
+        ui_tab_row(&t);
     }
-    if (c->fmt == 2)
-        printf("\n]\n");
-    prof_free(p);
+    ui_tab_end(&t, rc == UI_EXIT_OK);
     return rc;
 }

@@ -1,7 +1,13 @@
 /*
- * cmd_bench_impl.h — private to `cflow bench`: what its tests
- * (cmd_bench.c) and its printing (cmd_bench_out.c) share: the settings of
- * a run of tests and one test's result.
+ * cmd_bench_impl.h — private to `cflow bench`: the settings of a run of
+ * tests (bench_cfg) and one test's result, for the files that share them.
+ * They call downwards only:
+ *
+ *   cmd_bench.c        the options and the table of modes; calls one of
+ *   cmd_bench_model.c  a model's tests (llama-bench's pp and tg, directio)
+ *   cmd_bench_hw.c     the machine's own figures (membw, diskbw, l1d)
+ *   cmd_bench_out.c    the model tests' columns and rows
+ *   cli_table.c        the one table emitter (md, csv, json) all print with
  */
 #ifndef CFLOW_CMD_BENCH_IMPL_H
 #define CFLOW_CMD_BENCH_IMPL_H
@@ -9,15 +15,10 @@
 #include <stdint.h>
 
 #include "prof/prof.h"
-#include "ui/common/ui.h"
+#include "ui/cli/cli.h"
 
 #define MAXL UI_LIST_MAX   /* entries per list option */
 typedef ui_ilist ilist;
-
-/* The words of the prefetch (0 off, 1 on) and expert I/O modes. */
-extern const char *const ui_bench_onoff[2];
-extern const char *const ui_bench_xio[4];
-extern const char *const ui_bench_xio_auto[3];
 
 /* ---- one result --------------------------------------------------------- */
 typedef struct ui_bench_result {
@@ -25,7 +26,7 @@ typedef struct ui_bench_result {
     uint64_t    model_size, n_params;
     const char *arch, *isa, *quant;
     int         threads, prefetch, expert_io, use_mmap;
-    const char *xio_name;   /* ui_bench_xio's, or "auto:MODE" where auto chose */
+    char        xio_name[16];     /* the mode's word, "auto:MODE" where auto chose */
     long        n_prompt, n_gen, n_depth;
     unsigned    reps;
     double     *ns, *ts;          /* [reps] */
@@ -56,6 +57,9 @@ typedef struct ui_bench_cfg {
     int      interleave;           /* --interleave: tg tests take turns a token each */
     double   read_bw;              /* GB/s; 0: measure */
     uint64_t seed;
+    unsigned rows_div;             /* l1d: --rows-div */
+    unsigned qd;                   /* diskbw: --qd, 0 the reader's */
+    const char *disk_file;         /* diskbw: --file, NULL the model */
     const char *db;                /* --db PATH, NULL: the default log */
     int      no_log;
     /* the engine options of the command line (ui_settings_eng_opts); a
@@ -64,28 +68,32 @@ typedef struct ui_bench_cfg {
     eng_opts eo;
 } bench_cfg;   /* ui_bench_cfg */
 
-/* The result's row on stdout in c's format (md 0, csv 1, json 2), the
- * head (md table head, csv field names, json '[') before the first. */
-void ui_bench_emit(const bench_cfg *c, const result *r, const char *cpu, int first);
-/* r's test as the tables name it, "ppN" or "tgN", with " @ dD" for a
- * depth, into buf [n]. */
-void ui_bench_test_name(char *buf, size_t n, const result *r);
-
-/* cmd_bench.c's helper the modes share: the mean and sample standard
- * deviation of x[n] (0 and 0 for n 0). */
-void      ui_bench_mean_sd(const double *x, unsigned n, double *mean, double *sd);
 /* The run log's writer of a bench mode (its warnings "cflow bench: ..."). */
 static inline ui_runlog *ui_bench_log(const bench_cfg *c)
 {
     return ui_runlog_new(c->db, c->no_log, "cflow bench", ui_say_stderr, (void *)"cflow bench");
 }
 
-/* cmd_bench_hw.c: the modes that measure the machine.  Each prints its
- * table in c's format and returns UI_EXIT_OK, or an exit code after one
- * line on stderr.  diskbw reads path (a model or --file) with qd reads in
- * flight (0: the reader's); l1d divides its shapes' rows by rows_div. */
+/* ---- cmd_bench_model.c: the tests of every model of c; an exit code ---- */
+int ui_bench_models(const bench_cfg *c);
+
+/* ---- cmd_bench_out.c: their table -------------------------------------- */
+/* The model tests' table in c's format into t, its columns in cols (the md
+ * table shows prefetch, expert I/O and look-ahead where c sets them). */
+void ui_bench_table(ui_tab *t, ui_col cols[UI_TAB_MAXC], const bench_cfg *c);
+/* r's row in t; cpu is this machine's CPU model. */
+void ui_bench_emit(ui_tab *t, const result *r, const char *cpu);
+/* r's test as the tables name it, "ppN" or "tgN", with " @ dD" for a
+ * depth, into buf [n]. */
+void ui_bench_test_name(char *buf, size_t n, const result *r);
+
+/* ---- cmd_bench_hw.c: the modes that measure the machine ------------------
+ * Each prints its table in c's format and returns UI_EXIT_OK, or an exit
+ * code after one line on stderr.  diskbw reads path (a model or --file)
+ * with c->qd reads in flight; l1d divides its shapes' rows by
+ * c->rows_div. */
 int ui_bench_membw(const bench_cfg *c);
-int ui_bench_diskbw(const bench_cfg *c, const char *path, unsigned qd);
-int ui_bench_l1d(const bench_cfg *c, unsigned rows_div);
+int ui_bench_diskbw(const bench_cfg *c, const char *path);
+int ui_bench_l1d(const bench_cfg *c);
 
 #endif

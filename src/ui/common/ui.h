@@ -90,6 +90,9 @@ typedef struct ui_opt {
 } ui_opt;
 
 extern const ui_opt ui_opts[UI_O_N];
+/* "off" and "on" (0 and 1; NULL-terminated): how a switch's value is
+ * written, parsed and logged everywhere. */
+extern const char *const ui_onoff[3];
 
 /* Everything the flags set, parsed once.  given[id] says which options
  * the command line named (the rest keep the program's defaults). */
@@ -358,6 +361,17 @@ const char *ui_runlog_bw_src(const ui_runlog *rl);
 int64_t    ui_runlog_run_id(const ui_runlog *rl);
 /* The last flush and the log closed; NULL is a no-op. */
 void       ui_runlog_free(ui_runlog *rl);
+/* The machine's read bandwidth for "% of read bw" at n_threads, in GB/s:
+ * $CFLOW_READ_BW_GBS, else the median `cflow bench membw` recorded for this
+ * host at n_threads, else (when measure) measured now as membw measures it
+ * and recorded through rl (may be NULL); 0 when there is none.  src gets
+ * where the figure came from, e.g. "31.20 GB/s (2 threads, median of 9 passes,
+ * 30.10-32.00, measured 2026-12-03T10:00:00Z; from the run log)". */
+#define UI_MEMBW_PASSES 9   /* membw's timed passes unless -r gives them */
+double ui_read_bw(ui_runlog *rl, int n_threads, int measure, char *src, size_t srclen);
+/* Measure the read bandwidth at n threads and record it through rl (may
+ * be NULL): 0, or an exit code after a message. */
+int  ui_membw_measure(ui_runlog *rl, int n, unsigned passes, prof_membw *r);
 
 /* ---- ui_runcmp.c: two runs side by side, the figures with their units - */
 typedef struct ui_cmp_row {
@@ -378,15 +392,10 @@ size_t ui_cmp_rows(const prof_run_row *a, const prof_run_row *b, ui_cmp_row *row
  * strings point into the buffers beside them. */
 typedef struct ui_logsess {
     char            host[256], cpu[256], hash[17], real[PATH_MAX], named[PATH_MAX];
-    char            bw_src[256];   /* where m.read_bw_gbs came from (ui_read_bw) */
     prof_machine    m;
     prof_model_info mi;
 } ui_logsess;
 /* ---- ui_logsess.c ---- */
-/* This machine; its read bandwidth (GB/s) at the session's thread count is
- * ui_read_bw's (measured and recorded only when rl logs), its source in
- * bw_src. */
-void ui_logsess_machine(ui_logsess *ls, const eng_session *s, ui_runlog *rl);
 /* The model: resolved path, content hash, size and geometry; named is the
  * model as the user gave it (a GGUF or folder whose conversion model is;
  * NULL: model itself).  -1 with err filled when the file cannot be hashed. */
@@ -395,17 +404,6 @@ int  ui_logsess_model(ui_logsess *ls, const char *model, const char *named,
 /* The host as the run log keys its bandwidth figures (hostname, CPU model,
  * cores; isa as given), its strings in ls. */
 prof_machine ui_host(ui_logsess *ls, const char *isa);
-/* The machine's read bandwidth for "% of read bw" at n_threads, in GB/s:
- * $CFLOW_READ_BW_GBS, else the median `cflow bench membw` recorded for this
- * host at n_threads, else (when measure) measured now as membw measures it
- * and recorded through rl (may be NULL); 0 when there is none.  src gets where
- * the figure came from, e.g. "31.20 GB/s (2 threads, median of 9 passes,
- * 30.10-32.00, measured 2026-12-03T10:00:00Z; from the run log)". */
-#define UI_MEMBW_PASSES 9   /* membw's timed passes unless -r gives them */
-double ui_read_bw(ui_runlog *rl, int n_threads, int measure, char *src, size_t srclen);
-/* Measure the read bandwidth at n threads and record it through rl (may
- * be NULL): 0, or an exit code after a message. */
-int  ui_membw_measure(ui_runlog *rl, int n, unsigned passes, prof_membw *r);
 /* The storage bandwidth `cflow bench diskbw` recorded for the device that
  * holds path on this host, in GB/s; 0 when none is (or l is NULL). */
 double ui_disk_bw(prof_log *l, const char *path);

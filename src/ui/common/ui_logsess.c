@@ -4,15 +4,10 @@
  * cores, its read bandwidth), the model (path, content hash, geometry, and
  * the model as the user named it when that is a GGUF or folder whose
  * conversion ran) and the settings a run ran under (ui_logsess_run_cfg),
- * --expert-io auto's choice among them.  The writer that logs them is
- * ui_runlog.c.
- *
- * Bandwidth.  Every "% of read bw" (cflow run, cflow bench, cflow-tui)
- * divides by one figure, ui_read_bw's: the median `cflow bench membw`
- * recorded for this host at the thread count that runs, measured and
- * recorded the same way when there is none, and described with where it
- * came from.  The storage bandwidth of the expert figures' limit is
- * ui_disk_bw's: what `cflow bench diskbw` recorded for the model's device.
+ * --expert-io auto's choice among them.  The writer that logs them, and
+ * the machine's read bandwidth it records with them, is ui_runlog.c.  The
+ * storage bandwidth of the expert figures' limit is ui_disk_bw's: what
+ * `cflow bench diskbw` recorded for the model's device.
  */
 #include "config.h"
 
@@ -69,57 +64,6 @@ prof_machine ui_host(ui_logsess *ls, const char *isa)
     return m;
 }
 
-int ui_membw_measure(ui_runlog *rl, int n, unsigned passes, prof_membw *r)
-{
-    prof_log *l = rl ? ui_runlog_log(rl) : NULL;
-    if (prof_measure_membw(n, passes, r))
-        return ui_error("bench membw: the measurement failed (out of memory?)");
-    if (l) {
-        ui_logsess ls;
-        char err[1024];
-        prof_machine m = ui_host(&ls, "");
-        if (prof_log_membw(l, &m, r, err, sizeof err))
-            ui_runlog_fail(rl, err);
-    }
-    return 0;
-}
-
-/* One lookup for every "% of read bw": `cflow run`, `cflow bench` and
- * cflow-tui divide by the same stored median (issue 18). */
-double ui_read_bw(ui_runlog *rl, int n, int measure, char *src, size_t srclen)
-{
-    prof_log *l = rl ? ui_runlog_log(rl) : NULL;
-    prof_membw r;
-    char when[32];
-    double bw = 0.0;
-    const char *env = getenv("CFLOW_READ_BW_GBS");
-    if (env && *env && !ui_parse_float(env, 0.001, 1e6, &bw) && bw > 0) {
-        snprintf(src, srclen, "%.2f GB/s (from CFLOW_READ_BW_GBS)", bw);
-        return bw;
-    }
-    ui_logsess ls;
-    prof_machine m = ui_host(&ls, "");
-    if (l && prof_log_membw_find(l, &m, n, &r, when) == 0) {
-        snprintf(src, srclen, "%.2f GB/s (%d threads, median of %u passes, %.2f-%.2f, "
-                 "measured %s; from the run log)", r.median_gbs, n, r.passes, r.min_gbs,
-                 r.max_gbs, when);
-        return r.median_gbs;
-    }
-    if (!measure) {
-        snprintf(src, srclen, "unknown (none recorded for %d threads: run `cflow bench "
-                 "membw -t %d`)", n, n);
-        return 0.0;
-    }
-    if (ui_membw_measure(rl, n, UI_MEMBW_PASSES, &r)) {
-        snprintf(src, srclen, "unknown (the measurement failed)");
-        return 0.0;
-    }
-    snprintf(src, srclen, "%.2f GB/s (%d threads, median of %u passes, %.2f-%.2f; none "
-             "recorded for this host: measured now%s)", r.median_gbs, n, r.passes, r.min_gbs,
-             r.max_gbs, rl && ui_runlog_log(rl) ? ", recorded in the run log" : "");
-    return r.median_gbs;
-}
-
 double ui_disk_bw(prof_log *l, const char *path)
 {
     struct stat st;
@@ -131,15 +75,6 @@ double ui_disk_bw(prof_log *l, const char *path)
     if (prof_log_diskbw_find(l, host, (uint64_t)st.st_dev, &gbs, NULL) != 0)
         return 0.0;
     return gbs;
-}
-
-void ui_logsess_machine(ui_logsess *ls, const eng_session *s, ui_runlog *rl)
-{
-    prof_machine m = ui_host(ls, eng_isa(s));
-    int logging = rl && ui_runlog_log(rl);
-    m.read_bw_gbs = ui_read_bw(logging ? rl : NULL, eng_threads(s), logging, ls->bw_src,
-                               sizeof ls->bw_src);
-    ls->m = m;
 }
 
 int ui_logsess_model(ui_logsess *ls, const char *model, const char *named,

@@ -35,7 +35,7 @@
 #include "engine/engine.h"
 #include "ui/common/ui.h"
 
-static const char *const onoff[] = { "off", "on", NULL };
+const char *const ui_onoff[3] = { "off", "on", NULL };
 static const char *const kv_types[] = { "auto", "f32", "f16", NULL };
 static const char *const xio_names[] = { "mmap", "sync", "staged", "auto", NULL };
 static const char *const out_fmts[] = { "md", "csv", "json", NULL };
@@ -89,7 +89,7 @@ const ui_opt ui_opts[UI_O_N] = {
       OFF(no_profile), NULL, "no per-layer timers or counters" },
     { UI_O_KV_TYPE, "kv-type", 0, UI_T_CHOICE, "T", 0, 0, NULL, kv_types, -1, OFF(kv_f16),
       "auto: f16 for models converted from GGUF, f32 else", "KV cache precision" },
-    { UI_O_PREFETCH, "prefetch", 0, UI_T_CHOICE, "on|off", 0, 0, NULL, onoff, 0,
+    { UI_O_PREFETCH, "prefetch", 0, UI_T_CHOICE, "on|off", 0, 0, NULL, ui_onoff, 0,
       OFF(prefetch), "$CFLOW_PREFETCH, else off",
       "PREFETCHT0 thread one layer ahead" },
     { UI_O_EXPERT_IO, "expert-io", 0, UI_T_CHOICE, "MODE", 0, 0, NULL, xio_names, 0,
@@ -101,7 +101,7 @@ const ui_opt ui_opts[UI_O_N] = {
       OFF(expert_cache), "$CFLOW_EXPERT_CACHE, else auto with --expert-io auto, else off",
       "RAM cache of experts read by sync and staged I/O: auto (the free memory less the "
       "model's dense bytes, the KV cache and a tenth), off, or a size such as 512M or 4G" },
-    { UI_O_EXPERT_AHEAD, "expert-ahead", 0, UI_T_CHOICE, "on|off", 0, 0, NULL, onoff, 0,
+    { UI_O_EXPERT_AHEAD, "expert-ahead", 0, UI_T_CHOICE, "on|off", 0, 0, NULL, ui_onoff, 0,
       OFF(expert_ahead), "$CFLOW_EXPERT_AHEAD, else on",
       "with sync/staged I/O and an expert cache, read the next layer's guessed experts "
       "while this layer runs (standard MoE; never changes the tokens)" },
@@ -143,7 +143,7 @@ const ui_opt ui_opts[UI_O_N] = {
       NULL, "timed runs of each test" },
     { UI_O_B_OUTPUT, "output", 'o', UI_T_CHOICE, "FMT", 0, 0, NULL, out_fmts, 0,
       OFF(output), NULL, "md, csv or json" },
-    { UI_O_B_PREFETCH, "prefetch", 0, UI_T_CHOICES, "LIST", 0, 0, NULL, onoff, 0,
+    { UI_O_B_PREFETCH, "prefetch", 0, UI_T_CHOICES, "LIST", 0, 0, NULL, ui_onoff, 0,
       OFF(b_prefetch), NULL, "off,on" },
     { UI_O_B_EXPERT_IO, "expert-io", 0, UI_T_CHOICES, "LIST", 0, 0, NULL, xio_names, 0,
       OFF(b_expert_io), "auto", "mmap,sync,staged,auto (auto: as cflow run chooses; the "

@@ -149,6 +149,63 @@ const char *ui_runlog_path(const ui_runlog *rl)
 
 int ui_runlog_logging(const ui_runlog *rl) { return rl && rl->log && rl->logged; }
 
+/* ---- the machine's read bandwidth ---------------------------------------
+ * Every "% of read bw" (cflow run, cflow bench, cflow-tui) divides by one
+ * figure, ui_read_bw's: the median `cflow bench membw` recorded for this
+ * host at the thread count that runs, measured and recorded the same way
+ * when there is none, and described with where it came from. */
+int ui_membw_measure(ui_runlog *rl, int n, unsigned passes, prof_membw *r)
+{
+    prof_log *l = rl ? ui_runlog_log(rl) : NULL;
+    if (prof_measure_membw(n, passes, r))
+        return ui_error("bench membw: the measurement failed (out of memory?)");
+    if (l) {
+        ui_logsess ls;
+        char err[1024];
+        prof_machine m = ui_host(&ls, "");
+        if (prof_log_membw(l, &m, r, err, sizeof err))
+            ui_runlog_fail(rl, err);
+    }
+    return 0;
+}
+
+/* One lookup for every "% of read bw": `cflow run`, `cflow bench` and
+ * cflow-tui divide by the same stored median (issue 18). */
+double ui_read_bw(ui_runlog *rl, int n, int measure, char *src, size_t srclen)
+{
+    prof_log *l = rl ? ui_runlog_log(rl) : NULL;
+    prof_membw r;
+    char when[32];
+    double bw = 0.0;
+    const char *env = getenv("CFLOW_READ_BW_GBS");
+    if (env && *env && !ui_parse_float(env, 0.001, 1e6, &bw) && bw > 0) {
+        snprintf(src, srclen, "%.2f GB/s (from CFLOW_READ_BW_GBS)", bw);
+        return bw;
+    }
+    ui_logsess ls;
+    prof_machine m = ui_host(&ls, "");
+    if (l && prof_log_membw_find(l, &m, n, &r, when) == 0) {
+        snprintf(src, srclen, "%.2f GB/s (%d threads, median of %u passes, %.2f-%.2f, "
+                 "measured %s; from the run log)", r.median_gbs, n, r.passes, r.min_gbs,
+                 r.max_gbs, when);
+        return r.median_gbs;
+    }
+    if (!measure) {
+        snprintf(src, srclen, "unknown (none recorded for %d threads: run `cflow bench "
+                 "membw -t %d`)", n, n);
+        return 0.0;
+    }
+    if (ui_membw_measure(rl, n, UI_MEMBW_PASSES, &r)) {
+        snprintf(src, srclen, "unknown (the measurement failed)");
+        return 0.0;
+    }
+    snprintf(src, srclen, "%.2f GB/s (%d threads, median of %u passes, %.2f-%.2f; none "
+             "recorded for this host: measured now%s)", r.median_gbs, n, r.passes, r.min_gbs,
+             r.max_gbs, rl && ui_runlog_log(rl) ? ", recorded in the run log" : "");
+    return r.median_gbs;
+}
+
+
 /* The run's flush, with its figures as they stand. */
 static void flush(ui_runlog *rl, int final)
 {
@@ -182,13 +239,14 @@ void ui_runlog_session(ui_runlog *rl, eng_session *s, prof *p, const char *model
     prof_log *l = ui_runlog_log(rl);
     /* the machine, its read bandwidth at the session's threads (ui_read_bw:
      * the membw figure the log keeps, else measured now and recorded) */
-    ui_logsess_machine(&ls, s, read_bw >= 0 ? NULL : rl);
+    ls.m = ui_host(&ls, eng_isa(s));
     if (read_bw >= 0) {
-        ls.m.read_bw_gbs = read_bw;
-        snprintf(ls.bw_src, sizeof ls.bw_src, "%.2f GB/s", read_bw);
-    }
-    rl->bw = ls.m.read_bw_gbs;
-    snprintf(rl->bw_src, sizeof rl->bw_src, "%s", ls.bw_src);
+        rl->bw = read_bw;
+        snprintf(rl->bw_src, sizeof rl->bw_src, "%.2f GB/s", read_bw);
+    } else
+        rl->bw = ui_read_bw(l ? rl : NULL, eng_threads(s), l != NULL, rl->bw_src,
+                            sizeof rl->bw_src);
+    ls.m.read_bw_gbs = rl->bw;
     rl->disk_gbs = ui_disk_bw(rl->log, model);
     if (!(l = rl->log))   /* the bandwidth's record may have failed it */
         return;
