@@ -336,7 +336,8 @@ static int cmd_show(prof_log *l, const char *arg)
         printf("  %-11s %s\n", "ran from", r.model_file);
     char ahead[24];
     printf("  %-11s threads %d, prefetch %s, expert-io %s%s, ", "settings", r.threads,
-           r.prefetch, r.expert_io, !strcmp(r.expert_io_asked, "auto") ? " (auto)" : "");
+           r.prefetch, r.expert_io,
+           eng_expert_io_from_name(r.expert_io_asked) == ENG_XIO_AUTO ? " (auto)" : "");
     if (r.expert_ahead >= 0)
         printf("look-ahead %s, ", ui_ahead_text(r.expert_ahead, ahead, sizeof ahead));
     printf("ctx %u\n", r.n_ctx);
@@ -461,10 +462,10 @@ static void cmp_staged(const prof_run_row *y, const prof_layer_row *ly, unsigned
     printf("\nexpert I/O, staged (run %lld) over sync (run %lld), ms per token\n"
            "  %-8s %10s %10s %10s %10s\n", (long long)g->id, (long long)y->id,
            "", "time", "C", "IO", "stall");
-    printf("  %-8s %10.3f %10.3f %10.3f %10.3f\n", "sync", t_y * 1e3, fy.c_s * 1e3,
-           fy.io_s * 1e3, fy.stall_s * 1e3);
-    printf("  %-8s %10.3f %10.3f %10.3f %10.3f\n", "staged", t_g * 1e3, fg.c_s * 1e3,
-           fg.io_s * 1e3, fg.stall_s * 1e3);
+    printf("  %-8s %10.3f %10.3f %10.3f %10.3f\n", eng_expert_io_name(ENG_XIO_SYNC),
+           t_y * 1e3, fy.c_s * 1e3, fy.io_s * 1e3, fy.stall_s * 1e3);
+    printf("  %-8s %10.3f %10.3f %10.3f %10.3f\n", eng_expert_io_name(ENG_XIO_STAGED),
+           t_g * 1e3, fg.c_s * 1e3, fg.io_s * 1e3, fg.stall_s * 1e3);
     printf("  net %.2fx; model (C + IO) / max(C, IO_eff) %.2fx (net/model %.2f);\n"
            "  interference tax tau %+.2f; refined (C + stall_sync) / max((1 + tau) C,"
            " IO_eff) %.2fx (net/refined %.2f)\n",
@@ -542,8 +543,9 @@ static int cmd_compare(prof_log *l, const char *aa, const char *bb)
             printf(" %11.3f %11.3f %+8.3f\n", ca, cb, cb - ca);
         }
     }
-    int ab = !strcmp(a.expert_io, "sync") && !strcmp(b.expert_io, "staged");
-    int ba = !strcmp(a.expert_io, "staged") && !strcmp(b.expert_io, "sync");
+    const int xa = eng_expert_io_from_name(a.expert_io), xb = eng_expert_io_from_name(b.expert_io);
+    int ab = xa == ENG_XIO_SYNC && xb == ENG_XIO_STAGED;
+    int ba = xa == ENG_XIO_STAGED && xb == ENG_XIO_SYNC;
     if ((ab || ba) && !strcmp(a.model_hash, b.model_hash))
         cmp_staged(ab ? &a : &b, ab ? la : lb, ab ? nla : nlb,
                    ab ? &b : &a, ab ? lb : la, ab ? nlb : nla);

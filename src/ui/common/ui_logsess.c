@@ -41,10 +41,11 @@ void ui_logsess_run_cfg(const eng_session *s, const eng_sampling *sp, prof_run_c
     eng_stats es;
     eng_get_stats(s, &es);
     prof_run_cfg c = {
-        .threads = eng_threads(s), .prefetch = eng_prefetch(s) ? "on" : "off",
+        .threads = eng_threads(s), .prefetch = ui_onoff[eng_prefetch(s) != 0],
         .expert_io = hp->n_experts ? eng_expert_io_name(eng_expert_io(s)) : "none",
         .expert_io_asked = !hp->n_experts ? "none"
-                           : eng_expert_io_auto(s) ? "auto" : eng_expert_io_name(eng_expert_io(s)),
+                           : eng_expert_io_name(eng_expert_io_auto(s) ? ENG_XIO_AUTO
+                                                                       : eng_expert_io(s)),
         .expert_cache_bytes = hp->n_experts ? es.xio_cache_bytes : 0,
         .expert_ahead = hp->n_experts ? eng_expert_ahead(s) : -1,
         .n_ctx = eng_n_ctx(s), .temp = f2d(sp->temp), .top_p = f2d(sp->top_p),

@@ -37,7 +37,6 @@
 
 const char *const ui_onoff[3] = { "off", "on", NULL };
 static const char *const kv_types[] = { "auto", "f32", "f16", NULL };
-static const char *const xio_names[] = { "mmap", "sync", "staged", "auto", NULL };
 static const char *const out_fmts[] = { "md", "csv", "json", NULL };
 
 #define OFF(f) offsetof(ui_settings, f)
@@ -92,7 +91,7 @@ const ui_opt ui_opts[UI_O_N] = {
     { UI_O_PREFETCH, "prefetch", 0, UI_T_CHOICE, "on|off", 0, 0, NULL, ui_onoff, 0,
       OFF(prefetch), "$CFLOW_PREFETCH, else off",
       "PREFETCHT0 thread one layer ahead" },
-    { UI_O_EXPERT_IO, "expert-io", 0, UI_T_CHOICE, "MODE", 0, 0, NULL, xio_names, 0,
+    { UI_O_EXPERT_IO, "expert-io", 0, UI_T_CHOICE, "MODE", 0, 0, NULL, eng_expert_io_names, 0,
       OFF(expert_io), "$CFLOW_EXPERT_IO, else auto",
       "expert fetch: mmap, sync (O_DIRECT reads at the routing layer) or staged (read "
       "at the routing layer, waited for at the injection layer) or auto (mmap where the "
@@ -145,7 +144,7 @@ const ui_opt ui_opts[UI_O_N] = {
       OFF(output), NULL, "md, csv or json" },
     { UI_O_B_PREFETCH, "prefetch", 0, UI_T_CHOICES, "LIST", 0, 0, NULL, ui_onoff, 0,
       OFF(b_prefetch), NULL, "off,on" },
-    { UI_O_B_EXPERT_IO, "expert-io", 0, UI_T_CHOICES, "LIST", 0, 0, NULL, xio_names, 0,
+    { UI_O_B_EXPERT_IO, "expert-io", 0, UI_T_CHOICES, "LIST", 0, 0, NULL, eng_expert_io_names, 0,
       OFF(b_expert_io), "auto", "mmap,sync,staged,auto (auto: as cflow run chooses; the "
       "rows say auto:MODE)" },
     { UI_O_B_AHEAD_LAYERS, "expert-ahead-layers", 0, UI_T_LIST, "LIST", 1, ENG_AHEAD_MAX,

@@ -43,7 +43,7 @@
 typedef struct tui_settings {
     int          threads;        /* requested worker threads, 0: all cores */
     int          prefetch;       /* 1 on, 0 off, -1 the engine's default */
-    char         expert_io[16];  /* "mmap", "sync", "staged"; "" the default */
+    char         expert_io[16];  /* eng_expert_io_names' word; "" the default */
     int          expert_ahead;   /* look-ahead 1 on, 0 off, -1 as the command line said */
     int          expert_ahead_layers; /* its depth (/expert-ahead N), 0 the command line's */
     /* the engine options of the command line (ui_settings_eng_opts): a

@@ -126,8 +126,9 @@ static void cycle_expert_io(tui_app *a, const char *to)
 {
     int m;
     if (to && *to) {
-        if ((m = eng_expert_io_from_name(to)) < 0) {
-            tui_say(a, TUI_ERROR, "/expert-io: bad value '%s': mmap, sync, staged or auto", to);
+        char err[160];   /* the option table's words */
+        if (ui_opt_value(ui_opt_find("expert-io"), to, &m, err, sizeof err)) {
+            tui_say(a, TUI_ERROR, "/expert-io: bad value '%s' (%s)", to, err);
             return;
         }
     } else {

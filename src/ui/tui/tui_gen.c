@@ -162,7 +162,7 @@ void tui_gen_snap_refresh(tui_gen *g, int state)
         sn->expert_ahead = -1;
         sn->prefetch = g->cur.prefetch > 0;
         snprintf(sn->expert_io, sizeof sn->expert_io, "%s",
-                 g->cur.expert_io[0] ? g->cur.expert_io : "mmap");
+                 g->cur.expert_io[0] ? g->cur.expert_io : eng_expert_io_name(ENG_XIO_MMAP));
     }
     sn->sp = g->cur.sp;
     sn->n_predict = g->cur.n_predict;

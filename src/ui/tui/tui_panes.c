@@ -236,7 +236,7 @@ static void overlap_draw(tui_pane *pn, tui_app *a, WINDOW *w, int h, int wd)
                  100.0 * f->hidden, f->pred);
     else
         snprintf(line, sizeof line, "hidden: no expert reads (%s reads in place)",
-                 sn->hp.n_experts ? "mmap" : "a dense model");
+                 sn->hp.n_experts ? eng_expert_io_name(ENG_XIO_MMAP) : "a dense model");
     wattron(w, tui_attr(a, TUI_C_MARK));
     tui_put(w, y++, 0, wd, line);
     wattroff(w, tui_attr(a, TUI_C_MARK));
