@@ -215,7 +215,7 @@ int ui_cmd_bench(int argc, char **argv)
         argc--;
         argv++;
     }
-    static const ui_optset set = { "cflow bench", bench_opts, help, NULL };
+    static const ui_optset set = { "cflow bench", bench_opts, help, NULL, 0 };
     ui_settings_default(&o);
     if ((rc = ui_opts_parse(&set, argc, argv, &o, &first)) >= 0)
         return rc;

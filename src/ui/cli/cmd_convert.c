@@ -6,62 +6,45 @@
  */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "format/cflow_format.h"
 #include "ui/cli/cli.h"
 
-static void help(void)
+static const int convert_opts[] = { UI_O_QUANT, UI_O_TOKENIZER, UI_O_VFLOW, UI_O_HELP,
+                                    UI_O_END };
+
+static void help(const ui_settings *d)
 {
-    printf("usage: cflow convert [-q q4_0|q8_0|f16|f32] [--tokenizer FILE] [--vflow] INPUT OUTPUT\n\n"
+    printf("usage: cflow convert [-q TYPE] [--tokenizer FILE] [--vflow] INPUT OUTPUT\n\n"
            "Convert a model to the tile-native .cflow format.  INPUT is a GGUF file,\n"
            "a llama2.c checkpoint (needs --tokenizer tokenizer.bin) or a Hugging Face\n"
-           "directory (config.json, *.safetensors, tokenizer files).\n\n"
-           "  -q, --quant TYPE     store every weight matrix as TYPE; without it each\n"
-           "                       matrix keeps its source type where a tile type exists\n"
-           "  -t, --tokenizer FILE tokenizer for sources that lack one\n"
-           "      --vflow          write the stage-major .vflow layout (report 3.4)\n"
-           "  -h, --help           this text\n");
+           "directory (config.json, *.safetensors, tokenizer files).  Without -q each\n"
+           "matrix keeps its source type where a tile type exists.\n\n");
+    ui_opts_help(stdout, convert_opts, d);
 }
 
 int ui_cmd_convert(int argc, char **argv)
 {
-    static const struct option lo[] = {
-        { "quant", required_argument, 0, 'q' },
-        { "tokenizer", required_argument, 0, 't' },
-        { "vflow", no_argument, 0, 'V' },
-        { "help", no_argument, 0, 'h' },
-        { 0, 0, 0, 0 }
-    };
+    static const ui_optset set = { "cflow convert", convert_opts, help, "INPUT and OUTPUT", 2 };
+    ui_settings s;
     fmt_convert_opts o;
     char err[512];
-    int c;
+    int rc, first;
 
+    ui_settings_default(&s);
+    if ((rc = ui_opts_parse(&set, argc, argv, &s, &first)) >= 0)
+        return rc;
     memset(&o, 0, sizeof o);
     o.force_type = -1;
+    o.tokenizer_path = s.tokenizer;
+    o.vflow = s.vflow;
     o.log = ui_log;
     o.progress = ui_progress;
-    optind = 1;
-    opterr = 0;   /* one line of ours, not getopt's */
-    while ((c = getopt_long(argc, argv, "q:t:h", lo, NULL)) != -1) {
-        switch (c) {
-        case 'q':
-            o.force_type = kern_type_from_name(optarg);
-            if (o.force_type < 0)
-                return ui_usage_error("convert", "unknown type '%s' (q4_0, q8_0, f16, f32)",
-                                      optarg);
-            break;
-        case 't': o.tokenizer_path = optarg; break;
-        case 'V': o.vflow = 1; break;
-        case 'h': help(); return UI_EXIT_OK;
-        default: return ui_bad_option("convert", argv);
-        }
-    }
-    if (argc - optind != 2)
-        return ui_usage_error("convert", "expected INPUT and OUTPUT");
-    if (fmt_convert(argv[optind], argv[optind + 1], &o, err, sizeof err))
+    if (s.quant && (o.force_type = kern_type_from_name(s.quant)) < 0)
+        return ui_usage_error("convert", "unknown type '%s' (q4_0, q8_0, f16, f32)", s.quant);
+    if (fmt_convert(argv[first], argv[first + 1], &o, err, sizeof err))
         return ui_error("%s", err);
     return UI_EXIT_OK;
 }

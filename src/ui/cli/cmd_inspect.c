@@ -438,7 +438,7 @@ static int preset_critical_path(const char *name, double bpp, int json)
 
 int ui_cmd_inspect(int argc, char **argv)
 {
-    static const ui_optset set = { "cflow inspect", inspect_opts, help, "MODEL" };
+    static const ui_optset set = { "cflow inspect", inspect_opts, help, "MODEL", 1 };
     ui_settings o;
     int rc, first;
     char err[512];

@@ -24,7 +24,9 @@
 
 #include "ui/cli/cli.h"
 
-static void help(void)
+static const int models_opts[] = { UI_O_HELP, UI_O_END };
+
+static void help(const ui_settings *d)
 {
     printf("usage: cflow models [list | rm WHAT... | prune | clear | dir]\n\n"
            "The model cache: a GGUF file, a Hugging Face folder or a llama2.c\n"
@@ -35,7 +37,8 @@ static void help(void)
            "              more leading digits) or the source path it came from\n"
            "  prune       remove the conversions whose source changed or is gone\n"
            "  clear       remove every conversion and interrupted leftovers\n"
-           "  dir         print the cache folder\n");
+           "  dir         print the cache folder\n\n");
+    ui_opts_help(stdout, models_opts, d);
 }
 
 static const char *state_note(int s)
@@ -148,10 +151,18 @@ static int remove_marked(const char *dir, const ui_model_entry *e, size_t n,
 
 int ui_cmd_models(int argc, char **argv)
 {
+    static const ui_optset set = { "cflow models", models_opts, help, NULL, -1 };
     char dir[PATH_MAX], err[PATH_MAX + 128];
+    ui_settings o;
+    int rc, first;
+    ui_settings_default(&o);
+    if ((rc = ui_opts_parse(&set, argc, argv, &o, &first)) >= 0)
+        return rc;
+    argc -= first - 1;   /* the verb at argv[1], as before the options */
+    argv += first - 1;
     const char *verb = argc > 1 ? argv[1] : "list";
-    if (!strcmp(verb, "-h") || !strcmp(verb, "--help") || !strcmp(verb, "help")) {
-        help();
+    if (!strcmp(verb, "help")) {
+        help(&o);
         return UI_EXIT_OK;
     }
     if (ui_models_dir(dir, sizeof dir, err, sizeof err))
@@ -174,7 +185,7 @@ int ui_cmd_models(int argc, char **argv)
     uint64_t partial;
     if (ui_models_list(dir, &e, &n, &partial, err, sizeof err))
         return ui_error("%s", err);
-    int rc = UI_EXIT_OK;
+    rc = UI_EXIT_OK;
     unsigned char *mark = calloc(n + 1, 1);
     if (!mark)
         rc = ui_error("out of memory");

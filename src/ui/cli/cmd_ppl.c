@@ -163,7 +163,7 @@ int ui_cmd_ppl(int argc, char **argv)
     int rc, first;
     char *text = NULL;
 
-    static const ui_optset set = { "cflow ppl", ppl_opts, help, "FILE" };
+    static const ui_optset set = { "cflow ppl", ppl_opts, help, "FILE", 1 };
     ui_settings_default(&o);
     if ((rc = ui_opts_parse(&set, argc, argv, &o, &first)) >= 0)
         return rc;

@@ -250,7 +250,7 @@ int ui_cmd_run(int argc, char **argv)
     char *ptext = NULL, *ctext = NULL;
     int rc, first;
 
-    static const ui_optset set = { "cflow run", run_opts, help, NULL };
+    static const ui_optset set = { "cflow run", run_opts, help, NULL, 0 };
     ui_settings_default(&o);
     if ((rc = ui_opts_parse(&set, argc, argv, &o, &first)) >= 0)
         return rc;

@@ -10,14 +10,13 @@
  * $XDG_DATA_HOME/cflow/runs.db, then ~/.local/share/cflow/runs.db).  The
  * export formats are a stable interface documented in cflow(1) (RUN LOG);
  * columns and members may be added at the end, never renamed or removed.
- * (What logs `cflow run` is cmd_run_log.c.)
+ * (What writes the log is ui_runlog, src/ui/common/ui_runlog.c.)
  *
  * "The report" (with its section numbers) is the Pipeline-Native
  * Transformers report.
  */
 #include "config.h"
 
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -36,22 +35,18 @@
 /* ======================================================================= */
 /* cflow runs                                                               */
 /* ======================================================================= */
-static void help(void)
+static const int runs_opts[] = { UI_O_DB, UI_O_RUNS_MODEL, UI_O_JSON, UI_O_CSV, UI_O_TOKENS,
+                                 UI_O_HELP, UI_O_END };
+
+static void help(const ui_settings *d)
 {
     printf("usage: cflow runs list [--model M] [--json] [--db PATH]\n"
            "       cflow runs show ID [--db PATH]\n"
            "       cflow runs compare A B [--db PATH]\n"
            "       cflow runs export --csv|--json [--tokens] [--model M] [--db PATH]\n\n"
            "The run log: every `cflow run` is recorded with its settings, timings,\n"
-           "per-layer times and counters.\n\n"
-           "      --db PATH    the log (default: $CFLOW_DB, then $XDG_DATA_HOME/cflow/runs.db,\n"
-           "                   then ~/.local/share/cflow/runs.db)\n"
-           "  -m, --model M    only runs whose model path contains M or whose hash is M\n"
-           "  -j, --json       list/export as JSON\n"
-           "      --csv        export as CSV\n"
-           "      --tokens     export one record per token instead of per run (CSV), or\n"
-           "                   add each run's tokens (JSON)\n"
-           "  -h, --help       this text\n");
+           "per-layer times and counters.\n\n");
+    ui_opts_help(stdout, runs_opts, d);
 }
 
 static const char *base_name(const char *p)
@@ -803,38 +798,21 @@ static int cmd_export(prof_log *l, const char *model, int json, int tokens)
 
 int ui_cmd_runs(int argc, char **argv)
 {
-    enum { O_DB = 256, O_CSV, O_TOKENS };
-    static const struct option lo[] = {
-        { "db", required_argument, 0, O_DB },
-        { "model", required_argument, 0, 'm' },
-        { "json", no_argument, 0, 'j' },
-        { "csv", no_argument, 0, O_CSV },
-        { "tokens", no_argument, 0, O_TOKENS },
-        { "help", no_argument, 0, 'h' },
-        { 0, 0, 0, 0 }
-    };
-    const char *db = NULL, *model = NULL;
-    int json = 0, csv = 0, tokens = 0, c;
+    static const ui_optset set = { "cflow runs", runs_opts, help, NULL, -1 };
+    ui_settings o;
     char err[1024];
+    int rc, first;
 
-    optind = 1;
-    opterr = 0;   /* one line of ours, not getopt's */
-    while ((c = getopt_long(argc, argv, "m:jh", lo, NULL)) != -1) {
-        switch (c) {
-        case O_DB: db = optarg; break;
-        case 'm': model = optarg; break;
-        case 'j': json = 1; break;
-        case O_CSV: csv = 1; break;
-        case O_TOKENS: tokens = 1; break;
-        case 'h': help(); return UI_EXIT_OK;
-        default: return ui_bad_option("runs", argv);
-        }
-    }
-    if (optind >= argc)
+    ui_settings_default(&o);
+    if ((rc = ui_opts_parse(&set, argc, argv, &o, &first)) >= 0)
+        return rc;
+    const char *db = o.db, *model = o.model;
+    const int json = o.json, csv = o.csv, tokens = o.tokens;
+    if (first >= argc)
         return ui_usage_error("runs", "missing subcommand (list, show, compare, export)");
-    const char *sub = argv[optind];
-    int nargs = argc - optind - 1;
-    char **args = argv + optind + 1;
+    const char *sub = argv[first];
+    int nargs = argc - first - 1;
+    char **args = argv + first + 1;
     int want = !strcmp(sub, "list") || !strcmp(sub, "export") ? 0
              : !strcmp(sub, "show")                            ? 1
              : !strcmp(sub, "compare")                         ? 2
@@ -866,7 +844,6 @@ int ui_cmd_runs(int argc, char **argv)
         }
         return ui_error("%s: no run log yet (nothing has been logged)", err);
     }
-    int rc;
     if (!strcmp(sub, "list"))
         rc = cmd_list(l, model, json);
     else if (!strcmp(sub, "show"))

@@ -9,7 +9,6 @@
  */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,31 +18,21 @@
 #include "format/cflow_format.h"
 #include "ui/cli/cli.h"
 
-static void help(void)
+static const int tokenize_opts[] = { UI_O_TOK_MODEL, UI_O_BOS, UI_O_PARSE_SPECIAL,
+                                     UI_O_PIECES, UI_O_HELP, UI_O_END };
+
+static void help(const ui_settings *d)
 {
     printf("usage: cflow tokenize [-m MODEL_OR_VOCAB] [--bos] [--parse-special] TEXT\n\n"
-           "Print the token ids of TEXT on one line.\n\n"
-           "  -m, --model PATH     .cflow, GGUF, llama2.c tokenizer.bin, tokenizer.json\n"
-           "                       or a Hugging Face directory\n"
-           "      --bos            add the vocabulary's special tokens (BOS)\n"
-           "      --parse-special  recognise special-token text such as <|im_end|>\n"
-           "      --pieces         print id:piece pairs instead\n"
-           "  -h, --help           this text\n");
+           "Print the token ids of TEXT on one line.\n\n");
+    ui_opts_help(stdout, tokenize_opts, d);
 }
 
 int ui_cmd_tokenize(int argc, char **argv)
 {
-    enum { O_BOS = 256, O_SPECIAL, O_PIECES };
-    static const struct option lo[] = {
-        { "model", required_argument, 0, 'm' },
-        { "bos", no_argument, 0, O_BOS },
-        { "parse-special", no_argument, 0, O_SPECIAL },
-        { "pieces", no_argument, 0, O_PIECES },
-        { "help", no_argument, 0, 'h' },
-        { 0, 0, 0, 0 }
-    };
-    const char *path = NULL;
-    int bos = 0, special = 0, pieces = 0, c, rc = UI_EXIT_ERR;
+    static const ui_optset set = { "cflow tokenize", tokenize_opts, help, "TEXT", 1 };
+    ui_settings o;
+    int rc = UI_EXIT_ERR, first;
     char err[512];
     fmt_model *m = NULL;
     fmt_gguf *g = NULL;
@@ -52,23 +41,14 @@ int ui_cmd_tokenize(int argc, char **argv)
     eng_tok *tok = NULL;
     int32_t *ids = NULL;
 
-    optind = 1;
-    opterr = 0;   /* one line of ours, not getopt's */
-    while ((c = getopt_long(argc, argv, "m:h", lo, NULL)) != -1) {
-        switch (c) {
-        case 'm': path = optarg; break;
-        case O_BOS: bos = 1; break;
-        case O_SPECIAL: special = 1; break;
-        case O_PIECES: pieces = 1; break;
-        case 'h': help(); return UI_EXIT_OK;
-        default: return ui_bad_option("tokenize", argv);
-        }
-    }
+    ui_settings_default(&o);
+    if ((rc = ui_opts_parse(&set, argc, argv, &o, &first)) >= 0)
+        return rc;
+    rc = UI_EXIT_ERR;
+    const char *path = o.model;
     if (!path && !(path = ui_default_model()))
         return ui_usage_error("tokenize", "no model: give -m MODEL_OR_VOCAB");
-    if (argc - optind != 1)
-        return ui_usage_error("tokenize", "expected one TEXT argument");
-    const char *text = argv[optind];
+    const char *text = argv[first];
 
     /* the first bytes say the container; a folder is a tokenizer folder.
      * A FIFO or a device is refused here, before any open that blocks. */
@@ -102,13 +82,13 @@ int ui_cmd_tokenize(int argc, char **argv)
         goto out;
     }
     size_t n = 0;
-    if (eng_tok_encode_alloc(tok, text, strlen(text), bos, special, 0, 0, &ids, &n, err,
-                             sizeof err)) {
+    if (eng_tok_encode_alloc(tok, text, strlen(text), o.bos, o.parse_special, 0, 0, &ids, &n,
+                             err, sizeof err)) {
         rc = ui_error("%s: cannot tokenize the text: %s", path, err);
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        if (pieces) {
+        if (o.pieces) {
             size_t pl;
             const char *p = eng_tok_piece(tok, ids[i], &pl);
             printf("%s%d:'", i ? " " : "", ids[i]);

@@ -32,8 +32,8 @@
 #define UI_EXIT_USAGE 2
 
 /* ---- ui_opt.c: one table of options and limits, one parser ----------
- * Every flag of `cflow run`, `cflow bench`, `cflow ppl` and cflow-tui, and
- * every /command of cflow-tui that sets one of them, takes its limits from
+ * Every flag of every `cflow` subcommand and of cflow-tui, and every
+ * /command of cflow-tui that sets one of them, takes its limits from
  * ui_opts[]: a value outside them is refused in one line that gives the
  * valid range.  A program names the options it takes (a list of ids ending
  * in UI_O_END) and ui_opts_parse writes them once into a ui_settings. */
@@ -45,6 +45,10 @@ enum ui_opt_id {
     UI_O_EXPERT_AHEAD, UI_O_EXPERT_AHEAD_LAYERS, UI_O_NO_MMAP, UI_O_MMAP,
     /* cflow ppl, cflow inspect */
     UI_O_STORIES, UI_O_NO_EOS, UI_O_JSON, UI_O_CRITICAL_PATH, UI_O_BYTES_PER_PARAM,
+    /* cflow convert, synth, tokenize, runs */
+    UI_O_QUANT, UI_O_TOKENIZER, UI_O_VFLOW, UI_O_GGUF, UI_O_VOCAB, UI_O_ROUTING,
+    UI_O_SYNTH_SEED, UI_O_TOK_MODEL, UI_O_BOS, UI_O_PARSE_SPECIAL, UI_O_PIECES,
+    UI_O_RUNS_MODEL, UI_O_CSV, UI_O_TOKENS,
     /* cflow bench: lists of values, one test per combination */
     UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH,
     UI_O_B_REPS, UI_O_B_OUTPUT, UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_AHEAD_LAYERS,
@@ -117,6 +121,12 @@ typedef struct ui_settings {
     long        stories;         /* 0: all */
     int         no_eos, json, critical_path;
     double      bytes_per_param; /* 0: the file's tile bytes */
+    /* cflow convert, synth, tokenize, runs (their -m is model) */
+    const char *quant;           /* a tile type's name, checked by the command */
+    const char *tokenizer, *vocab;
+    const char *routing;         /* synth: uniform, zipf or zipf:S (checked by synth) */
+    int         vflow, gguf, bos, parse_special, pieces, csv, tokens;
+    uint64_t    synth_seed;
     /* cflow bench */
     const char *models[UI_LIST_MAX];
     unsigned    n_models;
@@ -160,13 +170,15 @@ void ui_settings_sampling(const ui_settings *s, eng_sampling *sp);
 void ui_settings_eng_opts(const ui_settings *s, eng_opts *eo);
 /* A program's options: its name ("cflow run", "cflow-tui"), the ids it
  * takes (ending in UI_O_END), what prints its --help and --version (from
- * s->help, s->version) and its one argument after the options ("FILE"),
- * NULL when it takes none. */
+ * s->help, s->version), and the arguments after the options: how many
+ * (nargs; -1: any number, the program counts them) and their names for
+ * the refusal ("FILE", "INPUT and OUTPUT"). */
 typedef struct ui_optset {
     const char *prog;
     const int  *ids;
     void      (*help)(const ui_settings *s);
     const char *args;
+    int         nargs;
 } ui_optset;
 /* argv[1..] into s.  Returns -1 when the program goes on (*first_arg: the
  * first argument that is not an option), else the exit status:
@@ -216,9 +228,6 @@ int  ui_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "cflow <cmd>: <msg>", one line; returns UI_EXIT_USAGE. */
 int  ui_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* After getopt_long returned '?' (with opterr 0): the option it refused,
- * one line; returns UI_EXIT_USAGE. */
-int  ui_bad_option(const char *cmd, char **argv);
 /* Log callback for the libraries: warnings and errors to stderr. */
 void ui_log(void *ud, int level, const char *msg);
 /* Progress callback: a bar on stderr when it is a terminal and the work

@@ -5,7 +5,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
@@ -141,15 +140,6 @@ int ui_usage_error(const char *cmd, const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     return UI_EXIT_USAGE;
-}
-
-int ui_bad_option(const char *cmd, char **argv)
-{
-    if (optopt > 0 && optopt < 256)
-        return ui_usage_error(cmd, "bad or unknown option '-%c' ('cflow %s --help' lists "
-                                   "them)", optopt, cmd);
-    return ui_usage_error(cmd, "bad or unknown option '%s' ('cflow %s --help' lists them)",
-                          argv[optind - 1], cmd);
 }
 
 void ui_log(void *ud, int level, const char *msg)

@@ -5,8 +5,8 @@
  * ui_opts[] holds one row per option: its long name (also the /command of
  * cflow-tui that sets it), its letter, the type of its value, the range or
  * the words it takes, what 0 means where 0 is special, where ui_settings
- * keeps it and its help line.  `cflow run`, `cflow bench`, `cflow ppl` and
- * cflow-tui each name the rows they take; ui_opts_parse turns argv into a
+ * keeps it and its help line.  Every `cflow` subcommand and cflow-tui
+ * name the rows they take; ui_opts_parse turns argv into a
  * ui_settings once, and ui_opts_help writes --help from the same rows, so
  * a limit is written in one place and every refusal quotes it:
  *
@@ -127,6 +127,45 @@ const ui_opt ui_opts[UI_O_N] = {
     { UI_O_BYTES_PER_PARAM, "bytes-per-param", 'b', UI_T_FLOAT, "B", 0.001, 64, NULL,
       NULL, 0, OFF(bytes_per_param), "the file's tile bytes",
       "size streams from parameter counts (the report uses 0.5)" },
+    { UI_O_QUANT, "quant", 'q', UI_T_STR, "TYPE", 0, 0, NULL, NULL, 0, OFF(quant), NULL,
+      "store every weight matrix as tile type TYPE (q4_0, q8_0, f16, f32)" },
+    { UI_O_TOKENIZER, "tokenizer", 't', UI_T_STR, "FILE", 0, 0, NULL, NULL, 0,
+      OFF(tokenizer), NULL, "tokenizer for sources that lack one (llama2.c: tokenizer.bin)" },
+    { UI_O_VFLOW, "vflow", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(vflow), NULL,
+      "write the stage-major .vflow layout (report 3.4)" },
+    { UI_O_GGUF, "gguf", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(gguf), NULL,
+      "write a Q4_0 (or -q q8_0: Q8_0) GGUF that llama.cpp loads (llama architecture "
+      "presets: tiny-mixtral and the benchmark presets); `cflow convert` copies its blocks "
+      "bit for bit, so both engines run identical weights" },
+    { UI_O_VOCAB, "vocab", 0, UI_T_STR, "FILE", 0, 0, NULL, NULL, 0, OFF(vocab),
+      "a synthetic SentencePiece vocabulary",
+      "with --gguf: copy the tokenizer of this GGUF (padded to the preset's vocabulary)" },
+    { UI_O_ROUTING, "routing", 0, UI_T_STR, "R", 0, 0, NULL, NULL, 0, OFF(routing), NULL,
+      "expert popularity of a MoE preset: uniform (random routers, every expert about as "
+      "popular as any other) or zipf[:S] (a router bias drawn from a Zipf-like law of "
+      "exponent S, default 1: per layer a random order of the experts, the k-th biased by "
+      "-S ln k; built into the weights through one residual dimension held constant, so "
+      "llama.cpp runs the same skew from a --gguf file; its embedding drawn with sd 2, so "
+      "that each token routes by its own residual as in a trained model, where uniform's "
+      "tokens route much alike)" },
+    { UI_O_SYNTH_SEED, "seed", 0, UI_T_U64, "S", 0, 0, NULL, NULL, 0, OFF(synth_seed), NULL,
+      "seed of the weights" },
+    { UI_O_TOK_MODEL, "model", 'm', UI_T_STR, "PATH", 0, 0, NULL, NULL, 0, OFF(model),
+      "$CFLOW_MODEL, then the shipped one",
+      ".cflow, GGUF, llama2.c tokenizer.bin, tokenizer.json or a Hugging Face directory" },
+    { UI_O_BOS, "bos", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(bos), NULL,
+      "add the vocabulary's special tokens (BOS)" },
+    { UI_O_PARSE_SPECIAL, "parse-special", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0,
+      OFF(parse_special), NULL, "recognise special-token text such as <|im_end|>" },
+    { UI_O_PIECES, "pieces", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(pieces), NULL,
+      "print id:piece pairs instead" },
+    { UI_O_RUNS_MODEL, "model", 'm', UI_T_STR, "M", 0, 0, NULL, NULL, 0, OFF(model), NULL,
+      "only runs whose model path contains M or whose hash is M" },
+    { UI_O_CSV, "csv", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(csv), NULL,
+      "export as CSV" },
+    { UI_O_TOKENS, "tokens", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(tokens), NULL,
+      "export one record per token instead of per run (CSV), or add each run's tokens "
+      "(JSON)" },
     { UI_O_B_MODELS, "model", 'm', UI_T_STRS, "FILE", 0, 0, NULL, NULL, 0, 0,
       "$CFLOW_MODEL, then the shipped one",
       "model (.cflow/.vflow, or GGUF, HF, llama2.c: converted once); repeat for several" },
@@ -208,6 +247,7 @@ void ui_settings_default(ui_settings *s)
     s->reps = 5;
     s->rows_div = 1;
     s->b_seed = 1;
+    s->synth_seed = 1;
 }
 
 /* A seed nobody chose: from the kernel's random pool, else the clock. */
@@ -507,10 +547,10 @@ int ui_opts_parse(const ui_optset *set, int argc, char **argv, ui_settings *s,
         set->help(s);
         return UI_EXIT_OK;
     }
-    if (!set->args && optind < argc)
+    if (set->nargs == 0 && optind < argc)
         return refuse(prog, "unexpected argument '%s'%s", argv[optind], "");
-    if (set->args && argc - optind != 1)
-        return refuse(prog, "expected one %s%s", set->args, "");
+    if (set->nargs > 0 && argc - optind != set->nargs)
+        return refuse(prog, "expected %s%s", set->nargs == 1 ? "one " : "", set->args);
     return -1;
 }
 
@@ -529,6 +569,11 @@ static void value_text(const ui_opt *o, const ui_settings *s, char *buf, size_t 
     }
     case UI_T_FLOAT: snprintf(buf, n, "%.2f", *(const double *)at); break;
     case UI_T_U64: snprintf(buf, n, "%" PRIu64, *(const uint64_t *)at); break;
+    case UI_T_STR: {
+        const char *v = *(const char *const *)at;
+        snprintf(buf, n, "%s", v ? v : "");
+        break;
+    }
     case UI_T_SIZE: {
         int64_t v = *(const int64_t *)at;
         if (v >= 0)

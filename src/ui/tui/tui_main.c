@@ -136,7 +136,7 @@ typedef struct tui_args {
  * command tables with. */
 static int parse_flags(int argc, char **argv, tui_args *a)
 {
-    static const ui_optset set = { TUI_NAME, tui_opts, usage, NULL };
+    static const ui_optset set = { TUI_NAME, tui_opts, usage, NULL, 0 };
     ui_settings o;
     tui_settings *st = &a->st;
     int rc, first;
