@@ -308,75 +308,83 @@ static void io_per_token(const prof_layer_row *lr, unsigned n, prof_io_fig *f)
     prof_io_derive(c / d, io / d, st / d, (uint64_t)((double)by / d + 0.5), f);
 }
 
-static int cmd_show(prof_log *l, const char *arg)
+/* show: the run's row, its settings and totals. */
+static void show_run(const prof_run_row *r)
 {
-    prof_run_row r;
-    char err[1024], line[2048];
-    int rc = get_run(l, arg, &r);
-    if (rc)
-        return rc;
-    printf("run %lld (%s)\n", (long long)r.id, r.status);
-    printf("  %-11s %s%s%s\n", "started", r.started, r.ended[0] ? ", ended " : "", r.ended);
-    printf("  %-11s %s (session %lld)\n", "program", r.program, (long long)r.session_id);
-    printf("  %-11s %s, %s, %d cores, kernels %s", "machine", r.hostname, r.cpu_model, r.cores,
-           r.isa);
-    if (r.read_bw_gbs > 0)
-        printf(", read bandwidth %.1f GB/s", r.read_bw_gbs);
-    printf("\n  %-11s %s (%llu bytes, hash %s", "model", r.model,
-           (unsigned long long)r.model_size, r.model_hash);
-    if (r.arch[0])
-        printf(", %s, %u layers, %s", r.arch, r.n_layers, r.quant);
+    char line[2048];
+    printf("run %lld (%s)\n", (long long)r->id, r->status);
+    printf("  %-11s %s%s%s\n", "started", r->started, r->ended[0] ? ", ended " : "", r->ended);
+    printf("  %-11s %s (session %lld)\n", "program", r->program, (long long)r->session_id);
+    printf("  %-11s %s, %s, %d cores, kernels %s", "machine", r->hostname, r->cpu_model, r->cores,
+           r->isa);
+    if (r->read_bw_gbs > 0)
+        printf(", read bandwidth %.1f GB/s", r->read_bw_gbs);
+    printf("\n  %-11s %s (%llu bytes, hash %s", "model", r->model,
+           (unsigned long long)r->model_size, r->model_hash);
+    if (r->arch[0])
+        printf(", %s, %u layers, %s", r->arch, r->n_layers, r->quant);
     printf(")\n");
-    if (r.model_file[0] && strcmp(r.model_file, r.model))
-        printf("  %-11s %s\n", "ran from", r.model_file);
+    if (r->model_file[0] && strcmp(r->model_file, r->model))
+        printf("  %-11s %s\n", "ran from", r->model_file);
     char ahead[24];
-    printf("  %-11s threads %d, prefetch %s, expert-io %s%s, ", "settings", r.threads,
-           r.prefetch, r.expert_io,
-           eng_expert_io_from_name(r.expert_io_asked) == ENG_XIO_AUTO ? " (auto)" : "");
-    if (r.expert_ahead >= 0)
-        printf("look-ahead %s, ", ui_ahead_text(r.expert_ahead, ahead, sizeof ahead));
-    printf("ctx %u\n", r.n_ctx);
+    printf("  %-11s threads %d, prefetch %s, expert-io %s%s, ", "settings", r->threads,
+           r->prefetch, r->expert_io,
+           eng_expert_io_from_name(r->expert_io_asked) == ENG_XIO_AUTO ? " (auto)" : "");
+    if (r->expert_ahead >= 0)
+        printf("look-ahead %s, ", ui_ahead_text(r->expert_ahead, ahead, sizeof ahead));
+    printf("ctx %u\n", r->n_ctx);
     printf("  %-11s temp %.2f, top-k %d, top-p %.2f, min-p %.2f, repeat-penalty %.2f"
            " (last %d), seed %llu\n",
-           "sampling", r.temp, r.top_k, r.top_p, r.min_p, r.rep_penalty, r.rep_last_n,
-           (unsigned long long)r.seed);
+           "sampling", r->temp, r->top_k, r->top_p, r->min_p, r->rep_penalty, r->rep_last_n,
+           (unsigned long long)r->seed);
     printf("  %-11s %llu tokens in %.3f s (%.2f tok/s)\n", "prompt",
-           (unsigned long long)r.n_prompt, r.prefill_s, r.prefill_tok_s);
+           (unsigned long long)r->n_prompt, r->prefill_s, r->prefill_tok_s);
     printf("  %-11s %llu tokens in %.3f s (%.2f tok/s, %.2f GB/s of weights", "decode",
-           (unsigned long long)r.n_gen, r.decode_s, r.decode_tok_s, r.gb_s);
-    if (r.bw_share > 0)
-        printf(", %.1f%% of read bandwidth", 100.0 * r.bw_share);
+           (unsigned long long)r->n_gen, r->decode_s, r->decode_tok_s, r->gb_s);
+    if (r->bw_share > 0)
+        printf(", %.1f%% of read bandwidth", 100.0 * r->bw_share);
     printf(")\n");
     char xl[UI_XIO_LINES][160];   /* the expert figures as cflow run printed them */
-    int nx = r.has_xio ? ui_xio_lines(&r.xio, r.expert_cache_bytes, NULL, xl) : 0;
+    int nx = r->has_xio ? ui_xio_lines(&r->xio, r->expert_cache_bytes, NULL, xl) : 0;
     for (int i = 0; i < nx; i++)
         printf("  %-11s %s\n", i ? "" : "experts", xl[i]);
-    counters_of(&r, line, sizeof line);
+    counters_of(r, line, sizeof line);
     printf("  %-11s %s\n", "counters", line);
-    const double *tb = r.tok_bytes;
-    if (tok_streamed(&r) > 0) {
+    const double *tb = r->tok_bytes;
+    if (tok_streamed(r) > 0) {
         printf("  %-11s streamed %.3f MiB per decode token (attention %.3f, dense %.3f,"
-               " experts %.3f)", "bytes", tok_streamed(&r) / MIB, tb[0] / MIB,
+               " experts %.3f)", "bytes", tok_streamed(r) / MIB, tb[0] / MIB,
                tb[1] / MIB, tb[2] / MIB);
-        if (r.cp_critical > 0)
-            printf("; critical path %.3f MiB of naive %.3f MiB", r.cp_critical / MIB,
-                   r.cp_naive / MIB);
+        if (r->cp_critical > 0)
+            printf("; critical path %.3f MiB of naive %.3f MiB", r->cp_critical / MIB,
+                   r->cp_naive / MIB);
         printf("\n");
     }
+}
 
+/* show: the run's token times, by phase. */
+static int show_tokens(prof_log *l, const prof_run_row *r)
+{
+    char err[1024];
     prof_tok *toks;
     size_t nt;
-    if (prof_log_tokens(l, r.id, &toks, &nt, err, sizeof err))
+    if (prof_log_tokens(l, r->id, &toks, &nt, err, sizeof err))
         return ui_error("%s", err);
     printf("token times\n");
     token_summary(toks, nt, PROF_PREFILL);
     token_summary(toks, nt, PROF_DECODE);
     free(toks);
+    return UI_EXIT_OK;
+}
 
+/* show: each layer's time per stream. */
+static int show_layer_times(prof_log *l, const prof_run_row *r)
+{
+    char err[1024];
     double *sec;
     unsigned nl;
     uint64_t ntok;
-    if (prof_log_layers(l, r.id, &sec, &nl, &ntok, err, sizeof err))
+    if (prof_log_layers(l, r->id, &sec, &nl, &ntok, err, sizeof err))
         return ui_error("%s", err);
     if (nl) {
         printf("layers (ms over %llu tokens)\n  %5s", (unsigned long long)ntok, "layer");
@@ -391,10 +399,17 @@ static int cmd_show(prof_log *l, const char *arg)
         }
     }
     free(sec);
+    return UI_EXIT_OK;
+}
 
+/* show: each layer's bytes against the critical-path model, and its
+ * expert I/O where it read any. */
+static int show_layer_rows(prof_log *l, const prof_run_row *r)
+{
+    char err[1024];
     prof_layer_row *lr;
     unsigned nr;
-    if (prof_log_layer_rows(l, r.id, &lr, &nr, err, sizeof err))
+    if (prof_log_layer_rows(l, r->id, &lr, &nr, err, sizeof err))
         return ui_error("%s", err);
     if (nr) {
         printf("layer bytes (KiB per token: streamed; critical-path model)\n"
@@ -436,6 +451,18 @@ static int cmd_show(prof_log *l, const char *arg)
     }
     free(lr);
     return UI_EXIT_OK;
+}
+
+static int cmd_show(prof_log *l, const char *arg)
+{
+    prof_run_row r;
+    int rc = get_run(l, arg, &r);
+    if (rc)
+        return rc;
+    show_run(&r);
+    if ((rc = show_tokens(l, &r)) || (rc = show_layer_times(l, &r)))
+        return rc;
+    return show_layer_rows(l, &r);
 }
 
 /* ---- compare ----------------------------------------------------------- */
