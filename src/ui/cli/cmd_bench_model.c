@@ -11,6 +11,9 @@
  * token each in turn (run_group).  Each result is a row of the table
  * (cmd_bench_out.c) and of the run log's bench table, under a session
  * "cflow bench" per model.
+ *
+ * "The report" (with its section numbers) is the Pipeline-Native
+ * Transformers report.
  */
 #include "config.h"
 
