@@ -345,6 +345,37 @@ static int build_vocab(fmt_kv *kv, const char *vocab_gguf, uint32_t *vocab,
     return fmt_src_fit_vocab(&tmp, *vocab, 1, 0, err, errlen);
 }
 
+/* The llama architecture's hyper-parameters of geometry g into kv, as
+ * llama.cpp reads them (mt: the matrices' GGUF type; the routing key of
+ * a zipf preset); nonzero when out of memory. */
+static int llama_kv(fmt_kv *kv, const fmt_synth_geom *g, uint32_t vocab, int mt, float zipf)
+{
+    if (fmt_kv_set_str(kv, "general.architecture", "llama", 5) ||
+        fmt_kv_set_str(kv, "general.name", g->name, strlen(g->name)) ||
+        /* llama.cpp's MOSTLY_Q8_0 and MOSTLY_Q4_0 */
+        fmt_kv_set_u32(kv, "general.file_type", mt == FMT_DT_Q8_0 ? 7 : 2) ||
+        fmt_kv_set_u32(kv, "general.alignment", 32) ||
+        fmt_kv_set_u32(kv, "llama.vocab_size", vocab) ||
+        fmt_kv_set_u32(kv, "llama.context_length", g->ctx) ||
+        fmt_kv_set_u32(kv, "llama.embedding_length", g->dim) ||
+        fmt_kv_set_u32(kv, "llama.block_count", g->n_layers) ||
+        fmt_kv_set_u32(kv, "llama.feed_forward_length", g->ffn) ||
+        fmt_kv_set_u32(kv, "llama.attention.head_count", g->n_heads) ||
+        fmt_kv_set_u32(kv, "llama.attention.head_count_kv", g->n_kv) ||
+        fmt_kv_set_u32(kv, "llama.attention.key_length", g->head_dim) ||
+        fmt_kv_set_u32(kv, "llama.attention.value_length", g->head_dim) ||
+        fmt_kv_set_u32(kv, "llama.rope.dimension_count", g->head_dim) ||
+        fmt_kv_set_f32(kv, "llama.rope.freq_base", g->theta) ||
+        fmt_kv_set_f32(kv, "llama.attention.layer_norm_rms_epsilon", g->eps))
+        return -1;
+    if (g->n_exp &&
+        (fmt_synth_routing_kv(kv, zipf) ||
+         fmt_kv_set_u32(kv, "llama.expert_count", g->n_exp) ||
+         fmt_kv_set_u32(kv, "llama.expert_used_count", g->top_k)))
+        return -1;
+    return 0;
+}
+
 int fmt_synth_write_gguf(const char *preset, const char *path,
                          const char *vocab_gguf, uint64_t seed, int quant,
                          float zipf, fmt_progress_fn progress, void *ud,
@@ -382,30 +413,8 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
     if ((rc = build_vocab(kv, vocab_gguf, &vocab, err, errlen)))
         goto out;
     rc = FMT_ENOMEM;
-    /* the llama architecture's hyper-parameters, as llama.cpp reads them */
     const char *nm = g.name;
-    if (fmt_kv_set_str(kv, "general.architecture", "llama", 5) ||
-        fmt_kv_set_str(kv, "general.name", nm, strlen(nm)) ||
-        /* llama.cpp's MOSTLY_Q8_0 and MOSTLY_Q4_0 */
-        fmt_kv_set_u32(kv, "general.file_type", mt == FMT_DT_Q8_0 ? 7 : 2) ||
-        fmt_kv_set_u32(kv, "general.alignment", 32) ||
-        fmt_kv_set_u32(kv, "llama.vocab_size", vocab) ||
-        fmt_kv_set_u32(kv, "llama.context_length", g.ctx) ||
-        fmt_kv_set_u32(kv, "llama.embedding_length", g.dim) ||
-        fmt_kv_set_u32(kv, "llama.block_count", g.n_layers) ||
-        fmt_kv_set_u32(kv, "llama.feed_forward_length", g.ffn) ||
-        fmt_kv_set_u32(kv, "llama.attention.head_count", g.n_heads) ||
-        fmt_kv_set_u32(kv, "llama.attention.head_count_kv", g.n_kv) ||
-        fmt_kv_set_u32(kv, "llama.attention.key_length", g.head_dim) ||
-        fmt_kv_set_u32(kv, "llama.attention.value_length", g.head_dim) ||
-        fmt_kv_set_u32(kv, "llama.rope.dimension_count", g.head_dim) ||
-        fmt_kv_set_f32(kv, "llama.rope.freq_base", g.theta) ||
-        fmt_kv_set_f32(kv, "llama.attention.layer_norm_rms_epsilon", g.eps))
-        goto out;
-    if (g.n_exp &&
-        (fmt_synth_routing_kv(kv, zipf) ||
-         fmt_kv_set_u32(kv, "llama.expert_count", g.n_exp) ||
-         fmt_kv_set_u32(kv, "llama.expert_used_count", g.top_k)))
+    if (llama_kv(kv, &g, vocab, mt, zipf))
         goto out;
     if (g.dim % 32 || g.ffn % 32 || ((uint64_t)g.n_heads * g.head_dim) % 32) {
         fmt_err(err, errlen, "%s: %s needs rows that are multiples of 32", nm,
