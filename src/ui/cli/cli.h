@@ -63,6 +63,8 @@ void ui_tab_md(ui_tab *t, unsigned col, const char *fmt, ...)
 void ui_tab_row(ui_tab *t);
 /* json's closing ']' ("[]" with no row when ok); frees what is left. */
 void ui_tab_end(ui_tab *t, int ok);
+/* s as one quoted CSV field on stdout, its quotes doubled. */
+void ui_tab_csv_quoted(const char *s);
 /* The mean and sample standard deviation of x[n] (0 and 0 for n 0); the
  * median of x[n] (sorted in place; 0 for n 0). */
 void   ui_tab_mean_sd(const double *x, unsigned n, double *mean, double *sd);

@@ -73,13 +73,8 @@ void ui_tab_md(ui_tab *t, unsigned col, const char *fmt, ...)
     va_end(ap);
 }
 
-/* s as a CSV field of kind k. */
-static void put_csv(const char *s, char k)
+void ui_tab_csv_quoted(const char *s)
 {
-    if (k != 's') {
-        fputs(s, stdout);
-        return;
-    }
     putchar('"');
     for (; *s; s++) {
         if (*s == '"')
@@ -87,6 +82,15 @@ static void put_csv(const char *s, char k)
         putchar(*s);
     }
     putchar('"');
+}
+
+/* s as a CSV field of kind k. */
+static void put_csv(const char *s, char k)
+{
+    if (k == 's')
+        ui_tab_csv_quoted(s);
+    else
+        fputs(s, stdout);
 }
 
 /* s as a JSON value of kind k. */

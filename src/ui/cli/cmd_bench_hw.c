@@ -27,24 +27,36 @@
 #include "ui/cli/cli.h"
 #include "ui/cli/cmd_bench_impl.h"
 
-/* ---- membw -------------------------------------------------------------- */
-enum { MB_THREADS, MB_MEDIAN, MB_MIN, MB_MAX, MB_PASSES, MB_MIB, MB_BYTES, MB_N };
-static const ui_col membw_cols[MB_N] = {
-    { "n_threads", "threads", UI_TAB_ALL, 'n' },
-    { "median_gb_s", "read GB/s (median)", UI_TAB_ALL, 'n' },
-    { "min_gb_s", "min", UI_TAB_ALL, 'n' },
-    { "max_gb_s", "max", UI_TAB_ALL, 'n' },
-    { "passes", NULL, UI_TAB_ALL, 'n' },
-    { "MiB per pass", NULL, UI_TAB_MD, 'n' },
-    { "bytes", NULL, UI_TAB_DATA, 'n' },
-};
+/* ---- the read bandwidth's columns (membw, diskbw) ------------------------
+ * Both tables end with the median GB/s of the passes, their min and max,
+ * how many passes, and the bytes a pass read (MiB in the md table). */
+enum { BW_MEDIAN, BW_MIN, BW_MAX, BW_PASSES, BW_MIB, BW_BYTES, BW_N };
+#define BW_COLS                                                 \
+    { "median_gb_s", "read GB/s (median)", UI_TAB_ALL, 'n' },   \
+    { "min_gb_s", "min", UI_TAB_ALL, 'n' },                     \
+    { "max_gb_s", "max", UI_TAB_ALL, 'n' },                     \
+    { "passes", NULL, UI_TAB_ALL, 'n' },                        \
+    { "MiB per pass", NULL, UI_TAB_MD, 'n' },                   \
+    { "bytes", NULL, UI_TAB_DATA, 'n' }
 
-/* A row's GB/s figures: three decimals in the data, two in the table. */
-static void gbs_cell(ui_tab *t, unsigned col, double v)
+/* Those cells from column c0 on: GB/s with three decimals in the data,
+ * two in the table. */
+static void bw_cells(ui_tab *t, unsigned c0, double med, double lo, double hi, unsigned passes,
+                     uint64_t bytes)
 {
-    ui_tab_set(t, col, "%.3f", v);
-    ui_tab_md(t, col, "%.2f", v);
+    const double gbs[3] = { med, lo, hi };
+    for (unsigned k = 0; k < 3; k++) {
+        ui_tab_set(t, c0 + BW_MEDIAN + k, "%.3f", gbs[k]);
+        ui_tab_md(t, c0 + BW_MEDIAN + k, "%.2f", gbs[k]);
+    }
+    ui_tab_set(t, c0 + BW_PASSES, "%u", passes);
+    ui_tab_set(t, c0 + BW_MIB, "%llu", (unsigned long long)(bytes >> 20));
+    ui_tab_set(t, c0 + BW_BYTES, "%llu", (unsigned long long)bytes);
 }
+
+/* ---- membw -------------------------------------------------------------- */
+enum { MB_THREADS, MB_BW, MB_N = MB_BW + BW_N };
+static const ui_col membw_cols[MB_N] = { { "n_threads", "threads", UI_TAB_ALL, 'n' }, BW_COLS };
 
 int ui_bench_membw(const bench_cfg *c)
 {
@@ -58,12 +70,7 @@ int ui_bench_membw(const bench_cfg *c)
         if ((rc = ui_membw_measure(rl, (int)c->t.v[ti], passes, &r)))
             break;
         ui_tab_set(&t, MB_THREADS, "%d", r.threads);
-        gbs_cell(&t, MB_MEDIAN, r.median_gbs);
-        gbs_cell(&t, MB_MIN, r.min_gbs);
-        gbs_cell(&t, MB_MAX, r.max_gbs);
-        ui_tab_set(&t, MB_PASSES, "%u", r.passes);
-        ui_tab_set(&t, MB_MIB, "%llu", (unsigned long long)(r.bytes >> 20));
-        ui_tab_set(&t, MB_BYTES, "%llu", (unsigned long long)r.bytes);
+        bw_cells(&t, MB_BW, r.median_gbs, r.min_gbs, r.max_gbs, r.passes, r.bytes);
         ui_tab_row(&t);
     }
     ui_tab_end(&t, rc == UI_EXIT_OK);
@@ -74,19 +81,13 @@ int ui_bench_membw(const bench_cfg *c)
 }
 
 /* ---- diskbw ------------------------------------------------------------- */
-enum { DB_READER, DB_QD, DB_KIB, DB_CHUNK, DB_MEDIAN, DB_MIN, DB_MAX, DB_PASSES, DB_MIB,
-       DB_BYTES, DB_N };
+enum { DB_READER, DB_QD, DB_KIB, DB_CHUNK, DB_BW, DB_N = DB_BW + BW_N };
 static const ui_col diskbw_cols[DB_N] = {
     { "reader", NULL, UI_TAB_ALL, 'w' },
     { "qd", "queue depth", UI_TAB_ALL, 'n' },
     { "KiB per read", NULL, UI_TAB_MD, 'n' },
     { "chunk_bytes", NULL, UI_TAB_DATA, 'n' },
-    { "median_gb_s", "read GB/s (median)", UI_TAB_ALL, 'n' },
-    { "min_gb_s", "min", UI_TAB_ALL, 'n' },
-    { "max_gb_s", "max", UI_TAB_ALL, 'n' },
-    { "passes", NULL, UI_TAB_ALL, 'n' },
-    { "MiB per pass", NULL, UI_TAB_MD, 'n' },
-    { "bytes", NULL, UI_TAB_DATA, 'n' },
+    BW_COLS
 };
 
 /* The median recorded for path's device on this host (ui_disk_bw reads
@@ -124,12 +125,7 @@ int ui_bench_diskbw(const bench_cfg *c, const char *path)
     ui_tab_set(&t, DB_QD, "%u", d.qd);
     ui_tab_set(&t, DB_KIB, "%u", d.chunk >> 10);
     ui_tab_set(&t, DB_CHUNK, "%u", d.chunk);
-    gbs_cell(&t, DB_MEDIAN, med);
-    gbs_cell(&t, DB_MIN, gbs[0]);
-    gbs_cell(&t, DB_MAX, gbs[passes - 1]);
-    ui_tab_set(&t, DB_PASSES, "%u", passes);
-    ui_tab_set(&t, DB_MIB, "%llu", (unsigned long long)(d.bytes >> 20));
-    ui_tab_set(&t, DB_BYTES, "%llu", (unsigned long long)d.bytes);
+    bw_cells(&t, DB_BW, med, gbs[0], gbs[passes - 1], passes, d.bytes);
     ui_tab_row(&t);
     ui_tab_end(&t, 1);
     diskbw_record(c, path, med);

@@ -577,19 +577,13 @@ static int cmd_compare(prof_log *l, const char *aa, const char *bb)
 }
 
 /* ---- export ------------------------------------------------------------ */
+/* s bare where CSV lets it be, else quoted */
 static void csv_str(const char *s)
 {
-    if (!strpbrk(s, ",\"\n\r") && s[0] != ' ' && (!*s || s[strlen(s) - 1] != ' ')) {
+    if (!strpbrk(s, ",\"\n\r") && s[0] != ' ' && (!*s || s[strlen(s) - 1] != ' '))
         fputs(s, stdout);
-        return;
-    }
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"')
-            putchar('"');
-        putchar(*s);
-    }
-    putchar('"');
+    else
+        ui_tab_csv_quoted(s);
 }
 
 static void csv_real(double v, int null_if_zero)

@@ -450,33 +450,23 @@ static int load_open(tui_gen *g, load *ld)
 static void load_swap(tui_gen *g, load *ld)
 {
     ui_runlog_run_end(g->rl);   /* the old run's last flush, with its profiler */
+#define SWAP(a, b) do { __typeof__(a) t_ = (a); (a) = (b); (b) = t_; } while (0)
     pthread_rwlock_wrlock(&g->plock);
     if (g->s)
         eng_set_prof(g->s, NULL);
-    eng_session *os = g->s;
-    prof *op = g->p;
-    eng_sampler *osmp = g->smp;
-    g->s = ld->s;
-    g->p = ld->p;
-    g->smp = ld->smp;
+    SWAP(g->s, ld->s);
+    SWAP(g->p, ld->p);
+    SWAP(g->smp, ld->smp);
     eng_set_prof(g->s, g->p);
     pthread_rwlock_unlock(&g->plock);
-    ld->s = os;
-    ld->p = op;
-    ld->smp = osmp;
 
     pthread_mutex_lock(&g->snap_mu);
-    uint64_t *ob = g->lay_bytes;
-    double *osec = g->lay_sec;
-    prof_io_fig *oio = g->lay_io;
-    g->lay_bytes = ld->lay_bytes;
-    g->lay_sec = ld->lay_sec;
-    g->lay_io = ld->lay_io;
+    SWAP(g->lay_bytes, ld->lay_bytes);
+    SWAP(g->lay_sec, ld->lay_sec);
+    SWAP(g->lay_io, ld->lay_io);
     g->lay_n = eng_hparams(g->s)->n_layers;
     pthread_mutex_unlock(&g->snap_mu);
-    ld->lay_bytes = ob;
-    ld->lay_sec = osec;
-    ld->lay_io = oio;
+#undef SWAP
 
     pthread_mutex_lock(&g->cfg.chat->mu);
     g->conv_first = g->cfg.chat->n;
