@@ -78,7 +78,7 @@
 
 #include "prof/prof.h"
 #include "ui/cli/cli.h"
-#include "ui/cli/cmd_bench_impl.h"
+#include "ui/cli/bench_impl.h"
 
 static const int bench_opts[] = {
     UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH, UI_O_B_REPS,

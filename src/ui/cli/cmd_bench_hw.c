@@ -25,7 +25,7 @@
 #include "kernels/kern.h"
 #include "prof/prof.h"
 #include "ui/cli/cli.h"
-#include "ui/cli/cmd_bench_impl.h"
+#include "ui/cli/bench_impl.h"
 
 /* ---- the read bandwidth's columns (membw, diskbw) ------------------------
  * Both tables end with the median GB/s of the passes, their min and max,

@@ -30,7 +30,7 @@
 #include "kernels/kern.h"
 #include "prof/prof.h"
 #include "ui/cli/cli.h"
-#include "ui/cli/cmd_bench_impl.h"
+#include "ui/cli/bench_impl.h"
 
 
 static int set_io(eng_session *s, int pf, int xio, char *err, size_t errlen)

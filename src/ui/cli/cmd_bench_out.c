@@ -18,7 +18,7 @@
 
 #include "prof/prof.h"
 #include "ui/cli/cli.h"
-#include "ui/cli/cmd_bench_impl.h"
+#include "ui/cli/bench_impl.h"
 
 enum {
     C_FILE, C_MODEL_MD, C_TYPE, C_SIZE_MD, C_SIZE, C_PARAMS_MD, C_PARAMS, C_BACKEND_MD,

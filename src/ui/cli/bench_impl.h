@@ -1,5 +1,5 @@
 /*
- * cmd_bench_impl.h — private to `cflow bench`: the settings of a run of
+ * bench_impl.h — private to `cflow bench`: the settings of a run of
  * tests (bench_cfg) and one test's result, for the files that share them.
  * They call downwards only:
  *
@@ -9,8 +9,8 @@
  *   cmd_bench_out.c    the model tests' columns and rows
  *   cli_table.c        the one table emitter (md, csv, json) all print with
  */
-#ifndef CFLOW_CMD_BENCH_IMPL_H
-#define CFLOW_CMD_BENCH_IMPL_H
+#ifndef CFLOW_UI_BENCH_IMPL_H
+#define CFLOW_UI_BENCH_IMPL_H
 
 #include <stdint.h>
 
