@@ -1,8 +1,9 @@
 /*
- * tui_gen.c — the generation thread of cflow-tui: its jobs, settings,
- * snapshot and run log (the conversation and the reply: tui_gen_conv.c;
- * the thread's loop, start and end: tui_gen_thread.c; the state all three
- * share: tui_gen_impl.h).
+ * tui_gen.c — the generation thread of cflow-tui: its jobs (/model in
+ * steps: load_*), settings, snapshot and runs, logged through ui_runlog
+ * (src/ui/common) as cflow run logs them (the conversation and the reply:
+ * tui_gen_conv.c; the thread's loop, start and end: tui_gen_thread.c; the
+ * state all three share: tui_gen_impl.h).
  *
  * It owns the engine session, its sampler, the profiler attached to it and
  * the run log's writer; nothing else touches them (the UI reads the

@@ -1,8 +1,8 @@
 /*
- * tui_gen_impl.h — what the generation thread's two files share
- * (tui_gen.c: the thread, its jobs, settings, snapshot and run log;
+ * tui_gen_impl.h — what the generation thread's three files share
+ * (tui_gen.c: its jobs, settings, snapshot and runs, and /model in steps;
  * tui_gen_conv.c: the conversation rendered into the KV cache and the
- * reply decoded from it).  Only the generation thread touches the fields
+ * reply decoded from it; tui_gen_thread.c: the loop, start and end).  Only the generation thread touches the fields
  * marked so; the others are guarded as their comments say.
  */
 #ifndef CFLOW_TUI_GEN_IMPL_H
