@@ -450,7 +450,8 @@ void ui_xio_values(const prof_xio_fig *f, int has, uint64_t cache_bytes, const c
                    const char *na, char v[UI_XIO_NF][64]);
 /* Which routing a synthetic model's figures ran under (issue 17 item 8):
  * "zipf:1 routing (cflow synth)", "uniform routing (cflow synth: random
- * routers)"; NULL for a model not made by cflow synth. */
+ * routers)"; NULL for a model not made by cflow synth.  Quotes,
+ * backslashes and control bytes of the file's key are '?'. */
 const char *ui_routing_text(const eng_session *s, char *buf, size_t n);
 /* The expert I/O mode s runs, as every front end names it: "staged",
  * "mmap (auto)" when --expert-io auto chose it, "none" for a dense model. */

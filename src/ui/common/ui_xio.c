@@ -154,6 +154,11 @@ const char *ui_routing_text(const eng_session *s, char *buf, size_t n)
         snprintf(buf, n, "%.*s routing (cflow synth)", (int)rl, rt);
     else if (src && sl == 5 && !memcmp(src, "synth", 5))
         snprintf(buf, n, "uniform routing (cflow synth: random routers)");
+    /* the key is the file's text: quotes, backslashes and control bytes
+     * would break the CSV and JSON fields it goes into (ui_xio_values) */
+    for (char *c = buf; *c; c++)
+        if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
     return buf[0] ? buf : NULL;
 }
 
