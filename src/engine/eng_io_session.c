@@ -17,17 +17,19 @@
 
 #include "engine/eng_io_impl.h"
 
-static const char *const xio_names[] = { "mmap", "sync", "staged", "auto" };
+const char *const eng_expert_io_names[ENG_XIO_AUTO + 2] = {
+    "mmap", "sync", "staged", "auto", NULL
+};
 
 const char *eng_expert_io_name(int mode)
 {
-    return mode >= 0 && mode <= ENG_XIO_AUTO ? xio_names[mode] : "?";
+    return mode >= 0 && mode <= ENG_XIO_AUTO ? eng_expert_io_names[mode] : "?";
 }
 
 int eng_expert_io_from_name(const char *name)
 {
     for (int i = 0; name && i <= ENG_XIO_AUTO; i++)
-        if (!strcmp(name, xio_names[i]))
+        if (!strcmp(name, eng_expert_io_names[i]))
             return i;
     return -1;
 }
@@ -349,8 +351,9 @@ int eng_io_opts_from_env(eng_opts *o, char *err, size_t errlen)
         o->expert_io = ENG_XIO_AUTO;
         if ((v = getenv("CFLOW_EXPERT_IO")) && *v &&
             (o->expert_io = eng_expert_io_from_name(v)) < 0)
-            return eng_fail(err, errlen, ENG_EARG,
-                        "CFLOW_EXPERT_IO='%s': use mmap, sync, staged or auto", v);
+            return eng_fail(err, errlen, ENG_EARG, "CFLOW_EXPERT_IO='%s': use %s, %s, %s or %s",
+                            v, eng_expert_io_names[0], eng_expert_io_names[1],
+                            eng_expert_io_names[2], eng_expert_io_names[3]);
     }
     /* -1 stays -1 (none) without the variable, so auto I/O can tell a
      * cache nobody asked for from "off" */

@@ -45,7 +45,7 @@
  * with a mass-guided quickselect (expected linear time) rather than a sort.
  * Nothing but ranges of at most 32 entries is ever sorted.
  *
- * Randomness: splitmix64 (Steele, Lea & Flood 2014), one 64-bit state,
+ * Randomness: fmt_splitmix64 (the tree's one seeded stream), one 64-bit state,
  * integer arithmetic only, so the same seed gives the same uniform stream
  * on every machine.  Seed 0 is an ordinary, fixed seed — NOT "pick one from
  * the clock"; a front end that wants a time-based seed must choose it
@@ -95,18 +95,10 @@ void eng_sampling_default(eng_sampling *s)
 
 /* ---------------------------------------------------------------- PRNG */
 
-static uint64_t sm64_next(uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
 /* Uniform double in [0, 1) from the top 53 bits. */
 static double sm64_unit(uint64_t *state)
 {
-    return (double)(sm64_next(state) >> 11) * (1.0 / 9007199254740992.0);
+    return (double)(fmt_splitmix64(state) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /* ------------------------------------------------------------ lifetime */

@@ -497,7 +497,11 @@ enum eng_expert_io { ENG_XIO_MMAP = 0, ENG_XIO_SYNC = 1, ENG_XIO_STAGED = 2,
  * suffix into *bytes (ENG_CACHE_AUTO, 0, the size); 0, or -1 when text is
  * none of these or NULL. */
 int         eng_expert_cache_from_text(const char *text, int64_t *bytes);
-const char *eng_expert_io_name(int mode);  /* "mmap", "sync", "staged", "auto"; "?" */
+/* The modes' words in enum order, NULL-terminated: the one table that
+ * --expert-io, cflow-tui's /expert-io, $CFLOW_EXPERT_IO and the run log
+ * name the modes with. */
+extern const char *const eng_expert_io_names[ENG_XIO_AUTO + 2];
+const char *eng_expert_io_name(int mode);  /* eng_expert_io_names[mode]; "?" */
 int         eng_expert_io_from_name(const char *name);  /* -1 unknown or NULL */
 /* Switch between tokens.  Opening the file for direct reads may fail
  * (ENG_EIO with err); a dense model accepts any mode and reads nothing. */

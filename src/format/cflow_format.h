@@ -633,6 +633,21 @@ const char *fmt_quant_names(void);
 /* "q4_k_m" ...; "none" for FMT_FT_NONE or an unknown value. */
 const char *fmt_ftype_name(int ftype);
 
+/* ---- one seeded stream ------------------------------------------------ */
+/* The next value of the splitmix64 stream (Steele, Lea & Flood 2014) in
+ * *state: the tree's one generator, so that a seed gives the same numbers
+ * on every machine (synthetic weights and routers, the sampler's draws,
+ * cflow bench's random tokens).  The state after k draws is the seed plus
+ * k * FMT_SPLITMIX64_GAMMA, so a stream can start at any draw. */
+#define FMT_SPLITMIX64_GAMMA UINT64_C(0x9E3779B97F4A7C15)
+static inline uint64_t fmt_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += FMT_SPLITMIX64_GAMMA);
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
 /* ---- synthetic models ------------------------------------------------- */
 /* Open a random-weight source for a named preset (report-arch1 ...);
  * seed picks the weights.  Names: fmt_synth_preset_name(i) until NULL.

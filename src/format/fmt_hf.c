@@ -318,9 +318,10 @@ static int st_check_tiling(const char *file, st_range *r, size_t n,
     return FMT_OK;
 }
 
-static int load_shard(fmt_src *s, const char *file, char *err, size_t errlen)
+/* Map file as the source's next shard and check its header's length:
+ * the JSON header is *hlen bytes at the map's start + 8, the data follow. */
+static int map_shard(fmt_src *s, const char *file, uint64_t *hlen, char *err, size_t errlen)
 {
-    char nm[64];
     int rc;
     if (s->n_maps >= HF_MAX_SHARDS) {
         fmt_err(err, errlen, "%s: too many shards", file);
@@ -340,12 +341,25 @@ static int load_shard(fmt_src *s, const char *file, char *err, size_t errlen)
         fmt_err(err, errlen, "%s: too short for a safetensors file", file);
         return FMT_EFORMAT;
     }
-    uint64_t hlen = kern_ld_u64(m->p);
-    if (hlen < 2 || hlen > m->n - 8 || hlen > HF_MAX_HEADER) {
+    *hlen = kern_ld_u64(m->p);
+    if (*hlen < 2 || *hlen > m->n - 8 || *hlen > HF_MAX_HEADER) {
         fmt_err(err, errlen, "%s: bad safetensors header length %llu (file "
-                "%zu bytes)", file, (unsigned long long)hlen, m->n);
+                "%zu bytes)", file, (unsigned long long)*hlen, m->n);
         return FMT_EFORMAT;
     }
+    return FMT_OK;
+}
+
+/* One safetensors shard: each entry of its header a tensor of the source,
+ * its bytes checked against the data the header indexes. */
+static int load_shard(fmt_src *s, const char *file, char *err, size_t errlen)
+{
+    char nm[64];
+    uint64_t hlen;
+    int rc = map_shard(s, file, &hlen, err, errlen);
+    if (rc)
+        return rc;
+    const fmt_map *m = &s->maps[s->n_maps - 1];
     const uint8_t *data = m->p + 8 + hlen;
     uint64_t dn = m->n - 8 - hlen;
     json_object *root = parse_json(file, (const char *)m->p + 8,

@@ -267,6 +267,67 @@ static size_t str_offsets(const uint8_t *p, size_t n, uint64_t count,
     return o;
 }
 
+/* The value of array entry e, whose header starts at p + *o (of n bytes):
+ * the element type and count, then the elements, checked against the
+ * bytes left (strings through str_offsets, e->soff malloc'd); *o past it.
+ * FMT_OK, or a code with err naming the entry (nm) in what. */
+static int parse_array(kv_ent *e, const uint8_t *p, size_t n, size_t *o, const char *what,
+                       const char *nm, char *err, size_t errlen)
+{
+    if (n - *o < 12) {
+        fmt_err(err, errlen, "%s: metadata '%s': truncated array header", what, nm);
+        return FMT_EFORMAT;
+    }
+    uint32_t et = kern_ld_u32(p + *o);
+    uint64_t cnt = kern_ld_u64(p + *o + 4);
+    *o += 12;
+    if (!kv_type_valid(et)) {
+        fmt_err(err, errlen, "%s: metadata '%s': unknown array element type %u", what, nm,
+                et);
+        return FMT_EFORMAT;
+    }
+    if (et == FMT_KV_ARR) {
+        fmt_err(err, errlen, "%s: metadata '%s': arrays of arrays are not supported", what,
+                nm);
+        return FMT_EUNSUP;
+    }
+    e->etype = (int)et;
+    e->n = cnt;
+    e->val = p + *o;
+    if (et == FMT_KV_STR) {
+        uint64_t bad = 0;
+        if (cnt > (n - *o) / 8) {
+            fmt_err(err, errlen, "%s: metadata '%s': %llu strings cannot fit in the "
+                    "remaining %zu bytes", what, nm, (unsigned long long)cnt, n - *o);
+            return FMT_EFORMAT;
+        }
+        e->soff = malloc((size_t)(cnt ? cnt : 1) * sizeof *e->soff);
+        if (!e->soff) {
+            fmt_err(err, errlen, "%s: out of memory", what);
+            return FMT_ENOMEM;
+        }
+        size_t used1 = str_offsets(p + *o, n - *o, cnt, e->soff, &bad);
+        if (used1 == (size_t)-1) {
+            free(e->soff);
+            e->soff = NULL;
+            fmt_err(err, errlen, "%s: metadata '%s': string %llu of %llu runs past the end "
+                    "of the data", what, nm, (unsigned long long)bad, (unsigned long long)cnt);
+            return FMT_EFORMAT;
+        }
+        e->vlen = used1;
+    } else {
+        size_t es = kv_scalar_size((int)et);
+        if (cnt > (n - *o) / es) {
+            fmt_err(err, errlen, "%s: metadata '%s': array of %llu elements runs past the "
+                    "end of the data", what, nm, (unsigned long long)cnt);
+            return FMT_EFORMAT;
+        }
+        e->vlen = (size_t)cnt * es;
+    }
+    *o += e->vlen;
+    return FMT_OK;
+}
+
 /* On failure the entries parsed before the bad one stay in kv (callers
  * free it); nothing past the failure is kept. */
 int fmt_kv_parse(fmt_kv *kv, const uint8_t *p, size_t n, uint64_t count,
@@ -336,60 +397,9 @@ int fmt_kv_parse(fmt_kv *kv, const uint8_t *p, size_t n, uint64_t count,
             e.val = p + o + 8;
             o += 8 + e.vlen;
         } else if (t == FMT_KV_ARR) {
-            if (n - o < 12) {
-                fmt_err(err, errlen, "%s: metadata '%s': truncated array "
-                        "header", what, nm);
-                return FMT_EFORMAT;
-            }
-            uint32_t et = kern_ld_u32(p + o);
-            uint64_t cnt = kern_ld_u64(p + o + 4);
-            o += 12;
-            if (!kv_type_valid(et)) {
-                fmt_err(err, errlen, "%s: metadata '%s': unknown array "
-                        "element type %u", what, nm, et);
-                return FMT_EFORMAT;
-            }
-            if (et == FMT_KV_ARR) {
-                fmt_err(err, errlen, "%s: metadata '%s': arrays of arrays "
-                        "are not supported", what, nm);
-                return FMT_EUNSUP;
-            }
-            e.etype = (int)et;
-            e.n = cnt;
-            e.val = p + o;
-            if (et == FMT_KV_STR) {
-                uint64_t bad = 0;
-                if (cnt > (n - o) / 8) {
-                    fmt_err(err, errlen, "%s: metadata '%s': %llu strings "
-                            "cannot fit in the remaining %zu bytes", what, nm,
-                            (unsigned long long)cnt, n - o);
-                    return FMT_EFORMAT;
-                }
-                e.soff = malloc((size_t)(cnt ? cnt : 1) * sizeof *e.soff);
-                if (!e.soff) {
-                    fmt_err(err, errlen, "%s: out of memory", what);
-                    return FMT_ENOMEM;
-                }
-                size_t used1 = str_offsets(p + o, n - o, cnt, e.soff, &bad);
-                if (used1 == (size_t)-1) {
-                    free(e.soff);
-                    fmt_err(err, errlen, "%s: metadata '%s': string %llu of "
-                            "%llu runs past the end of the data", what, nm,
-                            (unsigned long long)bad, (unsigned long long)cnt);
-                    return FMT_EFORMAT;
-                }
-                e.vlen = used1;
-            } else {
-                size_t es = kv_scalar_size((int)et);
-                if (cnt > (n - o) / es) {
-                    fmt_err(err, errlen, "%s: metadata '%s': array of %llu "
-                            "elements runs past the end of the data", what,
-                            nm, (unsigned long long)cnt);
-                    return FMT_EFORMAT;
-                }
-                e.vlen = (size_t)cnt * es;
-            }
-            o += e.vlen;
+            int rc = parse_array(&e, p, n, &o, what, nm, err, errlen);
+            if (rc)
+                return rc;
         } else {
             size_t es = kv_scalar_size((int)t);
             if (n - o < es) {

@@ -148,6 +148,71 @@ int fmt_llama2c_detect(const char *path, const uint8_t *head, size_t nhead,
     return hdr_recognised(&h);
 }
 
+/* The checkpoint's tensors as views of the map, in file order (the
+ * embedding, each layer's weights by kind, the final norm, the RoPE
+ * tables skipped, the untied head when vocab < 0). */
+static int add_views(fmt_src *s, const l2c_hdr *h, const char *path, char *err, size_t errlen)
+{
+    const fmt_hparams *hp = &s->hp;
+    const uint8_t *p = s->maps[0].p;
+    const size_t n = s->maps[0].n;
+    int rc;
+    uint64_t dim = hp->dim, hid = hp->ffn_dim, V = hp->vocab_size;
+    uint64_t kv_dim = dim * hp->n_kv_heads / hp->n_heads;
+    uint64_t L = hp->n_layers;
+    const uint8_t *q = p + 28;
+    char name[64];
+    struct { const char *pat; uint64_t rows, cols; } lay[] = {
+        { "blk.%u.attn_norm.weight", 1, dim },
+        { "blk.%u.attn_q.weight", dim, dim },
+        { "blk.%u.attn_k.weight", kv_dim, dim },
+        { "blk.%u.attn_v.weight", kv_dim, dim },
+        { "blk.%u.attn_output.weight", dim, dim },
+        { "blk.%u.ffn_norm.weight", 1, dim },
+        { "blk.%u.ffn_gate.weight", hid, dim },
+        { "blk.%u.ffn_down.weight", dim, hid },
+        { "blk.%u.ffn_up.weight", hid, dim },
+    };
+    uint64_t ne[4] = { dim, V, 1, 1 };
+    if ((rc = fmt_src_add_tensor(s, "token_embd.weight", FMT_DT_F32, 2, ne,
+                                 q, V * dim * 4, err, errlen)) < 0)
+        return rc;
+    q += V * dim * 4;
+    for (size_t k = 0; k < sizeof lay / sizeof lay[0]; k++) {
+        uint64_t each = lay[k].rows * lay[k].cols * 4;
+        ne[0] = lay[k].cols;
+        ne[1] = lay[k].rows;
+        for (unsigned l = 0; l < L; l++) {
+            snprintf(name, sizeof name, lay[k].pat, l);
+            if ((rc = fmt_src_add_tensor(s, name, FMT_DT_F32,
+                                         lay[k].rows > 1 ? 2 : 1, ne, q,
+                                         each, err, errlen)) < 0)
+                return rc;
+            q += each;
+        }
+    }
+    ne[0] = dim;
+    ne[1] = 1;
+    if ((rc = fmt_src_add_tensor(s, "output_norm.weight", FMT_DT_F32, 1, ne,
+                                 q, dim * 4, err, errlen)) < 0)
+        return rc;
+    q += dim * 4;
+    q += 2 * ((uint64_t)h->seq_len * (dim / hp->n_heads) / 2) * 4;
+    if (h->vocab < 0) {
+        ne[1] = V;
+        if ((rc = fmt_src_add_tensor(s, "output.weight", FMT_DT_F32, 2, ne,
+                                     q, V * dim * 4, err, errlen)) < 0)
+            return rc;
+        q += V * dim * 4;
+    }
+    if (q != p + n) {  /* hdr_floats and this walk must agree */
+        fmt_err(err, errlen, "%s: internal error walking the checkpoint",
+                path);
+        return FMT_EFORMAT;
+    }
+    return FMT_OK;
+}
+
 int fmt_llama2c_open(fmt_src *s, const char *path, const char *tokenizer,
                      char *err, size_t errlen)
 {
@@ -214,60 +279,8 @@ int fmt_llama2c_open(fmt_src *s, const char *path, const char *tokenizer,
     if ((rc = fmt_src_check_hparams(s, err, errlen)) < 0)
         return rc;
 
-    /* views, in file order */
-    uint64_t dim = hp->dim, hid = hp->ffn_dim, V = hp->vocab_size;
-    uint64_t kv_dim = dim * hp->n_kv_heads / hp->n_heads;
-    uint64_t L = hp->n_layers;
-    const uint8_t *q = p + 28;
-    char name[64];
-    struct { const char *pat; uint64_t rows, cols; } lay[] = {
-        { "blk.%u.attn_norm.weight", 1, dim },
-        { "blk.%u.attn_q.weight", dim, dim },
-        { "blk.%u.attn_k.weight", kv_dim, dim },
-        { "blk.%u.attn_v.weight", kv_dim, dim },
-        { "blk.%u.attn_output.weight", dim, dim },
-        { "blk.%u.ffn_norm.weight", 1, dim },
-        { "blk.%u.ffn_gate.weight", hid, dim },
-        { "blk.%u.ffn_down.weight", dim, hid },
-        { "blk.%u.ffn_up.weight", hid, dim },
-    };
-    uint64_t ne[4] = { dim, V, 1, 1 };
-    if ((rc = fmt_src_add_tensor(s, "token_embd.weight", FMT_DT_F32, 2, ne,
-                                 q, V * dim * 4, err, errlen)) < 0)
+    if ((rc = add_views(s, &h, path, err, errlen)) < 0)
         return rc;
-    q += V * dim * 4;
-    for (size_t k = 0; k < sizeof lay / sizeof lay[0]; k++) {
-        uint64_t each = lay[k].rows * lay[k].cols * 4;
-        ne[0] = lay[k].cols;
-        ne[1] = lay[k].rows;
-        for (unsigned l = 0; l < L; l++) {
-            snprintf(name, sizeof name, lay[k].pat, l);
-            if ((rc = fmt_src_add_tensor(s, name, FMT_DT_F32,
-                                         lay[k].rows > 1 ? 2 : 1, ne, q,
-                                         each, err, errlen)) < 0)
-                return rc;
-            q += each;
-        }
-    }
-    ne[0] = dim;
-    ne[1] = 1;
-    if ((rc = fmt_src_add_tensor(s, "output_norm.weight", FMT_DT_F32, 1, ne,
-                                 q, dim * 4, err, errlen)) < 0)
-        return rc;
-    q += dim * 4;
-    q += 2 * ((uint64_t)h.seq_len * (dim / hp->n_heads) / 2) * 4;
-    if (h.vocab < 0) {
-        ne[1] = V;
-        if ((rc = fmt_src_add_tensor(s, "output.weight", FMT_DT_F32, 2, ne,
-                                     q, V * dim * 4, err, errlen)) < 0)
-            return rc;
-        q += V * dim * 4;
-    }
-    if (q != p + n) {  /* hdr_floats and this walk must agree */
-        fmt_err(err, errlen, "%s: internal error walking the checkpoint",
-                path);
-        return FMT_EFORMAT;
-    }
 
     /* the tokenizer: a separate llama2.c tokenizer.bin (or any file
      * fmt_vocab_load understands) */

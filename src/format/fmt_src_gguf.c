@@ -133,6 +133,33 @@ static int gguf_rope_scaling(fmt_src *s, const char *arch, char *err,
     return FMT_OK;
 }
 
+/* The vocabulary's size: the embedding's rows, which ARCH.vocab_size, when
+ * the file has it, must equal. */
+static int gguf_vocab_size(fmt_src *s, const char *a, char *err, size_t errlen)
+{
+    fmt_hparams *h = &s->hp;
+    const fmt_tensor *emb = fmt_src_find(s, "token_embd.weight");
+    if (!emb || emb->ndim > 2) {
+        fmt_err(err, errlen, "%s: tensor 'token_embd.weight' is %s", s->path,
+                emb ? "not a matrix" : "missing");
+        return FMT_EFORMAT;
+    }
+    if (emb->ne[1] > UINT32_MAX) {
+        fmt_err(err, errlen, "%s: implausible vocabulary size", s->path);
+        return FMT_EFORMAT;
+    }
+    h->vocab_size = (uint32_t)emb->ne[1];
+    uint32_t vs;
+    char key[64];
+    snprintf(key, sizeof key, "%s.vocab_size", a);
+    if (fmt_kv_get_u32(s->kv, key, &vs) == 0 && vs != h->vocab_size) {
+        fmt_err(err, errlen, "%s: %s is %u but token_embd.weight has %u rows",
+                s->path, key, vs, h->vocab_size);
+        return FMT_EFORMAT;
+    }
+    return FMT_OK;
+}
+
 int fmt_src_gguf_open(fmt_src *s, char *err, size_t errlen)
 {
     fmt_hparams *h = &s->hp;
@@ -216,26 +243,8 @@ int fmt_src_gguf_open(fmt_src *s, char *err, size_t errlen)
         if (!norm)
             h->flags |= FMT_FLAG_MOE_NO_RENORM;
     }
-    /* vocabulary: the embedding's rows */
-    const fmt_tensor *emb = fmt_src_find(s, "token_embd.weight");
-    if (!emb || emb->ndim > 2) {
-        fmt_err(err, errlen, "%s: tensor 'token_embd.weight' is %s", s->path,
-                emb ? "not a matrix" : "missing");
-        return FMT_EFORMAT;
-    }
-    if (emb->ne[1] > UINT32_MAX) {
-        fmt_err(err, errlen, "%s: implausible vocabulary size", s->path);
-        return FMT_EFORMAT;
-    }
-    h->vocab_size = (uint32_t)emb->ne[1];
-    uint32_t vs;
-    char key[64];
-    snprintf(key, sizeof key, "%s.vocab_size", a);
-    if (fmt_kv_get_u32(s->kv, key, &vs) == 0 && vs != h->vocab_size) {
-        fmt_err(err, errlen, "%s: %s is %u but token_embd.weight has %u rows",
-                s->path, key, vs, h->vocab_size);
-        return FMT_EFORMAT;
-    }
+    if ((rc = gguf_vocab_size(s, a, err, errlen)) < 0)
+        return rc;
     if ((rc = fmt_src_check_hparams(s, err, errlen)) < 0)
         return rc;
     /* conventions we do not implement, once the geometry is known sane

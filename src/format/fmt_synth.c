@@ -17,10 +17,10 @@
  * holds at its start the generator table (synth_hdr: per tensor its byte
  * offset, size, the index of its first draw in the seeded stream, its fill
  * and sd) and after it every tensor at a page boundary, untouched until
- * the source's fill (synth_fill) draws a byte range of it.  splitmix64's
- * state after k draws is seed + k * golden, so any range is drawn by
- * jumping straight to its first draw: the bytes are those of drawing every
- * tensor in order.
+ * the source's fill (synth_fill) draws a byte range of it.  The stream's
+ * (fmt_splitmix64) state after k draws is seed + k * its gamma, so any
+ * range is drawn by jumping straight to its first draw: the bytes are
+ * those of drawing every tensor in order.
  * The writer hands pages back (MADV_DONTNEED) once tiled; tensors never
  * share a page, so that never drops a live one.
  * --routing zipf (fmt_synth_route.c) patches drawn ranges as they are
@@ -44,25 +44,15 @@
 #include "format/cflow_format.h"
 #include "format/fmt_impl.h"
 
-/* splitmix64: a seeded stream, identical everywhere */
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Irwin-Hall of 4 uniforms: close enough to a normal, cheap, exact. */
 static float next_normal(uint64_t *s, float sd)
 {
     float acc = 0.0f;
     for (int i = 0; i < 4; i++)
-        acc += (float)(next_u64(s) >> 40) * (1.0f / 16777216.0f);
+        acc += (float)(fmt_splitmix64(s) >> 40) * (1.0f / 16777216.0f);
     return (acc - 2.0f) * sd * 1.7320508f;
 }
 
-#define SYNTH_GOLDEN 0x9e3779b97f4a7c15ull
 
 /* One tensor's generator: bytes [off, off + nbytes) of the reservation are
  * f32 values, element i the draws draw0 + 4i .. + 3 (sd > 0) or fill;
@@ -165,7 +155,7 @@ static int synth_fill(const fmt_src *s, const void *p, uint64_t n)
         return -1;
     float *v = (float *)(void *)(uintptr_t)p;
     uint64_t i0 = (off - g->off) / sizeof(float), cnt = n / sizeof(float);
-    uint64_t rng = h->seed + (g->draw0 + 4 * i0) * SYNTH_GOLDEN;
+    uint64_t rng = h->seed + (g->draw0 + 4 * i0) * FMT_SPLITMIX64_GAMMA;
     for (uint64_t i = 0; i < cnt; i++)
         v[i] = g->sd > 0 ? next_normal(&rng, g->sd) : g->fill;
     if (g->rule != FMT_SR_NONE)

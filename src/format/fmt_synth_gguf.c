@@ -10,7 +10,7 @@
  *
  * Why not through fmt_synth.c's f32 path: a 30B-parameter preset would be
  * 120 GB of f32 to draw and quantise.  Here every block is drawn straight from a cheap
- * generator (splitmix64: three 64-bit draws per 32 weights) and streamed to
+ * generator (fmt_splitmix64: three 64-bit draws per 32 weights) and streamed to
  * the file through a 4 MiB buffer, so memory stays flat and a 17 GB file
  * takes as long as the disk needs.  The file is unnamed until complete
  * (fmt_out), so a failed or interrupted run leaves whatever was at the
@@ -121,14 +121,6 @@ static void wr_pad(wr *w, unsigned align)
 }
 
 /* ---- random blocks ----------------------------------------------------- */
-static uint64_t sm64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* f32 -> f16, round to nearest even; our scales are normal numbers. */
 static uint16_t f32_to_f16(float f)
 {
@@ -192,7 +184,8 @@ static void wr_q4_0(wr *w, uint64_t *rng, uint64_t nblocks, float sd, const zpat
     const float base = sd / (sym ? 4.18f : 4.6f);
     for (uint64_t b = 0; b < nblocks; b++) {
         uint8_t blk[18];
-        uint64_t r0 = sm64(rng), r1 = sm64(rng), r2 = sm64(rng);
+        uint64_t r0 = fmt_splitmix64(rng), r1 = fmt_splitmix64(rng);
+        uint64_t r2 = fmt_splitmix64(rng);
         /* scale jitter 0.75 .. 1.25 so blocks differ in scale too */
         float d = base * (0.75f + 0.5f * (float)(r2 >> 40) * (1.0f / 16777216.0f));
         uint16_t h = f32_to_f16(d);
@@ -219,7 +212,7 @@ static void wr_q8_0(wr *w, uint64_t *rng, uint64_t nblocks, float sd, const zpat
         uint8_t blk[34];
         uint64_t r[5];
         for (int k = 0; k < 5; k++)
-            r[k] = sm64(rng);
+            r[k] = fmt_splitmix64(rng);
         float d = base * (0.75f + 0.5f * (float)(r[4] >> 40) * (1.0f / 16777216.0f));
         uint16_t h = f32_to_f16(d);
         memcpy(blk, &h, 2);
@@ -238,7 +231,7 @@ static float draw(uint64_t *rng, float sd)
 {
     float acc = 0;
     for (int k = 0; k < 4; k++)
-        acc += (float)(sm64(rng) >> 40) * (1.0f / 16777216.0f);
+        acc += (float)(fmt_splitmix64(rng) >> 40) * (1.0f / 16777216.0f);
     return (acc - 2.0f) * sd * 1.7320508f;
 }
 

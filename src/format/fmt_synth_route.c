@@ -142,14 +142,6 @@ int fmt_synth_routing_kv(fmt_kv *kv, float zipf)
     return fmt_kv_set_str(kv, FMT_SYNTH_ROUTING_KEY, v, (size_t)n) ? -1 : 0;
 }
 
-static uint64_t mix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Router column z of expert e in layer l: -s ln(rank) FMT_SYNTH_ZK, the
  * ranks a Fisher-Yates permutation of 1..n_exp seeded by (seed, layer),
  * a stream of its own so the weights' stream is not disturbed. */
@@ -163,7 +155,7 @@ float fmt_synth_zipf_bias(uint64_t seed, unsigned layer, unsigned e, unsigned n_
     for (unsigned i = 0; i < n_exp; i++)
         rank[i] = i + 1;
     for (unsigned i = n_exp - 1; i > 0; i--) {
-        unsigned j = (unsigned)(mix(&st) % (i + 1));
+        unsigned j = (unsigned)(fmt_splitmix64(&st) % (i + 1));
         unsigned t = rank[i];
         rank[i] = rank[j];
         rank[j] = t;

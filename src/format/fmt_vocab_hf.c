@@ -558,10 +558,54 @@ nomem:
     return FMT_ENOMEM;
 }
 
+/* The model's merges into v: "a b" strings, or [a, b] pairs (newer
+ * files).  0, or a code with err naming the merge. */
+static int read_merges(fmt_vb *v, json_object *merges, const char *path, char *err,
+                       size_t errlen)
+{
+    if (!merges || !json_object_is_type(merges, json_type_array)) {
+        fmt_err(err, errlen, "%s: no merges list", path);
+        return FMT_EFORMAT;
+    }
+    for (size_t i = 0; i < json_object_array_length(merges); i++) {
+        json_object *m = json_object_array_get_idx(merges, i);
+        size_t l = 0;
+        const char *s = jstr(m, &l);
+        if (!s && m && json_object_is_type(m, json_type_array) &&
+            json_object_array_length(m) == 2) {
+            /* newer files: ["a", "b"] */
+            size_t la = 0, lb = 0;
+            const char *a = jstr(json_object_array_get_idx(m, 0), &la);
+            const char *b = jstr(json_object_array_get_idx(m, 1), &lb);
+            char *j;
+            if (a && b && (j = malloc(la + lb + 2))) {
+                memcpy(j, a, la);
+                j[la] = ' ';
+                memcpy(j + la + 1, b, lb);
+                s = fmt_vb_own(v, j, la + lb + 1);
+                l = la + lb + 1;
+                free(j);
+                if (!s)
+                    goto nomem;
+            }
+        }
+        if (!s) {
+            fmt_err(err, errlen, "%s: merge %zu is not \"a b\" or [a, b]", path, i);
+            return FMT_EFORMAT;
+        }
+        if (fmt_vb_merge(v, s, l) < 0)
+            goto nomem;
+    }
+    return 0;
+nomem:
+    fmt_err(err, errlen, "%s: out of memory", path);
+    return FMT_ENOMEM;
+}
+
 int fmt_vocab_hf_json(fmt_kv *kv, const char *path, char *err,
                       size_t errlen)
 {
-    json_object *root = json_load(path, err, errlen), *model, *merges, *added;
+    json_object *root = json_load(path, err, errlen), *model, *added;
     fmt_vb v = {0};
     hf_info h;
     hf_cfg c;
@@ -595,43 +639,8 @@ int fmt_vocab_hf_json(fmt_kv *kv, const char *path, char *err,
     if ((rc = read_vocab_obj(&v, jget(model, "vocab"), path, err, errlen)) <
         0)
         goto out;
-    merges = jget(model, "merges");
-    if (!merges || !json_object_is_type(merges, json_type_array)) {
-        fmt_err(err, errlen, "%s: no merges list", path);
-        rc = FMT_EFORMAT;
+    if ((rc = read_merges(&v, jget(model, "merges"), path, err, errlen)) < 0)
         goto out;
-    }
-    for (size_t i = 0; i < json_object_array_length(merges); i++) {
-        json_object *m = json_object_array_get_idx(merges, i);
-        size_t l = 0;
-        const char *s = jstr(m, &l);
-        if (!s && m && json_object_is_type(m, json_type_array) &&
-            json_object_array_length(m) == 2) {
-            /* newer files: ["a", "b"] */
-            size_t la = 0, lb = 0;
-            const char *a = jstr(json_object_array_get_idx(m, 0), &la);
-            const char *b = jstr(json_object_array_get_idx(m, 1), &lb);
-            char *j;
-            if (a && b && (j = malloc(la + lb + 2))) {
-                memcpy(j, a, la);
-                j[la] = ' ';
-                memcpy(j + la + 1, b, lb);
-                s = fmt_vb_own(&v, j, la + lb + 1);
-                l = la + lb + 1;
-                free(j);
-                if (!s)
-                    goto nomem;
-            }
-        }
-        if (!s) {
-            fmt_err(err, errlen, "%s: merge %zu is not \"a b\" or [a, b]",
-                    path, i);
-            rc = FMT_EFORMAT;
-            goto out;
-        }
-        if (fmt_vb_merge(&v, s, l) < 0)
-            goto nomem;
-    }
     added = jget(root, "added_tokens");
     if (added && json_object_is_type(added, json_type_array))
         for (size_t i = 0; i < json_object_array_length(added); i++) {
@@ -682,10 +691,6 @@ int fmt_vocab_hf_json(fmt_kv *kv, const char *path, char *err,
     rc = write_vocab(kv, &v, spm, pre, &h,
                      jbool(jget(model, "ignore_merges"), 0), &c, path, err,
                      errlen);
-    goto out;
-nomem:
-    fmt_err(err, errlen, "%s: out of memory", path);
-    rc = FMT_ENOMEM;
 out:
     cfg_free(&c);
     fmt_vb_free(&v);

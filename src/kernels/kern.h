@@ -372,17 +372,10 @@ typedef struct kern_ops {
                     int16_t *bsums);
     void (*act_bf16)(const float *x, unsigned n, uint16_t *h);
     /* The types llama.cpp repacks on x86 (ggml-cpu repack.cpp,
-<<<<<<< ours
      * ggml_repack_get_optimal_repack_type: Q4_0, IQ4_NL and MXFP4 matrices
      * whose row count is a multiple of 8, on any AVX2 CPU), summed as its
      * repacked gemv sums them; NULL for a type it does not repack.
      * tile_mv_rp[KERN_Q4_0] is tile_mv_q4_0_rp. */
-=======
-     * ggml_repack_get_optimal_repack_type: Q4_0, IQ4_NL, MXFP4 and Q4_K
-     * matrices whose row count is a multiple of 8 on any AVX2 CPU, Q2_K on
-     * AVX-512), summed as its repacked gemv sums them; NULL for a type it
-     * does not repack.  tile_mv_rp[KERN_Q4_0] is tile_mv_q4_0_rp. */
->>>>>>> theirs
     kern_tile_mv_fn tile_mv_rp[KERN_NTYPES];
     kern_tile_mm_fn tile_mm_rp[KERN_NTYPES];
 } kern_ops;

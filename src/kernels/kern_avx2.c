@@ -494,10 +494,13 @@ AVX2 static inline __m256 t8_of(const __m256 *kk, const float *qj)
     return fold64_t8(a);
 }
 
-AVX2 static void attn2_kvg64(float *out, const float *q, const uint16_t *k,
-                             const uint16_t *v, unsigned n_pos, unsigned h,
-                             size_t koff, size_t kv_stride, float scale,
-                             float softcap, const float *sinks, float *scores)
+/* attn2_kvg64's first pass: the four heads' scores against every position
+ * into scores[4][n_pos] (scaled, then soft-capped): each head's Q row
+ * rounded through f16 and dotted with the position's K row (one row for
+ * the four), 8 positions at a time folded as ggml_vec_dot_f16 folds. */
+AVX2 static inline void kvg64_scores(const float *q, const uint16_t *k, unsigned n_pos,
+                                     unsigned h, size_t koff, size_t kv_stride, float scale,
+                                     float softcap, float *scores)
 {
     float qr[4][64] __attribute__((aligned(32)));
     __m256 t8[4][8];                       /* [head][position in the 8] */
@@ -539,6 +542,14 @@ AVX2 static void attn2_kvg64(float *out, const float *q, const uint16_t *k,
     if (softcap > 0.0f)
         for (size_t i = 0; i < 4 * (size_t)n_pos; i++)
             scores[i] = softcap * tanhf(scores[i]);
+}
+
+AVX2 static void attn2_kvg64(float *out, const float *q, const uint16_t *k,
+                             const uint16_t *v, unsigned n_pos, unsigned h,
+                             size_t koff, size_t kv_stride, float scale,
+                             float softcap, const float *sinks, float *scores)
+{
+    kvg64_scores(q, k, n_pos, h, koff, kv_stride, scale, softcap, scores);
     float S[4], M[4];
     _Pragma("GCC unroll 8")
     for (int j = 0; j < 4; j++)

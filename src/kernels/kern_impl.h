@@ -323,7 +323,7 @@ void kern_attn_f16_ref(float *out, const float *q, const uint16_t *k,
                        float softcap, const float *sinks, float *scores,
                        uint16_t *scratch);
 
-/* kern_act.c: the scalar activation conversions (see kern_ops.act_q8). */
+/* kern_act_ref.c: the scalar activation conversions (see kern_ops.act_q8). */
 void kern_act_q8_ref(const float *x, unsigned nb, int8_t *q, float *d,
                      int32_t *sum);
 void kern_act_f16_ref(const float *x, unsigned n, uint16_t *h);

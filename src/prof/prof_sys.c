@@ -266,7 +266,10 @@ int prof_measure_membw(int n_threads, unsigned passes, prof_membw *out)
 #endif
     const size_t per = bw_bytes() / (size_t)n_threads / unit * unit;
     const size_t bytes = per * (size_t)n_threads;
-    uint64_t *buf = aligned_alloc((size_t)2 << 20, bytes);
+    /* aligned_alloc takes a size that is a multiple of the alignment (C11;
+     * ASan refuses any other): the buffer is rounded up, the read is not */
+    const size_t huge = (size_t)2 << 20;
+    uint64_t *buf = aligned_alloc(huge, (bytes + huge - 1) / huge * huge);
     if (!buf)
         return -1;
 #ifdef MADV_HUGEPAGE

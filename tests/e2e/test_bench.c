@@ -610,6 +610,44 @@ static void test_synth_gguf_refusals(void **state)
     tu_proc_free(&p);
 }
 
+/* A model's routing key is the file's text: a quote, a backslash and a
+ * newline in it (planted in a zipf model's "zipf:1.5") reach the routing
+ * field as '?', so the JSON still parses and the CSV is still one line a
+ * row (they broke both before). */
+static void test_hostile_routing(void **state)
+{
+    (void)state;
+    const char *z = tu_tmp("zipf.cflow");
+    tu_proc p;
+    assert_int_equal(tu_cflow_run(&p, "synth", "--routing", "zipf:1.5", "tiny-mixtral", z,
+                                  (char *)NULL), 0);
+    assert_int_equal(p.status, 0);
+    tu_proc_free(&p);
+    size_t n;
+    uint8_t *b = tu_slurp(z, &n);
+    uint8_t *at = memmem(b, n, "zipf:1.5", 8);
+    assert_non_null(at);
+    memcpy(at, "zi\"f\\:\n5", 8);
+    tu_spit(z, b, n);
+    free(b);
+    assert_int_equal(tu_cflow_run(&p, "bench", "-m", z, "-t", "1", "-p", "0", "-n", "2", "-r",
+                                  "1", "--expert-io", "sync", "--expert-cache", "64K",
+                                  "--read-bw", "10", "-o", "json", "--no-log", (char *)NULL), 0);
+    assert_int_equal(p.status, 0);
+    json_object *a = json_of(&p, 1);
+    assert_string_equal(str_of(json_object_array_get_idx(a, 0), "routing"),
+                        "zi?f?:?5 routing (cflow synth)");
+    json_object_put(a);
+    tu_proc_free(&p);
+    assert_int_equal(tu_cflow_run(&p, "bench", "-m", z, "-t", "1", "-p", "0", "-n", "2", "-r",
+                                  "1", "--expert-io", "sync", "--expert-cache", "64K",
+                                  "--read-bw", "10", "-o", "csv", "--no-log", (char *)NULL), 0);
+    assert_int_equal(p.status, 0);
+    assert_int_equal(tu_count_lines(p.out), 2);
+    assert_non_null(strstr(p.out, ",\"zi?f?:?5 routing (cflow synth)\","));
+    tu_proc_free(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -624,6 +662,7 @@ int main(void)
         cmocka_unit_test(test_directio),
         cmocka_unit_test(test_log),
         cmocka_unit_test(test_synth_gguf_refusals),
+        cmocka_unit_test(test_hostile_routing),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

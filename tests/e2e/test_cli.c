@@ -80,8 +80,15 @@ static void test_refusals_give_the_range(void **state)
     refused(tui_bin, "cflow-tui: bad -t '2000': N from 0 (all cores) to 1024", "-t", "2000",
             (char *)NULL);
     refused(tui_bin, "unknown option '--frob'", "--frob", (char *)NULL);
-    /* the subcommands without a table of their own refuse in one line too */
-    refused(c, "cflow runs: bad or unknown option '--frob'", "runs", "--frob", (char *)NULL);
+    /* every subcommand parses through the one table: its refusals */
+    refused(c, "cflow runs: unknown option '--frob'", "runs", "--frob", (char *)NULL);
+    refused(c, "cflow convert: unknown option '--frob'", "convert", "--frob", (char *)NULL);
+    refused(c, "cflow convert: expected INPUT and OUTPUT", "convert", "a.gguf", (char *)NULL);
+    refused(c, "cflow synth: bad --seed 'x': S from 0 to 18446744073709551615", "synth",
+            "--seed", "x", "tiny", "out.cflow", (char *)NULL);
+    refused(c, "cflow tokenize: -m needs a value: PATH", "tokenize", "-m", (char *)NULL);
+    refused(c, "cflow tokenize: expected one TEXT", "tokenize", "a", "b", (char *)NULL);
+    refused(c, "cflow models: unknown option '-x'", "models", "-x", (char *)NULL);
 }
 
 /* Every front end opens the engine through one mapping of the options

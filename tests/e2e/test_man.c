@@ -1,12 +1,12 @@
 /*
  * test_man.c — the man pages against today's limits.  `cflow run --help`,
  * `cflow bench --help`, `cflow ppl --help`, `cflow serve --help` and
- * `cflow-tui --help` are built
- * from the one option table (src/ui/ui_opt.c); every option they list must
- * have an entry in its section of man/cflow.1 or man/cflow-tui.1, that
- * entry must give the option's range (both ends, as numbers), say
- * "random seed" where the default seed is random, and name $CFLOW_MODEL where
- * the default model is the shipped one.  And every key and /command of
+ * `cflow-tui --help` are built from the one option table
+ * (src/ui/common/ui_opt.c); every option they list must have an entry in
+ * its section of man/cflow.1 or man/cflow-tui.1, that entry must give the
+ * option's range (both ends, as numbers), say "random seed" where the
+ * default seed is random, and name $CFLOW_MODEL where the default model is
+ * the shipped one.  And every key and /command of
  * cflow-tui's tables (`cflow-tui --list-commands`) has its entry in
  * man/cflow-tui.1's KEYS and COMMANDS, and every command there is one the
  * TUI has.

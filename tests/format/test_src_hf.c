@@ -106,6 +106,58 @@ static void st_write(const char *path, st_ent *e, size_t n)
     free(hdr);
 }
 
+/* The entries e[n] as one model.safetensors in dir, or (shards) as two
+ * halves with the index that maps each name to its file. */
+static void write_tensors(const char *dir, st_ent *e, size_t n, int shards)
+{
+    char path[1024];
+    if (shards == 0) {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        st_write(path, e, n);
+    } else {
+        size_t half = n / 2;
+        snprintf(path, sizeof path, "%s/model-00001-of-00002.safetensors",
+                 dir);
+        st_write(path, e, half);
+        snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors",
+                 dir);
+        st_write(path, e + half, n - half);
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+        FILE *f = fopen(path, "w");
+        fprintf(f, "{\"metadata\":{\"total_size\":0},\"weight_map\":{");
+        for (size_t i = 0; i < n; i++)
+            fprintf(f, "%s\"%s\":\"model-0000%d-of-00002.safetensors\"",
+                    i ? "," : "", e[i].name, i < half ? 1 : 2);
+        fprintf(f, "}}\n");
+        fclose(f);
+    }
+}
+
+/* dir/config.json for l2c's geometry h and the options of op. */
+static void write_config(const char *dir, const fmt_hparams *h, const hfopt *op)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\n  \"architectures\": [\"%s\"],\n",
+            op->arch ? op->arch
+                     : op->qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
+    if (!op->no_config_key)
+        fprintf(f, "  \"hidden_size\": %u,\n", h->dim);
+    fprintf(f, "  \"intermediate_size\": %u,\n  \"num_hidden_layers\": %u,\n"
+               "  \"num_attention_heads\": %u,\n"
+               "  \"num_key_value_heads\": %u,\n"
+               "  \"max_position_embeddings\": %u,\n"
+               "  \"vocab_size\": %u,\n  \"rms_norm_eps\": 1e-05,\n"
+               "  \"rope_theta\": 10000.0,\n  \"hidden_act\": \"silu\",\n"
+               "  \"rope_scaling\": null,\n"
+               "  \"tie_word_embeddings\": %s%s%s\n}\n",
+            h->ffn_dim, h->n_layers, h->n_heads, h->n_kv_heads, h->max_seq,
+            h->vocab_size + op->vocab_pad, op->lm_head ? "false" : "true",
+            op->cfg_extra ? ",\n" : "", op->cfg_extra ? op->cfg_extra : "");
+    fclose(f);
+}
+
 /* Build an HF directory at dir from the llama2.c source. */
 static void make_hf(const char *dir, const fmt_src *l2c, const hfopt *op)
 {
@@ -204,46 +256,8 @@ static void make_hf(const char *dir, const fmt_src *l2c, const hfopt *op)
             }
         }
     }
-    char path[1024];
-    if (op->shards == 0) {
-        snprintf(path, sizeof path, "%s/model.safetensors", dir);
-        st_write(path, e, n);
-    } else {
-        size_t half = n / 2;
-        snprintf(path, sizeof path, "%s/model-00001-of-00002.safetensors",
-                 dir);
-        st_write(path, e, half);
-        snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors",
-                 dir);
-        st_write(path, e + half, n - half);
-        snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-        FILE *f = fopen(path, "w");
-        fprintf(f, "{\"metadata\":{\"total_size\":0},\"weight_map\":{");
-        for (size_t i = 0; i < n; i++)
-            fprintf(f, "%s\"%s\":\"model-0000%d-of-00002.safetensors\"",
-                    i ? "," : "", e[i].name, i < half ? 1 : 2);
-        fprintf(f, "}}\n");
-        fclose(f);
-    }
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
-    fprintf(f, "{\n  \"architectures\": [\"%s\"],\n",
-            op->arch ? op->arch
-                     : op->qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
-    if (!op->no_config_key)
-        fprintf(f, "  \"hidden_size\": %u,\n", h->dim);
-    fprintf(f, "  \"intermediate_size\": %u,\n  \"num_hidden_layers\": %u,\n"
-               "  \"num_attention_heads\": %u,\n"
-               "  \"num_key_value_heads\": %u,\n"
-               "  \"max_position_embeddings\": %u,\n"
-               "  \"vocab_size\": %u,\n  \"rms_norm_eps\": 1e-05,\n"
-               "  \"rope_theta\": 10000.0,\n  \"hidden_act\": \"silu\",\n"
-               "  \"rope_scaling\": null,\n"
-               "  \"tie_word_embeddings\": %s%s%s\n}\n",
-            h->ffn_dim, h->n_layers, h->n_heads, h->n_kv_heads, h->max_seq,
-            h->vocab_size + op->vocab_pad, op->lm_head ? "false" : "true",
-            op->cfg_extra ? ",\n" : "", op->cfg_extra ? op->cfg_extra : "");
-    fclose(f);
+    write_tensors(dir, e, n, op->shards);
+    write_config(dir, h, op);
     for (size_t i = 0; i < n; i++)
         free(e[i].data);
     free(e);

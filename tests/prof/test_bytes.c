@@ -202,6 +202,49 @@ static void check_csv_export(const char *db, double b_crit)
     tu_proc_free(&p);
 }
 
+/* cflow run's "bytes/token" line: streamed bytes a token per stream (want:
+ * attention, dense, experts) and the critical path's totals, in MiB. */
+static void check_summary(const char *summary, const double want[3], double b_crit,
+                          double b_naive, unsigned n_layers)
+{
+    double all, a, d, e, c, nv;
+    const char *s = strstr(summary, "streamed ");
+    assert_non_null(s);
+    assert_int_equal(sscanf(s, "streamed %lf MiB (attention %lf, dense %lf, experts %lf);"
+                               " critical path %lf MiB of naive %lf MiB",
+                            &all, &a, &d, &e, &c, &nv), 6);
+    assert_true(fabs(a - want[0] / MIB) < 0.0006);
+    assert_true(fabs(d - want[1] / MIB) < 0.0006);
+    assert_true(fabs(e - want[2] / MIB) < 0.0006);
+    assert_true(fabs(all - (want[0] + want[1] + want[2]) / MIB) < 0.0006);
+    assert_true(fabs(c - b_crit / MIB) < 0.0006);
+    assert_true(fabs(nv - b_naive / MIB) < 0.0006);
+    char bline[128];
+    snprintf(bline, sizeof bline, "of %u layers", n_layers);
+    assert_non_null(strstr(summary, "(binding: "));
+    assert_non_null(strstr(summary, bline));
+}
+
+/* Run 1's per-layer critical-path figures in db are cflow inspect's (cl,
+ * its "layers" array): critical, naive and expert bytes, the binding. */
+static void check_layer_model(const char *db, json_object *cl, unsigned n_layers)
+{
+    char sql[512];
+    for (unsigned l = 0; l < n_layers; l++) {
+        json_object *x = json_object_array_get_idx(cl, l);
+        char bind[32];
+        snprintf(sql, sizeof sql, "SELECT cp_critical_bytes FROM layer_stat WHERE run_id=1 AND layer=%u", l);
+        assert_true(close_to(q_real(db, sql), jnum(x, "critical_bytes")));
+        snprintf(sql, sizeof sql, "SELECT cp_naive_bytes FROM layer_stat WHERE run_id=1 AND layer=%u", l);
+        assert_true(close_to(q_real(db, sql), jnum(x, "naive_bytes")));
+        snprintf(sql, sizeof sql, "SELECT cp_expert_bytes FROM layer_stat WHERE run_id=1 AND layer=%u", l);
+        assert_true(close_to(q_real(db, sql), jnum(x, "expert_bytes")));
+        snprintf(sql, sizeof sql, "SELECT cp_binding FROM layer_stat WHERE run_id=1 AND layer=%u", l);
+        tu_db_text(db, sql, bind, sizeof bind);
+        assert_string_equal(bind, json_object_get_string(member(x, "binding")));
+    }
+}
+
 static void test_bytes_and_critical_path(void **state)
 {
     (void)state;
@@ -261,37 +304,11 @@ static void test_bytes_and_critical_path(void **state)
     assert_true(close_to(q_real(db, "SELECT cp_naive_bytes FROM run WHERE id=1"), b_naive));
     json_object *cl = member(cp, "layers");
     assert_int_equal(json_object_array_length(cl), w.n_layers);
-    for (unsigned l = 0; l < w.n_layers; l++) {
-        json_object *x = json_object_array_get_idx(cl, l);
-        char bind[32];
-        snprintf(sql, sizeof sql, "SELECT cp_critical_bytes FROM layer_stat WHERE run_id=1 AND layer=%u", l);
-        assert_true(close_to(q_real(db, sql), jnum(x, "critical_bytes")));
-        snprintf(sql, sizeof sql, "SELECT cp_naive_bytes FROM layer_stat WHERE run_id=1 AND layer=%u", l);
-        assert_true(close_to(q_real(db, sql), jnum(x, "naive_bytes")));
-        snprintf(sql, sizeof sql, "SELECT cp_expert_bytes FROM layer_stat WHERE run_id=1 AND layer=%u", l);
-        assert_true(close_to(q_real(db, sql), jnum(x, "expert_bytes")));
-        snprintf(sql, sizeof sql, "SELECT cp_binding FROM layer_stat WHERE run_id=1 AND layer=%u", l);
-        tu_db_text(db, sql, bind, sizeof bind);
-        assert_string_equal(bind, json_object_get_string(member(x, "binding")));
-    }
+    check_layer_model(db, cl, w.n_layers);
 
     /* the summary line: streamed per stream and the critical path in MiB */
-    double all, a, d, e, c, nv;
-    const char *s = strstr(summary, "streamed ");
-    assert_non_null(s);
-    assert_int_equal(sscanf(s, "streamed %lf MiB (attention %lf, dense %lf, experts %lf);"
-                               " critical path %lf MiB of naive %lf MiB",
-                            &all, &a, &d, &e, &c, &nv), 6);
-    assert_true(fabs(a - want_attn / MIB) < 0.0006);
-    assert_true(fabs(d - want_dense / MIB) < 0.0006);
-    assert_true(fabs(e - want_exp / MIB) < 0.0006);
-    assert_true(fabs(all - (want_attn + want_dense + want_exp) / MIB) < 0.0006);
-    assert_true(fabs(c - b_crit / MIB) < 0.0006);
-    assert_true(fabs(nv - b_naive / MIB) < 0.0006);
-    char bline[128];
-    snprintf(bline, sizeof bline, "of %u layers", w.n_layers);
-    assert_non_null(strstr(summary, "(binding: "));
-    assert_non_null(strstr(summary, bline));
+    const double want[3] = { want_attn, want_dense, want_exp };
+    check_summary(summary, want, b_crit, b_naive, w.n_layers);
 
     /* show, compare, export */
     cflow(&p, "run", "-m", moe, "-n", "8", "--temp", "0", "-t", "2", "--db", db, NULL);

@@ -215,6 +215,40 @@ static void check_runs_refusals(const char *db)
     tu_proc_free(&p);
 }
 
+/* runs compare 1 2 and runs show 2 of test_two_runs_compare's log db,
+ * whose runs decoded d1 and d2 tok/s on 1 and 2 threads. */
+static void check_compare_show(const char *db, double d1, double d2)
+{
+    tu_proc p;
+    /* compare: both runs and the ratio of their tok/s */
+    cflow(&p, NULL, "runs", "compare", "1", "2", "--db", db, NULL);
+    expect_ok(&p, "runs compare");
+    fputs(p.out, stderr);
+    assert_non_null(strstr(p.out, "run 1"));
+    assert_non_null(strstr(p.out, "run 2"));
+    char line[512];
+    assert_true(line_starting(p.out, "decode tok/s", line, sizeof line));
+    double x, y, ratio;
+    assert_int_equal(sscanf(line + strlen("decode tok/s"), "%lf %lf %lf", &x, &y, &ratio), 3);
+    assert_true(fabs(x - d1) <= 0.005 + 1e-9 * d1);
+    assert_true(fabs(y - d2) <= 0.005 + 1e-9 * d2);
+    assert_true(fabs(ratio - d2 / d1) <= 0.0005 + 1e-9);
+    assert_true(line_starting(p.out, "threads", line, sizeof line));
+    assert_int_equal(sscanf(line + strlen("threads"), "%lf %lf %lf", &x, &y, &ratio), 3);
+    assert_true(x == 1 && y == 2 && ratio == 2);
+    assert_non_null(strstr(p.out, "per layer"));
+    tu_proc_free(&p);
+
+    /* show: the settings, the counters and a row per layer */
+    cflow(&p, NULL, "runs", "show", "2", "--db", db, NULL);
+    expect_ok(&p, "runs show");
+    assert_non_null(strstr(p.out, "run 2 (done)"));
+    assert_non_null(strstr(p.out, "threads 2"));
+    assert_non_null(strstr(p.out, "page-faults"));
+    assert_true(count_lines_with(p.out, "    4 ") >= 1);   /* layer 4 */
+    tu_proc_free(&p);
+}
+
 static void test_two_runs_compare(void **state)
 {
     (void)state;
@@ -273,35 +307,7 @@ static void test_two_runs_compare(void **state)
     assert_int_equal(tu_db_int(db, "SELECT count(*) FROM token WHERE run_id = 2"),
                      jint(r2, "n_prompt") + 47);
     assert_int_equal(tu_db_int(db, "SELECT count(*) FROM layer_stat WHERE run_id = 2"), 5);
-    double d1 = jnum(r1, "decode_tok_s"), d2 = jnum(r2, "decode_tok_s");
-
-    /* compare: both runs and the ratio of their tok/s */
-    cflow(&p, NULL, "runs", "compare", "1", "2", "--db", db, NULL);
-    expect_ok(&p, "runs compare");
-    fputs(p.out, stderr);
-    assert_non_null(strstr(p.out, "run 1"));
-    assert_non_null(strstr(p.out, "run 2"));
-    char line[512];
-    assert_true(line_starting(p.out, "decode tok/s", line, sizeof line));
-    double x, y, ratio;
-    assert_int_equal(sscanf(line + strlen("decode tok/s"), "%lf %lf %lf", &x, &y, &ratio), 3);
-    assert_true(fabs(x - d1) <= 0.005 + 1e-9 * d1);
-    assert_true(fabs(y - d2) <= 0.005 + 1e-9 * d2);
-    assert_true(fabs(ratio - d2 / d1) <= 0.0005 + 1e-9);
-    assert_true(line_starting(p.out, "threads", line, sizeof line));
-    assert_int_equal(sscanf(line + strlen("threads"), "%lf %lf %lf", &x, &y, &ratio), 3);
-    assert_true(x == 1 && y == 2 && ratio == 2);
-    assert_non_null(strstr(p.out, "per layer"));
-    tu_proc_free(&p);
-
-    /* show: the settings, the counters and a row per layer */
-    cflow(&p, NULL, "runs", "show", "2", "--db", db, NULL);
-    expect_ok(&p, "runs show");
-    assert_non_null(strstr(p.out, "run 2 (done)"));
-    assert_non_null(strstr(p.out, "threads 2"));
-    assert_non_null(strstr(p.out, "page-faults"));
-    assert_true(count_lines_with(p.out, "    4 ") >= 1);   /* layer 4 */
-    tu_proc_free(&p);
+    check_compare_show(db, jnum(r1, "decode_tok_s"), jnum(r2, "decode_tok_s"));
 
     /* list --model: by part of the path, and nothing for another model */
     cflow(&p, NULL, "runs", "list", "--model", "stories.cflow", "--db", db, NULL);
