@@ -188,7 +188,7 @@ static int check_iq4_xs(const uint8_t *b, unsigned n, const char **what)
 
 #define KQ_ENTRY(T, NAME, SRC, BYTES)                                          \
     { #NAME, SRC, KERN_QK_K, BYTES, put_##NAME, get_##NAME,                   \
-      kern_kq_dequant_##NAME, kern_kq_quant_##NAME, check_##NAME }
+      kern_kq_dequant_##NAME, kern_kq_quant_##NAME, check_##NAME, NULL }
 
 static const struct { enum kern_type t; kern_type_ops ops; } entries[] = {
     { KERN_Q2_K, KQ_ENTRY(KERN_Q2_K, q2_k, KERN_SRC_GGML_Q2_K, KQ_Q2_BYTES) },

@@ -317,7 +317,7 @@ static void io_per_token(const prof_layer_row *lr, unsigned n, prof_io_fig *f)
 }
 
 /* show: the run's row, its settings and totals. */
-static void show_run(const prof_run_row *r)
+static void show_run(prof_run_row *r)
 {
     char line[2048];
     printf("run %lld (%s)\n", (long long)r->id, r->status);

@@ -85,7 +85,9 @@ static void describe(srv_config *c, ui_logsess *ls, const ui_settings *o, eng_se
         ui_eprintf("cflow serve: %s\n", msg);
         return;
     }
-    ui_logsess_machine(ls, s, l);
+    char bw_src[256];
+    ls->m = ui_host(ls, eng_isa(s));
+    ls->m.read_bw_gbs = ui_read_bw_log(l, eng_threads(s), bw_src, sizeof bw_src);
     snprintf(path, n, "%s", prof_log_path(l));
     prof_log_close(l);
     c->log_path = path;
@@ -109,7 +111,7 @@ int ui_cmd_serve(int argc, char **argv)
     o.parallel = (long)c.n_slots;
     o.queue = (long)c.queue_max;
     o.timeout = (long)c.timeout_s;
-    static const ui_optset set = { "cflow serve", serve_opts, help, NULL };
+    static const ui_optset set = { "cflow serve", serve_opts, help, NULL, 0 };
     if ((rc = ui_opts_parse(&set, argc, argv, &o, &first)) >= 0)
         return rc;
     const char *model = o.model, *named;

@@ -387,6 +387,9 @@ void       ui_runlog_free(ui_runlog *rl);
  * 30.10-32.00, measured 2026-12-03T10:00:00Z; from the run log)". */
 #define UI_MEMBW_PASSES 9   /* membw's timed passes unless -r gives them */
 double ui_read_bw(ui_runlog *rl, int n_threads, int measure, char *src, size_t srclen);
+/* ui_read_bw over an open log l (cflow serve's), measuring and recording in
+ * it when it holds no figure; NULL l: only $CFLOW_READ_BW_GBS. */
+double ui_read_bw_log(prof_log *l, int n_threads, char *src, size_t srclen);
 /* Measure the read bandwidth at n threads and record it through rl (may
  * be NULL): 0, or an exit code after a message. */
 int  ui_membw_measure(ui_runlog *rl, int n, unsigned passes, prof_membw *r);

@@ -154,26 +154,33 @@ int ui_runlog_logging(const ui_runlog *rl) { return rl && rl->log && rl->logged;
  * figure, ui_read_bw's: the median `cflow bench membw` recorded for this
  * host at the thread count that runs, measured and recorded the same way
  * when there is none, and described with where it came from. */
-int ui_membw_measure(ui_runlog *rl, int n, unsigned passes, prof_membw *r)
+/* Measure at n threads and record in l (NULL: not recorded); a failure to
+ * record goes to fail(rl) when rl is given.  0, or an exit code after a
+ * message. */
+static int membw_measure(prof_log *l, ui_runlog *rl, int n, unsigned passes, prof_membw *r)
 {
-    prof_log *l = rl ? ui_runlog_log(rl) : NULL;
     if (prof_measure_membw(n, passes, r))
         return ui_error("bench membw: the measurement failed (out of memory?)");
     if (l) {
         ui_logsess ls;
         char err[1024];
         prof_machine m = ui_host(&ls, "");
-        if (prof_log_membw(l, &m, r, err, sizeof err))
+        if (prof_log_membw(l, &m, r, err, sizeof err) && rl)
             ui_runlog_fail(rl, err);
     }
     return 0;
 }
 
-/* One lookup for every "% of read bw": `cflow run`, `cflow bench` and
- * cflow-tui divide by the same stored median (issue 18). */
-double ui_read_bw(ui_runlog *rl, int n, int measure, char *src, size_t srclen)
+int ui_membw_measure(ui_runlog *rl, int n, unsigned passes, prof_membw *r)
 {
-    prof_log *l = rl ? ui_runlog_log(rl) : NULL;
+    return membw_measure(rl ? ui_runlog_log(rl) : NULL, rl, n, passes, r);
+}
+
+/* ui_read_bw over the log l (NULL: none), rl (may be NULL) told of a
+ * failed record. */
+static double read_bw(prof_log *l, ui_runlog *rl, int n, int measure, char *src,
+                      size_t srclen)
+{
     prof_membw r;
     char when[32];
     double bw = 0.0;
@@ -195,16 +202,27 @@ double ui_read_bw(ui_runlog *rl, int n, int measure, char *src, size_t srclen)
                  "membw -t %d`)", n, n);
         return 0.0;
     }
-    if (ui_membw_measure(rl, n, UI_MEMBW_PASSES, &r)) {
+    if (membw_measure(l, rl, n, UI_MEMBW_PASSES, &r)) {
         snprintf(src, srclen, "unknown (the measurement failed)");
         return 0.0;
     }
     snprintf(src, srclen, "%.2f GB/s (%d threads, median of %u passes, %.2f-%.2f; none "
              "recorded for this host: measured now%s)", r.median_gbs, n, r.passes, r.min_gbs,
-             r.max_gbs, rl && ui_runlog_log(rl) ? ", recorded in the run log" : "");
+             r.max_gbs, l ? ", recorded in the run log" : "");
     return r.median_gbs;
 }
 
+/* One lookup for every "% of read bw": `cflow run`, `cflow bench`,
+ * cflow-tui and `cflow serve` divide by the same stored median (issue 18). */
+double ui_read_bw(ui_runlog *rl, int n, int measure, char *src, size_t srclen)
+{
+    return read_bw(rl ? ui_runlog_log(rl) : NULL, rl, n, measure, src, srclen);
+}
+
+double ui_read_bw_log(prof_log *l, int n, char *src, size_t srclen)
+{
+    return read_bw(l, NULL, n, l != NULL, src, srclen);
+}
 
 /* The run's flush, with its figures as they stand. */
 static void flush(ui_runlog *rl, int final)
