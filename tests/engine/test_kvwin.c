@@ -76,7 +76,9 @@ static int setup(void **state)
 /* The bytes malloc has handed out and not taken back.  Under ASan its
  * allocator replaces glibc's, whose mallinfo2 then counts nothing. */
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/allocator_interface.h>
+/* the ASan runtime's (sanitizer/allocator_interface.h, which Debian's gcc
+ * does not install) */
+size_t __sanitizer_get_current_allocated_bytes(void);
 static size_t in_use(void)
 {
     return __sanitizer_get_current_allocated_bytes();
