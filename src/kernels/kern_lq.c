@@ -2,9 +2,9 @@
  * kern_lq.c — the 32-column GGML block types (Q4_1, Q5_0, Q5_1, IQ4_NL,
  * MXFP4) and BF16, kept bit for bit: their payload order, ggml's
  * dequantisers and reference quantisers, the block checks (the
- * kern_type_ops entries of kern_impl.h), and the family's fill of each
- * tier's table.  The kernels are in kern_lq_ref.c (the scalar reference,
- * whose essay states the arithmetic) and kern_lq_simd.h (AVX2, AVX-512).
+ * kern_type_ops entries of kern_impl.h).  The kernels are in kern_lq_ref.c
+ * (the scalar reference, whose essay states the arithmetic, and the
+ * family's fill of each tier's table) and kern_lq_simd.h (AVX2, AVX-512).
  *
  * ------------------------------------------------------------------------
  * Payloads (cflow(5) has the same, byte by byte)
@@ -79,9 +79,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#if HAVE_ISA_X86 && (defined(__x86_64__) || defined(__i386__))
-#include <cpuid.h>
-#endif
 
 #include "kernels/kern.h"
 #include "kernels/kern_impl.h"
@@ -608,40 +605,6 @@ const kern_type_ops *kern_lq_type(enum kern_type t)
     if ((unsigned)t >= KERN_NTYPES || !lq_ops[t].name)
         return NULL;
     return &lq_ops[t];
-}
-
-#if HAVE_ISA_X86 && (defined(__x86_64__) || defined(__i386__))
-/* CPUID.(7,1):EAX bit 5 (clang 14's __builtin_cpu_supports lacks the name) */
-static int cpu_has_bf16(void)
-{
-    unsigned a, b, c, d;
-    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1);
-}
-#endif
-
-/* The scalar reference first (every tier starts from it), then what the
- * tier has its own kernels for: AVX-512 over AVX2's, vdpbf16ps where the
- * CPU has it (the tables are per tier; within a tier the BF16 kernel with
- * and without the instruction give the same bits). */
-void kern_lq_fill(kern_ops *ops, enum kern_isa isa)
-{
-    switch (isa) {
-    case KERN_ISA_SCALAR:
-        kern_lq_fill_ref(ops);
-        break;
-#if HAVE_ISA_X86 && (defined(__x86_64__) || defined(__i386__))
-    case KERN_ISA_AVX2:
-        kern_lq_fill_avx2(ops);
-        break;
-    case KERN_ISA_AVX512:
-    case KERN_ISA_AVX512_VNNI:
-        kern_lq_fill_avx2(ops);
-        kern_lq_fill_avx512(ops, isa == KERN_ISA_AVX512_VNNI, cpu_has_bf16());
-        break;
-#endif
-    default:
-        break;
-    }
 }
 
 /* quantize_row_q8_1's s (x86 build): d * the sum of the block's quants,

@@ -2,7 +2,8 @@
  * kern_lq_ref.c — the scalar reference mat-vec of the 32-column GGML block
  * types and BF16: plain loops over each row's GGML blocks (rebuilt from
  * the payload by the type's get), the oracle of kern_lq_avx2.c and
- * kern_lq_avx512.c.
+ * kern_lq_avx512.c; and the family's fill of each tier's table (as
+ * kern_kq.c's for the K-quants), this reference first.
  *
  * Contract.  As for Q8_0/Q4_0 (kern_ref.c), the peer is llama.cpp's CPU
  * backend on x86 (a GGML_NATIVE build; AVX2 code, which its AVX-512 builds
@@ -56,6 +57,9 @@
 #include "config.h"
 
 #include <math.h>
+#if HAVE_ISA_X86 && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#endif
 
 #include "kernels/kern.h"
 #include "kernels/kern_impl.h"
@@ -279,4 +283,38 @@ void kern_lq_fill_ref(kern_ops *ops)
     ops->tile_mm_rp[KERN_IQ4_NL] = mm_iq4_nl_rp;
     ops->tile_mm_rp[KERN_MXFP4] = mm_mxfp4_rp;
     ops->act_bf16 = kern_lq_act_bf16_ref;
+}
+
+#if HAVE_ISA_X86 && (defined(__x86_64__) || defined(__i386__))
+/* CPUID.(7,1):EAX bit 5 (clang 14's __builtin_cpu_supports lacks the name) */
+static int cpu_has_bf16(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1);
+}
+#endif
+
+/* The scalar reference first (every tier starts from it), then what the
+ * tier has its own kernels for: AVX-512 over AVX2's, vdpbf16ps where the
+ * CPU has it (the tables are per tier; within a tier the BF16 kernel with
+ * and without the instruction give the same bits). */
+void kern_lq_fill(kern_ops *ops, enum kern_isa isa)
+{
+    switch (isa) {
+    case KERN_ISA_SCALAR:
+        kern_lq_fill_ref(ops);
+        break;
+#if HAVE_ISA_X86 && (defined(__x86_64__) || defined(__i386__))
+    case KERN_ISA_AVX2:
+        kern_lq_fill_avx2(ops);
+        break;
+    case KERN_ISA_AVX512:
+    case KERN_ISA_AVX512_VNNI:
+        kern_lq_fill_avx2(ops);
+        kern_lq_fill_avx512(ops, isa == KERN_ISA_AVX512_VNNI, cpu_has_bf16());
+        break;
+#endif
+    default:
+        break;
+    }
 }
