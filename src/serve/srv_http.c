@@ -283,13 +283,6 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     return n;
 }
 
-void srv_wake_run(srv *s)
-{
-    for (unsigned i = 0; i < s->n_wake; i++)
-        MHD_resume_connection(s->wake[i]);
-    s->n_wake = 0;
-}
-
 /* ------------------------------------------------------- generations */
 
 /* ollama's answer to a request with nothing to generate: the model is

@@ -2,8 +2,7 @@
  * srv_impl.h — private to src/serve: what its files share.
  *
  *   srv.c         start and stop: the config copied, slots opened, the two
- *                 threads started; the job's life (queued, running, done)
- *                 and its references
+ *                 threads started
  *   srv_http.c    libmicrohttpd: the route table, bodies and their limits,
  *                 the API key, replies and streams (suspend and resume)
  *   srv_req.c     a request body (JSON) into a srv_req, or a 400 naming
@@ -17,6 +16,12 @@
  *                 and one batched decode step over several of them
  *   srv_log.c     each request a run in the run log
  *   srv_metrics.c /metrics and the counters behind it
+ *   srv_job.c     the job's life (queued, running, done) and its
+ *                 references; the wake list of suspended connections
+ *   srv_buf.c     the byte buffer, the time stamp, the log line
+ *
+ * each calling only files listed after it (scripts/check-structure holds
+ * them to no circle).
  *
  * Locking.  srv.mu guards the queue, each job's shared half (out, state,
  * cancel, waiting, conn, fd, refs) and the counters; the scheduler holds it
@@ -24,7 +29,7 @@
  * (sampler, detokeniser, stop matcher, text, times) is the scheduler's
  * alone while the job runs, and read by the HTTP thread only once the job
  * is done (state SRV_DONE, set under mu).  Connections are resumed after
- * mu is released (srv_resume_all): a suspended connection cannot complete,
+ * mu is released (srv_wake_run): a suspended connection cannot complete,
  * so it stays valid until it is resumed, and only the scheduler and
  * srv_stop resume.
  */
@@ -50,7 +55,8 @@ struct json_object;
 #define SRV_PREFILL_CHUNK 512      /* prompt tokens prefilled between two decode steps */
 #define SRV_ERRLEN       512
 
-/* ---- a growable byte buffer; oom sticks after a failed allocation ---- */
+/* ---- srv_buf.c: a growable byte buffer; oom sticks after a failed
+ * allocation ---- */
 typedef struct srv_buf {
     char  *p;
     size_t n, cap;
@@ -62,6 +68,9 @@ void srv_buf_printf(srv_buf *b, const char *fmt, ...) __attribute__((format(prin
 /* o as compact JSON (no "\/" escapes); o is released. */
 void srv_buf_json(srv_buf *b, struct json_object *o);
 void srv_buf_free(srv_buf *b);
+/* A line to the config's log (level as srv_config.log). */
+void srv_say(struct srv *s, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* ---- requests (srv_req.c) ---- */
 enum srv_api {
@@ -286,6 +295,7 @@ struct srv {
     int              log_on;
 };
 
+/* ---- srv_job.c ---- */
 /* A new job for api's request (srv_http.c fills the rest); NULL when out
  * of memory.  Its one reference is the connection's. */
 srv_job *srv_job_new(struct srv *s, int api);
@@ -296,9 +306,6 @@ void     srv_job_unref(srv_job *j);
 void     srv_wake_add(struct srv *s, srv_job *j);
 /* Without mu, on the thread that added them: resume them. */
 void     srv_wake_run(struct srv *s);
-/* A line to the config's log (level as srv_config.log). */
-void     srv_say(struct srv *s, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* srv_http.c */
 int  srv_http_start(struct srv *s, char *err, size_t errlen);
