@@ -357,19 +357,6 @@ static int deepseek2_gguf(fmt_src *s, char *err, size_t errlen)
     return FMT_OK;
 }
 
-/* llama.cpp's q.k scale of DeepSeek-V2 (its graph's kq_scale): mscale^2 /
- * sqrt(mla_nope + rope_dims), mscale = the context's attention factor
- * times 1 + 0.1 ln(factor), times 1 + 0.1 log_mul ln(factor); float, in
- * llama.cpp's order. */
-void fmt_deepseek2_scale(fmt_hparams *h)
-{
-    const float freq_scale = h->rope_scaling == FMT_ROPE_YARN ? 1.0f / h->rope_factor : 1.0f;
-    const float af = fmt_rope_attn_factor(h, freq_scale);
-    const float org = af * (1.0f + 0.1f * logf(1.0f / freq_scale));
-    const float mscale = org * (1.0f + 0.1f * h->yarn_log_mul * logf(1.0f / freq_scale));
-    h->attn_scale = 1.0f * mscale * mscale / sqrtf((float)(h->mla_nope + h->rope_dims));
-}
-
 /* ---- tensor names that differ from the common ones ----------------------- */
 
 static const fmt_role_names phi3_names = {

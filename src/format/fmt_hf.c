@@ -264,18 +264,6 @@ static int st_dtype(const char *s, unsigned *esize)
     return -1;
 }
 
-static int json_u64(json_object *o, uint64_t *out)
-{
-    if (!o || !json_object_is_type(o, json_type_int))
-        return -1;
-    int64_t v = json_object_get_int64(o);
-    if (v < 0)
-        return -1;
-    /* values above INT64_MAX saturate; they fail the range checks later */
-    *out = (uint64_t)v;
-    return 0;
-}
-
 /* One tensor's bytes in a shard's data: [b, e), for the tiling check. */
 typedef struct st_range {
     uint64_t    b, e;
@@ -411,7 +399,7 @@ static int load_shard(fmt_src *s, const char *file, char *err, size_t errlen)
             goto out;
         }
         for (size_t d = 0; d < nd; d++) {
-            if (json_u64(json_object_array_get_idx(js, d), &shape[d]) < 0 ||
+            if (fmt_hf_json_u64(json_object_array_get_idx(js, d), &shape[d]) < 0 ||
                 (shape[d] && nel > UINT64_MAX / shape[d])) {
                 fmt_err(err, errlen, "%s: tensor '%s': bad shape", file, nm);
                 rc = FMT_EFORMAT;
@@ -419,8 +407,8 @@ static int load_shard(fmt_src *s, const char *file, char *err, size_t errlen)
             }
             nel *= shape[d];
         }
-        if (json_u64(json_object_array_get_idx(jo, 0), &b) < 0 ||
-            json_u64(json_object_array_get_idx(jo, 1), &e) < 0 || b > e ||
+        if (fmt_hf_json_u64(json_object_array_get_idx(jo, 0), &b) < 0 ||
+            fmt_hf_json_u64(json_object_array_get_idx(jo, 1), &e) < 0 || b > e ||
             e > dn) {
             fmt_err(err, errlen, "%s: tensor '%s': data_offsets outside the "
                     "data (%llu bytes)", file, nm, (unsigned long long)dn);
@@ -544,134 +532,8 @@ out:
 }
 
 /* ---- config.json -------------------------------------------------------- */
-typedef fmt_hf_cfg cfgctx;   /* (fmt_impl.h: o is the json_object) */
-
-/* 1 if present (and non-null), 0 if absent, -1 (err set) if wrong type */
-static int cfg_u32(cfgctx *c, const char *key, uint32_t *out)
-{
-    json_object *v;
-    if (!json_object_object_get_ex(c->o, key, &v) || !v)
-        return 0;
-    uint64_t x;
-    if (json_u64(v, &x) < 0) {
-        fmt_err(c->err, c->errlen, "%s: %s is not a non-negative integer",
-                c->path, key);
-        return -1;
-    }
-    if (x > UINT32_MAX) {
-        fmt_err(c->err, c->errlen, "%s: %s %llu is over the %u cflow reads", c->path,
-                key, (unsigned long long)x, UINT32_MAX);
-        return -1;
-    }
-    *out = (uint32_t)x;
-    return 1;
-}
-
-static int cfg_f32(cfgctx *c, json_object *o, const char *key, float *out)
-{
-    json_object *v;
-    if (!json_object_object_get_ex(o, key, &v) || !v)
-        return 0;
-    if (!json_object_is_type(v, json_type_double) &&
-        !json_object_is_type(v, json_type_int)) {
-        fmt_err(c->err, c->errlen, "%s: %s is not a number", c->path, key);
-        return -1;
-    }
-    *out = (float)json_object_get_double(v);
-    return 1;
-}
-
-static const char *cfg_str(json_object *o, const char *key)
-{
-    json_object *v;
-    if (!json_object_object_get_ex(o, key, &v) || !v ||
-        !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
-static int cfg_bool(json_object *o, const char *key, int dflt)
-{
-    json_object *v;
-    if (!json_object_object_get_ex(o, key, &v) || !v ||
-        !json_object_is_type(v, json_type_boolean))
-        return dflt;
-    return json_object_get_boolean(v) ? 1 : 0;
-}
-
-/* ---- the same for the families' readers (fmt_hf_family.c) ---- */
-int fmt_hf_u32(const fmt_hf_cfg *c, const char *key, uint32_t *out)
-{
-    return cfg_u32((cfgctx *)c, key, out);
-}
-
-int fmt_hf_f32(const fmt_hf_cfg *c, const char *key, float *out)
-{
-    return cfg_f32((cfgctx *)c, c->o, key, out);
-}
-
-const char *fmt_hf_str(const fmt_hf_cfg *c, const char *key)
-{
-    return cfg_str(c->o, key);
-}
-
-int fmt_hf_bool(const fmt_hf_cfg *c, const char *key, int dflt)
-{
-    return cfg_bool(c->o, key, dflt);
-}
-
-int fmt_hf_obj(const fmt_hf_cfg *c, const char *key, fmt_hf_cfg *sub)
-{
-    json_object *v;
-    *sub = *c;
-    if (!json_object_object_get_ex(c->o, key, &v) || !v)
-        return 0;
-    if (!json_object_is_type(v, json_type_object)) {
-        fmt_err(c->err, c->errlen, "%s: %s is not an object", c->path, key);
-        return -1;
-    }
-    sub->o = v;
-    return 1;
-}
-
-int fmt_hf_f32s(const fmt_hf_cfg *c, const char *key, float *out, size_t n)
-{
-    json_object *v;
-    if (!json_object_object_get_ex(c->o, key, &v) || !v)
-        return 0;
-    if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) != n) {
-        fmt_err(c->err, c->errlen, "%s: %s is not an array of %zu numbers", c->path, key, n);
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        json_object *e = json_object_array_get_idx(v, i);
-        if (!e || !(json_object_is_type(e, json_type_double) ||
-                    json_object_is_type(e, json_type_int))) {
-            fmt_err(c->err, c->errlen, "%s: %s[%zu] is not a number", c->path, key, i);
-            return -1;
-        }
-        out[i] = (float)json_object_get_double(e);
-    }
-    return 1;
-}
-
-int fmt_hf_str_at(const fmt_hf_cfg *c, const char *key, size_t i, const char **out)
-{
-    json_object *v;
-    if (!json_object_object_get_ex(c->o, key, &v) || !v)
-        return 0;
-    if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) > 65536) {
-        fmt_err(c->err, c->errlen, "%s: %s is not an array of strings", c->path, key);
-        return -1;
-    }
-    size_t n = json_object_array_length(v);
-    if (out) {
-        json_object *e = i < n ? json_object_array_get_idx(v, i) : NULL;
-        *out = e && json_object_is_type(e, json_type_string) ? json_object_get_string(e)
-                                                             : NULL;
-    }
-    return (int)n;
-}
+typedef fmt_hf_cfg cfgctx;   /* (fmt_impl.h: o is the json_object; its
+                                 values: fmt_hf_cfg.c) */
 
 /* The architecture config.json names (architectures[0], else model_type):
  * *kind is HF_LLAMA, HF_QWEN2, HF_QWEN3, HF_QWEN3MOE, HF_FAMILY (a family
@@ -690,9 +552,9 @@ static int cfg_arch(fmt_src *s, cfgctx *c, int *kind, int *mistral)
         if (a0 && json_object_is_type(a0, json_type_string))
             arch = json_object_get_string(a0);
     }
-    const char *mt = cfg_str(o, "model_type");
+    const char *mt = fmt_hf_str(c, "model_type");
     if (arch && strcmp(arch, "CflowPipelineForCausalLM") == 0) {
-        const char *ca = cfg_str(o, "cflow_arch");
+        const char *ca = fmt_hf_str(c, "cflow_arch");
         size_t i;
         for (i = 0; ca && i < sizeof cflow_archs / sizeof *cflow_archs; i++)
             if (!strcmp(ca, cflow_archs[i]))
@@ -734,7 +596,6 @@ static int cfg_arch(fmt_src *s, cfgctx *c, int *kind, int *mistral)
  * defaults; head_dim from hidden_size when absent. */
 static int cfg_geometry(fmt_hparams *h, cfgctx *c)
 {
-    json_object *o = c->o;
     static const struct { const char *k; size_t off; } req[] = {
         { "hidden_size", offsetof(fmt_hparams, dim) },
         { "intermediate_size", offsetof(fmt_hparams, ffn_dim) },
@@ -744,7 +605,7 @@ static int cfg_geometry(fmt_hparams *h, cfgctx *c)
     };
     for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) {
         uint32_t x = 0;
-        int r = cfg_u32(c, req[i].k, &x);
+        int r = fmt_hf_u32(c, req[i].k, &x);
         if (r < 0)
             return FMT_EFORMAT;
         if (r == 0) {
@@ -759,11 +620,11 @@ static int cfg_geometry(fmt_hparams *h, cfgctx *c)
     h->rope_theta = 10000.0f;
     h->norm_eps = 1e-6f;
     h->head_dim = 0;
-    if (cfg_u32(c, "num_key_value_heads", &h->n_kv_heads) < 0 ||
-        cfg_u32(c, "max_position_embeddings", &h->max_seq) < 0 ||
-        cfg_u32(c, "head_dim", &h->head_dim) < 0 ||
-        cfg_f32(c, o, "rope_theta", &h->rope_theta) < 0 ||
-        cfg_f32(c, o, "rms_norm_eps", &h->norm_eps) < 0)
+    if (fmt_hf_u32(c, "num_key_value_heads", &h->n_kv_heads) < 0 ||
+        fmt_hf_u32(c, "max_position_embeddings", &h->max_seq) < 0 ||
+        fmt_hf_u32(c, "head_dim", &h->head_dim) < 0 ||
+        fmt_hf_f32(c, "rope_theta", &h->rope_theta) < 0 ||
+        fmt_hf_f32(c, "rms_norm_eps", &h->norm_eps) < 0)
         return FMT_EFORMAT;
     if (h->head_dim == 0) {
         if (h->n_heads == 0 || h->dim % h->n_heads != 0) {
@@ -783,10 +644,10 @@ static int cfg_qwen3moe(fmt_hparams *h, cfgctx *c)
     json_object *o = c->o;
     uint32_t step = 1;
     json_object *mo;
-    if (cfg_u32(c, "num_experts", &h->n_experts) < 0 ||
-        cfg_u32(c, "num_experts_per_tok", &h->top_k) < 0 ||
-        cfg_u32(c, "moe_intermediate_size", &h->expert_ffn_dim) < 0 ||
-        cfg_u32(c, "decoder_sparse_step", &step) < 0)
+    if (fmt_hf_u32(c, "num_experts", &h->n_experts) < 0 ||
+        fmt_hf_u32(c, "num_experts_per_tok", &h->top_k) < 0 ||
+        fmt_hf_u32(c, "moe_intermediate_size", &h->expert_ffn_dim) < 0 ||
+        fmt_hf_u32(c, "decoder_sparse_step", &step) < 0)
         return FMT_EFORMAT;
     if (step != 1 || (json_object_object_get_ex(o, "mlp_only_layers", &mo) &&
                       json_object_is_type(mo, json_type_array) &&
@@ -798,7 +659,7 @@ static int cfg_qwen3moe(fmt_hparams *h, cfgctx *c)
     }
     h->ffn_dim = 0;
     /* HF's default is false; Qwen3-30B-A3B sets it */
-    if (!cfg_bool(o, "norm_topk_prob", 0))
+    if (!fmt_hf_bool(c, "norm_topk_prob", 0))
         h->flags |= FMT_FLAG_MOE_NO_RENORM;
     return FMT_OK;
 }
@@ -807,14 +668,14 @@ static int cfg_qwen3moe(fmt_hparams *h, cfgctx *c)
 static int cfg_pipeline(fmt_hparams *h, cfgctx *c)
 {
     uint32_t dd = 0, ed = 0, cs = 0;
-    if (cfg_u32(c, "num_experts", &h->n_experts) < 0 ||
-        cfg_u32(c, "num_experts_per_tok", &h->top_k) < 0 ||
-        cfg_u32(c, "moe_intermediate_size", &h->expert_ffn_dim) < 0 ||
-        cfg_u32(c, "dense_delay", &dd) < 0 ||
-        cfg_u32(c, "expert_delay", &ed) < 0 ||
-        cfg_u32(c, "combine_style", &cs) < 0 ||
-        cfg_u32(c, "merge_interval", &h->merge_interval) < 0 ||
-        cfg_u32(c, "iterations", &h->iterations) < 0)
+    if (fmt_hf_u32(c, "num_experts", &h->n_experts) < 0 ||
+        fmt_hf_u32(c, "num_experts_per_tok", &h->top_k) < 0 ||
+        fmt_hf_u32(c, "moe_intermediate_size", &h->expert_ffn_dim) < 0 ||
+        fmt_hf_u32(c, "dense_delay", &dd) < 0 ||
+        fmt_hf_u32(c, "expert_delay", &ed) < 0 ||
+        fmt_hf_u32(c, "combine_style", &cs) < 0 ||
+        fmt_hf_u32(c, "merge_interval", &h->merge_interval) < 0 ||
+        fmt_hf_u32(c, "iterations", &h->iterations) < 0)
         return FMT_EFORMAT;
     if (dd > 255 || ed > 255 || cs >= FMT_NCOMBINE) {
         fmt_err(c->err, c->errlen, "%s: bad delays or combine_style "
@@ -832,30 +693,24 @@ static int cfg_pipeline(fmt_hparams *h, cfgctx *c)
 /* rope_scaling: absent, "default", or Llama-3's (with its defaults). */
 static int cfg_rope_scaling(fmt_hparams *h, cfgctx *c)
 {
-    json_object *rs;
-    if (!json_object_object_get_ex(c->o, "rope_scaling", &rs) || !rs)
-        return FMT_OK;
-    if (!json_object_is_type(rs, json_type_object)) {
-        fmt_err(c->err, c->errlen, "%s: rope_scaling is not an object",
-                c->path);
-        return FMT_EFORMAT;
-    }
-    const char *rt = cfg_str(rs, "rope_type");
+    cfgctx rs;
+    int r = fmt_hf_obj(c, "rope_scaling", &rs);
+    if (r <= 0)
+        return r < 0 ? FMT_EFORMAT : FMT_OK;
+    const char *rt = fmt_hf_str(&rs, "rope_type");
     if (!rt)
-        rt = cfg_str(rs, "type");
+        rt = fmt_hf_str(&rs, "type");
     if (rt && strcmp(rt, "llama3") == 0) {
         h->flags |= FMT_FLAG_ROPE_LLAMA3;
         h->rope_factor = 8.0f;
         h->rope_low_freq = 1.0f;
         h->rope_high_freq = 4.0f;
         h->rope_orig_ctx = 8192;
-        cfgctx rc2 = *c;
-        rc2.o = rs;
-        if (cfg_f32(c, rs, "factor", &h->rope_factor) < 0 ||
-            cfg_f32(c, rs, "low_freq_factor", &h->rope_low_freq) < 0 ||
-            cfg_f32(c, rs, "high_freq_factor", &h->rope_high_freq) < 0 ||
-            cfg_u32(&rc2, "original_max_position_embeddings",
-                    &h->rope_orig_ctx) < 0)
+        if (fmt_hf_f32(&rs, "factor", &h->rope_factor) < 0 ||
+            fmt_hf_f32(&rs, "low_freq_factor", &h->rope_low_freq) < 0 ||
+            fmt_hf_f32(&rs, "high_freq_factor", &h->rope_high_freq) < 0 ||
+            fmt_hf_u32(&rs, "original_max_position_embeddings",
+                       &h->rope_orig_ctx) < 0)
             return FMT_EFORMAT;
     } else if (!rt || strcmp(rt, "default") != 0) {
         char nm[64];
@@ -870,19 +725,18 @@ static int cfg_rope_scaling(fmt_hparams *h, cfgctx *c)
 static int read_config(fmt_src *s, cfgctx *c, int *tied)
 {
     fmt_hparams *h = &s->hp;
-    json_object *o = c->o;
     int kind, mistral, rc;
     if ((rc = cfg_arch(s, c, &kind, &mistral)) < 0 ||
         (rc = cfg_geometry(h, c)) < 0 ||
         (kind == HF_QWEN3MOE && (rc = cfg_qwen3moe(h, c)) < 0) ||
         (kind == HF_PIPELINE && (rc = cfg_pipeline(h, c)) < 0))
         return rc;
-    *tied = cfg_bool(o, "tie_word_embeddings", s->fam ? s->fam->hf_tied : 0);
+    *tied = fmt_hf_bool(c, "tie_word_embeddings", s->fam ? s->fam->hf_tied : 0);
     /* HF layouts rotate split halves */
     h->flags |= FMT_FLAG_ROPE_NEOX;
     if (kind == HF_FAMILY)           /* the family's keys (fmt_hf_family.c) */
         return s->fam->hf(s, c);
-    const char *act = cfg_str(o, "hidden_act");
+    const char *act = fmt_hf_str(c, "hidden_act");
     if (act && strcmp(act, "silu") != 0) {
         char nm[64];
         fmt_err(c->err, c->errlen, "%s: hidden_act %s is not supported (silu)",
@@ -891,8 +745,8 @@ static int read_config(fmt_src *s, cfgctx *c, int *tied)
     }
     uint32_t sw = 0;
     int qwen = kind != HF_LLAMA && kind != HF_PIPELINE;
-    if ((mistral || (qwen && cfg_bool(o, "use_sliding_window", 0))) &&
-        cfg_u32(c, "sliding_window", &sw) < 0)
+    if ((mistral || (qwen && fmt_hf_bool(c, "use_sliding_window", 0))) &&
+        fmt_hf_u32(c, "sliding_window", &sw) < 0)
         return FMT_EFORMAT;
     h->sliding_window = sw < h->max_seq ? sw : 0;
     return cfg_rope_scaling(h, c);

@@ -80,6 +80,10 @@ int fmt_hp_meta_load(const fmt_kv *kv, fmt_hparams *hp, char *why, size_t whylen
 int fmt_family_check(const fmt_hparams *hp, char *why, size_t whylen);
 /* The header's attention geometry as a layer's (g zeroed first). */
 void fmt_layer_geom_default(const fmt_hparams *hp, fmt_layer_geom *g);
+/* DeepSeek-V2's q.k scale (attn_scale) from its RoPE fields and latent
+ * sizes, as llama.cpp's graph computes it (the GGUF and the
+ * config.json readers of the family both set it). */
+void fmt_deepseek2_scale(fmt_hparams *h);
 void fmt_header_store(uint8_t *h, const fmt_hparams *hp, uint64_t ltab, uint64_t meta,
                       uint8_t flags, uint8_t qtype);
 void fmt_header_load(const uint8_t *h, fmt_hparams *hp);
@@ -176,9 +180,6 @@ int fmt_src_fit_vocab(fmt_src *s, uint32_t vocab, int allow_pad,
 /* Llama-3 rope frequency factors for head_dim/2 frequencies (out[i]
  * divides frequency i), exactly as llama.cpp's converter computes them. */
 void fmt_rope_llama3_factors(const fmt_hparams *hp, float *out);
-
-/* fmt_src_gguf.c: read s->path (a GGUF file) into s. */
-int fmt_src_gguf_open(fmt_src *s, char *err, size_t errlen);
 /* The GGUF key "<arch>.<suffix>" into *out: required (req) or optional
  * (absent leaves *out); of the wrong type or out of range, an error
  * naming the file and the key.  0 or a FMT_E* code. */
@@ -186,6 +187,9 @@ int fmt_gguf_key_u32(const fmt_src *s, const char *suffix, uint32_t *out, int re
                      char *err, size_t errlen);
 int fmt_gguf_key_f32(const fmt_src *s, const char *suffix, float *out, char *err,
                      size_t errlen);
+
+/* fmt_src_gguf.c: read s->path (a GGUF file) into s. */
+int fmt_src_gguf_open(fmt_src *s, char *err, size_t errlen);
 
 /* ---- fmt_family.c: what differs per architecture (its essay) ----------- */
 struct fmt_hf_cfg;
@@ -224,7 +228,7 @@ int fmt_family_gguf_rope(fmt_src *s, char *err, size_t errlen);
 /* s is of family f: s->fam, its flags, activation and gating. */
 int fmt_family_apply(fmt_src *s, const fmt_family *f);
 
-/* fmt_hf.c: config.json's values (c->o, a json_object; errors name
+/* fmt_hf_cfg.c: config.json's values (c->o, a json_object; errors name
  * c->path into c->err).  Numbers: 1 present, 0 absent, -1 of the wrong
  * type or range; a string, or NULL; a boolean, or dflt; an object member
  * as *sub (1, 0, -1); an array of exactly n numbers into out (1, 0, -1). */
@@ -243,6 +247,9 @@ int fmt_hf_f32s(const fmt_hf_cfg *c, const char *key, float *out, size_t n);
 /* An array's length (0 absent, -1 not an array), and its element i when
  * out: the string, or NULL (not a string, or past the end). */
 int fmt_hf_str_at(const fmt_hf_cfg *c, const char *key, size_t i, const char **out);
+/* A JSON integer >= 0 (jo, a json_object) into *out: 0, or -1 when it is
+ * none (values above INT64_MAX saturate). */
+int fmt_hf_json_u64(void *jo, uint64_t *out);
 
 /* fmt_hf_family.c: the families' config.json keys (fmt_family.hf), after
  * fmt_hf.c's geometry; 0 or a FMT_E* code with err set. */
@@ -257,9 +264,6 @@ int fmt_hf_gptoss_tensors(fmt_src *s, const fmt_hf_cfg *c);
 int fmt_hf_deepseek2_tensors(fmt_src *s, const fmt_hf_cfg *c);
 extern const fmt_role_names fmt_hf_olmoe_names, fmt_hf_phi3_names, fmt_hf_gemma_names,
                             fmt_hf_gptoss_names, fmt_hf_deepseek2_names;
-/* DeepSeek-V2's q.k scale (attn_scale) from its RoPE fields and latent
- * sizes, as llama.cpp's graph computes it (fmt_family.c). */
-void fmt_deepseek2_scale(fmt_hparams *h);
 /* fmt_llama2c.c: 1 when the file's first bytes and size look like a legacy
  * llama2.c checkpoint (nothing else is read), else 0. */
 int fmt_llama2c_detect(const char *path, const uint8_t *head, size_t nhead,

@@ -696,3 +696,40 @@ const char *fmt_src_kind(const fmt_src *s)
 {
     return s ? s->kind : NULL;
 }
+
+/* ---- a GGUF source's "<arch>.<suffix>" keys (fmt_src_gguf.c, the
+ * families' readers in fmt_family.c) ---- */
+
+int fmt_gguf_key_u32(const fmt_src *s, const char *suffix, uint32_t *out, int req,
+                     char *err, size_t errlen)
+{
+    char key[128];
+    int64_t v;
+    snprintf(key, sizeof key, "%s.%s", s->hp.arch, suffix);
+    if (!req && !fmt_kv_has(s->kv, key))
+        return FMT_OK;
+    if (fmt_kv_get_u32(s->kv, key, out) < 0) {
+        if (fmt_kv_get_i64(s->kv, key, &v) == 0 && v > (int64_t)UINT32_MAX)
+            fmt_err(err, errlen, "%s: metadata %s %lld is over the %u cflow reads",
+                    s->path, key, (long long)v, UINT32_MAX);
+        else
+            fmt_err(err, errlen, "%s: metadata %s is %s", s->path, key,
+                    fmt_kv_has(s->kv, key) ? "not an unsigned integer" : "missing");
+        return FMT_EFORMAT;
+    }
+    return FMT_OK;
+}
+
+int fmt_gguf_key_f32(const fmt_src *s, const char *suffix, float *out, char *err,
+                     size_t errlen)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", s->hp.arch, suffix);
+    if (!fmt_kv_has(s->kv, key))
+        return FMT_OK;
+    if (fmt_kv_get_f32(s->kv, key, out) < 0) {
+        fmt_err(err, errlen, "%s: metadata %s is not a float", s->path, key);
+        return FMT_EFORMAT;
+    }
+    return FMT_OK;
+}

@@ -5,8 +5,9 @@
  * architecture's metadata keys ("<arch>.block_count", ...) into fmt_hparams,
  * checks the Llama-3 RoPE scaling against rope_freqs.weight when the file
  * carries one, fits the vocabulary and binds the GGUF tensor names to roles
- * (fmt_gguf_role_names).  Supported architectures: llama, qwen2, qwen3,
- * qwen3moe.
+ * (fmt_gguf_role_names).  Supported architectures: those of fmt_family.c's
+ * table, whose entries read each family's own keys after the common ones
+ * (both through fmt_gguf_key_u32/_f32, fmt_src.c).
  */
 #include "config.h"
 
@@ -17,40 +18,6 @@
 
 #include "format/cflow_format.h"
 #include "format/fmt_impl.h"
-
-int fmt_gguf_key_u32(const fmt_src *s, const char *suffix, uint32_t *out, int req,
-                     char *err, size_t errlen)
-{
-    char key[128];
-    int64_t v;
-    snprintf(key, sizeof key, "%s.%s", s->hp.arch, suffix);
-    if (!req && !fmt_kv_has(s->kv, key))
-        return FMT_OK;
-    if (fmt_kv_get_u32(s->kv, key, out) < 0) {
-        if (fmt_kv_get_i64(s->kv, key, &v) == 0 && v > (int64_t)UINT32_MAX)
-            fmt_err(err, errlen, "%s: metadata %s %lld is over the %u cflow reads",
-                    s->path, key, (long long)v, UINT32_MAX);
-        else
-            fmt_err(err, errlen, "%s: metadata %s is %s", s->path, key,
-                    fmt_kv_has(s->kv, key) ? "not an unsigned integer" : "missing");
-        return FMT_EFORMAT;
-    }
-    return FMT_OK;
-}
-
-int fmt_gguf_key_f32(const fmt_src *s, const char *suffix, float *out, char *err,
-                     size_t errlen)
-{
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", s->hp.arch, suffix);
-    if (!fmt_kv_has(s->kv, key))
-        return FMT_OK;
-    if (fmt_kv_get_f32(s->kv, key, out) < 0) {
-        fmt_err(err, errlen, "%s: metadata %s is not a float", s->path, key);
-        return FMT_EFORMAT;
-    }
-    return FMT_OK;
-}
 
 static int gguf_rope_scaling(fmt_src *s, const char *arch, char *err,
                              size_t errlen)
