@@ -245,7 +245,7 @@ int eng_guarded_run(eng_session *s, eng_seq *seq, const int32_t *tokens, unsigne
 }
 
 /* Whether the chunk that starts at token i of an n-token prompt takes the
- * tiled attention (eng_blocks.c attn_tiled): llama.cpp splits a prompt
+ * tiled attention (eng_attn.c attn_tiled): llama.cpp splits a prompt
  * into ubatches of ENG_UBATCH tokens (its default n_ubatch) and runs a
  * ubatch of ENG_TILED_MIN tokens or more (its GGML_FA_TILE_Q) through its
  * tiled flash attention, a shorter one through the single-query kernel

@@ -7,9 +7,8 @@
  *
  *   eng_kv.c         a sequence between tokens: reset, the reuse prefill,
  *                    the context shift
- *   eng_session.c    open a model in named phases, close; the sequences'
- *                    life (eng_seq_new, eng_seq_free); accessors, threads,
- *                    profiler attachment, statistics
+ *   eng_session.c    open a model in named phases, close; accessors,
+ *                    threads, profiler attachment, statistics
  *   eng_forward.c    the calls that run tokens: decode and prefill of one
  *                    sequence, under the guard; the NaN rerun; the walk of
  *                    one token (eng_forward)
@@ -20,11 +19,21 @@
  *                    the deferred compute
  *   eng_io_session.c expert I/O for a session: modes, the cache's budget,
  *                    set-up and tear-down, the prefetch setter
+ *   eng_seq.c        a sequence's life (eng_seq_new, eng_seq_free): its KV
+ *                    cache, tokens and logits; eng_kv_bytes
+ *   eng_family.c     what differs per model family: the activation, the
+ *                    gating, RoPE's scaling, a layer's parts
  *   eng_moe_ahead.c  look-ahead: the next layers' experts guessed, fetched
  *   eng_moe_route.c  the router: softmax, top-k, weights, counts
- *   eng_blocks.c     the blocks (embedding, norms, attention, FFN, head),
- *                    the mat-vec and mat-mat over tile streams, the decode
- *                    scratch
+ *   eng_blocks.c     the blocks (embedding, attention, FFN, head), the
+ *                    decode scratch
+ *   eng_mla.c        DeepSeek-V2's multi-head latent attention
+ *   eng_attn.c       attention over the KV cache: store, attend (one
+ *                    position, a batch, the tiled prefill), the output's
+ *                    bias and post-norm
+ *   eng_mv.c         the mat-vec and mat-mat over tile streams (eng_mv)
+ *   eng_vec.c        the element-wise steps: RMSNorm, the gated
+ *                    activation, the residual add, the L2 norm
  *   eng_fetch.c      one interface to a routed expert's bytes, its backends
  *                    (in place, prefetch, direct reads)
  *   eng_io_bench.c   one pass of `cflow bench diskbw`
@@ -303,7 +312,7 @@ typedef struct eng_layer {
 typedef void (*eng_act_fn)(const eng_session *s, float *g, const float *u, uint32_t n);
 typedef void (*eng_gate_fn)(const eng_session *s, float *p, int *expert, float *w);
 
-/* A sequence (eng_session.c makes and frees it: eng_seq_new, eng_seq_free;
+/* A sequence (eng_seq.c makes and frees it: eng_seq_new, eng_seq_free;
  * eng_kv.c keeps it between tokens): what one stream of tokens owns, its
  * KV cache, position and token history; the rest of a pass is the
  * session's, shared.
@@ -360,12 +369,12 @@ struct eng_seq {
  *                      activations, outputs, prepared down inputs
  *   scores [ctx], att16 [2*hd_max] halves: the one-thread attention
  *                      kernels' scratch (when par_* cannot grow)
- *   par_sc, par_h16    parallel attention (eng_blocks.c attn_scratch):
+ *   par_sc, par_h16    parallel attention (eng_attn.c attn_scratch):
  *                      per head, scores [ctx] floats and 2*hd_max halves,
  *                      for par_heads heads (a batch's threads each have
  *                      n_heads of them)
  *   ring_k, ring_v [ring_cap][kv_dim]  a sliding layer's wrapped ring copied
- *                      into the order of its positions (eng_blocks.c)
+ *                      into the order of its positions (eng_attn.c ring_in_order)
  * ctx is the longest context a score row must hold. */
 typedef struct eng_scratch {
     float    *x, *xb, *q, *att, *k_tmp, *v_tmp, *hb, *hb2;
@@ -417,7 +426,7 @@ typedef struct eng_io_state {
  * and its output exp [B][K][dim]; the choices grouped by expert: ord [B*K]
  * indices into sel, cnt [n_experts + 1] group starts, cur [n_experts]
  * cursors; the router's logits log [B][n_experts].  A prompt chunk's
- * tiled attention (eng_blocks.c attn_tiled): tiled says whether this chunk
+ * tiled attention (eng_attn.c attn_tiled): tiled says whether this chunk
  * takes it (llama.cpp's rule, set per chunk by eng_prefill); work is
  * work_n floats per pool thread (kern_attn_pf_fn's work for one claim)
  * for work_threads threads.  Row j is position pos[j] of sequence seq[j],
@@ -473,7 +482,7 @@ struct eng_session {
     float             *inv_freq;     /* [head_dim/2] the shared RoPE frequencies */
     float             *rope_ff;      /* [head_dim/2] ggml RoPE divisors, or NULL */
     uint64_t           bytes_per_token;
-    /* the sequences (eng_session.c makes them) */
+    /* the sequences (eng_seq.c makes them) */
     eng_seq           *seq;          /* the session's own: eng_decode ... */
     eng_seq           *seqs;         /* every sequence, seq too (a list) */
     /* the rooms */
@@ -541,11 +550,6 @@ int    eng_family_layer(eng_session *s, unsigned l);
 /* The angle pair i of layer ly turns per position (no magnitude). */
 double eng_rope_step(const eng_session *s, const eng_layer *ly, unsigned i);
 
-/* ---- eng_session.c ---- */
-/* A tile stream prepared for mat-vec (ggml: llama.cpp repacks the matrices
- * of a GGUF model): 0, or -1 out of memory. */
-int eng_mv_init(eng_mv *mv, const fmt_stream *st, int ggml);
-
 /* ---- eng_util.c ---- */
 /* printf into err[errlen]; returns code. */
 int   eng_fail(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -568,12 +572,35 @@ int   eng_env_count(const char *name, unsigned long def, unsigned long lo, unsig
 int  eng_scratch_init(eng_session *s);
 int  eng_scratch_ctx(eng_session *s, uint32_t n_ctx);
 void eng_scratch_free(eng_session *s);
-double eng_l2(const float *x, uint32_t n);
 void eng_embed(eng_session *s, int32_t token, float *x);
-void eng_rmsnorm(const eng_session *s, float *out, const float *x,
-                 const float *w, unsigned n);
 void eng_attn_qkv_post(eng_session *s, const eng_layer *ly, uint32_t pos,
                        float *q, float *k, float *v);
+void eng_attn_block(eng_session *s, eng_seq *seq, const eng_layer *ly, unsigned kvl,
+                    const float *h, float *mout);
+void eng_glu_ffn(eng_session *s, const eng_mv *gu, const eng_mv *down,
+                 uint32_t hidden, uint8_t mg, uint8_t mu, uint8_t md,
+                 const kern_act *act, float *dout);
+void eng_ffn_block(eng_session *s, const eng_layer *ly, const float *h,
+                   float *dout);
+/* dec.x (the final residual) through the output norm and the LM head into
+ * logits [vocab]. */
+void eng_lm_head(eng_session *s, float *logits);
+
+/* ---- eng_mv.c: the matrix products over tile streams ---- */
+/* A tile stream prepared for mat-vec (ggml: llama.cpp repacks the matrices
+ * of a GGUF model): 0, or -1 out of memory. */
+int eng_mv_init(eng_mv *mv, const fmt_stream *st, int ggml);
+/* n tile streams in one parallel region: out[j][matrix] += stream j's
+ * tiles over x[j]; n <= ENG_MV_MAX. */
+void eng_matvec_streams(eng_session *s, unsigned n, const eng_mv *const *mv,
+                        const kern_act *const *x, float *const *const *out);
+/* The m-position mat-mat of a (fused) tile stream: out[matrix] + j *
+ * ld[matrix] receives position j's sums of x[j] (outputs zeroed by the
+ * caller), each exactly the sums the mat-vec gives that position alone. */
+void eng_matmat_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
+                       unsigned m, float *const *out, const size_t *ld);
+
+/* ---- eng_attn.c: attention over a sequence's KV cache ---- */
 /* The batch room's m rows (row j: position pos[j] of sequence seq[j]):
  * each's k, v [m][kv_dim] stored, then each attends its sequence's cache,
  * att [m][q_dim] from q [m][q_dim].  v NULL: MLA's (the keys' rows). */
@@ -584,29 +611,19 @@ void eng_attn_store_attend_batch(eng_session *s, const eng_layer *ly,
 void eng_attn_store_attend(eng_session *s, eng_seq *seq, const eng_layer *ly, unsigned kvl,
                            uint32_t pos, const float *q, const float *k, const float *v,
                            float *att);
-void eng_attn_block(eng_session *s, eng_seq *seq, const eng_layer *ly, unsigned kvl,
-                    const float *h, float *mout);
 /* The output projection's result mout [dim] into the branch's: its bias,
  * the post-norm (the families' parts, where the layer has them). */
 void eng_attn_out_post(const eng_session *s, const eng_layer *ly, float *mout);
+
+/* ---- eng_vec.c: the element-wise steps ---- */
+void eng_rmsnorm(const eng_session *s, float *out, const float *x,
+                 const float *w, unsigned n);
+/* g[0..n) = act(g, u), the model's gated activation. */
 void eng_glu_act(eng_session *s, float *g, const float *u, uint32_t n);
-/* n tile streams in one parallel region (eng_blocks.c): out[j][matrix]
- * += stream j's tiles over x[j]; n <= ENG_MV_MAX. */
-void eng_matvec_streams(eng_session *s, unsigned n, const eng_mv *const *mv,
-                        const kern_act *const *x, float *const *const *out);
-void eng_glu_ffn(eng_session *s, const eng_mv *gu, const eng_mv *down,
-                 uint32_t hidden, uint8_t mg, uint8_t mu, uint8_t md,
-                 const kern_act *act, float *dout);
-void eng_ffn_block(eng_session *s, const eng_layer *ly, const float *h,
-                   float *dout);
-/* dec.x (the final residual) through the output norm and the LM head into
- * logits [vocab]. */
-void eng_lm_head(eng_session *s, float *logits);
-/* The m-position mat-mat of a (fused) tile stream: out[matrix] + j *
- * ld[matrix] receives position j's sums of x[j] (outputs zeroed by the
- * caller), each exactly the sums the mat-vec gives that position alone. */
-void eng_matmat_stream(eng_session *s, const eng_mv *mv, const kern_act *x,
-                       unsigned m, float *const *out, const size_t *ld);
+/* x[0..n) += y */
+void eng_add_to(float *x, const float *y, uint32_t n);
+/* The L2 norm of x[0..n), in double. */
+double eng_l2(const float *x, uint32_t n);
 
 /* ---- eng_forward.c: the walk and the calls that run it ---- */
 /* One token at sequence seq's position n_past through the model; ENG_EIO
@@ -639,7 +656,6 @@ void eng_run_layers(eng_session *s, eng_seq *seq);
 /* Close the profiler's part `part` of layer l (time since *pt, and the
  * bytes streamed since the last mark). */
 void eng_mark(eng_session *s, unsigned l, int part, double *pt);
-void eng_add_to(float *x, const float *y, uint32_t n);
 /* ParallelSqrt2's combine of a layer ly with experts: x [dim] += (d + e) /
  * sqrt(2), or += e where the layer has no dense FFN (d unread then), or
  * += e + d with the shared experts' d (DeepSeek). */

@@ -34,7 +34,7 @@
 #include "prof/prof.h"
 
 /* Each mark also hands over the bytes its part streamed (s->mv_bytes,
- * counted by the mat-vec of eng_blocks.c). */
+ * counted by the mat-vec of eng_mv.c). */
 void eng_mark(eng_session *s, unsigned l, int part, double *pt)
 {
     if (s->prof) {
@@ -73,12 +73,6 @@ static void layer_done(eng_session *s, unsigned i, const float *x, const float *
     eng_moe_ahead_guess(s, i + 1, x);   /* the next layers' experts, read ahead */
     eng_probe_layer(s, i, x, a);        /* eng_check_finite's second run */
     trace_layer(s, i, x, a);
-}
-
-void eng_add_to(float *x, const float *y, uint32_t n)
-{
-    for (uint32_t i = 0; i < n; i++)
-        x[i] += y[i];
 }
 
 /* ParallelSqrt2's combine in a layer with experts: x += (d + e) / sqrt(2)

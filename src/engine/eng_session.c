@@ -68,40 +68,6 @@ static int from_gguf(const fmt_model *m)
            (peer && plen == 9 && !memcmp(peer, "llama.cpp", 9));
 }
 
-/* ggml: mark the matrices llama.cpp would repack for its x86 CPU backend
- * (ggml_repack_get_optimal_repack_type: a row count that is a multiple of
- * 8, of a type it repacks; the kernels' tile_mv_rp says which types those
- * are, tile by tile). */
-int eng_mv_init(eng_mv *mv, const fmt_stream *st, int ggml)
-{
-    uint32_t rows[FMT_NMATRIX] = { 0 };
-    unsigned present = 0;
-
-    mv->st = st;
-    mv->need = 0;
-    mv->n_units = 0;
-    mv->rp = 0;
-    mv->unit = malloc(((size_t)st->n_tiles + 1) * sizeof *mv->unit);
-    if (!mv->unit)
-        return -1;
-    for (uint32_t i = 0; i < st->n_tiles; i++) {
-        const fmt_tile *t = &st->tiles[i];
-        mv->need |= KERN_NEED(t->type);
-        if (i == 0 || t->matrix != t[-1].matrix || t->row0 != t[-1].row0)
-            mv->unit[mv->n_units++] = i;
-        if (t->matrix < FMT_NMATRIX) {
-            if (t->row0 + t->rows > rows[t->matrix])
-                rows[t->matrix] = t->row0 + t->rows;
-            present |= 1u << t->matrix;
-        }
-    }
-    mv->unit[mv->n_units] = st->n_tiles;
-    for (unsigned m = 0; ggml && m < FMT_NMATRIX; m++)
-        if ((present >> m & 1) && rows[m] % 8 == 0)
-            mv->rp |= 1u << m;
-    return 0;
-}
-
 /* Rotation frequencies, with Llama-3 scaling when the model asks for it
  * (llama.cpp's rope_yarn with the llama3 factors precomputed per pair). */
 static void rope_freqs(const fmt_hparams *hp, float *inv, unsigned rot)
@@ -378,79 +344,6 @@ static int alloc_buffers(eng_session *s, const char *model_path, char *err,
     return eng_seq_new(s, n_ctx, &s->seq, err, errlen);
 }
 
-/* ---- sequences: what each stream of tokens owns (eng_impl.h) ---------- */
-
-int eng_seq_new(eng_session *s, uint32_t n_ctx, eng_seq **out, char *err, size_t errlen)
-{
-    const fmt_hparams *hp = s->hp;
-    const char *path = fmt_model_path(s->model);
-    *out = NULL;
-    if (!n_ctx && s->seq)
-        n_ctx = s->seq->n_ctx;
-    if (n_ctx > hp->max_seq)
-        return eng_fail(err, errlen, ENG_EARG,
-                        "%s: a context of %u positions: the model has %u", path, n_ctx,
-                        hp->max_seq);
-    eng_seq *seq = calloc(1, sizeof *seq);
-    int oom = !seq;
-    size_t kv = 0;
-    if (seq) {
-        /* each layer's rows: the context, or a sliding window's (a ring) */
-        const unsigned reps = s->n_eff / hp->n_layers;
-        seq->kv_off = eng_xalloc(s->n_eff * sizeof *seq->kv_off, &oom);
-        seq->kv_cap = eng_xalloc(s->n_eff * sizeof *seq->kv_cap, &oom);
-        for (unsigned l = 0; !oom && l < s->n_eff; l++) {
-            const uint32_t W = s->layers[l / reps].g->sliding_window;
-            seq->kv_cap[l] = W && W < n_ctx ? W : n_ctx;
-            seq->ring |= seq->kv_cap[l] < n_ctx;
-            seq->kv_off[l] = kv;
-            kv += seq->kv_cap[l];
-        }
-        kv *= s->kv_dim;
-        seq->s = s;
-        seq->n_ctx = n_ctx;
-        seq->kv_exact = UINT32_MAX;
-        seq->tok = eng_xalloc(n_ctx * sizeof(int32_t), &oom);
-        seq->logits = eng_xalloc(hp->vocab_size * sizeof(float), &oom);
-        /* MLA's values are its keys' rows (eng_mla.c): no V cache */
-        if (s->kv_f16) {
-            seq->kc16 = eng_xalloc(kv * sizeof(uint16_t), &oom);
-            if (!hp->mla_rank)
-                seq->vc16 = eng_xalloc(kv * sizeof(uint16_t), &oom);
-        } else {
-            seq->kc = eng_xalloc(kv * sizeof(float), &oom);
-            if (!hp->mla_rank)
-                seq->vc = eng_xalloc(kv * sizeof(float), &oom);
-        }
-        seq->next = s->seqs;        /* (eng_seq_free unlinks it) */
-        s->seqs = seq;
-    }
-    if (oom || eng_scratch_ctx(s, n_ctx)) {
-        eng_seq_free(seq);
-        return eng_fail(err, errlen, ENG_ENOMEM,
-                        "%s: out of memory for a %u-token context (%.1f MiB of KV cache)",
-                        path, n_ctx, (double)kv * (s->kv_f16 ? 2 : 4) * (hp->mla_rank ? 1 : 2) /
-                                         (1024.0 * 1024.0));
-    }
-    *out = seq;
-    return 0;
-}
-
-void eng_seq_free(eng_seq *seq)
-{
-    if (!seq)
-        return;
-    for (eng_seq **p = &seq->s->seqs; *p; p = &(*p)->next)
-        if (*p == seq) {
-            *p = seq->next;
-            break;
-        }
-    free(seq->kc); free(seq->vc); free(seq->kc16); free(seq->vc16);
-    free(seq->kv_off); free(seq->kv_cap);
-    free(seq->tok); free(seq->logits); free(seq->reuse_logits);
-    free(seq);
-}
-
 /* Phase: RoPE frequencies, shared, or per layer where a layer rotates
  * differently (partial rotation, another base). */
 static int bind_rope(eng_session *s, const char *model_path, char *err,
@@ -562,23 +455,9 @@ const char *eng_model_meta(const eng_session *s, const char *key, size_t *len)
 }
 int eng_kv_f16(const eng_session *s) { return s->kv_f16; }
 uint32_t eng_n_ctx(const eng_session *s) { return s->seq->n_ctx; }
-float *eng_seq_logits(eng_seq *seq) { return seq->logits; }
-uint32_t eng_seq_n_past(const eng_seq *seq) { return seq->n_past; }
-uint32_t eng_seq_n_ctx(const eng_seq *seq) { return seq->n_ctx; }
-const char *eng_seq_error(const eng_seq *seq) { return seq->err; }
 uint32_t eng_n_past(const eng_session *s) { return s->seq->n_past; }
 float *eng_logits(eng_session *s) { return s->seq->logits; }
 
-uint64_t eng_kv_bytes(const eng_session *s, int layer)
-{
-    const eng_seq *seq = s->seq;
-    uint64_t rows = 0;
-    for (unsigned l = 0; l < s->n_eff; l++)
-        if (layer < 0 || (unsigned)layer == l)
-            rows += seq->kv_cap[l];
-    return rows * s->kv_dim * (s->hp->mla_rank ? 1u : 2u) *
-           (s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
-}
 const fmt_model *eng_model(const eng_session *s) { return s->model; }
 
 int eng_default_threads(int requested)
