@@ -250,139 +250,6 @@ static int check_tile(void *ud, unsigned mi, uint32_t row0, uint32_t col0,
     return 0;
 }
 
-/* Expected shape of a slot of a layer of geometry g, or 0 rows when the
- * slot must be empty. */
-static void expect(const fmt_hparams *hp, const fmt_layer_geom *g,
-                   unsigned entry, int s, int *kind, uint32_t *rows,
-                   uint32_t *cols)
-{
-    uint32_t q = hp->mla_q_rank ? hp->mla_q_rank : fmt_layer_q_rows(hp, g);
-    uint32_t kv = g->n_kv_heads * g->head_dim;
-    uint32_t oc = fmt_layer_o_cols(hp, g);
-    int shared = !fmt_layer_has_v(hp, g);
-    *kind = FMT_K_EMPTY;
-    *rows = *cols = 0;
-    if (entry == hp->n_layers) {
-        switch (s) {
-        case FMT_S_TOK_EMBD: *kind = FMT_K_TILED; *rows = hp->vocab_size; *cols = hp->dim; break;
-        case FMT_S_OUT_NORM: *kind = FMT_K_VEC; *rows = hp->dim; *cols = 1; break;
-        case FMT_S_OUTPUT:
-            if (!(hp->flags & FMT_FLAG_TIED)) {
-                *kind = FMT_K_TILED; *rows = hp->vocab_size; *cols = hp->dim;
-            }
-            break;
-        case FMT_S_XSLOTS:
-            if (hp->flags & FMT_FLAG_XSLOTS) {
-                *kind = FMT_K_XSLOTS; *rows = FMT_NXSLOT; *cols = FMT_SLOT_SIZE;
-            }
-            break;
-        case FMT_S_ROPE_SHORT:
-        case FMT_S_ROPE_LONG:
-            /* LongRoPE: short always, long where the model has it */
-            if (hp->rope_scaling == FMT_ROPE_LONGROPE) {
-                *kind = s == FMT_S_ROPE_SHORT ? FMT_K_VEC : -FMT_K_VEC;
-                *rows = (hp->rope_dims ? hp->rope_dims : hp->head_dim) / 2; *cols = 1;
-            }
-            break;
-        }
-        return;
-    }
-    uint32_t E = hp->n_experts, ef = hp->expert_ffn_dim;
-    const int dense = fmt_layer_dense(hp, entry), moe = fmt_layer_moe(hp, g, entry);
-    if (!dense && s >= FMT_S_FFN_NORM && s <= FMT_S_DOWN)
-        return;
-    if (!moe && ((s >= FMT_S_ROUTER && s <= FMT_S_EXP_DOWN) || s == FMT_S_MOE_NORM ||
-                 (s >= FMT_S_ROUTER_BIAS && s <= FMT_S_SH_DOWN)))
-        return;
-    if (shared && s == FMT_S_V)
-        return;
-    /* a negative kind: the families' optional slots, empty or of that
-     * kind and shape */
-    const int opt = -FMT_K_VEC, optm = -FMT_K_F32MAT;
-    switch (s) {
-    case FMT_S_ATTN_NORM:
-    case FMT_S_FFN_NORM:
-    case FMT_S_MOE_NORM: *kind = FMT_K_VEC; *rows = hp->dim; *cols = 1; break;
-    case FMT_S_ROUTER: *kind = FMT_K_F32MAT; *rows = E; *cols = hp->dim; break;
-    case FMT_S_EXPERT_TABLE: *kind = FMT_K_EXPTABLE; *rows = E; *cols = 2; break;
-    case FMT_S_EXP_GATE:
-    case FMT_S_EXP_UP: *kind = FMT_K_TILED; *rows = ef; *cols = hp->dim; break;
-    case FMT_S_EXP_DOWN: *kind = FMT_K_TILED; *rows = hp->dim; *cols = ef; break;
-    case FMT_S_Q: *kind = FMT_K_TILED; *rows = q; *cols = hp->dim; break;
-    case FMT_S_K:
-    case FMT_S_V: *kind = FMT_K_TILED; *rows = kv; *cols = hp->dim; break;
-    case FMT_S_O: *kind = FMT_K_TILED; *rows = hp->dim; *cols = oc; break;
-    case FMT_S_GATE:
-    case FMT_S_UP: *kind = FMT_K_TILED; *rows = hp->ffn_dim; *cols = hp->dim; break;
-    case FMT_S_DOWN: *kind = FMT_K_TILED; *rows = hp->dim; *cols = hp->ffn_dim; break;
-    case FMT_S_QKV_BIAS:
-        if (hp->flags & FMT_FLAG_QKV_BIAS) {
-            *kind = FMT_K_VEC; *rows = q + (shared ? 1 : 2) * kv; *cols = 1;
-        }
-        break;
-    case FMT_S_Q_NORM:
-    case FMT_S_K_NORM:
-        /* per head, or the whole width (OLMoE): read_slot takes either */
-        if (hp->flags & FMT_FLAG_QK_NORM) {
-            *kind = FMT_K_VEC; *rows = g->head_dim; *cols = 1;
-        }
-        break;
-    case FMT_S_XSLOTS:
-        if (hp->flags & FMT_FLAG_XSLOTS) {
-            *kind = FMT_K_XSLOTS; *rows = FMT_NXSLOT; *cols = FMT_SLOT_SIZE;
-        }
-        break;
-    case FMT_S_ATTN_POST_NORM:
-    case FMT_S_FFN_POST_NORM:
-    case FMT_S_O_BIAS: *kind = opt; *rows = hp->dim; *cols = 1; break;
-    case FMT_S_SINKS: *kind = opt; *rows = g->n_heads; *cols = 1; break;
-    case FMT_S_ROUTER_BIAS: *kind = opt; *rows = E; *cols = 1; break;
-    case FMT_S_EXP_GU_BIAS: *kind = optm; *rows = 2 * E; *cols = ef; break;
-    case FMT_S_EXP_DOWN_BIAS: *kind = optm; *rows = E; *cols = hp->dim; break;
-    case FMT_S_SH_GATE:
-    case FMT_S_SH_UP:
-        if (hp->shared_ffn_dim) {
-            *kind = FMT_K_TILED; *rows = hp->shared_ffn_dim; *cols = hp->dim;
-        }
-        break;
-    case FMT_S_SH_DOWN:
-        if (hp->shared_ffn_dim) {
-            *kind = FMT_K_TILED; *rows = hp->dim; *cols = hp->shared_ffn_dim;
-        }
-        break;
-    case FMT_S_KV_A_NORM:
-        if (hp->mla_rank) {
-            *kind = FMT_K_VEC; *rows = hp->mla_rank; *cols = 1;
-        }
-        break;
-    case FMT_S_K_B:
-        if (hp->mla_rank) {
-            *kind = FMT_K_TILED; *rows = g->n_heads * hp->mla_rank; *cols = hp->mla_nope;
-        }
-        break;
-    case FMT_S_V_B:
-        if (hp->mla_rank) {
-            *kind = FMT_K_TILED; *rows = g->n_heads * hp->mla_v; *cols = hp->mla_rank;
-        }
-        break;
-    case FMT_S_Q_A_NORM:
-        if (hp->mla_q_rank) {
-            *kind = FMT_K_VEC; *rows = hp->mla_q_rank; *cols = 1;
-        }
-        break;
-    case FMT_S_Q_B:
-        if (hp->mla_q_rank) {
-            *kind = FMT_K_TILED; *rows = fmt_layer_q_rows(hp, g); *cols = hp->mla_q_rank;
-        }
-        break;
-    case FMT_S_LAYER_GEOM:
-        if (hp->flags & FMT_FLAG_LAYER_GEOM) {
-            *kind = FMT_K_LGEOM; *rows = 1; *cols = FMT_LGEOM_SIZE;
-        }
-        break;
-    }
-}
-
 /* The expert offset table of a layer and each expert's two streams: every
  * entry must lie inside the bank the expert slots describe, and its bytes
  * must be exactly the expert's fused gate/up stream then its down stream. */
@@ -531,6 +398,36 @@ static int read_layer_geom(fmt_model *m, unsigned en, uint64_t data_start,
     return 0;
 }
 
+/* A tiled slot's type (built, whole blocks a row) and tile count; *tiles
+ * counts them (a bank's for every expert). */
+static int tiled_slot(const fmt_model *m, unsigned en, int s, const uint8_t *sl,
+                      uint64_t *tiles, char *err, size_t errlen)
+{
+    const char *p = m->path, *nm = slot_name(en, m->hp.n_layers, s);
+    const uint8_t type = sl[FMT_SL_TYPE];
+    const uint32_t rows = kern_ld_u32(sl + FMT_SL_ROWS), cols = kern_ld_u32(sl + FMT_SL_COLS);
+
+    if (!fmt_tile_built(type))
+        return bad(err, errlen, FMT_EUNSUP, p,
+                   "layer %u %s: tile type %s is not built into this cflow", en, nm,
+                   kern_type_name((enum kern_type)type));
+    /* the GGML block types keep whole blocks: a row is a number of them
+     * (q8_0 and q4_0 tiles pad a cut block, as they always have) */
+    if (type > KERN_Q4_0 && cols % kern_type_block((enum kern_type)type))
+        return bad(err, errlen, FMT_EFORMAT, p,
+                   "layer %u %s: %u columns are not a multiple of %s's %u-column "
+                   "block", en, nm, cols, kern_type_name((enum kern_type)type),
+                   kern_type_block((enum kern_type)type));
+    if (kern_ld_u32(sl + FMT_SL_NTILES) != fmt_plan_tiles(rows, cols))
+        return bad(err, errlen, FMT_EFORMAT, p,
+                   "layer %u %s: %u tiles, expected %u", en, nm,
+                   kern_ld_u32(sl + FMT_SL_NTILES),
+                   fmt_plan_tiles(rows, cols));
+    *tiles += (uint64_t)fmt_plan_tiles(rows, cols) *
+              (s >= FMT_S_EXP_GATE && s <= FMT_S_EXP_DOWN ? m->hp.n_experts : 1);
+    return 0;
+}
+
 /* Slot s of table entry en (the table at ltab, tbytes long): its kind and
  * shape as the geometry expects, its bytes inside the file, its type, a
  * vector's values finite; recorded in m->e[en]; *tiles counts the tiles
@@ -561,8 +458,9 @@ static int read_slot(fmt_model *m, unsigned en, int s, uint64_t ltab,
     uint32_t rows = kern_ld_u32(sl + FMT_SL_ROWS);
     uint32_t cols = kern_ld_u32(sl + FMT_SL_COLS);
     const char *nm = slot_name(en, hp->n_layers, s);
+    int rc;
 
-    expect(hp, &e->geom, en, s, &want_kind, &want_rows, &want_cols);
+    fmt_slot_expect(hp, &e->geom, en, s, &want_kind, &want_rows, &want_cols);
     if (want_kind < 0)                 /* optional: empty, or of -want_kind */
         want_kind = kind == FMT_K_EMPTY ? FMT_K_EMPTY : -want_kind;
     if (kind != want_kind)
@@ -623,28 +521,8 @@ static int read_slot(fmt_model *m, unsigned en, int s, uint64_t ltab,
             if (!isfinite(kern_ld_f32(m->map + off + 4 * (uint64_t)i)))
                 return bad(err, errlen, FMT_EFORMAT, p,
                            "layer %u %s holds a non-finite value", en, nm);
-    } else {
-        if (type >= KERN_NTYPES)
-            return bad(err, errlen, FMT_EFORMAT, p,
-                       "layer %u %s: unknown tile type %u", en, nm, type);
-        if (!fmt_tile_built(type))
-            return bad(err, errlen, FMT_EUNSUP, p,
-                       "layer %u %s: tile type %s is not built into this cflow", en, nm,
-                       kern_type_name((enum kern_type)type));
-        /* the GGML block types keep whole blocks: a row is a number of them
-         * (q8_0 and q4_0 tiles pad a cut block, as they always have) */
-        if (type > KERN_Q4_0 && cols % kern_type_block((enum kern_type)type))
-            return bad(err, errlen, FMT_EFORMAT, p,
-                       "layer %u %s: %u columns are not a multiple of %s's %u-column "
-                       "block", en, nm, cols, kern_type_name((enum kern_type)type),
-                       kern_type_block((enum kern_type)type));
-        if (kern_ld_u32(sl + FMT_SL_NTILES) != fmt_plan_tiles(rows, cols))
-            return bad(err, errlen, FMT_EFORMAT, p,
-                       "layer %u %s: %u tiles, expected %u", en, nm,
-                       kern_ld_u32(sl + FMT_SL_NTILES),
-                       fmt_plan_tiles(rows, cols));
-        *tiles += (uint64_t)fmt_plan_tiles(rows, cols) *
-                  (s >= FMT_S_EXP_GATE && s <= FMT_S_EXP_DOWN ? hp->n_experts : 1);
+    } else if ((rc = tiled_slot(m, en, s, sl, tiles, err, errlen))) {
+        return rc;
     }
     e->kind[s] = kind;
     e->off[s] = off;

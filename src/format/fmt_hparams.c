@@ -3,7 +3,8 @@
  * every reader and writer of this module shares: the names of the combine
  * styles, the pipeline fields' consistency, the .cflow header's fields
  * (their bytes both ways, and their widths) and the one rule for a
- * tensor's rank.  It sits below them all
+ * tensor's rank, and which slots a .cflow entry has, of what kind and
+ * shape.  It sits below them all
  * (the .cflow reader, the source toolkit fmt_src.c and the converters), so
  * each imports the rules downwards and none holds them for the others.
  */
@@ -454,4 +455,155 @@ void fmt_deepseek2_scale(fmt_hparams *h)
     const float org = af * (1.0f + 0.1f * logf(1.0f / freq_scale));
     const float mscale = org * (1.0f + 0.1f * h->yarn_log_mul * logf(1.0f / freq_scale));
     h->attn_scale = 1.0f * mscale * mscale / sqrtf((float)(h->mla_nope + h->rope_dims));
+}
+
+/* ---- the .cflow's slots: each entry's, of what kind and shape ---------- */
+
+/* The globals' entry's slot s. */
+static void global_slot(const fmt_hparams *hp, int s, int *kind, uint32_t *rows,
+                        uint32_t *cols)
+{
+    switch (s) {
+    case FMT_S_TOK_EMBD: *kind = FMT_K_TILED; *rows = hp->vocab_size; *cols = hp->dim; break;
+    case FMT_S_OUT_NORM: *kind = FMT_K_VEC; *rows = hp->dim; *cols = 1; break;
+    case FMT_S_OUTPUT:
+        if (!(hp->flags & FMT_FLAG_TIED)) {
+            *kind = FMT_K_TILED; *rows = hp->vocab_size; *cols = hp->dim;
+        }
+        break;
+    case FMT_S_XSLOTS:
+        if (hp->flags & FMT_FLAG_XSLOTS) {
+            *kind = FMT_K_XSLOTS; *rows = FMT_NXSLOT; *cols = FMT_SLOT_SIZE;
+        }
+        break;
+    case FMT_S_ROPE_SHORT:
+    case FMT_S_ROPE_LONG:
+        /* LongRoPE: short always, long where the model has it */
+        if (hp->rope_scaling == FMT_ROPE_LONGROPE) {
+            *kind = s == FMT_S_ROPE_SHORT ? FMT_K_VEC : -FMT_K_VEC;
+            *rows = (hp->rope_dims ? hp->rope_dims : hp->head_dim) / 2; *cols = 1;
+        }
+        break;
+    }
+}
+
+/* A layer's slots that the families add (post-norms, biases, sinks, shared
+ * experts, MLA's parts, the geometry record).  A negative kind: optional,
+ * empty or of that kind and shape. */
+static void family_slot(const fmt_hparams *hp, const fmt_layer_geom *g, int s, int *kind,
+                        uint32_t *rows, uint32_t *cols)
+{
+    const uint32_t E = hp->n_experts, ef = hp->expert_ffn_dim;
+    const int opt = -FMT_K_VEC, optm = -FMT_K_F32MAT;
+    switch (s) {
+    case FMT_S_ATTN_POST_NORM:
+    case FMT_S_FFN_POST_NORM:
+    case FMT_S_O_BIAS: *kind = opt; *rows = hp->dim; *cols = 1; break;
+    case FMT_S_SINKS: *kind = opt; *rows = g->n_heads; *cols = 1; break;
+    case FMT_S_ROUTER_BIAS: *kind = opt; *rows = E; *cols = 1; break;
+    case FMT_S_EXP_GU_BIAS: *kind = optm; *rows = 2 * E; *cols = ef; break;
+    case FMT_S_EXP_DOWN_BIAS: *kind = optm; *rows = E; *cols = hp->dim; break;
+    case FMT_S_SH_GATE:
+    case FMT_S_SH_UP:
+        if (hp->shared_ffn_dim) {
+            *kind = FMT_K_TILED; *rows = hp->shared_ffn_dim; *cols = hp->dim;
+        }
+        break;
+    case FMT_S_SH_DOWN:
+        if (hp->shared_ffn_dim) {
+            *kind = FMT_K_TILED; *rows = hp->dim; *cols = hp->shared_ffn_dim;
+        }
+        break;
+    case FMT_S_KV_A_NORM:
+        if (hp->mla_rank) {
+            *kind = FMT_K_VEC; *rows = hp->mla_rank; *cols = 1;
+        }
+        break;
+    case FMT_S_K_B:
+        if (hp->mla_rank) {
+            *kind = FMT_K_TILED; *rows = g->n_heads * hp->mla_rank; *cols = hp->mla_nope;
+        }
+        break;
+    case FMT_S_V_B:
+        if (hp->mla_rank) {
+            *kind = FMT_K_TILED; *rows = g->n_heads * hp->mla_v; *cols = hp->mla_rank;
+        }
+        break;
+    case FMT_S_Q_A_NORM:
+        if (hp->mla_q_rank) {
+            *kind = FMT_K_VEC; *rows = hp->mla_q_rank; *cols = 1;
+        }
+        break;
+    case FMT_S_Q_B:
+        if (hp->mla_q_rank) {
+            *kind = FMT_K_TILED; *rows = fmt_layer_q_rows(hp, g); *cols = hp->mla_q_rank;
+        }
+        break;
+    case FMT_S_LAYER_GEOM:
+        if (hp->flags & FMT_FLAG_LAYER_GEOM) {
+            *kind = FMT_K_LGEOM; *rows = 1; *cols = FMT_LGEOM_SIZE;
+        }
+        break;
+    }
+}
+
+void fmt_slot_expect(const fmt_hparams *hp, const fmt_layer_geom *g, unsigned entry, int s,
+                     int *kind, uint32_t *rows, uint32_t *cols)
+{
+    *kind = FMT_K_EMPTY;
+    *rows = *cols = 0;
+    if (entry == hp->n_layers) {
+        global_slot(hp, s, kind, rows, cols);
+        return;
+    }
+    uint32_t q = hp->mla_q_rank ? hp->mla_q_rank : fmt_layer_q_rows(hp, g);
+    uint32_t kv = g->n_kv_heads * g->head_dim;
+    uint32_t oc = fmt_layer_o_cols(hp, g);
+    int shared = !fmt_layer_has_v(hp, g);
+    uint32_t E = hp->n_experts, ef = hp->expert_ffn_dim;
+    const int dense = fmt_layer_dense(hp, entry), moe = fmt_layer_moe(hp, g, entry);
+    if (!dense && s >= FMT_S_FFN_NORM && s <= FMT_S_DOWN)
+        return;
+    if (!moe && ((s >= FMT_S_ROUTER && s <= FMT_S_EXP_DOWN) || s == FMT_S_MOE_NORM ||
+                 (s >= FMT_S_ROUTER_BIAS && s <= FMT_S_SH_DOWN)))
+        return;
+    if (shared && s == FMT_S_V)
+        return;
+    switch (s) {
+    case FMT_S_ATTN_NORM:
+    case FMT_S_FFN_NORM:
+    case FMT_S_MOE_NORM: *kind = FMT_K_VEC; *rows = hp->dim; *cols = 1; break;
+    case FMT_S_ROUTER: *kind = FMT_K_F32MAT; *rows = E; *cols = hp->dim; break;
+    case FMT_S_EXPERT_TABLE: *kind = FMT_K_EXPTABLE; *rows = E; *cols = 2; break;
+    case FMT_S_EXP_GATE:
+    case FMT_S_EXP_UP: *kind = FMT_K_TILED; *rows = ef; *cols = hp->dim; break;
+    case FMT_S_EXP_DOWN: *kind = FMT_K_TILED; *rows = hp->dim; *cols = ef; break;
+    case FMT_S_Q: *kind = FMT_K_TILED; *rows = q; *cols = hp->dim; break;
+    case FMT_S_K:
+    case FMT_S_V: *kind = FMT_K_TILED; *rows = kv; *cols = hp->dim; break;
+    case FMT_S_O: *kind = FMT_K_TILED; *rows = hp->dim; *cols = oc; break;
+    case FMT_S_GATE:
+    case FMT_S_UP: *kind = FMT_K_TILED; *rows = hp->ffn_dim; *cols = hp->dim; break;
+    case FMT_S_DOWN: *kind = FMT_K_TILED; *rows = hp->dim; *cols = hp->ffn_dim; break;
+    case FMT_S_QKV_BIAS:
+        if (hp->flags & FMT_FLAG_QKV_BIAS) {
+            *kind = FMT_K_VEC; *rows = q + (shared ? 1 : 2) * kv; *cols = 1;
+        }
+        break;
+    case FMT_S_Q_NORM:
+    case FMT_S_K_NORM:
+        /* per head, or the whole width (OLMoE): read_slot takes either */
+        if (hp->flags & FMT_FLAG_QK_NORM) {
+            *kind = FMT_K_VEC; *rows = g->head_dim; *cols = 1;
+        }
+        break;
+    case FMT_S_XSLOTS:
+        if (hp->flags & FMT_FLAG_XSLOTS) {
+            *kind = FMT_K_XSLOTS; *rows = FMT_NXSLOT; *cols = FMT_SLOT_SIZE;
+        }
+        break;
+    default:
+        family_slot(hp, g, s, kind, rows, cols);
+        break;
+    }
 }

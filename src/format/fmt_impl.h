@@ -80,6 +80,12 @@ int fmt_hp_meta_load(const fmt_kv *kv, fmt_hparams *hp, char *why, size_t whylen
 int fmt_family_check(const fmt_hparams *hp, char *why, size_t whylen);
 /* The header's attention geometry as a layer's (g zeroed first). */
 void fmt_layer_geom_default(const fmt_hparams *hp, fmt_layer_geom *g);
+/* Slot s of .cflow table entry `entry` (n_layers: the globals) of a layer
+ * of geometry g: its kind (FMT_K_*; negative: optional, empty or of that
+ * kind) and its rows and cols; FMT_K_EMPTY and 0 rows when the slot must
+ * be empty.  The reader holds every slot to it. */
+void fmt_slot_expect(const fmt_hparams *hp, const fmt_layer_geom *g, unsigned entry, int s,
+                     int *kind, uint32_t *rows, uint32_t *cols);
 /* DeepSeek-V2's q.k scale (attn_scale) from its RoPE fields and latent
  * sizes, as llama.cpp's graph computes it (the GGUF and the
  * config.json readers of the family both set it). */

@@ -127,6 +127,40 @@ static int gguf_vocab_size(fmt_src *s, const char *a, char *err, size_t errlen)
     return FMT_OK;
 }
 
+/* A MoE's expert keys: the experts' FFN width (a Mixtral-style model's
+ * experts replace the dense FFN), and how the chosen weights are summed.
+ * Routing: every MoE we read takes a softmax over all E router logits
+ * and keeps the top k; Mixtral ("llama") then softmaxes the k chosen
+ * logits, which equals renormalising the chosen probabilities, and
+ * Qwen3-MoE renormalises when norm_topk_prob (llama.cpp's converter
+ * writes it as expert_weights_norm; absent means true, as llama.cpp
+ * builds qwen3moe).  A family may say otherwise (fmt_family.c). */
+static int gguf_experts(fmt_src *s, const char *a, char *err, size_t errlen)
+{
+    fmt_hparams *h = &s->hp;
+    int rc;
+    if (h->n_experts == 0)
+        return FMT_OK;
+    h->expert_ffn_dim = h->ffn_dim;
+    if ((rc = fmt_gguf_key_u32(s, "expert_feed_forward_length", &h->expert_ffn_dim, 0,
+                               err, errlen)) < 0)
+        return rc;
+    /* Mixtral-style: the experts replace the dense FFN */
+    if (!fmt_src_find(s, "blk.0.ffn_gate.weight"))
+        h->ffn_dim = 0;
+    /* renormalised unless expert_weights_norm says not */
+    char wk[128];
+    int norm = 1;
+    snprintf(wk, sizeof wk, "%s.expert_weights_norm", a);
+    if (fmt_kv_has(s->kv, wk) && fmt_kv_get_bool(s->kv, wk, &norm) < 0) {
+        fmt_err(err, errlen, "%s: metadata %s is not a boolean", s->path, wk);
+        return FMT_EFORMAT;
+    }
+    if (!norm)
+        h->flags |= FMT_FLAG_MOE_NO_RENORM;
+    return FMT_OK;
+}
+
 int fmt_src_gguf_open(fmt_src *s, char *err, size_t errlen)
 {
     fmt_hparams *h = &s->hp;
@@ -184,33 +218,8 @@ int fmt_src_gguf_open(fmt_src *s, char *err, size_t errlen)
     }
     if (rd && rd != h->head_dim)
         h->rope_dims = rd;             /* partial RoPE (checked below) */
-    if (h->n_experts > 0) {
-        h->expert_ffn_dim = h->ffn_dim;
-        if ((rc = fmt_gguf_key_u32(s, "expert_feed_forward_length", &h->expert_ffn_dim, 0,
-                                   err, errlen)) < 0)
-            return rc;
-        /* Mixtral-style: the experts replace the dense FFN */
-        if (!fmt_src_find(s, "blk.0.ffn_gate.weight"))
-            h->ffn_dim = 0;
-    }
-    /* Routing.  Every MoE we read takes a softmax over all E router logits
-     * and keeps the top k; Mixtral ("llama") then softmaxes the k chosen
-     * logits, which equals renormalising the chosen probabilities, and
-     * Qwen3-MoE renormalises when norm_topk_prob (llama.cpp's converter
-     * writes it as expert_weights_norm; absent means true, as llama.cpp
-     * builds qwen3moe).  A family may say otherwise (fmt_family.c). */
-    if (h->n_experts > 0) {
-        char wk[128];
-        int norm = 1;
-        snprintf(wk, sizeof wk, "%s.expert_weights_norm", a);
-        if (fmt_kv_has(s->kv, wk) && fmt_kv_get_bool(s->kv, wk, &norm) < 0) {
-            fmt_err(err, errlen, "%s: metadata %s is not a boolean", s->path, wk);
-            return FMT_EFORMAT;
-        }
-        if (!norm)
-            h->flags |= FMT_FLAG_MOE_NO_RENORM;
-    }
-    if ((rc = gguf_vocab_size(s, a, err, errlen)) < 0)
+    if ((rc = gguf_experts(s, a, err, errlen)) < 0 ||
+        (rc = gguf_vocab_size(s, a, err, errlen)) < 0)
         return rc;
     if ((rc = fmt_src_check_hparams(s, err, errlen)) < 0)
         return rc;

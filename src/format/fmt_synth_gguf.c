@@ -605,25 +605,65 @@ static int arch_keys(const fmt_synth_geom *g, fmt_kv *kv, uint32_t vocab, uint32
     return bad ? FMT_ENOMEM : 0;
 }
 
+/* The preset's geometry: a bench preset's, or a llama one's; else 1 with
+ * the error naming the presets a GGUF can hold. */
+static int gguf_geom(const char *preset, fmt_synth_geom *g, char *err, size_t errlen)
+{
+    const fmt_synth_geom *bg = fmt_synth_bench_find(preset);
+    if (bg) {
+        *g = *bg;
+        return 0;
+    }
+    if (!fmt_synth_llama_geom(preset, g))
+        return 0;
+    char list[1024];
+    size_t o = 0;
+    list[0] = '\0';
+    for (unsigned i = 0; fmt_synth_bench_name(i) && o < sizeof list; i++)
+        o += (size_t)snprintf(list + o, sizeof list - o, ", %s", fmt_synth_bench_name(i));
+    fmt_err(err, errlen, "preset '%s' cannot be written as GGUF (llama.cpp "
+            "has no such architecture); GGUF presets: tiny-mixtral%s", preset, list);
+    return 1;
+}
+
+/* The GGUF header: magic, version 3, the counts, the metadata kv, each of
+ * the nt tensors' infos (data offsets 32-aligned), padded to 32 bytes: 0,
+ * or -1 out of memory. */
+static int wr_header(wr *w, const fmt_kv *kv, const tdesc *t, size_t nt)
+{
+    size_t kvn = fmt_kv_write(kv, NULL);
+    uint8_t *kvb = malloc(kvn ? kvn : 1);
+    if (!kvb)
+        return -1;
+    fmt_kv_write(kv, kvb);
+    wr_bytes(w, "GGUF", 4);
+    wr_u32(w, 3);
+    wr_u64(w, nt);
+    wr_u64(w, fmt_kv_count(kv));
+    wr_bytes(w, kvb, kvn);
+    free(kvb);
+    uint64_t off = 0;
+    for (size_t i = 0; i < nt; i++) {
+        wr_str(w, t[i].name);
+        wr_u32(w, t[i].ndim);
+        for (unsigned k = 0; k < t[i].ndim; k++)
+            wr_u64(w, t[i].ne[k]);
+        wr_u32(w, (uint32_t)t[i].dtype);
+        wr_u64(w, off);
+        off += (tensor_bytes(&t[i]) + 31) / 32 * 32;
+    }
+    wr_pad(w, 32);
+    return 0;
+}
+
 int fmt_synth_write_gguf(const char *preset, const char *path,
                          const char *vocab_gguf, uint64_t seed, const fmt_quant *q,
                          float zipf, fmt_progress_fn progress, void *ud,
                          char *err, size_t errlen)
 {
     fmt_synth_geom g;
-    const fmt_synth_geom *bg = fmt_synth_bench_find(preset);
-    if (bg)
-        g = *bg;
-    else if (fmt_synth_llama_geom(preset, &g)) {
-        char list[1024];
-        size_t o = 0;
-        list[0] = '\0';
-        for (unsigned i = 0; fmt_synth_bench_name(i) && o < sizeof list; i++)
-            o += (size_t)snprintf(list + o, sizeof list - o, ", %s", fmt_synth_bench_name(i));
-        fmt_err(err, errlen, "preset '%s' cannot be written as GGUF (llama.cpp "
-                "has no such architecture); GGUF presets: tiny-mixtral%s", preset, list);
+    if (gguf_geom(preset, &g, err, errlen))
         return FMT_EARG;
-    }
     int file_type = 0, mt = base_type(q, &file_type);
     /* q4_0 and q8_0 are drawn as blocks (fast, and their files keep the
      * bytes they always had); everything else is drawn as floats and
@@ -690,28 +730,8 @@ int fmt_synth_write_gguf(const char *preset, const char *path,
         goto out;
     rc = FMT_ENOMEM;
     w.f = out.f;
-    size_t kvn = fmt_kv_write(kv, NULL);
-    uint8_t *kvb = malloc(kvn ? kvn : 1);
-    if (!kvb)
+    if (wr_header(&w, kv, t, nt))
         goto out;
-    fmt_kv_write(kv, kvb);
-    wr_bytes(&w, "GGUF", 4);
-    wr_u32(&w, 3);
-    wr_u64(&w, nt);
-    wr_u64(&w, fmt_kv_count(kv));
-    wr_bytes(&w, kvb, kvn);
-    free(kvb);
-    uint64_t off = 0;
-    for (size_t i = 0; i < nt; i++) {
-        wr_str(&w, t[i].name);
-        wr_u32(&w, t[i].ndim);
-        for (unsigned k = 0; k < t[i].ndim; k++)
-            wr_u64(&w, t[i].ne[k]);
-        wr_u32(&w, (uint32_t)t[i].dtype);
-        wr_u64(&w, off);
-        off += (tensor_bytes(&t[i]) + 31) / 32 * 32;
-    }
-    wr_pad(&w, 32);
     uint64_t rng = seed ? seed : 0x5eedull, done = 0;
     for (size_t i = 0; i < nt && !w.bad; i++) {
         uint64_t n = t[i].ne[0] * t[i].ne[1] * t[i].ne[2];
