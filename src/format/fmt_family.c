@@ -110,16 +110,7 @@ static int swa_layers(fmt_src *s, uint32_t window, uint32_t period, float theta_
         } else {
             swa = period == 0 || l % period < period - 1;
         }
-        fmt_layer_geom *g = &s->lgeom[l];
-        fmt_layer_geom_default(h, g);
-        if (swa) {
-            g->sliding_window = window;
-            g->rope_theta = theta_swa;
-            if (full_scale)
-                g->rope_scale = 1.0f;
-        } else {
-            g->sliding_window = 0;
-        }
+        fmt_layer_geom_swa(h, &s->lgeom[l], swa, window, theta_swa, full_scale);
     }
     h->sliding_window = 0;
     h->flags |= FMT_FLAG_LAYER_GEOM;

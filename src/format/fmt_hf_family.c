@@ -123,15 +123,7 @@ static int hf_windows(fmt_src *s, const fmt_hf_cfg *c, uint32_t window, uint32_t
         if (n_types > 0 && !swa && !(ty && !strcmp(ty, "full_attention")))
             return bad_key(c, FMT_EUNSUP, "layer_types", "names a layer type cflow does not "
                            "implement (sliding_attention, full_attention)");
-        fmt_layer_geom_default(h, g);
-        if (swa) {
-            g->sliding_window = window;
-            g->rope_theta = theta_swa;
-            if (full_scale)
-                g->rope_scale = 1.0f;
-        } else {
-            g->sliding_window = 0;
-        }
+        fmt_layer_geom_swa(h, g, swa, window, theta_swa, full_scale);
     }
     h->sliding_window = 0;
     h->flags |= FMT_FLAG_LAYER_GEOM;

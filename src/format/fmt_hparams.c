@@ -396,6 +396,20 @@ void fmt_layer_geom_default(const fmt_hparams *hp, fmt_layer_geom *g)
                         ? 1.0f / hp->rope_factor : 1.0f;
 }
 
+void fmt_layer_geom_swa(const fmt_hparams *h, fmt_layer_geom *g, int swa, uint32_t window,
+                        float theta_swa, int full_scale)
+{
+    fmt_layer_geom_default(h, g);
+    if (swa) {
+        g->sliding_window = window;
+        g->rope_theta = theta_swa;
+        if (full_scale)
+            g->rope_scale = 1.0f;
+    } else {
+        g->sliding_window = 0;
+    }
+}
+
 /* Whether layer l has a dense FFN, and whether it has routed experts:
  * every layer both ways but for DeepSeek's leading dense layers
  * (dense_lead) and layers whose record says no_experts. */

@@ -80,6 +80,12 @@ int fmt_hp_meta_load(const fmt_kv *kv, fmt_hparams *hp, char *why, size_t whylen
 int fmt_family_check(const fmt_hparams *hp, char *why, size_t whylen);
 /* The header's attention geometry as a layer's (g zeroed first). */
 void fmt_layer_geom_default(const fmt_hparams *hp, fmt_layer_geom *g);
+/* Layer geometry g of a model with sliding windows: the header's, then a
+ * sliding layer (swa) slides over window positions and turns at base
+ * theta_swa (at RoPE scale 1 where full_scale: the scale is the full
+ * layers' alone, Gemma 3's linear factor); a full layer does not slide. */
+void fmt_layer_geom_swa(const fmt_hparams *h, fmt_layer_geom *g, int swa, uint32_t window,
+                        float theta_swa, int full_scale);
 /* Slot s of .cflow table entry `entry` (n_layers: the globals) of a layer
  * of geometry g: its kind (FMT_K_*; negative: optional, empty or of that
  * kind) and its rows and cols; FMT_K_EMPTY and 0 rows when the slot must

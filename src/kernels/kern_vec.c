@@ -353,6 +353,20 @@ void kern_rmsnorm_ggml(float *out, const float *x, const float *w, unsigned n,
         out[j] = w ? x[j] * scale * w[j] : x[j] * scale;
 }
 
+/* Pair (a, b) of each of the n_heads heads (head_dim apart) turned by the
+ * angle whose cosine and sine are c, sn: ggml's two roundings,
+ * fma(x0, c, -(x1*s)) and fma(x0, s, x1*c). */
+static void rope_turn(float *x, unsigned n_heads, unsigned head_dim, unsigned a, unsigned b,
+                      float c, float sn)
+{
+    for (unsigned h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = fmaf(x0, c, -(x1 * sn));
+        v[b] = fmaf(x0, sn, x1 * c);
+    }
+}
+
 /* ggml_rope_cache_init + rotate_pairs (mode NORMAL or NEOX, no YaRN):
  * theta starts at pos and is multiplied by theta_scale after each pair, so
  * theta_i carries i roundings, which 1/powf(base, 2i/d) would not
@@ -368,14 +382,7 @@ void kern_rope_ggml(float *x, unsigned n_heads, unsigned head_dim,
     for (unsigned i = 0; i < half; i++) {
         const float t = freq_factors ? theta / freq_factors[i] : theta;
         const float c = cosf(t), sn = sinf(t);
-        unsigned a = neox ? i : 2 * i;
-        unsigned b = neox ? i + half : 2 * i + 1;
-        for (unsigned h = 0; h < n_heads; h++) {
-            float *v = x + (size_t)h * head_dim;
-            const float x0 = v[a], x1 = v[b];
-            v[a] = fmaf(x0, c, -(x1 * sn));
-            v[b] = fmaf(x0, sn, x1 * c);
-        }
+        rope_turn(x, n_heads, head_dim, neox ? i : 2 * i, neox ? i + half : 2 * i + 1, c, sn);
         theta *= theta_scale;
     }
 }
@@ -485,14 +492,7 @@ void kern_rope_ggml_ext(float *x, unsigned n_heads, unsigned head_dim, unsigned 
         const float ff = e->freq_factors ? e->freq_factors[i] : 1.0f;
         float c, sn;
         rope_yarn(theta / ff, e, 2 * i, &c, &sn);
-        unsigned a = neox ? i : 2 * i;
-        unsigned b = neox ? i + half : 2 * i + 1;
-        for (unsigned h = 0; h < n_heads; h++) {
-            float *v = x + (size_t)h * head_dim;
-            const float x0 = v[a], x1 = v[b];
-            v[a] = fmaf(x0, c, -(x1 * sn));
-            v[b] = fmaf(x0, sn, x1 * c);
-        }
+        rope_turn(x, n_heads, head_dim, neox ? i : 2 * i, neox ? i + half : 2 * i + 1, c, sn);
         theta *= theta_scale;
     }
 }

@@ -3,9 +3,11 @@
  */
 #include "config.h"
 
+#include "format/cflow_format.h"
 #include "kern_test.h"
 
-static uint64_t kt_rng_state = 0x9E3779B97F4A7C15ull;
+/* a xorshift64* stream (not splitmix64), started at splitmix64's gamma */
+static uint64_t kt_rng_state = FMT_SPLITMIX64_GAMMA;
 
 uint64_t kt_rng_u64(void)
 {

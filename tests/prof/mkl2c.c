@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "format/cflow_format.h"
+
 static uint64_t rng = 88172645463325252ull;
 
 static float uniform(float a)
@@ -58,7 +60,7 @@ int main(int argc, char **argv)
         h[i] = (int32_t)v;
     }
     if (argc == 10)
-        rng ^= strtoull(argv[9], NULL, 10) * 0x9e3779b97f4a7c15ull;
+        rng ^= strtoull(argv[9], NULL, 10) * FMT_SPLITMIX64_GAMMA;   /* the seed spread */
     uint64_t dim = (uint64_t)h[0], hid = (uint64_t)h[1], L = (uint64_t)h[2];
     uint64_t heads = (uint64_t)h[3], kvh = (uint64_t)h[4], V = (uint64_t)h[5];
     uint64_t seq = (uint64_t)h[6];
