@@ -267,7 +267,7 @@ const char *ui_default_model(void);
  * tokenizer beside it) given where a model is taken is converted once into
  * the cache, keyed by its content, and the conversion opened instead. */
 typedef struct ui_models_cb {
-    fmt_log_fn      log;        /* the converter's warnings, "waiting for ..." */
+    fmt_log_fn      log;        /* the converter's warnings; "waiting for ..." (info) */
     void           *log_ud;
     fmt_progress_fn progress;   /* "hashing", then "convert" */
     void           *progress_ud;

@@ -200,7 +200,7 @@ static int make_dir(const char *dir, char *err, size_t errlen)
 }
 
 /* The cache's lock, held (exclusive) on return: the fd, or -1 with err.
- * Waiting for another process is said once through log. */
+ * Waiting for another process is said once through log, as information. */
 int ui_models_lock(const char *dir, const ui_models_cb *cb, char *err, size_t errlen)
 {
     char p[PATH_MAX + 8];
@@ -212,10 +212,12 @@ int ui_models_lock(const char *dir, const ui_models_cb *cb, char *err, size_t er
     }
     if (flock(fd, LOCK_EX | LOCK_NB) == 0)
         return fd;
+    /* an info line (level 0: shown with CFLOW_VERBOSE): waiting for a
+     * sibling is how two starts share one conversion, not a fault */
     if (cb && cb->log) {
         char msg[PATH_MAX + 64];
         snprintf(msg, sizeof msg, "waiting for another cflow converting into %s", dir);
-        cb->log(cb->log_ud, 1, msg);
+        cb->log(cb->log_ud, 0, msg);
     }
     while (flock(fd, LOCK_EX))
         if (errno != EINTR) {
