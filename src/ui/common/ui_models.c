@@ -57,6 +57,7 @@
 #include <unistd.h>
 
 #include "format/cflow_format.h"
+#include "prof/prof.h"
 #include "ui/common/ui.h"
 
 #define CACHE_SCHEMA 1
@@ -506,6 +507,26 @@ static json_object *read_sidecar(const char *json_path)
 
 /* Write the sidecar of cflow (its .json beside it) for s: a temporary
  * file renamed into place. */
+/* write(2) of all n bytes (CFLOW_FAULT=convert:enospc's full disk
+ * included, prof_fault_room): 0, or -1 with errno. */
+static int put(int fd, const char *buf, size_t n)
+{
+    size_t room = prof_fault_room(n);
+    while (room) {
+        ssize_t w = write(fd, buf, room);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        buf += w;
+        room -= (size_t)w;
+        n -= (size_t)w;
+    }
+    if (n)
+        errno = ENOSPC;
+    return n ? -1 : 0;
+}
+
 static int write_sidecar(const char *cflow, const src_info *s, char *err, size_t errlen)
 {
     char side[PATH_MAX], tmp[PATH_MAX + 16];
@@ -541,9 +562,8 @@ static int write_sidecar(const char *cflow, const src_info *s, char *err, size_t
     const char *txt = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
                                                             JSON_C_TO_STRING_NOSLASHESCAPE);
     int fd = mkstemp(tmp), rc = -1;
-    size_t n = strlen(txt);
-    if (fd >= 0 && write(fd, txt, n) == (ssize_t)n && write(fd, "\n", 1) == 1 &&
-        fsync(fd) == 0 && close(fd) == 0) {
+    if (fd >= 0 && !put(fd, txt, strlen(txt)) && !put(fd, "\n", 1) && fsync(fd) == 0 &&
+        close(fd) == 0) {
         fd = -1;
         rc = rename(tmp, side);
     }
