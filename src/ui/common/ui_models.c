@@ -10,8 +10,10 @@
  *                     its extension, HASH: the key below, 16 hex digits)
  *   STEM-HASH.json    what it was made from: {"cache": 1, "source": path,
  *                     "kind": "gguf"|"hf"|"llama2c", "hash", "converted"
- *                     (unix seconds), "cflow" (version), "size" and
- *                     "mtime_ns" of the .cflow, "files": [{"path", "size",
+ *                     (unix seconds), "cflow" (version), "size",
+ *                     "mtime_ns" and "ctime_ns" of the .cflow (an entry
+ *                     that no longer stats so, or has no sidecar, is
+ *                     converted again), "files": [{"path", "size",
  *                     "dev", "ino", "mtime_ns", "ctime_ns"}...]}
  *   .lock             flock'd while a conversion or a removal runs
  * fmt_convert names its output only when it is complete (an O_TMPFILE
@@ -490,9 +492,10 @@ static int same_inputs(json_object *side, const src_info *s)
 static int cflow_intact(json_object *side, const char *cflow)
 {
     struct stat st;
-    return stat(cflow, &st) == 0 && S_ISREG(st.st_mode) &&
+    return lstat(cflow, &st) == 0 && S_ISREG(st.st_mode) &&
            jint(side, "size") == (int64_t)st.st_size &&
-           jint(side, "mtime_ns") == ns_of(&st.st_mtim);
+           jint(side, "mtime_ns") == ns_of(&st.st_mtim) &&
+           jint(side, "ctime_ns") == ns_of(&st.st_ctim);   /* touch restores mtime only */
 }
 
 static json_object *read_sidecar(const char *json_path)
@@ -547,6 +550,7 @@ static int write_sidecar(const char *cflow, const src_info *s, char *err, size_t
     json_object_object_add(o, "cflow", json_object_new_string(PACKAGE_VERSION));
     json_object_object_add(o, "size", json_object_new_int64((int64_t)cst.st_size));
     json_object_object_add(o, "mtime_ns", json_object_new_int64(ns_of(&cst.st_mtim)));
+    json_object_object_add(o, "ctime_ns", json_object_new_int64(ns_of(&cst.st_ctim)));
     for (size_t i = 0; i < s->n; i++) {
         const struct stat *st = &s->f[i].st;
         json_object *f = json_object_new_object();
@@ -591,7 +595,12 @@ static int visit(const char *dir, visit_fn fn, void *ctx)
         if (l < 23 || strcmp(de->d_name + l - 6, ".cflow"))
             continue;
         char cflow[PATH_MAX], side[PATH_MAX];
+        struct stat st;
         snprintf(cflow, sizeof cflow, "%s/%s", dir, de->d_name);
+        /* an entry is a regular file: a symlink or a folder named like
+         * one is none (never listed, opened, counted or removed through) */
+        if (lstat(cflow, &st) || !S_ISREG(st.st_mode))
+            continue;
         snprintf(side, sizeof side, "%s/%.*s.json", dir, (int)(l - 6), de->d_name);
         json_object *o = read_sidecar(side);
         rc = fn(ctx, cflow, o);
@@ -616,9 +625,12 @@ static int find_one(void *ctx, const char *cflow, json_object *side)
         size_t l = strlen(cflow);
         if (strncmp(cflow + l - 6 - 16, c->s->hash, 16) || cflow[l - 6 - 17] != '-')
             return 0;
-        /* a .cflow whose sidecar is missing was still renamed into place
-         * whole; one whose sidecar disagrees with it was changed since */
-        if (side && !cflow_intact(side, cflow))
+        /* only an entry whose sidecar agrees with it: a conversion writes
+         * its sidecar under the lock, so one without was cut short between
+         * the rename and the sidecar, or lost it, or was edited, truncated
+         * or replaced by hand (its size or mtime disagree): it is
+         * converted again, over it */
+        if (!side || !cflow_intact(side, cflow))
             return 0;
     } else if (!side || !same_inputs(side, c->s) || !cflow_intact(side, cflow)) {
         return 0;
