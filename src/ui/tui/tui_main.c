@@ -338,6 +338,7 @@ static void run_loop(void)
 int main(int argc, char **argv)
 {
     tui_args o;
+    ui_std_fds();
     setlocale(LC_ALL, "");
     int rc = parse_flags(argc, argv, &o);
     if (rc < 0)
