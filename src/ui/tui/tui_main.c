@@ -47,6 +47,8 @@ static int curses_on;
 /* ======================================================================= */
 static void restore_terminal(void)
 {
+    if (curses_on)
+        tui_input_paste_mode(0);
     if (curses_on && !isendwin())
         endwin();
     curses_on = 0;
