@@ -139,6 +139,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -637,6 +638,24 @@ static int migrate(prof_log *l, int64_t ver, char *err, size_t errlen)
     return 0;
 }
 
+/* Why path could not be opened: for a file that is not there, why its
+ * folder takes no new file (EROFS, EACCES, ENOENT); else the last errno
+ * SQLite saw (its unix VFS retries a failed read-write open read-only,
+ * so for a new file that is ENOENT whatever the cause).  0: unknown. */
+static int open_errno(sqlite3 *db, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) && errno == ENOENT) {
+        char dir[4096];
+        const char *slash = strrchr(path, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+                 slash ? path : ".");
+        if (access(dir, W_OK | X_OK))
+            return errno;
+    }
+    return db ? sqlite3_system_errno(db) : 0;
+}
+
 int prof_log_open(prof_log **out, const char *path, unsigned flags, char *err,
                   size_t errlen)
 {
@@ -655,7 +674,13 @@ int prof_log_open(prof_log **out, const char *path, unsigned flags, char *err,
                         SQLITE_OPEN_READWRITE |
                             ((flags & PROF_LOG_CREATE) ? SQLITE_OPEN_CREATE : 0),
                         prof_fault_vfs()) != SQLITE_OK) {   /* NULL: the default VFS */
+        /* "unable to open database file" says nothing of why: the
+         * system's reason (a read-only file system, no such folder) */
+        int e = open_errno(l->db, path);
         prof_log_fail(l, err, errlen, NULL);
+        size_t k = strlen(err);
+        if (e && k + 2 < errlen)
+            snprintf(err + k, errlen - k, ": %s", strerror(e));
         goto fail;
     }
     sqlite3_busy_timeout(l->db, BUSY_TIMEOUT_MS);
