@@ -54,6 +54,18 @@ static void restore_terminal(void)
     curses_on = 0;
 }
 
+/* Ctrl-Z: ncurses' own handler (installed by initscr) gives the terminal
+ * back, stops, and takes it again on SIGCONT; bracketed paste is turned
+ * off around it, so the shell gets a terminal as it was. */
+static struct sigaction curses_tstp;
+static void on_tstp(int sig)
+{
+    tui_input_paste_mode(0);
+    if (curses_tstp.sa_handler != SIG_DFL && curses_tstp.sa_handler != SIG_IGN)
+        curses_tstp.sa_handler(sig);
+    tui_input_paste_mode(1);
+}
+
 static void on_fatal(int sig)
 {
     restore_terminal();
@@ -269,6 +281,12 @@ static int start_curses(void)
             app.panes[i].hidden = 1;
     refresh();
     tui_input_setup(&app);
+    if (sigaction(SIGTSTP, NULL, &curses_tstp) == 0 && !(curses_tstp.sa_flags & SA_SIGINFO) &&
+        curses_tstp.sa_handler != SIG_DFL && curses_tstp.sa_handler != SIG_IGN) {
+        struct sigaction sa = curses_tstp;
+        sa.sa_handler = on_tstp;
+        sigaction(SIGTSTP, &sa, NULL);
+    }
     if (tui_input_first_start())
         tui_chat_add(&app.chat, TUI_NOTE, "F1 or /help: keys and commands; F10 quits");
     return 0;
