@@ -74,32 +74,16 @@ static void wait_count(const char *what, int n)
     }
 }
 
-/* The chat pane's text: each row's text between the box's first two
- * verticals (the panes beside it left out), blanks dropped. */
+/* The chat pane's text, blanks dropped (malloc'd). */
 static char *chat_text(void)
 {
-    static const char bar[] = "\u2502";
-    char *scr = history();
-    size_t n = strlen(scr);
-    char *o = malloc(n + 1), *q = o;
-    assert_non_null(o);
-    for (const char *p = scr; *p;) {
-        const char *eol = strchr(p, '\n');
-        if (!eol)
-            eol = p + strlen(p);
-        if (!strncmp(p, bar, 3)) {
-            const char *t = p + 3, *e = strstr(t, bar);
-            if (!e || e > eol)
-                e = eol;
-            for (; t < e; t++)
-                if (*t != ' ')
-                    *q++ = *t;
-        }
-        p = *eol ? eol + 1 : eol;
-    }
+    char *scr = history(), *t = tt_chat_text(scr), *q = t;
+    for (const char *p = t; *p; p++)
+        if (*p != ' ')
+            *q++ = *p;
     *q = 0;
     free(scr);
-    return o;
+    return t;
 }
 
 /* The reply to prompt (its text, blanks dropped): what the chat shows
