@@ -9,6 +9,10 @@
  *     refused with "still generating" (about 70 000 errors in the chat).
  *     Now the paste is text in the input line: no prompt, no error, the
  *     screen idle, the pasted tail shown at the input;
+ *   - a flood of escape sequences and control bytes ending in a paste
+ *     whose end never comes (ESC[200~ alone): every later key, Enter
+ *     included, was pasted text for good; now the paste ends after a
+ *     second without input;
  *   - the input line cleared (C-u), a prompt typed: its reply;
  *   - a storm of resizes (20x5, 400x120, 30 times) while the next reply
  *     is generated, then one more turn;
@@ -142,6 +146,26 @@ static void test_paste_resize_reuse(void **state)
     assert_int_equal(count("still generating"), 0);
     assert_int_equal(count(LINE), 0);   /* no prompt went out */
     free(tt_tmux(sock, "send-keys", "-t", "t", "C-u", NULL));
+    /* a flood of escape sequences and control bytes, ending in a paste
+     * that never ends: after a second without input, keys are keys again */
+    static const char *const seqs[] = {
+        "\033[", "\033[1;5A", "\033O", "\033[200~", "\033[201~", "\033]0;x\007",
+        "\033[?1049l", "\033c", "\033[6n", "\033[M ab", "\033", "\033[999;999H", "\014",
+        "\177", "\377", "\303", "x",
+    };
+    char *flood = malloc(64 * 1000 + 16), *q = flood;
+    for (int i = 0; i < 1000; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const char *sq = seqs[(x >> 33) % (sizeof seqs / sizeof *seqs)];
+        q += sprintf(q, "%s", sq);
+    }
+    sprintf(q, "\033[200~");
+    free(tt_tmux(sock, "send-keys", "-t", "t", "-l", flood, NULL));
+    free(flood);
+    sleep_ms(2500);
+    /* readline may wait for the rest of a key sequence the flood began:
+     * C-g drops it, then the line is emptied from its end */
+    free(tt_tmux(sock, "send-keys", "-t", "t", "C-g", "C-e", "C-u", NULL));
     tt_send_line(sock, "Once upon a time");
     wait_count(LINE, 1);
     /* the next reply under a storm of resizes */

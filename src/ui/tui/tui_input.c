@@ -44,12 +44,17 @@ static WINDOW *in_win;   /* the screen's input window (tui_input_window) */
  * "still generating"), a tab a tab, other control characters and key
  * codes are dropped; the text is collected and inserted once at the end,
  * so readline redraws once, not per byte.  At most UI_PROMPT_MAX bytes
- * (the rest is dropped, and said). */
+ * (the rest is dropped, and said).  A paste whose end marker never comes
+ * (a flood of escape sequences holding a lone ESC[200~) ends once no
+ * input has come for PASTE_IDLE_S (tui_input_tick): else every later key,
+ * Enter included, would be text for good. */
+#define PASTE_IDLE_S 1.0
 #define KEY_PASTE_BEGIN (KEY_MAX + 1)
 #define KEY_PASTE_END   (KEY_MAX + 2)
 static char  *paste;
 static size_t paste_n, paste_cap, paste_lost;
 static int    pasting;
+static double paste_last;     /* prof_now() of the paste's last byte */
 static char hist_path[PATH_MAX + 16];
 static int first_start;
 
@@ -372,9 +377,11 @@ static void key_chat(tui_app *a, int is_key, wint_t ch)
     if (is_key && ch == KEY_PASTE_BEGIN) {
         pasting = 1;
         paste_n = paste_lost = 0;
+        paste_last = prof_now();
         return;
     }
     if (pasting) {
+        paste_last = prof_now();
         if (is_key && ch == KEY_PASTE_END)
             paste_end(a);
         else if (!is_key)
@@ -424,6 +431,12 @@ static void key_help(tui_app *a, int is_key, wint_t ch)
         if (a->help_scroll < 0)
             a->help_scroll = 0;
     }
+}
+
+void tui_input_tick(tui_app *a)
+{
+    if (pasting && prof_now() - paste_last > PASTE_IDLE_S)
+        paste_end(a);
 }
 
 void tui_input_key(tui_app *a, int is_key, wint_t ch)

@@ -323,6 +323,7 @@ static int poll_once(int busy, double last_frame)
     int kr;
     while (!app.quit && (kr = get_wch(&ch)) != ERR)
         tui_input_key(&app, kr == KEY_CODE_YES, ch);
+    tui_input_tick(&app);
     return 0;
 }
 
