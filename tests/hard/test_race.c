@@ -11,6 +11,9 @@
  *     the cache, no temporary file left), and nothing on any stderr is a
  *     warning or an error (waiting for the sibling that converts is not
  *     one: man/cflow.1, MODEL CACHE);
+ *   - 4 `cflow run` and 4 `cflow bench` released at one instant on a new
+ *     log, 3 times: 4 runs and 8 bench rows, 8 sessions, integrity ok, no
+ *     warning;
  *   - a storm of openers: 64 processes open one new log with
  *     prof_log_open at one instant, 3 times.  Each found version 0 and
  *     migrated; the migration used to check the whole schema while it
@@ -212,6 +215,57 @@ static void test_first_instant(void **state)
     print_message("%d rounds of %d processes in %.1f s\n", N_ROUNDS, N_PROC, now_s() - t0);
 }
 
+/* ---- cflow run and cflow bench on one new log -------------------------- */
+
+static void mixed_one(int i, void *ud)
+{
+    const round_ctx *c = ud;
+    char err[4200], db[4200];
+    snprintf(err, sizeof err, "%s/err.%d", c->dir, i);
+    snprintf(db, sizeof db, "%s/runs.db", c->dir);
+    int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644), n = open("/dev/null", O_WRONLY);
+    if (e < 0 || n < 0)
+        _exit(126);
+    dup2(n, 1);
+    dup2(e, 2);
+    putenv("CFLOW_READ_BW_GBS=10");
+    char *run[] = { (char *)tu_cflow(), "run", "-m", (char *)c->gguf, "-n", "16", "-t", "1",
+                    "--db", db, NULL };
+    char *bench[] = { (char *)tu_cflow(), "bench", "-m", (char *)c->gguf, "-p", "16", "-n", "16",
+                      "-r", "2", "-t", "1", "--db", db, NULL };
+    execv(tu_cflow(), i < 4 ? run : bench);
+    _exit(127);
+}
+
+static void test_run_and_bench(void **state)
+{
+    (void)state;
+    for (int r = 0; r < 3; r++) {
+        char name[32], dir[4096], db[4200];
+        snprintf(name, sizeof name, "mixed%d", r);
+        snprintf(dir, sizeof dir, "%s", tu_tmp(name));
+        assert_int_equal(mkdir(dir, 0700), 0);
+        snprintf(db, sizeof db, "%s/runs.db", dir);
+        round_ctx c = { hard_default_model(), dir };
+        assert_int_equal(at_once(N_PROC, mixed_one, &c, 120), 0);
+        for (int i = 0; i < N_PROC; i++) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/err.%d", dir, i);
+            char *err = tu_read_file(path, NULL);
+            assert_non_null(err);
+            if (strstr(err, "warning") || strstr(err, "error"))
+                fail_msg("round %d, process %d:\n%s", r, i, err);
+            free(err);
+        }
+        assert_int_equal(tu_db_int(db, "SELECT count(*) FROM run WHERE status = 'done'"), 4);
+        assert_int_equal(tu_db_int(db, "SELECT count(*) FROM bench"), 8);   /* pp16, tg16 */
+        assert_int_equal(tu_db_int(db, "SELECT count(*) FROM session"), N_PROC);
+        char ic[64];
+        tu_db_text(db, "PRAGMA integrity_check", ic, sizeof ic);
+        assert_string_equal(ic, "ok");
+    }
+}
+
 /* ---- 64 openers of one new log ---------------------------------------- */
 
 static void open_one(int i, void *ud)
@@ -302,6 +356,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_first_instant),
+        cmocka_unit_test(test_run_and_bench),
         cmocka_unit_test(test_open_storm),
         cmocka_unit_test(test_long_transaction),
     };
