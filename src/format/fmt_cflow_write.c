@@ -128,9 +128,7 @@ static int load(writer *w, const fmt_tensor *t, const void *p, uint64_t n)
 
 static int put(writer *w, const void *p, size_t n)
 {
-    /* ferror too: a write(2) that failed while stdio flushed its buffer
-     * is said now, while errno still holds why (a full disk: ENOSPC) */
-    if (n && (fwrite(p, 1, n, w->f) != n || ferror(w->f)))
+    if (n && (fwrite(p, 1, n, w->f) != n || ferror(w->f)))   /* a failed flush: errno now */
         return fail(w, FMT_EIO, "write failed: %s", strerror(errno));
     w->pos += n;
     return 0;
