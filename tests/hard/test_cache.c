@@ -104,18 +104,6 @@ static void the_entry(char *out, size_t n)
     assert_int_equal(k, 1);
 }
 
-static int count_tmp(void)
-{
-    DIR *d = opendir(g_dir);
-    struct dirent *de;
-    int k = 0;
-    while (d && (de = readdir(d)))
-        k += strstr(de->d_name, ".tmp.") != NULL;
-    if (d)
-        closedir(d);
-    return k;
-}
-
 static int setup(void **state)
 {
     (void)state;
@@ -269,7 +257,7 @@ static void test_killed_conversions(void **state)
         int st;
         assert_int_equal(waitpid(pid, &st, 0), pid);
         converted += start_ok("the start after a killed one");
-        assert_int_equal(count_tmp(), 0);
+        assert_int_equal(hard_dir_count(g_dir, ".tmp."), 0);
     }
     print_message("conversions killed at 24 moments of %.1f ms: %d next starts converted\n",
                   span * 1e3, converted);

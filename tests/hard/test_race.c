@@ -46,7 +46,6 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-#include <dirent.h>
 #include <sqlite3.h>
 
 #include "hard.h"
@@ -138,25 +137,6 @@ static void run_one(int i, void *ud)
     _exit(127);
 }
 
-/* Files in dir whose name ends with suffix; *tmp counts "*.tmp.*" ones. */
-static int count_files(const char *dir, const char *suffix, int *tmp)
-{
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    int n = 0;
-    *tmp = 0;
-    assert_non_null(d);
-    while ((de = readdir(d))) {
-        size_t l = strlen(de->d_name), k = strlen(suffix);
-        if (l >= k && !strcmp(de->d_name + l - k, suffix))
-            n++;
-        if (strstr(de->d_name, ".tmp."))
-            (*tmp)++;
-    }
-    closedir(d);
-    return n;
-}
-
 static void test_first_instant(void **state)
 {
     (void)state;
@@ -202,9 +182,8 @@ static void test_first_instant(void **state)
         }
         assert_int_equal(bad, 0);
         assert_int_equal(converted, 1);
-        int tmp;
-        assert_int_equal(count_files(cache, ".cflow", &tmp), 1);
-        assert_int_equal(tmp, 0);
+        assert_int_equal(hard_dir_count(cache, ".tmp."), 0);
+        assert_int_equal(hard_dir_count(cache, ".cflow"), 1);
         assert_int_equal(tu_db_int(db, "SELECT count(*) FROM run WHERE status = 'done'"),
                          N_PROC);
         assert_int_equal(tu_db_int(db, "SELECT count(DISTINCT pid) FROM session"), N_PROC);
