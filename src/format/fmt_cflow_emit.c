@@ -91,7 +91,7 @@ int fmt_cw_load(fmt_cw *w, const fmt_tensor *t, const void *p, uint64_t n)
 
 int fmt_cw_put(fmt_cw *w, const void *p, size_t n)
 {
-    if (n && fwrite(p, 1, n, w->f) != n)
+    if (n && (fwrite(p, 1, n, w->f) != n || ferror(w->f)))   /* a failed flush: errno now */
         return fmt_cw_fail(w, FMT_EIO, "write failed: %s", strerror(errno));
     w->pos += n;
     return 0;

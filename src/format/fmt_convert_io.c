@@ -23,6 +23,10 @@
  * output.  fmt_out_commit flushes, fsyncs and renames over the output, so
  * an existing file at that path is replaced only by a complete one; any
  * failure before leaves it untouched.
+ *
+ * Under CFLOW_FAULT=convert:enospc@N the output is written through a
+ * cookie stream whose writes take prof_fault_room's bytes and fail the
+ * rest with ENOSPC: a full disk at any byte of the output, for the tests.
  */
 #include "config.h"
 
@@ -36,6 +40,7 @@
 #include <unistd.h>
 
 #include "format/fmt_impl.h"
+#include "prof/prof.h"
 
 /* ---- input ------------------------------------------------------------ */
 
@@ -153,6 +158,35 @@ static void out_dir(const char *path, char *dir, size_t n)
         snprintf(dir, n, "%.*s", (int)(slash - path), path);
 }
 
+/* The cookie stream of CFLOW_FAULT=convert:enospc: the descriptor as a
+ * disk that fills up (short writes, then ENOSPC). */
+static ssize_t full_write(void *c, const char *buf, size_t n)
+{
+    size_t room = prof_fault_room(n);
+    ssize_t w = room ? write(*(int *)c, buf, room) : 0;
+    if (w >= 0 && (size_t)w < n)
+        errno = ENOSPC;   /* (a short count is the cookie's error) */
+    return w < 0 ? 0 : w;
+}
+static int full_seek(void *c, off64_t *off, int whence)
+{
+    off_t r = lseek(*(int *)c, (off_t)*off, whence);
+    if (r < 0)
+        return -1;
+    *off = r;
+    return 0;
+}
+static int full_close(void *c) { return close(*(int *)c); }
+
+static FILE *out_stream(fmt_out *o)
+{
+    unsigned long at;
+    if (!prof_fault_get("convert:enospc", &at))
+        return fdopen(o->fd, "wb");
+    cookie_io_functions_t io = { NULL, full_write, full_seek, full_close };
+    return fopencookie(&o->fd, "wb", io);
+}
+
 int fmt_out_open(fmt_out *o, const char *path, char *err, size_t errlen)
 {
     char dir[4096];
@@ -182,7 +216,8 @@ int fmt_out_open(fmt_out *o, const char *path, char *err, size_t errlen)
 #ifdef O_TMPFILE
 opened:
 #endif
-    if (!(o->f = fdopen(fd, "wb"))) {
+    o->fd = fd;
+    if (!(o->f = out_stream(o))) {
         int rc = out_fail(err, errlen, path, "cannot create");
         close(fd);
         fmt_out_abort(o);
@@ -197,7 +232,7 @@ opened:
 static int out_link(fmt_out *o, char *err, size_t errlen)
 {
     char proc[64];
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fileno(o->f));
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", o->fd);
     if (linkat(AT_FDCWD, proc, AT_FDCWD, o->path, AT_SYMLINK_FOLLOW) == 0)
         return 1;
     if (errno != EEXIST)
@@ -222,7 +257,7 @@ static int out_link(fmt_out *o, char *err, size_t errlen)
 int fmt_out_commit(fmt_out *o, char *err, size_t errlen)
 {
     int named = 0;
-    if (fflush(o->f) || fsync(fileno(o->f)))
+    if (fflush(o->f) || fsync(o->fd))
         return out_fail(err, errlen, o->path, "write failed");
     if (!o->tmp && (named = out_link(o, err, errlen)) < 0)
         return named;

@@ -441,6 +441,7 @@ uint64_t fmt_conv_total(const fmt_src *src);
 /* An output file that appears under its name only when complete. */
 typedef struct fmt_out {
     FILE       *f;      /* write here */
+    int         fd;     /* its descriptor (f may be a cookie stream) */
     const char *path;   /* the final name (borrowed) */
     char       *tmp;    /* the temporary name, NULL while unnamed */
 } fmt_out;

@@ -589,7 +589,9 @@ int prof_log_bench(prof_log *l, const prof_bench_row *r, char *err, size_t errle
  * counts: runlog:enospc, runlog:busy (the run log, prof_fault.c),
  * expert-read:eio, expert-read:short (the expert reads, eng_io_queue.c),
  * uring-init:eperm (eng_io_uring.c; takes no @N), serve:step-ms (N:
- * the least milliseconds of a decode step of cflow serve, srv_sched.c).
+ * the least milliseconds of a decode step of cflow serve, srv_sched.c),
+ * convert:enospc (N: the bytes a conversion's output and the model
+ * cache's files take before the disk is full; prof_fault_room).
  * This grammar is
  * written here once, for the check and for every reader of a fault. */
 
@@ -599,5 +601,10 @@ int prof_fault_ok(const char *v);
  * above; not NULL): 1 and its N in *at (0 without "@N"; at may be NULL),
  * else 0 and *at 0.  A value prof_fault_ok refuses names nothing. */
 int prof_fault_get(const char *name, unsigned long *at);
+/* Of n bytes about to be written to a conversion's output or a model
+ * cache file, how many fit under CFLOW_FAULT=convert:enospc@N (N bytes
+ * in all over the process; the caller fails the rest with ENOSPC, as a
+ * full disk does): n when the fault is not set. */
+size_t prof_fault_room(size_t n);
 
 #endif /* CFLOW_PROF_H */

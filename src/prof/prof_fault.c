@@ -25,6 +25,12 @@
  * or with one naming no run log fault, nothing is registered and the log
  * uses SQLite's default VFS.  The counters are process-wide.
  *
+ * CFLOW_FAULT=convert:enospc@N fills the disk for the converter: its
+ * output (fmt_convert_io.c writes it through prof_fault_room) and the
+ * model cache's sidecar (ui_models.c) take N bytes in all, then every
+ * write fails with ENOSPC; a write that crosses N is short first, as
+ * write(2) on a disk that fills up is.
+ *
  * CFLOW_FAULT=serve:step-ms@N makes every decode step of `cflow serve`
  * last N milliseconds at least (srv_sched.c): the shipped model, whose
  * steps take a fraction of one, then streams slowly enough for the tests
@@ -162,6 +168,7 @@ static int v_fullpath(sqlite3_vfs *v, const char *name, int n, char *out)
 static const struct { const char *name; int counted; } known[] = {
     { "runlog:enospc", 1 },     { "runlog:busy", 1 }, { "expert-read:eio", 1 },
     { "expert-read:short", 1 }, { "uring-init:eperm", 0 }, { "serve:step-ms", 1 },
+    { "convert:enospc", 1 },
 };
 enum { N_KNOWN = sizeof known / sizeof *known };
 
@@ -252,4 +259,14 @@ const char *prof_fault_vfs(void)
         return NULL;
     }
     return flt_vfs.zName;
+}
+
+size_t prof_fault_room(size_t n)
+{
+    static atomic_ulong used;
+    unsigned long at;
+    if (!prof_fault_get("convert:enospc", &at))
+        return n;
+    unsigned long before = atomic_fetch_add(&used, (unsigned long)n);
+    return before >= at ? 0 : at - before < n ? (size_t)(at - before) : n;
 }

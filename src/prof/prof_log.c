@@ -123,8 +123,8 @@
  * request as a run of its one session, several in flight at once, each
  * through its own handle (prof_log_session_join).
  * Migrating runs inside the BEGIN IMMEDIATE transaction that reads
- * user_version, so two processes opening an old log at once migrate it
- * once.  A log newer than this program is refused, never downgraded.
+ * user_version again, so two processes opening an old log at once migrate
+ * it once (migrate() says why nothing else is read under that lock).  A log newer than this program is refused, never downgraded.
  *
  * Opening checks before it writes: the version must be one this program
  * knows, a version-0 file must hold no tables (else it is another
@@ -139,6 +139,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -577,17 +578,48 @@ static int check_log(prof_log *l, int64_t *ver, char *err, size_t errlen)
     return 0;
 }
 
-/* Take the checked log from its version to PROF_LOG_SCHEMA in one
- * transaction; the check runs again inside it, since another process may
- * have migrated the file in between. */
-static int migrate(prof_log *l, char *err, size_t errlen)
+/* check_log as a reader: one read transaction (as separate statements, a
+ * log another process created between them read as version 0 holding
+ * tables, someone else's database, and the second of two runs started
+ * together on a new log went on without logging).  0, or -1 with err. */
+static int check_read(prof_log *l, int64_t *ver, char *err, size_t errlen)
 {
-    int64_t ver;
-    if (prof_log_begin(l) != SQLITE_OK)
-        return prof_log_fail(l, err, errlen, "cannot migrate");
-    if (check_log(l, &ver, err, errlen)) {
+    int chk = exec_retry(l->db, "BEGIN") == SQLITE_OK ? check_log(l, ver, err, errlen)
+                                                       : prof_log_fail(l, err, errlen, NULL);
+    if (sqlite3_get_autocommit(l->db) == 0)
+        sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL);   /* (it only read) */
+    return chk;
+}
+
+/* Take the log, checked at version ver, to PROF_LOG_SCHEMA in one
+ * transaction.  The write lock is held for the migrations alone: under it
+ * only user_version is read again, and when another process has moved it
+ * since the check the lock goes and the file is checked again as a
+ * reader, which in WAL mode blocks nobody.  (Checking under the lock made
+ * every process that found a new log at version 0 queue for it in turn,
+ * each holding it for check_tables' in-memory schema, 10-20 ms, 10 times
+ * that under AddressSanitizer: tens of processes starting on a new log, or
+ * a few on a loaded machine, waited past the busy timeout, and the last
+ * ones went on without logging after a warning.)  The version only grows,
+ * so the loop ends.  0, or -1 with err. */
+static int migrate(prof_log *l, int64_t ver, char *err, size_t errlen)
+{
+    for (;;) {
+        int64_t now = -1;
+        if (prof_log_begin(l) != SQLITE_OK)
+            return prof_log_fail(l, err, errlen, "cannot migrate");
+        if (get_int(l->db, "PRAGMA user_version", &now) != SQLITE_OK) {
+            prof_log_fail(l, err, errlen, "cannot migrate");
+            prof_log_rollback(l);
+            return -1;
+        }
+        if (now == ver)
+            break;
         prof_log_rollback(l);
-        return -1;
+        if (check_read(l, &ver, err, errlen))
+            return -1;
+        if (ver == PROF_LOG_SCHEMA)
+            return 0;
     }
     for (int64_t v = ver; v < PROF_LOG_SCHEMA; v++) {
         char pragma[64];
@@ -604,6 +636,24 @@ static int migrate(prof_log *l, char *err, size_t errlen)
     if (prof_log_commit(l) != SQLITE_OK)
         return prof_log_fail(l, err, errlen, "cannot migrate");
     return 0;
+}
+
+/* Why path could not be opened: for a file that is not there, why its
+ * folder takes no new file (EROFS, EACCES, ENOENT); else the last errno
+ * SQLite saw (its unix VFS retries a failed read-write open read-only,
+ * so for a new file that is ENOENT whatever the cause).  0: unknown. */
+static int open_errno(sqlite3 *db, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) && errno == ENOENT) {
+        char dir[4096];
+        const char *slash = strrchr(path, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+                 slash ? path : ".");
+        if (access(dir, W_OK | X_OK))
+            return errno;
+    }
+    return db ? sqlite3_system_errno(db) : 0;
 }
 
 int prof_log_open(prof_log **out, const char *path, unsigned flags, char *err,
@@ -624,7 +674,13 @@ int prof_log_open(prof_log **out, const char *path, unsigned flags, char *err,
                         SQLITE_OPEN_READWRITE |
                             ((flags & PROF_LOG_CREATE) ? SQLITE_OPEN_CREATE : 0),
                         prof_fault_vfs()) != SQLITE_OK) {   /* NULL: the default VFS */
+        /* "unable to open database file" says nothing of why: the
+         * system's reason (a read-only file system, no such folder) */
+        int e = open_errno(l->db, path);
         prof_log_fail(l, err, errlen, NULL);
+        size_t k = strlen(err);
+        if (e && k + 2 < errlen)
+            snprintf(err + k, errlen - k, ": %s", strerror(e));
         goto fail;
     }
     sqlite3_busy_timeout(l->db, BUSY_TIMEOUT_MS);
@@ -634,16 +690,8 @@ int prof_log_open(prof_log **out, const char *path, unsigned flags, char *err,
         goto fail;
     }
     /* check first; the journal mode (which rewrites the header) and any
-     * migration only for a file that passed.  The check's reads are one
-     * read transaction: as separate statements, a log another process
-     * created between them read as version 0 holding tables (someone
-     * else's database), and the second of two runs started together on a
-     * new log went on without logging. */
-    int chk = exec_retry(l->db, "BEGIN") == SQLITE_OK ? check_log(l, &ver, err, errlen)
-                                                       : prof_log_fail(l, err, errlen, NULL);
-    if (sqlite3_get_autocommit(l->db) == 0)
-        sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL);   /* (it only read) */
-    if (chk) {
+     * migration only for a file that passed */
+    if (check_read(l, &ver, err, errlen)) {
         /* a refused log in WAL mode keeps its -wal file as it is: no
          * checkpoint into the main file when this connection closes */
         sqlite3_db_config(l->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
@@ -656,7 +704,7 @@ int prof_log_open(prof_log **out, const char *path, unsigned flags, char *err,
         prof_log_fail(l, err, errlen, NULL);
         goto fail;
     }
-    if (ver < PROF_LOG_SCHEMA && migrate(l, err, errlen))
+    if (ver < PROF_LOG_SCHEMA && migrate(l, ver, err, errlen))
         goto fail;
     *out = l;
     return 0;

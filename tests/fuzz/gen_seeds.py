@@ -473,6 +473,28 @@ def quant_seeds(out, tk, nv):
         llama_kvs("llama", 32, 32, 1, 2, 1, 64, [
             kv("llama.expert_count", KV_U32, 4),
             kv("llama.expert_used_count", KV_U32, 2)]) + tk, T)
+    # experts of a 256-column type (issue 44): the lazily read bank's
+    # IQ4_XS gate/up tiles and Q5_1 down tiles (its .vflow in the cflow
+    # corpus), K-quant attention; last, so the seeds above keep their
+    # bytes
+    T = [mat("token_embd.weight", nv, 256, DT_Q6_K),
+         vec("output_norm.weight", 256), vec("blk.0.attn_norm.weight", 256),
+         mat("blk.0.attn_q.weight", 32, 256, DT_Q3_K),
+         mat("blk.0.attn_k.weight", 32, 256, DT_Q2_K),
+         mat("blk.0.attn_v.weight", 32, 256, DT_Q4_K),
+         mat("blk.0.attn_output.weight", 256, 32, DT_Q4_1),
+         vec("blk.0.ffn_norm.weight", 256),
+         ("blk.0.ffn_gate_inp.weight", [256, 4], DT_F32,
+          f32s([r.uniform(-0.1, 0.1) for _ in range(1024)]))]
+    for nm, rows, cols, dt in (("ffn_gate_exps", 32, 256, DT_IQ4_XS),
+                               ("ffn_up_exps", 32, 256, DT_IQ4_XS),
+                               ("ffn_down_exps", 256, 32, DT_Q5_1)):
+        T.append(("blk.0." + nm + ".weight", [cols, rows, 4], dt,
+                  blocks(rows * cols * 4, dt, r)))
+    out["moe-kquants.gguf"] = gguf(
+        llama_kvs("llama", 256, 32, 1, 1, 1, 64, ext + [
+            kv("llama.expert_count", KV_U32, 4),
+            kv("llama.expert_used_count", KV_U32, 2)]) + tk, T)
 
 
 def kv_type_blobs():
@@ -857,6 +879,8 @@ def cflow_seeds(cflow, ggufs, l2c):
             ("llama-kquants.gguf", None, "llama-kquants.cflow", None),
             ("llama-legacy.gguf", None, "llama-legacy.cflow", None),
             ("moe-mxfp4.gguf", None, "moe-mxfp4.vflow", None),
+            ("moe-kquants.gguf", None, "moe-kquants.vflow", None),
+            ("moe-kquants.gguf", None, "moe-kquants.cflow", None),
             ("llama-f32.gguf", None, "llama-q4_k_m.cflow", "q4_k_m")]
     for src, _, name, q in jobs:
         if src == "l2c":

@@ -47,6 +47,10 @@ void hard_refused(const char *file, const char *want, int timeout_s,
 
 #define HARD_ARGS(...) ((const char *const[]){ __VA_ARGS__, NULL })
 
+/* Entries of folder dir whose name holds part (NULL: every entry but "."
+ * and ".."); fails the test when dir cannot be read. */
+int hard_dir_count(const char *dir, const char *part);
+
 /* Non-zero in the ASan/UBSan build (CFLOW_SANITIZERS set by make check). */
 int hard_sanitizers(void);
 

@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -137,4 +138,19 @@ void hard_l2c_patched(const char *name, int field, int32_t value, char *model, c
     memcpy(m + 4 * field, &value, 4);
     assert_int_equal(tu_write_file(model, m, len), 0);
     free(m);
+}
+
+int hard_dir_count(const char *dir, const char *part)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int n = 0;
+    if (!d)
+        fail_msg("%s: cannot read the folder", dir);
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+            (!part || strstr(de->d_name, part)))
+            n++;
+    closedir(d);
+    return n;
 }

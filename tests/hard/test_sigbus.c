@@ -11,6 +11,15 @@
  * that fits in half the free memory is read in at open, and then a later
  * truncation changes nothing (test_copied: the same tokens, no error);
  * with less free memory ($CFLOW_MEM_FREE) the default maps it.
+ *
+ * Expert streaming (issue 44, class 1): a MoE model whose experts are read
+ * from the file as they are routed (--expert-io staged, the RAM cache off),
+ * on io_uring (where the kernel allows it) and on the reader pool, while
+ * `cflow run` generates: truncated to half (exit 1, one line naming the
+ * file, the offset and the short read, stdout a prefix of the tokens of
+ * the run left alone), replaced by another model renamed over it, and
+ * deleted (the open descriptor keeps the file it opened: the same tokens,
+ * exit 0).
  */
 #include "config.h"
 
@@ -312,6 +321,91 @@ static void test_pool_fault(void **state)
     munmap((void *)map, len);
 }
 
+typedef struct change_ctx {
+    const char *path, *other;
+    int         what;          /* 0 truncate, 1 rename over, 2 delete */
+    int         done;
+} change_ctx;
+
+static int change_when_running(void *ctx, pid_t pid, size_t out_len)
+{
+    change_ctx *c = ctx;
+    struct stat st;
+    (void)pid;
+    if (out_len < 40)
+        return 0;
+    c->done = c->what == 0   ? stat(c->path, &st) == 0 && truncate(c->path, st.st_size / 2) == 0
+              : c->what == 1 ? rename(c->other, c->path) == 0
+                             : unlink(c->path) == 0;
+    return 1;
+}
+
+static void streaming_changes(const char *reader)
+{
+    char model[4096], path[4096], other[4096], rd[64];
+    snprintf(model, sizeof model, "%s", tu_tmp("stream.cflow"));
+    snprintf(path, sizeof path, "%s", tu_tmp("stream-run.cflow"));
+    snprintf(other, sizeof other, "%s", tu_tmp("stream-other.cflow"));
+    snprintf(rd, sizeof rd, "CFLOW_XIO_READER=%s", reader);
+    tu_proc p, ref;
+    if (access(model, F_OK)) {
+        assert_int_equal(tu_cflow_run(&p, "synth", "report-arch4", model, (char *)NULL), 0);
+        assert_true(tu_ok(&p, "synth report-arch4"));
+        tu_proc_free(&p);
+    }
+    char *argv[] = { (char *)tu_cflow(), "run", "-m", path, "-p", "the cat", "-n", "400",
+                     "--temp", "0", "--ignore-eos", "--expert-io", "staged", "--expert-cache",
+                     "off", "--no-log", NULL };
+    char *env[] = { rd, NULL };
+    assert_int_equal(hard_copy(model, path), 0);
+    assert_int_equal(tu_run(&ref, argv, env, 120), 0);
+    assert_true(tu_ok(&ref, "the run left alone"));
+    for (int what = 0; what < 3; what++) {
+        assert_int_equal(hard_copy(model, path), 0);
+        if (what == 1) {
+            assert_int_equal(tu_cflow_run(&p, "synth", "--seed", "5", "report-arch4", other,
+                                          (char *)NULL), 0);
+            assert_true(tu_ok(&p, "synth another"));
+            tu_proc_free(&p);
+        }
+        change_ctx c = { path, other, what, 0 };
+        assert_int_equal(tu_run_watch(&p, argv, env, 120, change_when_running, &c, 2), 0);
+        assert_true(c.done);
+        assert_false(p.signaled);
+        assert_null(strstr(p.err, "Sanitizer"));
+        assert_null(strstr(p.err, "runtime error"));
+        print_message("%s, %s while it streams: exit %d, %zu of %zu bytes\n", reader,
+                      what == 0 ? "truncated" : what == 1 ? "replaced" : "deleted", p.status,
+                      p.out_len, ref.out_len);
+        if (what == 0) {
+            assert_int_equal(p.status, 1);
+            const char *line = strstr(p.err, "expert read at offset");
+            assert_non_null(line);
+            assert_null(strstr(line + 1, "expert read at offset"));
+            while (line > p.err && line[-1] != '\n')
+                line--;
+            assert_memory_equal(line, "cflow: ", 7);
+            assert_non_null(strstr(line, path));
+            assert_non_null(strstr(line, "short read"));
+            assert_true(p.out_len < ref.out_len);
+            assert_memory_equal(p.out, ref.out, p.out_len);
+        } else {
+            assert_true(tu_ok(&p, "a run whose file was replaced or deleted"));
+            assert_string_equal(p.out, ref.out);
+        }
+        tu_proc_free(&p);
+    }
+    tu_proc_free(&ref);
+}
+
+static void test_streaming_changes(void **state)
+{
+    (void)state;
+    if (tu_have_uring("test_sigbus"))
+        streaming_changes("uring");
+    streaming_changes("pool");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -322,6 +416,7 @@ int main(void)
         cmocka_unit_test(test_foreign_sigbus),
         cmocka_unit_test(test_run_one_thread),
         cmocka_unit_test(test_run_two_threads),
+        cmocka_unit_test(test_streaming_changes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,9 +20,30 @@
  * is shorter (3000 tokens, still six shifts: AddressSanitizer makes each
  * token several times slower) and LeakSanitizer checks the session at
  * exit.
+ *
+ * Soak under faults (issue 44, must show 2): the CFLOW_FAULT switch
+ * reaches every write and read a long run makes, and each is run here:
+ *   - expert reads on io_uring (where the kernel allows it) and on the
+ *     reader pool, EIO and short reads from the first read (inside the
+ *     batched prefill of a 40-token prompt) and from later ones (in
+ *     decode): exit status 1 without a signal, within the time limit, one
+ *     line naming the file and the offset, and stdout a prefix of the
+ *     fault-free run's tokens;
+ *   - the model cache's writes (convert:enospc@N: the disk full at byte N
+ *     of the conversion, its last bytes and the sidecar included): one
+ *     line "... No space left on device" naming the file, exit 1, and
+ *     nothing in the cache a later start could take (no .cflow, .json or
+ *     temporary file); then, the disk free again, the same start converts
+ *     and gives the fault-free tokens;
+ *   - the run log's writes (runlog:enospc@N, runlog:busy@N) during a run
+ *     of 600 tokens: the run ends normally with the fault-free tokens and
+ *     one warning, and the log keeps whole transactions
+ *     (integrity_check ok, the run's row and as many tokens as it
+ *     committed).
  */
 #include "config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -276,6 +297,166 @@ static void test_soak(void **state)
     tu_proc_free(&p);
 }
 
+/* ---- soak under faults ------------------------------------------------- */
+
+/* The one line of err holding what; fails when there is none or two. */
+static void one_line(const char *err, const char *what, char *line, size_t n)
+{
+    const char *at = strstr(err, what);
+    if (!at)
+        fail_msg("no \"%s\" on stderr:\n%s", what, err);
+    assert_null(strstr(at + 1, what));
+    while (at > err && at[-1] != '\n')
+        at--;
+    snprintf(line, n, "%.*s", (int)strcspn(at, "\n"), at);
+}
+
+static void soak_expert_reads(const char *reader)
+{
+    char model[4096], prompt[512] = "";
+    snprintf(model, sizeof model, "%s", tu_tmp("soak-moe.cflow"));
+    if (access(model, F_OK)) {
+        tu_proc p;
+        assert_int_equal(tu_cflow_run(&p, "synth", "report-arch4", model, (char *)NULL), 0);
+        assert_true(tu_ok(&p, "synth report-arch4"));
+        tu_proc_free(&p);
+    }
+    for (int i = 0; i < 20; i++)
+        strcat(prompt, "the cat ");
+    char rd[64];
+    snprintf(rd, sizeof rd, "CFLOW_XIO_READER=%s", reader);
+    char *argv[] = { (char *)tu_cflow(), "run", "-m", model, "-p", prompt, "-n", "96",
+                     "--temp", "0", "--ignore-eos", "--expert-io", "staged", "--expert-cache",
+                     "off", "--no-log", "-t", "2", NULL };
+    char *env0[] = { rd, NULL };
+    tu_proc ref;
+    assert_int_equal(tu_run(&ref, argv, env0, 120), 0);
+    assert_true(tu_ok(&ref, "the fault-free run"));
+    static const char *const faults[] = {
+        "expert-read:eio", "expert-read:short", "expert-read:eio@40", "expert-read:short@700",
+        "expert-read:eio@1800", "expert-read:short@2600",
+    };
+    /* the prefill reads ~1650 chunks, the 96 tokens ~3300 in all: the
+     * last two faults strike in decode (tokens already out) */
+    for (size_t f = 0; f < sizeof faults / sizeof *faults; f++) {
+        char fault[96], line[4096];
+        snprintf(fault, sizeof fault, "CFLOW_FAULT=%s", faults[f]);
+        char *env[] = { rd, fault, NULL };
+        tu_proc p;
+        assert_int_equal(tu_run(&p, argv, env, 120), 0);
+        assert_false(p.signaled);
+        assert_int_equal(p.status, 1);
+        one_line(p.err, "expert read at offset", line, sizeof line);
+        print_message("%s, %s: %zu of %zu bytes, %s\n", reader, faults[f], p.out_len,
+                      ref.out_len, line);
+        assert_non_null(strstr(line, model));
+        assert_non_null(strstr(line, strstr(faults[f], "eio") ? strerror(EIO) : "short read"));
+        assert_true(p.out_len < ref.out_len);
+        assert_memory_equal(p.out, ref.out, p.out_len);
+        if (f >= 4)
+            assert_true(p.out_len > 0);
+        tu_proc_free(&p);
+    }
+    tu_proc_free(&ref);
+}
+
+static void soak_cache_writes(void)
+{
+    const char *gguf = tu_shared("models/stories260K-q8_0.gguf");
+    tu_require(gguf);
+    char xdg[4300], dir[4200];
+    snprintf(dir, sizeof dir, "%s", tu_tmp("soak-cache"));
+    snprintf(xdg, sizeof xdg, "XDG_CACHE_HOME=%s", dir);
+    strcat(dir, "/cflow");
+    char *argv[] = { (char *)tu_cflow(), "run", "-m", (char *)gguf, "-p", "Once upon",
+                     "-n", "24", "--temp", "0", "--no-log", NULL };
+    /* the .cflow is 396700 bytes; the writer rewrites its header and
+     * tables (~4 KB more), then the sidecar (~440 bytes) */
+    static const char *const at[] = { "0", "1", "4096", "65537", "200000", "396699",
+                                      "399000", "400800" };
+    for (size_t i = 0; i < sizeof at / sizeof *at; i++) {
+        char fault[64], line[4096];
+        snprintf(fault, sizeof fault, "CFLOW_FAULT=convert:enospc@%s", at[i]);
+        char *env[] = { xdg, fault, NULL };
+        tu_proc p;
+        assert_int_equal(tu_run(&p, argv, env, 60), 0);
+        assert_false(p.signaled);
+        assert_int_equal(p.status, 1);
+        one_line(p.err, "No space left on device", line, sizeof line);
+        print_message("cache full at byte %s: %s\n", at[i], line);
+        assert_non_null(strstr(line, dir));
+        assert_int_equal(p.out_len, 0);
+        assert_int_equal(hard_dir_count(dir, ".cflow") + hard_dir_count(dir, ".json"), 0);
+        tu_proc_free(&p);
+    }
+    /* room again: the same start converts and runs */
+    char *env[] = { xdg, NULL };
+    tu_proc p, q;
+    assert_int_equal(tu_run(&p, argv, env, 60), 0);
+    assert_true(tu_ok(&p, "the start after the disk was freed"));
+    assert_non_null(strstr(p.err, "cflow: converted "));
+    assert_int_equal(hard_dir_count(dir, ".cflow") + hard_dir_count(dir, ".json"), 2);
+    assert_int_equal(tu_run(&q, argv, env, 60), 0);   /* from the cache */
+    assert_true(tu_ok(&q, "the start from the cache"));
+    assert_null(strstr(q.err, "cflow: converted "));
+    assert_string_equal(p.out, q.out);
+    tu_proc_free(&p);
+    tu_proc_free(&q);
+}
+
+static void soak_runlog_writes(void)
+{
+    const char *model = hard_default_model();
+    char *argv[] = { (char *)tu_cflow(), "run", "-m", (char *)model, "-n", "600",
+                     "--ignore-eos", "--temp", "0", "-t", "1", "--no-log", NULL, NULL, NULL };
+    char *env0[] = { "CFLOW_READ_BW_GBS=10", NULL };
+    tu_proc ref;
+    assert_int_equal(tu_run(&ref, argv, env0, 120), 0);
+    assert_true(tu_ok(&ref, "the run without a log"));
+    static const char *const faults[] = { "runlog:enospc@0", "runlog:enospc@25",
+                                          "runlog:enospc@120", "runlog:busy@3",
+                                          "runlog:busy@9" };
+    for (size_t f = 0; f < sizeof faults / sizeof *faults; f++) {
+        char fault[64], db[4096], name[64], line[4096];
+        snprintf(name, sizeof name, "soak-log%zu.db", f);
+        snprintf(db, sizeof db, "%s", tu_tmp(name));
+        snprintf(fault, sizeof fault, "CFLOW_FAULT=%s", faults[f]);
+        argv[11] = "--db";
+        argv[12] = db;
+        char *env[] = { "CFLOW_READ_BW_GBS=10", fault, NULL };
+        tu_proc p;
+        assert_int_equal(tu_run(&p, argv, env, 120), 0);
+        assert_true(tu_ok(&p, faults[f]));
+        one_line(p.err, "warning: run log", line, sizeof line);
+        print_message("%s: %s\n", faults[f], line);
+        assert_non_null(strstr(line, "continuing without logging"));
+        assert_string_equal(p.out, ref.out);
+        tu_proc_free(&p);
+        if (access(db, F_OK))
+            continue;   /* the first write failed: nothing was made */
+        char ic[64];
+        tu_db_text(db, "PRAGMA integrity_check", ic, sizeof ic);
+        assert_string_equal(ic, "ok");
+        if (tu_db_int(db, "PRAGMA user_version") == 0)
+            continue;   /* the schema's transaction failed: an empty log */
+        /* what was committed is whole: a run's tokens are never more
+         * than it counted */
+        assert_true(tu_db_int(db, "SELECT count(*) FROM run WHERE (SELECT count(*) FROM token"
+                                  " WHERE run_id = run.id) > n_prompt + n_gen") == 0);
+    }
+    tu_proc_free(&ref);
+}
+
+static void test_soak_faults(void **state)
+{
+    (void)state;
+    if (tu_have_uring("test_soak"))
+        soak_expert_reads("uring");
+    soak_expert_reads("pool");
+    soak_cache_writes();
+    soak_runlog_writes();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -283,6 +464,7 @@ int main(void)
         cmocka_unit_test(test_shift_tail),
         cmocka_unit_test(test_shift_full_context),
         cmocka_unit_test(test_soak),
+        cmocka_unit_test(test_soak_faults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

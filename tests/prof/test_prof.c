@@ -533,11 +533,12 @@ static void test_fault_grammar(void **state)
     static const char *const good[] = {
         "runlog:enospc", "runlog:busy@0", "expert-read:eio@12", "uring-init:eperm",
         "expert-read:short@3,runlog:busy,uring-init:eperm", "serve:step-ms@20",
+        "convert:enospc@4096", "runlog:enospc@3,convert:enospc",
     };
     static const char *const bad[] = {
         "", "runlog:enopsc", "runlog:busy@", "runlog:busy@x", "runlog:busy@1x",
         "uring-init:eperm@1", "expert-read:eio,", ",runlog:busy", "expert-read:eio@-1",
-        "expert-read:eiox", "runlog:busy runlog:enospc",
+        "expert-read:eiox", "runlog:busy runlog:enospc", "convert:enospc@", "convert:eio",
     };
     unsigned long at = 99;
     for (size_t i = 0; i < sizeof good / sizeof *good; i++)

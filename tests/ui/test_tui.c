@@ -70,35 +70,6 @@ static void type_line(const char *text)
  * under /tmp/ci on an AVX2 CPU). */
 #define LOADED "chatml"
 
-/* The chat pane's text as one line: each row's text between the left
- * border and the next box character, runs of blanks as one space.  The
- * pane wraps a note where the numbers in it put the break ("stopped: -n"
- * and "limit" were two rows when the prefill ran at 20894.5 tok/s). */
-static char *chat_text(const char *scr)
-{
-    static const char bar[] = "\u2502";   /* the box's vertical */
-    size_t n = strlen(scr);
-    char *o = malloc(n + 1), *q = o;
-    assert_non_null(o);
-    for (const char *p = scr; *p;) {
-        const char *eol = strchr(p, '\n');
-        if (!eol)
-            eol = p + strlen(p);
-        if (!strncmp(p, bar, 3)) {
-            const char *t = p + 3, *e = strstr(t, bar);
-            if (!e || e > eol)
-                e = eol;
-            for (; t < e; t++)
-                if (*t != ' ' || (q > o && q[-1] != ' '))
-                    *q++ = *t;
-            if (q > o && q[-1] != ' ')
-                *q++ = ' ';
-        }
-        p = *eol ? eol + 1 : eol;
-    }
-    *q = 0;
-    return o;
-}
 
 /* s is on the screen, on one row or wrapped in the chat pane. */
 static int on_screen(const char *scr, const char *s)
@@ -107,7 +78,7 @@ static int on_screen(const char *scr, const char *s)
         return 0;
     if (strstr(scr, s))
         return 1;
-    char *t = chat_text(scr);
+    char *t = tt_chat_text(scr);
     int r = strstr(t, s) != NULL;
     free(t);
     return r;

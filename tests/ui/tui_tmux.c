@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "testutil.h"
 #include "ui/tui_tmux.h"
@@ -58,4 +59,31 @@ void tt_kill(char *sock)
     if (sock[0])
         free(tt_tmux(sock, "kill-server", NULL));
     sock[0] = 0;
+}
+
+char *tt_chat_text(const char *scr)
+{
+    static const char bar[] = "\u2502";   /* the box's vertical */
+    size_t n = strlen(scr);
+    char *o = malloc(n + 1), *q = o;
+    if (!o)
+        fail_msg("out of memory");
+    for (const char *p = scr; *p;) {
+        const char *eol = strchr(p, '\n');
+        if (!eol)
+            eol = p + strlen(p);
+        if (!strncmp(p, bar, 3)) {
+            const char *t = p + 3, *e = strstr(t, bar);
+            if (!e || e > eol)
+                e = eol;
+            for (; t < e; t++)
+                if (*t != ' ' || (q > o && q[-1] != ' '))
+                    *q++ = *t;
+            if (q > o && q[-1] != ' ')
+                *q++ = ' ';
+        }
+        p = *eol ? eol + 1 : eol;
+    }
+    *q = 0;
+    return o;
 }

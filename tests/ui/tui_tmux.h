@@ -23,4 +23,10 @@ void tt_send_line(const char *sock, const char *text);
  * and forget it, so a failed check never leaves cflow-tui running. */
 void tt_kill(char *sock);
 
+/* The chat pane's text in a screen capture scr: each row's text between
+ * the box's first two verticals (the panes beside it left out), its runs
+ * of blanks one blank, rows joined by a blank, so that text the pane
+ * wrapped reads as one line (malloc'd). */
+char *tt_chat_text(const char *scr);
+
 #endif

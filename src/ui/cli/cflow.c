@@ -12,6 +12,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,6 +53,7 @@ static void version(void)
 
 int main(int argc, char **argv)
 {
+    ui_std_fds();
     if (argc < 2) {
         usage(stderr);
         return UI_EXIT_USAGE;
@@ -71,7 +73,13 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
         if (!strcmp(argv[1], cmds[i].name)) {
             int rc = ui_env_check("cflow");
-            return rc >= 0 ? rc : cmds[i].fn(argc - 1, argv + 1);
+            if (rc < 0)
+                rc = cmds[i].fn(argc - 1, argv + 1);
+            /* what the command printed must have reached stdout: a
+             * closed or full one is an error, never a silent success */
+            if (rc == UI_EXIT_OK && (fflush(stdout) || ferror(stdout)))
+                rc = ui_error("standard output: %s", strerror(errno));
+            return rc;
         }
     ui_eprintf("cflow: unknown command '%s'\n", argv[1]);
     usage(stderr);

@@ -15,6 +15,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -44,17 +45,19 @@ static void help(const ui_settings *d)
 }
 
 /* Why the generation ended, as the statistics say it. */
-enum run_stop { STOP_EOS = 0, STOP_LIMIT, STOP_CTX, STOP_INT };
+enum run_stop { STOP_EOS = 0, STOP_LIMIT, STOP_CTX, STOP_INT, STOP_TERM, STOP_PIPE };
 static const char *const stop_text[] = { "end of text", "the -n limit", "context full",
-                                         "Ctrl-C" };
+                                         "Ctrl-C", "SIGTERM", "the output's reader leaving" };
 
-/* Ctrl-C stops the generation between two tokens; the statistics and the
- * run log still come, and a second Ctrl-C kills as usual (SA_RESETHAND). */
-static volatile sig_atomic_t got_int;
+/* Ctrl-C or SIGTERM stops the generation between two tokens; the
+ * statistics and the run log still come, and a second one kills as usual
+ * (SA_RESETHAND).  A reader that leaves (`| head -c 10`: EPIPE, SIGPIPE
+ * ignored meanwhile) stops it the same way.  The exit status is then the
+ * one a shell reports for the signal: 130, 143, 141. */
+static volatile sig_atomic_t got_sig;
 static void on_int(int sig)
 {
-    (void)sig;
-    got_int = 1;
+    got_sig = sig;
 }
 
 /* One generation: the session, the tokens so far and what the loop
@@ -82,13 +85,22 @@ typedef struct run_ctx {
  * newline and tab are escaped (ui_fputs_text): a byte token can emit ESC
  * and a model, prompted or not, can spell an escape sequence.  Piped, the
  * bytes go out as the model made them. */
-static void put_text(const run_ctx *r, const char *buf, size_t n)
+static int put_text(run_ctx *r, const char *buf, size_t n)
 {
     if (r->tty)
         ui_fputs_text(stdout, buf, n);
     else
         fwrite(buf, 1, n, stdout);
-    fflush(stdout);
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return 0;
+    /* the reader left: a stop; any other failure (a closed stdout, a
+     * full disk) loses text: an error */
+    if (errno == EPIPE) {
+        r->stop = STOP_PIPE;
+        return 1;
+    }
+    snprintf(r->err, sizeof r->err, "standard output: %s", strerror(errno));
+    return -1;
 }
 
 static int open_session(run_ctx *r, const char *model)
@@ -179,9 +191,10 @@ static int generate(run_ctx *r)
     dt.prev = r->ids[r->n_ids - 1];
     r->n_keep = r->n_ids < eng_n_ctx(r->s) / 4 ? (uint32_t)r->n_ids : eng_n_ctx(r->s) / 4;
     r->stop = STOP_LIMIT;
+    int wrc = 0;
     for (long i = 0; i < n_predict; i++) {
-        if (got_int) {
-            r->stop = STOP_INT;
+        if (got_sig) {
+            r->stop = got_sig == SIGTERM ? STOP_TERM : STOP_INT;
             break;
         }
         int32_t next = eng_sampler_sample(r->smp, eng_logits(r->s), r->ids, r->n_ids);
@@ -200,7 +213,8 @@ static int generate(run_ctx *r)
             if (r->o->reasoning)
                 ui_fputs_text(stderr, buf, k);
         } else if (ch == ENG_HCH_FINAL && !eng_tok_is_control(tok, next)) {
-            put_text(r, buf, eng_detok_push(&dt, tok, next, buf, sizeof buf));
+            if ((wrc = put_text(r, buf, eng_detok_push(&dt, tok, next, buf, sizeof buf))))
+                break;
         } else if (r->harmony) {
             eng_detok_push(&dt, tok, next, buf, sizeof buf);   /* (the structure) */
         }
@@ -215,8 +229,9 @@ static int generate(run_ctx *r)
             return ui_error("%s", r->err);
         ui_runlog_token(r->rl);
     }
-    put_text(r, buf, eng_detok_flush(&dt, buf, sizeof buf));
-    return 0;
+    if (!wrc)
+        wrc = put_text(r, buf, eng_detok_flush(&dt, buf, sizeof buf));
+    return wrc < 0 ? ui_error("%s", r->err) : 0;
 }
 
 static void print_stats(const run_ctx *r, const char *model, const eng_sampling *sp)
@@ -327,15 +342,21 @@ int ui_cmd_run(int argc, char **argv)
         rc = ui_error("out of memory");
         goto out;
     }
-    struct sigaction sa, old_sa;
+    struct sigaction sa, ign, old_int, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_int;
     sa.sa_flags = SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
-    got_int = 0;
-    sigaction(SIGINT, &sa, &old_sa);
+    ign = sa;
+    ign.sa_handler = SIG_IGN;
+    ign.sa_flags = 0;
+    got_sig = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGPIPE, &ign, NULL);
     rc = generate(&r);
-    sigaction(SIGINT, &old_sa, NULL);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     if (rc)
         goto out;
     print_stats(&r, model, &sp);
@@ -344,8 +365,10 @@ int ui_cmd_run(int argc, char **argv)
     if (ui_runlog_path(r.rl))
         ui_eprintf("cflow: logged run %lld in %s\n", (long long)ui_runlog_run_id(r.rl),
                    ui_runlog_path(r.rl));
-    if (r.stop == STOP_INT)
-        rc = 128 + SIGINT;   /* as a shell reports a process Ctrl-C ended */
+    /* (SIGPIPE stays ignored to the end: the statistics go to stderr,
+     * which may be a pipe that closed too, and exit flushes stdout) */
+    if (r.stop >= STOP_INT)   /* as a shell reports a process the signal ended */
+        rc = 128 + (r.stop == STOP_INT ? SIGINT : r.stop == STOP_TERM ? SIGTERM : SIGPIPE);
 out:
     ui_runlog_free(r.rl);
     if (r.p)

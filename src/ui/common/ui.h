@@ -213,6 +213,13 @@ void ui_opts_help(FILE *f, const int *ids, const ui_settings *s);
  * empty or valid; else UI_EXIT_ERR after one line "PROG: NAME='VALUE':
  * use ..." on stderr. */
 int  ui_env_check(const char *prog);
+/* At the start of main: a standard descriptor (0, 1, 2) that is closed is
+ * opened on /dev/null, so that no file opened later takes its number
+ * (text meant for stdout or stderr would land in a model being written or
+ * an eventfd).  stdin and stderr read and write nothing; stdout is opened
+ * read-only, so that writing to it still fails (EBADF) and what would be
+ * lost is an error, not silence. */
+void ui_std_fds(void);
 /* printf to stderr for the lines the programs print there, where strings
  * from outside (paths, arguments, environment values, and engine messages
  * that quote them) end up: every control character of the result (C0,
@@ -267,7 +274,7 @@ const char *ui_default_model(void);
  * tokenizer beside it) given where a model is taken is converted once into
  * the cache, keyed by its content, and the conversion opened instead. */
 typedef struct ui_models_cb {
-    fmt_log_fn      log;        /* the converter's warnings, "waiting for ..." */
+    fmt_log_fn      log;        /* the converter's warnings; "waiting for ..." (info) */
     void           *log_ud;
     fmt_progress_fn progress;   /* "hashing", then "convert" */
     void           *progress_ud;

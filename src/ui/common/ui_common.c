@@ -120,6 +120,19 @@ int ui_env_check(const char *prog)
     return UI_EXIT_ERR;
 }
 
+void ui_std_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+            continue;
+        int n = open("/dev/null", fd == 2 ? O_WRONLY : O_RDONLY);
+        if (n >= 0 && n != fd) {   /* (open takes the lowest free number: fd) */
+            dup2(n, fd);
+            close(n);
+        }
+    }
+}
+
 int ui_error(const char *fmt, ...)
 {
     va_list ap;

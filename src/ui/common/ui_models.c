@@ -10,8 +10,10 @@
  *                     its extension, HASH: the key below, 16 hex digits)
  *   STEM-HASH.json    what it was made from: {"cache": 1, "source": path,
  *                     "kind": "gguf"|"hf"|"llama2c", "hash", "converted"
- *                     (unix seconds), "cflow" (version), "size" and
- *                     "mtime_ns" of the .cflow, "files": [{"path", "size",
+ *                     (unix seconds), "cflow" (version), "size",
+ *                     "mtime_ns" and "ctime_ns" of the .cflow (an entry
+ *                     that no longer stats so, or has no sidecar, is
+ *                     converted again), "files": [{"path", "size",
  *                     "dev", "ino", "mtime_ns", "ctime_ns"}...]}
  *   .lock             flock'd while a conversion or a removal runs
  * fmt_convert names its output only when it is complete (an O_TMPFILE
@@ -57,6 +59,7 @@
 #include <unistd.h>
 
 #include "format/cflow_format.h"
+#include "prof/prof.h"
 #include "ui/common/ui.h"
 
 #define CACHE_SCHEMA 1
@@ -200,7 +203,7 @@ static int make_dir(const char *dir, char *err, size_t errlen)
 }
 
 /* The cache's lock, held (exclusive) on return: the fd, or -1 with err.
- * Waiting for another process is said once through log. */
+ * Waiting for another process is said once through log, as information. */
 int ui_models_lock(const char *dir, const ui_models_cb *cb, char *err, size_t errlen)
 {
     char p[PATH_MAX + 8];
@@ -212,10 +215,12 @@ int ui_models_lock(const char *dir, const ui_models_cb *cb, char *err, size_t er
     }
     if (flock(fd, LOCK_EX | LOCK_NB) == 0)
         return fd;
+    /* an info line (level 0: shown with CFLOW_VERBOSE): waiting for a
+     * sibling is how two starts share one conversion, not a fault */
     if (cb && cb->log) {
         char msg[PATH_MAX + 64];
         snprintf(msg, sizeof msg, "waiting for another cflow converting into %s", dir);
-        cb->log(cb->log_ud, 1, msg);
+        cb->log(cb->log_ud, 0, msg);
     }
     while (flock(fd, LOCK_EX))
         if (errno != EINTR) {
@@ -487,9 +492,10 @@ static int same_inputs(json_object *side, const src_info *s)
 static int cflow_intact(json_object *side, const char *cflow)
 {
     struct stat st;
-    return stat(cflow, &st) == 0 && S_ISREG(st.st_mode) &&
+    return lstat(cflow, &st) == 0 && S_ISREG(st.st_mode) &&
            jint(side, "size") == (int64_t)st.st_size &&
-           jint(side, "mtime_ns") == ns_of(&st.st_mtim);
+           jint(side, "mtime_ns") == ns_of(&st.st_mtim) &&
+           jint(side, "ctime_ns") == ns_of(&st.st_ctim);   /* touch restores mtime only */
 }
 
 static json_object *read_sidecar(const char *json_path)
@@ -504,6 +510,26 @@ static json_object *read_sidecar(const char *json_path)
 
 /* Write the sidecar of cflow (its .json beside it) for s: a temporary
  * file renamed into place. */
+/* write(2) of all n bytes (CFLOW_FAULT=convert:enospc's full disk
+ * included, prof_fault_room): 0, or -1 with errno. */
+static int put(int fd, const char *buf, size_t n)
+{
+    size_t room = prof_fault_room(n);
+    while (room) {
+        ssize_t w = write(fd, buf, room);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        buf += w;
+        room -= (size_t)w;
+        n -= (size_t)w;
+    }
+    if (n)
+        errno = ENOSPC;
+    return n ? -1 : 0;
+}
+
 static int write_sidecar(const char *cflow, const src_info *s, char *err, size_t errlen)
 {
     char side[PATH_MAX], tmp[PATH_MAX + 16];
@@ -524,6 +550,7 @@ static int write_sidecar(const char *cflow, const src_info *s, char *err, size_t
     json_object_object_add(o, "cflow", json_object_new_string(PACKAGE_VERSION));
     json_object_object_add(o, "size", json_object_new_int64((int64_t)cst.st_size));
     json_object_object_add(o, "mtime_ns", json_object_new_int64(ns_of(&cst.st_mtim)));
+    json_object_object_add(o, "ctime_ns", json_object_new_int64(ns_of(&cst.st_ctim)));
     for (size_t i = 0; i < s->n; i++) {
         const struct stat *st = &s->f[i].st;
         json_object *f = json_object_new_object();
@@ -539,9 +566,8 @@ static int write_sidecar(const char *cflow, const src_info *s, char *err, size_t
     const char *txt = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
                                                             JSON_C_TO_STRING_NOSLASHESCAPE);
     int fd = mkstemp(tmp), rc = -1;
-    size_t n = strlen(txt);
-    if (fd >= 0 && write(fd, txt, n) == (ssize_t)n && write(fd, "\n", 1) == 1 &&
-        fsync(fd) == 0 && close(fd) == 0) {
+    if (fd >= 0 && !put(fd, txt, strlen(txt)) && !put(fd, "\n", 1) && fsync(fd) == 0 &&
+        close(fd) == 0) {
         fd = -1;
         rc = rename(tmp, side);
     }
@@ -569,7 +595,12 @@ static int visit(const char *dir, visit_fn fn, void *ctx)
         if (l < 23 || strcmp(de->d_name + l - 6, ".cflow"))
             continue;
         char cflow[PATH_MAX], side[PATH_MAX];
+        struct stat st;
         snprintf(cflow, sizeof cflow, "%s/%s", dir, de->d_name);
+        /* an entry is a regular file: a symlink or a folder named like
+         * one is none (never listed, opened, counted or removed through) */
+        if (lstat(cflow, &st) || !S_ISREG(st.st_mode))
+            continue;
         snprintf(side, sizeof side, "%s/%.*s.json", dir, (int)(l - 6), de->d_name);
         json_object *o = read_sidecar(side);
         rc = fn(ctx, cflow, o);
@@ -594,9 +625,12 @@ static int find_one(void *ctx, const char *cflow, json_object *side)
         size_t l = strlen(cflow);
         if (strncmp(cflow + l - 6 - 16, c->s->hash, 16) || cflow[l - 6 - 17] != '-')
             return 0;
-        /* a .cflow whose sidecar is missing was still renamed into place
-         * whole; one whose sidecar disagrees with it was changed since */
-        if (side && !cflow_intact(side, cflow))
+        /* only an entry whose sidecar agrees with it: a conversion writes
+         * its sidecar under the lock, so one without was cut short between
+         * the rename and the sidecar, or lost it, or was edited, truncated
+         * or replaced by hand (its size or mtime disagree): it is
+         * converted again, over it */
+        if (!side || !cflow_intact(side, cflow))
             return 0;
     } else if (!side || !same_inputs(side, c->s) || !cflow_intact(side, cflow)) {
         return 0;

@@ -324,6 +324,12 @@ void tui_screen_frame(tui_app *a);      /* lay out if needed, draw, update */
 void tui_screen_free(void);
 void tui_input_setup(tui_app *a);       /* readline in callback mode */
 void tui_input_teardown(void);
+/* Bracketed paste on (1) or off (0): the terminal's mode 2004, written
+ * with write(2) (async-signal-safe: restore_terminal calls it). */
+void tui_input_paste_mode(int on);
+/* After the keys pending were read: a paste without its end marker ends
+ * once input has been idle a while (tui_input.c). */
+void tui_input_tick(tui_app *a);
 void tui_input_key(tui_app *a, int is_key, wint_t ch);
 void tui_input_clear(void);             /* Ctrl-C when idle */
 /* The window readline draws the input line into (NULL: none), set by the

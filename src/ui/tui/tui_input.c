@@ -29,10 +29,32 @@
 #include <readline/history.h>
 #include <readline/readline.h>
 
+#include "ui/common/ui.h"
 #include "ui/tui/tui.h"
 
 static tui_app *rl_app;
 static WINDOW *in_win;   /* the screen's input window (tui_input_window) */
+
+/* Bracketed paste.  The terminal is asked (ESC[?2004h in tui_input_setup,
+ * ESC[?2004l when the terminal is given back) to frame pasted text with
+ * ESC[200~ ... ESC[201~, which ncurses reports as the two key codes
+ * defined here.  Between them every character is text: a newline is a
+ * newline in the input line (as Alt-Enter makes), never Enter (a paste of
+ * many lines was as many prompts, each after the first refused with
+ * "still generating"), a tab a tab, other control characters and key
+ * codes are dropped; the text is collected and inserted once at the end,
+ * so readline redraws once, not per byte.  At most UI_PROMPT_MAX bytes
+ * (the rest is dropped, and said).  A paste whose end marker never comes
+ * (a flood of escape sequences holding a lone ESC[200~) ends once no
+ * input has come for PASTE_IDLE_S (tui_input_tick): else every later key,
+ * Enter included, would be text for good. */
+#define PASTE_IDLE_S 1.0
+#define KEY_PASTE_BEGIN (KEY_MAX + 1)
+#define KEY_PASTE_END   (KEY_MAX + 2)
+static char  *paste;
+static size_t paste_n, paste_cap, paste_lost;
+static int    pasting;
+static double paste_last;     /* prof_now() of the paste's last byte */
 static char hist_path[PATH_MAX + 16];
 static int first_start;
 
@@ -230,10 +252,26 @@ void tui_input_setup(tui_app *a)
     rl_bind_key('\r', rl_newline);
     history_setup();
     rl_callback_handler_install("> ", on_line);
+    define_key("\033[200~", KEY_PASTE_BEGIN);
+    define_key("\033[201~", KEY_PASTE_END);
+    tui_input_paste_mode(1);
+}
+
+void tui_input_paste_mode(int on)
+{
+    /* write(2): also called from restore_terminal on a fatal signal */
+    const char *seq = on ? "\033[?2004h" : "\033[?2004l";
+    if (write(STDOUT_FILENO, seq, strlen(seq)) < 0) {
+        /* a terminal that is gone needs no mode */
+    }
 }
 
 void tui_input_teardown(void)
 {
+    tui_input_paste_mode(0);
+    free(paste);
+    paste = NULL;
+    paste_n = paste_cap = 0;
     rl_callback_handler_remove();
     if (hist_path[0])
         write_history(hist_path);
@@ -285,8 +323,71 @@ static void key_code(tui_app *a, int k)
     }
 }
 
+/* A character of a paste into the paste buffer (see above). */
+static void paste_add(wint_t ch)
+{
+    char mb[MB_LEN_MAX];
+    mbstate_t ms;
+    size_t n;
+    if (ch == '\r')
+        ch = '\n';
+    if (ch < 0x20 && ch != '\n' && ch != '\t')
+        return;
+    memset(&ms, 0, sizeof ms);
+    if ((n = wcrtomb(mb, (wchar_t)ch, &ms)) == (size_t)-1) {
+        if (ch >= 256)
+            return;
+        mb[0] = (char)ch;   /* a byte that is no character: as typed */
+        n = 1;
+    }
+    if (paste_n + n + 1 > UI_PROMPT_MAX) {
+        paste_lost += n;
+        return;
+    }
+    if (paste_n + n + 1 > paste_cap) {
+        size_t cap = paste_cap ? 2 * paste_cap : 4096;
+        char *p = realloc(paste, cap);
+        if (!p) {
+            paste_lost += n;
+            return;
+        }
+        paste = p;
+        paste_cap = cap;
+    }
+    memcpy(paste + paste_n, mb, n);
+    paste_n += n;
+}
+
+static void paste_end(tui_app *a)
+{
+    pasting = 0;
+    if (paste_n) {
+        paste[paste_n] = 0;
+        rl_insert_text(paste);
+        rl_redisplay_cb();
+    }
+    if (paste_lost)
+        tui_say(a, TUI_ERROR, "the paste was cut at %u MiB (%zu bytes dropped)",
+                UI_PROMPT_MAX >> 20, paste_lost);
+    paste_n = paste_lost = 0;
+}
+
 static void key_chat(tui_app *a, int is_key, wint_t ch)
 {
+    if (is_key && ch == KEY_PASTE_BEGIN) {
+        pasting = 1;
+        paste_n = paste_lost = 0;
+        paste_last = prof_now();
+        return;
+    }
+    if (pasting) {
+        paste_last = prof_now();
+        if (is_key && ch == KEY_PASTE_END)
+            paste_end(a);
+        else if (!is_key)
+            paste_add(ch);
+        return;
+    }
     if (is_key) {
         key_code(a, (int)ch);
         return;
@@ -330,6 +431,12 @@ static void key_help(tui_app *a, int is_key, wint_t ch)
         if (a->help_scroll < 0)
             a->help_scroll = 0;
     }
+}
+
+void tui_input_tick(tui_app *a)
+{
+    if (pasting && prof_now() - paste_last > PASTE_IDLE_S)
+        paste_end(a);
 }
 
 void tui_input_key(tui_app *a, int is_key, wint_t ch)

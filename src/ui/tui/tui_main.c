@@ -47,9 +47,23 @@ static int curses_on;
 /* ======================================================================= */
 static void restore_terminal(void)
 {
+    if (curses_on)
+        tui_input_paste_mode(0);
     if (curses_on && !isendwin())
         endwin();
     curses_on = 0;
+}
+
+/* Ctrl-Z: ncurses' own handler (installed by initscr) gives the terminal
+ * back, stops, and takes it again on SIGCONT; bracketed paste is turned
+ * off around it, so the shell gets a terminal as it was. */
+static struct sigaction curses_tstp;
+static void on_tstp(int sig)
+{
+    tui_input_paste_mode(0);
+    if (curses_tstp.sa_handler != SIG_DFL && curses_tstp.sa_handler != SIG_IGN)
+        curses_tstp.sa_handler(sig);
+    tui_input_paste_mode(1);
 }
 
 static void on_fatal(int sig)
@@ -267,6 +281,12 @@ static int start_curses(void)
             app.panes[i].hidden = 1;
     refresh();
     tui_input_setup(&app);
+    if (sigaction(SIGTSTP, NULL, &curses_tstp) == 0 && !(curses_tstp.sa_flags & SA_SIGINFO) &&
+        curses_tstp.sa_handler != SIG_DFL && curses_tstp.sa_handler != SIG_IGN) {
+        struct sigaction sa = curses_tstp;
+        sa.sa_handler = on_tstp;
+        sigaction(SIGTSTP, &sa, NULL);
+    }
     if (tui_input_first_start())
         tui_chat_add(&app.chat, TUI_NOTE, "F1 or /help: keys and commands; F10 quits");
     return 0;
@@ -303,6 +323,7 @@ static int poll_once(int busy, double last_frame)
     int kr;
     while (!app.quit && (kr = get_wch(&ch)) != ERR)
         tui_input_key(&app, kr == KEY_CODE_YES, ch);
+    tui_input_tick(&app);
     return 0;
 }
 
@@ -338,6 +359,7 @@ static void run_loop(void)
 int main(int argc, char **argv)
 {
     tui_args o;
+    ui_std_fds();
     setlocale(LC_ALL, "");
     int rc = parse_flags(argc, argv, &o);
     if (rc < 0)
