@@ -43,7 +43,7 @@ validation set chooses checkpoints; the test set is scored once.
 Usage:
   copydata.py lists [--seed 46] LISTDIR TRAIN.txt...     # writes the lists
   copydata.py build [--seed N] [--per-story K] [--p-name P] [--p-thing P]
-                    [--p-plain P] [--lists DIR] OUT.txt STORIES.txt...
+                    [--p-plain P] [--nouns-only] [--lists DIR] OUT.txt STORIES.txt...
   copydata.py requests --set valid|test [--seed N] [--n N] [--lists DIR]
                     [--check FILE...] OUT.jsonl
 """
@@ -331,12 +331,27 @@ def swap_thing(story, old, new, new_pl):
     return re.sub(art, lambda m: m.group(1) + ("n " if vowel else " "), story)
 
 
+DETS = set("""a an the his her my your their our its this that some one two three
+another every each no""".split())
+
+
+def noun_uses(story, word):
+    """True when every occurrence of word (or its plural) follows a
+    determiner or an adjective of chatdata.ADJS ("a red paint", not "to
+    paint"): a thing swapped in for it then stays a noun."""
+    for m in re.finditer(r"\b(\w+)\s+(?:%s|%s)\b" % (re.escape(word), re.escape(plural(word))),
+                         story, re.I):
+        if m.group(1).lower() not in DETS and m.group(1).lower() not in chatdata.ADJS:
+            return False
+    return True
+
+
 def who(story):
     m = re.search(r"\b(she|he)\b", story, re.I)
     return WHO[m.group(1).lower() if m else None]
 
 
-def convo(story, rng, names, things_by_cat, p_name, p_thing):
+def convo(story, rng, names, things_by_cat, p_name, p_thing, nouns_only=False):
     """(request, story, name, thing) for one story, or None."""
     mc = chatdata.main_character(story)
     if not mc:
@@ -355,7 +370,7 @@ def convo(story, rng, names, things_by_cat, p_name, p_thing):
     if not ths:
         return None
     w, art, cat = rng.choice(ths)
-    if rng.random() < p_thing:
+    if rng.random() < p_thing and (not nouns_only or noun_uses(story, w)):
         pool = things_by_cat["animal"] if cat == "animal" else things_by_cat["thing"]
         new, _, new_pl = rng.choice(pool)
         if not re.search(r"\b%s\b" % re.escape(new), story, re.I):
@@ -377,7 +392,8 @@ def build(stories, rng, args, names, things_by_cat):
             if rng.random() < args.p_plain:
                 docs.append(story0)
                 continue
-            c = convo(story0, rng, names, things_by_cat, args.p_name, args.p_thing)
+            c = convo(story0, rng, names, things_by_cat, args.p_name, args.p_thing,
+                      args.nouns_only)
             if not c:
                 continue
             system = rng.choice(SYSTEMS) if rng.random() < 0.25 else None
@@ -433,6 +449,8 @@ def main():
     b.add_argument("--p-name", type=float, default=0.85)
     b.add_argument("--p-thing", type=float, default=0.7)
     b.add_argument("--p-plain", type=float, default=0.1)
+    b.add_argument("--nouns-only", action="store_true",
+                   help="swap a thing only where the story uses it as a noun (noun_uses)")
     b.add_argument("--lists", default=LISTS)
     b.add_argument("out")
     b.add_argument("stories", nargs="+")

@@ -46,8 +46,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bpe import EOT, Tokenizer  # noqa: E402
 from chatdata import FOLLOWUPS, IM_END, IM_START, PHRASINGS, PLAIN_REQUESTS  # noqa: E402
+from copydata import TRAIN_PHRASINGS  # noqa: E402
 
-REQUEST_TEXTS = [t for _, t in PHRASINGS] + FOLLOWUPS + PLAIN_REQUESTS
+# the requests' own wording (chatdata.py's and, since issue 46,
+# copydata.py's phrasings): not weighted by --copy-weight
+REQUEST_TEXTS = [t for _, t in PHRASINGS + TRAIN_PHRASINGS] + FOLLOWUPS + PLAIN_REQUESTS
 from export import export, load  # noqa: E402
 from model import VARIANTS, CflowModel, make_config  # noqa: E402
 
@@ -90,12 +93,16 @@ def grow_vocab(m, sd, V):
     print(f"vocabulary grown from {v} to {V}", flush=True)
 
 
-def chat_ids(tok, doc, copy_weight, common):
+def chat_ids(tok, doc, copy_weight, common, copy_end=False):
     """ids and loss weights of one conversation: the first time the answer
     writes a token of the request it answers (the requested name and thing,
     not the request's own wording, common) weighs copy_weight, every
     other token 1.  Those first mentions are what the story cannot predict
-    from itself: later mentions repeat the story's own words."""
+    from itself: later mentions repeat the story's own words.  With
+    copy_end the token that ends such a run of copied tokens (the "." or
+    " was" after "Zephyrine") weighs copy_weight too: a name the model has
+    never seen must also be stopped where the request stops it, or the
+    copy runs on ("Ajijiondiond...")."""
     ids, w, req = [], [], set()
     for k, seg in enumerate(doc.split(IM_START)):
         if k:
@@ -106,8 +113,17 @@ def chat_ids(tok, doc, copy_weight, common):
             req = set(tok.encode(seg[5:].split(IM_END)[0])) - common
             w += [1.0] * len(seg_ids)
         elif seg.startswith("assistant\n"):
+            # run: inside a copy that began at a first mention (with
+            # copy_end its later tokens of the request weigh too, so a name
+            # that repeats a piece, "Quasimodo", is one run)
+            run, full = False, set(req)
             for t in seg_ids:
-                w.append(copy_weight if t in req else 1.0)
+                if t in req or (copy_end and run and t in full):
+                    w.append(copy_weight)
+                    run = True
+                else:
+                    w.append(copy_weight if copy_end and run else 1.0)
+                    run = False
                 req.discard(t)
         else:
             w += [1.0] * len(seg_ids)
@@ -115,7 +131,7 @@ def chat_ids(tok, doc, copy_weight, common):
     return ids, w
 
 
-def token_stream(tok, stories, cache, copy_weight=1.0):
+def token_stream(tok, stories, cache, copy_weight=1.0, copy_end=False):
     """stream [N] ids, starts [docs] (each document's BOS), weights [N] f32:
     the loss weight of predicting stream[i] (chat_ids; 1 for stories)."""
     if cache and os.path.exists(cache):
@@ -130,7 +146,7 @@ def token_stream(tok, stories, cache, copy_weight=1.0):
         common.update(tok.encode(re.sub(r"\{\w+\}", "", text)))
     for s in stories:
         if s.startswith(IM_START):
-            ids, w = chat_ids(tok, s, copy_weight, common)
+            ids, w = chat_ids(tok, s, copy_weight, common, copy_end)
         else:
             ids = tok.encode(s)
             w = [1.0] * len(ids)
@@ -218,7 +234,7 @@ def train_one(arch, args, stream, starts, weights, tok):
     info = {"train_seconds": round(el, 1), "train_steps": args.steps,
             "train_tokens": args.steps * args.batch * args.seq,
             "final_train_ce_ema": round(ema, 4), "params": nparams,
-            "seed": args.seed, "init": args.init, "copy_weight": args.copy_weight, "lr": args.lr, "batch": args.batch, "seq": args.seq,
+            "seed": args.seed, "init": args.init, "copy_weight": args.copy_weight, "copy_end": args.copy_end, "lr": args.lr, "batch": args.batch, "seq": args.seq,
             "data": [os.path.basename(p) for p in [args.train] + args.extra + args.chat]}
     m.eval()
     export(m, args.tok, out)
@@ -240,6 +256,8 @@ def main():
                     help="conversations of chatdata.py build, mixed with the stories")
     ap.add_argument("--copy-weight", type=float, default=1.0,
                     help="loss weight of an answer's first mentions of the request's tokens (chat_ids)")
+    ap.add_argument("--copy-end", action="store_true",
+                    help="the token ending a copied run weighs --copy-weight too (chat_ids)")
     ap.add_argument("--suffix", default="", help="output dir = OUT/<variant><suffix>")
     ap.add_argument("--save-every", type=int, default=0)
     ap.add_argument("--init", default=None,
@@ -282,9 +300,9 @@ def main():
         random_order = np.random.default_rng(args.seed).permutation(len(stories))
         stories = [stories[i] for i in random_order]
     if args.copy_weight != 1.0:
-        cache = cache[:-4] + f"+w{args.copy_weight:g}.npz"
+        cache = cache[:-4] + f"+w{args.copy_weight:g}" + ("e" if args.copy_end else "") + ".npz"
     stream, starts, weights = token_stream(tok, stories, os.path.join(args.out, cache),
-                                           args.copy_weight)
+                                           args.copy_weight, args.copy_end)
     print(f"train: {len(stories)} stories, {len(stream)} tokens", flush=True)
     for arch in args.variants:
         train_one(arch, args, stream, starts, weights, tok)
