@@ -64,6 +64,9 @@ LISTS = os.path.join(HERE, "lists")
 RESERVED_NAMES = {"Zephyrine"}     # tests/e2e/test_default_model's request
 RESERVED_THINGS = {"trumpet"}
 WORDNET = "/usr/share/wordnet"
+# a training thing is at most this many tokens after a space (the held-out
+# everyday things run to 8: " ac" "c" "or" "d" "ion" is 5)
+MAX_THING_TOKENS = 7
 DICT = "/usr/share/dict/american-english"
 # WordNet lexicographer files: the categories a story's thing may become
 LEXFILES = {5: "animal", 6: "artifact", 13: "food"}
@@ -73,7 +76,7 @@ BANNED_ROOTS = ["weapon", "ammunition", "explosive", "alcohol", "drug", "tobacco
                 "contraceptive", "drug_of_abuse", "instrument_of_execution"]
 BANNED_WORDS = set("""brothel whorehouse bordello bawdyhouse cathouse casino prison jail
 coffin casket gallows condom bra brassiere lingerie corset syringe toilet urinal bong
-beer wine whisky whiskey vodka gin rum liquor cocktail""".split())
+beer wine whisky whiskey vodka gin rum liquor cocktail weenie bazooka artillery""".split())
 # everyday things for the held-out sets: those of these that no training
 # file holds (make_lists); the things a reader asks for
 EVERYDAY = """aardvark accordion almond alpaca anklet anteater antelope apricot
@@ -113,6 +116,19 @@ TRAIN_PHRASINGS = [
     ("", "Write a story where {name} sees {athing}."),
     ("", "Make a story about {name} and {athing}."),
     ("", "Tell me about {name} and {athing} in a story."),
+    # more wordings for --cue data (the held-out ones stay unused)
+    ("", "Write a story about {name}. Put {athing} in it."),
+    ("", "{name} and {athing}: tell me a story."),
+    ("", "Can I have a story about a {who} named {name} with {athing}?"),
+    ("", "Please tell me a story where {name} has {athing}."),
+    ("", "I want to hear a story about {name} and {athing}."),
+    ("", "Tell me a funny story about {name} and {athing}."),
+    ("", "Write a happy story. The main character is {name}. Include {athing}."),
+    ("", "Do you know a story about {name} and {athing}?"),
+    ("", "Tell me a story with a {who} called {name}. Add {athing}."),
+    ("", "A story, please: {name} meets {athing}."),
+    ("", "Write about {name} and {athing}."),
+    ("", "Tell a short story about {name}, who has {athing}."),
 ]
 # Held-out wordings: validation requests (checkpoint choice) and the final
 # test set use their own, and no training conversation uses either.
@@ -237,7 +253,7 @@ def wordnet_things(tok):
                 or w in BANNED_WORDS or verbs.get(w, (0,))[0] > tagged):
             continue
         cat = LEXFILES.get(lexfile.get(offs[0]))
-        if cat and not below_banned(offs[0]) and len(tok.encode(" " + w)) <= 4:
+        if cat and not below_banned(offs[0]) and len(tok.encode(" " + w)) <= MAX_THING_TOKENS:
             out[w] = cat
     return out, exc
 
@@ -385,6 +401,85 @@ def convo(story, rng, names, things_by_cat, p_name, p_thing, nouns_only=False):
     return req, story, name, w
 
 
+# --cue: the requested thing's first mention gets a fixed place, as "named
+# X" gives the name one.  {Ref}: the name or the pronoun; {poss}: her/his.
+CUES = {
+    "thing": ["{Ref} had {athing}.", "{Ref} loved {poss} {thing}.", "{Ref} found {athing}.",
+              "{Ref} had a big {thing}.", "{Ref} had a little {thing}.", "{Ref} saw {athing}.",
+              "One day, {ref} found {athing}."],
+    "animal": ["{Ref} had a pet {thing}.", "{Ref} saw {athing}.", "{Ref} had a friend, {athing}.",
+               "{Ref} loved {poss} {thing}.", "One day, {ref} met {athing}."],
+}
+INTROS = ["Once upon a time, there was a {who} named {name}.",
+          "Once upon a time, there was a little {who} named {name}."]
+PRON = {"girl": ("She", "her"), "boy": ("He", "his")}
+
+
+def sentence_ends(text):
+    """Offsets just past each sentence end (".", "!", "?", a closing quote)."""
+    return [m.end() for m in re.finditer(r'[.!?]"?(?=\s)', text)] + [len(text)]
+
+
+def cue_convo(story, rng, names, things_by_cat, p_name, p_thing):
+    """(request, story, name, thing) with the name in the story's first
+    sentence (an intro "Once upon a time, there was a girl named X." put in
+    front where it is not) and the thing's first mention in the first or
+    second sentence after "a"/"her"/... (a cue sentence of CUES put in
+    after the first sentence where it is not), or None."""
+    mc = chatdata.main_character(story)
+    if not mc:
+        return None
+    name, kind = mc
+    if rng.random() < p_name:
+        for _ in range(8):
+            new = rng.choice(names)
+            if not re.search(r"\b%s\b" % re.escape(new), story):
+                story = re.sub(r"\b%s\b" % re.escape(name), new, story)
+                name = new
+                break
+    wh = who(story)
+    # not the character's own kind ("a little car named X"), and only a
+    # thing the story uses as a noun (noun_uses: not "went to bed")
+    ex = {m.group(1).lower() for m in re.finditer(r"(\w+)\s+named\s+%s\b" % re.escape(name), story)}
+    ths = [t for t in chatdata.things(chatdata.opening(story, chatdata.EARLY), ex)
+           if t[2] != "place" and noun_uses(story, t[0])]
+    ths = ths or [t for t in chatdata.things(story, ex) if t[2] != "place" and noun_uses(story, t[0])]
+    w, cat = (rng.choice(ths)[0::2] if ths else (None, rng.choice(("thing", "animal"))))
+    if w is None or rng.random() < p_thing:
+        pool = things_by_cat["animal"] if cat == "animal" else things_by_cat["thing"]
+        for _ in range(8):
+            new, _, new_pl = rng.choice(pool)
+            if not re.search(r"\b%s\b" % re.escape(new), story, re.I):
+                break
+        else:
+            return None
+        if w:
+            story = swap_thing(story, w, new, new_pl)
+        w = new
+    if not re.search(r"\b%s\b" % re.escape(name), story[:sentence_ends(story)[0]]):
+        if story.startswith("Once upon a time"):
+            return None
+        intro = rng.choice(INTROS).format(who=kind or wh, name=name)
+        story = intro + " " + story
+    ends = sentence_ends(story)
+    pat = r"\b(?:%s|%s)\b" % (re.escape(w), re.escape(plural(w)))
+    m = re.search(pat, story, re.I)
+    cued = m and m.start() < ends[min(1, len(ends) - 1)] and re.search(
+        r"\b(?:a|an|the|her|his|their|its|my)\s+(?:(?:%s),?\s+){0,2}$" % "|".join(chatdata.ADJS),
+        story[:m.start()])
+    if not cued:
+        pron, poss = PRON.get(wh, (name, "the"))
+        ref = name if rng.random() < 0.5 else pron
+        rest = story[ends[0]:].lstrip()
+        cues = [c for c in CUES[cat] if not (c.startswith("One day") and rest.startswith("One day"))]
+        cue = rng.choice(cues).format(Ref=ref, ref=ref if ref == name else ref.lower(),
+                                      poss=poss, thing=w, athing=article(w))
+        story = story[:ends[0]] + " " + cue + (" " + rest if rest else "")
+    choices = [t for _, t in TRAIN_PHRASINGS] + [t for n, t in PHRASINGS if n == ""]
+    req = rng.choice(choices).format(name=name, athing=article(w), who=kind or wh)
+    return req, story, name, w
+
+
 def build(stories, rng, args, names, things_by_cat):
     docs = []
     for story0 in stories:
@@ -392,8 +487,11 @@ def build(stories, rng, args, names, things_by_cat):
             if rng.random() < args.p_plain:
                 docs.append(story0)
                 continue
-            c = convo(story0, rng, names, things_by_cat, args.p_name, args.p_thing,
-                      args.nouns_only)
+            if args.cue and rng.random() < args.cue:
+                c = cue_convo(story0, rng, names, things_by_cat, args.p_name, args.p_thing)
+            else:
+                c = convo(story0, rng, names, things_by_cat, args.p_name, args.p_thing,
+                          args.nouns_only)
             if not c:
                 continue
             system = rng.choice(SYSTEMS) if rng.random() < 0.25 else None
@@ -451,6 +549,9 @@ def main():
     b.add_argument("--p-plain", type=float, default=0.1)
     b.add_argument("--nouns-only", action="store_true",
                    help="swap a thing only where the story uses it as a noun (noun_uses)")
+    b.add_argument("--cue", type=float, default=0.0, metavar="P",
+                   help="with probability P the thing's first mention is put in a cue "
+                        "sentence early in the story (cue_convo)")
     b.add_argument("--lists", default=LISTS)
     b.add_argument("out")
     b.add_argument("stories", nargs="+")

@@ -93,7 +93,8 @@ def grow_vocab(m, sd, V):
     print(f"vocabulary grown from {v} to {V}", flush=True)
 
 
-def chat_ids(tok, doc, copy_weight, common, copy_end=False):
+def chat_ids(tok, doc, copy_weight, common, copy_end=False, mask_request=False,
+             copy_spans=False):
     """ids and loss weights of one conversation: the first time the answer
     writes a token of the request it answers (the requested name and thing,
     not the request's own wording, common) weighs copy_weight, every
@@ -102,7 +103,13 @@ def chat_ids(tok, doc, copy_weight, common, copy_end=False):
     copy_end the token that ends such a run of copied tokens (the "." or
     " was" after "Zephyrine") weighs copy_weight too: a name the model has
     never seen must also be stopped where the request stops it, or the
-    copy runs on ("Ajijiondiond...")."""
+    copy runs on ("Ajijiondiond...").  With mask_request the system and
+    user turns weigh 0: a request's name is drawn at random from thousands,
+    and learning to predict it is noise that teaches the model to write
+    rare pieces (the answer's copies of it are what counts).  With
+    copy_spans the weighted tokens are those of the first mention of the
+    requested name and thing themselves (request_words, span_weights), not
+    of any token the request holds."""
     ids, w, req = [], [], set()
     for k, seg in enumerate(doc.split(IM_START)):
         if k:
@@ -111,7 +118,10 @@ def chat_ids(tok, doc, copy_weight, common, copy_end=False):
         seg_ids = tok.encode(seg)
         if seg.startswith("user\n"):
             req = set(tok.encode(seg[5:].split(IM_END)[0])) - common
-            w += [1.0] * len(seg_ids)
+            req_words = request_words(seg[5:].split(IM_END)[0])
+            w += [0.0 if mask_request else 1.0] * len(seg_ids)
+        elif seg.startswith("assistant\n") and copy_spans:
+            w += span_weights(tok, seg, seg_ids, req_words, copy_weight, copy_end)
         elif seg.startswith("assistant\n"):
             # run: inside a copy that began at a first mention (with
             # copy_end its later tokens of the request weigh too, so a name
@@ -126,12 +136,77 @@ def chat_ids(tok, doc, copy_weight, common, copy_end=False):
                     run = False
                 req.discard(t)
         else:
-            w += [1.0] * len(seg_ids)
+            w += [0.0 if mask_request and seg.startswith("system\n") else 1.0] * len(seg_ids)
         ids += seg_ids
     return ids, w
 
 
-def token_stream(tok, stories, cache, copy_weight=1.0, copy_end=False):
+def _slot_re(text):
+    """A regex matching a request written from the phrasing text, its
+    {name} {athing} {thing} {kind} {who} as named groups."""
+    out, pos, seen = "", 0, set()
+    for m in re.finditer(r"\{(\w+)\}", text):
+        out += re.escape(text[pos:m.start()])
+        g = m.group(1)
+        out += f"(?P={g})" if g in seen else f"(?P<{g}>.+?)"
+        seen.add(g)
+        pos = m.end()
+    return re.compile(out + re.escape(text[pos:]) + "$")
+
+
+SLOT_RES = [_slot_re(t) for t in REQUEST_TEXTS if "{" in t]
+
+
+def request_words(req):
+    """The words a request asks for, [name, thing], read back through the
+    phrasing it was written from (SLOT_RES): {name}; the last word of
+    {athing} ("a red ball" -> ball) or {thing}; {kind} where there is no
+    thing ("a dog named Max").  [] for a request of no known phrasing."""
+    for r in SLOT_RES:
+        m = r.match(req)
+        if m:
+            g = m.groupdict()
+            out = [g["name"]] if g.get("name") else []
+            th = g.get("athing") or g.get("thing") or g.get("kind")
+            if th:
+                out.append(th.split()[-1])
+            return out
+    return []
+
+
+def token_bytes(tok, ids):
+    """Byte length of each id's text (the special tokens' literal text)."""
+    return [len(tok.inv[i].encode()) if (i == tok.eot or tok.inv[i] in tok.special)
+            else len(tok.inv[i]) for i in ids]
+
+
+def span_weights(tok, seg, seg_ids, words, copy_weight, copy_end):
+    """Weights of an assistant segment's tokens: those covering the first
+    whole-word mention of each of words (the thing also in its plural, any
+    case) weigh copy_weight, with copy_end the token after it too; the rest
+    1.  The mention is found in the text, so a name's first piece counts
+    whatever else uses it (" A" of " Aukusti", the bare " " of
+    " Zephyrine"), and a piece of the name inside another word does not."""
+    w = [1.0] * len(seg_ids)
+    ends, n = [], 0
+    for b in token_bytes(tok, seg_ids):
+        n += b
+        ends.append(n)
+    for k, word in enumerate(words):
+        pat = r"\b%s\b" % re.escape(word) if k == 0 else r"\b%s(?:s|es)?\b" % re.escape(word)
+        m = re.search(pat, seg, 0 if k == 0 else re.I)
+        if not m:
+            continue
+        a, b = len(seg[:m.start()].encode()), len(seg[:m.end()].encode())
+        first = next(i for i, e in enumerate(ends) if e > a)
+        last = next(i for i, e in enumerate(ends) if e >= b)
+        for i in range(first, min(len(w), last + 1 + (1 if copy_end else 0))):
+            w[i] = copy_weight
+    return w
+
+
+def token_stream(tok, stories, cache, copy_weight=1.0, copy_end=False, mask_request=False,
+                 copy_spans=False):
     """stream [N] ids, starts [docs] (each document's BOS), weights [N] f32:
     the loss weight of predicting stream[i] (chat_ids; 1 for stories)."""
     if cache and os.path.exists(cache):
@@ -146,7 +221,7 @@ def token_stream(tok, stories, cache, copy_weight=1.0, copy_end=False):
         common.update(tok.encode(re.sub(r"\{\w+\}", "", text)))
     for s in stories:
         if s.startswith(IM_START):
-            ids, w = chat_ids(tok, s, copy_weight, common, copy_end)
+            ids, w = chat_ids(tok, s, copy_weight, common, copy_end, mask_request, copy_spans)
         else:
             ids = tok.encode(s)
             w = [1.0] * len(ids)
@@ -234,7 +309,7 @@ def train_one(arch, args, stream, starts, weights, tok):
     info = {"train_seconds": round(el, 1), "train_steps": args.steps,
             "train_tokens": args.steps * args.batch * args.seq,
             "final_train_ce_ema": round(ema, 4), "params": nparams,
-            "seed": args.seed, "init": args.init, "copy_weight": args.copy_weight, "copy_end": args.copy_end, "lr": args.lr, "batch": args.batch, "seq": args.seq,
+            "seed": args.seed, "init": args.init, "copy_weight": args.copy_weight, "copy_end": args.copy_end, "mask_request": args.mask_request, "copy_spans": args.copy_spans, "lr": args.lr, "batch": args.batch, "seq": args.seq,
             "data": [os.path.basename(p) for p in [args.train] + args.extra + args.chat]}
     m.eval()
     export(m, args.tok, out)
@@ -258,6 +333,11 @@ def main():
                     help="loss weight of an answer's first mentions of the request's tokens (chat_ids)")
     ap.add_argument("--copy-end", action="store_true",
                     help="the token ending a copied run weighs --copy-weight too (chat_ids)")
+    ap.add_argument("--mask-request", action="store_true",
+                    help="the conversations' system and user turns weigh 0 (chat_ids)")
+    ap.add_argument("--copy-spans", action="store_true",
+                    help="weigh the first mention of the requested name and thing "
+                         "(span_weights), not every token of the request")
     ap.add_argument("--suffix", default="", help="output dir = OUT/<variant><suffix>")
     ap.add_argument("--save-every", type=int, default=0)
     ap.add_argument("--init", default=None,
@@ -301,8 +381,13 @@ def main():
         stories = [stories[i] for i in random_order]
     if args.copy_weight != 1.0:
         cache = cache[:-4] + f"+w{args.copy_weight:g}" + ("e" if args.copy_end else "") + ".npz"
+    if args.mask_request:
+        cache = cache[:-4] + "+m.npz"
+    if args.copy_spans:
+        cache = cache[:-4] + "+s.npz"
     stream, starts, weights = token_stream(tok, stories, os.path.join(args.out, cache),
-                                           args.copy_weight, args.copy_end)
+                                           args.copy_weight, args.copy_end, args.mask_request,
+                                           args.copy_spans)
     print(f"train: {len(stories)} stories, {len(stream)} tokens", flush=True)
     for arch in args.variants:
         train_one(arch, args, stream, starts, weights, tok)
