@@ -284,8 +284,12 @@ def train_one(arch, args, stream, starts, weights, tok):
     V = c["vocab_size"]
     for step, (rows, wts) in enumerate(batches(stream, starts, weights, args.batch,
                                                args.seq, args.steps, args.seed)):
+        if step < args.start_step:
+            continue    # the batches --init's run already took
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
+            # a resumed run's AdamW starts with no moments: warm up again
+            g["lr"] = lr_at(step, args.steps, args.lr, args.warmup) * (
+                min(1.0, (step - args.start_step + 1) / args.warmup) if args.start_step else 1.0)
         logits, aux, _ = m(rows[:, :-1])
         ce = F.cross_entropy(logits.reshape(-1, V), rows[:, 1:].reshape(-1),
                              reduction="none")
@@ -309,7 +313,7 @@ def train_one(arch, args, stream, starts, weights, tok):
     info = {"train_seconds": round(el, 1), "train_steps": args.steps,
             "train_tokens": args.steps * args.batch * args.seq,
             "final_train_ce_ema": round(ema, 4), "params": nparams,
-            "seed": args.seed, "init": args.init, "copy_weight": args.copy_weight, "copy_end": args.copy_end, "mask_request": args.mask_request, "copy_spans": args.copy_spans, "lr": args.lr, "batch": args.batch, "seq": args.seq,
+            "seed": args.seed, "init": args.init, "start_step": args.start_step, "copy_weight": args.copy_weight, "copy_end": args.copy_end, "mask_request": args.mask_request, "copy_spans": args.copy_spans, "lr": args.lr, "batch": args.batch, "seq": args.seq,
             "data": [os.path.basename(p) for p in [args.train] + args.extra + args.chat]}
     m.eval()
     export(m, args.tok, out)
@@ -343,6 +347,9 @@ def main():
     ap.add_argument("--init", default=None,
                     help="start from this exported model instead of a random init")
     ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--start-step", type=int, default=0,
+                    help="resume a run: --init is its checkpoint of this step; the same "
+                         "options go on with its batches and lr schedule from here")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--lr", type=float, default=2e-3)
