@@ -18,11 +18,21 @@ broader than the stories and the story is rewritten to use them:
   probability --p-name.
 * Things (lists/things-train.txt, "word category plural"): single-word
   nouns of WordNet (Debian wordnet-base) whose commonest sense is an
-  animal, an artifact or a food, in the wamerican word list, at most four
-  tokens of the vocabulary.  The requested thing of the story's first
+  animal, an artifact or a food, in the wamerican word list, at most
+  MAX_THING_TOKENS (7) tokens of the vocabulary (the held-out everyday
+  things run to 8).  The requested thing of the story's first
   sentences (chatdata.py's things()) is replaced, singular and plural, any
   case, by a listed thing of its kind (an animal by an animal, a thing by
   an artifact or a food) with probability --p-thing, "a"/"an" fixed.
+* A fixed place for the thing (--cue P, cue_convo): a name has one
+  ("a girl named X"), a thing had none, and the first fine-tunes copied
+  names but never things.  With probability P the story's first sentence
+  names the character (an intro "Once upon a time, there was a girl named
+  X." is put in front where it does not) and the thing's first mention
+  comes right after it, after "a"/"her"/... (a cue sentence of CUES, "X
+  had a THING.", "She found a THING.", "One day, she met a THING.", is
+  put in as the second sentence where the story does not already do so).
+  train.py --copy-spans weighs exactly those first mentions.
 * Requests: chatdata.py's 15 phrasings plus TRAIN_PHRASINGS below; a
   quarter with a system line; a few plain stories (--p-plain) keep the
   model writing stories after EOT.
@@ -43,7 +53,8 @@ validation set chooses checkpoints; the test set is scored once.
 Usage:
   copydata.py lists [--seed 46] LISTDIR TRAIN.txt...     # writes the lists
   copydata.py build [--seed N] [--per-story K] [--p-name P] [--p-thing P]
-                    [--p-plain P] [--nouns-only] [--lists DIR] OUT.txt STORIES.txt...
+                    [--p-plain P] [--nouns-only] [--cue P] [--lists DIR]
+                    OUT.txt STORIES.txt...
   copydata.py requests --set valid|test [--seed N] [--n N] [--lists DIR]
                     [--check FILE...] OUT.jsonl
 """
@@ -222,7 +233,7 @@ def wordnet_things(tok):
     sense is an animal, artifact or food and not below a BANNED_ROOTS
     synset (weapons, drink, drugs), in the wamerican list, not an adjective
     or adverb nor a verb more often than a noun in WordNet's tagged text, at
-    most four tokens after a space; and WordNet's irregular plurals."""
+    most MAX_THING_TOKENS tokens after a space; and WordNet's irregular plurals."""
     lexfile, hyper = {}, {}
     with open(os.path.join(WORDNET, "data.noun"), encoding="latin-1") as f:
         for line in f:
