@@ -378,8 +378,11 @@ def who(story):
     return WHO[m.group(1).lower() if m else None]
 
 
-def convo(story, rng, names, things_by_cat, p_name, p_thing, nouns_only=False):
-    """(request, story, name, thing) for one story, or None."""
+def rename(story, rng, names, p_name):
+    """(story, name, kind) with the story's main character (chatdata.py's
+    main_character) renamed, every whole-word occurrence, to a name of
+    names the story does not hold, with probability p_name; None for a
+    story without one."""
     mc = chatdata.main_character(story)
     if not mc:
         return None
@@ -391,6 +394,15 @@ def convo(story, rng, names, things_by_cat, p_name, p_thing, nouns_only=False):
                 story = re.sub(r"\b%s\b" % re.escape(name), new, story)
                 name = new
                 break
+    return story, name, kind
+
+
+def convo(story, rng, names, things_by_cat, p_name, p_thing, nouns_only=False):
+    """(request, story, name, thing) for one story, or None."""
+    mc = rename(story, rng, names, p_name)
+    if not mc:
+        return None
+    story, name, kind = mc
     ex = {kind} if kind else set()
     ths = [t for t in chatdata.things(chatdata.opening(story, chatdata.EARLY), ex) if t[2] != "place"]
     ths = ths or [t for t in chatdata.things(story, ex) if t[2] != "place"]
@@ -437,17 +449,10 @@ def cue_convo(story, rng, names, things_by_cat, p_name, p_thing):
     front where it is not) and the thing's first mention in the first or
     second sentence after "a"/"her"/... (a cue sentence of CUES put in
     after the first sentence where it is not), or None."""
-    mc = chatdata.main_character(story)
+    mc = rename(story, rng, names, p_name)
     if not mc:
         return None
-    name, kind = mc
-    if rng.random() < p_name:
-        for _ in range(8):
-            new = rng.choice(names)
-            if not re.search(r"\b%s\b" % re.escape(new), story):
-                story = re.sub(r"\b%s\b" % re.escape(name), new, story)
-                name = new
-                break
+    story, name, kind = mc
     wh = who(story)
     # not the character's own kind ("a little car named X"), and only a
     # thing the story uses as a noun (noun_uses: not "went to bed")
