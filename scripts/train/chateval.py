@@ -16,7 +16,10 @@ and score the reply (data/README.md, issue 22's targets):
   the request and writes its favourite name still gets those;
 * dictionary words: of all the reply's words (lower-cased runs of letters,
   optionally "'" and more letters, as tests/e2e/test_default_model splits
-  them), the share found in the word list of tinystories-train-a.txt.
+  them), the share found in the word list of tinystories-train-a.txt;
+  and again with the request's own words added to the list (a reply that
+  copies an unseen name or thing, as asked, is not writing non-words:
+  copydata.py's held-out names and things are in no training file).
 
 Prints a JSON summary (and with --out, every request with its reply).
 
@@ -59,7 +62,7 @@ def main():
     with open(args.lexicon, encoding="utf-8") as f:
         lex = set(words(f.read()))
     reqs = [json.loads(line) for line in open(args.requests, encoding="utf-8")]
-    n_ok = n_name = n_thing = n_words = n_known = n_replies90 = 0
+    n_ok = n_name = n_thing = n_words = n_known = n_replies90 = n_known_req = 0
     rows = []
     for r in reqs:
         cmd = [args.cflow, "run"] + (["-m", args.model] if args.model else []) + [
@@ -74,6 +77,9 @@ def main():
         hn, ht = on_topic(reply, r["name"], r["thing"])
         w = words(reply)
         k = sum(x in lex for x in w)
+        req = set(words(r["request"]))
+        n_known_req += sum(x in lex or x in req or x.rstrip("s") in req or
+                           x.split("'")[0] in req for x in w)
         n_name += hn
         n_thing += ht
         n_ok += hn and ht
@@ -95,6 +101,8 @@ def main():
         "on_topic_share_other_names": round(n_other_ok / max(1, len(others)), 4),
         "words": n_words, "dictionary_words": n_known,
         "dictionary_share": round(n_known / max(1, n_words), 4),
+        "dictionary_or_request_words": n_known_req,
+        "dictionary_or_request_share": round(n_known_req / max(1, n_words), 4),
         "replies_with_90pct_dictionary_words": n_replies90,
     }
     if args.out:

@@ -46,8 +46,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bpe import EOT, Tokenizer  # noqa: E402
 from chatdata import FOLLOWUPS, IM_END, IM_START, PHRASINGS, PLAIN_REQUESTS  # noqa: E402
+from copydata import TRAIN_PHRASINGS  # noqa: E402
 
-REQUEST_TEXTS = [t for _, t in PHRASINGS] + FOLLOWUPS + PLAIN_REQUESTS
+# the requests' own wording (chatdata.py's and, since issue 46,
+# copydata.py's phrasings): not weighted by --copy-weight
+REQUEST_TEXTS = [t for _, t in PHRASINGS + TRAIN_PHRASINGS] + FOLLOWUPS + PLAIN_REQUESTS
 from export import export, load  # noqa: E402
 from model import VARIANTS, CflowModel, make_config  # noqa: E402
 
@@ -90,12 +93,23 @@ def grow_vocab(m, sd, V):
     print(f"vocabulary grown from {v} to {V}", flush=True)
 
 
-def chat_ids(tok, doc, copy_weight, common):
+def chat_ids(tok, doc, copy_weight, common, copy_end=False, mask_request=False,
+             copy_spans=False):
     """ids and loss weights of one conversation: the first time the answer
     writes a token of the request it answers (the requested name and thing,
     not the request's own wording, common) weighs copy_weight, every
     other token 1.  Those first mentions are what the story cannot predict
-    from itself: later mentions repeat the story's own words."""
+    from itself: later mentions repeat the story's own words.  With
+    copy_end the token that ends such a run of copied tokens (the "." or
+    " was" after "Zephyrine") weighs copy_weight too: a name the model has
+    never seen must also be stopped where the request stops it, or the
+    copy runs on ("Ajijiondiond...").  With mask_request the system and
+    user turns weigh 0: a request's name is drawn at random from thousands,
+    and learning to predict it is noise that teaches the model to write
+    rare pieces (the answer's copies of it are what counts).  With
+    copy_spans the weighted tokens are those of the first mention of the
+    requested name and thing themselves (request_words, span_weights), not
+    of any token the request holds."""
     ids, w, req = [], [], set()
     for k, seg in enumerate(doc.split(IM_START)):
         if k:
@@ -104,18 +118,95 @@ def chat_ids(tok, doc, copy_weight, common):
         seg_ids = tok.encode(seg)
         if seg.startswith("user\n"):
             req = set(tok.encode(seg[5:].split(IM_END)[0])) - common
-            w += [1.0] * len(seg_ids)
+            req_words = request_words(seg[5:].split(IM_END)[0])
+            w += [0.0 if mask_request else 1.0] * len(seg_ids)
+        elif seg.startswith("assistant\n") and copy_spans:
+            w += span_weights(tok, seg, seg_ids, req_words, copy_weight, copy_end)
         elif seg.startswith("assistant\n"):
+            # run: inside a copy that began at a first mention (with
+            # copy_end its later tokens of the request weigh too, so a name
+            # that repeats a piece, "Quasimodo", is one run)
+            run, full = False, set(req)
             for t in seg_ids:
-                w.append(copy_weight if t in req else 1.0)
+                if t in req or (copy_end and run and t in full):
+                    w.append(copy_weight)
+                    run = True
+                else:
+                    w.append(copy_weight if copy_end and run else 1.0)
+                    run = False
                 req.discard(t)
         else:
-            w += [1.0] * len(seg_ids)
+            w += [0.0 if mask_request and seg.startswith("system\n") else 1.0] * len(seg_ids)
         ids += seg_ids
     return ids, w
 
 
-def token_stream(tok, stories, cache, copy_weight=1.0):
+def _slot_re(text):
+    """A regex matching a request written from the phrasing text, its
+    {name} {athing} {thing} {kind} {who} as named groups."""
+    out, pos, seen = "", 0, set()
+    for m in re.finditer(r"\{(\w+)\}", text):
+        out += re.escape(text[pos:m.start()])
+        g = m.group(1)
+        out += f"(?P={g})" if g in seen else f"(?P<{g}>.+?)"
+        seen.add(g)
+        pos = m.end()
+    return re.compile(out + re.escape(text[pos:]) + "$")
+
+
+SLOT_RES = [_slot_re(t) for t in REQUEST_TEXTS if "{" in t]
+
+
+def request_words(req):
+    """The words a request asks for, [name, thing], read back through the
+    phrasing it was written from (SLOT_RES): {name}; the last word of
+    {athing} ("a red ball" -> ball) or {thing}; {kind} where there is no
+    thing ("a dog named Max").  [] for a request of no known phrasing."""
+    for r in SLOT_RES:
+        m = r.match(req)
+        if m:
+            g = m.groupdict()
+            out = [g["name"]] if g.get("name") else []
+            th = g.get("athing") or g.get("thing") or g.get("kind")
+            if th:
+                out.append(th.split()[-1])
+            return out
+    return []
+
+
+def token_bytes(tok, ids):
+    """Byte length of each id's text (the special tokens' literal text)."""
+    return [len(tok.inv[i].encode()) if (i == tok.eot or tok.inv[i] in tok.special)
+            else len(tok.inv[i]) for i in ids]
+
+
+def span_weights(tok, seg, seg_ids, words, copy_weight, copy_end):
+    """Weights of an assistant segment's tokens: those covering the first
+    whole-word mention of each of words (the thing also in its plural, any
+    case) weigh copy_weight, with copy_end the token after it too; the rest
+    1.  The mention is found in the text, so a name's first piece counts
+    whatever else uses it (" A" of " Aukusti", the bare " " of
+    " Zephyrine"), and a piece of the name inside another word does not."""
+    w = [1.0] * len(seg_ids)
+    ends, n = [], 0
+    for b in token_bytes(tok, seg_ids):
+        n += b
+        ends.append(n)
+    for k, word in enumerate(words):
+        pat = r"\b%s\b" % re.escape(word) if k == 0 else r"\b%s(?:s|es)?\b" % re.escape(word)
+        m = re.search(pat, seg, 0 if k == 0 else re.I)
+        if not m:
+            continue
+        a, b = len(seg[:m.start()].encode()), len(seg[:m.end()].encode())
+        first = next(i for i, e in enumerate(ends) if e > a)
+        last = next(i for i, e in enumerate(ends) if e >= b)
+        for i in range(first, min(len(w), last + 1 + (1 if copy_end else 0))):
+            w[i] = copy_weight
+    return w
+
+
+def token_stream(tok, stories, cache, copy_weight=1.0, copy_end=False, mask_request=False,
+                 copy_spans=False):
     """stream [N] ids, starts [docs] (each document's BOS), weights [N] f32:
     the loss weight of predicting stream[i] (chat_ids; 1 for stories)."""
     if cache and os.path.exists(cache):
@@ -130,7 +221,7 @@ def token_stream(tok, stories, cache, copy_weight=1.0):
         common.update(tok.encode(re.sub(r"\{\w+\}", "", text)))
     for s in stories:
         if s.startswith(IM_START):
-            ids, w = chat_ids(tok, s, copy_weight, common)
+            ids, w = chat_ids(tok, s, copy_weight, common, copy_end, mask_request, copy_spans)
         else:
             ids = tok.encode(s)
             w = [1.0] * len(ids)
@@ -193,8 +284,12 @@ def train_one(arch, args, stream, starts, weights, tok):
     V = c["vocab_size"]
     for step, (rows, wts) in enumerate(batches(stream, starts, weights, args.batch,
                                                args.seq, args.steps, args.seed)):
+        if step < args.start_step:
+            continue    # the batches --init's run already took
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
+            # a resumed run's AdamW starts with no moments: warm up again
+            g["lr"] = lr_at(step, args.steps, args.lr, args.warmup) * (
+                min(1.0, (step - args.start_step + 1) / args.warmup) if args.start_step else 1.0)
         logits, aux, _ = m(rows[:, :-1])
         ce = F.cross_entropy(logits.reshape(-1, V), rows[:, 1:].reshape(-1),
                              reduction="none")
@@ -218,7 +313,7 @@ def train_one(arch, args, stream, starts, weights, tok):
     info = {"train_seconds": round(el, 1), "train_steps": args.steps,
             "train_tokens": args.steps * args.batch * args.seq,
             "final_train_ce_ema": round(ema, 4), "params": nparams,
-            "seed": args.seed, "init": args.init, "copy_weight": args.copy_weight, "lr": args.lr, "batch": args.batch, "seq": args.seq,
+            "seed": args.seed, "init": args.init, "start_step": args.start_step, "copy_weight": args.copy_weight, "copy_end": args.copy_end, "mask_request": args.mask_request, "copy_spans": args.copy_spans, "lr": args.lr, "batch": args.batch, "seq": args.seq,
             "data": [os.path.basename(p) for p in [args.train] + args.extra + args.chat]}
     m.eval()
     export(m, args.tok, out)
@@ -240,11 +335,21 @@ def main():
                     help="conversations of chatdata.py build, mixed with the stories")
     ap.add_argument("--copy-weight", type=float, default=1.0,
                     help="loss weight of an answer's first mentions of the request's tokens (chat_ids)")
+    ap.add_argument("--copy-end", action="store_true",
+                    help="the token ending a copied run weighs --copy-weight too (chat_ids)")
+    ap.add_argument("--mask-request", action="store_true",
+                    help="the conversations' system and user turns weigh 0 (chat_ids)")
+    ap.add_argument("--copy-spans", action="store_true",
+                    help="weigh the first mention of the requested name and thing "
+                         "(span_weights), not every token of the request")
     ap.add_argument("--suffix", default="", help="output dir = OUT/<variant><suffix>")
     ap.add_argument("--save-every", type=int, default=0)
     ap.add_argument("--init", default=None,
                     help="start from this exported model instead of a random init")
     ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--start-step", type=int, default=0,
+                    help="resume a run: --init is its checkpoint of this step; the same "
+                         "options go on with its batches and lr schedule from here")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--lr", type=float, default=2e-3)
@@ -282,9 +387,14 @@ def main():
         random_order = np.random.default_rng(args.seed).permutation(len(stories))
         stories = [stories[i] for i in random_order]
     if args.copy_weight != 1.0:
-        cache = cache[:-4] + f"+w{args.copy_weight:g}.npz"
+        cache = cache[:-4] + f"+w{args.copy_weight:g}" + ("e" if args.copy_end else "") + ".npz"
+    if args.mask_request:
+        cache = cache[:-4] + "+m.npz"
+    if args.copy_spans:
+        cache = cache[:-4] + "+s.npz"
     stream, starts, weights = token_stream(tok, stories, os.path.join(args.out, cache),
-                                           args.copy_weight)
+                                           args.copy_weight, args.copy_end, args.mask_request,
+                                           args.copy_spans)
     print(f"train: {len(stories)} stories, {len(stream)} tokens", flush=True)
     for arch in args.variants:
         train_one(arch, args, stream, starts, weights, tok)

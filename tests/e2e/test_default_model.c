@@ -35,6 +35,16 @@
  *    and a dog (the words "Max" and "dog"/"dogs"), and has at least 30
  *    words.  A model without a chat template (stories260K) is refused:
  *    non-zero exit, one line on stderr naming the model, nothing on stdout.
+ *
+ * 4. It follows a request it has never seen (issue 46, must show 1).
+ *    `cflow run --chat -p "Tell me a story about a kid named Zephyrine and
+ *    a trumpet." --temp 0`: the reply names Zephyrine and a trumpet.  The
+ *    test first checks that the request is new to the model: "Zephyrine"
+ *    is in none of scripts/train/lists/names-*.txt (the names the model
+ *    was fine-tuned with, and the held-out ones) and not a word of the
+ *    training stories (tinystories-train-a.txt, -train-b-lowercase.txt);
+ *    "trumpet" is in none of lists/things-*.txt (either number), so no
+ *    training conversation asked for one.
  */
 #include "config.h"
 
@@ -292,10 +302,75 @@ static void test_chat(void **state)
     tu_proc_free(&p);
 }
 
+/* 1 when a line of the list file rel (under scripts/train/lists) has word
+ * as one of its space-separated fields; the file must be readable. */
+static int listed(const char *rel, const char *word)
+{
+    const char *src = getenv("CFLOW_SRCDIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/scripts/train/lists/%s", src ? src : ".", rel);
+    size_t len;
+    char *text = tu_read_file(path, &len);
+    assert_non_null(text);
+    int found = 0;
+    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line && !found;
+         line = strtok_r(NULL, "\n", &save))
+        for (char *s2 = NULL, *f = strtok_r(line, " ", &s2); f && !found;
+             f = strtok_r(NULL, " ", &s2))
+            found = !strcmp(f, word);
+    free(text);
+    return found;
+}
+
+/* 1 when word (lower case) is a word of the shared file rel. */
+static int corpus_has(const char *rel, const char *word)
+{
+    size_t len, n;
+    char *text = tu_read_file(tu_shared_file(rel), &len);
+    assert_non_null(text);
+    char **w = split_words(text, &n);
+    free(text);
+    int found = 0;
+    for (size_t i = 0; i < n && !found; i++)
+        found = !strcmp(w[i], word);
+    free_words(w, n);
+    return found;
+}
+
+static void test_unseen_request(void **state)
+{
+    (void)state;
+    static const char *const sets[] = { "train", "valid", "test" };
+    char rel[64];
+    for (size_t i = 0; i < sizeof sets / sizeof *sets; i++) {
+        snprintf(rel, sizeof rel, "names-%s.txt", sets[i]);
+        assert_false(listed(rel, "Zephyrine"));
+        snprintf(rel, sizeof rel, "things-%s.txt", sets[i]);
+        assert_false(listed(rel, "trumpet"));
+        assert_false(listed(rel, "trumpets"));
+    }
+    assert_false(corpus_has("corpus/tinystories-train-a.txt", "zephyrine"));
+    assert_false(corpus_has("corpus/tinystories-train-b-lowercase.txt", "zephyrine"));
+
+    tu_proc p;
+    char *argv[] = { (char *)tu_cflow(), "run", "--chat", "-p",
+                     "Tell me a story about a kid named Zephyrine and a trumpet.",
+                     "--temp", "0", "--no-log", NULL };
+    assert_int_equal(tu_run(&p, argv, no_model_env, 600), 0);
+    if (p.status)
+        fprintf(stderr, "cflow run --chat: %s", p.err);
+    assert_int_equal(p.status, 0);
+    fprintf(stderr, "shipped model, --chat, greedy: \"%s\"\n", p.out);
+    assert_true(names_word(p.out, "Zephyrine", 0));
+    assert_true(names_word(p.out, "trumpet", 1));
+    tu_proc_free(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chat),
+        cmocka_unit_test(test_unseen_request),
         cmocka_unit_test(test_coherent),
         cmocka_unit_test(test_ppl_ratio),
     };
