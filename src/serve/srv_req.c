@@ -132,6 +132,14 @@ static int bad_at(srv_bad *bad, const char *field, const char *fmt, ...)
     bad->status = 400;
     snprintf(bad->field, sizeof bad->field, "%s", field);
     snprintf(bad->msg, sizeof bad->msg, "%.90s%s%.220s", field, *field ? ": " : "", msg);
+    /* one line whatever the client sent: a value quoted in the message
+     * (a role, a name) may hold a newline or an escape */
+    for (char *c = bad->msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
+    for (char *c = bad->field; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
     return -1;
 }
 
