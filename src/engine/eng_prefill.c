@@ -218,20 +218,34 @@ static void step_ffn_post(eng_session *s, const eng_layer *ly, unsigned j)
     eng_rmsnorm(s, d, d, ly->ffn_post_norm, s->hp->dim);
 }
 
-/* the FFN's input, N_f(x[j]); the gate/up outputs h/h2[j] zeroed */
-static void step_ffn_in(eng_session *s, const eng_layer *ly, unsigned j)
+/* A GLU's input at position j, norm(x[j]) quantised as need asks; its
+ * gate/up outputs h/h2[j] zeroed.  The dense FFN's and the shared
+ * experts' (each with its own norm). */
+static void glu_in(eng_session *s, unsigned j, const float *norm, unsigned need)
 {
-    norm_in(s, j, ly->ffn_norm, ly->gate_up.need);
+    norm_in(s, j, norm, need);
     memset(s->bat.h + (size_t)j * s->hmax, 0, s->hmax * sizeof(float));
     memset(s->bat.h2 + (size_t)j * s->hmax, 0, s->hmax * sizeof(float));
 }
 
-/* the GLU of position j, prepared for the down projection */
-static void step_glu(eng_session *s, const eng_layer *ly, unsigned j)
+/* The GLU of position j over its first dim values, prepared for the down
+ * projection (need). */
+static void glu_at(eng_session *s, unsigned j, uint32_t dim, unsigned need)
 {
     float *g = s->bat.h + (size_t)j * s->hmax, *u = s->bat.h2 + (size_t)j * s->hmax;
-    eng_glu_act(s, g, u, s->hp->ffn_dim);
-    kern_act_set(&s->bat.act_ffn[j], g, s->hp->ffn_dim, ly->down.need);
+    eng_glu_act(s, g, u, dim);
+    kern_act_set(&s->bat.act_ffn[j], g, dim, need);
+}
+
+/* the FFN's input, N_f(x[j]) */
+static void step_ffn_in(eng_session *s, const eng_layer *ly, unsigned j)
+{
+    glu_in(s, j, ly->ffn_norm, ly->gate_up.need);
+}
+
+static void step_glu(eng_session *s, const eng_layer *ly, unsigned j)
+{
+    glu_at(s, j, s->hp->ffn_dim, ly->down.need);
 }
 
 /* dst [m][dim] = mv x[j] for the m positions (mv has one matrix,
@@ -313,16 +327,12 @@ static void head_batch(eng_session *s, unsigned m)
  * FFN_sh(N_moe(x[j])), the combine's d. */
 static void step_sh_in(eng_session *s, const eng_layer *ly, unsigned j)
 {
-    norm_in(s, j, ly->moe_norm, ly->sh_gu.need);
-    memset(s->bat.h + (size_t)j * s->hmax, 0, s->hmax * sizeof(float));
-    memset(s->bat.h2 + (size_t)j * s->hmax, 0, s->hmax * sizeof(float));
+    glu_in(s, j, ly->moe_norm, ly->sh_gu.need);
 }
 
 static void step_sh_glu(eng_session *s, const eng_layer *ly, unsigned j)
 {
-    float *g = s->bat.h + (size_t)j * s->hmax, *u = s->bat.h2 + (size_t)j * s->hmax;
-    eng_glu_act(s, g, u, s->hp->shared_ffn_dim);
-    kern_act_set(&s->bat.act_ffn[j], g, s->hp->shared_ffn_dim, ly->sh_down.need);
+    glu_at(s, j, s->hp->shared_ffn_dim, ly->sh_down.need);
 }
 
 static void shared_batch(eng_session *s, const eng_layer *ly, unsigned m)
