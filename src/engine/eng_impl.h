@@ -840,15 +840,20 @@ void eng_io_teardown(eng_session *s);
 /* A failed expert read of the last token, as eng_decode's error. */
 int  eng_xio_error(eng_session *s, char *err, size_t errlen);
 /* The mode ENG_XIO_AUTO stands for with the model at path (mmap or
- * staged; staged sets o->expert_cache to auto unless one was given). */
-int  eng_io_auto(eng_opts *o, const char *path);
+ * staged; staged sets o->expert_cache to auto unless one was given).
+ * held: bytes of the model this process holds already (its copy in
+ * anonymous memory, eng_weights_copied), counted as free: asked again
+ * after an open that copied the model, auto must not find that the model
+ * no longer fits beside itself. */
+int  eng_io_auto(eng_opts *o, const char *path, uint64_t held);
 /* Bytes the kernel can give without pushing anything out (eng_io_session.c:
  * MemAvailable or the cgroup's room, $CFLOW_MEM_FREE); 0: unknown. */
 uint64_t eng_mem_free(void);
-/* Whether the file at path takes at most num/den of eng_mem_free: 1 yes,
- * 0 no, -1 unknown (no such file, free memory unreadable, den 0).  The one
- * test behind auto expert I/O (9/10) and the weights' placement (1/2). */
-int eng_file_fits(const char *path, unsigned num, unsigned den);
+/* Whether the file at path takes at most num/den of eng_mem_free plus
+ * held bytes: 1 yes, 0 no, -1 unknown (no such file, free memory
+ * unreadable, den 0).  The one test behind auto expert I/O (9/10) and the
+ * weights' placement (1/2, 4/5). */
+int eng_file_fits(const char *path, unsigned num, unsigned den, uint64_t held);
 
 /* ---- eng_prefetch.c: the session's per-layer hints ---- */
 void eng_prefetch_next(eng_session *s, unsigned l);

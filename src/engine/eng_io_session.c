@@ -257,21 +257,22 @@ oom:
     return ENG_ENOMEM;
 }
 
-int eng_file_fits(const char *path, unsigned num, unsigned den)
+int eng_file_fits(const char *path, unsigned num, unsigned den, uint64_t held)
 {
     struct stat st;
     uint64_t avail = eng_mem_free();
     if (!path || !den || stat(path, &st) || !avail)
         return -1;
+    avail += held;
     return (uint64_t)st.st_size <= avail / den * num;
 }
 
 /* ENG_XIO_AUTO for the model at path: mmap where the file fits in 90% of
  * the free memory (or where that cannot be read), else staged, with the
  * RAM cache at auto unless one was given. */
-int eng_io_auto(eng_opts *o, const char *path)
+int eng_io_auto(eng_opts *o, const char *path, uint64_t held)
 {
-    if (eng_file_fits(path, 9, 10) != 0)
+    if (eng_file_fits(path, 9, 10, held) != 0)
         return ENG_XIO_MMAP;
     if (o->expert_cache == -1)
         o->expert_cache = ENG_CACHE_AUTO;
@@ -282,7 +283,8 @@ int eng_set_expert_io(eng_session *s, int mode, char *err, size_t errlen)
 {
     const int asked_auto = mode == ENG_XIO_AUTO;
     if (asked_auto)
-        mode = s->hp->n_experts ? eng_io_auto(&s->opts, fmt_model_path(s->model))
+        mode = s->hp->n_experts ? eng_io_auto(&s->opts, fmt_model_path(s->model),
+                                                       eng_weights_copied(s))
                                 : ENG_XIO_MMAP;
     if (mode < ENG_XIO_MMAP || mode > ENG_XIO_STAGED)
         return eng_fail(err, errlen, ENG_EARG,

@@ -520,6 +520,10 @@ int  fmt_model_open(fmt_model **out, const char *path, char *err,
  * a caller that reads the experts from the file itself and checks each
  * before its first use (fmt_model_expert_check), or all of them before it
  * uses the map's bytes (fmt_model_check_experts).
+ * FMT_OPEN_DROP_CACHE, with FMT_OPEN_READ: drop the file's page-cache pages
+ * behind the copy (posix_fadvise DONTNEED, a chunk at a time), so that a
+ * file near the size of the free memory is not held twice, once copied and
+ * once cached, pushing everything else out while it is read.
  * FMT_OPEN_HEADER: stop once the header is read and checked: for a caller
  * that wants the header's hyperparameters only (fmt_model_hparams'
  * dimensions, max_seq, experts, delays, flags; not arch nor what the
@@ -530,6 +534,7 @@ int  fmt_model_open(fmt_model **out, const char *path, char *err,
 #define FMT_OPEN_MAP_EXPERTS 2u
 #define FMT_OPEN_HEADER      8u
 #define FMT_OPEN_LAZY_EXPERTS 4u
+#define FMT_OPEN_DROP_CACHE  16u
 int  fmt_model_open_ex(fmt_model **out, const char *path, unsigned flags,
                        char *err, size_t errlen);
 void fmt_model_close(fmt_model *m);

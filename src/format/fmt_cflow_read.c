@@ -793,7 +793,8 @@ int fmt_model_open_ex(fmt_model **out, const char *path, unsigned flags,
             close(fd);
             goto fail;
         }
-        map = fmt_read_whole(fd, m->size, keep, n_keep, &m->copied, path, &rc, err, errlen);
+        map = fmt_read_whole(fd, m->size, keep, n_keep, !!(flags & FMT_OPEN_DROP_CACHE),
+                             &m->copied, path, &rc, err, errlen);
         free(keep);
         close(fd);
         if (!map)

@@ -470,10 +470,12 @@ int  fmt_tile_check(const char *path, unsigned entry, const fmt_tile *t, const u
  * in PROT_READ anonymous memory advised onto huge pages, except the whole
  * pages inside keep[0 .. n_keep) (byte ranges [off, end), sorted and
  * disjoint), which are mapped from the file at their place; *copied gets
- * the bytes read.  The block (munmap it, size bytes), or NULL with *rc
- * FMT_ENOMEM or FMT_EIO and the one-line error in err. */
+ * the bytes read; drop: the file's cached pages are dropped behind the
+ * copy (FMT_OPEN_DROP_CACHE).  The block (munmap it, size bytes), or NULL
+ * with *rc FMT_ENOMEM or FMT_EIO and the one-line error in err. */
 typedef struct fmt_frange { uint64_t off, end; } fmt_frange;
 void *fmt_read_whole(int fd, uint64_t size, const fmt_frange *keep, unsigned n_keep,
-                     uint64_t *copied, const char *path, int *rc, char *err, size_t errlen);
+                     int drop, uint64_t *copied, const char *path, int *rc, char *err,
+                     size_t errlen);
 
 #endif /* CFLOW_FMT_IMPL_H */

@@ -112,7 +112,8 @@ const ui_opt ui_opts[UI_O_N] = {
     { UI_O_NO_MMAP, "no-mmap", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(no_mmap), NULL,
       "read the model into memory instead of mapping it (expert banks stay mapped "
       "for sync and staged I/O); by default a model is read in when it takes at most "
-      "half the free memory, else mapped" },
+      "four fifths of the free memory (beyond half, dropping its cached pages "
+      "behind the copy), else mapped" },
     { UI_O_MMAP, "mmap", 0, UI_T_FLAG, NULL, 0, 0, NULL, NULL, 0, OFF(mmap), NULL,
       "map the model file whatever its size, never read it in (--no-mmap wins)" },
     { UI_O_STORIES, "stories", 'n', UI_T_INT, "N", 0, TOK_MAX, "all", NULL, 0,
