@@ -295,6 +295,41 @@ static json_object *tg6(tu_proc *p, size_t n, ...)
     return json_of(p, n);
 }
 
+/* --batch-decode: a tg test of B sequences decodes them together, a token
+ * of each a step; its row says B (n_batch, "tg6 x3" in the md table) and
+ * its t/s counts every sequence's tokens (samples_ts = 6 B / samples_ns);
+ * B 0 and --interleave with B > 1 are refused. */
+static void test_batch_decode(void **state)
+{
+    (void)state;
+    tu_proc p;
+    json_object *a = tg6(&p, 2, "-B", "1,3", (char *)NULL);
+    for (size_t i = 0; i < 2; i++) {
+        json_object *o = json_object_array_get_idx(a, i);
+        const int nb = i ? 3 : 1;
+        assert_int_equal((int)num_of(o, "n_batch"), nb);
+        assert_int_equal((int)num_of(o, "n_gen"), 6);
+        json_object *sts = json_object_object_get(o, "samples_ts");
+        json_object *sns = json_object_object_get(o, "samples_ns");
+        for (size_t k = 0; k < 2; k++) {
+            double ts = json_object_get_double(json_object_array_get_idx(sts, k));
+            double ns = json_object_get_double(json_object_array_get_idx(sns, k));
+            assert_true(ns > 0 && fabs(ts - 6 * nb / (ns * 1e-9)) <= 1e-3 * ts + 1.0);
+        }
+    }
+    json_object_put(a);
+    tu_proc_free(&p);
+    assert_int_equal(tu_cflow_run(&p, "bench", "-m", model, "-t", "1", "-p", "0", "-n", "2",
+                                  "-r", "1", "--batch-decode", "2", "--read-bw", "10",
+                                  "--no-log", (char *)NULL), 0);
+    assert_int_equal(p.status, 0);
+    assert_non_null(strstr(p.out, "| tg2 x2 |"));
+    tu_proc_free(&p);
+    expect_usage(2, "bad -B '0'", "-m", model, "-B", "0", (char *)NULL);
+    expect_usage(2, "--interleave and --batch-decode", "-m", model, "-B", "1,2",
+                 "--interleave", (char *)NULL);
+}
+
 /* --interleave: the tg tests of the lists' settings take turns a token
  * each.  Each row counts its own tokens (every routed expert of 6 tokens
  * x 2 repetitions, as the same test run alone), runs them under its own
@@ -656,6 +691,7 @@ int main(void)
         cmocka_unit_test(test_warmup_reps),
         cmocka_unit_test(test_expert_ahead),
         cmocka_unit_test(test_interleave),
+        cmocka_unit_test(test_batch_decode),
         cmocka_unit_test(test_md_csv),
         cmocka_unit_test(test_membw_l1d),
         cmocka_unit_test(test_membw_recorded),

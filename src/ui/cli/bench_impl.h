@@ -18,6 +18,7 @@
 #include "ui/cli/cli.h"
 
 #define MAXL UI_LIST_MAX   /* entries per list option */
+#define UI_BENCH_BATCH_MAX 256   /* --batch-decode's most sequences */
 typedef ui_ilist ilist;
 
 /* ---- one result --------------------------------------------------------- */
@@ -28,6 +29,7 @@ typedef struct ui_bench_result {
     int         threads, prefetch, expert_io, use_mmap;
     char        xio_name[16];     /* the mode's word, "auto:MODE" where auto chose */
     long        n_prompt, n_gen, n_depth;
+    unsigned    n_batch;          /* sequences a tg step decodes together (1: one) */
     unsigned    reps;
     double     *ns, *ts;          /* [reps] */
     double      avg_ns, sd_ns, avg_ts, sd_ts;
@@ -47,6 +49,7 @@ typedef struct ui_bench_cfg {
     const char *models[MAXL];
     unsigned n_models;
     ilist    t, p, n, d, pf, xio;
+    ilist    batch;                /* --batch-decode: sequences per tg step */
     ilist    ahead;                /* look-ahead depths; {0}: the session's */
     int      pf_set, xio_set, ahead_set, p_set, n_set;   /* given, not the defaults */
     unsigned reps;

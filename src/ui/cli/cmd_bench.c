@@ -11,7 +11,10 @@
  *   ppN   prefill N random tokens as one prompt (eng_prefill) and time it;
  *   tgN   decode N random tokens one at a time (eng_decode, logits each
  *         step) and time them;
- *   @ dD  before each repetition, D random tokens fill the cache (not timed).
+ *   @ dD  before each repetition, D random tokens fill the cache (not timed);
+ *   tgN xB  (--batch-decode B) N steps of eng_decode_batch over B sequences
+ *         of the test's own, a token each a step, as cflow serve's slots
+ *         decode; t/s counts all N x B tokens.
  * Each test runs once untimed (warm-up: page faults, worker start) and then
  * -r times; t/s is the mean of the per-repetition rates and ± its sample
  * standard deviation, as llama-bench reports avg_ts and stddev_ts.  The
@@ -81,7 +84,8 @@
 #include "ui/cli/bench_impl.h"
 
 static const int bench_opts[] = {
-    UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH, UI_O_B_REPS,
+    UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH, UI_O_B_BATCH,
+    UI_O_B_REPS,
     UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_OUTPUT, UI_O_B_READ_BW, UI_O_KV_TYPE,
     UI_O_EXPERT_CACHE, UI_O_EXPERT_AHEAD, UI_O_B_AHEAD_LAYERS, UI_O_NO_MMAP, UI_O_MMAP,
     UI_O_B_NO_WARMUP, UI_O_B_WARMUP_REPS, UI_O_B_INTERLEAVE, UI_O_B_SEED, UI_O_B_ROWS_DIV,
@@ -170,6 +174,7 @@ static void bench_cfg_of(const ui_settings *o, bench_cfg *c)
     c->p = o->b_prompt;
     c->n = o->b_gen;
     c->d = o->b_depth;
+    c->batch = o->b_batch;
     c->pf = o->b_prefetch;
     c->xio = o->b_expert_io;
     c->pf_set = o->given[UI_O_B_PREFETCH];

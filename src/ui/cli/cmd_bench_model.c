@@ -59,6 +59,32 @@ static void random_tokens(int32_t *ids, size_t n, uint32_t n_vocab, uint64_t *rn
         ids[i] = (int32_t)(fmt_splitmix64(rng) % n_vocab);
 }
 
+/* The tg test of nb sequences seqs[nb] (--batch-decode): each emptied
+ * and filled with depth tokens, then n_gen steps of eng_decode_batch, a
+ * random token into each sequence a step, timed (seconds); negative on
+ * an engine error (message in err). */
+static double run_batch_once(eng_session *s, eng_seq *const *seqs, unsigned nb, long n_gen,
+                             long depth, int32_t *ids, uint64_t *rng, char *err,
+                             size_t errlen)
+{
+    uint32_t nv = eng_hparams(s)->vocab_size;
+    int32_t tkn[UI_BENCH_BATCH_MAX];
+    int rcs[UI_BENCH_BATCH_MAX];
+    for (unsigned i = 0; i < nb; i++) {
+        eng_seq_reset(seqs[i]);
+        random_tokens(ids, (size_t)depth, nv, rng);
+        if (depth > 0 && eng_seq_prefill(seqs[i], ids, (size_t)depth, err, errlen))
+            return -1;
+    }
+    double t0 = prof_now();
+    for (long k = 0; k < n_gen; k++) {
+        random_tokens(tkn, nb, nv, rng);
+        if (eng_decode_batch(s, seqs, tkn, nb, rcs, err, errlen))
+            return -1;
+    }
+    return prof_now() - t0;
+}
+
 /* Fill the cache with depth tokens, then time the test once (seconds);
  * negative on an engine error (message in err).  The expert counts of the
  * timed part add to xio (NULL: not counted). */
@@ -215,7 +241,7 @@ static int open_model(bench_run *b, const char *model, long ctx, eng_session **s
 static void emit_row(bench_run *b, const result *r, int *logging)
 {
     ui_bench_emit(&b->tab, r, b->cpu);
-    if (!*logging)
+    if (!*logging || r->n_batch > 1)   /* the log's bench table has no batch field */
         return;
     prof_bench_row br = {
         .test_time = r->time, .n_threads = r->threads,
@@ -316,7 +342,9 @@ static void finish(bench_run *b, eng_session *s, result *r)
     eng_stats es;
     eng_get_stats(s, &es);
     r->bytes_per_token = es.bytes_per_token;
-    r->gb_s = r->n_gen > 0 ? (double)es.bytes_per_token * r->avg_ts / 1e9 : 0;
+    /* a step of n_batch sequences reads the weights once */
+    r->gb_s = r->n_gen > 0 ? (double)es.bytes_per_token * r->avg_ts /
+                                 (r->n_batch > 1 ? r->n_batch : 1) / 1e9 : 0;
     r->bw_pct = r->gb_s > 0 && b->read_bw > 0 ? 100.0 * r->gb_s / b->read_bw : 0;
     r->xio.tok_s = r->avg_ts;
     r->xio.disk_gbs = b->disk_gbs;
@@ -327,39 +355,54 @@ static void finish(bench_run *b, eng_session *s, result *r)
 }
 
 /* One test (r's threads, I/O, depth and pp or tg): a warm-up, then the
- * timed repetitions into r. */
+ * timed repetitions into r.  A tg test of r->n_batch > 1 sequences
+ * decodes them together (run_batch_once), in sequences of its own made
+ * for the test; its t/s counts every sequence's tokens. */
 static int run_test(bench_run *b, eng_session *s, const char *model, result *r)
 {
     const bench_cfg *c = b->c;
     char *err = b->err;
     const size_t errlen = sizeof b->err;
+    const unsigned nb = r->n_gen > 0 && r->n_batch > 1 ? r->n_batch : 0;
+    eng_seq *seqs[UI_BENCH_BATCH_MAX] = { 0 };
     int rc = set_test(b, s, model, r);
-    if (rc)
-        return rc;
-    stamp(r);
-    err[0] = '\0';
-    if (c->warmup && run_once(s, r->n_prompt, r->n_prompt ? 0 : 1, 0, b->ids, &b->rng, NULL,
-                              err, errlen) < 0)
-        return ui_error("%s: %s", model, err);
-    for (unsigned k = 0; k < c->warmup_reps; k++)
-        if (run_once(s, r->n_prompt, r->n_gen, r->n_depth, b->ids, &b->rng, NULL, err,
-                     errlen) < 0)
-            return ui_error("%s: %s", model, err);
+    for (unsigned i = 0; i < nb && !rc; i++)
+        if (eng_seq_new(s, 0, &seqs[i], err, errlen))
+            rc = ui_error("%s: %s", model, err);
+    if (!rc) {
+        stamp(r);
+        err[0] = '\0';
+    }
+    /* a repetition: the test as asked, or (warm) one token of it */
+#define ONCE(n_gen_, depth_, xio_)                                                    \
+    (nb ? run_batch_once(s, seqs, nb, (n_gen_), (depth_), b->ids, &b->rng, err, errlen) \
+        : run_once(s, r->n_prompt, (n_gen_), (depth_), b->ids, &b->rng, (xio_), err,   \
+                   errlen))
+    if (!rc && c->warmup && ONCE(r->n_prompt ? 0 : 1, 0, NULL) < 0)
+        rc = ui_error("%s: %s", model, err);
+    for (unsigned k = 0; k < c->warmup_reps && !rc; k++)
+        if (ONCE(r->n_gen, r->n_depth, NULL) < 0)
+            rc = ui_error("%s: %s", model, err);
     memset(&r->xio, 0, sizeof r->xio);
     r->ns = b->ns;
     r->ts = b->ts;
-    for (unsigned k = 0; k < c->reps; k++) {
-        double sec = run_once(s, r->n_prompt, r->n_gen, r->n_depth, b->ids, &b->rng, &r->xio,
-                              err, errlen);
-        if (sec < 0)
-            return ui_error("%s: %s", model, err);
+    for (unsigned k = 0; k < c->reps && !rc; k++) {
+        double sec = ONCE(r->n_gen, r->n_depth, &r->xio);
+        if (sec < 0) {
+            rc = ui_error("%s: %s", model, err);
+            break;
+        }
         if (sec < 1e-9)
             sec = 1e-9;
         b->ns[k] = sec * 1e9;
-        b->ts[k] = (double)(r->n_prompt + r->n_gen) / sec;
+        b->ts[k] = (double)(r->n_prompt + r->n_gen * (nb ? nb : 1)) / sec;
     }
-    finish(b, s, r);
-    return UI_EXIT_OK;
+#undef ONCE
+    for (unsigned i = 0; i < nb; i++)
+        eng_seq_free(seqs[i]);
+    if (!rc)
+        finish(b, s, r);
+    return rc;
 }
 
 /* --interleave: the tg tests turn[0 .. n) (one per combination of the
@@ -537,9 +580,12 @@ static int bench_model(bench_run *b, const char *model, const char *named)
             r.n_depth = c->d.v[di];
             r.n_prompt = kind == 0 ? L->v[li] : 0;
             r.n_gen = kind == 1 ? L->v[li] : 0;
-            if (!(rc = run_test(b, s, model, &r))) {
-                emit_row(b, &r, &logging);
-                staged_vs_model(b, &r);
+            for (unsigned bi = 0; bi < (kind == 1 ? c->batch.n : 1u) && !rc; bi++) {
+                r.n_batch = kind == 1 ? (unsigned)c->batch.v[bi] : 1u;
+                if (!(rc = run_test(b, s, model, &r))) {
+                    emit_row(b, &r, &logging);
+                    staged_vs_model(b, &r);
+                }
             }
         }
     }
@@ -577,6 +623,9 @@ int ui_bench_models(const bench_cfg *cfg)
     int rc = UI_EXIT_OK;
     if (!cc.xio_set && cc.fmt == 0 && any_moe(&cc))
         cc.xio_set = 1;
+    if (cc.interleave && (cc.batch.n > 1 || cc.batch.v[0] > 1))
+        return ui_usage_error("bench", "--interleave and --batch-decode: the interleaved tests "
+                              "decode one sequence");
     if (bench_turns(&cc) > BENCH_TURNS_MAX)
         return ui_usage_error("bench", "--interleave: %u settings (--expert-io x --prefetch x "
                               "-t x --expert-ahead-layers), at most %d take turns",

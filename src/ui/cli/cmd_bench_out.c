@@ -27,7 +27,7 @@ enum {
     C_AHEAD_MD, C_TEST_MD, C_TS_MD, C_REPS, C_BPT, C_GBS, C_READ_BW, C_BW_PCT,
     C_HIT_MD, C_MIB_MD, C_BOUND_MD, C_REACHED_MD,
     C_XIO0,                                   /* UI_XIO_FIELDS, in order */
-    C_EXPERT_AHEAD = C_XIO0 + UI_XIO_NF, C_INTERLEAVE, C_N
+    C_EXPERT_AHEAD = C_XIO0 + UI_XIO_NF, C_INTERLEAVE, C_BATCH, C_N
 };
 _Static_assert(C_N <= UI_TAB_MAXC, "the bench table's columns fit a ui_tab");
 
@@ -92,6 +92,7 @@ void ui_bench_table(ui_tab *t, ui_col cols[UI_TAB_MAXC], const bench_cfg *c)
         cols[C_XIO0 + k] = (ui_col){ xio[k], NULL, DATA, 'n' };
     cols[C_EXPERT_AHEAD] = (ui_col){ "expert_ahead", NULL, DATA, 'n' };
     cols[C_INTERLEAVE] = (ui_col){ "interleave", NULL, DATA, 'n' };
+    cols[C_BATCH] = (ui_col){ "n_batch", NULL, DATA, 'n' };
     /* the md table's optional columns: the settings the lists vary, and the
      * expert figures where experts stream (--expert-io, or a MoE model) */
     if (!c->pf_set)
@@ -127,6 +128,8 @@ void ui_bench_test_name(char *buf, size_t n, const result *r)
 {
     int k = r->n_prompt > 0 ? snprintf(buf, n, "pp%ld", r->n_prompt)
                             : snprintf(buf, n, "tg%ld", r->n_gen);
+    if (r->n_prompt <= 0 && r->n_batch > 1 && k > 0 && (size_t)k < n)
+        k += snprintf(buf + k, n - (size_t)k, " x%u", r->n_batch);
     if (r->n_depth > 0 && k > 0 && (size_t)k < n)
         snprintf(buf + k, n - (size_t)k, " @ d%ld", r->n_depth);
 }
@@ -220,5 +223,6 @@ void ui_bench_emit(ui_tab *t, const result *r, const char *cpu)
     for (int k = 0; k < UI_XIO_NF; k++)
         ui_tab_set(t, (unsigned)(C_XIO0 + k), "%s", v[k]);
     ui_tab_set(t, C_INTERLEAVE, "%u", r->interleave);
+    ui_tab_set(t, C_BATCH, "%u", r->n_batch > 1 ? r->n_batch : 1u);
     ui_tab_row(t);
 }

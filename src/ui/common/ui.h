@@ -51,7 +51,7 @@ enum ui_opt_id {
     UI_O_SYNTH_SEED, UI_O_TOK_MODEL, UI_O_BOS, UI_O_PARSE_SPECIAL, UI_O_PIECES,
     UI_O_RUNS_MODEL, UI_O_CSV, UI_O_TOKENS,
     /* cflow bench: lists of values, one test per combination */
-    UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH,
+    UI_O_B_MODELS, UI_O_B_THREADS, UI_O_B_PROMPT, UI_O_B_GEN, UI_O_B_DEPTH, UI_O_B_BATCH,
     UI_O_B_REPS, UI_O_B_OUTPUT, UI_O_B_PREFETCH, UI_O_B_EXPERT_IO, UI_O_B_AHEAD_LAYERS,
     UI_O_B_READ_BW, UI_O_B_NO_WARMUP, UI_O_B_WARMUP_REPS, UI_O_B_INTERLEAVE, UI_O_B_SEED,
     UI_O_B_ROWS_DIV, UI_O_B_QD, UI_O_B_DISK_FILE,
@@ -137,6 +137,7 @@ typedef struct ui_settings {
     const char *models[UI_LIST_MAX];
     unsigned    n_models;
     ui_ilist    b_threads, b_prompt, b_gen, b_depth, b_prefetch, b_expert_io;
+    ui_ilist    b_batch;         /* --batch-decode LIST: sequences a tg step decodes */
     ui_ilist    b_ahead;         /* --expert-ahead-layers LIST; {0}: the session's */
     long        reps, rows_div;
     long        qd;              /* bench diskbw: requests in flight, 0 the reader's */

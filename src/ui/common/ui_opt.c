@@ -190,6 +190,11 @@ const ui_opt ui_opts[UI_O_N] = {
       OFF(b_gen), NULL, "generated tokens" },
     { UI_O_B_DEPTH, "depth", 'd', UI_T_LIST, "LIST", 0, 1L << 20, NULL, NULL, 0,
       OFF(b_depth), NULL, "tokens in the cache before each test" },
+    { UI_O_B_BATCH, "batch-decode", 'B', UI_T_LIST, "LIST", 1, 256, NULL, NULL, 0,
+      OFF(b_batch), NULL,
+      "sequences each tg test decodes together, a token of each a step (one "
+      "batched pass, as cflow serve's slots); t/s counts every sequence's "
+      "tokens" },
     { UI_O_B_REPS, "repetitions", 'r', UI_T_INT, "N", 1, 1000, NULL, NULL, 0, OFF(reps),
       NULL, "timed runs of each test" },
     { UI_O_B_OUTPUT, "output", 'o', UI_T_CHOICE, "FMT", 0, 0, NULL, out_fmts, 0,
@@ -268,6 +273,7 @@ void ui_settings_default(ui_settings *s)
     s->b_prompt = (ui_ilist){ { 512 }, 1 };
     s->b_gen = (ui_ilist){ { 128 }, 1 };
     s->b_depth = (ui_ilist){ { 0 }, 1 };
+    s->b_batch = (ui_ilist){ { 1 }, 1 };
     s->b_threads = (ui_ilist){ { 0 }, 1 };
     s->b_prefetch = (ui_ilist){ { 0 }, 1 };
     s->b_expert_io = (ui_ilist){ { 3 }, 1 };   /* auto, as run and the TUI */
