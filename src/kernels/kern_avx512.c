@@ -596,6 +596,7 @@ static inline void q8_mm_group(const uint8_t *w, kern_geom g, unsigned rows,
             const size_t pb = (size_t)p * g.nb + b;
             const uint8_t *q = qbase + pb * KERN_Q8_BLOCK_BYTES;
             __m512 d[Q8_MM_T];
+            pf_ahead(q, KERN_Q8_BLOCK_BYTES / 64);   /* for a tile read once */
             _Pragma("GCC unroll 4")
             for (int j = 0; j < T; j++)
                 d[j] = kern_vf_block_d(w + 2 * pb * KERN_PANEL, x[j].q8_d[xb0 + b]);
