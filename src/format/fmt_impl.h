@@ -293,6 +293,8 @@ typedef struct fmt_mix_in {
     /* the model (fmt_mix_model) */
     unsigned n_layers, n_experts, gqa, n_attn_v;
     int      tied, type_70b;
+    int      mla;                    /* DeepSeek-V2's latent attention: FMT_R_K
+                                        is attn_kv_a_mqa, which no rule names */
     /* the tensor */
     int      role;                   /* enum fmt_role */
     unsigned layer, i_attn_v;        /* its layer; attn_v: its index among

@@ -125,22 +125,36 @@ int fmt_ftype_dtype(int ftype)
 
 /* ---- the mix ------------------------------------------------------------- */
 
-enum cat { C_OTHER, C_TOKEN_EMBD, C_OUTPUT, C_ATTN_Q, C_ATTN_K, C_ATTN_V, C_ATTN_O,
-           C_FFN_GATE, C_FFN_UP, C_FFN_DOWN };
+/* llama.cpp's tensor_get_category, by the role's GGUF name: C_OTHER is a
+ * matrix no rule names (it takes the file type's own type, as llama.cpp's
+ * OTHER does), C_NONE a tensor llama-quantize leaves alone (norms,
+ * biases, the router) */
+enum cat { C_NONE, C_OTHER, C_TOKEN_EMBD, C_OUTPUT, C_ATTN_Q, C_ATTN_K, C_ATTN_V,
+           C_ATTN_O, C_FFN_GATE, C_FFN_UP, C_FFN_DOWN };
 
-static enum cat category(int role)
+static enum cat category(int role, int mla)
 {
     switch (role) {
+    case FMT_R_K: return mla ? C_OTHER : C_ATTN_K;
     case FMT_R_TOK_EMBD: return C_TOKEN_EMBD;
     case FMT_R_OUTPUT: return C_OUTPUT;
     case FMT_R_Q: return C_ATTN_Q;
-    case FMT_R_K: return C_ATTN_K;
     case FMT_R_V: return C_ATTN_V;
     case FMT_R_O: return C_ATTN_O;
-    case FMT_R_GATE: case FMT_R_EXP_GATE: return C_FFN_GATE;
-    case FMT_R_UP: case FMT_R_EXP_UP: return C_FFN_UP;
-    case FMT_R_DOWN: case FMT_R_EXP_DOWN: return C_FFN_DOWN;
-    default: return C_OTHER;
+    /* attn_qkv (Phi-3) is attn_v's kind (category_is_attn_v), whose
+     * branch comes first: llama.cpp's own ATTENTION_QKV rule is never
+     * reached */
+    case FMT_R_QKV: return C_ATTN_V;
+    /* "ffn_gate", "ffn_up", "ffn_down" anywhere in the name: the shared
+     * experts' _shexp and Phi-3's fused gate-up (named ffn_up) too; with
+     * experts the layer comes from the name, as for the routed ones */
+    case FMT_R_GATE: case FMT_R_EXP_GATE: case FMT_R_SH_GATE: return C_FFN_GATE;
+    case FMT_R_UP: case FMT_R_EXP_UP: case FMT_R_SH_UP: case FMT_R_GATE_UP: return C_FFN_UP;
+    case FMT_R_DOWN: case FMT_R_EXP_DOWN: case FMT_R_SH_DOWN: return C_FFN_DOWN;
+    /* MLA's (DeepSeek-V2): attn_q_a, attn_q_b, attn_k_b, attn_v_b match no
+     * rule, nor does attn_kv_a_mqa, FMT_R_K's name there (above) */
+    case FMT_R_Q_A: case FMT_R_Q_B: case FMT_R_K_B: case FMT_R_V_B: return C_OTHER;
+    default: return C_NONE;
     }
 }
 
@@ -240,9 +254,9 @@ static int fallback(int t, uint64_t ne0)
 
 int fmt_mix_type(const fmt_mix_in *m)
 {
-    enum cat c = category(m->role);
+    enum cat c = category(m->role, m->mla);
     int t = fmt_ftype_dtype(m->ftype);
-    if (c == C_OTHER || t < 0)
+    if (c == C_NONE || t < 0)
         return -1;
     if (t == FMT_DT_BF16)       /* not a quantised type: no mix, no fallback */
         return t;
@@ -259,4 +273,5 @@ void fmt_mix_model(fmt_mix_in *m, const fmt_hparams *hp, int tied, unsigned n_at
     /* llama.cpp's LLM_TYPE_70B: a llama of 80 layers with grouped KV */
     m->type_70b = !strcmp(hp->arch, "llama") && hp->n_layers == 80 &&
                   hp->n_heads != hp->n_kv_heads;
+    m->mla = hp->mla_rank > 0;
 }

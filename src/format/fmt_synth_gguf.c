@@ -426,6 +426,7 @@ static int mix_types(const fmt_synth_geom *g, int ftype, tdesc *t, size_t nt, si
     hp.n_experts = g->n_exp;
     hp.n_heads = g->n_heads;
     hp.n_kv_heads = g->n_kv;
+    hp.mla_rank = g->mla_rank;
     fmt_mix_model(&m, &hp, g->tied, g->n_layers);
     m.ftype = ftype;
     for (size_t i = 0; i < nt; i++) {
