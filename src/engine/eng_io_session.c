@@ -284,7 +284,7 @@ int eng_set_expert_io(eng_session *s, int mode, char *err, size_t errlen)
     const int asked_auto = mode == ENG_XIO_AUTO;
     if (asked_auto)
         mode = s->hp->n_experts ? eng_io_auto(&s->opts, fmt_model_path(s->model),
-                                                       eng_weights_copied(s))
+                                                       fmt_model_copied_bytes(s->model))
                                 : ENG_XIO_MMAP;
     if (mode < ENG_XIO_MMAP || mode > ENG_XIO_STAGED)
         return eng_fail(err, errlen, ENG_EARG,

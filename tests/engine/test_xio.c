@@ -192,6 +192,39 @@ static void test_read_faults_api(void **state)
     remove(path);
 }
 
+/* A model between half and four fifths of the free memory is copied in
+ * (dropping its cached pages behind the copy) and its experts run from
+ * the copy; asked again once the copy has taken its share of the memory,
+ * auto counts the copy as the model's own and keeps mmap, where it had
+ * gone staged, reading from the file the experts it held in memory
+ * already (gpt-oss-20b's bench, 2026-12-07). */
+static void auto_after_copy(const char *path, const int32_t *ref)
+{
+    eng_session *s = NULL;
+    int32_t got[N_TOK];
+    eng_opts o;
+    char err[512], text[64];
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    eng_opts_default(&o);
+    o.n_ctx = 64;
+    o.n_threads = 2;
+    o.expert_io = ENG_XIO_AUTO;
+    snprintf(text, sizeof text, "%llu", (unsigned long long)st.st_size * 3 / 2);
+    setenv("CFLOW_MEM_FREE", text, 1);
+    assert_int_equal(eng_open(&s, path, &o, err, sizeof err), 0);
+    assert_int_equal(eng_weights_copied(s), (uint64_t)st.st_size);
+    assert_int_equal(eng_expert_io(s), ENG_XIO_MMAP);
+    snprintf(text, sizeof text, "%llu", (unsigned long long)st.st_size / 2);
+    setenv("CFLOW_MEM_FREE", text, 1);   /* what the copy left */
+    assert_int_equal(eng_set_expert_io(s, ENG_XIO_AUTO, err, sizeof err), 0);
+    unsetenv("CFLOW_MEM_FREE");
+    assert_int_equal(eng_expert_io(s), ENG_XIO_MMAP);
+    xt_greedy(s, got, N_TOK, 0);
+    assert_memory_equal(ref, got, sizeof got);
+    eng_close(s);
+}
+
 /* Must show (issue 17, 1 and 3): the expert cache at every budget and
  * under every policy gives mmap's tokens; a full one reads each expert
  * once; faults through it. */
@@ -301,35 +334,7 @@ static void test_cache(void **state)
             assert_true(st.xio_misses > 0 && st.xio_cache_bytes <= 32768);
         eng_close(s);
     }
-    /* a model between half and four fifths of the free memory is copied
-     * in (dropping its cached pages behind the copy) and its experts run
-     * from the copy; asked again once the copy has taken its share of the
-     * memory, auto counts the copy as the model's own and keeps mmap,
-     * where it had gone staged, reading from the file the experts it held
-     * in memory already (gpt-oss-20b's bench, 2026-12-07) */
-    {
-        eng_opts o;
-        char err[512], text[64];
-        struct stat st;
-        assert_int_equal(stat(path, &st), 0);
-        eng_opts_default(&o);
-        o.n_ctx = 64;
-        o.n_threads = 2;
-        o.expert_io = ENG_XIO_AUTO;
-        snprintf(text, sizeof text, "%llu", (unsigned long long)st.st_size * 3 / 2);
-        setenv("CFLOW_MEM_FREE", text, 1);
-        assert_int_equal(eng_open(&s, path, &o, err, sizeof err), 0);
-        assert_int_equal(eng_weights_copied(s), (uint64_t)st.st_size);
-        assert_int_equal(eng_expert_io(s), ENG_XIO_MMAP);
-        snprintf(text, sizeof text, "%llu", (unsigned long long)st.st_size / 2);
-        setenv("CFLOW_MEM_FREE", text, 1);   /* what the copy left */
-        assert_int_equal(eng_set_expert_io(s, ENG_XIO_AUTO, err, sizeof err), 0);
-        unsetenv("CFLOW_MEM_FREE");
-        assert_int_equal(eng_expert_io(s), ENG_XIO_MMAP);
-        xt_greedy(s, got, N_TOK, 0);
-        assert_memory_equal(ref, got, sizeof ref);
-        eng_close(s);
-    }
+    auto_after_copy(path, ref);
     xt_cache_opt = 0;
     remove(path);
 }
