@@ -108,6 +108,14 @@ static uint64_t matrix_hash(const fmt_model *m, const place *pl, const fmt_matin
     return h;
 }
 
+/* Whether the cflow run p succeeded (tu_ok's report); p freed either way. */
+static int ran_ok(tu_proc *p, const char *what)
+{
+    int ok = tu_ok(p, what);
+    tu_proc_free(p);
+    return ok;
+}
+
 /* Convert src with -q name and set every recorded tensor of (cas, name)
  * in lines against the result; returns the mismatches (printed). */
 static unsigned check_name(const char *cas, const char *name, const char *src, char *lines)
@@ -116,11 +124,8 @@ static unsigned check_name(const char *cas, const char *name, const char *src, c
     tu_proc p;
     snprintf(out, sizeof out, "%s", tu_tmp("mix.cflow"));
     assert_int_equal(tu_cflow_run(&p, "convert", "-q", name, src, out, (char *)NULL), 0);
-    if (!tu_ok(&p, name)) {
-        tu_proc_free(&p);
+    if (!ran_ok(&p, name))
         return 1;
-    }
-    tu_proc_free(&p);
     fmt_model *m = NULL;
     assert_int_equal(fmt_model_open(&m, out, err, sizeof err), 0);
     unsigned bad = 0, seen = 0;
@@ -174,11 +179,8 @@ static unsigned check_synth(const char *cas, const char *name, const char *prese
     assert_int_equal(tu_cflow_run(&p, "synth", "--gguf", "-q", name, "--vocab",
                                   tu_shared_file("models/stories260K-f32.gguf"), "--seed",
                                   seed, preset, out, (char *)NULL), 0);
-    if (!tu_ok(&p, name)) {
-        tu_proc_free(&p);
+    if (!ran_ok(&p, name))
         return 1;
-    }
-    tu_proc_free(&p);
     fmt_gguf *g = NULL;
     assert_int_equal(fmt_gguf_open(&g, out, err, sizeof err), 0);
     unsigned bad = 0, seen = 0;
