@@ -48,7 +48,7 @@ void eng_opts_default(eng_opts *o)
     o->prefetch = -1;    /* $CFLOW_PREFETCH, else off */
     o->expert_cache = -1; /* $CFLOW_EXPERT_CACHE, else none */
     o->expert_ahead = -1; /* $CFLOW_EXPERT_AHEAD, else on */
-    o->no_mmap = -1;      /* read in where it fits (see eng_session_open) */
+    o->no_mmap = -1;      /* read in where it fits (open_model, below) */
 }
 
 uint64_t eng_weights_copied(const eng_session *s)
