@@ -241,7 +241,9 @@ static const fmt_synth_geom bench[] = {
       .attn_softcap = 50.0f },
     { GEO("phi4-mini",       32, 3072, 24,  8, 128,  8192,   0, 0, 200064, 131072, 1e4f,
           1e-5f, 1), .arch = "phi3", .feat = FMT_SG_FUSED | FMT_SG_LONGROPE, .rope_dims = 96,
-      .rope_orig = 4096 },
+      .rope_orig = 4096, .swa = 262144 },    /* Phi-4-mini's config.json: no window in effect,
+                                              * but the key convert_hf_to_gguf writes and
+                                              * ik_llama.cpp requires */
     /* the same families small enough for the tests: each takes the
      * vocabulary it is given (--vocab) and keeps its oddities within the
      * tokens a test runs: windows of 8 positions, LongRoPE's original
