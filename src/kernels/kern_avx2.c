@@ -57,6 +57,7 @@
 
 #define KERN_SIMD_W 256
 #include "kernels/kern_simd.h"
+#include "kernels/kern_mm_simd.h"
 
 #define AVX2 KERN_VATTR
 
@@ -929,9 +930,9 @@ AVX2 static void act_q8(const float *x, unsigned nb, int8_t *q, float *d,
 
 KERN_MM_FROM_MV(mm_f32, mv_f32)
 KERN_MM_FROM_MV(mm_f16, mv_f16)
-KERN_MM_FROM_MV(mm_q8_0, mv_q8_0)
-KERN_MM_FROM_MV(mm_q4_0, mv_q4_0)
-KERN_MM_FROM_MV(mm_q4_0_rp, mv_q4_0_rp)
+KERN_MM_LANES(mm_q8_0, 0, mv_q8_0)     /* kern_mm_simd.h */
+KERN_MM_LANES(mm_q4_0, 1, mv_q4_0)
+KERN_MM_RP(mm_q4_0_rp, mv_q4_0_rp)
 
 const kern_ops kern_ops_avx2 = {
     .isa = KERN_ISA_AVX2,
