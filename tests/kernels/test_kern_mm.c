@@ -9,8 +9,8 @@
  *     promises the batched kernels bit-identical results, so the
  *     comparison is exact, on ragged tiles (rows and columns that are not
  *     multiples of the 16-row panel, the 32-column block, 128 or 256) and
- *     at every batch size class m in {1, 2, 3, 4, 5, 7, 8, 9, 16, 23, 31,
- *     32, 512} (below, at and around the native kernels' 8-input groups,
+ *     at every batch size m from 1 to 33, 64 and 512 (each remainder of
+ *     the native kernels' 3-, 4- and 8-input groups after whole groups,
  *     and the engine's prefill chunk of 32), with y strides wider than the
  *     tile so that a write past a row shows, for every ISA table this CPU
  *     runs (an AVX-512 CPU checks its avx2 table too);
@@ -82,10 +82,16 @@ static kern_tile_mv_fn mv_of(const kern_ops *ops, enum kern_type t, int rp)
 static void test_tile_mm(void **state)
 {
     (void)state;
-    /* every batch class: one input (decode); below, at, just past and at
-     * whole multiples of the native kernels' 8-input groups; the prefill's
-     * full chunk of 32 (ENG_BATCH) and one short of it; far past it */
-    static const unsigned ms[] = { 1, 2, 3, 4, 5, 7, 8, 9, 16, 23, 31, 32, 512 };
+    /* every batch class: every size from one input (decode) to 33, so
+     * each remainder of the native kernels' groups (3, 4 and 8 inputs)
+     * comes after zero to four whole groups, the prefill's full chunk of
+     * 32 (ENG_BATCH) and one past it; far past it */
+    enum { NM = 33 + 2 };
+    unsigned ms[NM];
+    for (unsigned i = 0; i < 33; i++)
+        ms[i] = i + 1;
+    ms[33] = 64;
+    ms[34] = 512;
     static const struct { unsigned r, c, col0; } shapes[] = {
         { 128, 256, 0 }, { 100, 200, 32 }, { 17, 33, 64 }, { 1, 7, 0 },
         { 127, 255, 96 }, { 48, 96, 32 }, { 16, 32, 0 }, { 5, 250, 0 },
@@ -115,7 +121,7 @@ static void test_tile_mm(void **state)
             for (int rp = 0; rp <= (t == KERN_Q4_0); rp++) {
                 assert_int_equal(kern_tile_pack((enum kern_type)t, R, C, KERN_SRC_F32,
                                                 w, C * sizeof(float), pl), 0);
-                for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+                for (size_t mi = 0; mi < NM; mi++) {
                     const unsigned m = ms[mi];
                     for (size_t i = 0; i < m * ldy; i++)
                         y0[i] = i % ldy < R ? rng_unit() : 777.0f;
