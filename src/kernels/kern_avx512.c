@@ -45,6 +45,7 @@
 
 #define KERN_SIMD_W 512
 #include "kernels/kern_simd.h"
+#include "kernels/kern_mm_simd.h"
 
 #define AVX512 KERN_VATTR
 #define VNNI   __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
@@ -635,8 +636,8 @@ VNNI static void mm_q8_0_vnni(const void *payload, unsigned rows, unsigned cols,
 
 KERN_MM_FROM_MV(mm_f32, mv_f32)
 KERN_MM_FROM_MV(mm_f16, mv_f16)
-KERN_MM_FROM_MV(mm_q8_0, mv_q8_0)
-KERN_MM_FROM_MV(mm_q4_0, mv_q4_0)
+KERN_MM_LANES(mm_q8_0, 0, mv_q8_0)     /* kern_mm_simd.h */
+KERN_MM_LANES(mm_q4_0, 1, mv_q4_0)
 KERN_MM_FROM_MV(mm_q4_0_vnni, mv_q4_0_vnni)
 
 /* ---- attention over an f16 cache -------------------------------------------
