@@ -163,30 +163,43 @@ mm_lanes_group(const uint8_t *w, kern_geom g, unsigned rows, const kern_act *x,
         }
 }
 
-/* NAME: the batched 8-lane kernel of Q8_0 (Q4 0) or Q4_0 (Q4 1) whose
- * mat-vec is MV. */
-#define KERN_MM_LANES(NAME, Q4, MV)                                            \
+/* NAME: a batched kernel whose mat-vec is MV: the inputs in groups of TG
+ * (at most 8) through GROUP(w, g, rows, x, T, col0, y, ldy), the last
+ * fewer than TG with T a constant for each count, a last single input
+ * through MV. */
+#define KERN_MM_BATCH(NAME, TG, MV, GROUP)                                     \
 KERN_VATTR static void NAME(const void *payload, unsigned rows, unsigned cols, \
                             const kern_act *x, unsigned m, unsigned col0,      \
                             float *y, size_t ldy)                              \
 {                                                                              \
     const kern_geom g = kern_geom_of(rows, cols);                              \
     unsigned j = 0;                                                            \
-    for (; j + KERN_MM_T <= m; j += KERN_MM_T)                                 \
-        mm_lanes_group(payload, g, rows, x + j, KERN_MM_T, col0, y + j * ldy,  \
-                       ldy, Q4);                                               \
-    _Static_assert(KERN_MM_T == 8, "the last inputs are 7 .. 1");              \
+    _Static_assert((TG) >= 2 && (TG) <= 8, "groups of 2 to 8 inputs");         \
+    for (; j + (TG) <= m; j += (TG))                                           \
+        GROUP(payload, g, rows, x + j, (TG), col0, y + j * ldy, ldy);          \
+    const kern_act *xj = x + j;                                                \
     float *yj = y + j * ldy;                                                   \
     switch (m - j) {                                                           \
-    case 7: mm_lanes_group(payload, g, rows, x + j, 7, col0, yj, ldy, Q4); break; \
-    case 6: mm_lanes_group(payload, g, rows, x + j, 6, col0, yj, ldy, Q4); break; \
-    case 5: mm_lanes_group(payload, g, rows, x + j, 5, col0, yj, ldy, Q4); break; \
-    case 4: mm_lanes_group(payload, g, rows, x + j, 4, col0, yj, ldy, Q4); break; \
-    case 3: mm_lanes_group(payload, g, rows, x + j, 3, col0, yj, ldy, Q4); break; \
-    case 2: mm_lanes_group(payload, g, rows, x + j, 2, col0, yj, ldy, Q4); break; \
-    case 1: MV(payload, rows, cols, x + j, col0, yj); break;                   \
+    case 7: if (7 < (TG)) GROUP(payload, g, rows, xj, 7, col0, yj, ldy); break; \
+    case 6: if (6 < (TG)) GROUP(payload, g, rows, xj, 6, col0, yj, ldy); break; \
+    case 5: if (5 < (TG)) GROUP(payload, g, rows, xj, 5, col0, yj, ldy); break; \
+    case 4: if (4 < (TG)) GROUP(payload, g, rows, xj, 4, col0, yj, ldy); break; \
+    case 3: if (3 < (TG)) GROUP(payload, g, rows, xj, 3, col0, yj, ldy); break; \
+    case 2: GROUP(payload, g, rows, xj, 2, col0, yj, ldy); break;              \
+    case 1: MV(payload, rows, cols, xj, col0, yj); break;                      \
     }                                                                          \
 }
+
+/* NAME: the batched 8-lane kernel of Q8_0 (Q4 0) or Q4_0 (Q4 1) whose
+ * mat-vec is MV. */
+#define KERN_MM_LANES(NAME, Q4, MV)                                            \
+KERN_VATTR KERN_MM_ALWAYS static inline void                                   \
+NAME##_group(const uint8_t *w, kern_geom g, unsigned rows, const kern_act *x,  \
+             const int T, unsigned col0, float *y, size_t ldy)                 \
+{                                                                              \
+    mm_lanes_group(w, g, rows, x, T, col0, y, ldy, Q4);                        \
+}                                                                              \
+KERN_MM_BATCH(NAME, KERN_MM_T, MV, NAME##_group)
 
 /* T inputs through a repacked Q4_0 tile: per panel-block the nibbles of
  * every part are unpacked once (u), then each input's block dot per part
@@ -255,22 +268,6 @@ mm_rp_group(const uint8_t *w, kern_geom g, unsigned rows, const kern_act *x,
 }
 
 /* NAME: the batched repacked Q4_0 kernel whose mat-vec is MV. */
-#define KERN_MM_RP(NAME, MV)                                                   \
-KERN_VATTR static void NAME(const void *payload, unsigned rows, unsigned cols, \
-                            const kern_act *x, unsigned m, unsigned col0,      \
-                            float *y, size_t ldy)                              \
-{                                                                              \
-    const kern_geom g = kern_geom_of(rows, cols);                              \
-    unsigned j = 0;                                                            \
-    for (; j + KERN_MM_RP_T <= m; j += KERN_MM_RP_T)                           \
-        mm_rp_group(payload, g, rows, x + j, KERN_MM_RP_T, col0, y + j * ldy, ldy); \
-    _Static_assert(KERN_MM_RP_T == 4, "the last inputs are 3 .. 1");           \
-    float *yj = y + j * ldy;                                                   \
-    switch (m - j) {                                                           \
-    case 3: mm_rp_group(payload, g, rows, x + j, 3, col0, yj, ldy); break;     \
-    case 2: mm_rp_group(payload, g, rows, x + j, 2, col0, yj, ldy); break;     \
-    case 1: MV(payload, rows, cols, x + j, col0, yj); break;                   \
-    }                                                                          \
-}
+#define KERN_MM_RP(NAME, MV) KERN_MM_BATCH(NAME, KERN_MM_RP_T, MV, mm_rp_group)
 
 #endif /* CFLOW_KERN_MM_SIMD_H */
