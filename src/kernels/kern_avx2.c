@@ -32,6 +32,11 @@
  * runs four panels side by side so that one broadcast of x serves them
  * (each lane's own additions stay in order).
  *
+ * The batched kernels (tile_mm) of Q8_0 and Q4_0, plain and repacked,
+ * are kern_mm_simd.h's, which share the weights' work among inputs and
+ * keep each input's float steps those of the mat-vecs here; F32 and F16
+ * run the mat-vec once per input.
+ *
  * Attention over the f16 cache (attn_f16) is kern_avx512.c's, in 8-lane
  * vectors, 4 heads side by side for head_dim 64, to the same bits as the
  * reference: without it an AVX2 machine ran the scalar reference, whose

@@ -28,6 +28,9 @@
  *           lane_g = fma(d_w[16] * d_x, (float)isum_g, lane_g)
  *         and at the end of the tile the 8 lanes fold as kern_ref.c's fold8.
  *         The repacked Q4_0 flavour sums the block and does one FMA.
+ * The batched Q8_0 and Q4_0 kernels of the plain AVX-512 table are
+ * kern_mm_simd.h's (written once with the AVX2 tier's); the repacked
+ * Q4_0 one and the VNNI table's are below.
  * The module is built with -ffp-contract=off so the compiler keeps these
  * roundings.  Ragged tiles compute the whole padded panel and store the
  * real rows through a mask.
