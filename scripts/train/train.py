@@ -94,7 +94,7 @@ def grow_vocab(m, sd, V):
 
 
 def chat_ids(tok, doc, copy_weight, common, copy_end=False, mask_request=False,
-             copy_spans=False):
+             copy_spans=False, copy_later=1.0):
     """ids and loss weights of one conversation: the first time the answer
     writes a token of the request it answers (the requested name and thing,
     not the request's own wording, common) weighs copy_weight, every
@@ -109,7 +109,8 @@ def chat_ids(tok, doc, copy_weight, common, copy_end=False, mask_request=False,
     rare pieces (the answer's copies of it are what counts).  With
     copy_spans the weighted tokens are those of the first mention of the
     requested name and thing themselves (request_words, span_weights), not
-    of any token the request holds."""
+    of any token the request holds, and copy_later weighs their later
+    mentions."""
     ids, w, req = [], [], set()
     for k, seg in enumerate(doc.split(IM_START)):
         if k:
@@ -121,7 +122,8 @@ def chat_ids(tok, doc, copy_weight, common, copy_end=False, mask_request=False,
             req_words = request_words(seg[5:].split(IM_END)[0])
             w += [0.0 if mask_request else 1.0] * len(seg_ids)
         elif seg.startswith("assistant\n") and copy_spans:
-            w += span_weights(tok, seg, seg_ids, req_words, copy_weight, copy_end)
+            w += span_weights(tok, seg, seg_ids, req_words, copy_weight, copy_end,
+                              copy_later)
         elif seg.startswith("assistant\n"):
             # run: inside a copy that began at a first mention (with
             # copy_end its later tokens of the request weigh too, so a name
@@ -180,12 +182,14 @@ def token_bytes(tok, ids):
             else len(tok.inv[i]) for i in ids]
 
 
-def span_weights(tok, seg, seg_ids, words, copy_weight, copy_end):
+def span_weights(tok, seg, seg_ids, words, copy_weight, copy_end, copy_later=1.0):
     """Weights of an assistant segment's tokens: those covering the first
     whole-word mention of each of words (the thing also in its plural, any
-    case) weigh copy_weight, with copy_end the token after it too; the rest
-    1.  The mention is found in the text, so a name's first piece counts
-    whatever else uses it (" A" of " Aukusti", the bare " " of
+    case) weigh copy_weight, with copy_end the token after it too; the
+    later mentions copy_later (their tokens only: the copy inside a long
+    name fails on a later mention too, "Zepruine" on Zephyrine's fifth);
+    the rest 1.  The mention is found in the text, so a name's first piece
+    counts whatever else uses it (" A" of " Aukusti", the bare " " of
     " Zephyrine"), and a piece of the name inside another word does not."""
     w = [1.0] * len(seg_ids)
     ends, n = [], 0
@@ -194,19 +198,20 @@ def span_weights(tok, seg, seg_ids, words, copy_weight, copy_end):
         ends.append(n)
     for k, word in enumerate(words):
         pat = r"\b%s\b" % re.escape(word) if k == 0 else r"\b%s(?:s|es)?\b" % re.escape(word)
-        m = re.search(pat, seg, 0 if k == 0 else re.I)
-        if not m:
-            continue
-        a, b = len(seg[:m.start()].encode()), len(seg[:m.end()].encode())
-        first = next(i for i, e in enumerate(ends) if e > a)
-        last = next(i for i, e in enumerate(ends) if e >= b)
-        for i in range(first, min(len(w), last + 1 + (1 if copy_end else 0))):
-            w[i] = copy_weight
+        for j, m in enumerate(re.finditer(pat, seg, 0 if k == 0 else re.I)):
+            if j and copy_later == 1.0:
+                break
+            a, b = len(seg[:m.start()].encode()), len(seg[:m.end()].encode())
+            first = next(i for i, e in enumerate(ends) if e > a)
+            last = next(i for i, e in enumerate(ends) if e >= b)
+            stop = last + 1 + (1 if copy_end and not j else 0)
+            for i in range(first, min(len(w), stop)):
+                w[i] = max(w[i], copy_later) if j else copy_weight
     return w
 
 
 def token_stream(tok, stories, cache, copy_weight=1.0, copy_end=False, mask_request=False,
-                 copy_spans=False):
+                 copy_spans=False, copy_later=1.0):
     """stream [N] ids, starts [docs] (each document's BOS), weights [N] f32:
     the loss weight of predicting stream[i] (chat_ids; 1 for stories)."""
     if cache and os.path.exists(cache):
@@ -221,7 +226,8 @@ def token_stream(tok, stories, cache, copy_weight=1.0, copy_end=False, mask_requ
         common.update(tok.encode(re.sub(r"\{\w+\}", "", text)))
     for s in stories:
         if s.startswith(IM_START):
-            ids, w = chat_ids(tok, s, copy_weight, common, copy_end, mask_request, copy_spans)
+            ids, w = chat_ids(tok, s, copy_weight, common, copy_end, mask_request,
+                                    copy_spans, copy_later)
         else:
             ids = tok.encode(s)
             w = [1.0] * len(ids)
@@ -313,7 +319,7 @@ def train_one(arch, args, stream, starts, weights, tok):
     info = {"train_seconds": round(el, 1), "train_steps": args.steps,
             "train_tokens": args.steps * args.batch * args.seq,
             "final_train_ce_ema": round(ema, 4), "params": nparams,
-            "seed": args.seed, "init": args.init, "start_step": args.start_step, "copy_weight": args.copy_weight, "copy_end": args.copy_end, "mask_request": args.mask_request, "copy_spans": args.copy_spans, "lr": args.lr, "batch": args.batch, "seq": args.seq,
+            "seed": args.seed, "init": args.init, "start_step": args.start_step, "copy_weight": args.copy_weight, "copy_end": args.copy_end, "mask_request": args.mask_request, "copy_spans": args.copy_spans, "copy_later": args.copy_later, "lr": args.lr, "batch": args.batch, "seq": args.seq,
             "data": [os.path.basename(p) for p in [args.train] + args.extra + args.chat]}
     m.eval()
     export(m, args.tok, out)
@@ -342,6 +348,9 @@ def main():
     ap.add_argument("--copy-spans", action="store_true",
                     help="weigh the first mention of the requested name and thing "
                          "(span_weights), not every token of the request")
+    ap.add_argument("--copy-later", type=float, default=1.0,
+                    help="with --copy-spans: loss weight of the later mentions of the "
+                         "requested name and thing (span_weights)")
     ap.add_argument("--suffix", default="", help="output dir = OUT/<variant><suffix>")
     ap.add_argument("--save-every", type=int, default=0)
     ap.add_argument("--init", default=None,
@@ -392,9 +401,11 @@ def main():
         cache = cache[:-4] + "+m.npz"
     if args.copy_spans:
         cache = cache[:-4] + "+s.npz"
+    if args.copy_later != 1.0:
+        cache = cache[:-4] + f"+l{args.copy_later:g}.npz"
     stream, starts, weights = token_stream(tok, stories, os.path.join(args.out, cache),
                                            args.copy_weight, args.copy_end, args.mask_request,
-                                           args.copy_spans)
+                                           args.copy_spans, args.copy_later)
     print(f"train: {len(stories)} stories, {len(stream)} tokens", flush=True)
     for arch in args.variants:
         train_one(arch, args, stream, starts, weights, tok)
