@@ -5,7 +5,9 @@
  * 1. Held-out quality.  `cflow ppl --json FILE` of the shipped model and
  *    `cflow ppl -m stories260K --json FILE` (the llama2.c checkpoint,
  *    converted here at f32) on ../shared/corpus/tinystories-valid-1000.txt;
- *    the shipped model's bits per byte must be at most 1.15x stories260K's.
+ *    the shipped model's bits per byte must be at most 1.05x stories260K's
+ *    (issue 46's bound; issue 3's was 1.15x: the chat fine-tunes must not
+ *    cost the model its stories).
  *    Bits per byte, not perplexity: the two tokenizers differ (2048 vs 512
  *    ids).  Always the whole file, also under the sanitizers (minutes):
  *    prefixes are not representative -- on the first 300 stories the
@@ -130,13 +132,13 @@ static void test_ppl_ratio(void **state)
     int s_ours = json_object_get_int(json_object_object_get(ours, "stories"));
     int s_ref = json_object_get_int(json_object_object_get(theirs, "stories"));
     fprintf(stderr, "%d stories: shipped model (%s) %.4f bits/byte, stories260K %.4f, "
-            "ratio %.3f (must be <= 1.15)\n", s_ours, name, b_ours, b_ref, b_ours / b_ref);
+            "ratio %.3f (must be <= 1.05)\n", s_ours, name, b_ours, b_ref, b_ours / b_ref);
     /* the shipped model, not a model named on the command line */
     assert_non_null(strstr(name, "default.cflow"));
     assert_int_equal(s_ours, atoi(n));
     assert_int_equal(s_ref, atoi(n));
     assert_true(b_ref > 0.5 && b_ours > 0.5);
-    assert_true(b_ours <= 1.15 * b_ref);
+    assert_true(b_ours <= 1.05 * b_ref);
     json_object_put(ours);
     json_object_put(theirs);
 }
