@@ -152,6 +152,13 @@
 
 #define BUSY_TIMEOUT_MS 1000
 #define BUSY_RETRIES    2
+/* The wait for the write lock while a new (or older) log is migrated:
+ * once per log, by whichever process comes first, the others finding the
+ * work done.  Tens of processes started on a new log on a loaded machine
+ * (under AddressSanitizer, beside other jobs) queued for it past
+ * BUSY_TIMEOUT_MS's three tries, and the last went on without logging
+ * (test_race); nothing holds that lock long, so waiting is safe. */
+#define MIGRATE_TIMEOUT_MS 30000
 
 /* The expert streaming figures (prof_xio_fig), inputs then derived, as
  * columns of table t (schema 7). */
@@ -704,8 +711,13 @@ int prof_log_open(prof_log **out, const char *path, unsigned flags, char *err,
         prof_log_fail(l, err, errlen, NULL);
         goto fail;
     }
-    if (ver < PROF_LOG_SCHEMA && migrate(l, ver, err, errlen))
-        goto fail;
+    if (ver < PROF_LOG_SCHEMA) {
+        sqlite3_busy_timeout(l->db, MIGRATE_TIMEOUT_MS);
+        int m = migrate(l, ver, err, errlen);
+        sqlite3_busy_timeout(l->db, BUSY_TIMEOUT_MS);
+        if (m)
+            goto fail;
+    }
     *out = l;
     return 0;
 fail:
