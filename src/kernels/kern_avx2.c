@@ -131,22 +131,6 @@ AVX2 static void mv_f32(const void *payload, unsigned rows, unsigned cols,
 
 /* ---- F16 ---------------------------------------------------------------- */
 
-/* y[16p + 8h .. +8) += v, storing only rows < rows. */
-AVX2 static inline void add_half(float *y, unsigned rows, unsigned p,
-                                 unsigned h, __m256 v)
-{
-    unsigned r0 = KERN_PANEL * p + 8 * h;
-    if (r0 >= rows)
-        return;
-    if (r0 + 8 <= rows) {
-        _mm256_storeu_ps(y + r0, _mm256_add_ps(_mm256_loadu_ps(y + r0), v));
-    } else {
-        float t[8];
-        _mm256_storeu_ps(t, v);
-        for (unsigned i = 0; r0 + i < rows; i++)
-            y[r0 + i] += t[i];
-    }
-}
 
 /* Up to NGROUP panels (ng) side by side, so that a column's broadcast of
  * x serves them all.  Column c < np goes to lane sum c % 64 (see
@@ -244,10 +228,7 @@ AVX2 static void NAME(const void *payload, unsigned rows, unsigned cols,       \
     const uint8_t *w = payload, *qbase = w + g.scale_bytes;                    \
     const unsigned xb0 = col0 / KERN_QBLOCK;                                   \
     int32_t init[KERN_TILE_COLS / 4];   /* -OFFSET * sum of each group */      \
-    for (unsigned k = 0; k < g.nb * 8; k++) {                                  \
-        const int8_t *xq = x->q8 + col0 + 4 * k;                               \
-        init[k] = -(OFFSET) * (xq[0] + xq[1] + xq[2] + xq[3]);                 \
-    }                                                                          \
+    kern_group_init(x->q8 + col0, g.nb * 8, (OFFSET), init);                   \
     for (unsigned p = 0; p < g.np; p++)                                        \
         for (unsigned h = 0; h < 2; h++) {   /* rows 0-7, then 8-15 */         \
             __m256 acc[8];                                                     \
@@ -268,11 +249,8 @@ AVX2 static void NAME(const void *payload, unsigned rows, unsigned cols,       \
                     acc[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[j]),  \
                                              acc[j]);                          \
             }                                                                  \
-            add_half(y, rows, p, h, _mm256_add_ps(                             \
-                _mm256_add_ps(_mm256_add_ps(acc[0], acc[4]),                   \
-                              _mm256_add_ps(acc[2], acc[6])),                  \
-                _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]),                   \
-                              _mm256_add_ps(acc[3], acc[7]))));                \
+            kern_vf_add_rows(y, rows, KERN_PANEL * p + 8 * h,                  \
+                             kern_vf_fold8_rows(acc));                         \
         }                                                                      \
 }
 

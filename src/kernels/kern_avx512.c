@@ -299,15 +299,6 @@ VNNI static inline __m512i q4_isum_vnni(const uint8_t *q, const int8_t *xq)
     return q4_isum_vnni_bx(q, xl, xh);
 }
 
-/* kern_ref.c's fold8 for 16 rows. */
-AVX512 static inline __m512 fold8(const __m512 *l)
-{
-    return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(l[0], l[4]),
-                                       _mm512_add_ps(l[2], l[6])),
-                         _mm512_add_ps(_mm512_add_ps(l[1], l[5]),
-                                       _mm512_add_ps(l[3], l[7])));
-}
-
 /* The 8-lane kernels.  LANES fills the 8 group dots of a panel-block,
  * starting from init = -OFFSET x the group's activation sum (OFFSET 8,
  * 128, or 0 when LANES works on signed weights).  Panels go QGROUP at a
@@ -320,10 +311,7 @@ ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
     const uint8_t *w = payload, *qbase = w + g.scale_bytes;                    \
     const unsigned xb0 = col0 / KERN_QBLOCK;                                   \
     int32_t init[KERN_TILE_COLS / 4];   /* -OFFSET * sum of each group */      \
-    for (unsigned k = 0; k < g.nb * 8; k++) {                                  \
-        const int8_t *xq = x->q8 + col0 + 4 * k;                               \
-        init[k] = -(OFFSET) * (xq[0] + xq[1] + xq[2] + xq[3]);                 \
-    }                                                                          \
+    kern_group_init(x->q8 + col0, g.nb * 8, (OFFSET), init);                   \
     unsigned p = 0;                                                            \
     for (; p + QG <= g.np; p += QG) {                                          \
         __m512 acc[QG][8];                                                     \
@@ -350,7 +338,7 @@ ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
         }                                                                      \
         _Pragma("GCC unroll 2")                                                \
         for (unsigned k = 0; k < QG; k++)                                      \
-            add_panel(y, rows, p + k, fold8(acc[k]));                          \
+            add_panel(y, rows, p + k, kern_vf_fold8_rows(acc[k]));             \
     }                                                                          \
     for (; p < g.np; p++) {                                                    \
         __m512 acc[8];                                                         \
@@ -368,7 +356,7 @@ ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
             for (int j = 0; j < 8; j++)                                        \
                 acc[j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[j]), acc[j]); \
         }                                                                      \
-        add_panel(y, rows, p, fold8(acc));                                     \
+        add_panel(y, rows, p, kern_vf_fold8_rows(acc));                        \
     }                                                                          \
 }
 
@@ -618,7 +606,7 @@ static inline void q8_mm_group(const uint8_t *w, kern_geom g, unsigned rows,
         }
         _Pragma("GCC unroll 4")
         for (int j = 0; j < T; j++)
-            add_panel(y + j * ldy, rows, p, fold8(acc[j]));
+            add_panel(y + j * ldy, rows, p, kern_vf_fold8_rows(acc[j]));
     }
 }
 

@@ -53,30 +53,6 @@
 
 #define KERN_MM_ALWAYS __attribute__((always_inline))
 
-/* y[r0 .. r0 + KERN_VN) += v, storing only rows < rows (the mat-vecs'
- * add_half / add_panel: one float add per row). */
-KERN_VATTR static inline void mm_add_rows(float *y, unsigned rows, unsigned r0,
-                                          kern_vf v)
-{
-    if (r0 >= rows)
-        return;
-    if (r0 + KERN_VN <= rows) {
-        kern_vf_storeu(y + r0, kern_vf_add(kern_vf_loadu(y + r0), v));
-    } else {
-        float t[KERN_VN];
-        kern_vf_storeu(t, v);
-        for (unsigned i = 0; r0 + i < rows; i++)
-            y[r0 + i] += t[i];
-    }
-}
-
-/* kern_ref.c's fold8 of one part's 8 group sums. */
-KERN_VATTR static inline kern_vf mm_fold8(const kern_vf *l)
-{
-    return kern_vf_add(kern_vf_add(kern_vf_add(l[0], l[4]), kern_vf_add(l[2], l[6])),
-                       kern_vf_add(kern_vf_add(l[1], l[5]), kern_vf_add(l[3], l[7])));
-}
-
 /* One pass: group gi of T inputs over the nb blocks of a panel part.
  * qg: the part's bytes of group gi's chunk in block 0 (blocks bb bytes
  * apart); Q4 takes the low nibbles for gi < 4, the high ones after (the
@@ -128,9 +104,8 @@ mm_lanes_group(const uint8_t *w, kern_geom g, unsigned rows, const kern_act *x,
     kern_vf lane[KERN_MM_T][8];                    /* the 8 group sums */
     for (int j = 0; j < T; j++) {
         xq[j] = x[j].q8 + col0;
-        for (unsigned k = 0; q4 && k < 8 * g.nb; k++)
-            init[j][k] = -8 * (xq[j][4 * k] + xq[j][4 * k + 1] + xq[j][4 * k + 2] +
-                               xq[j][4 * k + 3]);
+        if (q4)
+            kern_group_init(xq[j], 8 * g.nb, 8, init[j]);
     }
     for (unsigned p = 0; p < g.np; p++)
         for (unsigned h = 0; h < KERN_MM_PARTS; h++) {
@@ -158,8 +133,8 @@ mm_lanes_group(const uint8_t *w, kern_geom g, unsigned rows, const kern_act *x,
                     lane[j][gi] = acc[j];
             }
             for (int j = 0; j < T; j++)
-                mm_add_rows(y + j * ldy, rows, KERN_PANEL * p + KERN_VN * h,
-                            mm_fold8(lane[j]));
+                kern_vf_add_rows(y + j * ldy, rows, KERN_PANEL * p + KERN_VN * h,
+                                 kern_vf_fold8_rows(lane[j]));
         }
 }
 
@@ -263,7 +238,8 @@ mm_rp_group(const uint8_t *w, kern_geom g, unsigned rows, const kern_act *x,
         }
         for (int j = 0; j < T; j++)
             for (int h = 0; h < KERN_MM_PARTS; h++)
-                mm_add_rows(y + j * ldy, rows, KERN_PANEL * p + KERN_VN * h, acc[j][h]);
+                kern_vf_add_rows(y + j * ldy, rows, KERN_PANEL * p + KERN_VN * h,
+                                 acc[j][h]);
     }
 }
 

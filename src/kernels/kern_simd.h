@@ -232,6 +232,43 @@ KERN_VATTR static inline kern_vf kern_vf_block_d(const uint8_t *dw, float dx)
     return kern_vf_mul(kern_vf_ld_half(dw), kern_vf_set1(dx));
 }
 
+/* kern_ref.c's fold8 for KERN_VN rows at once: the 8 group sums of each
+ * row (l[g], one lane per row) to one, (l0 + l4) + (l2 + l6) added to
+ * (l1 + l5) + (l3 + l7), the order that makes the 8-lane kernels' bits. */
+KERN_VATTR static inline kern_vf kern_vf_fold8_rows(const kern_vf *l)
+{
+    return kern_vf_add(kern_vf_add(kern_vf_add(l[0], l[4]), kern_vf_add(l[2], l[6])),
+                       kern_vf_add(kern_vf_add(l[1], l[5]), kern_vf_add(l[3], l[7])));
+}
+
+/* y[r0 .. r0 + KERN_VN) += v, storing only rows < rows (none when r0 is
+ * past them): one float add per row. */
+KERN_VATTR static inline void kern_vf_add_rows(float *y, unsigned rows, unsigned r0,
+                                               kern_vf v)
+{
+    if (r0 >= rows)
+        return;
+    if (r0 + KERN_VN <= rows) {
+        kern_vf_storeu(y + r0, kern_vf_add(kern_vf_loadu(y + r0), v));
+    } else {
+        float t[KERN_VN];
+        kern_vf_storeu(t, v);
+        for (unsigned i = 0; r0 + i < rows; i++)
+            y[r0 + i] += t[i];
+    }
+}
+
+/* init[k] = -offset x the sum of activation quants xq[4k .. 4k+3], for
+ * the ngroups 4-column groups of an 8-lane kernel's blocks: the term that
+ * turns a dot against offset-binary weights (Q4_0's nibbles, offset 8;
+ * VNNI's unsigned Q8_0, 128) into the signed one. */
+static inline void kern_group_init(const int8_t *xq, unsigned ngroups, int offset,
+                                   int32_t *init)
+{
+    for (unsigned k = 0; k < ngroups; k++)
+        init[k] = -offset * (xq[4 * k] + xq[4 * k + 1] + xq[4 * k + 2] + xq[4 * k + 3]);
+}
+
 /* The last levels of kern_ref.c's fold64 (and of kern_fold16 below):
  * 8 lane sums to one, the upper 4 lanes added to the lower 4, then lanes
  * 2-3 to 0-1, then lane 1 to lane 0. */
