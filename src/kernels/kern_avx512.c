@@ -450,11 +450,14 @@ VNNI static void mv_q4_0_rp_vnni(const void *payload, unsigned rows, unsigned co
 }
 
 /* Batched repacked Q4_0: a panel-block's nibbles are unpacked into
- * registers once and serve MM_TOKENS inputs; each input's block dot is
- * the same integer as q4_isum's (integer sums are exact in any order) and
- * its float steps are mv_q4_0_rp's, so every output is bit-identical to
- * the mat-vec.  Inputs past the last full group of MM_TOKENS go through
- * the mat-vec itself. */
+ * registers once and serve up to MM_TOKENS inputs; each input's block dot
+ * is the same integer as q4_isum's (integer sums are exact in any order)
+ * and its float steps are mv_q4_0_rp's, so every output is bit-identical
+ * to the mat-vec.  The inputs go 8 at a time, the last 2-7 as one group
+ * of that many (T a constant in each call: KERN_MM_BATCH_A) and a last
+ * single one through the mat-vec: a decode step of 2-7 sequences (cflow
+ * serve's slots, bench -B) unpacks each panel-block once, where running
+ * the mat-vec once per input unpacked it once per sequence. */
 #define MM_TOKENS 8
 
 AVX512 static inline __m512i q4_dot_unpacked(const __m512i *lo,
@@ -484,57 +487,53 @@ VNNI static inline __m512i q4_dot_unpacked_vnni(const __m512i *lo,
     return _mm512_add_epi32(s0, s1);
 }
 
-#define MM_Q4_RP(NAME, ATTR, DOT, MV)                                          \
-ATTR static void NAME(const void *payload, unsigned rows, unsigned cols,       \
-                      const kern_act *x, unsigned m, unsigned col0, float *y,  \
-                      size_t ldy)                                              \
+/* Inputs x[0 .. T) (T <= MM_TOKENS, a constant where it is inlined)
+ * through the tile, one panel at a time, one accumulator per input. */
+#define MM_Q4_RP_GROUP(NAME, ATTR, DOT)                                        \
+ATTR KERN_MM_ALWAYS static inline void                                         \
+NAME(const uint8_t *w, kern_geom g, unsigned rows, const kern_act *x,          \
+     const int T, unsigned col0, float *y, size_t ldy)                         \
 {                                                                              \
-    kern_geom g = kern_geom_of(rows, cols);                                    \
-    const uint8_t *w = payload, *qbase = w + g.scale_bytes;                    \
+    const uint8_t *qbase = w + g.scale_bytes;                                  \
     const unsigned xb0 = col0 / KERN_QBLOCK;                                   \
     const __m512i m4 = _mm512_set1_epi8(0x0F);                                 \
-    unsigned j0 = 0;                                                           \
-    for (; j0 + MM_TOKENS <= m; j0 += MM_TOKENS) {                             \
-        const kern_act *xj = x + j0;                                           \
-        for (unsigned p = 0; p < g.np; p++) {                                  \
-            __m512 acc[MM_TOKENS];                                             \
-            _Pragma("GCC unroll 8")                                            \
-            for (int j = 0; j < MM_TOKENS; j++)                                \
-                acc[j] = _mm512_setzero_ps();                                  \
-            for (unsigned b = 0; b < g.nb; b++) {                              \
-                const size_t pb = (size_t)p * g.nb + b;                        \
-                const uint8_t *q = qbase + pb * KERN_Q4_BLOCK_BYTES;           \
-                __m512i lo[4], hi[4];                                          \
-                _Pragma("GCC unroll 4")                                        \
-                for (int k = 0; k < 4; k++) {                                  \
-                    __m512i v = ld64(q + 64 * k);                              \
-                    lo[k] = _mm512_and_si512(v, m4);                           \
-                    hi[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);     \
-                }                                                              \
-                const __m512 dw = kern_vf_ld_half(w + 2 * pb * KERN_PANEL);          \
-                _Pragma("GCC unroll 8")                                        \
-                for (int j = 0; j < MM_TOKENS; j++) {                          \
-                    __m512i isum = DOT(lo, hi,                                 \
-                                       xj[j].q8 + col0 + KERN_QBLOCK * b);     \
-                    isum = _mm512_sub_epi32(isum,                              \
-                               _mm512_set1_epi32(8 * xj[j].q8_sum[xb0 + b]));  \
-                    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),         \
-                                 _mm512_mul_ps(dw,                             \
-                                     _mm512_set1_ps(xj[j].q8_d[xb0 + b])),     \
-                                 acc[j]);                                      \
-                }                                                              \
+    for (unsigned p = 0; p < g.np; p++) {                                      \
+        __m512 acc[MM_TOKENS];                                                 \
+        _Pragma("GCC unroll 8")                                                \
+        for (int j = 0; j < T; j++)                                            \
+            acc[j] = _mm512_setzero_ps();                                      \
+        for (unsigned b = 0; b < g.nb; b++) {                                  \
+            const size_t pb = (size_t)p * g.nb + b;                            \
+            const uint8_t *q = qbase + pb * KERN_Q4_BLOCK_BYTES;               \
+            __m512i lo[4], hi[4];                                              \
+            pf_ahead(q, KERN_Q4_BLOCK_BYTES / 64);   /* for a tile read once */    \
+            _Pragma("GCC unroll 4")                                            \
+            for (int k = 0; k < 4; k++) {                                      \
+                __m512i v = ld64(q + 64 * k);                                  \
+                lo[k] = _mm512_and_si512(v, m4);                               \
+                hi[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);         \
             }                                                                  \
+            const __m512 dw = kern_vf_ld_half(w + 2 * pb * KERN_PANEL);        \
             _Pragma("GCC unroll 8")                                            \
-            for (int j = 0; j < MM_TOKENS; j++)                                \
-                add_panel(y + (j0 + j) * ldy, rows, p, acc[j]);                \
+            for (int j = 0; j < T; j++) {                                      \
+                __m512i isum = DOT(lo, hi, x[j].q8 + col0 + KERN_QBLOCK * b);  \
+                isum = _mm512_sub_epi32(isum,                                  \
+                           _mm512_set1_epi32(8 * x[j].q8_sum[xb0 + b]));       \
+                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),             \
+                             _mm512_mul_ps(dw, _mm512_set1_ps(x[j].q8_d[xb0 + b])), \
+                             acc[j]);                                          \
+            }                                                                  \
         }                                                                      \
+        _Pragma("GCC unroll 8")                                                \
+        for (int j = 0; j < T; j++)                                            \
+            add_panel(y + j * ldy, rows, p, acc[j]);                           \
     }                                                                          \
-    for (; j0 < m; j0++)                                                       \
-        MV(payload, rows, cols, x + j0, col0, y + j0 * ldy);                   \
 }
 
-MM_Q4_RP(mm_q4_0_rp, AVX512, q4_dot_unpacked, mv_q4_0_rp)
-MM_Q4_RP(mm_q4_0_rp_vnni, VNNI, q4_dot_unpacked_vnni, mv_q4_0_rp_vnni)
+MM_Q4_RP_GROUP(mm_q4_0_rp_group, AVX512, q4_dot_unpacked)
+MM_Q4_RP_GROUP(mm_q4_0_rp_vnni_group, VNNI, q4_dot_unpacked_vnni)
+KERN_MM_BATCH_A(AVX512, mm_q4_0_rp, MM_TOKENS, mv_q4_0_rp, mm_q4_0_rp_group)
+KERN_MM_BATCH_A(VNNI, mm_q4_0_rp_vnni, MM_TOKENS, mv_q4_0_rp_vnni, mm_q4_0_rp_vnni_group)
 
 /* Batched Q8_0 (VNNI).  The contract keeps 8 float lanes per row and
  * input (mv_q8_0_vnni's), so per panel-block and input the kernel owes 8

@@ -29,7 +29,7 @@
  *   repacked Q4_0 (mv_q4_0_rp): per row and input, one float sum of
  *     fma((float)(isum - 8 sum_x), d_w * d_x, sum) per block.  A
  *     panel-block's nibbles are unpacked once for KERN_MM_RP_T inputs
- *     (kern_avx512.c's MM_Q4_RP does the same with zmm and 8 inputs); the
+ *     (kern_avx512.c's MM_Q4_RP_GROUP does the same with zmm and 8 inputs); the
  *     int16 sums that mv_q4_0_rp adds are exact in any order.
  * Integer dots are exact whatever instructions make them; the float steps
  * (the int -> float conversion, the d product, the FMA, the fold, the add
@@ -141,9 +141,12 @@ mm_lanes_group(const uint8_t *w, kern_geom g, unsigned rows, const kern_act *x,
 /* NAME: a batched kernel whose mat-vec is MV: the inputs in groups of TG
  * (at most 8) through GROUP(w, g, rows, x, T, col0, y, ldy), the last
  * fewer than TG with T a constant for each count, a last single input
- * through MV. */
-#define KERN_MM_BATCH(NAME, TG, MV, GROUP)                                     \
-KERN_VATTR static void NAME(const void *payload, unsigned rows, unsigned cols, \
+ * through MV.  KERN_MM_BATCH_A gives NAME the target attribute ATTR (a
+ * tier beyond KERN_VATTR's, such as VNNI, whose GROUP must inline into
+ * it). */
+#define KERN_MM_BATCH(NAME, TG, MV, GROUP) KERN_MM_BATCH_A(KERN_VATTR, NAME, TG, MV, GROUP)
+#define KERN_MM_BATCH_A(ATTR, NAME, TG, MV, GROUP)                             \
+ATTR static void NAME(const void *payload, unsigned rows, unsigned cols, \
                             const kern_act *x, unsigned m, unsigned col0,      \
                             float *y, size_t ldy)                              \
 {                                                                              \
