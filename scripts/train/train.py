@@ -279,8 +279,16 @@ def train_one(arch, args, stream, starts, weights, tok):
         else:
             m.load_state_dict(sd)
     nparams = sum(p.numel() for p in m.parameters())
-    decay = [p for n, p in m.named_parameters() if p.dim() >= 2]
-    nodecay = [p for n, p in m.named_parameters() if p.dim() < 2]
+    if args.freeze_below:
+        # train only the layers from --freeze-below on (grow.py's new ones)
+        # and the final norm: the rest, the embedding included, stays as it
+        # is, and the backward pass stops at the first trained layer
+        for n, p in m.named_parameters():
+            p.requires_grad = n.startswith("layers.") and \
+                int(n.split(".")[1]) >= args.freeze_below or n == "norm.weight"
+    trained = [(n, p) for n, p in m.named_parameters() if p.requires_grad]
+    decay = [p for n, p in trained if p.dim() >= 2]
+    nodecay = [p for n, p in trained if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": nodecay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
@@ -303,7 +311,7 @@ def train_one(arch, args, stream, starts, weights, tok):
         loss = ce + args.aux * aux
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_([p for _, p in trained], 1.0)
         opt.step()
         ema = ce.item() if ema is None else 0.95 * ema + 0.05 * ce.item()
         if step % 20 == 0 or step == args.steps - 1:
@@ -319,7 +327,7 @@ def train_one(arch, args, stream, starts, weights, tok):
     info = {"train_seconds": round(el, 1), "train_steps": args.steps,
             "train_tokens": args.steps * args.batch * args.seq,
             "final_train_ce_ema": round(ema, 4), "params": nparams,
-            "seed": args.seed, "init": args.init, "start_step": args.start_step, "copy_weight": args.copy_weight, "copy_end": args.copy_end, "mask_request": args.mask_request, "copy_spans": args.copy_spans, "copy_later": args.copy_later, "lr": args.lr, "batch": args.batch, "seq": args.seq,
+            "seed": args.seed, "init": args.init, "start_step": args.start_step, "copy_weight": args.copy_weight, "copy_end": args.copy_end, "mask_request": args.mask_request, "copy_spans": args.copy_spans, "copy_later": args.copy_later, "freeze_below": args.freeze_below, "lr": args.lr, "batch": args.batch, "seq": args.seq,
             "data": [os.path.basename(p) for p in [args.train] + args.extra + args.chat]}
     m.eval()
     export(m, args.tok, out)
@@ -359,6 +367,9 @@ def main():
     ap.add_argument("--start-step", type=int, default=0,
                     help="resume a run: --init is its checkpoint of this step; the same "
                          "options go on with its batches and lr schedule from here")
+    ap.add_argument("--freeze-below", type=int, default=0,
+                    help="train only the layers from this one on and the final norm "
+                         "(after grow.py: the new layers)")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--lr", type=float, default=2e-3)
