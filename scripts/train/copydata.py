@@ -141,6 +141,29 @@ TRAIN_PHRASINGS = [
     ("", "Write about {name} and {athing}."),
     ("", "Tell a short story about {name}, who has {athing}."),
 ]
+# With build --more-phrasings (issue 46's grow3): wordings in which the
+# requested name is followed by a verb or another word, not only by "and",
+# "." or "," -- the copy of an unseen name ran on past its end where a
+# request went on with a verb ("named Karis plays with" -> "Karisss").
+# A separate list, so the draws of the seeds above are unchanged.
+MORE_PHRASINGS = [
+    "Write a story where a {who} named {name} likes {athing}.",
+    "Tell me a story in which {name} wants {athing}.",
+    "Tell me a story where a {who} named {name} draws {athing}.",
+    "Can you write a story where {name} keeps {athing}?",
+    "Tell me a story where a {who} called {name} helps {athing}.",
+    "Please tell a story where {name} takes care of {athing}.",
+    "Write a story in which a {who} named {name} shares {athing}.",
+    "I want a story where {name} hides {athing}.",
+    "Tell me a story where {name} makes {athing}.",
+    "Can you tell a story in which a {who} named {name} wishes for {athing}?",
+    "Write a story where {name} looks for {athing}.",
+    "Write a story: {name} is a {who} with {athing}.",
+    "Tell me a story where {name} goes out with {athing}.",
+    "Make up a story where a {who} named {name} runs into {athing}.",
+    "Write a story in which {name} brings home {athing}.",
+    "Tell me a story where a {who} named {name} wins {athing}.",
+]
 # Held-out wordings: validation requests (checkpoint choice) and the final
 # test set use their own, and no training conversation uses either.
 VALID_PHRASINGS = [
@@ -161,7 +184,8 @@ WHO = {"she": "girl", "he": "boy", None: "kid"}
 
 
 def _check_phrasings():
-    train = {t for _, t in PHRASINGS} | {t for _, t in TRAIN_PHRASINGS} | set(chatdata.FOLLOWUPS)
+    train = {t for _, t in PHRASINGS} | {t for _, t in TRAIN_PHRASINGS} | set(chatdata.FOLLOWUPS) \
+        | set(MORE_PHRASINGS)
     held = set(VALID_PHRASINGS) | set(TEST_PHRASINGS)
     assert not train & held and not set(VALID_PHRASINGS) & set(TEST_PHRASINGS)
 
@@ -443,7 +467,7 @@ def sentence_ends(text):
     return [m.end() for m in re.finditer(r'[.!?]"?(?=\s)', text)] + [len(text)]
 
 
-def cue_convo(story, rng, names, things_by_cat, p_name, p_thing):
+def cue_convo(story, rng, names, things_by_cat, p_name, p_thing, more=False):
     """(request, story, name, thing) with the name in the story's first
     sentence (an intro "Once upon a time, there was a girl named X." put in
     front where it is not) and the thing's first mention in the first or
@@ -491,7 +515,8 @@ def cue_convo(story, rng, names, things_by_cat, p_name, p_thing):
         cue = rng.choice(cues).format(Ref=ref, ref=ref if ref == name else ref.lower(),
                                       poss=poss, thing=w, athing=article(w))
         story = story[:ends[0]] + " " + cue + (" " + rest if rest else "")
-    choices = [t for _, t in TRAIN_PHRASINGS] + [t for n, t in PHRASINGS if n == ""]
+    choices = [t for _, t in TRAIN_PHRASINGS] + [t for n, t in PHRASINGS if n == ""] \
+        + (MORE_PHRASINGS if more else [])
     req = rng.choice(choices).format(name=name, athing=article(w), who=kind or wh)
     return req, story, name, w
 
@@ -504,7 +529,8 @@ def build(stories, rng, args, names, things_by_cat):
                 docs.append(story0)
                 continue
             if args.cue and rng.random() < args.cue:
-                c = cue_convo(story0, rng, names, things_by_cat, args.p_name, args.p_thing)
+                c = cue_convo(story0, rng, names, things_by_cat, args.p_name, args.p_thing,
+                              args.more_phrasings)
             else:
                 c = convo(story0, rng, names, things_by_cat, args.p_name, args.p_thing,
                           args.nouns_only)
@@ -568,6 +594,8 @@ def main():
     b.add_argument("--cue", type=float, default=0.0, metavar="P",
                    help="with probability P the thing's first mention is put in a cue "
                         "sentence early in the story (cue_convo)")
+    b.add_argument("--more-phrasings", action="store_true",
+                   help="--cue requests also use MORE_PHRASINGS (the name followed by a verb)")
     b.add_argument("--lists", default=LISTS)
     b.add_argument("out")
     b.add_argument("stories", nargs="+")

@@ -46,11 +46,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bpe import EOT, Tokenizer  # noqa: E402
 from chatdata import FOLLOWUPS, IM_END, IM_START, PHRASINGS, PLAIN_REQUESTS  # noqa: E402
-from copydata import TRAIN_PHRASINGS  # noqa: E402
+from copydata import MORE_PHRASINGS, TRAIN_PHRASINGS  # noqa: E402
 
 # the requests' own wording (chatdata.py's and, since issue 46,
 # copydata.py's phrasings): not weighted by --copy-weight
-REQUEST_TEXTS = [t for _, t in PHRASINGS + TRAIN_PHRASINGS] + FOLLOWUPS + PLAIN_REQUESTS
+REQUEST_TEXTS = [t for _, t in PHRASINGS + TRAIN_PHRASINGS] + FOLLOWUPS + PLAIN_REQUESTS \
+    + MORE_PHRASINGS
 from export import export, load  # noqa: E402
 from model import VARIANTS, CflowModel, make_config  # noqa: E402
 
