@@ -16,6 +16,14 @@
 
 #include <immintrin.h>
 
+#define KERN_SIMD_W 256
+/* the header's own kernels are kern_avx2.c's; only its vocabulary is used
+ * (kern_vf_add_rows) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "kernels/kern_simd.h"
+#pragma GCC diagnostic pop
+
 #define KQ_W 256
 #define KQ_VNNI 0
 #define KQ_ATTR __attribute__((target("avx2,fma,f16c")))

@@ -17,6 +17,14 @@
 
 #include <immintrin.h>
 
+#define KERN_SIMD_W 512
+/* the header's own kernels are kern_avx512.c's; only its vocabulary is used
+ * (kern_vf_add_rows) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "kernels/kern_simd.h"
+#pragma GCC diagnostic pop
+
 #define KQ_W 512
 
 #define KQ_VNNI 0

@@ -173,20 +173,6 @@ typedef __m256 kq_vf;
 #define kq_dpwssd(acc, a, b) kq_add32(acc, kq_madd(a, b))
 #endif
 
-/* y[r0 .. r0 + KQ_VR) += v, rows at or past `rows` left alone */
-KQ_ATTR static inline void KQ_NAME(kq_y_add)(float *y, unsigned rows,
-                                             unsigned r0, kq_vf v)
-{
-    if (r0 + KQ_VR <= rows) {
-        kq_vf_st(y + r0, kq_vf_add(kq_vf_ld(y + r0), v));
-    } else {
-        float t[KQ_VR];
-        kq_vf_st(t, v);
-        for (unsigned i = 0; r0 + i < rows; i++)
-            y[r0 + i] += t[i];
-    }
-}
-
 /* ggml's hsum_float_8 of 8 lane vectors, each row in its own lane */
 KQ_ATTR static inline kq_vf KQ_NAME(kq_fold8)(const kq_vf *l)
 {
@@ -341,7 +327,7 @@ KQ_NAME(q4krp_group)(const uint8_t *P, unsigned h, const KQ_NAME(q4k_sc) *s,
         KQ_UNROLL(4)
         for (unsigned k = 0; k < 4; k++)
             M = kq_dpwssd(M, s->mp[k], kq_set32(in[t].b32[k]));
-        KQ_NAME(kq_y_add)(y + t * ldy, rows, r0, KQ_NAME(kq_rp_sum)(I[t], M, d, dmin, in[t].d));
+        kern_vf_add_rows(y + t * ldy, rows, r0, KQ_NAME(kq_rp_sum)(I[t], M, d, dmin, in[t].d));
     }
 }
 
@@ -698,7 +684,7 @@ KQ_NAME(TYPE##_group)(const uint8_t *P, unsigned h, const KQ_NAME(TYPE##_sc) *s,
     for (unsigned t = 0; t < NT; t++) {                                        \
         const kq_vf l[8] = { lane[0][t], lane[1][t], lane[2][t], lane[3][t],   \
                              lane[4][t], lane[5][t], lane[6][t], lane[7][t] }; \
-        KQ_NAME(kq_y_add)(y + t * ldy, rows, r0,                               \
+        kern_vf_add_rows(y + t * ldy, rows, r0,                               \
                           kq_vf_add(KQ_NAME(kq_fold8)(l),                      \
                                     KQ_NAME(TYPE##_extra)(P, h, s, in + t)));  \
     }                                                                          \
@@ -781,7 +767,7 @@ KQ_NAME(q2krp_group)(const uint8_t *P, unsigned h, const KQ_NAME(q2k_sc) *s,
         KQ_UNROLL(8)
         for (unsigned l = 0; l < 8; l++)
             M = kq_dpwssd(M, s->mp[l], kq_set32(in[t].b16[l]));
-        KQ_NAME(kq_y_add)(y + t * ldy, rows, r0, KQ_NAME(kq_rp_sum)(I[t], M, d, dmin, in[t].d));
+        kern_vf_add_rows(y + t * ldy, rows, r0, KQ_NAME(kq_rp_sum)(I[t], M, d, dmin, in[t].d));
     }
 }
 
