@@ -47,17 +47,20 @@ static int kv_reserve(tui_gen *g, size_t n)
     return 0;
 }
 
-/* The bytes of token ids[*i] from offset *off on, one at a time: the next
- * byte, or -1 at the end of ids[0..n). */
+/* The next byte of ids[0..n) from token *i, byte *off on, or -1 at the
+ * end; (*i, *off) moves past it, to the next token's start after a
+ * token's last byte, so *off == 0 says a token boundary. */
 static int next_byte(const eng_tok *tok, const int32_t *ids, size_t n, size_t *i, size_t *off)
 {
-    while (*i < n) {
+    for (; *i < n; (*i)++, *off = 0) {
         size_t len = 0;
         const char *p = eng_tok_piece(tok, ids[*i], &len);
-        if (p && *off < len)
-            return (unsigned char)p[(*off)++];
-        (*i)++;
-        *off = 0;
+        if (p && *off < len) {
+            int c = (unsigned char)p[(*off)++];
+            if (*off == len)
+                (*i)++, *off = 0;
+            return c;
+        }
     }
     return -1;
 }
@@ -91,12 +94,6 @@ static int take_cached(const eng_tok *tok, const int32_t *kv, size_t n_kv, int32
         int ca = next_byte(tok, kv, n_kv, &ai, &ao), cb = next_byte(tok, v, *n, &bi, &bo);
         if (ca < 0 || cb < 0 || ca != cb)
             break;
-        /* a piece just finished: step past it so the boundary shows */
-        size_t len = 0;
-        if (ai < n_kv && (eng_tok_piece(tok, kv[ai], &len), ao == len))
-            ai++, ao = 0;
-        if (bi < *n && (eng_tok_piece(tok, v[bi], &len), bo == len))
-            bi++, bo = 0;
     }
     if (best_a == k0)
         return 0;
