@@ -352,6 +352,7 @@ AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
                                 q + (size_t)(h + j) * hd + 8 * i)));           \
     }                                                                          \
     for (unsigned t = 0; t < n_pos; t++) {                                     \
+        kern_pf_kv_rows(k, t + KERN_KV_PF_DIST, n_pos, kv_stride, koff, (HG), hd);\
         _Pragma("GCC unroll 4")                                                \
         for (int j = 0; j < (HG); j++) {                                       \
             const uint8_t *kt = (const uint8_t *)(k + t * kv_stride + koff[j]);\
@@ -390,6 +391,7 @@ AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
         for (unsigned i = 0; i < nv; i++)                                      \
             acc[j][i] = _mm256_setzero_ps();                                   \
     for (unsigned t = 0; t < n_pos; t++) {                                     \
+        kern_pf_kv_rows(v, t + KERN_KV_PF_DIST, n_pos, kv_stride, koff, (HG), hd);\
         _Pragma("GCC unroll 4")                                                \
         for (int j = 0; j < (HG); j++) {                                       \
             const uint8_t *vt = (const uint8_t *)(v + t * kv_stride + koff[j]);\
@@ -499,6 +501,7 @@ AVX2 static inline void kvg64_scores(const float *q, const uint16_t *k, unsigned
     for (unsigned t0 = 0; t0 < n8; t0 += 8) {
         _Pragma("GCC unroll 8")
         for (unsigned p = 0; p < 8; p++) {
+            kern_pf_kv_rows(k, t0 + p + KERN_KV_PF_DIST, n_pos, kv_stride, &koff, 1, 64);
             const uint8_t *kt = (const uint8_t *)(k + (t0 + p) * kv_stride + koff);
             __m256 kk[8];
             _Pragma("GCC unroll 8")
@@ -552,6 +555,8 @@ AVX2 static void attn2_kvg64(float *out, const float *q, const uint16_t *k,
          * others run without the per-head test (29.0-29.9 against
          * 30.5-32.4 ns per head and position, 5 alternating pairs) */
         unsigned char resc[A2_TB / 8];
+        for (unsigned t = te; t < te + A2_TB; t++)   /* the next block's V rows */
+            kern_pf_kv_rows(v, t, n_pos, kv_stride, &koff, 1, 64);
         for (unsigned c = 0; c < (te - tb) / 8; c++) {
             int m = 0;
             _Pragma("GCC unroll 4")
