@@ -1,7 +1,9 @@
 /*
  * eng_tok_detok.c — decoding: token ids -> text, streamed.  Bytes come out
  * whole UTF-8 characters at a time (a character split across tokens is
- * held until it completes); malformed sequences become U+FFFD.
+ * held until it completes); malformed sequences become U+FFFD.  And the
+ * byte-wise comparison of two token runs that keeps a chat's sampled
+ * replies in its prompt (eng_tok_splice_cached).
  */
 #include "config.h"
 
@@ -128,4 +130,58 @@ size_t eng_detok_flush(eng_detok *d, char *out, size_t cap)
         d->n_pend = 0;
     }
     return o;
+}
+
+/* ---- a prompt against the tokens a cache holds -------------------------- */
+/* The next byte of ids[0..n) from token *i, byte *off on, or -1 at the
+ * end; (*i, *off) moves past it, to the next token's start after a
+ * token's last byte, so *off == 0 says a token boundary. */
+static int next_byte(const eng_tok *tok, const int32_t *ids, size_t n, size_t *i, size_t *off)
+{
+    for (; *i < n; (*i)++, *off = 0) {
+        size_t len = 0;
+        const char *p = eng_tok_piece(tok, ids[*i], &len);
+        if (p && *off < len) {
+            int c = (unsigned char)p[(*off)++];
+            if (*off == len)
+                (*i)++, *off = 0;
+            return c;
+        }
+    }
+    return -1;
+}
+
+/* engine.h states the contract; the TUI and cflow serve call it. */
+int eng_tok_splice_cached(const eng_tok *tok, const int32_t *kv, size_t n_kv, size_t max,
+                          int32_t **ids, size_t *n)
+{
+    const int32_t *v = *ids;
+    size_t k0 = 0;
+    while (k0 < n_kv && k0 < *n && kv[k0] == v[k0])
+        k0++;
+    if (k0 == n_kv || k0 == *n || k0 == 0)
+        return 0;
+    size_t ai = k0, ao = 0, bi = k0, bo = 0, best_a = k0, best_b = k0;
+    for (;;) {
+        /* both at a token boundary with equal bytes so far: a splice point */
+        if (ao == 0 && bo == 0)
+            best_a = ai, best_b = bi;
+        int ca = next_byte(tok, kv, n_kv, &ai, &ao), cb = next_byte(tok, v, *n, &bi, &bo);
+        if (ca < 0 || cb < 0 || ca != cb)
+            break;
+    }
+    if (best_a == k0)
+        return 0;
+    size_t m = best_a + (*n - best_b);
+    if (max && m >= max)
+        return 0;
+    int32_t *w = malloc((m ? m : 1) * sizeof *w);
+    if (!w)
+        return -1;
+    memcpy(w, kv, best_a * sizeof *w);
+    memcpy(w + best_a, v + best_b, (*n - best_b) * sizeof *w);
+    free(*ids);
+    *ids = w;
+    *n = m;
+    return 0;
 }

@@ -111,6 +111,25 @@ const char *eng_tok_piece(const eng_tok *t, int32_t id, size_t *len);
  * 3 * (max_piece + 4) bytes of out (invalid bytes become 3-byte U+FFFD). */
 size_t      eng_tok_max_piece(const eng_tok *t);
 
+/* A chat's next prompt against the tokens a cache holds.  A reply goes
+ * into the cache as the tokens it was sampled as, which need not be those
+ * its text encodes to: a name copied from the request piece by piece
+ * (" S" "ue") re-encodes as one token (" Sue"), so the next turn's prompt,
+ * rendered and encoded whole, would leave the cache there and prefill the
+ * rest of the reply again.  Where the prompt ids[0..*n) leaves kv[0..n_kv)
+ * at k0 (0 < k0 < both lengths) and the two spell the same bytes on from
+ * k0 for a while, the prompt takes the cache's tokens up to the last point
+ * where both are at a token boundary with the bytes so far equal, and its
+ * own tokens after it, so the model sees its reply as it wrote it (as
+ * llama.cpp's chat loop keeps its replies' tokens) and nothing is read
+ * twice.  *ids (malloc'd) is freed and replaced by a new malloc'd array
+ * and *n set when tokens were taken; not when that would make the prompt
+ * max tokens or longer (max 0: no bound), nor when nothing can be taken:
+ * then both are left alone.  Returns 0, or -1 out of memory (*ids
+ * unchanged).  tok, kv (n_kv may be 0), ids and n must not be NULL. */
+int eng_tok_splice_cached(const eng_tok *tok, const int32_t *kv, size_t n_kv, size_t max,
+                          int32_t **ids, size_t *n);
+
 /* Streaming detokeniser: feed ids, get bytes that never end inside a
  * UTF-8 sequence.  prev is the previous token (for SentencePiece's rule that
  * a leading space after BOS is dropped).  Returns bytes written to out

@@ -488,7 +488,10 @@ static void prefill(srv *s)
     srv_slot *sl = &s->slots[q];
     srv_job *j = sl->job;
     char err[SRV_ERRLEN];
-    if (!j->smp && start_job(s, sl)) {
+    /* a conversation's earlier replies as the tokens they were sampled
+     * as, where the slot still holds them (engine.h) */
+    if (!j->smp && (eng_tok_splice_cached(s->tok, sl->cache, sl->n_cache, s->n_ctx, &j->ids,
+                                          &j->n_ids) || start_job(s, sl))) {
         fail(s, (unsigned)q, "out of memory");
         return;
     }

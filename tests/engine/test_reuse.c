@@ -201,11 +201,80 @@ static void test_reuse_shipped(void **state)
     check_model(path, -1, 0);
 }
 
+/* The bytes ids[0..n) spell, into out (NUL-terminated). */
+static void spell(const eng_tok *tok, const int32_t *ids, size_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = 0;
+        const char *p = eng_tok_piece(tok, ids[i], &len);
+        assert_true(p && o + len < cap);
+        memcpy(out + o, p, len);
+        o += len;
+    }
+    out[o] = 0;
+}
+
+/* eng_tok_splice_cached (the TUI's and cflow serve's follow-up turns), on
+ * the shipped model's tokenizer: a cache that holds a reply as it was
+ * sampled, a name in two pieces (" S" "ue"), against the next turn's
+ * prompt, which encodes the same text whole (" Sue"). */
+static void test_splice_cached(void **state)
+{
+    char path[4096], a[1024], b[1024];
+    const char *sd = getenv("CFLOW_SRCDIR");
+    (void)state;
+    snprintf(path, sizeof path, "%s/data/default.cflow", sd && *sd ? sd : ".");
+    tu_require(path);
+    eng_session *s = open_model(path, -1);
+    const eng_tok *tok = eng_tokenizer(s);
+    int32_t kv[CAP];
+    size_t n_kv = encode(s, "Tom gave the ball to", 1, kv, CAP);
+    const size_t head = n_kv;
+    n_kv += encode(s, " S", 0, kv + n_kv, CAP - n_kv);
+    n_kv += encode(s, "ue", 0, kv + n_kv, CAP - n_kv);
+    n_kv += encode(s, ". She was happy.", 0, kv + n_kv, CAP - n_kv);
+    const char *text = "Tom gave the ball to Sue. She was happy. They played all day.";
+    int32_t *ids = malloc(CAP * sizeof *ids);
+    size_t n = encode(s, text, 1, ids, CAP);
+    size_t k0 = 0;
+    while (k0 < n && k0 < n_kv && ids[k0] == kv[k0])
+        k0++;
+    assert_int_equal(k0, head);   /* the whole encoding leaves the cache at " Sue" */
+    const size_t n0 = n;
+
+    /* bounded: a prompt the splice would make n0 + 1 tokens or longer */
+    int32_t *before = ids;
+    assert_int_equal(eng_tok_splice_cached(tok, kv, n_kv, n0 + 1, &ids, &n), 0);
+    assert_ptr_equal(ids, before);
+    assert_int_equal(n, n0);
+    /* no cache, or nothing in common: unchanged */
+    assert_int_equal(eng_tok_splice_cached(tok, kv, 0, 0, &ids, &n), 0);
+    assert_ptr_equal(ids, before);
+    int32_t other[CAP];
+    size_t n_other = encode(s, "Once upon a time", 0, other, CAP);
+    assert_int_equal(eng_tok_splice_cached(tok, other, n_other, 0, &ids, &n), 0);
+    assert_ptr_equal(ids, before);
+
+    assert_int_equal(eng_tok_splice_cached(tok, kv, n_kv, 0, &ids, &n), 0);
+    /* the cache's tokens, all of them, then the prompt's own */
+    assert_true(n == n0 + 1);
+    assert_memory_equal(ids, kv, n_kv * sizeof *ids);
+    spell(tok, ids, n, a, sizeof a);   /* the same text */
+    int32_t whole[CAP];
+    size_t n_whole = encode(s, text, 1, whole, CAP);
+    spell(tok, whole, n_whole, b, sizeof b);
+    assert_string_equal(a, b);
+    free(ids);
+    eng_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reuse_gguf),
         cmocka_unit_test(test_reuse_shipped),
+        cmocka_unit_test(test_splice_cached),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -215,6 +215,47 @@ static void test_two_streams_as_alone(void **state)
     assert_int_equal(st_stop(&sv), 0);
 }
 
+/* A reply whose text re-encodes to other tokens than it was sampled as
+ * (the shipped model copies "Sue" as " S" "ue", the text encodes " Sue"):
+ * the follow-up keeps the sampled tokens (engine.h eng_tok_splice_cached),
+ * so all of the reply that was decoded into the cache is reused, not only
+ * what precedes the name (20 of 236 tokens without it). */
+static void test_follow_up_keeps_sampled_tokens(void **state)
+{
+    (void)state;
+    st_server sv = { 0 };
+    st_start(&sv, "-m", st_model(), "--parallel", "1", "--no-log", NULL);
+    char body[8192], reply[4096];
+    st_reply r;
+    json_object *o, *js;
+    long cached;
+    chat_body(body, sizeof body, NULL, "Sue was happy.", ",\"max_tokens\":200,\"temperature\":0");
+    st_http(&r, &sv, "/v1/chat/completions", body, NULL);
+    assert_int_equal(r.status, 200);
+    o = json_tokener_parse(r.body);
+    long q1 = jint(o, "usage.prompt_tokens"), g1 = jint(o, "usage.completion_tokens");
+    js = json_object_new_string(jstr(o, "choices.0.message.content"));
+    snprintf(reply, sizeof reply, "%s", json_object_to_json_string(js));
+    json_object_put(js);
+    json_object_put(o);
+    st_reply_free(&r);
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"Sue was happy.\"},"
+             "{\"role\":\"assistant\",\"content\":%s},{\"role\":\"user\",\"content\":"
+             "\"Tell me another one.\"}],\"max_tokens\":5,\"temperature\":0}", reply);
+    st_http(&r, &sv, "/v1/chat/completions", body, NULL);
+    assert_int_equal(r.status, 200);
+    o = json_tokener_parse(r.body);
+    long q2 = jint(o, "usage.prompt_tokens");
+    cached = jint(o, "usage.prompt_tokens_details.cached_tokens");
+    fprintf(stderr, "Sue: turn 1: %ld prompt + %ld generated; turn 2: %ld, %ld of them cached\n",
+            q1, g1, q2, cached);
+    assert_true(cached >= q1 + g1 - 1);
+    assert_true(cached < q2);
+    json_object_put(o);
+    st_reply_free(&r);
+    assert_int_equal(st_stop(&sv), 0);
+}
+
 static void test_follow_up_prefills_new_tokens(void **state)
 {
     (void)state;
@@ -251,6 +292,7 @@ static void test_follow_up_prefills_new_tokens(void **state)
     st_reply_free(&r);
     double pre1 = st_metric(&sv, "cflow_prompt_tokens_prefilled_total");
     assert_true(pre1 - pre0 == (double)(p2 - cached));
+
     assert_int_equal(st_stop(&sv), 0);
 
     /* the run log: the second request's run prefilled only the new tokens */
@@ -584,6 +626,7 @@ int main(void)
         cmocka_unit_test_teardown(test_chat_matches_run, reap),
         cmocka_unit_test_teardown(test_two_streams_as_alone, reap),
         cmocka_unit_test_teardown(test_follow_up_prefills_new_tokens, reap),
+        cmocka_unit_test_teardown(test_follow_up_keeps_sampled_tokens, reap),
         cmocka_unit_test_teardown(test_hang_up_frees_the_slot, reap),
         cmocka_unit_test_teardown(test_bad_requests, reap),
         cmocka_unit_test_teardown(test_api_key, reap),

@@ -8,7 +8,7 @@
  * chat template (completion mode, plain concatenation, for base models).
  * kv[0..n_kv) mirrors the tokens in the session's KV cache: a new prompt
  * is rendered in full (its replies as the tokens they were sampled as,
- * where the cache still holds them: take_cached), and the engine keeps the
+ * where the cache still holds them: eng_tok_splice_cached), and the engine keeps the
  * longest prefix of it the cache already holds (the earlier turns; on /regen the whole prompt) and
  * prefills only the rest (eng_prefill_reuse).  When the context fills, the
  * oldest turns are dropped (conv_first moves on, the system prompt stays),
@@ -44,68 +44,6 @@ static int kv_reserve(tui_gen *g, size_t n)
         return -1;
     g->kv = p;
     g->kv_cap = cap;
-    return 0;
-}
-
-/* The next byte of ids[0..n) from token *i, byte *off on, or -1 at the
- * end; (*i, *off) moves past it, to the next token's start after a
- * token's last byte, so *off == 0 says a token boundary. */
-static int next_byte(const eng_tok *tok, const int32_t *ids, size_t n, size_t *i, size_t *off)
-{
-    for (; *i < n; (*i)++, *off = 0) {
-        size_t len = 0;
-        const char *p = eng_tok_piece(tok, ids[*i], &len);
-        if (p && *off < len) {
-            int c = (unsigned char)p[(*off)++];
-            if (*off == len)
-                (*i)++, *off = 0;
-            return c;
-        }
-    }
-    return -1;
-}
-
-/* A reply goes into the cache as the tokens it was sampled as, which need
- * not be those its text encodes to: a name copied from the request piece
- * by piece (" S" "ue") re-encodes as one token (" Sue"), and the next
- * turn's prompt, rendered and encoded whole, would leave the cache there
- * and prefill the rest of the reply again.  Where the prompt ids[0..*n)
- * leaves kv[0..n_kv) at k0, the two spell the same bytes on from k0 for a
- * while: the prompt takes the cache's tokens up to the last point where
- * both are at a token boundary, the bytes so far equal, and its own
- * tokens after it, so the model sees its reply as it wrote it (as
- * llama.cpp's chat loop keeps its replies' tokens) and nothing is read
- * twice.  *ids is replaced (malloc'd) when tokens were taken; 0, or -1
- * out of memory (*ids unchanged). */
-static int take_cached(const eng_tok *tok, const int32_t *kv, size_t n_kv, int32_t **ids,
-                       size_t *n)
-{
-    const int32_t *v = *ids;
-    size_t k0 = 0;
-    while (k0 < n_kv && k0 < *n && kv[k0] == v[k0])
-        k0++;
-    if (k0 == n_kv || k0 == *n || k0 == 0)
-        return 0;
-    size_t ai = k0, ao = 0, bi = k0, bo = 0, best_a = k0, best_b = k0;
-    for (;;) {
-        /* both at a token boundary with equal bytes so far: a splice point */
-        if (ao == 0 && bo == 0)
-            best_a = ai, best_b = bi;
-        int ca = next_byte(tok, kv, n_kv, &ai, &ao), cb = next_byte(tok, v, *n, &bi, &bo);
-        if (ca < 0 || cb < 0 || ca != cb)
-            break;
-    }
-    if (best_a == k0)
-        return 0;
-    size_t m = best_a + (*n - best_b);
-    int32_t *w = malloc((m ? m : 1) * sizeof *w);
-    if (!w)
-        return -1;
-    memcpy(w, kv, best_a * sizeof *w);
-    memcpy(w + best_a, v + best_b, (*n - best_b) * sizeof *w);
-    free(*ids);
-    *ids = w;
-    *n = m;
     return 0;
 }
 
@@ -202,7 +140,7 @@ unlock:
         v[(*n)++] = bos;
     }
     *ids = v;
-    if (take_cached(tok, g->kv, g->n_kv, ids, n)) {
+    if (eng_tok_splice_cached(tok, g->kv, g->n_kv, 0, ids, n)) {
         free(*ids);
         return -1;
     }
