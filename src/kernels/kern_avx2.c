@@ -352,7 +352,7 @@ AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
                                 q + (size_t)(h + j) * hd + 8 * i)));           \
     }                                                                          \
     for (unsigned t = 0; t < n_pos; t++) {                                     \
-        kern_pf_kv_rows(k, t + KERN_KV_PF_DIST, n_pos, kv_stride, koff, (HG), hd);\
+        kern_pf_kv_rows(k, t + KERN_KV_PF_DIST, n_pos, kv_stride, koff, (HG), hd); \
         _Pragma("GCC unroll 4")                                                \
         for (int j = 0; j < (HG); j++) {                                       \
             const uint8_t *kt = (const uint8_t *)(k + t * kv_stride + koff[j]);\
@@ -391,7 +391,7 @@ AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
         for (unsigned i = 0; i < nv; i++)                                      \
             acc[j][i] = _mm256_setzero_ps();                                   \
     for (unsigned t = 0; t < n_pos; t++) {                                     \
-        kern_pf_kv_rows(v, t + KERN_KV_PF_DIST, n_pos, kv_stride, koff, (HG), hd);\
+        kern_pf_kv_rows(v, t + KERN_KV_PF_DIST, n_pos, kv_stride, koff, (HG), hd); \
         _Pragma("GCC unroll 4")                                                \
         for (int j = 0; j < (HG); j++) {                                       \
             const uint8_t *vt = (const uint8_t *)(v + t * kv_stride + koff[j]);\

@@ -671,7 +671,8 @@ static void NAME(float *out, const float *q, const uint16_t *k,                \
     const int shared = koff[0] == koff[(HG) - 1];                              \
     for (unsigned t = 0; t < n_pos; t++) {                                     \
         __m512 kf[CAP];                                                        \
-        kern_pf_kv_rows(k, t + KERN_KV_PF_DIST, n_pos, kv_stride, koff, shared ? 1 : (HG), hd);     \
+        kern_pf_kv_rows(k, t + KERN_KV_PF_DIST, n_pos, kv_stride, koff,         \
+                        shared ? 1 : (HG), hd);                              \
         if (shared) {                                                          \
             const uint8_t *kt = (const uint8_t *)(k + t * kv_stride + koff[0]);\
             _Pragma("GCC unroll 16")                                           \
@@ -714,7 +715,8 @@ static void NAME(float *out, const float *q, const uint16_t *k,                \
         S[j] = kern_attn_softmax_scalars(scores + (size_t)j * n_pos, n_pos, &M[j]);\
     }                                                                          \
     for (unsigned t = 0; t < n_pos; t++) {                                     \
-        kern_pf_kv_rows(v, t + KERN_KV_PF_DIST, n_pos, kv_stride, koff, shared ? 1 : (HG), hd);     \
+        kern_pf_kv_rows(v, t + KERN_KV_PF_DIST, n_pos, kv_stride, koff,         \
+                        shared ? 1 : (HG), hd);                              \
         _Pragma("GCC unroll 8")                                                \
         for (int j = 0; j < (HG); j++) {                                       \
             const uint8_t *vt = (const uint8_t *)(v + t * kv_stride + koff[j]);\
