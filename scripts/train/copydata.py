@@ -53,7 +53,8 @@ validation set chooses checkpoints; the test set is scored once.
 Usage:
   copydata.py lists [--seed 46] LISTDIR TRAIN.txt...     # writes the lists
   copydata.py build [--seed N] [--per-story K] [--p-name P] [--p-thing P]
-                    [--p-plain P] [--nouns-only] [--cue P] [--lists DIR]
+                    [--p-plain P] [--nouns-only] [--cue P] [--more-phrasings]
+                    [--thing-phrasings] [--lists DIR]
                     OUT.txt STORIES.txt...
   copydata.py requests --set valid|test [--seed N] [--n N] [--lists DIR]
                     [--check FILE...] OUT.jsonl
@@ -164,6 +165,33 @@ MORE_PHRASINGS = [
     "Write a story in which {name} brings home {athing}.",
     "Tell me a story where a {who} named {name} wins {athing}.",
 ]
+# With build --thing-phrasings (issue 46's grow4): wordings that vary the
+# requested thing as MORE_PHRASINGS vary the name -- the thing followed by
+# other words, the thing before the name, "the"/"a big"/"her" before it.
+# The copy that fails now is mostly the thing's ("brocan" for toucan,
+# "lanternn"), and every earlier training wording but one ended the
+# request with it.  ({poss}: her/his/the, from the story's pronouns.)
+# train.py reads the name and thing back through these (request_words;
+# its _check_request_words, at import, fills every wording and reads it
+# back, so no earlier wording takes one of these with the slots swapped).
+THING_PHRASINGS = [
+    "Tell me a story about {athing} that belongs to a {who} named {name}.",
+    "Write a story where {athing} makes {name} happy.",
+    "Can you tell me a story where {name} puts {athing} in a box?",
+    "Tell me a story where {name} gives {athing} to a friend.",
+    "Write a story in which {name} sees {athing} at the park.",
+    "Please write a story where {name} takes {athing} to school.",
+    "Tell me a story where {name} and {athing} go on a trip.",
+    "Write a story about {athing} and a {who} called {name}.",
+    "Tell me a story about {athing}. It belongs to {name}.",
+    "Write a story where {athing} meets a {who} named {name}.",
+    "Tell me a story about {name} and the {thing}.",
+    "Write a story where a {who} named {name} has a big {thing}.",
+    "Can you write a story about {name} and a little {thing}?",
+    "Tell me a story about {name} and {poss} {thing}.",
+    "Write a story where {name} loses {poss} {thing}.",
+    "Tell me a story about a {who} named {name}. The story has {athing} in it, too.",
+]
 # Held-out wordings: validation requests (checkpoint choice) and the final
 # test set use their own, and no training conversation uses either.
 VALID_PHRASINGS = [
@@ -185,7 +213,7 @@ WHO = {"she": "girl", "he": "boy", None: "kid"}
 
 def _check_phrasings():
     train = {t for _, t in PHRASINGS} | {t for _, t in TRAIN_PHRASINGS} | set(chatdata.FOLLOWUPS) \
-        | set(MORE_PHRASINGS)
+        | set(MORE_PHRASINGS) | set(THING_PHRASINGS)
     held = set(VALID_PHRASINGS) | set(TEST_PHRASINGS)
     assert not train & held and not set(VALID_PHRASINGS) & set(TEST_PHRASINGS)
 
@@ -467,7 +495,7 @@ def sentence_ends(text):
     return [m.end() for m in re.finditer(r'[.!?]"?(?=\s)', text)] + [len(text)]
 
 
-def cue_convo(story, rng, names, things_by_cat, p_name, p_thing, more=False):
+def cue_convo(story, rng, names, things_by_cat, p_name, p_thing, more=False, more_things=False):
     """(request, story, name, thing) with the name in the story's first
     sentence (an intro "Once upon a time, there was a girl named X." put in
     front where it is not) and the thing's first mention in the first or
@@ -516,8 +544,9 @@ def cue_convo(story, rng, names, things_by_cat, p_name, p_thing, more=False):
                                       poss=poss, thing=w, athing=article(w))
         story = story[:ends[0]] + " " + cue + (" " + rest if rest else "")
     choices = [t for _, t in TRAIN_PHRASINGS] + [t for n, t in PHRASINGS if n == ""] \
-        + (MORE_PHRASINGS if more else [])
-    req = rng.choice(choices).format(name=name, athing=article(w), who=kind or wh)
+        + (MORE_PHRASINGS if more else []) + (THING_PHRASINGS if more_things else [])
+    req = rng.choice(choices).format(name=name, athing=article(w), who=kind or wh, thing=w,
+                                     poss=PRON.get(wh, (None, "the"))[1])
     return req, story, name, w
 
 
@@ -530,7 +559,7 @@ def build(stories, rng, args, names, things_by_cat):
                 continue
             if args.cue and rng.random() < args.cue:
                 c = cue_convo(story0, rng, names, things_by_cat, args.p_name, args.p_thing,
-                              args.more_phrasings)
+                              args.more_phrasings, args.thing_phrasings)
             else:
                 c = convo(story0, rng, names, things_by_cat, args.p_name, args.p_thing,
                           args.nouns_only)
@@ -596,6 +625,8 @@ def main():
                         "sentence early in the story (cue_convo)")
     b.add_argument("--more-phrasings", action="store_true",
                    help="--cue requests also use MORE_PHRASINGS (the name followed by a verb)")
+    b.add_argument("--thing-phrasings", action="store_true",
+                   help="--cue requests also use THING_PHRASINGS (the thing's wording varied)")
     b.add_argument("--lists", default=LISTS)
     b.add_argument("out")
     b.add_argument("stories", nargs="+")

@@ -46,12 +46,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bpe import EOT, Tokenizer  # noqa: E402
 from chatdata import FOLLOWUPS, IM_END, IM_START, PHRASINGS, PLAIN_REQUESTS  # noqa: E402
-from copydata import MORE_PHRASINGS, TRAIN_PHRASINGS  # noqa: E402
+from copydata import MORE_PHRASINGS, THING_PHRASINGS, TRAIN_PHRASINGS  # noqa: E402
 
 # the requests' own wording (chatdata.py's and, since issue 46,
 # copydata.py's phrasings): not weighted by --copy-weight
 REQUEST_TEXTS = [t for _, t in PHRASINGS + TRAIN_PHRASINGS] + FOLLOWUPS + PLAIN_REQUESTS \
-    + MORE_PHRASINGS
+    + MORE_PHRASINGS + THING_PHRASINGS
 from export import export, load  # noqa: E402
 from model import VARIANTS, CflowModel, make_config  # noqa: E402
 
@@ -151,7 +151,10 @@ def _slot_re(text):
     for m in re.finditer(r"\{(\w+)\}", text):
         out += re.escape(text[pos:m.start()])
         g = m.group(1)
-        out += f"(?P={g})" if g in seen else f"(?P<{g}>.+?)"
+        # a name, a kind, a who are one word: "a {kind} named {name}."
+        # must not take "a girl named X and a Y." ("X and a Y" the name)
+        pat = r"\S+?" if g in ("name", "kind", "who") else ".+?"
+        out += f"(?P={g})" if g in seen else f"(?P<{g}>{pat})"
         seen.add(g)
         pos = m.end()
     return re.compile(out + re.escape(text[pos:]) + "$")
@@ -175,6 +178,22 @@ def request_words(req):
                 out.append(th.split()[-1])
             return out
     return []
+
+
+def _check_request_words():
+    """Every wording with a {name} reads back as [name, thing]: the first
+    matching wording wins, so a later one ("... about {athing} and a
+    {who} called {name}") must not be taken by an earlier one with its
+    slots swapped."""
+    for t in REQUEST_TEXTS:
+        if "{name}" not in t:
+            continue
+        req = t.format(name="Qzname", athing="a qzthing", thing="qzthing", kind="qzthing",
+                       who="kid", poss="her")
+        assert request_words(req) == ["Qzname", "qzthing"], (t, request_words(req))
+
+
+_check_request_words()
 
 
 def token_bytes(tok, ids):
