@@ -95,7 +95,7 @@ def grow_vocab(m, sd, V):
 
 
 def chat_ids(tok, doc, copy_weight, common, copy_end=False, mask_request=False,
-             copy_spans=False, copy_later=1.0):
+             copy_spans=False, copy_later=1.0, copy_first=1.0):
     """ids and loss weights of one conversation: the first time the answer
     writes a token of the request it answers (the requested name and thing,
     not the request's own wording, common) weighs copy_weight, every
@@ -110,8 +110,8 @@ def chat_ids(tok, doc, copy_weight, common, copy_end=False, mask_request=False,
     rare pieces (the answer's copies of it are what counts).  With
     copy_spans the weighted tokens are those of the first mention of the
     requested name and thing themselves (request_words, span_weights), not
-    of any token the request holds, and copy_later weighs their later
-    mentions."""
+    of any token the request holds, copy_later weighs their later
+    mentions and copy_first their first piece more (span_weights)."""
     ids, w, req = [], [], set()
     for k, seg in enumerate(doc.split(IM_START)):
         if k:
@@ -124,7 +124,7 @@ def chat_ids(tok, doc, copy_weight, common, copy_end=False, mask_request=False,
             w += [0.0 if mask_request else 1.0] * len(seg_ids)
         elif seg.startswith("assistant\n") and copy_spans:
             w += span_weights(tok, seg, seg_ids, req_words, copy_weight, copy_end,
-                              copy_later)
+                              copy_later, copy_first)
         elif seg.startswith("assistant\n"):
             # run: inside a copy that began at a first mention (with
             # copy_end its later tokens of the request weigh too, so a name
@@ -202,13 +202,17 @@ def token_bytes(tok, ids):
             else len(tok.inv[i]) for i in ids]
 
 
-def span_weights(tok, seg, seg_ids, words, copy_weight, copy_end, copy_later=1.0):
+def span_weights(tok, seg, seg_ids, words, copy_weight, copy_end, copy_later=1.0,
+                 copy_first=1.0):
     """Weights of an assistant segment's tokens: those covering the first
     whole-word mention of each of words (the thing also in its plural, any
     case) weigh copy_weight, with copy_end the token after it too; the
     later mentions copy_later (their tokens only: the copy inside a long
     name fails on a later mention too, "Zepruine" on Zephyrine's fifth);
-    the rest 1.  The mention is found in the text, so a name's first piece
+    with copy_first the first token of each first mention weighs
+    copy_weight x copy_first (the copy of a thing fails most at its first
+    piece, which the model writes from its own prior: " her" of " her"
+    "on", heron, comes out "apon"); the rest 1.  The mention is found in the text, so a name's first piece
     counts whatever else uses it (" A" of " Aukusti", the bare " " of
     " Zephyrine"), and a piece of the name inside another word does not."""
     w = [1.0] * len(seg_ids)
@@ -227,11 +231,13 @@ def span_weights(tok, seg, seg_ids, words, copy_weight, copy_end, copy_later=1.0
             stop = last + 1 + (1 if copy_end and not j else 0)
             for i in range(first, min(len(w), stop)):
                 w[i] = max(w[i], copy_later) if j else copy_weight
+            if not j:
+                w[first] = copy_weight * copy_first
     return w
 
 
 def token_stream(tok, stories, cache, copy_weight=1.0, copy_end=False, mask_request=False,
-                 copy_spans=False, copy_later=1.0):
+                 copy_spans=False, copy_later=1.0, copy_first=1.0):
     """stream [N] ids, starts [docs] (each document's BOS), weights [N] f32:
     the loss weight of predicting stream[i] (chat_ids; 1 for stories)."""
     if cache and os.path.exists(cache):
@@ -247,7 +253,7 @@ def token_stream(tok, stories, cache, copy_weight=1.0, copy_end=False, mask_requ
     for s in stories:
         if s.startswith(IM_START):
             ids, w = chat_ids(tok, s, copy_weight, common, copy_end, mask_request,
-                                    copy_spans, copy_later)
+                                    copy_spans, copy_later, copy_first)
         else:
             ids = tok.encode(s)
             w = [1.0] * len(ids)
@@ -347,7 +353,7 @@ def train_one(arch, args, stream, starts, weights, tok):
     info = {"train_seconds": round(el, 1), "train_steps": args.steps,
             "train_tokens": args.steps * args.batch * args.seq,
             "final_train_ce_ema": round(ema, 4), "params": nparams,
-            "seed": args.seed, "init": args.init, "start_step": args.start_step, "copy_weight": args.copy_weight, "copy_end": args.copy_end, "mask_request": args.mask_request, "copy_spans": args.copy_spans, "copy_later": args.copy_later, "freeze_below": args.freeze_below, "lr": args.lr, "batch": args.batch, "seq": args.seq,
+            "seed": args.seed, "init": args.init, "start_step": args.start_step, "copy_weight": args.copy_weight, "copy_end": args.copy_end, "mask_request": args.mask_request, "copy_spans": args.copy_spans, "copy_later": args.copy_later, "copy_first": args.copy_first, "freeze_below": args.freeze_below, "lr": args.lr, "batch": args.batch, "seq": args.seq,
             "data": [os.path.basename(p) for p in [args.train] + args.extra + args.chat]}
     m.eval()
     export(m, args.tok, out)
@@ -376,6 +382,9 @@ def main():
     ap.add_argument("--copy-spans", action="store_true",
                     help="weigh the first mention of the requested name and thing "
                          "(span_weights), not every token of the request")
+    ap.add_argument("--copy-first", type=float, default=1.0,
+                    help="with --copy-spans the first token of each first mention weighs "
+                         "--copy-weight times this (span_weights)")
     ap.add_argument("--copy-later", type=float, default=1.0,
                     help="with --copy-spans: loss weight of the later mentions of the "
                          "requested name and thing (span_weights)")
@@ -434,9 +443,11 @@ def main():
         cache = cache[:-4] + "+s.npz"
     if args.copy_later != 1.0:
         cache = cache[:-4] + f"+l{args.copy_later:g}.npz"
+    if args.copy_first != 1.0:
+        cache = cache[:-4] + f"+f{args.copy_first:g}.npz"
     stream, starts, weights = token_stream(tok, stories, os.path.join(args.out, cache),
                                            args.copy_weight, args.copy_end, args.mask_request,
-                                           args.copy_spans, args.copy_later)
+                                           args.copy_spans, args.copy_later, args.copy_first)
     print(f"train: {len(stories)} stories, {len(stream)} tokens", flush=True)
     for arch in args.variants:
         train_one(arch, args, stream, starts, weights, tok)
