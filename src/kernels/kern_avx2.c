@@ -351,8 +351,10 @@ AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
             _mm256_store_ps(qr[j] + 8 * i, kern_vf_round_h(_mm256_loadu_ps(          \
                                 q + (size_t)(h + j) * hd + 8 * i)));           \
     }                                                                          \
+    /* GQA: the heads may share one K/V row, prefetched once */              \
+    const int n_rows = koff[0] == koff[(HG) - 1] ? 1 : (HG);                   \
     for (unsigned t = 0; t < n_pos; t++) {                                     \
-        kern_pf_kv_rows(k, t + KERN_KV_PF_DIST, n_pos, kv_stride, koff, (HG), hd); \
+        kern_pf_kv_rows(k, t + KERN_KV_PF_DIST, n_pos, kv_stride, koff, n_rows, hd);\
         _Pragma("GCC unroll 4")                                                \
         for (int j = 0; j < (HG); j++) {                                       \
             const uint8_t *kt = (const uint8_t *)(k + t * kv_stride + koff[j]);\
@@ -391,7 +393,7 @@ AVX2 static void NAME(float *out, const float *q, const uint16_t *k,           \
         for (unsigned i = 0; i < nv; i++)                                      \
             acc[j][i] = _mm256_setzero_ps();                                   \
     for (unsigned t = 0; t < n_pos; t++) {                                     \
-        kern_pf_kv_rows(v, t + KERN_KV_PF_DIST, n_pos, kv_stride, koff, (HG), hd); \
+        kern_pf_kv_rows(v, t + KERN_KV_PF_DIST, n_pos, kv_stride, koff, n_rows, hd);\
         _Pragma("GCC unroll 4")                                                \
         for (int j = 0; j < (HG); j++) {                                       \
             const uint8_t *vt = (const uint8_t *)(v + t * kv_stride + koff[j]);\

@@ -191,13 +191,19 @@ static void test_reuse_gguf(void **state)
     unsetenv("CFLOW_NO_BATCH");
 }
 
+/* The shipped model's path into path (the test needs it). */
+static void shipped(char *path, size_t cap)
+{
+    const char *sd = getenv("CFLOW_SRCDIR");
+    snprintf(path, cap, "%s/data/default.cflow", sd && *sd ? sd : ".");
+    tu_require(path);
+}
+
 static void test_reuse_shipped(void **state)
 {
     char path[4096];
-    const char *sd = getenv("CFLOW_SRCDIR");
     (void)state;
-    snprintf(path, sizeof path, "%s/data/default.cflow", sd && *sd ? sd : ".");
-    tu_require(path);
+    shipped(path, sizeof path);
     check_model(path, -1, 0);
 }
 
@@ -222,10 +228,8 @@ static void spell(const eng_tok *tok, const int32_t *ids, size_t n, char *out, s
 static void test_splice_cached(void **state)
 {
     char path[4096], a[1024], b[1024];
-    const char *sd = getenv("CFLOW_SRCDIR");
     (void)state;
-    snprintf(path, sizeof path, "%s/data/default.cflow", sd && *sd ? sd : ".");
-    tu_require(path);
+    shipped(path, sizeof path);
     eng_session *s = open_model(path, -1);
     const eng_tok *tok = eng_tokenizer(s);
     int32_t kv[CAP];

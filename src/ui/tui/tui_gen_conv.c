@@ -8,9 +8,10 @@
  * chat template (completion mode, plain concatenation, for base models).
  * kv[0..n_kv) mirrors the tokens in the session's KV cache: a new prompt
  * is rendered in full (its replies as the tokens they were sampled as,
- * where the cache still holds them: eng_tok_splice_cached), and the engine keeps the
- * longest prefix of it the cache already holds (the earlier turns; on /regen the whole prompt) and
- * prefills only the rest (eng_prefill_reuse).  When the context fills, the
+ * where the cache still holds them: eng_tok_splice_cached), and the
+ * engine keeps the longest prefix of it the cache already holds (the
+ * earlier turns; on /regen the whole prompt) and prefills only the rest
+ * (eng_prefill_reuse).  When the context fills, the
  * oldest turns are dropped (conv_first moves on, the system prompt stays),
  * the pane is told, and the rest is prefilled again from where it first
  * differs (after the system prompt); a single reply longer than the
